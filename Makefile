@@ -1,0 +1,41 @@
+# Two commands do all set-up on a fresh machine:
+#   make demo   - the main job end to end on the offline example (scripted model, real containers)
+#   make test   - the whole test suite against the real Docker engine
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PYTEST_ARGS ?=
+
+.PHONY: setup deps engine images test demo bench clean-containers
+
+setup: deps engine images
+
+deps: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	@touch $@
+
+engine:
+	@bash scripts/ensure-engine.sh
+
+images: deps engine
+	$(BIN)/harness images build
+
+test: setup
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+demo: setup
+	$(BIN)/harness run --image py311 --model scripted:examples/calc-fix.yaml examples/calc --task "Fix the failing tests in calc." --verify "python3 -m pytest -q"
+
+bench: setup
+	$(BIN)/harness bench sandbox
+	$(BIN)/harness bench snapshot
+	$(BIN)/harness bench tools
+	$(BIN)/harness bench run
+
+clean-containers:
+	$(BIN)/harness sandbox prune --all

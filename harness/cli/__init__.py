@@ -1,0 +1,9 @@
+"""The `harness` command line. The CLI layer is the only place that reads environment variables,
+prints, and wires components together; each command group lives in its own module."""
+
+from __future__ import annotations
+
+from harness.cli.app import app, bench_app, main  # noqa: F401
+
+# Importing the command modules registers their commands on `app` / `bench_app`.
+from harness.cli import model_cmds, run_cmds, sandbox_cmds, session_cmds, tool_cmds  # noqa: F401,E402

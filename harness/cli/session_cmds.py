@@ -1,0 +1,1 @@
+"""(commands added by the issue that owns this module)"""

@@ -1,0 +1,106 @@
+"""Typed values that cross component boundaries on the host side (no loose dicts)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ToolCall(BaseModel):
+    """One tool call requested by the model."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    """Parsed arguments (after a safe JSON repair, when one was needed)."""
+    raw_arguments: str | None = None
+    """The argument text as the model sent it, when it was not valid JSON."""
+    parse_error: str | None = None
+    """Set when the arguments could not be parsed even after repair: answered as `invalid_json`."""
+
+
+class Usage(BaseModel):
+    """Token usage of one model call, normalised across providers.
+
+    input_tokens counts every prompt token, cached or not (OpenAI's prompt_tokens; for Anthropic it is
+    input_tokens + cache_read_input_tokens + cache_creation_input_tokens). cached_input_tokens is
+    the part of input_tokens read from a prompt cache; cache_write_tokens the part written to one.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    def __add__(self, other: "Usage") -> "Usage":
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+        )
+
+
+StopReason = Literal["end_turn", "tool_use", "max_tokens", "content_filter", "other"]
+
+
+class ModelTurn(BaseModel):
+    """One assistant turn: what the model said and which tools it asked for."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    stop_reason: StopReason = "end_turn"
+    usage: Usage = Field(default_factory=Usage)
+    cost_usd: float = 0.0
+    """Cost of this turn including failed/retried attempts; 0 when unknown (recorded as such)."""
+    latency_ms: int = 0
+    model: str = ""
+    retries: int = 0
+
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+class Message(BaseModel):
+    """One message of the conversation in provider-neutral form."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Role
+    content: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    """Assistant messages only."""
+    tool_call_id: str | None = None
+    """Tool messages only: which call this answers."""
+    name: str | None = None
+    """Tool messages only: the tool's name."""
+    is_error: bool = False
+    """Tool messages only: the call failed (Anthropic's is_error)."""
+
+
+class ToolSchema(BaseModel):
+    """A tool as the model sees it: name, description, JSON schema of its arguments."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+    def openai(self) -> dict[str, Any]:
+        """OpenAI chat-completions `tools` entry."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+    def anthropic(self) -> dict[str, Any]:
+        """Anthropic Messages `tools` entry."""
+        return {"name": self.name, "description": self.description, "input_schema": self.parameters}

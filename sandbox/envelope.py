@@ -1,0 +1,75 @@
+"""The result of one sandboxed call: exit code first, then status, output, limits in force."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+Status = Literal["ok", "exit_nonzero", "timeout", "oom_killed", "output_limit"]
+
+
+class Posture(BaseModel):
+    """The isolation and limits the call actually ran under (recorded in every envelope)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    runtime: str
+    network: str
+    read_only_root: bool
+    user: str
+    cpus: float
+    memory: int
+    pids: int
+    timeout_s: float
+    tmpfs: int
+    cap_drop: str = "ALL"
+    no_new_privileges: bool = True
+    seccomp: str = "default"
+
+
+class Envelope(BaseModel):
+    """What a command did. Non-zero exits, timeouts, OOM kills and output floods are all data here.
+
+    exit_code conventions: the command's own code; 124 when the wall clock killed it; 137 when the
+    OOM killer did (or SIGKILL otherwise).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    exit_code: int
+    status: Status
+    duration_ms: int
+    stdout: str
+    stderr: str
+    stdout_bytes: int = 0
+    """Total stdout bytes the command wrote (kept + dropped)."""
+    stderr_bytes: int = 0
+    stdout_dropped: int = 0
+    """Bytes of stdout dropped from the middle (head and tail are kept)."""
+    stderr_dropped: int = 0
+    truncated: bool = False
+    limits: Posture
+    image_id: str
+    runtime: str
+    committed_image: str | None = None
+    """New image id when the call changed the container filesystem and a commit was asked for."""
+
+    def headline(self) -> str:
+        """First line for models and people: exit code and status first."""
+        extra = {
+            "timeout": f" (killed after {self.limits.timeout_s:g}s wall-clock limit)",
+            "oom_killed": f" (killed: memory limit {self.limits.memory // 1024**2} MiB)",
+            "output_limit": " (killed: output ceiling reached)",
+        }.get(self.status, "")
+        trunc = " [output truncated]" if self.truncated else ""
+        return f"exit_code={self.exit_code} status={self.status}{extra} duration={self.duration_ms}ms{trunc}"
+
+    def render(self) -> str:
+        """Text for a model: headline, then stdout and stderr sections when non-empty."""
+        parts = [self.headline()]
+        if self.stdout:
+            parts.append("--- stdout ---\n" + self.stdout.rstrip("\n"))
+        if self.stderr:
+            parts.append("--- stderr ---\n" + self.stderr.rstrip("\n"))
+        return "\n".join(parts)
