@@ -29,6 +29,10 @@ class ModelError(HarnessError, RuntimeError):
     """The model call failed and will not be retried further."""
 
     retryable = False
+    usage: Any = None
+    """`harness.types.Usage` the failed call(s) still consumed (billed by the meter), or None."""
+    cost_usd: float = 0.0
+    """Cost of that usage, set by the retry layer."""
 
 
 class ModelAuthError(ModelError, PermissionError):

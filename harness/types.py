@@ -60,6 +60,8 @@ class ModelTurn(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     cost_usd: float = 0.0
     """Cost of this turn including failed/retried attempts; 0 when unknown (recorded as such)."""
+    cost_known: bool = True
+    """False when the model has no known price: cost_usd is 0 and should be flagged, not trusted."""
     latency_ms: int = 0
     model: str = ""
     retries: int = 0

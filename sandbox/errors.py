@@ -47,3 +47,11 @@ class SessionNotFound(SnapshotError, LookupError):
 
 class StepOutOfRange(SnapshotError, IndexError):
     """The requested step does not exist in the session."""
+
+
+class PatchConflict(SnapshotError):
+    """The exported patch no longer applies to the original repository (it changed since import)."""
+
+
+class SetupError(SandboxError, RuntimeError):
+    """An environment setup command (`--setup`) failed; the message carries its exit code and output tail."""

@@ -13,10 +13,11 @@ import platformdirs
 import typer
 from rich.console import Console
 
-from harness.errors import ConfigError, HarnessError, SessionError
+from harness.errors import ConfigError, HarnessError, ModelAuthError, ModelError, ModelSpendLimitError, SessionError
 from sandbox.errors import (
     EngineUnavailable,
     ImageNotFound,
+    PatchConflict,
     RuntimeUnavailable,
     SandboxError,
     SessionNotFound,
@@ -43,10 +44,27 @@ class ExitCode(IntEnum):
     """Exit codes of harness itself (`harness exec` otherwise exits with the command's own code)."""
 
     OK = 0
+    """`harness run`/`resume`: outcome verified."""
+    UNVERIFIED = 10
+    """Run outcome `unverified`: the model finished but no verify command was configured."""
+    FAILED_VERIFICATION = 11
+    """Run outcome `failed_verification`: the verify command still failed after the allowed rounds."""
+    STUCK = 12
+    """Run outcome `stuck`: the circuit breaker tripped (same tool failing, same tests failing)."""
+    LIMIT = 13
+    """Run outcome `limit:<which>`: a step, token, cost, wall-clock or context budget was spent."""
+    MODEL_ERROR = 14
+    """Run outcome `model_error`: the model call failed past the retry policy (run is resumable)."""
     USAGE = 64
     """Bad flag, argument or limit."""
+    PATCH_CONFLICT = 65
+    """The exported patch no longer applies to the original repository (it changed since import)."""
     NOT_FOUND = 66
     """Repository path, session, step or file does not exist."""
+    MODEL_UNAVAILABLE = 69
+    """The model endpoint failed: unreachable, timed out, rate limited past the retry budget, bad answer."""
+    MODEL_AUTH = 77
+    """The model endpoint rejected the API key (or the account's spend limit is reached)."""
     CONFIG = 78
     """Invalid config file or script."""
     SANDBOX = 125
@@ -62,12 +80,18 @@ def fail(message: str, code: ExitCode) -> NoReturn:
 
 def exit_code_for(error: BaseException) -> ExitCode:
     """Map an exception from our trees to the documented exit code."""
+    if isinstance(error, PatchConflict):
+        return ExitCode.PATCH_CONFLICT
     if isinstance(error, (SessionNotFound, StepOutOfRange, WorkspaceError, FileNotFoundError)):
         return ExitCode.NOT_FOUND
     if isinstance(error, (SpecError, ValueError)) and not isinstance(error, ConfigError):
         return ExitCode.USAGE
     if isinstance(error, ConfigError):
         return ExitCode.CONFIG
+    if isinstance(error, (ModelAuthError, ModelSpendLimitError)):
+        return ExitCode.MODEL_AUTH
+    if isinstance(error, ModelError):
+        return ExitCode.MODEL_UNAVAILABLE
     if isinstance(error, (EngineUnavailable, ImageNotFound, RuntimeUnavailable, SandboxError)):
         return ExitCode.SANDBOX
     if isinstance(error, SessionError):

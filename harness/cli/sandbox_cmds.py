@@ -1,1 +1,210 @@
-"""(commands added by the issue that owns this module)"""
+"""`harness exec`, `doctor`, `images build|list`, `sandbox prune` and `bench sandbox`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from pydantic import ValidationError
+from rich.table import Table
+
+from harness.cli.app import ExitCode, app, bench_app, console, docker_host, err_console, fail, reported
+from sandbox import cleanup, images
+from sandbox.docker import DockerSandbox, available_runtimes, connect
+from sandbox.envelope import Envelope
+from sandbox.errors import SandboxError
+from sandbox.spec import SandboxSpec
+from sandbox.workspace import copy_repository
+
+images_app = typer.Typer(help="Build and list the sandbox images.", no_args_is_help=True)
+sandbox_app = typer.Typer(help="Maintain sandbox containers.", no_args_is_help=True)
+app.add_typer(images_app, name="images")
+app.add_typer(sandbox_app, name="sandbox")
+
+FLAGS = {"image": "--image", "timeout_s": "--timeout", "memory": "--memory", "cpus": "--cpus", "pids": "--pids",
+         "runtime": "--runtime", "network": "--network", "read_only_root": "--writable-root"}
+
+
+def run_id() -> str:
+    """$HARNESS_RUN_ID (tests use it to find what they made) or a fresh id."""
+    return os.environ.get("HARNESS_RUN_ID") or f"cli-{uuid.uuid4().hex[:12]}"
+
+
+def build_spec(**fields: Any) -> SandboxSpec:
+    """A SandboxSpec from CLI flags (None = default); a bad limit is a one-line usage error."""
+    try:
+        return SandboxSpec(**{k: v for k, v in fields.items() if v is not None})
+    except ValidationError as error:
+        first = error.errors()[0]
+        field = str(first["loc"][0]) if first["loc"] else "limits"
+        message = str(first["msg"]).removeprefix("Value error, ")
+        fail(f"invalid {FLAGS.get(field, field)} {first.get('input')!r}: {message}", ExitCode.USAGE)
+
+
+def execute(path: Path, command: list[str], spec: SandboxSpec, keep: Path | None) -> Envelope:
+    """Run command on a fresh copy of path in one disposable container; optionally keep the copy."""
+    if keep is not None and keep.exists():
+        fail(f"--keep target already exists: {keep}", ExitCode.USAGE)
+    client = connect(docker_host())
+    scratch = Path(tempfile.mkdtemp(prefix="harness-exec-"))
+    try:
+        workspace = scratch / "workspace"
+        copy_repository(path, workspace)
+        with DockerSandbox(client, run_id=run_id(), pool_size=0) as box:
+            envelope = box.run(command, workspace=workspace, spec=spec)
+        if keep is not None:
+            shutil.copytree(workspace, keep, symlinks=True)
+        return envelope
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        client.close()
+
+
+def print_envelope(envelope: Envelope, as_json: bool) -> None:
+    """One JSON object for machines, or the model-facing rendering for people."""
+    if as_json:
+        print(json.dumps(envelope.model_dump(mode="json")))
+        return
+    status_style = "green" if envelope.status == "ok" else "red"
+    console.print(f"[bold {status_style}]{envelope.headline()}[/]", soft_wrap=True)
+    if envelope.stdout:
+        console.print("[dim]--- stdout ---[/]")
+        console.out(envelope.stdout.rstrip("\n"), highlight=False)
+    if envelope.stderr:
+        console.print("[dim]--- stderr ---[/]")
+        console.out(envelope.stderr.rstrip("\n"), highlight=False)
+
+
+@app.command("exec")
+def exec_command(
+    path: Path = typer.Argument(..., help="Repository to copy into a fresh workspace (never modified)."),
+    command: list[str] = typer.Argument(..., help="Command to run after `--`."),
+    image: str = typer.Option("py311", help="Harness image name (py311) or a local image reference."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="Wall-clock limit in seconds [default: 120]."),
+    memory: Optional[str] = typer.Option(None, help="Memory limit, e.g. 512m, 1g [default: 1g]."),
+    cpus: Optional[float] = typer.Option(None, help="CPU quota in cores [default: 1]."),
+    pids: Optional[int] = typer.Option(None, help="Process limit [default: 256]."),
+    runtime: Optional[str] = typer.Option(None, help="OCI runtime: runc (default) or runsc (gVisor)."),
+    network: Optional[str] = typer.Option(None, help="Docker network mode [default: none]."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    keep: Optional[Path] = typer.Option(None, "--keep", help="Copy the resulting workspace to this new directory."),
+    session: Optional[str] = typer.Option(None, "--session", help="Create or continue this session: each exec is a step."),
+    setup: list[str] = typer.Option([], "--setup", help="With --session, on create: command run once before step 0 (repeatable)."),
+    setup_network: bool = typer.Option(False, "--setup-network", help="Allow network during --setup only."),
+    writable_root: bool = typer.Option(False, "--writable-root", help="With --session: writable root; changes become the next step's image."),
+    state: Optional[Path] = typer.Option(None, "--state-dir", help="Where sessions live."),
+) -> None:
+    """Run CMD in a disposable hardened container on a fresh copy of PATH; exit with its exit code."""
+    spec = build_spec(image=image, timeout_s=timeout, memory=memory, cpus=cpus, pids=pids, runtime=runtime, network=network)
+    if not path.exists():
+        fail(f"repository path does not exist: {path}", ExitCode.NOT_FOUND)
+    if (setup or setup_network or writable_root) and session is None:
+        fail("--setup, --setup-network and --writable-root need --session ID", ExitCode.USAGE)
+    with reported():
+        if session is not None:
+            from harness.cli.session_cmds import exec_in_session
+
+            envelope = exec_in_session(path, command, spec, session_id=session, state=state, setup=setup,
+                                       setup_network=setup_network, writable_root=writable_root, run_id=run_id())
+        else:
+            envelope = execute(path, command, spec, keep)
+    print_envelope(envelope, as_json)
+    raise typer.Exit(envelope.exit_code)
+
+
+@app.command("doctor")
+def doctor() -> None:
+    """Check the engine, runtimes, images and free disk; one fix-it line per problem."""
+    problems: list[str] = []
+    try:
+        client = connect(docker_host())
+    except SandboxError as error:
+        fail(str(error), ExitCode.SANDBOX)
+    with reported():
+        version = client.version()
+        info = client.info()
+        runtimes = available_runtimes(client)
+        rows = images.list_images(client)
+    console.print(f"engine: Docker {version.get('Version')} (API {version.get('ApiVersion')}) at {client.api.base_url}")
+    console.print(f"cgroups: v{info.get('CgroupVersion', '?')}  storage: {info.get('Driver')}")
+    console.print(f"runtimes: {', '.join(runtimes)}" + ("" if "runsc" in runtimes else "  (runsc/gVisor not registered: optional)"))
+    if "runc" not in runtimes:
+        problems.append("runtime runc is missing: reinstall the engine (apt-get install docker.io)")
+    for row in rows:
+        console.print(f"image {row.name}: {row.status}" + (f" ({row.ref})" if row.ref else ""))
+        if row.status != "current":
+            problems.append(f"image {row.name} is {row.status}: run `harness images build`")
+    root = info.get("DockerRootDir") or "/"
+    free = shutil.disk_usage(root if Path(root).exists() else "/").free
+    console.print(f"free disk at {root}: {free / 1024**3:.1f} GiB")
+    if free < 5 * 1024**3:
+        problems.append(f"less than 5 GiB free at {root}: run `harness sandbox prune --all` and `docker image prune`")
+    for problem in problems:
+        err_console.print(f"[bold red]problem:[/] {problem}", soft_wrap=True)
+    if problems:
+        raise typer.Exit(int(ExitCode.SANDBOX))
+    console.print("[green]all good[/]")
+
+
+def _image_table(rows: list[images.ImageStatus]) -> Table:
+    table = Table("name", "status", "reference", "image id")
+    for row in rows:
+        table.add_row(row.name, row.status, row.ref or "-", (row.image_id or "-").removeprefix("sha256:")[:12])
+    return table
+
+
+@images_app.command("build")
+def images_build(name: Optional[str] = typer.Argument(None, help="Image to build (default: all).")) -> None:
+    """Build the base (offline if need be), the sandbox layer and the images; current ones are skipped."""
+    with reported():
+        client = connect(docker_host(), timeout=1800)
+        rows = images.build(client, name, log=lambda line: err_console.print(f"[dim]{line}[/]"))
+    console.print(_image_table(rows))
+
+
+@images_app.command("list")
+def images_list(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """List harness images: current, stale (built from older inputs) or missing."""
+    with reported():
+        rows = images.list_images(connect(docker_host()))
+    if as_json:
+        print(json.dumps([row.model_dump() for row in rows]))
+    else:
+        console.print(_image_table(rows))
+
+
+@sandbox_app.command("prune")
+def sandbox_prune(everything: bool = typer.Option(False, "--all", help="Remove every harness container, live runs too.")) -> None:
+    """Remove leftover containers of crashed runs (whose controller process is gone)."""
+    with reported():
+        removed = cleanup.prune(connect(docker_host()), everything=everything)
+    console.print(f"removed {removed} container(s)")
+
+
+@bench_app.command("sandbox")
+def bench_sandbox(
+    calls: int = typer.Option(20, min=3, max=1000, help="Timed calls per approach."),
+    image: str = typer.Option("py311", help="Image to measure on."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Pooled single-use call vs cold create/start/wait/remove vs exec into a long-lived container."""
+    from sandbox.bench import measure
+
+    with reported():
+        result = measure(connect(docker_host()), run_id=run_id(), image=image, calls=calls)
+    if as_json:
+        print(result.model_dump_json())
+        return
+    table = Table("approach", "median ms", "p90 ms", title=f"{calls} calls of `true` on {result.image}")
+    table.add_row("(a) pooled single-use call", f"{result.pooled.median_ms:.1f}", f"{result.pooled.p90_ms:.1f}")
+    table.add_row("(b) cold create/start/wait/remove", f"{result.cold.median_ms:.1f}", f"{result.cold.p90_ms:.1f}")
+    table.add_row("(c) exec into a long-lived container", f"{result.exec.median_ms:.1f}", f"{result.exec.p90_ms:.1f}")
+    console.print(table)
+    console.print(f"a/c = {result.pooled_over_exec:.2f} (target <= 1.5)   a/b = {result.pooled_over_cold:.2f} (target <= 0.5)")
+    console.print(f"[dim]{result.note}[/]")

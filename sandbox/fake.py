@@ -1,0 +1,121 @@
+"""FakeSandbox: the Sandbox contract as a host subprocess, for fast unit tests of the loop.
+
+TEST DOUBLE ONLY. It gives NO isolation: the command runs on the host as the current user, with
+the host's filesystem and network. Never use it for untrusted code. What it does keep from the real
+sandbox: the envelope, statuses, output caps and ceiling, the wall-clock kill (of its own process
+group), an empty environment, and container paths (spec.workdir, mount targets) in argv mapped to
+host paths.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import IO, Sequence
+
+from sandbox import hardening
+from sandbox.envelope import Envelope
+from sandbox.errors import SpecError, WorkspaceError
+from sandbox.output import CappedOutput
+from sandbox.spec import Mount, SandboxSpec
+
+
+class FakeSandbox:
+    """Runs argv as a host subprocess with the real sandbox's envelope semantics (no isolation)."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+        """Every argv run, after path mapping (for assertions in loop tests)."""
+
+    def run(self, argv: Sequence[str], *, workspace: Path, spec: SandboxSpec, mounts: Sequence[Mount] = (),
+            stdin: bytes | None = None, commit_changes: bool = False) -> Envelope:
+        """Run argv on the host in workspace; same statuses and caps as DockerSandbox."""
+        if not argv:
+            raise SpecError("nothing to run: the command is empty")
+        workspace = Path(workspace).resolve()
+        if not workspace.is_dir():
+            raise WorkspaceError(f"workspace is not a directory: {workspace}")
+        argv = [self._map(arg, workspace, spec, mounts) for arg in argv]
+        self.calls.append(argv)
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(workspace), "LANG": "C.UTF-8"}
+        out, err = CappedOutput(spec.stdout_cap), CappedOutput(spec.stderr_cap)
+        started = time.monotonic()
+        try:
+            proc = subprocess.Popen(argv, cwd=workspace, env=env, start_new_session=True, stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        except OSError as error:
+            return self._envelope(127, "exit_nonzero", started, out, err, spec, stderr_text=f"{argv[0]}: {error.strerror}\n")
+        reason: list[str] = []
+        kill = lambda why: (reason.append(why), _killpg(proc.pid))  # noqa: E731
+        readers = [threading.Thread(target=_pump, args=(pipe, sink, out, err, spec.output_ceiling, kill), daemon=True)
+                   for pipe, sink in ((proc.stdout, out), (proc.stderr, err))]
+        for reader in readers:
+            reader.start()
+        _feed_stdin(proc.stdin, stdin)
+        try:
+            code = proc.wait(timeout=spec.timeout_s)
+        except subprocess.TimeoutExpired:
+            kill("timeout")
+            code = proc.wait()
+        _killpg(proc.pid)  # the call is over: whatever it left in its group goes too
+        for reader in readers:
+            reader.join(timeout=1.0)
+        if reason:
+            return self._envelope(124 if reason[0] == "timeout" else 137, reason[0], started, out, err, spec)
+        code = 128 - code if code < 0 else code
+        return self._envelope(code, "ok" if code == 0 else "exit_nonzero", started, out, err, spec)
+
+    def prewarm(self, *, workspace: Path, spec: SandboxSpec, mounts: Sequence[Mount] = ()) -> None:
+        """Nothing to pre-start."""
+
+    def close(self) -> None:
+        """Nothing is owned between calls."""
+
+    @staticmethod
+    def _map(arg: str, workspace: Path, spec: SandboxSpec, mounts: Sequence[Mount]) -> str:
+        for target, source in [(m.target, Path(m.source)) for m in mounts] + [(spec.workdir, workspace)]:
+            target = target.rstrip("/")
+            if arg == target or arg.startswith(target + "/"):
+                return str(source) + arg[len(target):]
+            arg = arg.replace(f"={target}/", f"={source}/").replace(f" {target}/", f" {source}/")
+        return arg
+
+    @staticmethod
+    def _envelope(code: int, status: str, started: float, out: CappedOutput, err: CappedOutput, spec: SandboxSpec,
+                  stderr_text: str | None = None) -> Envelope:
+        if stderr_text is not None:
+            err.feed(stderr_text.encode())
+        return Envelope(exit_code=code, status=status, duration_ms=int((time.monotonic() - started) * 1000),
+                        stdout=out.text(), stderr=err.text(), stdout_bytes=out.total, stderr_bytes=err.total,
+                        stdout_dropped=out.dropped, stderr_dropped=err.dropped, truncated=out.truncated or err.truncated,
+                        limits=hardening.posture(spec.model_copy(update={"network": "host"}), str(os.getuid())),
+                        image_id="fake", runtime="fake")
+
+
+def _pump(pipe: IO[bytes], sink: CappedOutput, out: CappedOutput, err: CappedOutput, ceiling: int, kill) -> None:
+    while chunk := pipe.read1(65536):
+        sink.feed(chunk)
+        if out.total + err.total > ceiling:
+            kill("output_limit")
+            break
+    pipe.close()
+
+
+def _feed_stdin(pipe: IO[bytes], data: bytes | None) -> None:
+    try:
+        if data:
+            pipe.write(data)
+        pipe.close()
+    except OSError:
+        pass
+
+
+def _killpg(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

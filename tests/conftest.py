@@ -1,0 +1,58 @@
+"""Shared fixtures: the Docker engine client and a unique run id for everything a test session creates.
+
+Docker objects made by tests carry `harness.run=<run_label>`; at the end of the session only those
+are removed (other engineers' tests share the engine). With the environment variable CI set, a
+missing engine fails every docker test instead of skipping it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from typing import Iterator
+
+import docker
+import pytest
+
+from sandbox.docker import connect
+from sandbox.errors import EngineUnavailable
+
+RUN_ID = f"test-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(scope="session")
+def run_label() -> str:
+    """Unique id of this test session (per xdist worker); label every Docker object with it."""
+    return RUN_ID
+
+
+@pytest.fixture(scope="session")
+def docker_client(run_label: str) -> Iterator[docker.DockerClient]:
+    """A client for the engine; skip without one (fail when CI is set). Cleans up by run label."""
+    try:
+        client = connect(os.environ.get("DOCKER_HOST") or None)
+    except EngineUnavailable as error:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI requires a Docker engine: {error}", pytrace=False)
+        pytest.skip(str(error))
+    yield client
+    _remove_labelled(client, run_label)
+    client.close()
+
+
+def _remove_labelled(client: docker.DockerClient, run_label: str) -> None:
+    label = {"label": f"harness.run={run_label}"}
+    for container in client.containers.list(all=True, filters=label, ignore_removed=True):
+        with contextlib.suppress(docker.errors.APIError):
+            container.remove(force=True)
+    for image in client.images.list(filters=label):
+        with contextlib.suppress(docker.errors.APIError):
+            client.images.remove(image.id, force=True)
+
+
+@pytest.fixture(autouse=True)
+def _engine_for_docker_tests(request: pytest.FixtureRequest) -> None:
+    """Tests marked `docker` get the engine check even if they do not use docker_client directly."""
+    if request.node.get_closest_marker("docker") is not None:
+        request.getfixturevalue("docker_client")

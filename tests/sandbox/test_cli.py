@@ -1,0 +1,106 @@
+"""The real CLI (`.venv/bin/harness` in a subprocess): exit codes, one-line errors, JSON envelope."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sandbox.cleanup import find_containers
+
+ROOT = Path(__file__).resolve().parents[2]
+HARNESS = str(Path(sys.executable).parent / "harness")
+EXAMPLE = str(ROOT / "examples" / "calc")
+pytestmark = pytest.mark.timeout(180)
+
+
+def harness(*args: str, run_label: str = "cli-test", **env: str) -> subprocess.CompletedProcess[str]:
+    environ = {**os.environ, "HARNESS_RUN_ID": run_label, "COLUMNS": "200", **env}
+    return subprocess.run([HARNESS, *args], capture_output=True, text=True, env=environ, timeout=150)
+
+
+def one_line_error(done: subprocess.CompletedProcess[str]) -> str:
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    return lines[0]
+
+
+@pytest.mark.docker
+def test_exec_json_returns_the_envelope_and_the_exit_code(run_label, sandbox_image, docker_client, tmp_path) -> None:
+    own_label = f"{run_label}-exec"
+    try:
+        done = harness("exec", "--json", "--keep", str(tmp_path / "kept"), EXAMPLE, "--",
+                       "sh", "-c", "env; echo changed > calc/ops.py; exit 3",
+                       run_label=own_label, HARNESS_PLANTED_SECRET="sk-planted-42")
+        leftovers = find_containers(docker_client, {"harness.run": own_label})
+    finally:
+        for container in find_containers(docker_client, {"harness.run": own_label}):
+            container.remove(force=True)
+    assert leftovers == []
+    assert done.returncode == 3, done.stderr
+    envelope = json.loads(done.stdout)
+    assert {"exit_code", "status", "stdout", "stderr", "truncated", "duration_ms"} <= envelope.keys()
+    assert envelope["exit_code"] == 3 and envelope["status"] == "exit_nonzero"
+    assert "sk-planted" not in envelope["stdout"] and "HARNESS_PLANTED_SECRET" not in envelope["stdout"]
+    assert (tmp_path / "kept" / "calc" / "ops.py").read_text() == "changed\n"
+    assert "changed" not in (ROOT / "examples" / "calc" / "calc" / "ops.py").read_text()
+
+
+@pytest.mark.docker
+def test_exec_human_output_runs_the_example_tests(run_label, sandbox_image) -> None:
+    done = harness("exec", "--timeout", "60", "--memory", "512m", EXAMPLE, "--", "python3", "-m", "pytest", "-q", run_label=run_label)
+    assert done.returncode == 1
+    assert done.stdout.startswith("exit_code=1 status=exit_nonzero")
+    assert "2 failed, 2 passed" in done.stdout
+
+
+@pytest.mark.parametrize("flags", [["--memory", "lots"], ["--cpus", "-1"], ["--timeout", "0"], ["--pids", "2"],
+                                   ["--runtime", "kata"], ["--bogus-flag"]])
+def test_nonsense_limits_are_usage_errors(flags: list[str]) -> None:
+    done = harness("exec", *flags, EXAMPLE, "--", "true")
+    assert done.returncode == 64
+    one_line_error(done)
+
+
+def test_missing_path_is_not_found(tmp_path) -> None:
+    done = harness("exec", str(tmp_path / "no-such-repo"), "--", "true")
+    assert done.returncode == 66
+    assert "does not exist" in one_line_error(done)
+
+
+@pytest.mark.parametrize("host", ["tcp://127.0.0.1:1", "unix:///nonexistent/docker.sock"])
+def test_unreachable_engine_is_a_sandbox_failure(host: str) -> None:
+    done = harness("exec", EXAMPLE, "--", "true", DOCKER_HOST=host)
+    assert done.returncode == 125
+    assert "no Docker engine answers" in one_line_error(done)
+
+
+@pytest.mark.docker
+def test_unknown_image_is_a_sandbox_failure(run_label) -> None:
+    done = harness("exec", "--image", "no-such-image-xyz", EXAMPLE, "--", "true", run_label=run_label)
+    assert done.returncode == 125
+    assert "no-such-image-xyz" in one_line_error(done)
+
+
+@pytest.mark.docker
+def test_images_list_and_doctor(sandbox_image) -> None:
+    listed = harness("images", "list", "--json")
+    assert listed.returncode == 0
+    assert {row["name"]: row["status"] for row in json.loads(listed.stdout)}["py311"] == "current"
+    doctor = harness("doctor")
+    assert "engine: Docker" in doctor.stdout and "image py311: current" in doctor.stdout
+    assert doctor.returncode in (0, 125)
+    if doctor.returncode:
+        assert "problem:" in doctor.stderr
+
+
+@pytest.mark.docker
+def test_images_build_again_is_a_no_op(sandbox_image) -> None:
+    done = harness("images", "build", "py311")
+    assert done.returncode == 0, done.stderr
+    assert "is current" in done.stderr and "building" not in done.stderr
