@@ -1,0 +1,144 @@
+"""Environment preparation (step 0): `--setup` commands run once, their result becomes the base image.
+
+Setup runs in one container with a writable root, as root inside it (installers write system
+paths) but with only a few capabilities, no-new-privileges, the same limits as tool calls, no host
+environment and no mount except a throwaway copy of the workspace (so the session's own workspace
+is exactly the import). Network is `none` unless `--setup-network` was given; the engine's view of
+the container's NetworkMode is recorded. The committed image is labelled with a cache key made of
+the base image id, the commands, the network flag and the hashes of the dependency files, so a
+second session of the same repository finds it by label and starts in seconds. Tool calls after
+setup use the session's spec, whose network stays `none`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import docker
+
+from sandbox import hardening
+from sandbox.docker import resolve_image, translate
+from sandbox.errors import SetupError
+from sandbox.session import Prepare, SessionConfig, SetupRecord
+from sandbox.spec import SandboxSpec
+from sandbox.workspace import SANDBOX_UID, copy_repository
+
+DEPENDENCY_FILES = (
+    "pyproject.toml", "setup.py", "setup.cfg", "requirements*.txt", "constraints*.txt", "Pipfile", "*.lock",
+    "package.json", "package-lock.json", "pnpm-lock.yaml", "go.mod", "go.sum", "Cargo.toml", "Gemfile", "*.whl",
+)
+"""File names whose content decides what setup installs (part of the cache key)."""
+SETUP_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID"]
+"""What package managers need as root (apt drops to its own user); nothing else."""
+KEY_LABEL = "harness.setup.key"
+NETWORK_LABEL = "harness.setup.network"
+SETUP_TIMEOUT_S = 900.0
+
+
+def dependency_digest(workspace: Path) -> str:
+    """sha256 over (path, content) of every dependency file, never following links or entering .git."""
+    found: list[tuple[str, bytes]] = []
+    for folder, dirs, files in os.walk(workspace, followlinks=False):
+        dirs[:] = [d for d in dirs if d.lower() != ".git"]
+        for name in files:
+            path = os.path.join(folder, name)
+            if any(fnmatch.fnmatch(name, pattern) for pattern in DEPENDENCY_FILES) and not os.path.islink(path) \
+                    and os.path.isfile(path):
+                found.append((os.path.relpath(path, workspace), hashlib.sha256(Path(path).read_bytes()).digest()))
+    sha = hashlib.sha256()
+    for rel, digest in sorted(found):
+        sha.update(rel.encode() + b"\0" + digest)
+    return sha.hexdigest()
+
+
+def cache_key(base_image_id: str, commands: Sequence[str], network: bool, digest: str) -> str:
+    blob = json.dumps({"base": base_image_id, "commands": list(commands), "network": network, "deps": digest})
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def find_cached(client: docker.DockerClient, key: str) -> Any | None:
+    with translate("looking up the setup cache"):
+        found = client.images.list(filters={"label": f"{KEY_LABEL}={key}"})
+    return found[0] if found else None
+
+
+def prepare_environment(client: docker.DockerClient, workspace: Path, spec: SandboxSpec, commands: Sequence[str],
+                        *, network: bool = False, run_id: str = "setup",
+                        timeout_s: float = SETUP_TIMEOUT_S) -> SetupRecord:
+    """Run commands once on top of spec.image (or reuse the cached result); return step 0's image."""
+    started = time.monotonic()
+    _, base_id = resolve_image(client, spec.image)
+    key = cache_key(base_id, commands, network, dependency_digest(workspace))
+    cached = find_cached(client, key)
+    if cached is not None:
+        return SetupRecord(image=cached.id, key=key, cached=True,
+                           network_mode=cached.labels.get(NETWORK_LABEL, "none"))
+    scratch = Path(tempfile.mkdtemp(prefix="harness-setup-"))
+    try:
+        copy_repository(workspace, scratch / "workspace")
+        setup_spec = spec.model_copy(update={"read_only_root": False, "network": "bridge" if network else "none"})
+        config = hardening.container_config(base_id, setup_spec, scratch / "workspace", (), "0:0",
+                                            {"harness.run": run_id, "harness.kind": "setup"})
+        config["host_config"]["cap_add"] = list(SETUP_CAPS)
+        image, mode = _run_and_commit(client, config, commands, key, run_id, timeout_s)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return SetupRecord(image=image, key=key, cached=False, network_mode=mode,
+                       duration_ms=int((time.monotonic() - started) * 1000))
+
+
+def _run_and_commit(client: docker.DockerClient, config: dict, commands: Sequence[str], key: str, run_id: str,
+                    timeout_s: float) -> tuple[str, str]:
+    api = client.api
+    with translate("creating the setup container"):
+        host = api.create_host_config(**config["host_config"])
+        cid = api.create_container(**{**config, "host_config": host}, detach=True)["Id"]
+    try:
+        with translate("starting the setup container"):
+            api.start(cid)
+            mode = api.inspect_container(cid)["HostConfig"]["NetworkMode"]
+        for command in commands:
+            _exec(api, cid, command, timeout_s)
+        labels = {KEY_LABEL: key, NETWORK_LABEL: mode, "harness.kind": "setup", "harness.run": run_id}
+        changes = [f'LABEL {k}="{v}"' for k, v in labels.items()] + [f"USER {SANDBOX_UID}:{SANDBOX_UID}"]
+        with translate("committing the setup container"):
+            image = api.commit(cid, changes=changes, pause=True)["Id"]
+        return image, mode
+    finally:
+        with translate("removing the setup container"):
+            api.remove_container(cid, force=True)
+
+
+def _exec(api: docker.APIClient, cid: str, command: str, timeout_s: float) -> None:
+    argv = ["timeout", "-k", "5", f"{timeout_s:g}s", "sh", "-c", command]
+    with translate("running a setup command"):
+        exec_id = api.exec_create(cid, argv, stdout=True, stderr=True)["Id"]
+        output = api.exec_start(exec_id, stream=False) or b""
+        code = api.exec_inspect(exec_id).get("ExitCode")
+    if code != 0:
+        tail = output.decode("utf-8", "replace").strip().splitlines()[-3:]
+        reason = "timed out" if code == 124 else f"exited {code}"
+        raise SetupError(f"setup command {command!r} {reason}: {' | '.join(tail) or 'no output'}")
+
+
+def make_prepare(sandbox: Any, spec: SandboxSpec, config: SessionConfig) -> Prepare:
+    """The `prepare` hook of Session.create for a DockerSandbox (uses its client and run id)."""
+    def prepare(workspace: Path) -> SetupRecord:
+        return prepare_environment(sandbox.client, workspace, spec, config.setup, network=config.setup_network,
+                                   run_id=getattr(sandbox, "run_id", "setup"))
+
+    return prepare
+
+
+def tag_step_image(client: docker.DockerClient, session_id: str, step: int, image: str) -> None:
+    """Tag a step's committed image `harness-session/<id>:step-<n>` so image pruning keeps it."""
+    with translate("tagging a session image"):
+        client.api.tag(image, f"harness-session/{session_id.lower()}", f"step-{step}")

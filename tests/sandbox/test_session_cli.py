@@ -1,0 +1,105 @@
+"""The session commands through the real CLI (subprocess): output, one-line errors, exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sandbox.session import Session
+from sandbox.spec import SandboxSpec
+from tests.sandbox.snapshot_trees import make_repo
+
+HARNESS = str(Path(sys.executable).parent / "harness")
+pytestmark = pytest.mark.timeout(180)
+
+
+def harness(*args: str, run_label: str = "session-cli-test") -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HARNESS_RUN_ID": run_label, "COLUMNS": "200"}
+    return subprocess.run([HARNESS, *args], capture_output=True, text=True, env=env, timeout=150)
+
+
+def one_line_error(done: subprocess.CompletedProcess[str]) -> str:
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), done.stderr
+    return lines[0]
+
+
+@pytest.fixture()
+def made(tmp_path: Path) -> tuple[Path, Path]:
+    repo = make_repo(tmp_path / "repo")
+    state = tmp_path / "state"
+    with Session.create(repo, state, spec=SandboxSpec(), session_id="cli") as session:
+        (session.workspace / "src" / "app.py").write_text("def f():\n    return 99\n")
+        (session.workspace / "data.bin").write_bytes(b"\0\0")
+        session.commit_step("edit")
+        (session.workspace / "later.txt").write_text("later\n")
+        session.commit_step("add")
+    return repo, state
+
+
+def test_list_show_diff_rollback_export(made: tuple[Path, Path], tmp_path: Path) -> None:
+    repo, state = made
+    sd = ["--state-dir", str(state)]
+    listed = json.loads(harness("session", "list", "--json", *sd).stdout)
+    assert [s["id"] for s in listed] == ["cli"]
+    shown = json.loads(harness("session", "show", "cli", "--json", *sd).stdout)
+    assert [s["step"] for s in shown["steps"]] == [0, 1, 2]
+    diff = harness("diff", "cli", "--from", "0", "--to", "1", *sd)
+    assert diff.returncode == 0 and "+    return 99" in diff.stdout and "binary: data.bin" in diff.stdout
+    assert "later.txt" not in diff.stdout
+    done = harness("rollback", "cli", "--to", "1", *sd)
+    assert done.returncode == 0, done.stderr
+    assert not (state / "cli" / "workspace" / "later.txt").exists()
+    out = tmp_path / "change.patch"
+    done = harness("export", "cli", "-o", str(out), *sd)
+    assert done.returncode == 0, done.stderr
+    copy = tmp_path / "copy"
+    subprocess.run(["cp", "-a", str(repo), str(copy)], check=True)
+    applied = subprocess.run(["git", "apply", str(out)], cwd=copy, capture_output=True, text=True)
+    assert applied.returncode == 0, applied.stderr
+    assert (copy / "src" / "app.py").read_text() == "def f():\n    return 99\n"
+    assert (copy / "data.bin").read_bytes() == b"\0\0"
+
+
+def test_errors_are_one_line_with_distinct_codes_and_lose_nothing(made: tuple[Path, Path], tmp_path: Path) -> None:
+    repo, state = made
+    sd = ["--state-dir", str(state)]
+    unknown = harness("rollback", "nope", "--to", "0", *sd)
+    assert unknown.returncode == 66 and "no session" in one_line_error(unknown)
+    out_of_range = harness("rollback", "cli", "--to", "9", *sd)
+    assert out_of_range.returncode == 64 and "no step 9" in one_line_error(out_of_range)
+    assert harness("diff", "cli", "--to", "9", *sd).returncode == 64
+    (repo / "src" / "app.py").write_text("someone changed the original\n")
+    out = tmp_path / "p.patch"
+    conflict = harness("export", "cli", "-o", str(out), *sd)
+    assert conflict.returncode == 65 and "no longer applies" in one_line_error(conflict)
+    assert "return 99" in out.read_text(), "the patch is still written"
+    assert Session.open(state, "cli").step == 2
+    assert harness("session", "rm", "nope", *sd).returncode == 66
+
+
+@pytest.mark.docker
+def test_exec_session_steps_writable_root_and_setup(tmp_path: Path, run_label: str, docker_client) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "a.txt").write_text("a\n")
+    sd = ["--state-dir", str(tmp_path / "state")]
+    first = harness("exec", str(repo), "--session", "ex", "--writable-root", "--setup", "touch /etc/setup-ran", *sd,
+                    "--", "sh", "-c", "echo one > /var/tmp/v; echo b > a.txt", run_label=run_label)
+    assert first.returncode == 0, first.stderr
+    second = harness("exec", str(repo), "--session", "ex", *sd, "--", "sh", "-c", "cat /var/tmp/v /etc/setup-ran a.txt",
+                     run_label=run_label)
+    assert second.returncode == 0 and "one" in second.stdout and "b" in second.stdout, second.stdout + second.stderr
+    session = Session.open(tmp_path / "state", "ex")
+    assert session.step == 2 and session.info.setup is not None and session.info.setup.network_mode == "none"
+    assert harness("rollback", "ex", "--to", "0", *sd).returncode == 0
+    third = harness("exec", str(repo), "--session", "ex", *sd, "--", "sh", "-c", "cat a.txt; cat /var/tmp/v",
+                    run_label=run_label)
+    assert third.returncode != 0 and "a" in third.stdout
+    assert harness("session", "rm", "ex", *sd).returncode == 0
+    assert not (tmp_path / "state" / "ex").exists()
