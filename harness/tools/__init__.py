@@ -1,0 +1,1 @@
+"""The tool menu: registry, built-in tools, and the in-container runner."""

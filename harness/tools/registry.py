@@ -1,0 +1,278 @@
+"""The tool registry: typed Python functions become schemas, validators and gated executions.
+
+A tool is `fn(ctx, <typed params>) -> Outcome`, decorated with `@tool(tier, ...)`. Its signature
+(with `Annotated[..., Field(...)]` bounds) and its docstring's `Args:` section become a pydantic
+model with extra="forbid" (so the JSON schema has `additionalProperties: false`); the rest of the
+docstring is the description the model reads. Every call goes: parse -> validate -> gate
+(-> approver on `ask`) -> run; failures come back as `ERROR[kind]: ...` text, never exceptions,
+except SandboxError (the sandbox could not run at all), which the loop decides about.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import time
+import typing
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Literal, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from harness.approve import Approver
+from harness.errors import ToolError
+from harness.gate import Decision, Gate, GateRequest, Tier
+from harness.types import ToolCall, ToolSchema
+from sandbox.envelope import Envelope
+from sandbox.spec import Mount, Sandbox, SandboxSpec
+
+ErrorKind = Literal["invalid_json", "invalid_arguments", "unknown_tool", "denied", "timeout",
+                    "output_limit", "execution_error"]
+
+NEXT_STEP: dict[str, str] = {
+    "invalid_json": "Send the arguments again as one valid JSON object.",
+    "invalid_arguments": "Fix the arguments to match the tool's schema and call it again.",
+    "unknown_tool": "Call one of the tools listed in the tool menu.",
+    "denied": "Do not retry the same call; choose an allowed path or program, or another approach.",
+    "timeout": "Run something smaller (narrow the selector or command) or pass a larger timeout.",
+    "output_limit": "Narrow the command so it prints less (filter or select what you need).",
+    "execution_error": "Read the message, adjust the call, and try again.",
+}
+
+
+def error_text(kind: str, what: str) -> str:
+    """`ERROR[kind]: <what happened>. <what to do next>` (the next step is added when missing)."""
+    what = what.strip().rstrip(".")
+    first, _, rest = what.partition("\n")
+    has_next = bool(re.search(r"\. [A-Z][^.]*$", first))
+    line = f"ERROR[{kind}]: {first}." + ("" if has_next else " " + NEXT_STEP[kind])
+    return line + ("\n" + rest if rest else "")
+
+
+class ToolResult(BaseModel):
+    """What one tool call produced; `text` is exactly what the model sees."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    call_id: str
+    name: str
+    text: str
+    is_error: bool = False
+    error_kind: ErrorKind | None = None
+    decision: Decision | None = None
+    """The gate's decision (after approval); None when the call never reached the gate."""
+    envelope: Envelope | None = None
+    duration_ms: int = 0
+    wrote: bool = False
+    """The call may have changed the workspace (the session commits a step)."""
+
+
+@dataclass
+class Outcome:
+    """What a tool function returns on success (or on a non-zero exit, which is data)."""
+
+    text: str
+    envelope: Envelope | None = None
+    wrote: bool = False
+
+
+@dataclass
+class ToolContext:
+    """Everything a tool needs; nothing here is reachable from a tool's parameters."""
+
+    sandbox: Sandbox
+    workspace: Path
+    spec: SandboxSpec
+    gate: Gate
+    approver: Approver | None = None
+    mounts: Sequence[Mount] = ()
+    """Extra mounts for every call (the runner, read-only areas): see builtin.context_mounts."""
+    test_command: list[str] | str | None = None
+
+    @property
+    def allow_writes(self) -> bool:
+        return self.gate.config.allow_writes
+
+    @property
+    def read_only_paths(self) -> list[str]:
+        return self.gate.config.read_only_paths
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A registered tool: its function, argument model, tier and description."""
+
+    name: str
+    fn: Callable[..., Outcome]
+    args_model: type[BaseModel]
+    tier: Tier
+    description: str
+    request: Callable[[BaseModel], GateRequest]
+
+    def schema(self) -> ToolSchema:
+        return ToolSchema(name=self.name, description=self.description, parameters=clean_schema(self.args_model))
+
+
+def tool(tier: Tier, paths: Sequence[str] = (), command: str | None = None,
+         targets: Callable[[Any], list[str]] | None = None) -> Callable[[Callable[..., Outcome]], Callable[..., Outcome]]:
+    """Mark a function as a tool: its tier, which parameters are paths, which is the command line."""
+
+    def mark(fn: Callable[..., Outcome]) -> Callable[..., Outcome]:
+        fn.__tool__ = {"tier": tier, "paths": tuple(paths), "command": command, "targets": targets}  # type: ignore[attr-defined]
+        return fn
+
+    return mark
+
+
+def _split_doc(doc: str) -> tuple[str, dict[str, str]]:
+    """(description, {param: text}) from a docstring with a Google-style `Args:` section."""
+    doc = inspect.cleandoc(doc or "")
+    head, _, args = doc.partition("\nArgs:\n")
+    params: dict[str, str] = {}
+    current = None
+    for line in args.splitlines():
+        match = re.match(r"^\s{2,4}(\w+):\s*(.*)$", line)
+        if match:
+            current = match.group(1)
+            params[current] = match.group(2)
+        elif current and line.strip():
+            params[current] += " " + line.strip()
+    if args:
+        head += "\nParameters:\n" + "\n".join(f"- {k}: {v}" for k, v in params.items())
+    return head.strip(), params
+
+
+def build_tool(fn: Callable[..., Outcome]) -> Tool:
+    """Signature + docstring -> pydantic model (extra=forbid) -> Tool."""
+    meta = fn.__tool__  # type: ignore[attr-defined]
+    description, docs = _split_doc(fn.__doc__ or "")
+    hints = typing.get_type_hints(fn, include_extras=True)
+    fields: dict[str, Any] = {}
+    for name, param in list(inspect.signature(fn).parameters.items())[1:]:
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[name] = (hints[name], Field(default, description=docs.get(name)))
+    model = create_model(f"{fn.__name__}_args", __config__=ConfigDict(extra="forbid"), **fields)
+
+    def request(args: BaseModel) -> GateRequest:
+        values = [getattr(args, p) for p in meta["paths"]]
+        paths = [v for v in values if isinstance(v, str)]
+        if meta["targets"] is not None:
+            paths += meta["targets"](args)
+        command = getattr(args, meta["command"]) if meta["command"] else None
+        return GateRequest(tool=fn.__name__, tier=meta["tier"], paths=tuple(paths), command=command)
+
+    return Tool(fn.__name__, fn, model, meta["tier"], description, request)
+
+
+def clean_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The model's JSON schema without titles, with optional `X | None` shown as plain X."""
+    schema = model.model_json_schema()
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+        variants = prop.pop("anyOf", None)
+        if variants:
+            prop.update(next(v for v in variants if v.get("type") != "null"))
+        if prop.get("default", 0) is None:
+            prop.pop("default")
+    schema.pop("title", None)
+    schema["additionalProperties"] = False
+    return schema
+
+
+@dataclass
+class _Ready:
+    tool: Tool
+    args: BaseModel
+    decision: Decision
+    started: float = field(default_factory=time.perf_counter)
+
+
+class Registry:
+    """The fixed tool menu: schemas for the provider, validated and gated execution for the loop."""
+
+    def __init__(self, tools: Iterable[Callable[..., Outcome]], max_parallel: int = 4) -> None:
+        self.tools = {t.name: t for t in map(build_tool, tools)}
+        self.max_parallel = max_parallel
+
+    def schemas(self) -> list[ToolSchema]:
+        return [t.schema() for t in self.tools.values()]
+
+    def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
+        """One call, start to finish."""
+        return self.execute_turn([call], ctx)[0]
+
+    def execute_turn(self, calls: list[ToolCall], ctx: ToolContext) -> list[ToolResult]:
+        """All calls of one model turn; results in call order.
+
+        Calls are validated and gated in order first. Consecutive read-tier calls then run
+        concurrently (separate containers); a write or exec call waits for them, runs alone, and is
+        a barrier for what follows, so every call sees the writes of the calls before it.
+        """
+        prepared = [self._prepare(call, ctx) for call in calls]
+        results: list[ToolResult | None] = [p if isinstance(p, ToolResult) else None for p in prepared]
+        batch: list[int] = []
+        with ThreadPoolExecutor(max_workers=self.max_parallel) as pool:
+            for index, item in enumerate(prepared):
+                if isinstance(item, ToolResult):
+                    continue
+                if item.tool.tier == "read":
+                    batch.append(index)
+                    continue
+                self._flush(pool, batch, prepared, calls, ctx, results)
+                results[index] = self._run(calls[index], item, ctx)
+            self._flush(pool, batch, prepared, calls, ctx, results)
+        return [r for r in results if r is not None]
+
+    def _flush(self, pool: ThreadPoolExecutor, batch: list[int], prepared: list, calls: list[ToolCall],
+               ctx: ToolContext, results: list) -> None:
+        if len(batch) == 1:
+            results[batch[0]] = self._run(calls[batch[0]], prepared[batch[0]], ctx)
+        futures = {i: pool.submit(self._run, calls[i], prepared[i], ctx) for i in batch} if len(batch) > 1 else {}
+        for index, future in futures.items():
+            results[index] = future.result()
+        batch.clear()
+
+    def _prepare(self, call: ToolCall, ctx: ToolContext) -> ToolResult | _Ready:
+        started = time.perf_counter()
+
+        def fail(kind: str, what: str, decision: Decision | None = None) -> ToolResult:
+            return ToolResult(call_id=call.id, name=call.name, text=error_text(kind, what), is_error=True,
+                              error_kind=kind, decision=decision,  # type: ignore[arg-type]
+                              duration_ms=int((time.perf_counter() - started) * 1000))
+
+        if call.parse_error is not None:
+            return fail("invalid_json", f"the arguments for {call.name} are not valid JSON ({call.parse_error})")
+        selected = self.tools.get(call.name)
+        if selected is None:
+            return fail("unknown_tool", f"there is no tool named {call.name!r}; the tools are "
+                                        f"{', '.join(self.tools)}")
+        try:
+            args = selected.args_model.model_validate(call.arguments)
+            request = selected.request(args)
+        except ValidationError as error:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in error.errors())
+            return fail("invalid_arguments", f"{call.name}: {problems}")
+        except ToolError as error:
+            return fail(error.kind, str(error))
+        except ValueError as error:  # an argument the tool's own parsing rejects
+            return fail("invalid_arguments", f"{call.name}: {error}")
+        decision = ctx.gate.check(request)
+        if decision.action == "ask":
+            decision = (ctx.approver.decide(request, decision, call.id) if ctx.approver is not None else
+                        Decision(action="deny", rule=decision.rule, reason=decision.reason + "; no approver configured"))
+        if decision.action != "allow":
+            return fail("denied", f"{decision.reason} (rule {decision.rule})", decision)
+        return _Ready(selected, args, decision, started)
+
+    def _run(self, call: ToolCall, ready: _Ready, ctx: ToolContext) -> ToolResult:
+        base = dict(call_id=call.id, name=call.name, decision=ready.decision)
+        try:
+            outcome = ready.tool.fn(ctx, **{k: getattr(ready.args, k) for k in type(ready.args).model_fields})
+        except ToolError as error:
+            envelope = getattr(error, "envelope", None)
+            return ToolResult(**base, text=error_text(error.kind, str(error)), is_error=True, error_kind=error.kind,
+                              envelope=envelope, duration_ms=int((time.perf_counter() - ready.started) * 1000))
+        return ToolResult(**base, text=outcome.text, envelope=outcome.envelope, wrote=outcome.wrote,
+                          duration_ms=int((time.perf_counter() - ready.started) * 1000))

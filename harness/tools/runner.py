@@ -1,0 +1,625 @@
+"""File tools, executed INSIDE the container (stdlib only; mounted read-only at /opt/harness/runner.py).
+
+Running here means a symlink in the repository resolves inside the container, never on the host.
+Request: `python3 -I -S runner.py key=value ...` (see `encode_request`; `key[]=v` repeats build a
+list, `arg.x` are the tool's arguments), or `runner.py --stdin` with the request as JSON on stdin
+for payloads too big (or not representable) as argv. Answer on stdout: line 1 `OK` or
+`ERROR <kind>`, line 2 the written paths separated by tabs, then the text for the model; the exit
+code is the test command's for run_tests, else 0. The read path imports neither json nor re:
+python's start-up is most of a read_file call.
+
+Every path is re-checked after os.path.realpath: it must stay inside root and outside protected /
+read-only areas, and files are then opened component by component with O_NOFOLLOW, so a symlink
+swapped in after the check is refused, never followed.
+"""
+
+import errno
+import os
+import sys
+
+MAX_LINES = 800
+MAX_LINE_CHARS = 2000
+MAX_ENTRIES = 400
+SKIP_DIRS = {".git", "node_modules", "__pycache__", "dist", "build", ".venv", "venv", ".tox", ".mypy_cache",
+             ".pytest_cache", ".ruff_cache", ".eggs", "target", ".next", "coverage", "htmlcov"}
+
+
+class Failure(Exception):
+    """A model-visible failure: kind is one of the registry's error kinds."""
+
+    def __init__(self, kind: str, text: str) -> None:
+        super().__init__(text)
+        self.kind, self.text = kind, text
+
+
+# --- gitignore-style patterns (enough for .gitignore files and the gate's path lists) ---------
+
+
+GLOB_CHARS = set("*?[")
+
+
+def _glob_regex(pat: str) -> str:
+    import re
+
+    out, i = [], 0
+    while i < len(pat):
+        if pat.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pat.startswith("/**", i) and i + 3 == len(pat):
+            out.append("/.*")
+            i += 3
+        elif pat[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pat[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif pat[i] == "[" and "]" in pat[i + 1:]:
+            end = pat.index("]", i + 1)
+            out.append("[" + pat[i + 1:end].replace("!", "^", 1) + "]")
+            i = end + 1
+        else:
+            out.append(re.escape(pat[i]))
+            i += 1
+    return "".join(out)
+
+
+class _Literal:
+    """A glob-free pattern, matched without the re module (keeps the read path's start-up lean)."""
+
+    def __init__(self, text: str, anchored: bool) -> None:
+        self.text, self.anchored = text, anchored
+
+    def fullmatch(self, rel: str) -> bool:
+        return rel == self.text or (not self.anchored and rel.endswith("/" + self.text))
+
+
+class Patterns:
+    """Gitignore-style patterns relative to `base` (a relative dir, '' for root); last match wins."""
+
+    def __init__(self, lines: list, base: str = "") -> None:
+        self.base, self.rules = base, []
+        for line in lines:
+            line = line.rstrip("\n").rstrip()
+            if not line or line.startswith("#"):
+                continue
+            neg = line.startswith("!")
+            line = line[1:] if neg else line
+            dir_only = line.endswith("/")
+            line = line.rstrip("/")
+            anchored = "/" in line
+            line = line.lstrip("/")
+            if GLOB_CHARS.isdisjoint(line) and "\\" not in line:
+                regex = _Literal(line, anchored)
+            else:
+                import re
+
+                body = _glob_regex(line)
+                regex = re.compile(body if anchored else "(?:.*/)?" + body)
+            self.rules.append((regex, neg, dir_only))
+
+    def match(self, rel: str, is_dir: bool) -> bool | None:
+        """True ignored, False re-included, None no opinion."""
+        if self.base:
+            if not rel.startswith(self.base + "/"):
+                return None
+            rel = rel[len(self.base) + 1:]
+        verdict = None
+        for regex, neg, dir_only in self.rules:
+            if (is_dir or not dir_only) and regex.fullmatch(rel):
+                verdict = not neg
+        return verdict
+
+
+def in_area(patterns: Patterns, rel: str) -> bool:
+    """Whether rel or one of its parent directories matches."""
+    parts = rel.split("/")
+    return any(patterns.match("/".join(parts[:i]), True) for i in range(1, len(parts))) or bool(
+        patterns.match(rel, False) or patterns.match(rel, True))
+
+
+# --- safe path handling -----------------------------------------------------------------------
+
+
+class Space:
+    """The workspace root plus the areas the harness forbids; resolves and opens paths safely."""
+
+    def __init__(self, req: dict) -> None:
+        self.root = os.path.realpath(req.get("root", "/workspace"))
+        self.read_only = Patterns(req.get("read_only", []))
+        self.protected = Patterns(req.get("protected", []))
+
+    def resolve(self, path: str, write: bool = False) -> str:
+        """Relative path after following symlinks inside the container; Failure when it escapes."""
+        lexical = os.path.normpath(os.path.join(self.root, path))
+        if not (lexical == self.root or lexical.startswith(self.root + "/")):
+            raise Failure("denied", f"{path} is outside /workspace")
+        real = os.path.realpath(lexical)
+        if not (real == self.root or real.startswith(self.root + "/")):
+            raise Failure("denied", f"{path} is a symlink (or lies under one) that resolves outside /workspace")
+        rel = os.path.relpath(real, self.root)
+        rel = "" if rel == "." else rel
+        if rel and in_area(self.protected, rel):
+            raise Failure("denied", f"{path} resolves to {rel}, which is protected")
+        if write and rel and in_area(self.read_only, rel):
+            raise Failure("denied", f"{path} resolves to {rel}, which is read-only in this session")
+        return rel
+
+    def open_dir(self, rel: str, create: bool = False) -> int:
+        """fd of the directory rel, opened one component at a time without following symlinks."""
+        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+        for part in [p for p in rel.split("/") if p]:
+            try:
+                nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    os.close(fd)
+                    raise
+                os.mkdir(part, 0o755, dir_fd=fd)
+                nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError as error:
+                os.close(fd)
+                if error.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise Failure("denied", f"{rel} changed to a symlink or file while in use; refused") from None
+                raise
+            os.close(fd)
+            fd = nxt
+        return fd
+
+    def read_bytes(self, rel: str) -> bytes:
+        parent, name = os.path.split(rel)
+        dfd = self.open_dir(parent)
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dfd)
+        except OSError as error:
+            if error.errno == errno.ELOOP:
+                raise Failure("denied", f"{rel} changed to a symlink while in use; refused") from None
+            raise
+        finally:
+            os.close(dfd)
+        with os.fdopen(fd, "rb") as handle:
+            return handle.read()
+
+    def write_bytes(self, rel: str, data: bytes, must_not_exist: bool = False) -> None:
+        """Atomic replace (temp + rename) beneath the root; never writes through a symlink."""
+        parent, name = os.path.split(rel)
+        dfd = self.open_dir(parent, create=True)
+        try:
+            mode = 0o644
+            try:
+                st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                if must_not_exist:
+                    raise Failure("execution_error", f"{rel} already exists")
+                if not (st.st_mode & 0o170000) == 0o100000:
+                    raise Failure("denied", f"{rel} is not a regular file (a symlink or directory); refused")
+                mode = st.st_mode & 0o7777
+            except FileNotFoundError:
+                pass
+            tmp = f".{name}.harness-{os.getpid()}.tmp"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode, dir_fd=dfd)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            os.chmod(tmp, mode, dir_fd=dfd)
+            os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        finally:
+            os.close(dfd)
+
+    def kind_of(self, rel: str) -> str:
+        """'file', 'dir', 'missing' or 'other' for a resolved path (no symlinks left in it)."""
+        try:
+            st = os.stat(os.path.join(self.root, rel), follow_symlinks=False)
+        except FileNotFoundError:
+            return "missing"
+        return {0o100000: "file", 0o040000: "dir"}.get(st.st_mode & 0o170000, "other")
+
+
+# --- operations -------------------------------------------------------------------------------
+
+
+def read_text(space: Space, rel: str, path: str) -> str:
+    kind = space.kind_of(rel)
+    if kind == "missing":
+        raise Failure("execution_error", f"{path} does not exist. Use list_dir or search_code to find the right path.")
+    if kind == "dir":
+        raise Failure("execution_error", f"{path} is a directory. Use list_dir to see its entries.")
+    data = space.read_bytes(rel)
+    if b"\x00" in data[:8192]:
+        raise Failure("execution_error", f"{path} is a binary file ({len(data)} bytes); read_file shows text only. "
+                                         "Use run_command with `file` or `stat` to inspect it.")
+    return data.decode("utf-8", errors="replace")
+
+
+def op_read_file(space: Space, args: dict, max_bytes: int) -> dict:
+    path = args["path"]
+    lines = read_text(space, space.resolve(path), path).split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    total = len(lines)
+    start = int(args.get("start_line") or 1)
+    if total == 0:
+        return {"ok": True, "text": f"OK read_file {path}: empty file (0 lines)"}
+    if start > total:
+        raise Failure("invalid_arguments", f"start_line={start} is past the end of {path} ({total} lines). "
+                                           f"Use a start_line between 1 and {total}.")
+    end = min(int(args.get("end_line") or total), total)
+    if end < start:
+        raise Failure("invalid_arguments", f"end_line={end} is before start_line={start}. Use end_line >= start_line.")
+    shown, budget, last = [], max_bytes, start - 1
+    for number in range(start, min(end, start + MAX_LINES - 1) + 1):
+        line = lines[number - 1].rstrip("\r")
+        if len(line) > MAX_LINE_CHARS:
+            line = line[:MAX_LINE_CHARS] + f" [line truncated: {len(line)} chars]"
+        entry = f"{number:6}\t{line}"
+        budget -= len(entry.encode("utf-8", "replace")) + 1
+        if budget < 0 and shown:
+            break
+        shown.append(entry)
+        last = number
+    head = f"OK read_file {path}: lines {start}-{last} of {total}"
+    body = "\n".join([head, *shown])
+    if last < end:
+        body += f"\n[TRUNCATED: lines {start}-{last} of {total} shown; continue with start_line={last + 1}]"
+    return {"ok": True, "text": body}
+
+
+def op_list_dir(space: Space, args: dict, max_bytes: int) -> dict:
+    path, depth = args.get("path") or ".", int(args.get("depth") or 2)
+    rel = space.resolve(path)
+    kind = space.kind_of(rel)
+    if kind != "dir":
+        what = "does not exist" if kind == "missing" else "is not a directory (use read_file)"
+        raise Failure("execution_error", f"{path} {what}. Use list_dir on a parent directory to see what exists.")
+    parts = rel.split("/") if rel else []
+    ignores = [g for g in (_gitignore(space, "/".join(parts[:i])) for i in range(len(parts))) if g]
+    out: list[str] = []
+    total = _walk(space, rel, 0, depth, ignores, out)
+    text = f"OK list_dir {path} (depth {depth}): {total} entries" + ("\n" + "\n".join(out) if out else "")
+    if total > len(out):
+        text += f"\n[TRUNCATED: {len(out)} of {total} entries shown; list a subdirectory or use a smaller depth]"
+    return {"ok": True, "text": text}
+
+
+def _gitignore(space: Space, rel: str) -> Patterns | None:
+    try:
+        data = space.read_bytes(os.path.join(rel, ".gitignore") if rel else ".gitignore")
+    except (OSError, Failure):
+        return None
+    return Patterns(data.decode("utf-8", "replace").splitlines(), rel)
+
+
+def _walk(space: Space, rel: str, level: int, depth: int, ignores: list, out: list) -> int:
+    fd = space.open_dir(rel)
+    try:
+        entries = sorted(os.scandir(fd), key=lambda e: e.name)
+        links = {e.name: os.readlink(e.name, dir_fd=fd) for e in entries if e.is_symlink()}
+    finally:
+        os.close(fd)
+    own = _gitignore(space, rel)
+    ignores = ignores + [own] if own else ignores
+    count = 0
+    for entry in entries:
+        child = f"{rel}/{entry.name}" if rel else entry.name
+        is_link = entry.is_symlink()
+        is_dir = not is_link and entry.is_dir(follow_symlinks=False)
+        if is_dir and entry.name in SKIP_DIRS or in_area(space.protected, child):
+            continue
+        verdicts = [v for v in (p.match(child, is_dir) for p in ignores) if v is not None]
+        if verdicts and verdicts[-1]:
+            continue
+        count += 1
+        if len(out) < MAX_ENTRIES:
+            suffix = " -> " + links[entry.name] if is_link else ""
+            out.append("  " * level + entry.name + ("/" if is_dir else "") + suffix)
+        if is_dir and level + 1 < depth:
+            count += _walk(space, child, level + 1, depth, ignores, out)
+    return count
+
+
+def _lines_at(content: str, index: int) -> int:
+    return content.count("\n", 0, index) + 1
+
+
+def op_apply_patch(space: Space, args: dict, max_bytes: int) -> dict:
+    if args.get("diff"):
+        return apply_diff(space, args["diff"])
+    path, old, new = args["path"], args.get("old_text") or "", args.get("new_text") or ""
+    if not old:
+        raise Failure("invalid_arguments", "old_text is empty. Copy the exact text to replace, or use write_file to create a file.")
+    import re
+
+    rel = space.resolve(path, write=True)
+    content = read_text(space, rel, path)
+    if old not in content and "\r\n" in content:
+        old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
+    starts = [m.start() for m in re.finditer("(?=" + re.escape(old) + ")", content)]
+    if not starts:
+        raise Failure("execution_error", f"old_text was not found in {path}. Re-read the file with read_file and "
+                                         "copy the exact text, including indentation and blank lines.")
+    if len(starts) > 1:
+        where = ", ".join(str(_lines_at(content, s)) for s in starts[:10])
+        raise Failure("execution_error", f"old_text matches {len(starts)} times in {path} (at lines {where}). "
+                                         "Include more surrounding lines in old_text so it matches exactly once.")
+    updated = content[:starts[0]] + new + content[starts[0] + len(old):]
+    space.write_bytes(rel, updated.encode("utf-8"))
+    first = _lines_at(content, starts[0])
+    old_n, new_n = old.rstrip("\r\n").count("\n") + 1, new.rstrip("\r\n").count("\n") + 1 if new else 0
+    return {"ok": True, "wrote": [rel], "text": f"OK apply_patch {path}: replaced lines {first}-"
+            f"{first + old_n - 1} with {new_n} line(s)"}
+
+
+def op_write_file(space: Space, args: dict, max_bytes: int) -> dict:
+    path, content = args["path"], args.get("content", "")
+    rel = space.resolve(path, write=True)
+    if not rel:
+        raise Failure("invalid_arguments", "path names the workspace root. Give a file path such as src/new.py.")
+    kind = space.kind_of(rel)
+    if kind == "dir":
+        raise Failure("execution_error", f"{path} is a directory. Choose a file path inside it.")
+    if kind != "missing" and args.get("overwrite") not in (True, "1", "true"):
+        raise Failure("execution_error", f"{path} already exists. Use apply_patch to edit it, or pass "
+                                         "overwrite=true to replace the whole file.")
+    data = content.encode("utf-8")
+    space.write_bytes(rel, data)
+    verb = "replaced" if kind != "missing" else "created"
+    return {"ok": True, "wrote": [rel], "text": f"OK write_file {path}: {verb}, {len(data)} bytes, "
+            f"{content.count(chr(10)) + (0 if content.endswith(chr(10)) or not content else 1)} lines"}
+
+
+# --- unified diffs ----------------------------------------------------------------------------
+
+_HUNK = r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@"
+
+
+def _strip(name: str) -> str:
+    name = name.split("\t")[0].strip()
+    return name[2:] if name[:2] in ("a/", "b/") else name
+
+
+def parse_diff(diff: str) -> list[tuple[str, str, list]]:
+    """[(old_path, new_path, hunks)] where a hunk is (old_start, [(tag, text)])."""
+    import re
+
+    files, lines, i = [], diff.split("\n"), 0
+    while i < len(lines):
+        if lines[i].startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
+            files.append((_strip(lines[i][4:]), _strip(lines[i + 1][4:]), []))
+            i += 2
+            continue
+        match = re.match(_HUNK, lines[i])
+        if match and files:
+            old_len = int(match.group(2) or 1) if match.group(2) != "0" else 0
+            new_len = int(match.group(4) or 1) if match.group(4) != "0" else 0
+            body, i = [], i + 1
+            while i < len(lines) and (old_len > 0 or new_len > 0):
+                tag, text = (lines[i][:1] or " "), lines[i][1:]
+                if tag == "\\":
+                    i += 1
+                    continue
+                if tag not in " +-":
+                    break
+                body.append((tag, text))
+                old_len -= tag in " -"
+                new_len -= tag in " +"
+                i += 1
+            files[-1][2].append((int(match.group(1)), body))
+            continue
+        i += 1
+    if not files or not any(f[2] for f in files):
+        raise Failure("invalid_arguments", "diff has no `--- a/path` / `+++ b/path` headers with @@ hunks. "
+                                           "Send a unified diff, or use old_text/new_text instead.")
+    return files
+
+
+def diff_paths(diff: str) -> list[str]:
+    """Every path a unified diff touches (for the gate, on the host)."""
+    return [p for old, new, _ in parse_diff(diff) for p in (old, new) if p != "/dev/null"]
+
+
+def apply_diff(space: Space, diff: str) -> dict:
+    results = []
+    for old_path, new_path, hunks in parse_diff(diff):
+        if new_path == "/dev/null":
+            raise Failure("invalid_arguments", f"deleting {old_path} is not supported by apply_patch. "
+                                               "Use run_command with rm if deletion is allowed.")
+        rel = space.resolve(new_path, write=True)
+        if old_path == "/dev/null":
+            lines, newline = [], True
+            if space.kind_of(rel) != "missing":
+                raise Failure("execution_error", f"{new_path} already exists; the diff creates it. Diff against it instead.")
+        else:
+            text = read_text(space, space.resolve(old_path, write=True), old_path)
+            newline, lines = text.endswith("\n"), text.split("\n")
+            if newline:
+                lines.pop()
+        pos = 0
+        for number, (start, body) in enumerate(hunks, 1):
+            old = [t for tag, t in body if tag in " -"]
+            new = [t for tag, t in body if tag in " +"]
+            hits = [k for k in range(pos, len(lines) - len(old) + 1) if lines[k:k + len(old)] == old]
+            if not hits:
+                raise Failure("execution_error", f"hunk {number} of {new_path} does not match the file. Re-read "
+                                                 "the file with read_file and regenerate the diff against its current text.")
+            at = start - 1 if start - 1 in hits else (hits[0] if len(hits) == 1 else None)
+            if at is None:
+                raise Failure("execution_error", f"hunk {number} of {new_path} matches {len(hits)} places. "
+                                                 "Add more context lines so each hunk matches exactly once.")
+            lines[at:at + len(old)] = new
+            pos = at + len(new)
+        results.append((rel, "\n".join(lines) + ("\n" if newline and lines else "")))
+    for rel, text in results:
+        space.write_bytes(rel, text.encode("utf-8"))
+    return {"ok": True, "wrote": [r for r, _ in results],
+            "text": "OK apply_patch: " + ", ".join(f"{r} ({len(h)} hunk(s))" for (r, _), (_, _, h)
+                                                   in zip(results, parse_diff(diff)))}
+
+
+MAX_MATCHES = 200
+
+
+def op_search(space: Space, args: dict, max_bytes: int) -> dict:
+    """ripgrep below a resolved path; matches as file:line:text, capped with a marker."""
+    import subprocess  # imported here: the read path stays lean (python startup dominates a call)
+
+    path = args.get("path") or "."
+    rel = space.resolve(path)
+    argv = ["rg", "--line-number", "--no-heading", "--color=never", "--no-require-git", "--sort=path",
+            "--max-columns=300", "--max-columns-preview", "--max-count=50", "-e", args["pattern"]]
+    if args.get("glob"):
+        argv += ["--glob", args["glob"]]
+    proc = subprocess.run(argv + ["--", rel or "."], cwd=space.root, stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if proc.returncode == 1:
+        return {"ok": True, "text": f"OK search_code: no matches for {args['pattern']!r} in {path}"}
+    if proc.returncode != 0:
+        why = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise Failure("invalid_arguments", f"ripgrep failed: {' '.join(why[-3:])[:400]}. Fix the regex "
+                                           "(Rust regex syntax; escape ( [ { . with a backslash for literals).")
+    lines = [ln[2:] if ln.startswith("./") else ln for ln in proc.stdout.decode("utf-8", "replace").splitlines()]
+    shown, budget = [], max_bytes
+    for line in lines[:MAX_MATCHES]:
+        budget -= len(line.encode("utf-8", "replace")) + 1
+        if budget < 0:
+            break
+        shown.append(line)
+    text = f"OK search_code {args['pattern']!r} in {path}: {len(lines)} matching lines\n" + "\n".join(shown)
+    if len(shown) < len(lines):
+        text += (f"\n[TRUNCATED: {len(shown)} of {len(lines)} matching lines shown; narrow the pattern, "
+                 "path or glob]")
+    return {"ok": True, "text": text}
+
+
+# --- tests ------------------------------------------------------------------------------------
+
+
+def op_run_tests(space: Space, args: dict, max_bytes: int) -> dict:
+    import re
+    import subprocess
+    argv, junit = list(args["argv"]), "/tmp/harness-junit.xml"
+    is_pytest = any(tok == "pytest" or tok.endswith("/pytest") for a in argv for tok in a.split())
+    if is_pytest:
+        argv += ["-rfE", "--tb=line", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
+                 "-o", "junit_family=xunit1"]
+    argv += args.get("selectors") or []
+    if os.path.exists(junit):
+        os.unlink(junit)
+    proc = subprocess.run(argv, cwd=space.root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT)
+    output = proc.stdout.decode("utf-8", "replace")
+    lines = [line for line in output.splitlines() if line.strip()]
+    summary = next((line.strip("= ") for line in reversed(lines)
+                    if re.search(r"\b(passed|failed|errors?|skipped|no tests ran|deselected)\b", line)), None)
+    failures = _junit_failures(junit, lines, space.root) if is_pytest and os.path.exists(junit) else None
+    if failures is None or summary is None:
+        tail = lines[-40:]
+        text = "\n".join(["test output (last lines):", *tail]) if tail else "(no output)"
+    else:
+        text = "\n".join(failures + [summary]) if failures else summary
+    return {"ok": True, "text": text, "exit_code": proc.returncode}
+
+
+_TB_LINE = r"^(\S+?\.py):(\d+): (.*)$"
+
+
+def _junit_failures(path: str, output: list[str], root: str) -> list[str]:
+    """One line per failing test: id, assertion location (from --tb=line output), short message."""
+    import re
+    import xml.etree.ElementTree as ET
+
+    summary_at = next((k for k, line in enumerate(output) if "short test summary info" in line), len(output))
+    locations = [m for m in (re.match(_TB_LINE, line) for line in output[:summary_at]) if m]
+    cases = [(case, bad) for case in ET.parse(path).getroot().iter("testcase")
+             for bad in [next((c for c in case if c.tag in ("failure", "error")), None)] if bad is not None]
+    out = []
+    for number, (case, bad) in enumerate(cases):
+        file = case.get("file") or case.get("classname", "").replace(".", "/") + ".py"
+        module, classname = file[:-3].replace("/", "."), case.get("classname", "")
+        cls = classname[len(module) + 1:] if classname.startswith(module + ".") else ""
+        node = "::".join(x for x in (file, cls, case.get("name", "")) if x)
+        loc = locations[number] if len(locations) == len(cases) else None
+        if loc:
+            where = f"{os.path.relpath(loc.group(1), root) if loc.group(1).startswith('/') else loc.group(1)}:{loc.group(2)}"
+        else:
+            where = f"{file}:{int(case.get('line', '-1')) + 1}"
+        message = (bad.get("message") or (loc.group(3) if loc else "") or bad.text or "").strip().splitlines()
+        label = "ERROR" if bad.tag == "error" else "FAILED"
+        out.append(f"{label} {node} at {where}: {(message[0] if message else '')[:300]}")
+    return out
+
+
+OPS = {"read_file": op_read_file, "list_dir": op_list_dir, "apply_patch": op_apply_patch,
+       "write_file": op_write_file, "run_tests": op_run_tests, "search": op_search}
+
+
+def handle(req: dict) -> dict:
+    """Run one request; every failure becomes data, never a traceback."""
+    try:
+        return {"ok": True, "kind": None, "wrote": [], **OPS[req["op"]](Space(req), req.get("args", {}),
+                                                                          int(req.get("max_bytes", 24000)))}
+    except Failure as failure:
+        return {"ok": False, "kind": failure.kind, "text": failure.text, "wrote": []}
+    except (OSError, UnicodeError, SyntaxError) as error:  # xml ParseError is a SyntaxError
+        return {"ok": False, "kind": "execution_error", "text": f"{type(error).__name__}: {error}", "wrote": []}
+
+
+def encode_request(request: dict) -> list:
+    """argv items for a request dict (the inverse of decode_request); None and False are left out."""
+    items = []
+
+    def put(key: str, value: object) -> None:
+        if value is None or value is False:
+            return
+        if isinstance(value, (list, tuple)):
+            items.extend(f"{key}[]={item}" for item in value)
+        else:
+            items.append(f"{key}={'1' if value is True else value}")
+
+    for key, value in request.items():
+        if key == "args":
+            for name, arg in value.items():
+                put(f"arg.{name}", arg)
+        else:
+            put(key, value)
+    return items
+
+
+def decode_request(items: list) -> dict:
+    request: dict = {"args": {}}
+    for item in items:
+        key, _, value = item.partition("=")
+        target = request["args"] if key.startswith("arg.") else request
+        key = key[4:] if key.startswith("arg.") else key
+        if key.endswith("[]"):
+            target.setdefault(key[:-2], []).append(value)
+        else:
+            target[key] = value
+    return request
+
+
+def main() -> int:
+    if sys.argv[1:] == ["--stdin"]:
+        import json
+
+        request = json.loads(sys.stdin.buffer.read().decode("utf-8"))
+    else:
+        request = decode_request(sys.argv[1:])
+    answer = handle(request)
+    head = "OK" if answer["ok"] else f"ERROR {answer['kind']}"
+    out = f"{head}\n{chr(9).join(answer.get('wrote') or [])}\n{answer['text']}"
+    sys.stdout.buffer.write(out.encode("utf-8", "replace"))
+    sys.stdout.flush()
+    return int(answer.get("exit_code", 0)) if answer["ok"] else 0
+
+
+def parse_answer(stdout: str) -> dict | None:
+    """The host's reading of main()'s output; None when it is not a runner answer."""
+    head, sep, rest = stdout.partition("\n")
+    wrote, _, text = rest.partition("\n")
+    if not sep or not (head == "OK" or head.startswith("ERROR ")):
+        return None
+    return {"ok": head == "OK", "kind": head[6:] or None if head != "OK" else None, "text": text,
+            "wrote": [w for w in wrote.split("\t") if w]}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""`harness tools list` and `harness tool SESSION NAME --args` end to end (real CLI, real engine)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sandbox.session import Session
+from sandbox.spec import SandboxSpec
+
+HARNESS = [str(Path(sys.executable).with_name("harness"))]
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*HARNESS, *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **(env or {})})
+
+
+def test_tools_list_plain_and_json() -> None:
+    plain = cli("tools", "list")
+    assert plain.returncode == 0 and "read_file" in plain.stdout and "Do NOT use" in plain.stdout
+    openai = json.loads(cli("tools", "list", "--json").stdout)
+    anthropic = json.loads(cli("tools", "list", "--json", "--format", "anthropic").stdout)
+    assert {t["function"]["name"] for t in openai} == {t["name"] for t in anthropic}
+    assert all(t["input_schema"]["additionalProperties"] is False for t in anthropic)
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(240)
+def test_tool_runs_inside_a_session_and_commits_writes(repo_ws: Path, tmp_path: Path, run_label: str,
+                                                       tools_image: str) -> None:
+    state = tmp_path / "state"
+    session = Session.create(repo_ws, state, spec=SandboxSpec(image=tools_image, timeout_s=30))
+    session.close()
+    env = {"HARNESS_RUN_ID": run_label}
+    read = cli("tool", session.id, "read_file", "--args", '{"path": "calc/ops.py"}', "--state-dir", str(state), env=env)
+    assert read.returncode == 0, read.stderr
+    assert read.stdout.startswith("OK read_file calc/ops.py: lines 1-6 of 6")
+    wrote = cli("tool", session.id, "write_file", "--args", '{"path": "calc/new.py", "content": "X = 1\\n"}',
+                "--state-dir", str(state), env=env)
+    assert wrote.returncode == 0 and "committed step 1" in wrote.stderr
+    with Session.open(state, session.id) as reopened:
+        assert reopened.step == 1
+        assert (reopened.workspace / "calc" / "new.py").read_text() == "X = 1\n"
+    denied = cli("tool", session.id, "read_file", "--args", '{"path": "../../etc/passwd"}', "--state-dir", str(state), env=env)
+    assert denied.returncode == 77 and denied.stdout.startswith("ERROR[denied]") and "denied" in denied.stderr
+    bad = cli("tool", session.id, "read_file", "--args", "{not json", "--state-dir", str(state), env=env)
+    assert bad.returncode == 65 and bad.stdout.startswith("ERROR[invalid_json]")
+    missing = cli("tool", "no-such-session", "read_file", "--args", "{}", "--state-dir", str(state), env=env)
+    assert missing.returncode == 66
