@@ -1,0 +1,223 @@
+"""`anthropic:MODEL` — the Messages API over the official `anthropic` SDK, streamed.
+
+The system prompt travels separately, tool results are `tool_result` blocks (with `is_error`), and
+consecutive user-side messages (tool results) are merged into one user message, as the API expects.
+Usage is normalised: Anthropic's `input_tokens` excludes cached tokens, ours includes them.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Sequence
+
+import anthropic
+import httpx2
+
+from harness.errors import (
+    ModelAuthError,
+    ModelBadResponse,
+    ModelContextLengthError,
+    ModelError,
+    ModelRateLimited,
+    ModelSpendLimitError,
+    ModelUnavailable,
+)
+from harness.providers.arguments import build_tool_call
+from harness.providers.base import ProviderConfig, redact, register_provider
+from harness.providers.openai_compat import sdk_timeout
+from harness.providers.retry import parse_retry_after
+from harness.types import Message, ModelTurn, StopReason, ToolSchema, Usage
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+_STOP_REASONS: dict[str, StopReason] = {
+    "end_turn": "end_turn",
+    "stop_sequence": "end_turn",
+    "tool_use": "tool_use",
+    "max_tokens": "max_tokens",
+    "model_context_window_exceeded": "max_tokens",
+    "refusal": "content_filter",
+}
+_RETRYABLE_KINDS = {"overloaded_error", "api_error", "timeout_error"}
+_CONTEXT_MARKERS = ("prompt is too long", "context window", "context length", "too many tokens")
+
+
+class AnthropicProvider:
+    """Streams a Messages call; returns one typed ModelTurn per call."""
+
+    def __init__(self, config: ProviderConfig, *, api_key: str | None, http_client: httpx2.Client | None = None) -> None:
+        self.name = f"anthropic:{config.model}"
+        self.model = config.model
+        self.config = config
+        self._secret = api_key
+        self._client = anthropic.Anthropic(
+            api_key=api_key or "not-needed",
+            base_url=config.base_url or DEFAULT_BASE_URL,
+            timeout=sdk_timeout(config),
+            max_retries=0,
+            http_client=http_client,
+            open_telemetry=False,
+        )
+
+    def __repr__(self) -> str:
+        return f"AnthropicProvider({self.name!r})"
+
+    def complete(self, messages: Sequence[Message], tools: Sequence[ToolSchema], *, max_tokens: int) -> ModelTurn:
+        """Send the conversation, assemble the streamed events into a ModelTurn."""
+        system, wire_messages = to_anthropic_messages(messages)
+        request: dict[str, Any] = {"model": self.model, "messages": wire_messages, "max_tokens": max_tokens, "stream": True}
+        if system:
+            request["system"] = system
+        if tools:
+            request["tools"] = [t.anthropic() for t in tools]
+        started = time.monotonic()
+        assembly = EventAssembly()
+        try:
+            stream = self._client.messages.create(**request)
+            with stream:
+                for event in stream:
+                    assembly.add(event)
+                    if time.monotonic() - started > self.config.timeout_s:
+                        raise ModelUnavailable(f"model call exceeded its {self.config.timeout_s:g}s timeout")
+        except ModelError as error:
+            error.usage = assembly.usage()
+            raise
+        except (anthropic.AnthropicError, httpx2.HTTPError) as error:
+            translated = translate_error(error, self._secret, self.config.stall_timeout_s, str(self._client.base_url))
+            translated.usage = assembly.usage()
+            raise translated from None
+        turn = assembly.turn()
+        return turn.model_copy(update={"latency_ms": int((time.monotonic() - started) * 1000)})
+
+
+class EventAssembly:
+    """Accumulates Messages stream events into text, tool calls (by block index) and usage."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[int, list[str]] = {}  # index -> [kind, id, name, text or argument json]
+        self.raw_usage: dict[str, int] = {}
+        self.stop_reason: str | None = None
+        self.model = ""
+        self.finished = False
+
+    def add(self, event: Any) -> None:
+        """Fold one raw stream event into the turn."""
+        kind = event.type
+        if kind == "content_block_delta":
+            block = self.blocks.get(event.index)
+            delta = event.delta
+            if block is not None:
+                if delta.type == "text_delta":
+                    block[3] += delta.text
+                elif delta.type == "input_json_delta":
+                    block[3] += delta.partial_json
+        elif kind == "content_block_start":
+            b = event.content_block
+            self.blocks[event.index] = [b.type, getattr(b, "id", ""), getattr(b, "name", ""), getattr(b, "text", "") or ""]
+        elif kind == "message_start":
+            self.model = event.message.model or ""
+            self._merge_usage(event.message.usage)
+        elif kind == "message_delta":
+            self.stop_reason = event.delta.stop_reason or self.stop_reason
+            self._merge_usage(event.usage)
+        elif kind == "message_stop":
+            self.finished = True
+
+    def _merge_usage(self, usage: Any) -> None:
+        # message_delta counts are cumulative: the latest non-null value wins.
+        for key in ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"):
+            value = getattr(usage, key, None)
+            if value is not None:
+                self.raw_usage[key] = value
+
+    def usage(self) -> Usage | None:
+        """Normalised usage: input includes cache reads and writes (our Usage convention)."""
+        if not self.raw_usage:
+            return None
+        read = self.raw_usage.get("cache_read_input_tokens", 0)
+        write = self.raw_usage.get("cache_creation_input_tokens", 0)
+        return Usage(
+            input_tokens=self.raw_usage.get("input_tokens", 0) + read + write,
+            output_tokens=self.raw_usage.get("output_tokens", 0),
+            cached_input_tokens=read,
+            cache_write_tokens=write,
+        )
+
+    def turn(self) -> ModelTurn:
+        """The finished ModelTurn; a stream cut off before message_stop is retryable."""
+        if not self.finished or self.stop_reason is None:
+            error = ModelUnavailable("the model's stream ended before it finished (connection dropped)")
+            error.usage = self.usage()
+            raise error
+        stop = _STOP_REASONS.get(self.stop_reason, "other")
+        texts, calls = [], []
+        for index in sorted(self.blocks):
+            kind, call_id, name, content = self.blocks[index]
+            if kind == "text":
+                texts.append(content)
+            elif kind == "tool_use":
+                calls.append(build_tool_call(call_id, name, content, truncated=stop == "max_tokens"))
+        return ModelTurn(text="".join(texts), tool_calls=calls, stop_reason=stop, usage=self.usage() or Usage(), model=self.model)
+
+
+def to_anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any]]]:
+    """(system prompt, Messages API messages) with user-side runs merged into one user message."""
+    system = "\n\n".join(m.content for m in messages if m.role == "system" and m.content)
+    wire: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role == "system":
+            continue
+        role = "assistant" if message.role == "assistant" else "user"
+        blocks = _blocks(message)
+        if not blocks:
+            continue
+        if wire and wire[-1]["role"] == role:
+            wire[-1]["content"].extend(blocks)
+        else:
+            wire.append({"role": role, "content": blocks})
+    return system, wire
+
+
+def _blocks(message: Message) -> list[dict[str, Any]]:
+    if message.role == "tool":
+        result: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.tool_call_id or "", "is_error": message.is_error}
+        if message.content:
+            result["content"] = message.content
+        return [result]
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": message.content}] if message.content else []
+    for call in message.tool_calls:
+        blocks.append({"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments})
+    return blocks
+
+
+def translate_error(error: BaseException, secret: str | None, stall_s: float = 0, endpoint: str = "") -> ModelError:
+    """The one place Anthropic SDK / httpx errors become harness.errors (keys redacted)."""
+    if isinstance(error, (anthropic.APITimeoutError, httpx2.TimeoutException)):
+        return ModelUnavailable(f"model endpoint timed out or stalled (no data for {stall_s:g}s)")
+    if isinstance(error, (anthropic.APIConnectionError, httpx2.TransportError)):
+        cause = error.__cause__ or error
+        return ModelUnavailable(redact(f"cannot reach the model endpoint {endpoint}: {cause}".replace("  ", " "), secret))
+    if isinstance(error, anthropic.APIResponseValidationError) or not isinstance(error, anthropic.APIStatusError):
+        return ModelBadResponse(redact(f"unexpected response from the model endpoint: {error}", secret))
+    status, kind = error.status_code, error.type or ""
+    message = error.api_message or str(error)
+    text = redact(f"model API error {status} {kind}: {message}".replace("  ", " "), secret)
+    lowered = message.lower()
+    retry_after = parse_retry_after(error.response.headers)
+    if status in (401, 403) or kind in ("authentication_error", "permission_error"):
+        return ModelAuthError(text)
+    if status == 402 or kind == "billing_error" or "credit balance" in lowered:
+        return ModelSpendLimitError(text)
+    if status == 413 or kind == "request_too_large" or any(m in lowered for m in _CONTEXT_MARKERS):
+        return ModelContextLengthError(text)
+    if status == 429 or kind == "rate_limit_error":
+        return ModelRateLimited(text, retry_after=retry_after)
+    if kind in _RETRYABLE_KINDS or status in (408, 409) or status >= 500:
+        return ModelUnavailable(text, retry_after=retry_after)
+    return ModelError(text)
+
+
+def _factory(target: str, config: ProviderConfig, api_key: str | None) -> AnthropicProvider:
+    return AnthropicProvider(config.model_copy(update={"model": target}), api_key=api_key)
+
+
+register_provider("anthropic", _factory)

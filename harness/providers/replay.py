@@ -1,0 +1,56 @@
+"""`replay:SESSION_DIR` — answer with the model turns a recorded session received, in order.
+
+The turn served is chosen by how many assistant messages the conversation already holds, not by a
+call counter, so a replayed run that is itself resumed after a crash continues at the right turn.
+Replayed turns cost nothing: usage and cost are zeroed (the original run was billed already).
+When the recording runs out, the model answers with a final text and no tool call.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from harness.errors import ConfigError
+from harness.providers.base import ProviderConfig, register_provider
+from harness.trajectory import TRAJECTORY_FILE, read_records
+from harness.types import Message, ModelTurn, ToolSchema, Usage
+
+EXHAUSTED_TEXT = "The recorded session has no more turns."
+
+
+def recorded_turns(session_dir: Path) -> list[ModelTurn]:
+    """The model turns of a session in step order (the last record wins for a step)."""
+    by_step: dict[int, ModelTurn] = {}
+    for record in read_records(session_dir):
+        if record.kind == "turn":
+            by_step[record.step] = record.turn
+    return [by_step[step] for step in sorted(by_step)]
+
+
+class ReplayProvider:
+    """Serves a recorded session's model turns."""
+
+    def __init__(self, turns: Sequence[ModelTurn], *, name: str = "replay") -> None:
+        self.name = name
+        self.turns = [turn.model_copy(update={"usage": Usage(), "cost_usd": 0.0, "retries": 0}) for turn in turns]
+
+    @classmethod
+    def from_session(cls, session_dir: Path) -> "ReplayProvider":
+        if not (Path(session_dir) / TRAJECTORY_FILE).is_file():
+            raise ConfigError(f"replay: no recorded trajectory in {session_dir}")
+        return cls(recorded_turns(Path(session_dir)), name=f"replay:{session_dir}")
+
+    def complete(self, messages: Sequence[Message], tools: Sequence[ToolSchema], *, max_tokens: int) -> ModelTurn:
+        index = sum(1 for message in messages if message.role == "assistant")
+        if index < len(self.turns):
+            return self.turns[index]
+        return ModelTurn(text=EXHAUSTED_TEXT, stop_reason="end_turn", model="replay")
+
+
+def _factory(target: str, config: ProviderConfig, api_key: str | None) -> ReplayProvider:
+    # The CLI resolves a session id to its directory before building the provider.
+    return ReplayProvider.from_session(Path(target).expanduser())
+
+
+register_provider("replay", _factory)

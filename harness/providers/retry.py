@@ -1,0 +1,152 @@
+"""THE retry policy: one tenacity loop around every model call (SDK-internal retries are off).
+
+Retries only errors marked `retryable` (ModelUnavailable: timeouts, connection errors, stalled
+streams, 5xx, overloaded; ModelRateLimited: 429 that is not a spend limit). Auth, spend-limit and
+context-length errors pass straight through. A server's Retry-After is honoured, also beyond 60 s,
+up to `max_retry_after_s`. Budgets: retries per call and per session (one policy per session).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import random
+import time
+from datetime import datetime, timezone
+from typing import Callable, Mapping, Sequence, TypeVar
+
+from tenacity import RetryCallState, Retrying, retry_if_exception
+
+from harness.errors import ModelError, RetryBudgetExhausted
+from harness.providers.base import Provider, RetryConfig
+from harness.providers.pricing import PriceTable
+from harness.types import Message, ModelTurn, ToolSchema, Usage
+
+T = TypeVar("T")
+
+
+def parse_retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds a server asked us to wait (`retry-after-ms`, `retry-after` seconds or HTTP date)."""
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(float(millis) / 1000.0, 0.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max((when - datetime.now(timezone.utc)).total_seconds(), 0.0)
+
+
+def _is_retryable(error: BaseException) -> bool:
+    return isinstance(error, ModelError) and error.retryable
+
+
+class RetryPolicy:
+    """Exponential backoff with jitter, Retry-After, and per-call/per-session retry budgets."""
+
+    def __init__(
+        self,
+        config: RetryConfig | None = None,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: Callable[[], float] = random.random,
+    ) -> None:
+        self.config = config or RetryConfig()
+        self.session_retries = 0
+        self.waits: list[float] = []
+        """Every wait this policy slept, in order (for reports and tests)."""
+        self._sleep = sleep
+        self._rng = rng
+
+    def compute_wait(self, error: BaseException, retry_number: int) -> float:
+        """Seconds to wait before retry `retry_number` (1-based) after `error`."""
+        cfg = self.config
+        retry_after = getattr(error, "retry_after", None)
+        if retry_after is not None:
+            return min(float(retry_after), cfg.max_retry_after_s)
+        backoff = min(cfg.initial_backoff_s * 2 ** (retry_number - 1), cfg.max_backoff_s)
+        return backoff * (1.0 - cfg.jitter + cfg.jitter * self._rng())
+
+    def call(self, attempt: Callable[[], T]) -> tuple[T, int]:
+        """Run `attempt` under the policy; return its result and how many retries it took."""
+        cfg = self.config
+        retries = 0
+
+        def stop(state: RetryCallState) -> bool:
+            return state.attempt_number > cfg.max_retries_per_call or self.session_retries >= cfg.max_retries_per_session
+
+        def wait(state: RetryCallState) -> float:
+            assert state.outcome is not None
+            return self.compute_wait(state.outcome.exception(), state.attempt_number)
+
+        def before_sleep(state: RetryCallState) -> None:
+            nonlocal retries
+            retries += 1
+            self.session_retries += 1
+            self.waits.append(state.upcoming_sleep)
+
+        def exhausted(state: RetryCallState) -> T:
+            assert state.outcome is not None
+            last = state.outcome.exception()
+            scope = "session" if self.session_retries >= cfg.max_retries_per_session else "call"
+            raise RetryBudgetExhausted(
+                f"model call failed after {state.attempt_number} attempts ({scope} retry budget spent): {last}", last
+            ) from last
+
+        retrying = Retrying(
+            retry=retry_if_exception(_is_retryable),
+            stop=stop,
+            wait=wait,
+            sleep=self._sleep,
+            before_sleep=before_sleep,
+            retry_error_callback=exhausted,
+        )
+        return retrying(attempt), retries
+
+
+class RetryingProvider:
+    """Wraps a provider in the retry policy and prices every attempt that reported usage."""
+
+    def __init__(self, inner: Provider, policy: RetryPolicy, prices: PriceTable) -> None:
+        self.inner = inner
+        self.policy = policy
+        self.prices = prices
+        self.name = inner.name
+
+    def __repr__(self) -> str:
+        return f"RetryingProvider({self.name!r})"
+
+    def complete(self, messages: Sequence[Message], tools: Sequence[ToolSchema], *, max_tokens: int) -> ModelTurn:
+        """One model turn, retried per the policy; usage and cost include failed attempts."""
+        failed_usage = Usage()
+
+        def attempt() -> ModelTurn:
+            nonlocal failed_usage
+            try:
+                return self.inner.complete(messages, tools, max_tokens=max_tokens)
+            except ModelError as error:
+                if error.usage is not None:
+                    failed_usage = failed_usage + error.usage
+                raise
+
+        model = getattr(self.inner, "model", "")
+        try:
+            turn, retries = self.policy.call(attempt)
+        except ModelError as error:
+            error.usage = failed_usage
+            error.cost_usd = self.prices.cost(model, failed_usage).usd
+            raise
+        usage = turn.usage + failed_usage
+        cost = self.prices.cost(model or turn.model, usage)
+        return turn.model_copy(update={"usage": usage, "cost_usd": cost.usd, "cost_known": cost.known, "retries": retries})

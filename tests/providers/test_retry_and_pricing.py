@@ -1,0 +1,100 @@
+"""The retry policy's arithmetic and the price table, without a network."""
+
+from __future__ import annotations
+
+from email.utils import format_datetime
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from harness.errors import ModelAuthError, ModelRateLimited, ModelUnavailable, RetryBudgetExhausted
+from harness.providers.base import ModelPrice, RetryConfig, redact
+from harness.providers.pricing import PriceTable
+from harness.providers.retry import RetryPolicy, parse_retry_after
+from harness.types import Usage
+from tests.providers.conftest import SleepRecorder
+
+
+def test_backoff_is_exponential_capped_and_jittered():
+    cfg = RetryConfig(initial_backoff_s=1, max_backoff_s=10, jitter=0.5)
+    low = RetryPolicy(cfg, rng=lambda: 0.0)
+    high = RetryPolicy(cfg, rng=lambda: 1.0)
+    error = ModelUnavailable("503")
+    assert [low.compute_wait(error, n) for n in range(1, 6)] == [0.5, 1, 2, 4, 5]
+    assert [high.compute_wait(error, n) for n in range(1, 6)] == [1, 2, 4, 8, 10]
+
+
+def test_retry_after_wins_over_backoff_and_is_capped():
+    policy = RetryPolicy(RetryConfig(max_retry_after_s=300))
+    assert policy.compute_wait(ModelRateLimited("429", retry_after=2), 5) == 2
+    assert policy.compute_wait(ModelRateLimited("429", retry_after=90), 1) == 90
+    assert policy.compute_wait(ModelRateLimited("429", retry_after=86400), 1) == 300
+
+
+def test_parse_retry_after_forms():
+    assert parse_retry_after({"retry-after": "2"}) == 2
+    assert parse_retry_after({"retry-after-ms": "1500", "retry-after": "9"}) == 1.5
+    assert parse_retry_after({}) is None
+    assert parse_retry_after({"retry-after": "soon"}) is None
+    when = format_datetime(datetime.now(timezone.utc) + timedelta(seconds=120), usegmt=True)
+    assert 110 <= parse_retry_after({"retry-after": when}) <= 121
+
+
+def test_non_retryable_error_passes_through_at_once():
+    sleeps = SleepRecorder()
+    calls = []
+
+    def attempt():
+        calls.append(1)
+        raise ModelAuthError("401")
+
+    with pytest.raises(ModelAuthError):
+        RetryPolicy(RetryConfig(), sleep=sleeps).call(attempt)
+    assert len(calls) == 1 and sleeps.waits == []
+
+
+def test_budget_exhausted_carries_last_error():
+    errors = iter([ModelUnavailable("first"), ModelUnavailable("second"), ModelUnavailable("last")])
+
+    def attempt():
+        raise next(errors)
+
+    with pytest.raises(RetryBudgetExhausted) as caught:
+        RetryPolicy(RetryConfig(max_retries_per_call=2, initial_backoff_s=0), sleep=SleepRecorder()).call(attempt)
+    assert str(caught.value.last_error) == "last" and "3 attempts" in str(caught.value)
+
+
+def test_success_reports_retry_count():
+    outcomes = iter([ModelUnavailable("x"), ModelRateLimited("y", retry_after=3), "ok"])
+
+    def attempt():
+        value = next(outcomes)
+        if isinstance(value, Exception):
+            raise value
+        return value
+
+    sleeps = SleepRecorder()
+    policy = RetryPolicy(RetryConfig(initial_backoff_s=1, jitter=0), sleep=sleeps)
+    assert policy.call(attempt) == ("ok", 2)
+    assert sleeps.waits == [1, 3] == policy.waits and policy.session_retries == 2
+
+
+def test_price_override_splits_cached_and_written_tokens():
+    price = ModelPrice(input_per_mtok=3, output_per_mtok=15, cached_input_per_mtok=0.3, cache_write_per_mtok=3.75)
+    usage = Usage(input_tokens=1_000_000, cached_input_tokens=500_000, cache_write_tokens=100_000, output_tokens=100_000)
+    cost = PriceTable({"m": price}).cost("m", usage)
+    assert cost.known and cost.usd == pytest.approx(0.4 * 3 + 0.5 * 0.3 + 0.1 * 3.75 + 0.1 * 15)
+
+
+def test_table_prices_known_models_and_flags_unknown_ones():
+    usage = Usage(input_tokens=1_000_000, output_tokens=1_000_000)
+    assert PriceTable(vendor="openai").cost("gpt-4.1", usage).usd == pytest.approx(10.0)
+    unknown = PriceTable(vendor="openai").cost("qwen-local-7b-q4", usage)
+    assert unknown.usd == 0 and not unknown.known
+    assert PriceTable().cost("anything", Usage()).known  # nothing used, nothing to price
+
+
+def test_redact_removes_key_and_its_head():
+    key = "sk-proj-abcdef0123456789"
+    text = redact(f"bad key {key}; you sent sk-proj-a...789", key)
+    assert key not in text and "sk-proj-a" not in text and "[redacted]" in text

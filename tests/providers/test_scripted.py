@@ -1,0 +1,88 @@
+"""scripted:FILE — the issue's file form, order, exhaustion, ids, and validation with line numbers."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.errors import ConfigError, ScriptError
+from harness.providers.base import make_provider
+from harness.providers.scripted import EXHAUSTED_TEXT, ScriptedProvider, parse_script
+from harness.types import ToolCall
+from tests.providers.conftest import PROMPT, TOOL
+
+ISSUE_SCRIPT = """\
+turns:
+  - text: "Let me run the tests first."
+    tool_calls:
+      - name: run_tests
+        arguments: {}
+  - tool_calls:
+      - {name: read_file, arguments: {path: pkg/calc.py}}
+      - {name: search_code, arguments: {pattern: "def add"}}
+  - text: "Fixed the sign in add(); the tests pass."
+"""
+
+
+def test_issue_script_turns_in_order_then_final_text(tmp_path):
+    path = tmp_path / "demo.yaml"
+    path.write_text(ISSUE_SCRIPT)
+    provider = make_provider(f"scripted:{path}", api_key=None)
+    turns = [provider.complete(PROMPT, [TOOL], max_tokens=10) for _ in range(5)]
+    assert turns[0].text == "Let me run the tests first." and turns[0].stop_reason == "tool_use"
+    assert turns[0].tool_calls == [ToolCall(id="call_1_0", name="run_tests", arguments={})]
+    assert turns[1].text == "" and turns[1].tool_calls == [
+        ToolCall(id="call_2_0", name="read_file", arguments={"path": "pkg/calc.py"}),
+        ToolCall(id="call_2_1", name="search_code", arguments={"pattern": "def add"}),
+    ]
+    assert turns[2].text == "Fixed the sign in add(); the tests pass." and turns[2].tool_calls == []
+    for exhausted in turns[3:]:
+        assert exhausted.text == EXHAUSTED_TEXT and exhausted.tool_calls == [] and exhausted.stop_reason == "end_turn"
+
+
+def test_ids_are_deterministic_and_can_be_given():
+    script = "turns:\n  - tool_calls:\n      - {name: a, id: mine}\n      - {name: b}\n"
+    first = ScriptedProvider(parse_script(script)).complete(PROMPT, [], max_tokens=1)
+    again = ScriptedProvider(parse_script(script)).complete(PROMPT, [], max_tokens=1)
+    assert [c.id for c in first.tool_calls] == ["mine", "call_1_1"] == [c.id for c in again.tool_calls]
+
+
+def test_empty_turn_list_answers_final_text_at_once():
+    provider = ScriptedProvider(parse_script("turns: []\n"))
+    assert provider.complete(PROMPT, [], max_tokens=1).text == EXHAUSTED_TEXT
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "message"),
+    [
+        ("turns:\n  - text: ok\n  - tool_calls:\n      - {name: x, argumnts: {}}\n", 4, "unknown key 'argumnts'"),
+        ("turns:\n  - text: ok\n   bad: [\n", 3, "invalid YAML"),
+        ("turns:\n  - text: 42\n", 2, "'text' must be a string"),
+        ("turns:\n  - tool_calls:\n      - arguments: {}\n", 3, "missing name"),
+        ("turns:\n  - tool_calls:\n      - {name: x, arguments: [1]}\n", 3, "'arguments' must be a mapping"),
+        ("turns:\n  - tool_calls: {name: x}\n", 2, "'tool_calls' must be a list"),
+        ("turns:\n  - {}\n", 2, "needs 'text' and/or 'tool_calls'"),
+        ("turns:\n  - text: a\n    text: b\n", 3, "duplicate key 'text'"),
+        ("turn:\n  - text: a\n", 1, "unknown key 'turn'"),
+        ("turns: hello\n", 1, "'turns' must be a list"),
+        ("", 1, "empty script"),
+        ("- text: a\n", 1, "must be a mapping"),
+    ],
+)
+def test_malformed_scripts_name_the_line(tmp_path, text, line, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ScriptError) as caught:
+        make_provider(f"scripted:{path}", api_key=None)
+    assert str(caught.value).startswith(f"{path}:{line}: ") and message in str(caught.value)
+    assert isinstance(caught.value, ConfigError)
+
+
+def test_missing_script_file(tmp_path):
+    with pytest.raises(ScriptError, match="cannot read model script"):
+        make_provider(f"scripted:{tmp_path / 'nope.yaml'}", api_key=None)
+
+
+@pytest.mark.parametrize("spec", ["gpt-4.1", "nosuch:model", "openai:", ":x"])
+def test_bad_specs_are_config_errors(spec):
+    with pytest.raises(ConfigError):
+        make_provider(spec, api_key=None)

@@ -1,0 +1,252 @@
+"""A local HTTP server that speaks OpenAI chat completions (SSE) and Anthropic Messages (SSE events).
+
+Reusable by any test: start it, push scripted replies (turns and faults), point a real SDK client
+at `server.openai_base_url` / `server.anthropic_base_url`.
+
+    with WireServer() as server:
+        server.push(openai_turn(text="hi"), openai_error(429, "slow down", headers={"retry-after": "2"}))
+        ...
+        server.requests[0].body["messages"]   # what the client sent
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Sequence
+
+
+@dataclass
+class Reply:
+    """One scripted HTTP answer: a whole body, or SSE frames flushed one by one."""
+
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    events: list[bytes] = field(default_factory=list)
+    stall_after: int | None = None
+    """Send this many frames, then hold the connection open without sending (a stalled stream)."""
+    stall_s: float = 30.0
+
+
+@dataclass
+class Recorded:
+    """A request the server received."""
+
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+class WireServer:
+    """Threaded loopback server on a random port; replies are consumed in order."""
+
+    def __init__(self) -> None:
+        self.requests: list[Recorded] = []
+        self._replies: list[Reply] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    @property
+    def openai_base_url(self) -> str:
+        return f"{self.url}/v1"
+
+    @property
+    def anthropic_base_url(self) -> str:
+        return self.url
+
+    def push(self, *replies: Reply) -> None:
+        with self._lock:
+            self._replies.extend(replies)
+
+    @property
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._replies)
+
+    def _next(self, recorded: Recorded) -> Reply:
+        with self._lock:
+            self.requests.append(recorded)
+            if self._replies:
+                return self._replies.pop(0)
+        return Reply(status=599, body=b'{"error": {"message": "wire server: no scripted reply left"}}')
+
+    def __enter__(self) -> "WireServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+
+def _handler_for(server: WireServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"  # the body ends when the connection closes
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("content-length") or 0)
+            raw = self.rfile.read(length)
+            try:
+                body: Any = json.loads(raw)
+            except ValueError:
+                body = raw
+            reply = server._next(Recorded(self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+            try:
+                self._send(reply)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (stall tests): expected
+
+        def _send(self, reply: Reply) -> None:
+            self.send_response(reply.status)
+            kind = "text/event-stream" if reply.events else "application/json"
+            headers = {"content-type": kind, "connection": "close", **reply.headers}
+            if not reply.events:
+                headers["content-length"] = str(len(reply.body))
+            for key, value in headers.items():
+                self.send_header(key, value)
+            self.end_headers()
+            if not reply.events:
+                self.wfile.write(reply.body)
+                return
+            for n, frame in enumerate(reply.events):
+                if reply.stall_after is not None and n >= reply.stall_after:
+                    server._stop.wait(reply.stall_s)
+                    return
+                self.wfile.write(frame)
+                self.wfile.flush()
+
+    return Handler
+
+
+# --- OpenAI chat completions --------------------------------------------------------------------
+
+
+def sse_data(payload: Any) -> bytes:
+    return b"data: " + json.dumps(payload).encode() + b"\n\n"
+
+
+def openai_chunk(delta: dict[str, Any] | None = None, finish: str | None = None, usage: dict[str, Any] | None = None,
+                 model: str = "gpt-4.1") -> dict[str, Any]:
+    choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
+    return {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": model,
+            "choices": choices, "usage": usage}
+
+
+def openai_usage(prompt: int = 10, completion: int = 5, cached: int = 0) -> dict[str, Any]:
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": cached}}
+
+
+def split(text: str, pieces: int) -> list[str]:
+    """`text` cut into `pieces` nearly equal fragments (some may be empty when text is short)."""
+    size = max(1, -(-len(text) // max(pieces, 1)))
+    parts = [text[i:i + size] for i in range(0, len(text), size)]
+    return parts or [""]
+
+
+def openai_turn(text: str = "", tool_calls: Sequence[tuple[str, str, str]] = (), *, pieces: int = 1,
+                interleave: bool = False, finish: str | None = None, usage: dict[str, Any] | None = None,
+                raw_chunks: Sequence[dict[str, Any]] = (), **reply: Any) -> Reply:
+    """A streamed turn: text in `pieces` chunks, then each (id, name, argument text) call in `pieces`
+    argument fragments; `interleave` alternates fragments of parallel calls."""
+    chunks = [openai_chunk({"role": "assistant", "content": ""})]
+    chunks += [openai_chunk({"content": part}) for part in split(text, pieces) if part]
+    streams = []
+    for index, (call_id, name, args) in enumerate(tool_calls):
+        head = {"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
+        frags = [{"index": index, "function": {"arguments": part}} for part in split(args, pieces)]
+        streams.append([head, *frags])
+    if interleave:
+        order = [frag for group in _zip_longest(streams) for frag in group]
+    else:
+        order = [frag for stream in streams for frag in stream]
+    chunks += [openai_chunk({"tool_calls": [frag]}) for frag in order]
+    chunks += list(raw_chunks)
+    chunks.append(openai_chunk({}, finish=finish or ("tool_calls" if tool_calls else "stop")))
+    chunks.append(openai_chunk(None, usage=usage or openai_usage()))
+    return Reply(events=[sse_data(c) for c in chunks] + [b"data: [DONE]\n\n"], **reply)
+
+
+def _zip_longest(streams: list[list[Any]]) -> list[list[Any]]:
+    longest = max((len(s) for s in streams), default=0)
+    return [[s[i] for s in streams if i < len(s)] for i in range(longest)]
+
+
+def openai_error(status: int, message: str, *, type: str = "invalid_request_error", code: str | None = None,
+                 headers: dict[str, str] | None = None) -> Reply:
+    body = {"error": {"message": message, "type": type, "code": code, "param": None}}
+    return Reply(status=status, body=json.dumps(body).encode(), headers=headers or {})
+
+
+# --- Anthropic Messages --------------------------------------------------------------------------
+
+
+def sse_event(name: str, payload: dict[str, Any]) -> bytes:
+    return f"event: {name}\n".encode() + sse_data(payload)
+
+
+def anthropic_events(text: str = "", tool_calls: Sequence[tuple[str, str, str]] = (), *, pieces: int = 1,
+                     stop_reason: str | None = None, input_tokens: int = 10, output_tokens: int = 5,
+                     cache_read: int = 0, cache_write: int = 0, model: str = "claude-sonnet-4-6") -> list[bytes]:
+    """The SSE frames of one Messages stream (text block first, then one block per tool call)."""
+    usage = {"input_tokens": input_tokens, "output_tokens": 1, "cache_read_input_tokens": cache_read,
+             "cache_creation_input_tokens": cache_write}
+    message = {"id": "msg_1", "type": "message", "role": "assistant", "model": model, "content": [],
+               "stop_reason": None, "stop_sequence": None, "usage": usage}
+    frames = [sse_event("message_start", {"type": "message_start", "message": message}),
+              sse_event("ping", {"type": "ping"})]
+    index = 0
+    if text:
+        frames.append(_block_start(index, {"type": "text", "text": ""}))
+        frames += [_block_delta(index, {"type": "text_delta", "text": p}) for p in split(text, pieces)]
+        frames.append(sse_event("content_block_stop", {"type": "content_block_stop", "index": index}))
+        index += 1
+    for call_id, name, args in tool_calls:
+        frames.append(_block_start(index, {"type": "tool_use", "id": call_id, "name": name, "input": {}}))
+        frames += [_block_delta(index, {"type": "input_json_delta", "partial_json": p}) for p in split(args, pieces)]
+        frames.append(sse_event("content_block_stop", {"type": "content_block_stop", "index": index}))
+        index += 1
+    reason = stop_reason or ("tool_use" if tool_calls else "end_turn")
+    frames.append(sse_event("message_delta", {"type": "message_delta", "delta": {"stop_reason": reason,
+                  "stop_sequence": None}, "usage": {"output_tokens": output_tokens}}))
+    frames.append(sse_event("message_stop", {"type": "message_stop"}))
+    return frames
+
+
+def anthropic_turn(text: str = "", tool_calls: Sequence[tuple[str, str, str]] = (), **kwargs: Any) -> Reply:
+    reply = {k: kwargs.pop(k) for k in ("stall_after", "stall_s", "headers") if k in kwargs}
+    return Reply(events=anthropic_events(text, tool_calls, **kwargs), **reply)
+
+
+def anthropic_error_event(kind: str = "overloaded_error", message: str = "Overloaded", *,
+                          after: Sequence[bytes] = ()) -> Reply:
+    """HTTP 200, some frames, then an `error` event (what Anthropic sends when overloaded mid-stream)."""
+    error = sse_event("error", {"type": "error", "error": {"type": kind, "message": message}})
+    return Reply(events=[*after, error])
+
+
+def anthropic_error(status: int, kind: str, message: str, *, headers: dict[str, str] | None = None) -> Reply:
+    body = {"type": "error", "error": {"type": kind, "message": message}}
+    return Reply(status=status, body=json.dumps(body).encode(), headers=headers or {})
+
+
+def _block_start(index: int, block: dict[str, Any]) -> bytes:
+    return sse_event("content_block_start", {"type": "content_block_start", "index": index, "content_block": block})
+
+
+def _block_delta(index: int, delta: dict[str, Any]) -> bytes:
+    return sse_event("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
