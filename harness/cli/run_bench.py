@@ -1,0 +1,143 @@
+"""`harness bench run`: the controller's cost on the offline example, measured side by side in one run.
+
+1. The example run (scripted model, real sandbox), with every sandbox call timed host-side.
+   Per model step, controller overhead = the step's wall time minus the model's latency minus the
+   time container commands ran (the union of the calls' exec intervals, so concurrent reads are
+   not subtracted twice).
+2. Bare: the same commands (same argv, image, user and mounts, plus the verify command) run one
+   after another by `exec` in ONE long-lived container over a fresh copy of the repository.
+`run_over_bare` = the whole example run / the bare sum.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from pydantic import BaseModel
+
+from harness.cli import wiring
+from harness.config import RunConfig
+from harness.outcome import RunState
+from harness.trajectory import read_records
+from sandbox.docker import resolve_image
+from sandbox.envelope import Envelope
+from sandbox.spec import Mount, SandboxSpec
+from sandbox.workspace import container_user, copy_repository
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples"
+TASK = "Fix the failing tests in calc."
+VERIFY = "python3 -m pytest -q"
+
+
+class RunBench(BaseModel):
+    outcome: str
+    steps: int
+    overhead_ms_per_step: float
+    """Median controller overhead of a model step."""
+    overhead_ms_p90: float
+    run_ms: float
+    bare_ms: float
+    run_over_bare: float
+    sandbox_calls: int
+
+
+class TimedSandbox:
+    """Wraps a sandbox; remembers each call's argv, spec, mounts and exec interval (wall clock)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.calls: list[tuple[list[str], SandboxSpec, Sequence[Mount], float, float]] = []
+
+    def run(self, argv: Sequence[str], *, workspace: Path, spec: SandboxSpec, mounts: Sequence[Mount] = (),
+            stdin: bytes | None = None, commit_changes: bool = False) -> Envelope:
+        envelope = self.inner.run(argv, workspace=workspace, spec=spec, mounts=mounts, stdin=stdin,
+                                  commit_changes=commit_changes)
+        end = time.time()
+        self.calls.append((list(argv), spec, list(mounts), end - envelope.duration_ms / 1000, end))
+        return envelope
+
+    def prewarm(self, **kwargs: Any) -> None:
+        self.inner.prewarm(**kwargs)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def measure(base_url: str | None) -> RunBench:
+    with tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp:
+        sessions = Path(tmp) / "sessions"
+        config = RunConfig(model=f"scripted:{EXAMPLE / 'calc-fix.yaml'}", verify=VERIFY)
+        sandbox = TimedSandbox(wiring.open_sandbox(base_url, None))
+        try:
+            started = time.perf_counter()
+            session = wiring.create_session(EXAMPLE / "calc", sessions, config, sandbox, None)
+            state = RunState(session_id=session.id, task=TASK, model=config.model or "", snapshot_step=session.step)
+            agent = wiring.build_agent(config=config, session=session, sandbox=sandbox,
+                                       provider=wiring.build_provider(config, None), state=state, secrets=[],
+                                       on_phase=lambda phase: None)
+            result = agent.run()
+            run_ms = (time.perf_counter() - started) * 1000
+            overheads = _overheads(session.dir, sandbox.calls)
+            bare_ms = _bare(sandbox.inner.client, sandbox.calls, session.workspace, Path(tmp) / "bare", session.spec)
+        finally:
+            sandbox.close()
+    ordered = sorted(overheads)
+    return RunBench(outcome=result.outcome, steps=result.steps, overhead_ms_per_step=round(statistics.median(ordered), 1),
+                    overhead_ms_p90=round(ordered[int(0.9 * (len(ordered) - 1))], 1), run_ms=round(run_ms, 1),
+                    bare_ms=round(bare_ms, 1), run_over_bare=round(run_ms / bare_ms, 2),
+                    sandbox_calls=len(sandbox.calls))
+
+
+def _overheads(session_dir: Path, calls: list[tuple[Any, Any, Any, float, float]]) -> list[float]:
+    begins: dict[int, float] = {}
+    latency: dict[int, float] = {}
+    result = []
+    for record in read_records(session_dir):
+        if record.kind == "request":
+            begins[record.step] = record.ts
+        elif record.kind == "turn":
+            latency[record.step] = record.turn.latency_ms / 1000
+        elif record.kind == "step" and record.step in begins:
+            begin, end = begins[record.step], record.ts
+            busy = _union([(max(s, begin), min(e, end)) for *_, s, e in calls if e > begin and s < end])
+            result.append((end - begin - latency.get(record.step, 0.0) - busy) * 1000)
+    return result
+
+
+def _union(intervals: list[tuple[float, float]]) -> float:
+    total, current_end = 0.0, float("-inf")
+    for start, end in sorted(intervals):
+        start = max(start, current_end)
+        if end > start:
+            total += end - start
+            current_end = end
+    return total
+
+
+def _bare(client: Any, calls: list[tuple[list[str], SandboxSpec, Sequence[Mount], float, float]], workspace: Path,
+          copy_to: Path, spec: SandboxSpec) -> float:
+    """Sum of the same commands exec'd one by one into one long-lived container over a fresh copy."""
+    copy_repository(EXAMPLE / "calc", copy_to)
+    volumes = {str(copy_to): {"bind": spec.workdir, "mode": "rw"}}
+    for mount in calls[0][2]:
+        source = Path(mount.source)
+        if source.is_relative_to(workspace):
+            source = copy_to / source.relative_to(workspace)
+        volumes[str(source)] = {"bind": mount.target, "mode": "ro" if mount.read_only else "rw"}
+    _, image_id = resolve_image(client, spec.image)
+    container = client.containers.run(image_id, ["sleep", "infinity"], detach=True, user=container_user(),
+                                      working_dir=spec.workdir, network_mode="none", volumes=volumes,
+                                      labels={"harness.run": wiring.run_id(), "harness.kind": "bench"})
+    try:
+        total = 0.0
+        for argv, *_ in calls:
+            started = time.perf_counter()
+            container.exec_run(argv, user=container_user(), workdir=spec.workdir)
+            total += time.perf_counter() - started
+        return total * 1000
+    finally:
+        container.remove(force=True)

@@ -1,0 +1,122 @@
+"""Rich renderings of a run: the step-by-step session view and the end-of-run summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+from rich.syntax import Syntax
+from rich.table import Table
+
+from harness.outcome import RunResult, RunState, exit_code_for_outcome
+from harness.trajectory import read_records, read_state
+
+_STYLE = {"verified": "bold green", "unverified": "yellow", "interrupted": "yellow"}
+
+
+def result_of(session_dir: Path) -> RunResult:
+    """The final result object; for a run that never finished, one built from its last state."""
+    state = read_state(session_dir, RunState)
+    if state is None:
+        raise FileNotFoundError(f"no run recorded in {session_dir}")
+    if state.result is not None:
+        return state.result
+    spent = state.spent
+    return RunResult(session_id=state.session_id, outcome="incomplete", detail="the run did not finish; resume it",
+                     exit_code=exit_code_for_outcome("interrupted"), verified=False, steps=state.step,
+                     tokens={"input": spent.input_tokens, "output": spent.output_tokens,
+                             "cached": spent.cached_input_tokens},
+                     cost_usd=spent.cost_usd, elapsed_s=spent.elapsed_s, verify_rounds=state.verify_rounds,
+                     session_dir=str(session_dir))
+
+
+def render_session(console: Console, session_dir: Path) -> None:
+    """Steps, tool calls, results, tokens, cost and outcome of a recorded session."""
+    table = Table(title=f"session {Path(session_dir).name}", show_lines=True, expand=True)
+    for column in ("step", "model said / tool call", "result", "tokens in/out"):
+        table.add_column(column, overflow="fold")
+    for record in read_records(session_dir):
+        row = _row(record)
+        if row:
+            table.add_row(*row)
+    console.print(table)
+    render_summary(console, result_of(session_dir))
+
+
+def _row(record: Any) -> tuple[str, str, str, str] | None:
+    if record.kind == "turn":
+        turn = record.turn
+        calls = "\n".join(f"→ {escape(c.name)}({_args(c.arguments)})" for c in turn.tool_calls)
+        text = _clip(turn.text, 300) + ("\n" + calls if calls else "")
+        return (str(record.step), text, "", f"{turn.usage.input_tokens}/{turn.usage.output_tokens}")
+    if record.kind == "tool":
+        first = record.text.splitlines()[0] if record.text else ""
+        decision = record.decision.get("action") if isinstance(record.decision, dict) else record.decision
+        flag = "[red]✗[/]" if record.is_error else "[green]✓[/]"
+        return ("", f"  {escape(record.name)} [dim]{escape(record.call_id)}[/]",
+                f"{flag} {_clip(first, 160)} [dim]({decision}, {record.duration_ms} ms)[/]", "")
+    if record.kind == "step" and record.wrote:
+        return ("", f"  [dim]snapshot → session step {record.snapshot_step}[/]", "", "")
+    if record.kind == "verify":
+        mark = "[green]passed[/]" if record.passed else f"[red]failed[/] {escape(', '.join(record.failing[:5]))}"
+        return ("verify", f"round {record.round}", f"exit {record.exit_code}: {mark}", "")
+    if record.kind == "event" and record.event in ("resumed", "interrupted"):
+        return ("", f"[yellow]{record.event}[/] {escape(record.detail)}", "", "")
+    return None
+
+
+def render_steps(console: Console, session_dir: Path) -> None:
+    """One line per tool call and verification: the compact trace printed at the end of a run."""
+    final = ""
+    for record in read_records(session_dir):
+        if record.kind == "turn" and not record.turn.tool_calls:
+            final = record.turn.text
+        if record.kind == "tool":
+            first = record.text.splitlines()[0] if record.text else ""
+            mark = "[red]✗[/]" if record.is_error else "[green]✓[/]"
+            console.print(f"step {record.step:>2}  {mark} {escape(record.name):<12} {_clip(first, 90)}",
+                          soft_wrap=True)
+        elif record.kind == "verify":
+            status = "[green]passed[/]" if record.passed else "[red]failed[/]"
+            console.print(f"verify {record.round}  exit {record.exit_code}: {status}")
+    if final:
+        console.print(f"[bold]model:[/] {escape(final.strip())}", soft_wrap=True)
+
+
+def render_summary(console: Console, result: RunResult) -> None:
+    style = _STYLE.get(result.outcome, "bold red")
+    lines = [
+        f"outcome   [{style}]{result.outcome}[/]" + (f" — {escape(result.detail)}" if result.detail else ""),
+        f"steps     {result.steps}   verify rounds {result.verify_rounds}",
+        f"tokens    in {result.tokens.get('input', 0)}  out {result.tokens.get('output', 0)}"
+        f"  cached {result.tokens.get('cached', 0)}",
+        f"cost      ${result.cost_usd:.4f}   elapsed {result.elapsed_s:.1f}s",
+        f"session   {result.session_id}  ({result.session_dir})",
+        f"patch     {result.patch or '-'}",
+    ]
+    if result.evidence:
+        lines.append(f"evidence  {escape(str(result.evidence))}")
+    console.print(Panel("\n".join(lines), title="harness run", expand=False))
+
+
+def render_patch(console: Console, patch_path: str | None) -> None:
+    if not patch_path or not Path(patch_path).is_file():
+        return
+    text = Path(patch_path).read_text(encoding="utf-8")
+    if text.strip():
+        console.print(Syntax(text, "diff", theme="ansi_dark", background_color="default"))
+    else:
+        console.print("[dim](no changes)[/]")
+
+
+def _args(arguments: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={_clip(repr(v), 60)}" for k, v in arguments.items())
+
+
+def _clip(text: str, limit: int) -> str:
+    """Shortened and escaped: model and tool text must never be read as rich markup."""
+    text = text.strip()
+    return escape(text if len(text) <= limit else text[: limit - 1] + "…")

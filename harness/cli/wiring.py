@@ -1,0 +1,182 @@
+"""Wire the components of one run together (the CLI layer's job): provider, sandbox, session, tools,
+agent. Environment variables are read here and nowhere below: the API key (by the name the config
+gives) and the test-only crash point `HARNESS_CRASH_AT`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import uuid
+from pathlib import Path
+from typing import Any, Callable
+
+from harness.budget import Budget
+from harness.config import RunConfig
+from harness.context import Context
+from harness.errors import ConfigError
+from harness.gate import Gate
+from harness.loop import Agent
+from harness.outcome import RunState
+from harness.prompt import system_prompt, task_message
+from harness.providers.base import make_provider
+from harness.tools.registry import Registry, ToolContext
+from harness.trajectory import Trajectory
+from harness.verify import Verifier
+
+DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+RUN_CONFIG_FILE = "run.json"
+CRASH_PHASES = ("model_answered", "turn_recorded", "mid_tool", "mid_snapshot", "after_snapshot")
+
+
+def api_key(config: RunConfig) -> str | None:
+    """The key for the run's provider, from the environment variable the config names."""
+    prefix = (config.model or "").split(":", 1)[0]
+    variable = config.provider_config().api_key_env or DEFAULT_KEY_ENV.get(prefix)
+    return os.environ.get(variable) if variable else None
+
+
+def absolute_model(spec: str, sessions: Path) -> str:
+    """Make file-based model specs independent of the working directory (so resume works anywhere)."""
+    prefix, _, target = spec.partition(":")
+    if prefix == "scripted":
+        return f"scripted:{Path(target).expanduser().resolve()}"
+    if prefix == "replay":
+        candidate = Path(target).expanduser()
+        directory = candidate if candidate.is_dir() else sessions / target
+        if not directory.is_dir():
+            raise ConfigError(f"replay: no session {target!r} in {sessions}")
+        return f"replay:{directory.resolve()}"
+    return spec
+
+
+def build_provider(config: RunConfig, key: str | None) -> Any:
+    return make_provider(config.model or "", config.provider_config(), api_key=key)
+
+
+def crash_hook(value: str | None) -> Callable[[str], None]:
+    """`HARNESS_CRASH_AT=phase[:n]`: SIGKILL this process the n-th time the loop reaches phase (tests)."""
+    if not value:
+        return lambda phase: None
+    phase, _, nth = value.partition(":")
+    if phase not in CRASH_PHASES:
+        raise ConfigError(f"HARNESS_CRASH_AT: unknown phase {phase!r} (one of {', '.join(CRASH_PHASES)})")
+    target, seen = int(nth or 1), [0]
+
+    def hook(reached: str) -> None:
+        if reached == phase:
+            seen[0] += 1
+            if seen[0] >= target:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    return hook
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def approver(config: RunConfig, session: Any, interactive: bool) -> Any:
+    from harness.approve import InteractiveApprover, UnattendedApprover, UnattendedConfig
+
+    if config.approval == "interactive" or (config.approval == "auto" and interactive):
+        return InteractiveApprover()
+    return UnattendedApprover(UnattendedConfig(approvals_dir=Path(session.dir) / "approvals",
+                                               timeout_s=config.approval_timeout_s))
+
+
+def tool_context(config: RunConfig, session: Any, sandbox: Any, interactive: bool = False) -> ToolContext:
+    from harness.tools import builtin
+
+    spec = session.spec
+    gate = Gate(config.gate)
+    return ToolContext(sandbox=sandbox, workspace=session.workspace, spec=spec, gate=gate,
+                       approver=approver(config, session, interactive),
+                       mounts=builtin.context_mounts(session.workspace, gate.config.read_only_paths), test_command=config.test_cmd or config.verify)
+
+
+def registry() -> Registry:
+    from harness.tools import builtin
+
+    return Registry(builtin.BUILTIN_TOOLS)
+
+
+def call_spec(session: Any) -> Any:
+    """The spec tool calls actually run with (the session's current image, the runner's output cap)."""
+    from harness.tools.builtin import RUNNER_STDOUT_CAP
+
+    spec = session.spec
+    return spec if spec.stdout_cap >= RUNNER_STDOUT_CAP else spec.model_copy(update={"stdout_cap": RUNNER_STDOUT_CAP})
+
+
+def build_agent(*, config: RunConfig, session: Any, sandbox: Any, provider: Any, state: RunState,
+                secrets: list[str], on_phase: Callable[[str], None], interactive: bool = False) -> Agent:
+    """An Agent for a new or resumed run (state carries the context and spend of a resumed one)."""
+    tools = registry()
+    context_tools = tool_context(config, session, sandbox, interactive)
+    context = Context(config.context, system_prompt(config.verify), task_message(state.task),
+                      state.context if state.context.entries else None)
+    verifier = Verifier(sandbox, config.verify, mounts=context_tools.mounts) if config.verify else None
+    # Tool calls and verification share one container config, so the warm pool serves both.
+    sandbox.prewarm(workspace=session.workspace, spec=call_spec(session), mounts=context_tools.mounts)
+    return Agent(provider=provider, registry=tools, tool_context=context_tools, session=session, sandbox=sandbox,
+                 verifier=verifier, verify_spec=lambda: call_spec(session),
+                 budget=Budget(config.limits, state.spent), context=context,
+                 trajectory=Trajectory(session.dir, secrets), state=state,
+                 max_turn_tokens=config.limits.max_turn_tokens, max_verify_rounds=config.limits.max_verify_rounds,
+                 on_phase=on_phase, secrets=secrets)
+
+
+def crash_env() -> str | None:
+    return os.environ.get("HARNESS_CRASH_AT") or None
+
+
+def run_id() -> str:
+    """$HARNESS_RUN_ID (tests use it to find and clean what they made) or a fresh id."""
+    return os.environ.get("HARNESS_RUN_ID") or f"run-{new_run_id()}"
+
+
+def open_sandbox(base_url: str | None, session_id: str | None) -> Any:
+    from sandbox.docker import DockerSandbox, connect
+
+    # Three warm containers: a turn with two concurrent reads plus the next call still find one ready.
+    return DockerSandbox(connect(base_url), run_id=run_id(), session_id=session_id, pool_size=3)
+
+
+def check_image(sandbox: Any, image: str) -> None:
+    """Fail before a session is made when the image is missing (ImageNotFound says how to build it)."""
+    from sandbox.docker import resolve_image
+
+    resolve_image(sandbox.client, image)
+
+
+def create_session(repo: Path, sessions: Path, config: RunConfig, sandbox: Any, session_id: str | None) -> Any:
+    from sandbox.session import Session, SessionConfig
+
+    session_config = SessionConfig(setup=list(config.setup), setup_network=config.setup_network,
+                                   writable_root=not config.sandbox.read_only_root)
+    prepare = None
+    if config.setup:
+        try:
+            from sandbox.setup import make_prepare  # environment preparation (issue 3)
+        except ImportError:
+            raise ConfigError("--setup is not available in this build (sandbox.setup is missing)") from None
+        prepare = make_prepare(sandbox, config.spec(), session_config)
+    sessions.mkdir(parents=True, exist_ok=True)
+    return Session.create(repo, sessions, spec=config.spec(), session_id=session_id, config=session_config,
+                          prepare=prepare)
+
+
+def open_session(sessions: Path, session_id: str) -> Any:
+    from sandbox.session import Session
+
+    return Session.open(sessions, session_id)
+
+
+def position_provider(provider: Any, session_dir: Path, state: RunState) -> None:
+    """A scripted model counts its calls; after a resume it must continue after the recorded turns
+    (the replay provider needs nothing: it picks its turn from the conversation)."""
+    from harness.trajectory import read_records
+
+    if hasattr(provider, "calls") and hasattr(provider, "turns"):
+        provider.calls = len({r.step for r in read_records(session_dir) if r.kind == "turn"})

@@ -1,0 +1,153 @@
+"""Run configuration: pydantic models, the per-user TOML file, and flag overrides.
+
+The file comes from the per-user config directory (or `--config FILE`), never from the repository
+under test: a hostile repository must not be able to choose its own verify command, loosen the gate
+or point the harness at another model endpoint. API keys are never stored here, only the NAME of
+the environment variable that holds each one (`api_key_env`); the CLI reads that variable.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import platformdirs
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from harness.errors import ConfigError
+from harness.gate import GateConfig
+from harness.providers.base import ProviderConfig
+from sandbox.spec import SandboxSpec
+
+CONFIG_FILE_NAME = "config.toml"
+
+
+class LimitsConfig(BaseModel):
+    """Budgets of one run; hitting any ends the run as `limit:<which>`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_steps: int = Field(40, ge=1, le=10_000)
+    """Model turns allowed (the hard step limit of the loop)."""
+    max_tokens: int | None = Field(None, ge=1)
+    """Input + output tokens over the whole run; None = unlimited."""
+    max_cost_usd: float | None = Field(None, ge=0)
+    """Spend over the whole run in USD (failed and retried calls included); None = unlimited."""
+    timeout_min: float | None = Field(None, gt=0)
+    """Wall-clock minutes for the whole run (across resumes); None = unlimited."""
+    max_verify_rounds: int = Field(3, ge=1, le=100)
+    """Verification failures sent back to the model before the run ends as failed_verification."""
+    max_turn_tokens: int = Field(4096, ge=16)
+    """max_tokens asked of the model for one turn."""
+
+
+class ContextConfig(BaseModel):
+    """Prompt budget and compaction."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    budget_tokens: int = Field(100_000, ge=1_000)
+    """Prompt tokens the context may use; folding starts above `fold_at` of this."""
+    fold_at: float = Field(0.7, gt=0, lt=1)
+    """Fraction of the budget above which older tool results are folded into one-line stubs."""
+    keep_recent: int = Field(4, ge=0)
+    """Most recent tool results never folded."""
+    tool_result_chars: int = Field(24_000, ge=500)
+    """Largest tool result kept in the conversation (head and tail beyond it)."""
+
+
+class RunConfig(BaseModel):
+    """Everything `harness run` needs, from the config file and flags."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str | None = None
+    """PROVIDER:MODEL, e.g. `openai:gpt-4.1`, `anthropic:claude-sonnet-4-5`, `scripted:FILE`."""
+    base_url: str | None = None
+    """Endpoint override for this run (beats the provider entry's base_url)."""
+    image: str = "py311"
+    """Sandbox image for every tool call."""
+    verify: str | None = None
+    """Shell command that decides 'done' (exit 0 only); None = outcome `unverified`."""
+    test_cmd: str | None = None
+    """Command the run_tests tool runs; defaults to the verify command."""
+    setup: list[str] = Field(default_factory=list)
+    """Commands run once before the first step, committed as the session's base image."""
+    setup_network: bool = False
+    """Allow network for the setup commands only (never for tool calls)."""
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    """Run budgets."""
+    gate: GateConfig = Field(default_factory=GateConfig)
+    """Permission gate: read-only paths (default tests/), protected paths, allowed programs, rules."""
+    approval: Literal["auto", "interactive", "unattended"] = "auto"
+    """Who answers the gate's `ask` decisions: a person at the terminal, or nobody (deny after the
+    timeout; answers may be dropped into the session's approvals/ folder). auto = interactive on a TTY."""
+    approval_timeout_s: float = Field(30.0, ge=0)
+    """Unattended approval: seconds to wait for an answer file before denying."""
+    context: ContextConfig = Field(default_factory=ContextConfig)
+    """Prompt budget and compaction."""
+    sandbox: SandboxSpec = Field(default_factory=SandboxSpec)
+    """Container posture and limits for tool calls (image is taken from `image`)."""
+    providers: dict[str, ProviderConfig] = Field(default_factory=dict)
+    """Per-prefix provider settings, e.g. [providers.openai] base_url / api_key_env / retry / prices."""
+
+    def spec(self, **labels: str) -> SandboxSpec:
+        """The sandbox spec for this run's tool calls."""
+        return self.sandbox.model_copy(update={"image": self.image, "labels": {**self.sandbox.labels, **labels}})
+
+    def provider_config(self) -> ProviderConfig:
+        """The provider settings for this run's model prefix, with the flag's base_url and turn size applied."""
+        prefix = (self.model or "").split(":", 1)[0]
+        entry = self.providers.get(prefix, ProviderConfig())
+        update: dict[str, Any] = {"max_tokens": self.limits.max_turn_tokens}
+        if self.base_url:
+            update["base_url"] = self.base_url
+        return entry.model_copy(update=update)
+
+
+def default_config_path() -> Path:
+    """The per-user config file (it may not exist)."""
+    return Path(platformdirs.user_config_dir("harness")) / CONFIG_FILE_NAME
+
+
+def load_config(path: Path | None, overrides: dict[str, Any] | None = None, *, repo: Path | None = None) -> RunConfig:
+    """Read the TOML file (explicit path, else the per-user one if present) and apply overrides.
+
+    overrides maps dotted keys (`limits.max_steps`) to values; None values are ignored.
+    """
+    data: dict[str, Any] = {}
+    chosen = path if path is not None else default_config_path()
+    if path is not None and not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    if chosen.is_file():
+        _refuse_repository_file(chosen, repo)
+        try:
+            data = tomllib.loads(chosen.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+            raise ConfigError(f"{chosen}: not valid TOML: {error}") from None
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            _set_dotted(data, key, value)
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise ConfigError(f"{chosen if chosen.is_file() else 'flags'}: {where}: {first['msg']}") from None
+
+
+def _refuse_repository_file(config_file: Path, repo: Path | None) -> None:
+    if repo is None:
+        return
+    resolved, root = config_file.resolve(), repo.resolve()
+    if resolved == root or root in resolved.parents:
+        raise ConfigError(f"refusing a config file inside the repository under test: {config_file}")
+
+
+def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
+    *parents, leaf = key.split(".")
+    node = data
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[leaf] = value

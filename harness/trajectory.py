@@ -1,0 +1,205 @@
+"""The session's write-ahead log and state file.
+
+`trajectory.jsonl` is append-only: every request sent, every model turn (written and fsynced
+BEFORE its tools run), every tool call with its arguments, gate decision, envelope, duration and
+failure kind, every committed step with its snapshot, every verification, and the outcome.
+`state.json` is rewritten atomically (temp + fsync + rename) at each step boundary; it is the
+commit point a resume starts from. The reader drops a torn last line (a crash mid-write), and
+reopening for append first cuts that torn tail so the next record starts on a clean line.
+Known secret values are replaced by `***` before anything reaches the disk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Annotated, Any, Literal, Sequence, TypeVar, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from harness.types import Message, ModelTurn
+from sandbox.envelope import Envelope
+
+TRAJECTORY_FILE = "trajectory.jsonl"
+STATE_FILE = "state.json"
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    ts: float = Field(default_factory=time.time)
+
+
+class StartRecord(_Record):
+    kind: Literal["start"] = "start"
+    session_id: str
+    task: str
+    model: str
+    repo: str
+    resumed: bool = False
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+class RequestRecord(_Record):
+    """A request as sent: messages[base:] are new since the previous request (base = unchanged prefix)."""
+
+    kind: Literal["request"] = "request"
+    step: int
+    base: int
+    messages: list[Message]
+    tools: list[str]
+    estimated_tokens: int
+
+
+class TurnRecord(_Record):
+    kind: Literal["turn"] = "turn"
+    step: int
+    turn: ModelTurn
+
+
+class ToolRecord(_Record):
+    kind: Literal["tool"] = "tool"
+    step: int
+    attempt: int = 0
+    """0 for the first execution; 1 when a resume re-executed the turn's tools."""
+    call_id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    decision: Any = None
+    envelope: Envelope | None = None
+    text: str
+    is_error: bool = False
+    error_kind: str | None = None
+    duration_ms: int = 0
+    wrote: bool = False
+
+
+class StepRecord(_Record):
+    """A step is complete: its tools ran and (if anything was written) a snapshot was committed."""
+
+    kind: Literal["step"] = "step"
+    step: int
+    snapshot_step: int
+    snapshot_id: str | None = None
+    wrote: bool = False
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+class VerifyRecord(_Record):
+    kind: Literal["verify"] = "verify"
+    round: int
+    passed: bool
+    exit_code: int
+    status: str
+    failing: list[str] = Field(default_factory=list)
+    duration_ms: int = 0
+    output: str = ""
+
+
+class EventRecord(_Record):
+    """Anything else worth a line: resumed, interrupted, setup ran, context folded."""
+
+    kind: Literal["event"] = "event"
+    event: str
+    detail: str = ""
+
+
+class OutcomeRecord(_Record):
+    kind: Literal["outcome"] = "outcome"
+    outcome: str
+    detail: str = ""
+    evidence: Any = None
+    exit_code: int = 0
+
+
+Record = Annotated[
+    Union[StartRecord, RequestRecord, TurnRecord, ToolRecord, StepRecord, VerifyRecord, EventRecord, OutcomeRecord],
+    Field(discriminator="kind"),
+]
+_RECORD = TypeAdapter(Record)
+M = TypeVar("M", bound=BaseModel)
+
+
+class Trajectory:
+    """Appends records to one session's JSONL file."""
+
+    def __init__(self, session_dir: Path, secrets: Sequence[str] = ()) -> None:
+        self.path = Path(session_dir) / TRAJECTORY_FILE
+        self._secrets = [s for s in secrets if s and len(s) >= 4]
+        _cut_torn_tail(self.path)
+        self._file = open(self.path, "a", encoding="utf-8")
+
+    def append(self, record: _Record, *, durable: bool = False) -> None:
+        """Write one line; durable=True fsyncs (model turns and step commits)."""
+        line = record.model_dump_json()
+        for secret in self._secrets:
+            line = line.replace(secret, "***")
+        self._file.write(line + "\n")
+        self._file.flush()
+        if durable:
+            os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        if not self._file.closed:
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+
+
+def read_records(session_dir: Path) -> list[Any]:
+    """All records of a session, tolerating a torn (unterminated or unparsable) last line."""
+    path = Path(session_dir) / TRAJECTORY_FILE
+    if not path.exists():
+        return []
+    lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
+    records = []
+    for number, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            records.append(_RECORD.validate_json(line))
+        except ValueError:
+            if number >= len(lines) - 2:  # the last line (or the one before the final "")
+                break
+            raise
+    return records
+
+
+def write_state(session_dir: Path, state: BaseModel, secrets: Sequence[str] = ()) -> None:
+    """Replace state.json atomically: temp file, fsync, rename, fsync the directory."""
+    directory = Path(session_dir)
+    text = state.model_dump_json(indent=1)
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "***")
+    temp = directory / f".{STATE_FILE}.{os.getpid()}.tmp"
+    with open(temp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temp, directory / STATE_FILE)
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_state(session_dir: Path, model: type[M]) -> M | None:
+    path = Path(session_dir) / STATE_FILE
+    if not path.exists():
+        return None
+    return model.model_validate_json(path.read_text(encoding="utf-8"))
+
+
+def _cut_torn_tail(path: Path) -> None:
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with open(path, "rb+") as handle:
+        data = handle.read()
+        if data.endswith(b"\n"):
+            return
+        handle.truncate(data.rfind(b"\n") + 1)

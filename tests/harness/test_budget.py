@@ -1,0 +1,83 @@
+import pytest
+
+from harness.budget import Budget, Spent
+from harness.config import LimitsConfig
+from harness.errors import LimitReached
+from harness.types import ModelTurn, Usage
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def turn(inp: int, out: int, cost: float = 0.0) -> ModelTurn:
+    return ModelTurn(usage=Usage(input_tokens=inp, output_tokens=out), cost_usd=cost)
+
+
+def test_steps_limit_counts_model_steps():
+    budget = Budget(LimitsConfig(max_steps=2))
+    budget.check()
+    budget.charge_step()
+    budget.check()
+    budget.charge_step()
+    with pytest.raises(LimitReached) as stop:
+        budget.check()
+    assert stop.value.outcome == "limit:steps" and stop.value.which == "steps"
+
+
+def test_tokens_are_input_plus_output():
+    budget = Budget(LimitsConfig(max_tokens=1000))
+    budget.charge_turn(turn(600, 300))
+    budget.check()
+    budget.charge_turn(turn(50, 50))
+    with pytest.raises(LimitReached) as stop:
+        budget.check()
+    assert stop.value.outcome == "limit:tokens"
+    assert budget.spent().tokens == 1000
+
+
+def test_cost_includes_failed_calls():
+    budget = Budget(LimitsConfig(max_cost_usd=0.10))
+    budget.charge_turn(turn(10, 10, cost=0.06))
+    budget.charge(Usage(input_tokens=5), 0.05)  # a failed, billed call
+    with pytest.raises(LimitReached) as stop:
+        budget.check()
+    assert stop.value.outcome == "limit:cost"
+    assert budget.spent().input_tokens == 15
+
+
+def test_wall_clock_accumulates_across_resumes():
+    clock = Clock()
+    budget = Budget(LimitsConfig(timeout_min=1), Spent(elapsed_s=50), clock=clock)
+    clock.now += 9
+    budget.check()
+    assert budget.remaining_s() == pytest.approx(1)
+    clock.now += 1
+    with pytest.raises(LimitReached) as stop:
+        budget.check()
+    assert stop.value.outcome == "limit:wall_clock"
+    assert budget.spent().elapsed_s == pytest.approx(60)
+
+
+def test_resumed_budget_starts_from_spent():
+    budget = Budget(LimitsConfig(max_steps=3), Spent(steps=3))
+    with pytest.raises(LimitReached):
+        budget.check()
+
+
+def test_outcome_exit_codes_match_the_cli_exit_codes():
+    from harness.cli.app import ExitCode
+    from harness.outcome import exit_code_for_outcome
+
+    assert exit_code_for_outcome("verified") == ExitCode.OK
+    assert exit_code_for_outcome("unverified") == ExitCode.UNVERIFIED
+    assert exit_code_for_outcome("failed_verification") == ExitCode.FAILED_VERIFICATION
+    assert exit_code_for_outcome("stuck") == ExitCode.STUCK
+    assert exit_code_for_outcome("limit:cost") == ExitCode.LIMIT
+    assert exit_code_for_outcome("model_error") == ExitCode.MODEL_ERROR
+    assert exit_code_for_outcome("sandbox_error") == ExitCode.SANDBOX
+    assert exit_code_for_outcome("interrupted") == ExitCode.INTERRUPTED

@@ -1,0 +1,133 @@
+"""The loop's decisions with the FakeSandbox (host subprocess) where the real engine adds nothing:
+the circuit breakers, limits, no verify command, model errors, Ctrl-C, and the state it leaves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import pytest
+
+from harness.cli import wiring
+from harness.config import LimitsConfig, RunConfig
+from harness.errors import RetryBudgetExhausted
+from harness.outcome import RunState
+from harness.providers.scripted import ScriptedProvider, parse_script
+from harness.trajectory import read_records, read_state
+from harness.types import Message, ModelTurn, ToolCall, ToolSchema, Usage
+from sandbox.fake import FakeSandbox
+from sandbox.session import Session
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "calc"
+READ = "{name: read_file, arguments: {path: nowhere.py}}"
+
+
+class FailingProvider:
+    """Answers `turns`, then raises `error` (a provider whose endpoint went away)."""
+
+    name = "failing"
+
+    def __init__(self, turns: list[ModelTurn], error: BaseException) -> None:
+        self.turns, self.error = turns, error
+
+    def complete(self, messages: Sequence[Message], tools: Sequence[ToolSchema], *, max_tokens: int) -> ModelTurn:
+        if self.turns:
+            return self.turns.pop(0)
+        raise self.error
+
+
+def run(tmp_path: Path, provider, verify: str | None = "false", **limits):
+    config = RunConfig(model="scripted:x", verify=verify, limits=LimitsConfig(**limits))
+    session = Session.create(EXAMPLE, tmp_path, spec=config.spec())
+    state = RunState(session_id=session.id, task="fix it", model="scripted:x", snapshot_step=session.step)
+    agent = wiring.build_agent(config=config, session=session, sandbox=FakeSandbox(), provider=provider,
+                               state=state, secrets=[], on_phase=lambda phase: None)
+    return agent.run(), session.dir
+
+
+def scripted(text: str) -> ScriptedProvider:
+    return ScriptedProvider(parse_script(text))
+
+
+def test_three_failures_of_one_tool_in_a_row_is_stuck(tmp_path):
+    result, folder = run(tmp_path, scripted(f"turns:\n" + f"  - tool_calls: [{READ}]\n" * 5))
+    assert result.outcome == "stuck" and result.steps == 3 and len(result.evidence) == 3
+    assert read_state(folder, RunState).finished
+
+
+def test_a_success_in_between_resets_the_tool_breaker(tmp_path):
+    ok = "{name: list_dir, arguments: {}}"
+    text = f"turns:\n  - tool_calls: [{READ}]\n  - tool_calls: [{READ}]\n  - tool_calls: [{ok}]\n" \
+           f"  - tool_calls: [{READ}]\n  - tool_calls: [{READ}]\n"
+    result, _ = run(tmp_path, scripted(text), max_steps=5)
+    assert result.outcome == "limit:steps"
+
+
+def test_same_failing_set_in_two_verification_rounds_is_stuck(tmp_path):
+    result, folder = run(tmp_path, scripted("turns:\n  - text: done\n"))
+    assert result.outcome == "stuck" and result.verify_rounds == 2
+    feedback = [e.message.content for e in read_state(folder, RunState).context.entries if e.message.role == "user"]
+    assert feedback[-1].startswith("VERIFICATION FAILED (round 1 of 3)")
+
+
+def test_no_verify_command_is_unverified(tmp_path):
+    result, _ = run(tmp_path, scripted("turns:\n  - text: done\n"), verify=None)
+    assert result.outcome == "unverified" and result.exit_code == 10
+
+
+def test_passing_verification_is_verified(tmp_path):
+    result, _ = run(tmp_path, scripted("turns:\n  - text: done\n"), verify="true")
+    assert result.outcome == "verified" and result.exit_code == 0 and result.verified
+
+
+def test_exhausted_retry_budget_is_model_error_billed_and_resumable(tmp_path):
+    error = RetryBudgetExhausted("the session's retry budget (40) is spent")
+    error.usage, error.cost_usd = Usage(input_tokens=7), 0.25
+    turn = ModelTurn(tool_calls=[ToolCall(id="a", name="list_dir")], usage=Usage(input_tokens=5, output_tokens=1))
+    result, folder = run(tmp_path, FailingProvider([turn], error))
+    assert result.outcome == "model_error" and result.exit_code == 14 and "retry budget" in result.detail
+    assert result.steps == 1 and result.tokens["input"] == 12 and result.cost_usd == 0.25
+    state = read_state(folder, RunState)
+    assert not state.finished and state.step == 1
+    assert [r.kind for r in read_records(folder)][-1] == "outcome"
+
+
+def test_ctrl_c_is_interrupted_with_the_trajectory_closed(tmp_path):
+    result, folder = run(tmp_path, FailingProvider([], KeyboardInterrupt()))
+    assert result.outcome == "interrupted" and result.exit_code == 130
+    assert read_records(folder)[-1].outcome == "interrupted"
+
+
+@pytest.mark.parametrize("limits, which", [({"max_steps": 1}, "steps"), ({"max_tokens": 5}, "tokens"),
+                                           ({"max_cost_usd": 0.5}, "cost")])
+def test_each_limit(tmp_path, limits, which):
+    turn = ModelTurn(tool_calls=[ToolCall(id="a", name="list_dir")], usage=Usage(input_tokens=5), cost_usd=1.0)
+    result, _ = run(tmp_path, FailingProvider([turn, turn.model_copy()], RuntimeError("unreachable")), **limits)
+    assert result.outcome == f"limit:{which}" and result.exit_code == 13 and result.steps == 1
+
+
+def test_ctrl_c_mid_turn_then_resume_neither_loses_nor_duplicates_the_turn(tmp_path):
+    text = ("turns:\n  - tool_calls: [{name: list_dir, arguments: {}}, {name: write_file, arguments: "
+            "{path: notes.txt, content: hi}}, {name: git_status, arguments: {}}]\n  - text: done\n")
+
+    def interrupt(phase: str) -> None:
+        if phase == "mid_tool":
+            raise KeyboardInterrupt
+
+    config = RunConfig(model="scripted:x", verify="true")
+    session = Session.create(EXAMPLE, tmp_path, spec=config.spec())
+    state = RunState(session_id=session.id, task="t", model="scripted:x", snapshot_step=session.step)
+    first = wiring.build_agent(config=config, session=session, sandbox=FakeSandbox(), provider=scripted(text),
+                               state=state, secrets=[], on_phase=interrupt)
+    assert first.run().outcome == "interrupted"
+    saved = read_state(session.dir, RunState)
+    assert saved.step == 0 and len(saved.context.entries) == 2  # nothing of the half-done turn
+    provider = scripted(text)
+    wiring.position_provider(provider, session.dir, saved)
+    second = wiring.build_agent(config=config, session=Session.open(tmp_path, session.id), sandbox=FakeSandbox(),
+                                provider=provider, state=saved.model_copy(update={"result": None}), secrets=[],
+                                on_phase=lambda phase: None)
+    result = second.run()
+    assert result.outcome == "verified" and result.steps == 2
+    entries = read_state(session.dir, RunState).context.entries
+    assert [e.message.role for e in entries] == ["system", "user", "assistant", "tool", "tool", "tool", "assistant"]

@@ -1,0 +1,84 @@
+"""The loop against the real openai SDK over loopback (the providers' wire server): a provider that
+fails mid-run ends as model_error with the trajectory intact and resumable; token and cost limits."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.outcome import RunState
+from harness.trajectory import TRAJECTORY_FILE, read_records, read_state
+from tests.harness.conftest import ADD_FIX
+from tests.providers.wire_server import WireServer, openai_error, openai_turn, openai_usage
+
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
+KEY = "sk-test-wire-0123456789abcdef"
+
+
+@pytest.fixture
+def server():
+    with WireServer() as running:
+        yield running
+
+
+def config_file(tmp_path, server, **prices):
+    lines = ["[providers.openai]", f'base_url = "{server.openai_base_url}"', 'api_key_env = "WIRE_KEY"',
+             "[providers.openai.retry]", "max_retries_per_call = 1", "initial_backoff_s = 0", "max_backoff_s = 0"]
+    if prices:
+        lines += ["[providers.openai.prices.wire-model]", *(f"{k} = {v}" for k, v in prices.items())]
+    path = tmp_path / "config.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def call(call_id, name, **args):
+    return (call_id, name, json.dumps(args))
+
+
+def test_provider_failure_is_model_error_then_resume_verifies(harness, server, tmp_path):
+    server.push(openai_turn("Running the tests.", [call("c1", "run_tests")]),
+                # broken argument JSON: one safely repairable, one not (answered as invalid_json)
+                openai_turn("", [("c2", "read_file", '{"path": "calc/ops.py"'), ("c2b", "read_file", "[1, 2")]),
+                openai_error(500, "boom", type="server_error"), openai_error(500, "boom", type="server_error"))
+    ran = harness.run("openai:wire-model", "--config", config_file(tmp_path, server), session="flaky",
+                      env={"WIRE_KEY": KEY})
+    result = ran.json()
+    assert ran.code == 14 and result["outcome"] == "model_error" and result["steps"] == 2
+    assert result["tokens"]["input"] == 20 and result["tokens"]["output"] == 10
+    folder = harness.session_dir("flaky")
+    assert [r.kind for r in read_records(folder)][-1] == "outcome"
+    for name in (TRAJECTORY_FILE, "state.json", "run.json"):
+        assert KEY not in (folder / name).read_text()
+    assert server.requests[0].headers["authorization"] == f"Bearer {KEY}"
+
+    server.push(openai_turn("Fixing.", [call("c3", "apply_patch", **ADD_FIX)]),
+                openai_turn("I changed add() to add. It subtracted. The verify command passes now."))
+    resumed = harness("resume", "flaky", "--json", env={"WIRE_KEY": KEY})
+    assert resumed.code == 0, resumed.stdout + resumed.stderr
+    assert resumed.json()["outcome"] == "verified" and resumed.json()["steps"] == 4
+    tools = [(r.step, r.call_id, r.error_kind) for r in read_records(folder) if r.kind == "tool"]
+    # nothing before the failure ran twice
+    assert tools == [(1, "c1", None), (2, "c2", None), (2, "c2b", "invalid_json"), (3, "c3", None)]
+    sent = server.requests[-1].body["messages"]
+    assert [m["role"] for m in sent[:2]] == ["system", "user"] and "look before" in sent[0]["content"].lower()
+
+
+def test_token_limit(harness, server, tmp_path):
+    for n in range(3):
+        server.push(openai_turn("", [call(f"c{n}", "read_file", path="calc/ops.py")], usage=openai_usage(10, 5)))
+    ran = harness.run("openai:wire-model", "--config", config_file(tmp_path, server), "--max-tokens", "30",
+                      env={"WIRE_KEY": KEY})
+    assert ran.code == 13 and ran.json()["outcome"] == "limit:tokens" and ran.json()["steps"] == 2
+
+
+def test_cost_limit_counts_priced_usage(harness, server, tmp_path):
+    for n in range(3):
+        server.push(openai_turn("", [call(f"c{n}", "read_file", path="calc/ops.py")], usage=openai_usage(10, 5)))
+    config = config_file(tmp_path, server, input_per_mtok=100000, output_per_mtok=200000)  # $2 per turn
+    ran = harness.run("openai:wire-model", "--config", config, "--max-cost", "3", env={"WIRE_KEY": KEY})
+    result = ran.json()
+    assert ran.code == 13 and result["outcome"] == "limit:cost" and result["steps"] == 2
+    assert result["cost_usd"] == pytest.approx(4.0)
+    state = read_state(harness.session_dir(result["session_id"]), RunState)
+    assert state.spent.cost_usd == pytest.approx(4.0)

@@ -1,0 +1,43 @@
+from harness.verify import failing_tests, feedback, result_from_envelope
+from sandbox.envelope import Envelope, Posture
+
+POSTURE = Posture(runtime="runc", network="none", read_only_root=True, user="10001:10001", cpus=1, memory=2**30,
+                  pids=256, timeout_s=120, tmpfs=2**28)
+PYTEST_OUT = """\
+F.F.                                                                     [100%]
+=================================== FAILURES ===================================
+___________________________________ test_add ___________________________________
+E       assert -1 == 5
+=========================== short test summary info ============================
+FAILED tests/test_ops.py::test_add - assert -1 == 5
+FAILED tests/test_ops.py::test_mean - assert -2.5 == 2.5
+2 failed, 2 passed in 0.05s
+"""
+
+
+def envelope(code: int, stdout: str) -> Envelope:
+    return Envelope(exit_code=code, status="ok" if code == 0 else "exit_nonzero", duration_ms=5, stdout=stdout,
+                    stderr="", limits=POSTURE, image_id="sha256:x", runtime="runc")
+
+
+def test_pytest_failures_are_extracted_sorted():
+    assert failing_tests(PYTEST_OUT) == ["tests/test_ops.py::test_add", "tests/test_ops.py::test_mean"]
+
+
+def test_other_runners():
+    assert failing_tests("FAIL: test_x (pkg.tests.T)\n") == ["test_x (pkg.tests.T)"]
+    assert failing_tests("    --- FAIL: TestAdd (0.00s)\n") == ["TestAdd"]
+
+
+def test_only_exit_zero_counts():
+    assert result_from_envelope("pytest", envelope(0, "4 passed")).passed
+    failed = result_from_envelope("pytest", envelope(1, PYTEST_OUT))
+    assert not failed.passed and len(failed.failing) == 2
+    unparsed = result_from_envelope("make check", envelope(2, "boom"))
+    assert unparsed.failing == ["exit 2 (exit_nonzero)"]
+
+
+def test_feedback_is_structured_for_the_model():
+    text = feedback(result_from_envelope("python3 -m pytest -q", envelope(1, PYTEST_OUT)), 1, 3)
+    assert text.startswith("VERIFICATION FAILED (round 1 of 3): `python3 -m pytest -q` exited 1")
+    assert "- tests/test_ops.py::test_add" in text and "I am not sure" in text
