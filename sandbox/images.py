@@ -162,7 +162,7 @@ def _pull_registry_base(client: docker.DockerClient, log: Log) -> bool:
         image = quick.images.pull(repo, tag=tag)
         image.tag("harness/base", "bookworm")
         return True
-    except (docker.errors.APIError, OSError, Exception) as error:  # any failure means "no registry"
+    except Exception as error:  # any failure (DNS, refused, timeout, auth) means "no registry"
         log(f"no registry base ({str(error).splitlines()[0][:120]}); bootstrapping offline")
         return False
     finally:
@@ -188,6 +188,7 @@ def _bootstrap_base(client: docker.DockerClient, log: Log) -> None:
                               "(debootstrap needs root) or make a registry reachable")
     if shutil.which("debootstrap") is None:
         log("installing debootstrap")
+        _run(["apt-get", "update", "-qq"], "apt-get update")
         _run(["apt-get", "install", "-y", "-qq", "debootstrap"], "installing debootstrap")
     mirror = apt_mirror()
     with tempfile.TemporaryDirectory(prefix="harness-base-") as tmp:
