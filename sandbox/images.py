@@ -156,17 +156,14 @@ def ensure_base(client: docker.DockerClient, log: Log) -> str:
 
 def _pull_registry_base(client: docker.DockerClient, log: Log) -> bool:
     log(f"trying registry base {REGISTRY_BASE}")
-    quick = docker.DockerClient(base_url=client.api.base_url, version="auto", timeout=30)
     try:
         repo, tag = REGISTRY_BASE.split(":")
-        image = quick.images.pull(repo, tag=tag)
+        image = client.images.pull(repo, tag=tag)
         image.tag("harness/base", "bookworm")
         return True
     except Exception as error:  # any failure (DNS, refused, timeout, auth) means "no registry"
         log(f"no registry base ({str(error).splitlines()[0][:120]}); bootstrapping offline")
         return False
-    finally:
-        quick.close()
 
 
 def apt_mirror(etc: Path = Path("/etc/apt")) -> str:

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from harness.cli.app import ExitCode, app, bench_app, console, docker_host, err_console, fail, reported
 from sandbox import cleanup, images
-from sandbox.docker import DockerSandbox, available_runtimes, connect
+from sandbox.docker import DockerSandbox, available_runtimes, connect, translate
 from sandbox.envelope import Envelope
 from sandbox.errors import SandboxError
 from sandbox.spec import SandboxSpec
@@ -162,7 +162,7 @@ def _image_table(rows: list[images.ImageStatus]) -> Table:
 @images_app.command("build")
 def images_build(name: Optional[str] = typer.Argument(None, help="Image to build (default: all).")) -> None:
     """Build the base (offline if need be), the sandbox layer and the images; current ones are skipped."""
-    with reported():
+    with reported(), translate("building images"):
         client = connect(docker_host(), timeout=1800)
         rows = images.build(client, name, log=lambda line: err_console.print(f"[dim]{line}[/]"))
     console.print(_image_table(rows))
