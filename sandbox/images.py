@@ -8,6 +8,8 @@ image id), so building again with nothing changed only looks the tags up and tak
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import io
 import os
@@ -16,7 +18,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Callable, Iterator, Literal
 
 import docker
 from pydantic import BaseModel
@@ -108,6 +110,28 @@ def build(client: docker.DockerClient, name: str | None = None, log: Log = lambd
     names = image_names(root)
     if name is not None and name not in names:
         raise ImageNotFound(f"no image named {name!r}; known: {', '.join(names)}")
+    with _build_lock(log):
+        return _build_locked(client, names, name, log, root)
+
+
+@contextlib.contextmanager
+def _build_lock(log: Log) -> Iterator[None]:
+    """One build at a time per machine: two concurrent first builds would each bootstrap a base."""
+    path = Path(tempfile.gettempdir()) / "harness-images.lock"
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log("another `harness images build` is running; waiting for it")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _build_locked(client: docker.DockerClient, names: list[str], name: str | None, log: Log,
+                  root: Path) -> list[ImageStatus]:
     base_id = ensure_base(client, log)
     wanted = versions(base_id, root)
     sandbox_ref = f"harness/{SANDBOX}:{wanted[SANDBOX]}"
