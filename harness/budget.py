@@ -79,6 +79,17 @@ class Budget:
         if limits.timeout_min is not None and self.elapsed_s() >= limits.timeout_min * 60:
             raise LimitReached("wall_clock", f"{self.elapsed_s():.1f}s elapsed, limit {limits.timeout_min * 60:g}s")
 
+    def call_timeout(self, wanted_s: float) -> float:
+        """The timeout for one tool call or verification: never beyond the wall clock left; raise
+        LimitReached("wall_clock") when less than `min_call_s` is left (the call would be cut short)."""
+        remaining = self.remaining_s()
+        if remaining is None:
+            return wanted_s
+        if remaining < self.limits.min_call_s:
+            raise LimitReached("wall_clock", f"{remaining:.1f}s of the wall clock left, under the "
+                                             f"{self.limits.min_call_s:g}s a call needs")
+        return min(wanted_s, remaining)
+
     def remaining_s(self) -> float | None:
         """Seconds left on the wall clock, or None when unlimited (to cap a tool call's timeout)."""
         if self.limits.timeout_min is None:

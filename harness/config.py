@@ -35,7 +35,11 @@ class LimitsConfig(BaseModel):
     max_cost_usd: float | None = Field(None, ge=0)
     """Spend over the whole run in USD (failed and retried calls included); None = unlimited."""
     timeout_min: float | None = Field(None, gt=0)
-    """Wall-clock minutes for the whole run (across resumes); None = unlimited."""
+    """Wall-clock minutes for the whole run (across resumes); None = unlimited. Tool calls and
+    verification never get more than what is left of it."""
+    min_call_s: float = Field(2.0, gt=0)
+    """Seconds of wall clock a tool call or verification needs at least: with less left, the run stops
+    as `limit:wall_clock` before starting it."""
     max_verify_rounds: int = Field(3, ge=1, le=100)
     """Verification failures sent back to the model before the run ends as failed_verification."""
     max_turn_tokens: int = Field(4096, ge=16)

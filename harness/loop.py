@@ -3,51 +3,43 @@
 One step: prepare the context, ask the model, record its turn (write-ahead, fsynced) BEFORE any
 tool runs, run each tool call (each recorded by call id as it completes), commit a session snapshot
 when something was written, then write the state file atomically (the step's commit point).
-A turn without tool calls ends the model's part; then the verify command decides.
+A turn without tool calls ends the model's part; then the verify command decides. No tool call or
+verification gets more than the wall clock left (resume.py picks up a run that stopped mid-step).
 Stops are exceptions carrying their payload; the trajectory is closed in a `finally`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Sequence
 
-from pydantic import BaseModel
-
+from harness import resume
 from harness.budget import Budget
 from harness.context import Context
 from harness.errors import ModelError, Stop
-from harness.outcome import RunResult, RunState, ToolStreak, exit_code_for_outcome
-from harness.trajectory import (EventRecord, OutcomeRecord, RequestRecord, StepRecord, ToolRecord, Trajectory,
-                                TurnRecord, VerifyRecord, read_records, write_state)
-from harness.types import Message, ModelTurn, ToolCall
-from harness.verify import Verifier, feedback
+from harness.outcome import RunResult, RunState
+from harness.seams import Provider, RegistryLike, Sandbox, SessionLike, VerifierLike
+from harness.tools.registry import ToolContext
+from harness.trajectory import OutcomeRecord, StepRecord, ToolRecord, Trajectory, TurnRecord, VerifyRecord, write_state
+from harness.types import ModelTurn, ToolCall
+from harness.verify import feedback
 from sandbox.errors import SandboxError
+from sandbox.spec import SandboxSpec
 
 TOOL_FAILURE_STREAK = 3
 PATCH_FILE = "change.patch"
 FINAL_OUTCOMES = frozenset({"verified", "unverified", "failed_verification", "stuck"})
 
 
-class SessionLike(Protocol):
-    """What the loop needs of a session (`sandbox.session.Session`)."""
-
-    dir: Path
-    workspace: Path
-    step: int
-
-    def commit_step(self, note: str = "", committed_image: str | None = None) -> Any: ...
-    def rollback(self, to: int) -> Any: ...
-    def reset_workspace(self) -> None: ...
-    def export_patch(self) -> str: ...
-
-
 class Agent:
     """Drives one session's model through the tool menu until verification decides."""
 
-    def __init__(self, *, provider: Any, registry: Any, tool_context: Any, session: SessionLike, sandbox: Any,
-                 verifier: Verifier | None, verify_spec: Callable[[], Any], budget: Budget, context: Context,
-                 trajectory: Trajectory, state: RunState, max_turn_tokens: int = 4096, max_verify_rounds: int = 3,
+    def __init__(self, *, provider: Provider, registry: RegistryLike, tool_context: ToolContext, session: SessionLike,
+                 sandbox: Sandbox, verifier: VerifierLike | None, verify_spec: Callable[[], SandboxSpec],
+                 budget: Budget, context: Context, trajectory: Trajectory, state: RunState,
+                 max_turn_tokens: int = 4096, max_verify_rounds: int = 3,
                  on_phase: Callable[[str], None] = lambda phase: None, secrets: Sequence[str] = ()) -> None:
         self.provider, self.registry, self.tool_context = provider, registry, tool_context
         self.session, self.sandbox, self.verifier, self.verify_spec = session, sandbox, verifier, verify_spec
@@ -55,7 +47,6 @@ class Agent:
         self.max_turn_tokens, self.max_verify_rounds = max_turn_tokens, max_verify_rounds
         self.on_phase, self.secrets = on_phase, secrets
         self.tools = registry.schemas()
-        self._sent: list[Message] = []
         if not state.context.entries:
             state.context = context.state()  # a new run: the pinned head is part of the starting state
         self._committed = state.model_copy(deep=True)
@@ -64,7 +55,9 @@ class Agent:
     def run(self) -> RunResult:
         outcome, detail, evidence = "interrupted", "", None
         try:
-            self._resume_pending()
+            pending = resume.restore(self.session, self.state, self.trajectory)
+            if pending is not None:
+                self._take_turn(pending.step, pending.turn, attempt=pending.attempt, reuse=pending.reuse)
             while True:
                 if self.state.awaiting_verify:
                     self._verify()
@@ -93,7 +86,7 @@ class Agent:
 
     def _step(self, step: int) -> None:
         messages = self.context.prepare(self.tools)
-        self._record_request(step, messages)
+        self.trajectory.append_request(step, messages, self.tools, self.context.estimate_tokens(self.tools))
         turn: ModelTurn = self.provider.complete(messages, self.tools, max_tokens=self.max_turn_tokens)
         self.on_phase("model_answered")
         self.trajectory.append(TurnRecord(step=step, turn=turn), durable=True)
@@ -140,41 +133,34 @@ class Agent:
         return [record for record in records if record is not None]
 
     def _is_read(self, call: ToolCall) -> bool:
-        tool = getattr(self.registry, "tools", {}).get(call.name)
-        return tool is None or getattr(tool, "tier", "") == "read"
+        tool = self.registry.tools.get(call.name)
+        return tool is None or tool.tier == "read"
 
     def _execute(self, step: int, calls: list[ToolCall], batch: list[int], attempt: int,
                  records: list[ToolRecord | None]) -> None:
-        results = self.registry.execute_turn([calls[i] for i in batch], self.tool_context)
+        cap, ctx = self._time_cap(), self.tool_context
+        follow = ctx.follow  # a writable-root session's spec moves with its steps: cap it as it is read
+        context = dataclasses.replace(ctx, spec=cap(ctx.spec), follow=(lambda: cap(follow())) if follow else None)
+        results = self.registry.execute_turn([calls[i] for i in batch], context)
         for index, result in zip(batch, results):
-            call = calls[index]
-            record = ToolRecord(step=step, attempt=attempt, call_id=call.id, name=call.name,
-                                arguments=call.arguments, decision=_plain(result.decision),
-                                envelope=result.envelope, text=result.text, is_error=result.is_error,
-                                error_kind=result.error_kind, duration_ms=result.duration_ms, wrote=result.wrote)
-            self.trajectory.append(record)
-            records[index] = record
+            records[index] = ToolRecord.of(step, attempt, calls[index], result)
+            self.trajectory.append(records[index])
         self.on_phase("mid_tool")
 
     def _observe_failure(self, record: ToolRecord) -> None:
         """The tool circuit breaker's memory: consecutive failures of the same tool."""
         first_line = record.text.splitlines()[0] if record.text.strip() else f"{record.name}: {record.error_kind}"
-        streak = self.state.streak
-        if not record.is_error:
-            self.state.streak = ToolStreak()
-        elif streak.name == record.name:
-            streak.count += 1
-            streak.evidence = (streak.evidence + [first_line])[-TOOL_FAILURE_STREAK:]
-        else:
-            self.state.streak = ToolStreak(name=record.name, count=1, evidence=[first_line])
+        self.state.streak = self.state.streak.after(record.name, record.is_error, first_line, TOOL_FAILURE_STREAK)
 
     def _commit(self, step: int, *, wrote: bool, committed_image: str | None) -> None:
         """Snapshot (when anything changed), record the step, then write the state: the commit point."""
         snapshot_id = None
         self.on_phase("mid_snapshot")
         if wrote or committed_image:
-            record = self.session.commit_step(note=f"agent step {step}", committed_image=committed_image)
-            snapshot_id = _snapshot_id(record)
+            # run_command always reports wrote=True: a step whose tree and image did not change is not recorded.
+            record = self.session.commit_step(note=f"agent step {step}", committed_image=committed_image,
+                                              skip_unchanged=True)
+            snapshot_id = record.tree
             self.state.snapshot_step = self.session.step
         self.on_phase("after_snapshot")
         spent = self.budget.spent()
@@ -189,9 +175,10 @@ class Agent:
     def _verify(self) -> None:
         if self.verifier is None:
             raise Stop("unverified", "no verify command: the model's account was not checked")
+        spec = self._time_cap()(self.verify_spec())  # before the round is counted: a stop spends none
         self.state.verify_rounds += 1
         rounds = self.state.verify_rounds
-        result = self.verifier.run(self.session.workspace, self.verify_spec())
+        result = self.verifier.run(self.session.workspace, spec)
         self.trajectory.append(VerifyRecord(round=rounds, passed=result.passed, exit_code=result.exit_code,
                                             status=result.status, failing=result.failing,
                                             duration_ms=result.duration_ms, output=result.output), durable=True)
@@ -206,39 +193,12 @@ class Agent:
         self.context.add_user(feedback(result, rounds, self.max_verify_rounds))
         self._save()
 
-    # --- resume ---------------------------------------------------------------------------------
-
-    def _resume_pending(self) -> None:
-        """After a crash: restore the last complete step's workspace and finish a recorded turn once."""
-        records = read_records(self.session.dir)
-        if not any(r.kind == "turn" or r.kind == "step" for r in records):
-            return
-        if self.session.step == self.state.snapshot_step:
-            self.session.reset_workspace()  # drop half-done writes of the interrupted step
-        else:
-            self.session.rollback(self.state.snapshot_step)  # a snapshot was taken but never recorded
-        pending = [r for r in records if r.kind == "turn" and r.step == self.state.step + 1]
-        if not pending:
-            self.trajectory.append(EventRecord(event="resumed", detail=f"after step {self.state.step}"))
-            return
-        done = [r for r in records if r.kind == "tool" and r.step == self.state.step + 1]
-        attempt = 1 + max((r.attempt for r in done), default=-1)
-        # Reads that completed are reused; writes are re-applied to the restored workspace, once.
-        reuse = {r.call_id: r for r in done if not r.wrote}
-        self.trajectory.append(EventRecord(event="resumed", detail=f"re-executing the tools of step "
-                                           f"{self.state.step + 1} ({len(reuse)} reused)"))
-        self._take_turn(self.state.step + 1, pending[-1].turn, attempt=attempt, reuse=reuse)
-
     # --- bookkeeping ----------------------------------------------------------------------------
 
-    def _record_request(self, step: int, messages: list[Message]) -> None:
-        base = 0
-        while base < min(len(messages), len(self._sent)) and messages[base] == self._sent[base]:
-            base += 1
-        self.trajectory.append(RequestRecord(step=step, base=base, messages=messages[base:],
-                                             tools=[t.name for t in self.tools],
-                                             estimated_tokens=self.context.estimate_tokens(self.tools)))
-        self._sent = list(messages)
+    def _time_cap(self) -> Callable[[SandboxSpec], SandboxSpec]:
+        """Caps a call's timeout at the wall clock left; LimitReached before the call when too little is."""
+        limit = self.budget.call_timeout(math.inf)
+        return lambda spec: spec if spec.timeout_s <= limit else spec.model_copy(update={"timeout_s": limit})
 
     def _save(self) -> None:
         self.state.context = self.context.state()
@@ -255,13 +215,8 @@ class Agent:
         except Exception as error:  # a failed export must not hide the run's outcome
             detail = f"{detail} (patch export failed: {error})".strip()
         spent = self.budget.spent()
-        result = RunResult(
-            session_id=self.state.session_id, outcome=outcome, detail=detail, evidence=evidence,
-            exit_code=exit_code_for_outcome(outcome), verified=outcome == "verified", steps=self.state.step,
-            tokens={"input": spent.input_tokens, "output": spent.output_tokens, "cached": spent.cached_input_tokens},
-            cost_usd=round(spent.cost_usd, 6), elapsed_s=round(spent.elapsed_s, 3),
-            verify_rounds=self.state.verify_rounds, patch=str(patch_path) if patch_path else None,
-            session_dir=str(self.session.dir))
+        result = RunResult.of(self.state, outcome, detail, evidence, spent, patch=str(patch_path) if patch_path else None,
+                              session_dir=str(self.session.dir))
         self.trajectory.append(OutcomeRecord(outcome=outcome, detail=detail, evidence=evidence,
                                              exit_code=result.exit_code), durable=True)
         # Interrupted, model/sandbox errors and limits stay resumable; a decided outcome is final.
@@ -272,14 +227,3 @@ class Agent:
         self.trajectory.close()
         return result
 
-
-def _plain(value: Any) -> Any:
-    return value.model_dump(mode="json") if isinstance(value, BaseModel) else value
-
-
-def _snapshot_id(record: Any) -> str | None:
-    for name in ("snapshot_id", "commit", "tree", "id"):
-        value = getattr(record, name, None)
-        if value:
-            return str(value)
-    return None

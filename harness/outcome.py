@@ -35,6 +35,14 @@ class ToolStreak(BaseModel):
     count: int = 0
     evidence: list[str] = Field(default_factory=list)
 
+    def after(self, name: str, failed: bool, first_line: str, keep: int) -> "ToolStreak":
+        """The streak once one more call of `name` ended (a success resets it; another tool restarts it)."""
+        if not failed:
+            return ToolStreak()
+        if name == self.name:
+            return ToolStreak(name=name, count=self.count + 1, evidence=(self.evidence + [first_line])[-keep:])
+        return ToolStreak(name=name, count=1, evidence=[first_line])
+
 
 class RunState(BaseModel):
     """Written atomically at every step boundary: where a resumed run continues from."""
@@ -78,6 +86,17 @@ class RunResult(BaseModel):
     patch: str | None = None
     """Path of the exported patch (in the session directory)."""
     session_dir: str = ""
+
+    @classmethod
+    def of(cls, state: RunState, outcome: str, detail: str, evidence: Any, spent: Spent, *, patch: str | None,
+           session_dir: str) -> "RunResult":
+        """The result of a run that ended with `outcome` after `state`'s steps and `spent`."""
+        return cls(session_id=state.session_id, outcome=outcome, detail=detail, evidence=evidence,
+                   exit_code=exit_code_for_outcome(outcome), verified=outcome == "verified", steps=state.step,
+                   tokens={"input": spent.input_tokens, "output": spent.output_tokens,
+                           "cached": spent.cached_input_tokens},
+                   cost_usd=round(spent.cost_usd, 6), elapsed_s=round(spent.elapsed_s, 3),
+                   verify_rounds=state.verify_rounds, patch=patch, session_dir=session_dir)
 
 
 RunState.model_rebuild()

@@ -83,7 +83,7 @@ def replay_session(session_dir: Path, sessions: Path, config: RunConfig, sandbox
             report.append(_compare(record, result.text))
             wrote = wrote or result.wrote
         if wrote:
-            session.commit_step(note=f"replay of step {step}")
+            session.commit_step(note=f"replay of step {step}", skip_unchanged=True)
     session.close()
     return ReplayReport(original=original.id, session_id=session.id, steps=report,
                         diverged=sum(1 for r in report if not r.same))

@@ -15,12 +15,15 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Annotated, Any, Literal, Sequence, TypeVar, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Sequence, TypeVar, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from harness.types import Message, ModelTurn
+from harness.types import Message, ModelTurn, ToolCall, ToolSchema
 from sandbox.envelope import Envelope
+
+if TYPE_CHECKING:
+    from harness.tools.registry import ToolResult
 
 TRAJECTORY_FILE = "trajectory.jsonl"
 STATE_FILE = "state.json"
@@ -73,6 +76,14 @@ class ToolRecord(_Record):
     error_kind: str | None = None
     duration_ms: int = 0
     wrote: bool = False
+
+    @classmethod
+    def of(cls, step: int, attempt: int, call: ToolCall, result: "ToolResult") -> "ToolRecord":
+        """The record of one executed call."""
+        decision = result.decision.model_dump(mode="json") if isinstance(result.decision, BaseModel) else result.decision
+        return cls(step=step, attempt=attempt, call_id=call.id, name=call.name, arguments=call.arguments,
+                   decision=decision, envelope=result.envelope, text=result.text, is_error=result.is_error,
+                   error_kind=result.error_kind, duration_ms=result.duration_ms, wrote=result.wrote)
 
 
 class StepRecord(_Record):
@@ -131,6 +142,16 @@ class Trajectory:
         self._secrets = [s for s in secrets if s and len(s) >= 4]
         _cut_torn_tail(self.path)
         self._file = open(self.path, "a", encoding="utf-8")
+        self._sent: list[Message] = []
+
+    def append_request(self, step: int, messages: list[Message], tools: Sequence[ToolSchema], estimated_tokens: int) -> None:
+        """Record a request by what changed since the previous one (the unchanged prefix is `base`)."""
+        base = 0
+        while base < min(len(messages), len(self._sent)) and messages[base] == self._sent[base]:
+            base += 1
+        self.append(RequestRecord(step=step, base=base, messages=messages[base:], tools=[t.name for t in tools],
+                                  estimated_tokens=estimated_tokens))
+        self._sent = list(messages)
 
     def append(self, record: _Record, *, durable: bool = False) -> None:
         """Write one line; durable=True fsyncs (model turns and step commits)."""

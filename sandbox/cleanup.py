@@ -41,8 +41,9 @@ def orphaned(container: Container) -> bool:
     return not (pid.isdigit() and psutil.pid_exists(int(pid)))
 
 
-def prune(client: docker.DockerClient, *, everything: bool = False) -> int:
-    """Remove leftover harness containers: orphaned ones, or with everything=True all of them."""
-    found = find_containers(client, {"harness.run": None})
+def prune(client: docker.DockerClient, *, everything: bool = False, run_id: str | None = None) -> int:
+    """Remove leftover harness containers: orphaned ones, or with everything=True all of them;
+    with run_id only those of that run."""
+    found = find_containers(client, {"harness.run": run_id})
     doomed = found if everything else [c for c in found if orphaned(c)]
     return remove_containers(client, doomed)

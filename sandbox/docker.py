@@ -30,6 +30,8 @@ from sandbox.pool import PoolConfig, WarmPool
 from sandbox.spec import Mount, SandboxSpec
 from sandbox.workspace import container_user
 
+SETUP_KEY_LABEL = "harness.setup.key"
+"""Label of setup images (sandbox.setup.KEY_LABEL); step commits blank it."""
 IMAGE_CACHE_S = 5.0
 """How long a resolved image id is trusted before the engine is asked again (keeps calls lean)."""
 
@@ -232,7 +234,10 @@ class DockerSandbox:
             changes = self._api.diff(cid) or []
         if not rootfs_changed([c["Path"] for c in changes], keep_out):
             return None
-        labels = {"harness.run": self.run_id, "harness.kind": "step", **({"harness.session": self.session_id} if self.session_id else {})}
+        # A commit inherits the labels of the image the container ran: blank the setup cache key so
+        # this step image (which holds the call's changes) is never mistaken for a cached setup.
+        labels = {"harness.run": self.run_id, "harness.kind": "step", SETUP_KEY_LABEL: "",
+                  **({"harness.session": self.session_id} if self.session_id else {})}
         with translate("committing the container filesystem"):
             result = self._api.commit(cid, changes=[f'LABEL {k}="{v}"' for k, v in labels.items()], pause=True)
         return result["Id"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
@@ -72,10 +73,14 @@ class ObjectStore:
         self._root = str(self.objects)
         self._fanout: set[str] = set()
         self.written: list[str] = []
-        """Paths of objects written since the last `sync()`."""
+        """Paths of files written since the last `sync()` (objects, and large files the snapshot adds)."""
+        self._new_dirs: set[str] = set()
+        """Directories that got a new subdirectory since the last `sync()` (fsynced with the files)."""
 
     def init(self) -> None:
         """Create a minimal bare repository (no templates, hence no hooks) if absent."""
+        if not self._tmp.is_dir():  # a new store: its own folders must be durable with its first objects
+            self._new_dirs |= {str(self.objects), str(self.git_dir), str(self.git_dir.parent)}
         self._tmp.mkdir(parents=True, exist_ok=True)
         (self.git_dir / "refs" / "heads").mkdir(parents=True, exist_ok=True)
         (self.git_dir / "info").mkdir(exist_ok=True)
@@ -103,7 +108,10 @@ class ObjectStore:
         if os.path.exists(path):
             return oid
         if oid[:2] not in self._fanout:
-            os.makedirs(os.path.join(self._root, oid[:2]), exist_ok=True)
+            folder = os.path.join(self._root, oid[:2])
+            if not os.path.isdir(folder):
+                os.makedirs(folder, exist_ok=True)
+                self._new_dirs.add(self._root)
             self._fanout.add(oid[:2])
         tmp = os.path.join(self._root, "tmp", f"{oid}.{os.getpid()}")
         with open(tmp, "wb") as handle:
@@ -132,16 +140,36 @@ class ObjectStore:
         return self.write(b"tree", encode_tree(entries))
 
     def sync(self, durable: bool) -> None:
-        """Make objects written since the last call durable (fsync a few, or one sync for many)."""
+        """Make files written since the last call durable: fsync each file, then each directory that
+        got a new name (and those that got a new subdirectory, such as a fan-out directory).
+
+        Only our own files are flushed, never the whole machine (`os.sync()` would make concurrent
+        sessions of a batch wait for each other's writes). Many files are fsynced from a few
+        threads: fsync releases the GIL and the filesystem journal batches concurrent commits.
+        """
         written, self.written = self.written, []
+        new_dirs, self._new_dirs = self._new_dirs, set()
         if not durable or not written:
             return
-        if len(written) > 64:
-            os.sync()
-            return
-        for path in written:
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        folders = sorted({os.path.dirname(path) for path in written} | new_dirs)
+        if len(written) > SYNC_SERIAL_MAX:
+            with ThreadPoolExecutor(max_workers=SYNC_THREADS) as pool:
+                list(pool.map(_fsync, written))
+        else:
+            for path in written:
+                _fsync(path)
+        for folder in folders:  # after the files: a name must never be durable before its content
+            _fsync(folder)
+
+
+SYNC_SERIAL_MAX = 64
+"""Up to this many files are fsynced one after another; more go to SYNC_THREADS threads."""
+SYNC_THREADS = 8
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

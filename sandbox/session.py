@@ -28,6 +28,8 @@ from sandbox.spec import SandboxSpec
 from sandbox.workspace import copy_repository
 
 SESSION_LABEL = "harness.session"
+STATE_LABEL = "harness.state"
+"""On every container (and so every committed image) of a session: its state directory."""
 
 
 class SessionConfig(BaseModel):
@@ -117,7 +119,8 @@ class Session:
             setup = prepare(folder / "workspace") if prepare is not None else None
             image = setup.image if setup else spec.image
             info = SessionInfo(id=sid, repo=str(Path(repo).resolve()), created=time.time(),
-                               spec=spec.model_copy(update={"labels": {**spec.labels, SESSION_LABEL: sid}}),
+                               spec=spec.model_copy(update={"labels": {**spec.labels, SESSION_LABEL: sid,
+                                                                       STATE_LABEL: str(Path(state_dir).resolve())}}),
                                config=config, setup=setup)
             store = SnapshotStore(folder / "workspace", folder / "store", config.snapshot)
             tree = store.snapshot()
@@ -226,10 +229,17 @@ class Session:
         them) and rollback refuses a step whose image is gone before touching the workspace."""
         self._client = client
 
-    def commit_step(self, note: str = "", committed_image: str | None = None) -> StepRecord:
-        """Snapshot the workspace as the next step; its image is committed_image or the current one."""
+    def commit_step(self, note: str = "", committed_image: str | None = None, *,
+                    skip_unchanged: bool = False) -> StepRecord:
+        """Snapshot the workspace as the next step; its image is committed_image or the current one.
+
+        With skip_unchanged, a snapshot equal to the last step's (same tree, same image) appends
+        nothing and returns the last step: the agent loop's `run_command` steps that wrote nothing."""
         with self._locked():
             tree = self.store.snapshot()
+            last = self.records[-1]
+            if skip_unchanged and tree == last.tree and (committed_image or self.image) == last.image:
+                return last
             record = self._append(StepRecord(step=self.step + 1, tree=tree, image=committed_image or self.image,
                                              time=time.time(), note=note, skipped=self.store.skipped()))
         if committed_image and self._client is not None:
@@ -307,7 +317,7 @@ class Session:
         if client is not None:
             from sandbox.leftovers import remove_session_images
 
-            remove_session_images(client, self.id)
+            remove_session_images(client, self.id, self.dir.parent)
         shutil.rmtree(self.dir)
 
 

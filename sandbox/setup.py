@@ -25,7 +25,7 @@ from typing import Any, Sequence
 import docker
 
 from sandbox import hardening
-from sandbox.docker import resolve_image, translate
+from sandbox.docker import SETUP_KEY_LABEL, resolve_image, translate
 from sandbox.errors import SetupError
 from sandbox.session import Prepare, SessionConfig, SetupRecord
 from sandbox.spec import SandboxSpec
@@ -38,7 +38,7 @@ DEPENDENCY_FILES = (
 """File names whose content decides what setup installs (part of the cache key)."""
 SETUP_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID"]
 """What package managers need as root (apt drops to its own user); nothing else."""
-KEY_LABEL = "harness.setup.key"
+KEY_LABEL = SETUP_KEY_LABEL
 NETWORK_LABEL = "harness.setup.network"
 SETUP_TIMEOUT_S = 900.0
 
@@ -65,8 +65,16 @@ def cache_key(base_image_id: str, commands: Sequence[str], network: bool, digest
 
 
 def find_cached(client: docker.DockerClient, key: str) -> Any | None:
+    """The setup image committed for key, if any.
+
+    An image committed from a container inherits its image's labels, so a step image of a session
+    started from this one carries the key too: only an image whose kind is still `setup` is the
+    pristine result of the commands. `all=True` because an untagged image with a child (that step
+    image) is "intermediate" and hidden from the default listing, which would leave only the child.
+    """
     with translate("looking up the setup cache"):
-        found = client.images.list(filters={"label": f"{KEY_LABEL}={key}"})
+        found = client.images.list(all=True, filters={"label": [f"{KEY_LABEL}={key}", "harness.kind=setup"]})
+    found.sort(key=lambda image: image.attrs.get("Created", ""), reverse=True)
     return found[0] if found else None
 
 

@@ -203,6 +203,7 @@ class SnapshotStore:
                 size += len(chunk)
         digest = sha.hexdigest()
         os.replace(tmp, self.dir / "large" / digest)
+        self.objects.written.append(str(self.dir / "large" / digest))  # fsynced with the objects
         return self.objects.write(b"blob", b"harness-large-file\nsha256 %s\nsize %d\n" % (digest.encode(), size))
 
     def _write_tree(self, entries: dict[bytes, tuple[int, str, tuple | None]]) -> str:

@@ -67,8 +67,14 @@ class ExitCode(IntEnum):
     """The model endpoint rejected the API key (or the account's spend limit is reached)."""
     CONFIG = 78
     """Invalid config file or script."""
+    IMAGE_MISSING = 71
+    """The sandbox image is not present locally (images are never pulled): build or load it."""
+    RUNTIME_MISSING = 72
+    """The requested container runtime (e.g. runsc) is not registered with the engine."""
     SANDBOX = 125
-    """The sandbox could not run the command: engine unreachable, image missing, runtime absent."""
+    """The sandbox could not run the command: no Docker engine answers, or the engine failed."""
+    ENGINE_UNAVAILABLE = 125
+    """No Docker engine answers (alias of SANDBOX: the engine is what runs every sandbox)."""
     INTERRUPTED = 130
 
 
@@ -82,7 +88,15 @@ def exit_code_for(error: BaseException) -> ExitCode:
     """Map an exception from our trees to the documented exit code."""
     if isinstance(error, PatchConflict):
         return ExitCode.PATCH_CONFLICT
-    if isinstance(error, (SessionNotFound, StepOutOfRange, WorkspaceError, FileNotFoundError)):
+    if isinstance(error, StepOutOfRange):
+        return ExitCode.USAGE  # a step number the session lacks is a bad argument value, not a missing session
+    if isinstance(error, ImageNotFound):
+        return ExitCode.IMAGE_MISSING
+    if isinstance(error, RuntimeUnavailable):
+        return ExitCode.RUNTIME_MISSING
+    if isinstance(error, EngineUnavailable):
+        return ExitCode.ENGINE_UNAVAILABLE
+    if isinstance(error, (SessionNotFound, WorkspaceError, FileNotFoundError)):
         return ExitCode.NOT_FOUND
     if isinstance(error, (SpecError, ValueError)) and not isinstance(error, ConfigError):
         return ExitCode.USAGE
@@ -92,7 +106,7 @@ def exit_code_for(error: BaseException) -> ExitCode:
         return ExitCode.MODEL_AUTH
     if isinstance(error, ModelError):
         return ExitCode.MODEL_UNAVAILABLE
-    if isinstance(error, (EngineUnavailable, ImageNotFound, RuntimeUnavailable, SandboxError)):
+    if isinstance(error, SandboxError):
         return ExitCode.SANDBOX
     if isinstance(error, SessionError):
         return ExitCode.NOT_FOUND

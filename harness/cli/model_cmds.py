@@ -9,6 +9,7 @@ from typing import Any, Optional
 import typer
 from pydantic import BaseModel
 
+from harness.cli import wiring
 from harness.cli.app import ExitCode, app, bench_app, console, fail
 from harness.errors import ConfigError, ModelAuthError, ModelError, ModelSpendLimitError
 from harness.providers.base import ProviderConfig, RetryConfig, parse_spec
@@ -17,8 +18,8 @@ from harness.types import Message, ToolSchema
 models_app = typer.Typer(help="Check model endpoints.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
 
-_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
-_BASE_URL_ENV = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
+_KEY_ENV = wiring.DEFAULT_KEY_ENV
+_BASE_URL_ENV = wiring.DEFAULT_BASE_URL_ENV  # the same variables `harness run` falls back to
 _PING = ToolSchema(
     name="ping",
     description="Answer a connectivity check. Call it exactly once with text='pong'.",

@@ -101,7 +101,6 @@ def resume(
             fail(f"session {session} already ended as {state.result.outcome}; nothing to resume", ExitCode.USAGE)
         key = wiring.api_key(config)
         provider = wiring.build_provider(config, key)
-        wiring.position_provider(provider, opened_dir, state)
         on_phase = wiring.crash_hook(wiring.crash_env())
         sandbox = wiring.open_sandbox(docker_host(), session)
         try:

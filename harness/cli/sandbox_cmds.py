@@ -14,7 +14,7 @@ import typer
 from pydantic import ValidationError
 from rich.table import Table
 
-from harness.cli.app import ExitCode, app, bench_app, console, docker_host, err_console, fail, reported
+from harness.cli.app import ExitCode, app, bench_app, console, docker_host, err_console, fail, reported, state_dir
 from sandbox import cleanup, images
 from sandbox.docker import DockerSandbox, available_runtimes, connect, translate
 from sandbox.envelope import Envelope
@@ -125,7 +125,7 @@ def doctor() -> None:
     try:
         client = connect(docker_host())
     except SandboxError as error:
-        fail(str(error), ExitCode.SANDBOX)
+        fail(str(error), ExitCode.ENGINE_UNAVAILABLE)
     with reported():
         version = client.version()
         info = client.info()
@@ -180,11 +180,23 @@ def images_list(as_json: bool = typer.Option(False, "--json", help="Print JSON."
 
 
 @sandbox_app.command("prune")
-def sandbox_prune(everything: bool = typer.Option(False, "--all", help="Remove every harness container, live runs too.")) -> None:
-    """Remove leftover containers of crashed runs (whose controller process is gone)."""
+def sandbox_prune(
+    everything: bool = typer.Option(False, "--all", help="Remove every harness container, live runs too."),
+    state: Optional[Path] = typer.Option(None, "--state-dir", help="Sessions whose leftovers to remove."),
+    run: Optional[str] = typer.Option(None, "--run", help="Only containers of this run id (label harness.run)."),
+) -> None:
+    """Remove leftover containers of crashed runs (whose controller process is gone), images of
+    deleted sessions of the state directory, and folders of session creates that never finished."""
+    from sandbox.leftovers import find_session_leftovers, remove_leftovers
+
     with reported():
-        removed = cleanup.prune(connect(docker_host()), everything=everything)
+        client = connect(docker_host())
+        removed = cleanup.prune(client, everything=everything, run_id=run)
+        gone = remove_leftovers(client, find_session_leftovers(client, state_dir(state)))
     console.print(f"removed {removed} container(s)")
+    for item in gone:
+        console.print(f"removed session leftover {item}")
+    console.print(f"removed {len(gone)} session leftover(s)")
 
 
 @bench_app.command("sandbox")

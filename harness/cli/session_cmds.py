@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from harness.cli.app import ExitCode, app, bench_app, console, docker_host, err_console, fail, reported, state_dir
-from sandbox.errors import EngineUnavailable, StepOutOfRange
+from sandbox.errors import EngineUnavailable
 
 session_app = typer.Typer(help="List, show and remove sessions.", no_args_is_help=True)
 app.add_typer(session_app, name="session")
@@ -24,15 +24,10 @@ _STATE = typer.Option(None, "--state-dir", help="Where sessions live (default: $
 def _opened(state: Optional[Path], session_id: str) -> Iterator:
     from sandbox.session import Session
 
-    with reported():
+    with reported():  # StepOutOfRange is a usage error (64), an unknown session 66: see exit_code_for
         session = Session.open(state_dir(state), session_id)
         with session:
-            try:
-                yield session
-            except StepOutOfRange as error:
-                # A step number the session does not have is a bad argument value, told apart from
-                # an unknown session (66).
-                fail(str(error), ExitCode.USAGE)
+            yield session
 
 
 def _when(stamp: float) -> str:

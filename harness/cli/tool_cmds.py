@@ -82,15 +82,20 @@ def tool_command(
             if read_only:
                 gate_config = gate_config.model_copy(update={"allow_writes": False})
             client = connect(docker_host())
+            session.attach_engine(client)  # committed step images get tagged; rollback checks them
             run = os.environ.get("HARNESS_RUN_ID") or f"cli-{uuid.uuid4().hex[:12]}"
             with DockerSandbox(client, run_id=run, pool_size=0, session_id=session.id) as box:
                 approver = InteractiveApprover(err_console) if interactive else None
                 ctx = make_context(box, session.workspace, session.spec, Gate(gate_config), approver=approver,
-                                   test_command=test_command or recorded_tests)
+                                   test_command=test_command or recorded_tests,
+                                   commit_changes=session.config.writable_root)
                 result = default_registry().execute(call, ctx)
-            if result.wrote:
-                step = session.commit_step(f"tool {name}")
-                err_console.print(f"committed step {step.step}")
+            image = result.envelope.committed_image if result.envelope is not None else None
+            if result.wrote or image:
+                before = session.step
+                step = session.commit_step(f"tool {name}", committed_image=image, skip_unchanged=True)
+                err_console.print(f"committed step {step.step}" + (f" (image {image[:19]})" if image else "")
+                                  if step.step > before else f"workspace unchanged: still at step {step.step}")
     print(result.model_dump_json(indent=2) if json_out else result.text)
     if result.is_error:
         err_console.print(f"error: {result.error_kind}")

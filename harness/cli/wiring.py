@@ -1,6 +1,7 @@
 """Wire the components of one run together (the CLI layer's job): provider, sandbox, session, tools,
 agent. Environment variables are read here and nowhere below: the API key (by the name the config
-gives) and the test-only crash point `HARNESS_CRASH_AT`.
+gives), the endpoint fallback `OPENAI_BASE_URL` / `ANTHROPIC_BASE_URL`, and the test-only crash point
+`HARNESS_CRASH_AT`.
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ from harness.gate import Gate
 from harness.loop import Agent
 from harness.outcome import RunState
 from harness.prompt import system_prompt, task_message
-from harness.providers.base import make_provider
+from harness.providers.base import ProviderConfig, make_provider
 from harness.tools.registry import Registry, ToolContext
 from harness.trajectory import Trajectory
 from harness.verify import Verifier
 
 DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+DEFAULT_BASE_URL_ENV = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
 RUN_CONFIG_FILE = "run.json"
 CRASH_PHASES = ("model_answered", "turn_recorded", "mid_tool", "mid_snapshot", "after_snapshot")
 
@@ -50,8 +52,18 @@ def absolute_model(spec: str, sessions: Path) -> str:
     return spec
 
 
+def provider_settings(config: RunConfig) -> ProviderConfig:
+    """The provider config with its endpoint resolved: --base-url > config file > $OPENAI_BASE_URL /
+    $ANTHROPIC_BASE_URL > the SDK's vendor default (the providers never read the environment)."""
+    settings = config.provider_config()
+    variable = DEFAULT_BASE_URL_ENV.get((config.model or "").split(":", 1)[0])
+    if settings.base_url is None and variable and os.environ.get(variable):
+        settings = settings.model_copy(update={"base_url": os.environ[variable]})
+    return settings
+
+
 def build_provider(config: RunConfig, key: str | None) -> Any:
-    return make_provider(config.model or "", config.provider_config(), api_key=key)
+    return make_provider(config.model or "", provider_settings(config), api_key=key)
 
 
 def crash_hook(value: str | None) -> Callable[[str], None]:
@@ -90,9 +102,13 @@ def tool_context(config: RunConfig, session: Any, sandbox: Any, interactive: boo
 
     spec = session.spec
     gate = Gate(config.gate)
+    # With the engine attached, images committed by writable-root calls are tagged and rollback checks them.
+    session.attach_engine(getattr(sandbox, "client", None))
+    writable = session.config.writable_root
     return ToolContext(sandbox=sandbox, workspace=session.workspace, spec=spec, gate=gate,
                        approver=approver(config, session, interactive),
-                       mounts=builtin.context_mounts(session.workspace, gate.config.read_only_paths), test_command=config.test_cmd or config.verify)
+                       mounts=builtin.context_mounts(session.workspace, gate.config.read_only_paths), test_command=config.test_cmd or config.verify,
+                       commit_changes=writable, follow=(lambda: session.spec) if writable else None)
 
 
 def registry() -> Registry:
@@ -171,12 +187,3 @@ def open_session(sessions: Path, session_id: str) -> Any:
     from sandbox.session import Session
 
     return Session.open(sessions, session_id)
-
-
-def position_provider(provider: Any, session_dir: Path, state: RunState) -> None:
-    """A scripted model counts its calls; after a resume it must continue after the recorded turns
-    (the replay provider needs nothing: it picks its turn from the conversation)."""
-    from harness.trajectory import read_records
-
-    if hasattr(provider, "calls") and hasattr(provider, "turns"):
-        provider.calls = len({r.step for r in read_records(session_dir) if r.kind == "turn"})

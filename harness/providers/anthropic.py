@@ -29,6 +29,8 @@ from harness.providers.retry import parse_retry_after
 from harness.types import Message, ModelTurn, StopReason, ToolSchema, Usage
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
+CACHE_BREAKPOINT = {"type": "ephemeral"}
+"""Prompt-cache marker: everything up to and including the marked block is cached (5 min TTL)."""
 _STOP_REASONS: dict[str, StopReason] = {
     "end_turn": "end_turn",
     "stop_sequence": "end_turn",
@@ -160,9 +162,14 @@ class EventAssembly:
 
 
 def to_anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any]]]:
-    """(system prompt, Messages API messages) with user-side runs merged into one user message."""
+    """(system prompt, Messages API messages) with user-side runs merged into one user message.
+
+    The first non-system message (the task) ends the pinned head; its last block carries the cache
+    breakpoint, so tools + system + task are cached once and read back on every later step.
+    """
     system = "\n\n".join(m.content for m in messages if m.role == "system" and m.content)
     wire: list[dict[str, Any]] = []
+    head_marked = False
     for message in messages:
         if message.role == "system":
             continue
@@ -170,6 +177,9 @@ def to_anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[dict[s
         blocks = _blocks(message)
         if not blocks:
             continue
+        if not head_marked:
+            blocks[-1]["cache_control"] = dict(CACHE_BREAKPOINT)
+            head_marked = True
         if wire and wire[-1]["role"] == role:
             wire[-1]["content"].extend(blocks)
         else:

@@ -9,8 +9,10 @@
           - {name: read_file, arguments: {path: pkg/calc.py}}
       - text: "Fixed the sign in add(); the tests pass."
 
-Turns are consumed in order; when they run out the model answers with a final text and no tool
-call. The file is validated when the provider is built (before the run), and errors name the line.
+The turn served is chosen by how many assistant messages the conversation already holds (like the
+replay provider), so a resumed run continues at the right turn without any outside bookkeeping;
+when the turns run out the model answers with a final text and no tool call. The file is validated
+when the provider is built (before the run), and errors name the line.
 Tool-call ids are deterministic: `call_<turn>_<n>` (1-based turn, 0-based call) unless given.
 """
 
@@ -38,8 +40,6 @@ class ScriptedProvider:
         self.name = name
         self.model = "scripted"
         self.turns = list(turns)
-        self.calls = 0
-        """How many times `complete` was called."""
 
     def __repr__(self) -> str:
         return f"ScriptedProvider({self.name!r}, {len(self.turns)} turns)"
@@ -54,10 +54,11 @@ class ScriptedProvider:
         return cls(parse_script(text, str(path)), name=f"scripted:{path}")
 
     def complete(self, messages: Sequence[Message], tools: Sequence[ToolSchema], *, max_tokens: int) -> ModelTurn:
-        """The next canned turn (a final text-only turn once the script is used up)."""
-        self.calls += 1
-        if self.calls <= len(self.turns):
-            return self.turns[self.calls - 1]
+        """The turn after the ones the conversation already holds (a final text-only turn once the
+        script is used up)."""
+        index = sum(1 for message in messages if message.role == "assistant")
+        if index < len(self.turns):
+            return self.turns[index]
         return ModelTurn(text=EXHAUSTED_TEXT, stop_reason="end_turn", model=self.model)
 
 

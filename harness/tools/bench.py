@@ -3,12 +3,14 @@
 read_file goes through the registry, the gate and a DockerSandbox whose pool is warm (as in real
 use: one fresh pre-started container per call). The baseline execs `cat` into ONE long-lived
 container of the same image with the same workspace mounted. Measurements alternate between the two
-sides so machine noise hits both alike.
+sides so machine noise hits both alike; `load_1m` (the 1-minute load average at the end) says how
+much noise there was.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import statistics
 import tempfile
 import time
@@ -30,7 +32,7 @@ SMALL_FILE = "".join(f"line {n}: some text of a small source file\n" for n in ra
 
 
 def measure(client: Any, *, image: str = "py311", rounds: int = 25) -> dict[str, float]:
-    """{'read_file_ms', 'exec_cat_ms', 'read_file_over_exec', 'rounds'} (medians, milliseconds)."""
+    """{'read_file_ms', 'exec_cat_ms', 'read_file_over_exec', 'rounds', 'load_1m'} (medians, milliseconds)."""
     run_id = f"bench-tools-{uuid.uuid4().hex[:10]}"
     with tempfile.TemporaryDirectory(prefix="harness-bench-tools-") as tmp:
         workspace = Path(tmp) / "workspace"
@@ -60,7 +62,7 @@ def measure(client: Any, *, image: str = "py311", rounds: int = 25) -> dict[str,
                 cat_ms.append((time.perf_counter() - started) * 1000)
     read, cat = statistics.median(read_ms), statistics.median(cat_ms)
     return {"read_file_ms": round(read, 2), "exec_cat_ms": round(cat, 2),
-            "read_file_over_exec": round(read / cat, 3), "rounds": rounds}
+            "read_file_over_exec": round(read / cat, 3), "rounds": rounds, "load_1m": round(os.getloadavg()[0], 2)}
 
 
 @contextlib.contextmanager

@@ -18,12 +18,11 @@ from pydantic import Field
 from harness.errors import ToolError
 from harness.gate import Rejected, parse_command
 from harness.tools import runner
+from harness.tools.launch import RUNNER_ARGV, RUNNER_TARGET, runner_mounts  # noqa: F401 (RUNNER_TARGET re-exported)
 from harness.tools.registry import Outcome, Registry, ToolContext, tool
 from sandbox.envelope import Envelope
 from sandbox.spec import Mount
 
-RUNNER_TARGET = "/opt/harness/runner.py"
-RUNNER_ARGV = ("python3", "-I", "-S", RUNNER_TARGET)
 RUNNER_STDOUT_CAP = 512 * 1024
 """Runner answers are sized by the runner itself (max_bytes); the sandbox cap must not cut the JSON."""
 TEXT_BUDGET = 24 * 1024
@@ -35,13 +34,13 @@ GIT = ("git", "-c", "core.fsmonitor=", "-c", "core.hooksPath=/dev/null", "-c", "
 
 
 def context_mounts(workspace: Path, read_only_paths: Sequence[str]) -> list[Mount]:
-    """The runner (read-only) plus each plain read-only directory, mounted read-only over itself.
+    """The runner and its bytecode (read-only) plus each plain read-only directory, mounted read-only over itself.
 
     Only literal top-level directory patterns (`tests/`, `docs/spec/`) are mounted; glob patterns are
     enforced by the gate and the runner only. A path that is a symlink (or under one) is never
     mounted, because the engine would follow it on the host.
     """
-    mounts = [Mount(source=Path(runner.__file__).resolve(), target=RUNNER_TARGET, read_only=True)]
+    mounts = runner_mounts()
     for pattern in read_only_paths:
         rel = pattern.strip("/")
         if not rel or any(ch in rel for ch in "*?[!\\") or ".." in rel.split("/"):
@@ -64,18 +63,22 @@ def _plain_dir(workspace: Path, rel: str) -> bool:
     return True
 
 
-def call_runner(ctx: ToolContext, op: str, args: dict[str, Any]) -> tuple[dict[str, Any], Envelope]:
-    """One runner request in a fresh container; model-visible failures raise ToolError."""
-    request = {"op": op, "root": ctx.spec.workdir, "max_bytes": TEXT_BUDGET,
+def call_runner(ctx: ToolContext, op: str, args: dict[str, Any],
+                commit: bool = False) -> tuple[dict[str, Any], Envelope]:
+    """One runner request in a fresh container (commit: it may change the root filesystem);
+    model-visible failures raise ToolError."""
+    base = ctx.call_spec()
+    request = {"op": op, "root": base.workdir, "max_bytes": TEXT_BUDGET,
                "read_only": ctx.gate.config.read_only_paths, "protected": ctx.gate.config.protected_paths,
                "args": args}
     items = runner.encode_request(request)
-    spec = ctx.spec if ctx.spec.stdout_cap >= RUNNER_STDOUT_CAP else ctx.spec.model_copy(update={"stdout_cap": RUNNER_STDOUT_CAP})
+    spec = base if base.stdout_cap >= RUNNER_STDOUT_CAP else base.model_copy(update={"stdout_cap": RUNNER_STDOUT_CAP})
     if sum(len(i.encode()) for i in items) < ARGV_LIMIT and not any("\x00" in i for i in items):
         argv, stdin = [*RUNNER_ARGV, *items], None
     else:
         argv, stdin = [*RUNNER_ARGV, "--stdin"], json.dumps(request).encode()
-    envelope = ctx.sandbox.run(argv, workspace=ctx.workspace, spec=spec, mounts=ctx.mounts, stdin=stdin)
+    envelope = ctx.sandbox.run(argv, workspace=ctx.workspace, spec=spec, mounts=ctx.mounts, stdin=stdin,
+                               commit_changes=commit and ctx.commit_changes)
     check_envelope(envelope, op)
     answer = runner.parse_answer(envelope.stdout)
     if answer is None:
@@ -181,10 +184,11 @@ def apply_patch(ctx: ToolContext, path: str | None = None, old_text: str | None 
 
     With path/old_text/new_text: old_text must occur exactly once in the file (whitespace and
     indentation included); zero matches and several matches are different errors. With diff: a
-    unified diff (`--- a/f`, `+++ b/f`, `@@` hunks) for multi-hunk or multi-file edits; a hunk
-    must match the file exactly; all files change or none.
-    Use it for every change to an existing file. Do NOT use it to create a file (use write_file)
-    or to rewrite a file wholesale (use write_file with overwrite=true).
+    unified diff (`--- a/f`, `+++ b/f`, `@@` hunks) for multi-hunk or multi-file edits; it may also
+    create (`--- /dev/null`), delete (`+++ /dev/null`, every line removed) or rename (git's
+    `rename from`/`rename to`) files; a hunk must match the file exactly; all files change or none.
+    Use it for every change to an existing file. Do NOT use it to create a lone new file (use
+    write_file) or to rewrite a file wholesale (use write_file with overwrite=true).
 
     Args:
       path: the file to edit, relative to the workspace root (not used with diff).
@@ -236,7 +240,8 @@ def run_command(ctx: ToolContext, command: Annotated[str, Field(min_length=1, ma
         argv = [*GIT, *[a for a in argv[1:] if a != "--no-pager"]]
     if timeout is not None and timeout < ctx.spec.timeout_s:
         argv = ["timeout", "-k", "2", f"{timeout}s", *argv]
-    envelope = ctx.sandbox.run(argv, workspace=ctx.workspace, spec=ctx.spec, mounts=ctx.mounts)
+    envelope = ctx.sandbox.run(argv, workspace=ctx.workspace, spec=ctx.call_spec(), mounts=ctx.mounts,
+                               commit_changes=ctx.commit_changes)
     if argv[0] == "timeout" and envelope.exit_code == 124 and envelope.status != "timeout":
         raise _with(ToolError("timeout", f"the command was killed after {timeout}s (the timeout you asked for)\n"
                                          f"{envelope.render()}"), envelope)
@@ -262,7 +267,7 @@ def run_tests(ctx: ToolContext, selector: Annotated[str | None, Field(
     if not command:
         raise ToolError("execution_error", "no test command is configured for this session. Use run_command to run tests.")
     argv = list(command) if not isinstance(command, str) else _test_argv(command)
-    answer, envelope = call_runner(ctx, "run_tests", {"argv": argv, "selectors": (selector or "").split()})
+    answer, envelope = call_runner(ctx, "run_tests", {"argv": argv, "selectors": (selector or "").split()}, commit=True)
     return Outcome(envelope.headline() + "\n" + answer["text"], envelope)
 
 
@@ -278,7 +283,7 @@ def _test_argv(command: str) -> list[str]:
 
 
 def _git(ctx: ToolContext, args: list[str], what: str) -> Outcome:
-    envelope = ctx.sandbox.run([*GIT, *args], workspace=ctx.workspace, spec=ctx.spec, mounts=ctx.mounts)
+    envelope = ctx.sandbox.run([*GIT, *args], workspace=ctx.workspace, spec=ctx.call_spec(), mounts=ctx.mounts)
     check_envelope(envelope, what)
     if envelope.exit_code != 0:
         raise _with(ToolError("execution_error", f"{what} failed (exit {envelope.exit_code}): "
@@ -331,11 +336,11 @@ BUILTIN_TOOLS = (read_file, list_dir, search_code, apply_patch, write_file, run_
 
 
 def make_context(sandbox: Any, workspace: Path, spec: Any, gate: Any, approver: Any = None,
-                 test_command: list[str] | str | None = None) -> ToolContext:
+                 test_command: list[str] | str | None = None, commit_changes: bool = False) -> ToolContext:
     """A ToolContext with the runner and the read-only areas mounted (the only way mounts are set)."""
     return ToolContext(sandbox=sandbox, workspace=Path(workspace), spec=spec, gate=gate, approver=approver,
                        mounts=tuple(context_mounts(Path(workspace), gate.config.read_only_paths)),
-                       test_command=test_command)
+                       test_command=test_command, commit_changes=commit_changes)
 
 
 def default_registry() -> Registry:

@@ -90,6 +90,16 @@ class ToolContext:
     mounts: Sequence[Mount] = ()
     """Extra mounts for every call (the runner, read-only areas): see builtin.context_mounts."""
     test_command: list[str] | str | None = None
+    commit_changes: bool = False
+    """Writable-root session: calls that may change the container filesystem (run_command, run_tests)
+    ask the sandbox to commit it; the new image comes back as `envelope.committed_image`."""
+    follow: Callable[[], SandboxSpec] | None = None
+    """The session's current spec, read at each call (a writable-root session's image moves with its
+    steps); None means `spec` never changes."""
+
+    def call_spec(self) -> SandboxSpec:
+        """The spec this call runs with."""
+        return self.follow() if self.follow is not None else self.spec
 
     @property
     def allow_writes(self) -> bool:

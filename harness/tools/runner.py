@@ -1,12 +1,13 @@
 """File tools, executed INSIDE the container (stdlib only; mounted read-only at /opt/harness/runner.py).
 
 Running here means a symlink in the repository resolves inside the container, never on the host.
-Request: `python3 -I -S runner.py key=value ...` (see `encode_request`; `key[]=v` repeats build a
-list, `arg.x` are the tool's arguments), or `runner.py --stdin` with the request as JSON on stdin
-for payloads too big (or not representable) as argv. Answer on stdout: line 1 `OK` or
-`ERROR <kind>`, line 2 the written paths separated by tabs, then the text for the model; the exit
-code is the test command's for run_tests, else 0. The read path imports neither json nor re:
-python's start-up is most of a read_file call.
+Request: `runner.main()` with argv `key=value ...` (see `encode_request`; `key[]=v` repeats build a
+list, `arg.x` are the tool's arguments), or `--stdin` with the request as JSON on stdin for payloads
+too big (or not representable) as argv; `harness.tools.launch` imports it with its host-compiled
+.pyc (it also runs as a script). Answer on stdout: line 1 `OK` or `ERROR <kind>`, line 2 the written
+paths separated by tabs, then the text for the model; the exit code is the test command's for
+run_tests, else 0. The read path imports neither json nor re: python's start-up is most of a
+read_file call. Unified diffs are parsed by unified_diff.py, mounted beside this file.
 
 Every path is re-checked after os.path.realpath: it must stay inside root and outside protected /
 read-only areas, and files are then opened component by component with O_NOFOLLOW, so a symlink
@@ -181,27 +182,40 @@ class Space:
         with os.fdopen(fd, "rb") as handle:
             return handle.read()
 
-    def write_bytes(self, rel: str, data: bytes, must_not_exist: bool = False) -> None:
-        """Atomic replace (temp + rename) beneath the root; never writes through a symlink."""
+    def write_bytes(self, rel: str, data: bytes, must_not_exist: bool = False, mode: int | None = None) -> None:
+        """Atomic replace (temp + rename) beneath the root; never writes through a symlink.
+
+        The file keeps its permission bits unless mode is given (new files: 0o644)."""
         parent, name = os.path.split(rel)
         dfd = self.open_dir(parent, create=True)
         try:
-            mode = 0o644
             try:
                 st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
                 if must_not_exist:
                     raise Failure("execution_error", f"{rel} already exists")
                 if not (st.st_mode & 0o170000) == 0o100000:
                     raise Failure("denied", f"{rel} is not a regular file (a symlink or directory); refused")
-                mode = st.st_mode & 0o7777
+                kept = st.st_mode & 0o7777
             except FileNotFoundError:
-                pass
+                kept = 0o644
+            mode = kept if mode is None else mode
             tmp = f".{name}.harness-{os.getpid()}.tmp"
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode, dir_fd=dfd)
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
             os.chmod(tmp, mode, dir_fd=dfd)
             os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        finally:
+            os.close(dfd)
+
+    def remove(self, rel: str) -> None:
+        """Unlink a regular file beneath the root (unlink never follows a symlink swapped in)."""
+        parent, name = os.path.split(rel)
+        dfd = self.open_dir(parent)
+        try:
+            if os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode & 0o170000 != 0o100000:
+                raise Failure("denied", f"{rel} is not a regular file (a symlink or directory); refused")
+            os.unlink(name, dir_fd=dfd)
         finally:
             os.close(dfd)
 
@@ -366,92 +380,97 @@ def op_write_file(space: Space, args: dict, max_bytes: int) -> dict:
             f"{content.count(chr(10)) + (0 if content.endswith(chr(10)) or not content else 1)} lines"}
 
 
-# --- unified diffs ----------------------------------------------------------------------------
-
-_HUNK = r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@"
+# --- unified diffs (parsed and applied to text by unified_diff.py; the file system work is here) ----
 
 
-def _strip(name: str) -> str:
-    name = name.split("\t")[0].strip()
-    return name[2:] if name[:2] in ("a/", "b/") else name
-
-
-def parse_diff(diff: str) -> list[tuple[str, str, list]]:
-    """[(old_path, new_path, hunks)] where a hunk is (old_start, [(tag, text)])."""
-    import re
-
-    files, lines, i = [], diff.split("\n"), 0
-    while i < len(lines):
-        if lines[i].startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
-            files.append((_strip(lines[i][4:]), _strip(lines[i + 1][4:]), []))
-            i += 2
-            continue
-        match = re.match(_HUNK, lines[i])
-        if match and files:
-            old_len = int(match.group(2) or 1) if match.group(2) != "0" else 0
-            new_len = int(match.group(4) or 1) if match.group(4) != "0" else 0
-            body, i = [], i + 1
-            while i < len(lines) and (old_len > 0 or new_len > 0):
-                tag, text = (lines[i][:1] or " "), lines[i][1:]
-                if tag == "\\":
-                    i += 1
-                    continue
-                if tag not in " +-":
-                    break
-                body.append((tag, text))
-                old_len -= tag in " -"
-                new_len -= tag in " +"
-                i += 1
-            files[-1][2].append((int(match.group(1)), body))
-            continue
-        i += 1
-    if not files or not any(f[2] for f in files):
-        raise Failure("invalid_arguments", "diff has no `--- a/path` / `+++ b/path` headers with @@ hunks. "
-                                           "Send a unified diff, or use old_text/new_text instead.")
-    return files
+def _unified_diff():  # noqa: ANN202 - the module, imported only when a diff is applied
+    if __package__:  # on the host, as harness.tools.runner
+        from . import unified_diff
+    else:  # in the container (/opt/harness is first on sys.path) or run as a script
+        import unified_diff
+    return unified_diff
 
 
 def diff_paths(diff: str) -> list[str]:
-    """Every path a unified diff touches (for the gate, on the host)."""
-    return [p for old, new, _ in parse_diff(diff) for p in (old, new) if p != "/dev/null"]
+    """Every path a unified diff reads, writes or removes (for the gate, on the host)."""
+    udiff = _unified_diff()
+    try:
+        return udiff.paths(diff)
+    except udiff.DiffError as error:
+        raise Failure(error.kind, error.text) from None
+
+
+def _regular_file(space: Space, path: str, rel: str, what: str) -> None:
+    """Refuse to delete or rename anything but a regular file, and never a symlink's target."""
+    lexical = os.path.normpath(os.path.join(space.root, path))
+    if os.path.islink(lexical):
+        raise Failure("denied", f"{path} is a symlink; apply_patch does not {what} symlinks. Name the file it points to.")
+    kind = space.kind_of(rel)
+    if kind != "file":
+        raise Failure("execution_error", f"{path} {'does not exist' if kind == 'missing' else 'is not a regular file'}"
+                                         f"; the diff cannot {what} it. Use list_dir to check the path.")
+
+
+class _Change:
+    """What one file section of a diff will do, computed before anything is written."""
+
+    __slots__ = ("write", "text", "mode", "new", "remove", "summary")
+
+    def __init__(self, write: str | None, text: str = "", mode: int | None = None, new: bool = False,
+                 remove: str | None = None, summary: str = "") -> None:
+        self.write, self.text, self.mode, self.new = write, text, mode, new
+        self.remove, self.summary = remove, summary
+
+
+def _plan(space: Space, udiff, patch) -> _Change:  # noqa: ANN001 - udiff is the unified_diff module
+    action, name = patch.action, patch.new or patch.old
+    mode = 0o755 if patch.mode == "100755" else 0o644 if patch.mode else None
+    if action == "create":
+        rel = space.resolve(patch.new, write=True)
+        if space.kind_of(rel) != "missing":
+            raise Failure("execution_error", f"{patch.new} already exists; the diff creates it. Diff against it instead.")
+        return _Change(rel, udiff.apply(patch, "", name), mode, True, summary=f"{rel} (created)")
+    old_rel = space.resolve(patch.old, write=action != "copy")
+    if action in ("delete", "rename"):
+        _regular_file(space, patch.old, old_rel, action)
+    text = udiff.apply(patch, read_text(space, old_rel, patch.old), name)
+    hunks = f"{len(patch.hunks)} hunk(s)"
+    if action == "delete":
+        if text:
+            raise Failure("execution_error", f"the diff deletes {patch.old} but does not remove all of its lines. "
+                                             "Re-read the file and list every line as removed.")
+        return _Change(None, remove=old_rel, summary=f"{old_rel} (deleted)")
+    if action == "modify":
+        return _Change(old_rel, text, mode, summary=f"{old_rel} ({hunks})")
+    rel = space.resolve(patch.new, write=True)
+    if space.kind_of(rel) != "missing":
+        raise Failure("execution_error", f"{patch.new} already exists; the diff {action}s {patch.old} onto it. "
+                                         "Choose a path that does not exist yet.")
+    if mode is None:  # a renamed or copied file keeps its permission bits
+        mode = os.stat(os.path.join(space.root, old_rel), follow_symlinks=False).st_mode & 0o777
+    return _Change(rel, text, mode, True, old_rel if action == "rename" else None,
+                   f"{old_rel} -> {rel} ({action}d, {hunks})")
 
 
 def apply_diff(space: Space, diff: str) -> dict:
-    results = []
-    for old_path, new_path, hunks in parse_diff(diff):
-        if new_path == "/dev/null":
-            raise Failure("invalid_arguments", f"deleting {old_path} is not supported by apply_patch. "
-                                               "Use run_command with rm if deletion is allowed.")
-        rel = space.resolve(new_path, write=True)
-        if old_path == "/dev/null":
-            lines, newline = [], True
-            if space.kind_of(rel) != "missing":
-                raise Failure("execution_error", f"{new_path} already exists; the diff creates it. Diff against it instead.")
-        else:
-            text = read_text(space, space.resolve(old_path, write=True), old_path)
-            newline, lines = text.endswith("\n"), text.split("\n")
-            if newline:
-                lines.pop()
-        pos = 0
-        for number, (start, body) in enumerate(hunks, 1):
-            old = [t for tag, t in body if tag in " -"]
-            new = [t for tag, t in body if tag in " +"]
-            hits = [k for k in range(pos, len(lines) - len(old) + 1) if lines[k:k + len(old)] == old]
-            if not hits:
-                raise Failure("execution_error", f"hunk {number} of {new_path} does not match the file. Re-read "
-                                                 "the file with read_file and regenerate the diff against its current text.")
-            at = start - 1 if start - 1 in hits else (hits[0] if len(hits) == 1 else None)
-            if at is None:
-                raise Failure("execution_error", f"hunk {number} of {new_path} matches {len(hits)} places. "
-                                                 "Add more context lines so each hunk matches exactly once.")
-            lines[at:at + len(old)] = new
-            pos = at + len(new)
-        results.append((rel, "\n".join(lines) + ("\n" if newline and lines else "")))
-    for rel, text in results:
-        space.write_bytes(rel, text.encode("utf-8"))
-    return {"ok": True, "wrote": [r for r, _ in results],
-            "text": "OK apply_patch: " + ", ".join(f"{r} ({len(h)} hunk(s))" for (r, _), (_, _, h)
-                                                   in zip(results, parse_diff(diff)))}
+    """Check and compute every file first (any failure changes nothing); then write, then remove."""
+    udiff = _unified_diff()
+    try:
+        changes = [_plan(space, udiff, patch) for patch in udiff.parse(diff)]
+    except udiff.DiffError as error:
+        raise Failure(error.kind, error.text) from None
+    touched = [rel for c in changes for rel in (c.write, c.remove) if rel is not None]
+    twice = sorted({rel for rel in touched if touched.count(rel) > 1})
+    if twice:
+        raise Failure("invalid_arguments", f"the diff changes {', '.join(twice)} more than once. "
+                                           "Send one section per file.")
+    for change in changes:
+        if change.write is not None:
+            space.write_bytes(change.write, change.text.encode("utf-8"), must_not_exist=change.new, mode=change.mode)
+    for change in changes:
+        if change.remove is not None:
+            space.remove(change.remove)
+    return {"ok": True, "wrote": touched, "text": "OK apply_patch: " + ", ".join(c.summary for c in changes)}
 
 
 MAX_MATCHES = 200

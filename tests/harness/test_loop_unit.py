@@ -122,10 +122,8 @@ def test_ctrl_c_mid_turn_then_resume_neither_loses_nor_duplicates_the_turn(tmp_p
     assert first.run().outcome == "interrupted"
     saved = read_state(session.dir, RunState)
     assert saved.step == 0 and len(saved.context.entries) == 2  # nothing of the half-done turn
-    provider = scripted(text)
-    wiring.position_provider(provider, session.dir, saved)
     second = wiring.build_agent(config=config, session=Session.open(tmp_path, session.id), sandbox=FakeSandbox(),
-                                provider=provider, state=saved.model_copy(update={"result": None}), secrets=[],
+                                provider=scripted(text), state=saved.model_copy(update={"result": None}), secrets=[],
                                 on_phase=lambda phase: None)
     result = second.run()
     assert result.outcome == "verified" and result.steps == 2

@@ -7,7 +7,7 @@ import pytest
 from harness.errors import ConfigError, ScriptError
 from harness.providers.base import make_provider
 from harness.providers.scripted import EXHAUSTED_TEXT, ScriptedProvider, parse_script
-from harness.types import ToolCall
+from harness.types import Message, ToolCall
 from tests.providers.conftest import PROMPT, TOOL
 
 ISSUE_SCRIPT = """\
@@ -27,7 +27,10 @@ def test_issue_script_turns_in_order_then_final_text(tmp_path):
     path = tmp_path / "demo.yaml"
     path.write_text(ISSUE_SCRIPT)
     provider = make_provider(f"scripted:{path}", api_key=None)
-    turns = [provider.complete(PROMPT, [TOOL], max_tokens=10) for _ in range(5)]
+    conversation, turns = list(PROMPT), []
+    for _ in range(5):
+        turns.append(provider.complete(conversation, [TOOL], max_tokens=10))
+        conversation.append(Message(role="assistant", content=turns[-1].text, tool_calls=turns[-1].tool_calls))
     assert turns[0].text == "Let me run the tests first." and turns[0].stop_reason == "tool_use"
     assert turns[0].tool_calls == [ToolCall(id="call_1_0", name="run_tests", arguments={})]
     assert turns[1].text == "" and turns[1].tool_calls == [
@@ -86,3 +89,12 @@ def test_missing_script_file(tmp_path):
 def test_bad_specs_are_config_errors(spec):
     with pytest.raises(ConfigError):
         make_provider(spec, api_key=None)
+
+
+def test_the_turn_follows_the_conversation_not_a_call_counter():
+    """A resumed run hands a fresh provider a conversation that already holds answered turns."""
+    provider = ScriptedProvider(parse_script("turns:\n  - text: one\n  - text: two\n  - text: three\n"))
+    answered = [*PROMPT, Message(role="assistant", content="one"), Message(role="user", content="go on")]
+    assert provider.complete(answered, [], max_tokens=1).text == "two"
+    assert provider.complete(answered, [], max_tokens=1).text == "two"  # asking again changes nothing
+    assert provider.complete(PROMPT, [], max_tokens=1).text == "one"

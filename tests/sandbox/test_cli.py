@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from sandbox.cleanup import find_containers
+from sandbox.docker import available_runtimes
 
 ROOT = Path(__file__).resolve().parents[2]
 HARNESS = str(Path(sys.executable).parent / "harness")
@@ -74,17 +75,38 @@ def test_missing_path_is_not_found(tmp_path) -> None:
 
 
 @pytest.mark.parametrize("host", ["tcp://127.0.0.1:1", "unix:///nonexistent/docker.sock"])
-def test_unreachable_engine_is_a_sandbox_failure(host: str) -> None:
+def test_unreachable_engine_exits_125(host: str) -> None:
     done = harness("exec", EXAMPLE, "--", "true", DOCKER_HOST=host)
     assert done.returncode == 125
     assert "no Docker engine answers" in one_line_error(done)
 
 
 @pytest.mark.docker
-def test_unknown_image_is_a_sandbox_failure(run_label) -> None:
+def test_unknown_image_exits_71(run_label) -> None:
     done = harness("exec", "--image", "no-such-image-xyz", EXAMPLE, "--", "true", run_label=run_label)
-    assert done.returncode == 125
+    assert done.returncode == 71
     assert "no-such-image-xyz" in one_line_error(done)
+
+
+@pytest.mark.docker
+def test_unregistered_runtime_exits_72(run_label, docker_client) -> None:
+    if "runsc" in available_runtimes(docker_client):
+        pytest.skip("runsc is registered with this engine")
+    done = harness("exec", "--runtime", "runsc", EXAMPLE, "--", "true", run_label=run_label)
+    assert done.returncode == 72
+    assert "runsc" in one_line_error(done)
+
+
+@pytest.mark.docker
+def test_each_failure_has_its_own_exit_code(run_label, tmp_path) -> None:
+    """Issue 2: unknown image, unreachable engine, missing path, nonsense limits: one line, distinct codes."""
+    codes = {
+        "usage": harness("exec", "--memory", "lots", EXAMPLE, "--", "true").returncode,
+        "not found": harness("exec", str(tmp_path / "nope"), "--", "true").returncode,
+        "image": harness("exec", "--image", "no-such-image-xyz", EXAMPLE, "--", "true", run_label=run_label).returncode,
+        "engine": harness("exec", EXAMPLE, "--", "true", DOCKER_HOST="tcp://127.0.0.1:1").returncode,
+    }
+    assert codes == {"usage": 64, "not found": 66, "image": 71, "engine": 125}
 
 
 @pytest.mark.docker

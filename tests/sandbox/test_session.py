@@ -147,4 +147,4 @@ def test_unfinished_create_is_a_leftover_not_a_session(tmp_path: Path) -> None:
         Session.open(state, "half")
     found = find_session_leftovers(None, state)
     assert found.folders == [state / "half"], "a create still in progress is left alone"
-    assert remove_leftovers(None, found) == 1 and not (state / "half").exists() and (state / "fresh").exists()
+    assert remove_leftovers(None, found) == [str(state / "half")] and not (state / "half").exists() and (state / "fresh").exists()

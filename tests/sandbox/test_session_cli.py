@@ -89,7 +89,9 @@ def test_exec_session_steps_writable_root_and_setup(tmp_path: Path, run_label: s
     repo.mkdir()
     (repo / "a.txt").write_text("a\n")
     sd = ["--state-dir", str(tmp_path / "state")]
-    first = harness("exec", str(repo), "--session", "ex", "--writable-root", "--setup", "touch /etc/setup-ran", *sd,
+    # The run label in the setup command keeps the setup cache image private to this run: another
+    # run's cleanup (by its own label) must not remove the image this session's step 0 uses.
+    first = harness("exec", str(repo), "--session", "ex", "--writable-root", "--setup", f"touch /etc/setup-ran; true {run_label}", *sd,
                     "--", "sh", "-c", "echo one > /var/tmp/v; echo b > a.txt", run_label=run_label)
     assert first.returncode == 0, first.stderr
     second = harness("exec", str(repo), "--session", "ex", *sd, "--", "sh", "-c", "cat /var/tmp/v /etc/setup-ran a.txt",
@@ -103,3 +105,37 @@ def test_exec_session_steps_writable_root_and_setup(tmp_path: Path, run_label: s
     assert third.returncode != 0 and "a" in third.stdout
     assert harness("session", "rm", "ex", *sd).returncode == 0
     assert not (tmp_path / "state" / "ex").exists()
+
+
+@pytest.mark.docker
+def test_prune_removes_images_of_deleted_sessions_and_unfinished_creates(tmp_path: Path, run_label: str, docker_client,
+                                                                         sandbox_image: str) -> None:
+    import time
+
+    from sandbox.images import current_ref
+    from sandbox.leftovers import UNFINISHED_AFTER_S
+
+    repo = make_repo(tmp_path / "repo")
+    state, other = (tmp_path / "state").resolve(), (tmp_path / "other").resolve()
+    Session.create(repo, state, spec=SandboxSpec(), session_id="live").close()
+    (state / "half" / "workspace").mkdir(parents=True)
+    old = time.time() - UNFINISHED_AFTER_S - 10
+    os.utime(state / "half", (old, old))
+    ref = current_ref(docker_client, sandbox_image)
+
+    def session_image(session_id: str, where: Path) -> str:
+        container = docker_client.containers.create(ref, ["true"], labels={"harness.run": run_label}, network_mode="none")
+        try:
+            labels = {"harness.run": run_label, "harness.session": session_id, "harness.state": str(where)}
+            return container.commit(changes=[f'LABEL {k}="{v}"' for k, v in labels.items()]).id
+        finally:
+            container.remove(force=True)
+
+    gone, live, elsewhere = session_image("gone", state), session_image("live", state), session_image("gone", other)
+    done = harness("sandbox", "prune", "--run", run_label, "--state-dir", str(state), run_label=run_label)
+    assert done.returncode == 0, done.stderr
+    assert f"removed session leftover {gone}" in done.stdout and f"removed session leftover {state / 'half'}" in done.stdout
+    assert "removed 2 session leftover(s)" in done.stdout
+    remaining = {image.id for image in docker_client.images.list(all=True, filters={"label": f"harness.run={run_label}"})}
+    assert gone not in remaining and {live, elsewhere} <= remaining, "a live session's and another directory's images stay"
+    assert (state / "live" / "session.json").exists() and not (state / "half").exists()

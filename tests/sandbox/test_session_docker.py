@@ -74,6 +74,26 @@ def test_setup_installs_from_repo_wheels_and_second_session_reuses_it(tmp_path: 
         assert not third.info.setup.cached, "a changed dependency file invalidates the cache"
 
 
+def test_setup_cache_never_hands_out_a_later_step_image(tmp_path: Path, docker_client: docker.DockerClient,
+                                                       run_label: str) -> None:
+    """A step commit inherits the setup image's labels: the cache must still find only the setup image
+    (otherwise a new session starts with an earlier session's changes, and rollback to 0 keeps them)."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "a.txt").write_text("a\n")
+    config = SessionConfig(setup=[f"true cache-{run_label}"], writable_root=True)
+    with DockerSandbox(docker_client, run_id=run_label, pool_size=0) as box:
+        first = Session.create(repo, tmp_path / "state", spec=SPEC, config=config, prepare=make_prepare(box, SPEC, config))
+        envelope = box.run(["sh", "-c", "echo one > /var/tmp/v"], workspace=first.workspace, spec=first.spec,
+                           commit_changes=True)
+        assert envelope.committed_image and envelope.committed_image != first.info.setup.image
+        first.commit_step("write", committed_image=envelope.committed_image)
+        second = Session.create(repo, tmp_path / "state", spec=SPEC, config=config, prepare=make_prepare(box, SPEC, config))
+        assert second.info.setup.cached and second.image == first.info.setup.image
+        clean = box.run(["sh", "-c", "test ! -e /var/tmp/v"], workspace=second.workspace, spec=second.spec)
+        assert clean.exit_code == 0, "step 0 of a new session must not hold another session's changes"
+
+
 def test_setup_network_is_what_the_engine_says_and_failures_are_reported(tmp_path: Path,
                                                                          docker_client: docker.DockerClient,
                                                                          run_label: str) -> None:

@@ -252,3 +252,32 @@ def test_incremental_snapshots_equal_fresh_full_walks_under_random_edits(tmp_pat
         fresh = SnapshotStore(ws, tmp_path / "fresh", SnapshotConfig(watch=False))
         assert tree == fresh.snapshot(), f"round {round_}"
         shutil.rmtree(tmp_path / "fresh")
+
+
+def test_durable_snapshot_flushes_only_its_own_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many new objects are fsynced one by one (with their directories), never by a machine-wide sync
+    that would make concurrent sessions wait for each other's disks."""
+    ws = tmp_path / "ws"
+    (ws / "many").mkdir(parents=True)
+    for i in range(300):
+        (ws / "many" / f"f{i}.txt").write_text(f"file {i}\n")
+    (ws / "big.bin").write_bytes(os.urandom(4096))
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    def machine_wide() -> None:
+        raise AssertionError("os.sync() flushes every disk of the machine")
+
+    monkeypatch.setattr(os, "sync", machine_wide)
+    monkeypatch.setattr(os, "fsync", fsync)
+    store = SnapshotStore(ws, tmp_path / "store", SnapshotConfig(durable=True, max_file_size=1024))
+    store.snapshot()
+    store.close()
+    objects = tmp_path / "store" / "git" / "objects"
+    on_disk = {str(p) for p in objects.glob("??/*")} | {str(p) for p in (tmp_path / "store" / "large").iterdir()}
+    assert len(on_disk) > 300 and on_disk <= set(synced), "every new object and large file is fsynced"
+    assert {str(objects), str(tmp_path / "store"), *(str(p) for p in objects.glob("??"))} <= set(synced)

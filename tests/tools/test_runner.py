@@ -7,10 +7,14 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from harness.tools import runner
+
+if TYPE_CHECKING:
+    from sandbox.docker import DockerSandbox
 
 
 @pytest.fixture
@@ -141,7 +145,116 @@ def test_apply_unified_diff_multi_hunk_and_new_file(root: Path) -> None:
     assert answer["ok"], answer
     assert (root / "src/app.py").read_text() == "def f():\n    return 10\n\n\ndef g():\n    return 20\n"
     assert (root / "src/new.py").read_text() == "x = 1\ny = 2\n"
-    assert runner.diff_paths(diff) == ["src/app.py", "src/app.py", "src/new.py"]
+    assert runner.diff_paths(diff) == ["src/app.py", "src/new.py"]
+
+
+GIT_DIFF = """\
+diff --git a/src/app.py b/src/main.py
+similarity index 80%
+rename from src/app.py
+rename to src/main.py
+index 1111111..2222222 100644
+--- a/src/app.py
++++ b/src/main.py
+@@ -4,3 +4,3 @@
+
+ def g():
+-    return 1
++    return 2
+diff --git a/old.txt b/old.txt
+deleted file mode 100644
+index 3333333..0000000
+--- a/old.txt
++++ /dev/null
+@@ -1,2 +0,0 @@
+-one
+-two
+diff --git a/bin/run b/bin/run
+new file mode 100755
+index 0000000..4444444
+--- /dev/null
++++ b/bin/run
+@@ -0,0 +1,2 @@
++#!/bin/sh
++echo hi
+\\ No newline at end of file
+diff --git a/empty.txt b/empty.txt
+new file mode 100644
+index 0000000..e69de29
+diff --git "a/caf\\303\\251.txt" "b/docs/caf\\303\\251.txt"
+similarity index 100%
+rename from "caf\\303\\251.txt"
+rename to "docs/caf\\303\\251.txt"
+"""
+
+
+def test_git_diff_renames_deletes_creates_with_modes_and_quoted_paths(root: Path) -> None:
+    (root / "old.txt").write_text("one\ntwo\n")
+    (root / "café.txt").write_text("accent\n")
+    os.chmod(root / "src/app.py", 0o755)
+    assert runner.diff_paths(GIT_DIFF) == ["src/app.py", "src/main.py", "old.txt", "bin/run", "empty.txt",
+                                           "café.txt", "docs/café.txt"]
+    answer = call(root, "apply_patch", diff=GIT_DIFF)
+    assert answer["ok"], answer
+    assert answer["text"] == ("OK apply_patch: src/app.py -> src/main.py (renamed, 1 hunk(s)), old.txt (deleted), "
+                              "bin/run (created), empty.txt (created), café.txt -> docs/café.txt (renamed, 0 hunk(s))")
+    assert sorted(answer["wrote"]) == sorted(["src/main.py", "src/app.py", "old.txt", "bin/run", "empty.txt",
+                                              "docs/café.txt", "café.txt"])
+    assert not (root / "src/app.py").exists() and not (root / "old.txt").exists() and not (root / "café.txt").exists()
+    assert (root / "src/main.py").read_text() == "def f():\n    return 1\n\n\ndef g():\n    return 2\n"
+    assert os.stat(root / "src/main.py").st_mode & 0o777 == 0o755, "a renamed file keeps its mode"
+    assert (root / "bin/run").read_text() == "#!/bin/sh\necho hi" and os.stat(root / "bin/run").st_mode & 0o777 == 0o755
+    assert (root / "empty.txt").read_bytes() == b"" and (root / "docs/café.txt").read_text() == "accent\n"
+
+
+def test_plain_dev_null_deletion_must_remove_every_line(root: Path) -> None:
+    partial = "--- a/src/app.py\n+++ /dev/null\n@@ -1,2 +0,0 @@\n-def f():\n-    return 1\n"
+    answer = call(root, "apply_patch", diff=partial)
+    assert (answer["ok"], answer["kind"]) == (False, "execution_error") and "remove all of its lines" in answer["text"]
+    whole = "--- a/src/app.py\n+++ /dev/null\n@@ -1,6 +0,0 @@\n" + "".join(
+        f"-{line}\n" for line in (root / "src/app.py").read_text().splitlines())
+    assert call(root, "apply_patch", diff=whole)["ok"] and not (root / "src/app.py").exists()
+
+
+def test_diff_refusals_change_nothing(root: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_text("s\n")
+    os.symlink(outside, root / "out")
+    os.symlink("src/app.py", root / "alias.py")
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file() and not p.is_symlink()}
+    delete_all = "@@ -1,6 +0,0 @@\n" + "".join(f"-{x}\n" for x in (root / "src/app.py").read_text().splitlines())
+    cases = {
+        "rename into a symlinked dir": ("denied", "diff --git a/src/app.py b/out/app.py\nrename from src/app.py\n"
+                                                 "rename to out/app.py\n"),
+        "delete through a symlink": ("denied", f"--- a/out/secret\n+++ /dev/null\n@@ -1 +0,0 @@\n-s\n"),
+        "delete a symlink itself": ("denied", "--- a/alias.py\n+++ /dev/null\n" + delete_all),
+        "create outside": ("denied", "--- /dev/null\n+++ b/../escape.py\n@@ -0,0 +1 @@\n+x\n"),
+        "delete a read-only file": ("denied", "--- a/tests/test_app.py\n+++ /dev/null\n@@ -1,2 +0,0 @@\n"
+                                              "-def test_f():\n-    assert True\n"),
+        "rename out of a read-only area": ("denied", "diff --git a/tests/test_app.py b/t.py\nrename from "
+                                                     "tests/test_app.py\nrename to t.py\n"),
+        "rename onto an existing file": ("execution_error", "diff --git a/src/app.py b/tests/../src/app.py\n"
+                                                            "rename from src/app.py\nrename to .git/../src/app.py\n"),
+        "a symlink mode": ("invalid_arguments", "diff --git a/l b/l\nnew file mode 120000\n--- /dev/null\n"
+                                                "+++ b/l\n@@ -0,0 +1 @@\n+/etc/passwd\n"),
+        "the same file twice": ("invalid_arguments", "--- /dev/null\n+++ b/n.py\n@@ -0,0 +1 @@\n+x\n"
+                                                     "diff --git a/src/app.py b/n.py\ncopy from src/app.py\ncopy to n.py\n"),
+        "a later hunk fails": ("execution_error", "--- /dev/null\n+++ b/fresh.py\n@@ -0,0 +1 @@\n+x\n"
+                                                  "--- a/src/app.py\n+++ b/src/app.py\n@@ -1 +1 @@\n-nope\n+x\n"),
+    }
+    for label, (kind, diff) in cases.items():
+        answer = call(root, "apply_patch", diff=diff)
+        assert (answer["ok"], answer["kind"]) == (False, kind), (label, answer)
+    after = {p: p.read_bytes() for p in root.rglob("*") if p.is_file() and not p.is_symlink()}
+    assert after == before and (outside / "secret").read_text() == "s\n"
+    assert sorted(p.name for p in outside.iterdir()) == ["secret"] and not (root.parent / "escape.py").exists()
+
+
+def test_insertion_hunk_without_context_lands_after_its_line(root: Path) -> None:
+    diff = "--- a/src/app.py\n+++ b/src/app.py\n@@ -2,0 +3 @@\n+    # after line 2\n"
+    assert call(root, "apply_patch", diff=diff)["ok"]
+    assert (root / "src/app.py").read_text().splitlines()[1:4] == ["    return 1", "    # after line 2", ""]
 
 
 def test_diff_that_does_not_match_changes_nothing(root: Path) -> None:
@@ -221,3 +334,102 @@ def test_run_tests_with_a_shell_test_command_keeps_selectors_out_of_the_shell(ro
     assert not (root / "pwned").exists()
     answer = call(root, "run_tests", argv=argv, selectors=["tests/test_app.py::test_one"])
     assert answer["exit_code"] == 0 and answer["text"].startswith("1 passed")
+
+
+# --- through the real sandbox: registry + gate + DockerSandbox + runner.py/unified_diff.py in the container ---
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(180)
+def test_diff_create_delete_rename_through_the_sandbox(box: "DockerSandbox", repo_ws: Path) -> None:
+    import uuid
+
+    from harness.gate import Gate, GateConfig
+    from harness.tools.builtin import default_registry, make_context
+    from harness.types import ToolCall
+    from sandbox.spec import SandboxSpec
+
+    spec = SandboxSpec(image="py311", timeout_s=20, labels={"harness.test": uuid.uuid4().hex[:8]})
+    ctx = make_context(box, repo_ws, spec, Gate(GateConfig(read_only_paths=["tests/"])))
+    registry = default_registry()
+
+    def patch(diff: str):  # noqa: ANN202
+        return registry.execute(ToolCall(id=uuid.uuid4().hex[:6], name="apply_patch", arguments={"diff": diff}), ctx)
+
+    os.symlink("/etc", repo_ws / "etc")  # resolves inside the container, to the container's /etc
+    diff = ("diff --git a/calc/ops.py b/calc/arith.py\nsimilarity index 90%\nrename from calc/ops.py\n"
+            "rename to calc/arith.py\n--- a/calc/ops.py\n+++ b/calc/arith.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n"
+            "-    return a - b\n+    return a + b\n"
+            "--- a/debug.log\n+++ /dev/null\n@@ -1 +0,0 @@\n-noise\n"
+            "diff --git a/calc/mul.py b/calc/mul.py\nnew file mode 100644\n--- /dev/null\n+++ b/calc/mul.py\n"
+            "@@ -0,0 +1,2 @@\n+def mul(a, b):\n+    return a * b\n")
+    done = patch(diff)
+    assert not done.is_error and done.wrote, done.text
+    assert done.text == ("OK apply_patch: calc/ops.py -> calc/arith.py (renamed, 1 hunk(s)), debug.log (deleted), "
+                         "calc/mul.py (created)")
+    assert not (repo_ws / "calc/ops.py").exists() and not (repo_ws / "debug.log").exists()
+    assert (repo_ws / "calc/arith.py").read_text().startswith("def add(a, b):\n    return a + b\n")
+    assert (repo_ws / "calc/mul.py").read_text() == "def mul(a, b):\n    return a * b\n"
+    escapes = {
+        "rename into a symlink that leaves /workspace": "diff --git a/calc/mul.py b/etc/mul.py\nrename from calc/mul.py\n"
+                                                        "rename to etc/mul.py\n",
+        "delete through it": "--- a/etc/hostname\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n",
+        "delete a read-only test": "--- a/tests/test_ops.py\n+++ /dev/null\n@@ -1 +0,0 @@\n-from calc import add\n",
+        "create outside": "--- /dev/null\n+++ b/../../tmp/x.py\n@@ -0,0 +1 @@\n+x\n",
+    }
+    for label, bad in escapes.items():
+        refused = patch(bad)
+        assert refused.error_kind == "denied", (label, refused.text)
+    assert (repo_ws / "calc/mul.py").exists() and (repo_ws / "tests/test_ops.py").exists()
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(120)
+def test_the_container_loads_the_runner_bytecode_compiled_on_the_host(box: "DockerSandbox", repo_ws: Path) -> None:
+    # Compiling runner.py costs about as much as python's start-up: a read_file must not pay it.
+    import uuid
+
+    from harness.gate import Gate
+    from harness.tools.builtin import make_context
+    from harness.tools.launch import RUNNER_ARGV
+    from sandbox.spec import SandboxSpec
+
+    spec = SandboxSpec(image="py311", timeout_s=20, labels={"harness.test": uuid.uuid4().hex[:8]})
+    ctx = make_context(box, repo_ws, spec, Gate())
+    tag = box.run(["python3", "-c", "import sys; print(sys.implementation.cache_tag)"], workspace=repo_ws, spec=spec)
+    if tag.stdout.strip() != sys.implementation.cache_tag:
+        pytest.skip(f"the image's python ({tag.stdout.strip()}) differs from the host's: it compiles from source")
+    request = runner.encode_request({"op": "read_file", "args": {"path": "calc/ops.py"}, "root": "/workspace"})
+    verbose = [*RUNNER_ARGV[:-3], "-v", *RUNNER_ARGV[-3:], *request]
+    envelope = box.run(verbose, workspace=repo_ws, spec=spec, mounts=ctx.mounts)
+    assert envelope.stdout.startswith("OK\n\nOK read_file calc/ops.py: lines 1-6 of 6"), envelope.stderr[-800:]
+    cached = f"code object from '/opt/harness/__pycache__/runner.{sys.implementation.cache_tag}.pyc'"
+    assert cached in envelope.stderr, envelope.stderr[-800:]
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(120)
+def test_run_command_that_changes_nothing_adds_no_session_step(box: "DockerSandbox", tmp_path: Path) -> None:
+    import uuid
+
+    from harness.gate import Gate, GateConfig
+    from harness.tools.builtin import default_registry, make_context
+    from harness.types import ToolCall
+    from sandbox.session import Session
+    from sandbox.spec import SandboxSpec
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "a.txt").write_text("a\n")
+    spec = SandboxSpec(image="py311", timeout_s=20, labels={"harness.test": uuid.uuid4().hex[:8]})
+    with Session.create(repo, tmp_path / "state", spec=spec) as session:
+        ctx = make_context(box, session.workspace, session.spec, Gate(GateConfig(allowed_programs=["ls", "touch"])))
+        registry = default_registry()
+        steps = []
+        for command in ("ls", "ls -la", "touch b.txt", "ls"):
+            result = registry.execute(ToolCall(id=uuid.uuid4().hex[:6], name="run_command",
+                                               arguments={"command": command}), ctx)
+            assert result.wrote and result.envelope.exit_code == 0, result.text
+            steps.append(session.commit_step(f"run {command}", skip_unchanged=True).step)
+        assert steps == [0, 0, 1, 1] and len(session.records) == 2
+        assert session.commit_step("explicit").step == 2, "without skip_unchanged every commit is a step"

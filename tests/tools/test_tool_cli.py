@@ -53,3 +53,29 @@ def test_tool_runs_inside_a_session_and_commits_writes(repo_ws: Path, tmp_path: 
     assert bad.returncode == 65 and bad.stdout.startswith("ERROR[invalid_json]")
     missing = cli("tool", "no-such-session", "read_file", "--args", "{}", "--state-dir", str(state), env=env)
     assert missing.returncode == 66
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(240)
+def test_writable_root_session_commits_the_image_and_rollback_restores_it(repo_ws: Path, tmp_path: Path,
+                                                                         run_label: str, tools_image: str) -> None:
+    from sandbox.session import SessionConfig
+
+    state = tmp_path / "state"
+    session = Session.create(repo_ws, state, spec=SandboxSpec(image=tools_image, timeout_s=30),
+                             config=SessionConfig(writable_root=True))
+    session.close()
+    env, sd = {"HARNESS_RUN_ID": run_label}, ["--state-dir", str(state)]
+
+    def run_command(command: str) -> subprocess.CompletedProcess[str]:
+        return cli("tool", session.id, "run_command", "--args", json.dumps({"command": command}), *sd, env=env)
+
+    touched = run_command("touch /var/tmp/x")
+    assert touched.returncode == 0 and "committed step 1 (image sha256:" in touched.stderr, touched.stdout + touched.stderr
+    with Session.open(state, session.id) as reopened:
+        assert reopened.image != reopened.records[0].image, "the root filesystem change became the step's image"
+    seen = run_command("test -e /var/tmp/x")
+    assert seen.returncode == 0 and seen.stdout.startswith("exit_code=0"), seen.stdout + seen.stderr
+    assert cli("rollback", session.id, "--to", "0", *sd, env=env).returncode == 0
+    gone = run_command("test -e /var/tmp/x")
+    assert gone.stdout.startswith("exit_code=1"), "rollback restores the image of step 0: " + gone.stdout + gone.stderr

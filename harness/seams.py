@@ -1,0 +1,63 @@
+"""The Protocols the agent loop is written against: what it needs of each collaborator, nothing more.
+
+The real implementations (`Registry`, `Verifier`, `sandbox.session.Session`, the providers,
+`DockerSandbox`/`FakeSandbox`) do not inherit from these; they match them by shape.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Protocol
+
+from harness.providers.base import Provider
+from harness.tools.registry import ToolContext, ToolResult
+from harness.types import ToolCall, ToolSchema
+from harness.verify import VerifyResult
+from sandbox.spec import Sandbox, SandboxSpec
+
+__all__ = ["Provider", "Sandbox", "SessionLike", "RegistryLike", "VerifierLike"]
+
+
+class Snapshot(Protocol):
+    """A committed session step (`sandbox.session.StepRecord`)."""
+
+    step: int
+    tree: str
+    """Content id of the workspace tree."""
+
+
+class SessionLike(Protocol):
+    """What the loop needs of a session (`sandbox.session.Session`)."""
+
+    dir: Path
+    workspace: Path
+    step: int
+
+    def commit_step(self, note: str = "", committed_image: str | None = None, *,
+                    skip_unchanged: bool = False) -> Snapshot: ...
+    def rollback(self, to: int) -> Any: ...
+    def reset_workspace(self) -> None: ...
+    def export_patch(self) -> str: ...
+
+
+class TieredTool(Protocol):
+    """A registered tool as far as scheduling goes: reads may run concurrently, the rest may not."""
+
+    @property
+    def tier(self) -> str: ...
+
+
+class RegistryLike(Protocol):
+    """The tool menu (`harness.tools.registry.Registry`)."""
+
+    @property
+    def tools(self) -> Mapping[str, TieredTool]: ...
+    def schemas(self) -> list[ToolSchema]: ...
+    def execute_turn(self, calls: list[ToolCall], ctx: ToolContext) -> list[ToolResult]: ...
+
+
+class VerifierLike(Protocol):
+    """Decides 'done' (`harness.verify.Verifier`)."""
+
+    def run(self, workspace: Path, spec: SandboxSpec) -> VerifyResult: ...
+

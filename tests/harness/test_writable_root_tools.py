@@ -1,0 +1,42 @@
+"""A writable-root session through the run's tool wiring: calls commit the container filesystem, the
+next call runs on the committed image (no restart of the run), and the image is tagged for the step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import docker
+import pytest
+
+from harness.cli import wiring
+from harness.config import RunConfig
+from harness.types import ToolCall
+from sandbox import images
+from sandbox.docker import DockerSandbox
+from sandbox.session import Session, SessionConfig
+from sandbox.spec import SandboxSpec
+
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(180)]
+
+
+def test_tool_calls_follow_the_committed_image(tmp_path: Path, docker_client: docker.DockerClient, run_label: str) -> None:
+    images.build(docker_client, "py311")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "a.txt").write_text("a\n")
+    session = Session.create(repo, tmp_path / "state", spec=SandboxSpec(image="py311", timeout_s=30),
+                             config=SessionConfig(writable_root=True))
+    tools = wiring.registry()
+    with session, DockerSandbox(docker_client, run_id=run_label, pool_size=0, session_id=session.id) as box:
+        ctx = wiring.tool_context(RunConfig(), session, box)
+
+        def run(command: str):
+            return tools.execute(ToolCall(id=command, name="run_command", arguments={"command": command}), ctx)
+
+        touched = run("touch /var/tmp/x")
+        assert touched.envelope is not None and touched.envelope.committed_image, touched.text
+        session.commit_step("touch", committed_image=touched.envelope.committed_image)
+        assert f"harness-session/{session.id}:step-1" in docker_client.images.get(session.image).tags
+        assert run("test -e /var/tmp/x").envelope.exit_code == 0, "the next call runs on the step's image"
+        session.rollback(0)
+        assert run("test -e /var/tmp/x").envelope.exit_code == 1, "rollback restores the image of step 0"
