@@ -9,7 +9,6 @@ final decision are all recorded in that directory.
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ from rich.console import Console
 from rich.prompt import Confirm
 
 from harness.gate import Decision, GateRequest
+from sandbox.steplog import write_text_atomic
 
 
 class Approver(Protocol):
@@ -104,9 +104,4 @@ class UnattendedApprover:
 
 
 def _write_json(path: Path, data: object) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=2, sort_keys=True)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True))

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from harness.types import Message, ModelTurn, ToolCall, ToolSchema
 from sandbox.envelope import Envelope
+from sandbox.steplog import write_text_atomic
 
 if TYPE_CHECKING:
     from harness.tools.registry import ToolResult
@@ -196,17 +197,7 @@ def write_state(session_dir: Path, state: BaseModel, secrets: Sequence[str] = ()
     for secret in secrets:
         if secret and len(secret) >= 4:
             text = text.replace(secret, "***")
-    temp = directory / f".{STATE_FILE}.{os.getpid()}.tmp"
-    with open(temp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temp, directory / STATE_FILE)
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_text_atomic(directory / STATE_FILE, text)
 
 
 def read_state(session_dir: Path, model: type[M]) -> M | None:

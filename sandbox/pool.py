@@ -34,6 +34,8 @@ class PoolConfig(BaseModel):
     """Running containers kept ready per key (0 disables pre-starting)."""
     max_keys: int = Field(2, ge=1, le=16)
     """Distinct container configs kept warm at once; older ones are discarded."""
+    join_start_s: float = Field(5.0, ge=0, le=60)
+    """How long `acquire` waits for a background start already under way before starting its own."""
 
 
 class WarmPool:
@@ -56,7 +58,10 @@ class WarmPool:
         """A running container for this config, used by the caller for exactly one call."""
         with self._lock:
             self._register(key, config, family)
-            ready = self._idle[key]
+            # A start already under way for this key finishes sooner than a new one would.
+            self._lock.wait_for(lambda: self._idle.get(key) or not self._pending.get(key) or self._closed,
+                                timeout=self.config.join_start_s)
+            ready = self._idle.get(key)
             cid = ready.popleft() if ready else None
         if cid is None:
             cid = self._start(config, "call")

@@ -21,16 +21,21 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_json(path: Path, data: Any) -> None:
-    """Replace path atomically with data as JSON."""
+def write_text_atomic(path: Path, text: str) -> None:
+    """Replace path atomically with text: temp file, fsync, rename, fsync the directory."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=1, sort_keys=True)
+        handle.write(text)
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)
     _fsync_dir(path.parent)
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Replace path atomically with data as JSON."""
+    write_text_atomic(path, json.dumps(data, indent=1, sort_keys=True))
 
 
 def read_json(path: Path) -> Any:

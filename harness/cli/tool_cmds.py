@@ -20,7 +20,7 @@ tools_app = typer.Typer(help="The tool menu the model sees.", no_args_is_help=Tr
 app.add_typer(tools_app, name="tools")
 
 TOOL_EXIT = {"invalid_json": 65, "invalid_arguments": 65, "unknown_tool": 65, "denied": 77, "timeout": 124,
-             "output_limit": 125, "execution_error": 1}
+             "output_limit": 73, "execution_error": 1}
 """Exit codes of `harness tool`: 0 OK; the error kind otherwise (also printed on stderr)."""
 
 

@@ -40,3 +40,19 @@ def test_tool_calls_follow_the_committed_image(tmp_path: Path, docker_client: do
         assert run("test -e /var/tmp/x").envelope.exit_code == 0, "the next call runs on the step's image"
         session.rollback(0)
         assert run("test -e /var/tmp/x").envelope.exit_code == 1, "rollback restores the image of step 0"
+
+
+def test_run_flag_writable_root_commits_each_changed_step(harness, script, docker_client: docker.DockerClient) -> None:
+    from tests.harness.conftest import turn
+
+    model = script(turn("", ("run_command", {"command": "touch /var/tmp/built"})),
+                   turn("", ("run_command", {"command": "test -e /var/tmp/built"})),
+                   turn("Checked the artifact survives into the next step."))
+    ran = harness.run(model, "--writable-root", session="wr", verify="test -e /var/tmp/built")
+    assert ran.code == 0, ran.stdout + ran.stderr
+    result = ran.json()
+    assert result["outcome"] == "verified"
+    session = Session.open(harness.state_dir, "wr")
+    images_seen = {record.image for record in session.records}
+    assert len(images_seen) == 2, "step 0's image plus the one committed after the touch"
+    assert harness("session", "rm", "wr").code == 0

@@ -83,3 +83,22 @@ def test_size_zero_starts_on_demand_only() -> None:
     pool.release(cid)
     pool.close()
     assert engine.started == [(cid, "call")] and engine.alive == set()
+
+
+def test_acquire_joins_a_start_already_under_way_instead_of_starting_another() -> None:
+    engine = Engine()
+    gate = threading.Event()
+
+    def slow_start(config: dict, kind: str) -> str:
+        if kind == "pool":
+            gate.wait(5)
+        return engine.start(config, kind)
+
+    pool = WarmPool(slow_start, engine.remove, PoolConfig(size=1))
+    pool.prewarm("k", {"image": "i1"})
+    threading.Timer(0.2, gate.set).start()
+    cid = pool.acquire("k", {"image": "i1"})
+    assert engine.started == [(cid, "pool")], "the call took the container whose start was in flight"
+    pool.release(cid)
+    pool.close()
+    assert engine.alive == set()
