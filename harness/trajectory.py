@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from harness.types import Message, ModelTurn, ToolCall, ToolSchema
 from sandbox.envelope import Envelope
-from sandbox.steplog import write_text_atomic
+from sandbox.steplog import read_lines, write_text_atomic
 
 if TYPE_CHECKING:
     from harness.tools.registry import ToolResult
@@ -173,21 +173,7 @@ class Trajectory:
 
 def read_records(session_dir: Path) -> list[Any]:
     """All records of a session, tolerating a torn (unterminated or unparsable) last line."""
-    path = Path(session_dir) / TRAJECTORY_FILE
-    if not path.exists():
-        return []
-    lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
-    records = []
-    for number, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            records.append(_RECORD.validate_json(line))
-        except ValueError:
-            if number >= len(lines) - 2:  # the last line (or the one before the final "")
-                break
-            raise
-    return records
+    return [_RECORD.validate_python(raw) for raw in read_lines(Path(session_dir) / TRAJECTORY_FILE)]
 
 
 def write_state(session_dir: Path, state: BaseModel, secrets: Sequence[str] = ()) -> None:
