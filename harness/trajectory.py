@@ -11,7 +11,6 @@ Known secret values are replaced by `***` before anything reaches the disk.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path

@@ -7,7 +7,6 @@ Usage is normalised: Anthropic's `input_tokens` excludes cached tokens, ours inc
 
 from __future__ import annotations
 
-import time
 from typing import Any, Sequence
 
 import anthropic
@@ -24,8 +23,8 @@ from harness.errors import (
 )
 from harness.providers.arguments import build_tool_call
 from harness.providers.base import ProviderConfig, redact, register_provider
-from harness.providers.openai_compat import sdk_timeout
 from harness.providers.retry import parse_retry_after
+from harness.providers.stream import drain, sdk_timeout
 from harness.types import Message, ModelTurn, StopReason, ToolSchema, Usage
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -71,24 +70,14 @@ class AnthropicProvider:
             request["system"] = system
         if tools:
             request["tools"] = [t.anthropic() for t in tools]
-        started = time.monotonic()
         assembly = EventAssembly()
-        try:
-            stream = self._client.messages.create(**request)
-            with stream:
-                for event in stream:
-                    assembly.add(event)
-                    if time.monotonic() - started > self.config.timeout_s:
-                        raise ModelUnavailable(f"model call exceeded its {self.config.timeout_s:g}s timeout")
-        except ModelError as error:
-            error.usage = assembly.usage()
-            raise
-        except (anthropic.AnthropicError, httpx2.HTTPError) as error:
-            translated = translate_error(error, self._secret, self.config.stall_timeout_s, str(self._client.base_url))
-            translated.usage = assembly.usage()
-            raise translated from None
-        turn = assembly.turn()
-        return turn.model_copy(update={"latency_ms": int((time.monotonic() - started) * 1000)})
+        latency_ms = drain(lambda: self._client.messages.create(**request), assembly.add, assembly.usage,
+                           timeout_s=self.config.timeout_s, foreign=(anthropic.AnthropicError, httpx2.HTTPError),
+                           translate=self._translate)
+        return assembly.turn().model_copy(update={"latency_ms": latency_ms})
+
+    def _translate(self, error: BaseException) -> ModelError:
+        return translate_error(error, self._secret, self.config.stall_timeout_s, str(self._client.base_url))
 
 
 class EventAssembly:

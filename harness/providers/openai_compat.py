@@ -7,7 +7,6 @@ Tool-call fragments are assembled by their `index`, so parallel calls never mix 
 from __future__ import annotations
 
 import json
-import time
 from typing import Any, Sequence
 
 import httpx2
@@ -25,6 +24,7 @@ from harness.errors import (
 from harness.providers.arguments import build_tool_call
 from harness.providers.base import ProviderConfig, redact, register_provider
 from harness.providers.retry import parse_retry_after
+from harness.providers.stream import drain, sdk_timeout
 from harness.types import Message, ModelTurn, StopReason, ToolSchema, Usage
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -37,11 +37,6 @@ _STOP_REASONS: dict[str, StopReason] = {
 }
 _SPEND_CODES = {"insufficient_quota", "billing_hard_limit_reached", "billing_not_active", "quota_exceeded"}
 _CONTEXT_MARKERS = ("context_length_exceeded", "context length", "context window", "maximum context", "too many tokens")
-
-
-def sdk_timeout(config: ProviderConfig) -> httpx2.Timeout:
-    """The read timeout is the stall detector: no bytes for `stall_timeout_s` = a timeout."""
-    return httpx2.Timeout(config.timeout_s, connect=config.connect_timeout_s, read=config.stall_timeout_s)
 
 
 class OpenAICompatProvider:
@@ -78,24 +73,14 @@ class OpenAICompatProvider:
         }
         if tools:
             request["tools"] = [t.openai() for t in tools]
-        started = time.monotonic()
         assembly = StreamAssembly()
-        try:
-            stream = self._client.chat.completions.create(**request)
-            with stream:
-                for chunk in stream:
-                    assembly.add(chunk)
-                    if time.monotonic() - started > self.config.timeout_s:
-                        raise ModelUnavailable(f"model call exceeded its {self.config.timeout_s:g}s timeout")
-        except ModelError as error:
-            error.usage = assembly.usage
-            raise
-        except (openai.OpenAIError, httpx2.HTTPError) as error:
-            translated = translate_error(error, self._secret, self.config.stall_timeout_s, str(self._client.base_url))
-            translated.usage = assembly.usage
-            raise translated from None
-        turn = assembly.turn()
-        return turn.model_copy(update={"latency_ms": int((time.monotonic() - started) * 1000)})
+        latency_ms = drain(lambda: self._client.chat.completions.create(**request), assembly.add,
+                           lambda: assembly.usage, timeout_s=self.config.timeout_s,
+                           foreign=(openai.OpenAIError, httpx2.HTTPError), translate=self._translate)
+        return assembly.turn().model_copy(update={"latency_ms": latency_ms})
+
+    def _translate(self, error: BaseException) -> ModelError:
+        return translate_error(error, self._secret, self.config.stall_timeout_s, str(self._client.base_url))
 
 
 class StreamAssembly:

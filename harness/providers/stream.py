@@ -1,0 +1,43 @@
+"""What both streaming providers share: the SDK timeout (its read timeout is the stall detector) and
+draining a stream into an assembly while turning every failure into a ModelError that carries the
+usage seen so far (so failed calls are billed too)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, ContextManager
+
+import httpx2
+
+from harness.errors import ModelError, ModelUnavailable
+from harness.providers.base import ProviderConfig
+from harness.types import Usage
+
+
+def sdk_timeout(config: ProviderConfig) -> httpx2.Timeout:
+    """The read timeout is the stall detector: no bytes for `stall_timeout_s` = a timeout."""
+    return httpx2.Timeout(config.timeout_s, connect=config.connect_timeout_s, read=config.stall_timeout_s)
+
+
+def drain(open_stream: Callable[[], ContextManager[Any]], add: Callable[[Any], None],
+          usage: Callable[[], Usage | None], *, timeout_s: float, foreign: tuple[type[BaseException], ...],
+          translate: Callable[[BaseException], ModelError]) -> int:
+    """Feed every event of the stream to `add`; return the call's latency in ms.
+
+    The whole call is bounded by timeout_s; SDK and transport errors (`foreign`) are translated.
+    """
+    started = time.monotonic()
+    try:
+        with open_stream() as stream:
+            for event in stream:
+                add(event)
+                if time.monotonic() - started > timeout_s:
+                    raise ModelUnavailable(f"model call exceeded its {timeout_s:g}s timeout")
+    except ModelError as error:
+        error.usage = usage()
+        raise
+    except foreign as error:
+        translated = translate(error)
+        translated.usage = usage()
+        raise translated from None
+    return int((time.monotonic() - started) * 1000)
