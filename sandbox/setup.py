@@ -27,7 +27,7 @@ import docker
 from sandbox import hardening
 from sandbox.docker import SETUP_KEY_LABEL, resolve_image, translate
 from sandbox.errors import SetupError
-from sandbox.session import Prepare, SessionConfig, SetupRecord
+from sandbox.session import Prepare, Session, SessionConfig, SetupRecord
 from sandbox.spec import SandboxSpec
 from sandbox.workspace import SANDBOX_UID, copy_repository
 
@@ -144,6 +144,14 @@ def make_prepare(sandbox: Any, spec: SandboxSpec, config: SessionConfig) -> Prep
                                    run_id=getattr(sandbox, "run_id", "setup"))
 
     return prepare
+
+
+def create_session(repo: Path, sessions: Path, *, spec: SandboxSpec, config: SessionConfig, sandbox: Any,
+                   session_id: str | None = None) -> Session:
+    """A new session from repo, running its setup commands (if any) once as step 0."""
+    sessions.mkdir(parents=True, exist_ok=True)
+    prepare = make_prepare(sandbox, spec, config) if config.setup else None
+    return Session.create(repo, sessions, spec=spec, session_id=session_id, config=config, prepare=prepare)
 
 
 def tag_step_image(client: docker.DockerClient, session_id: str, step: int, image: str) -> None:

@@ -167,7 +167,7 @@ def exec_in_session(path: Path, command: list[str], spec, *, session_id: str, st
     it; run the command on its workspace and image; record the result as the next step."""
     from sandbox.docker import DockerSandbox, connect
     from sandbox.session import Session, SessionConfig
-    from sandbox.setup import make_prepare
+    from sandbox.setup import create_session
 
     sessions = state_dir(state)
     client = connect(docker_host())
@@ -181,9 +181,7 @@ def exec_in_session(path: Path, command: list[str], spec, *, session_id: str, st
             if setup_network and not setup:
                 fail("--setup-network needs at least one --setup command", ExitCode.USAGE)
             config = SessionConfig(setup=setup, setup_network=setup_network, writable_root=writable_root)
-            sessions.mkdir(parents=True, exist_ok=True)
-            prepare = make_prepare(box, spec, config) if setup else None
-            session = Session.create(path, sessions, spec=spec, session_id=session_id, config=config, prepare=prepare)
+            session = create_session(path, sessions, spec=spec, config=config, sandbox=box, session_id=session_id)
             err_console.print(f"created session {session.id} (step 0, image {session.image[:19]})")
         with session:
             session.attach_engine(client)

@@ -167,20 +167,13 @@ def check_image(sandbox: Any, image: str) -> None:
 
 
 def create_session(repo: Path, sessions: Path, config: RunConfig, sandbox: Any, session_id: str | None) -> Any:
-    from sandbox.session import Session, SessionConfig
+    from sandbox.session import SessionConfig
+    from sandbox.setup import create_session as new_session
 
     session_config = SessionConfig(setup=list(config.setup), setup_network=config.setup_network,
                                    writable_root=not config.sandbox.read_only_root)
-    prepare = None
-    if config.setup:
-        try:
-            from sandbox.setup import make_prepare  # environment preparation (issue 3)
-        except ImportError:
-            raise ConfigError("--setup is not available in this build (sandbox.setup is missing)") from None
-        prepare = make_prepare(sandbox, config.spec(), session_config)
-    sessions.mkdir(parents=True, exist_ok=True)
-    return Session.create(repo, sessions, spec=config.spec(), session_id=session_id, config=session_config,
-                          prepare=prepare)
+    return new_session(repo, sessions, spec=config.spec(), config=session_config, sandbox=sandbox,
+                       session_id=session_id)
 
 
 def open_session(sessions: Path, session_id: str) -> Any:
