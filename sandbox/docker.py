@@ -3,8 +3,10 @@
 A call execs `timeout -k 2 <T+1>s argv` into a running single-use container; output is streamed
 (demultiplexed) through `CappedOutput`; the host enforces the wall clock, the output ceiling and the
 end of the call by killing the whole container, so background and daemonized children die with it.
-The container is then removed off the critical path. Engine errors are translated by
-`sandbox.engine.translate` (re-exported here with `connect`, `resolve_image`, `available_runtimes`).
+The container is then removed off the critical path. A `network: none` call container joins its
+session's empty network namespace (`sandbox.netns`) instead of paying for a new one. Engine errors
+are translated by `sandbox.engine.translate` (re-exported here with `connect`, `resolve_image`,
+`available_runtimes`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import docker
 import requests
 from docker.utils.socket import frames_iter
 
-from sandbox import hardening
+from sandbox import hardening, netns
 from sandbox.call import CallWatch, cgroup_oom_killed, rootfs_changed, send_stdin
 from sandbox.engine import available_runtimes, connect, resolve_image, translate  # noqa: F401 (re-exported)
 from sandbox.envelope import Envelope
@@ -37,12 +39,17 @@ IMAGE_CACHE_S = 5.0
 
 
 class DockerSandbox:
-    """Sandbox protocol on a Docker engine: one fresh hardened container per call, never reused."""
+    """Sandbox protocol on a Docker engine: one fresh hardened container per call, never reused.
+
+    `share_netns=False` gives every call its own empty namespace: right for one-call commands
+    (`harness exec`, `harness tool`), where a holder would double the cost of the only start.
+    """
 
     def __init__(self, client: docker.DockerClient, *, run_id: str, pool_size: int = 2,
-                 session_id: str | None = None) -> None:
+                 session_id: str | None = None, share_netns: bool = True) -> None:
         self.client, self.run_id, self.session_id = client, run_id, session_id
         self._api = client.api
+        self._holders = netns.NetnsHolders(self._api, translate, self._remove) if share_netns else None
         self._lock = threading.Lock()
         self._owned: set[str] = set()
         self._images: dict[str, tuple[float, str, str]] = {}
@@ -86,6 +93,8 @@ class DockerSandbox:
             leftovers = list(self._owned)
         for cid in leftovers:
             self._remove(cid)
+        if self._holders is not None:
+            self._holders.close()  # last: the call containers above were still in its namespace
 
     def __enter__(self) -> "DockerSandbox":
         return self
@@ -133,18 +142,30 @@ class DockerSandbox:
                 "install gVisor (apt-get install runsc) and add it to /etc/docker/daemon.json, or use --runtime runc")
 
     def _start(self, config: dict[str, Any], kind: str) -> str:
-        with translate("creating a sandbox container"):
-            host = self._api.create_host_config(**config["host_config"])
-            labels = {**config["labels"], "harness.kind": kind}
-            created = self._api.create_container(**{**config, "labels": labels, "host_config": host}, detach=True)
-        cid = created["Id"]
+        if self._holders is None or not netns.shares(config["host_config"]):
+            with translate("starting a sandbox container"):
+                return self._create_and_start(config, kind)
+        joined = self._holders.join(config)
+        try:
+            with translate("starting a sandbox container"):
+                return self._create_and_start(joined, kind, holder_may_be_gone=True)
+        except _HolderGone:  # removed or stopped behind our back: one fresh holder, one more try
+            self._holders.discard(joined["host_config"]["network_mode"].split(":", 1)[1])
+        with translate("starting a sandbox container"):
+            return self._create_and_start(self._holders.join(config), kind)
+
+    def _create_and_start(self, config: dict[str, Any], kind: str, holder_may_be_gone: bool = False) -> str:
+        host = self._api.create_host_config(**config["host_config"])
+        labels = {**config["labels"], "harness.kind": kind}
+        cid = self._api.create_container(**{**config, "labels": labels, "host_config": host}, detach=True)["Id"]
         with self._lock:
             self._owned.add(cid)
         try:
-            with translate("starting a sandbox container"):
-                self._api.start(cid)
-        except SandboxError:
+            self._api.start(cid)
+        except BaseException as error:
             self._remove(cid)
+            if holder_may_be_gone and netns.holder_gone(error):
+                raise _HolderGone() from None
             raise
         return cid
 
@@ -245,3 +266,7 @@ class DockerSandbox:
 
 class _ContainerGone(Exception):
     """A pre-started container was no longer running when its call began."""
+
+
+class _HolderGone(Exception):
+    """The network-namespace holder a container was to join is no longer running."""

@@ -56,7 +56,7 @@ def execute(path: Path, command: list[str], spec: SandboxSpec, keep: Path | None
     try:
         workspace = scratch / "workspace"
         copy_repository(path, workspace)
-        with DockerSandbox(client, run_id=run_id(), pool_size=0) as box:
+        with DockerSandbox(client, run_id=run_id(), pool_size=0, share_netns=False) as box:
             envelope = box.run(command, workspace=workspace, spec=spec)
         if keep is not None:
             shutil.copytree(workspace, keep, symlinks=True)

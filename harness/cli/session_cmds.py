@@ -171,7 +171,7 @@ def exec_in_session(path: Path, command: list[str], spec, *, session_id: str, st
 
     sessions = state_dir(state)
     client = connect(docker_host())
-    with DockerSandbox(client, run_id=run_id, pool_size=0, session_id=session_id) as box:
+    with DockerSandbox(client, run_id=run_id, pool_size=0, session_id=session_id, share_netns=False) as box:
         if (sessions / session_id / "session.json").exists():
             if setup or setup_network or writable_root:
                 err_console.print(f"[yellow]note:[/] session {session_id} exists; --setup, --setup-network and "

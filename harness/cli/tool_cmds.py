@@ -84,7 +84,7 @@ def tool_command(
             client = connect(docker_host())
             session.attach_engine(client)  # committed step images get tagged; rollback checks them
             run = os.environ.get("HARNESS_RUN_ID") or f"cli-{uuid.uuid4().hex[:12]}"
-            with DockerSandbox(client, run_id=run, pool_size=0, session_id=session.id) as box:
+            with DockerSandbox(client, run_id=run, pool_size=0, session_id=session.id, share_netns=False) as box:
                 approver = InteractiveApprover(err_console) if interactive else None
                 ctx = make_context(box, session.workspace, session.spec, Gate(gate_config), approver=approver,
                                    test_command=test_command or recorded_tests,

@@ -24,6 +24,10 @@ def _py(source: str) -> list[str]:
     return ["python3", "-c", textwrap.dedent(source)]
 
 
+# A container's own writable layer names it (its hostname is the network-namespace holder's).
+LAYER = "$(grep -o 'upperdir=[^,]*' /proc/self/mountinfo | head -1 | sed 's#.*/overlay2/##; s#/diff##')"
+
+
 def _host_processes_with(marker: str) -> list[int]:
     found = []
     for proc in psutil.process_iter(["pid", "cmdline"]):
@@ -206,7 +210,7 @@ def test_original_repository_is_byte_for_byte_unchanged(docker_sandbox, tmp_path
 
 
 def test_pool_never_reuses_a_container(docker_sandbox, workspace, spec) -> None:
-    script = "cat /tmp/mark 2>/dev/null; hostname > /tmp/mark; echo seen-by-$(hostname)"
+    script = f"cat /tmp/mark 2>/dev/null; echo {LAYER} > /tmp/mark; echo seen-by-{LAYER}"
     docker_sandbox.prewarm(workspace=workspace, spec=spec)
     docker_sandbox.pool.wait_idle()
     seen = []
@@ -230,15 +234,20 @@ def test_every_container_carries_the_labels(docker_sandbox, docker_client, run_l
     docker_sandbox.prewarm(workspace=workspace, spec=spec)
     docker_sandbox.pool.wait_idle()
     found = find_containers(docker_client, test_label)
-    assert found
+    holders = {c.id for c in found if c.labels["harness.kind"] == "netns"}
+    assert len(holders) == 1 and len(found) > 1
     for container in found:
         assert container.labels["harness.run"] == run_label
         assert container.labels["harness.pid"] == str(os.getpid())
-        assert container.labels["harness.kind"] in {"pool", "call"}
+        assert container.labels["harness.kind"] in {"pool", "call", "netns"}
         host = container.attrs["HostConfig"]
-        assert host["CapDrop"] == ["ALL"] and host["ReadonlyRootfs"] and host["NetworkMode"] == "none"
+        assert host["CapDrop"] == ["ALL"] and host["ReadonlyRootfs"]
         assert host["LogConfig"]["Type"] == "none" and host["Init"] is True
         assert "no-new-privileges" in host["SecurityOpt"]
+        if container.id in holders:  # the namespace holder: network none, nothing mounted
+            assert host["NetworkMode"] == "none" and not container.attrs["Mounts"]
+        else:  # a call container: joins the holder's empty namespace
+            assert host["NetworkMode"] == f"container:{next(iter(holders))}"
 
 
 def test_writable_root_change_is_committed(docker_client, run_label, workspace, spec, test_label) -> None:
@@ -261,7 +270,7 @@ def test_concurrent_calls_each_get_their_own_container(docker_sandbox, workspace
     from concurrent.futures import ThreadPoolExecutor
 
     def call(n: int) -> tuple[int, str]:
-        env = docker_sandbox.run(["sh", "-c", f"echo {n} $(hostname); exit {n}"], workspace=workspace, spec=spec)
+        env = docker_sandbox.run(["sh", "-c", f"echo {n} {LAYER}; exit {n}"], workspace=workspace, spec=spec)
         return env.exit_code, env.stdout
 
     with ThreadPoolExecutor(4) as workers:

@@ -1,0 +1,77 @@
+"""Calls of one session share one empty network namespace (loopback only); other sessions, other
+runtimes and `share_netns=False` do not; a holder that disappears is replaced."""
+
+from __future__ import annotations
+
+import pytest
+
+from sandbox import netns
+from sandbox.cleanup import find_containers
+from sandbox.docker import DockerSandbox
+
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(180)]
+
+NS = ["sh", "-c", "readlink /proc/self/ns/net; ls /sys/class/net"]
+
+
+def _namespace(box: DockerSandbox, workspace, spec) -> tuple[str, list[str]]:
+    envelope = box.run(NS, workspace=workspace, spec=spec)
+    assert envelope.exit_code == 0, envelope.render()
+    inode, *interfaces = envelope.stdout.split()
+    return inode, interfaces
+
+
+def _holders(client, test_label) -> list:
+    return [c for c in find_containers(client, test_label) if c.labels["harness.kind"] == "netns"]
+
+
+def test_calls_of_a_session_share_one_namespace_with_only_loopback(docker_client, run_label, workspace, spec,
+                                                                   test_label) -> None:
+    with DockerSandbox(docker_client, run_id=run_label, pool_size=1, session_id="s-one") as box:
+        first, interfaces = _namespace(box, workspace, spec)
+        second, _ = _namespace(box, workspace, spec)
+        assert first == second and interfaces == ["lo"]
+        [holder] = _holders(docker_client, test_label)
+        assert holder.labels["harness.session"] == "s-one" and holder.attrs["HostConfig"]["NetworkMode"] == "none"
+    assert find_containers(docker_client, test_label) == []  # close removed the holder too
+
+
+def test_sessions_never_share_a_namespace(docker_client, run_label, workspace, spec, test_label) -> None:
+    with DockerSandbox(docker_client, run_id=run_label, pool_size=0, session_id="s-a") as a, \
+            DockerSandbox(docker_client, run_id=run_label, pool_size=0, session_id="s-b") as b:
+        assert _namespace(a, workspace, spec)[0] != _namespace(b, workspace, spec)[0]
+    # One sandbox serving two sessions (told apart by the session label of their specs) keeps them apart too.
+    with DockerSandbox(docker_client, run_id=run_label, pool_size=0) as shared:
+        c, d = (spec.model_copy(update={"labels": {**spec.labels, "harness.session": name}}) for name in ("s-c", "s-d"))
+        assert _namespace(shared, workspace, c)[0] != _namespace(shared, workspace, d)[0]
+        assert _namespace(shared, workspace, c)[0] == _namespace(shared, workspace, c)[0]
+        assert len(_holders(docker_client, test_label)) == 2
+
+
+def test_a_removed_or_stopped_holder_is_replaced(docker_client, run_label, workspace, spec, test_label) -> None:
+    # (Namespace inode numbers are reused once a namespace is freed: compare holders, not inodes.)
+    with DockerSandbox(docker_client, run_id=run_label, pool_size=0, session_id="s-gone") as box:
+        _namespace(box, workspace, spec)
+        [holder] = _holders(docker_client, test_label)
+        holder.remove(force=True)  # the engine answers a join with 404
+        assert _namespace(box, workspace, spec)[1] == ["lo"]
+        [replacement] = _holders(docker_client, test_label)
+        assert replacement.id != holder.id
+        replacement.kill()  # stopped, not removed: the engine answers 409
+        assert _namespace(box, workspace, spec)[1] == ["lo"]
+        running = [h for h in _holders(docker_client, test_label) if h.status == "running"]
+        assert len(running) == 1 and running[0].id != replacement.id
+
+
+def test_sharing_can_be_turned_off(docker_client, run_label, workspace, spec, test_label) -> None:
+    with DockerSandbox(docker_client, run_id=run_label, pool_size=1, share_netns=False) as box:
+        assert _namespace(box, workspace, spec)[1] == ["lo"]
+        box.pool.wait_idle()
+        [warm] = find_containers(docker_client, test_label)
+        assert warm.labels["harness.kind"] == "pool" and warm.attrs["HostConfig"]["NetworkMode"] == "none"
+
+
+def test_only_runc_calls_without_network_share() -> None:
+    assert netns.shares({"network_mode": "none", "runtime": "runc"})
+    assert not netns.shares({"network_mode": "none", "runtime": "runsc"})
+    assert not netns.shares({"network_mode": "bridge", "runtime": "runc"})
