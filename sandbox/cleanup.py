@@ -8,6 +8,7 @@ live run; `everything=True` removes all containers labelled `harness.run`.
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 from typing import Mapping
 
 import docker
@@ -16,6 +17,7 @@ import requests
 from docker.models.containers import Container
 
 from sandbox.docker import translate
+from sandbox.session import SESSION_LABEL, STATE_LABEL
 
 
 def find_containers(client: docker.DockerClient, labels: Mapping[str, str | None]) -> list[Container]:
@@ -47,3 +49,10 @@ def prune(client: docker.DockerClient, *, everything: bool = False, run_id: str 
     found = find_containers(client, {"harness.run": run_id})
     doomed = found if everything else [c for c in found if orphaned(c)]
     return remove_containers(client, doomed)
+
+
+def prune_session(client: docker.DockerClient, session_id: str, state_dir: Path) -> int:
+    """Remove what a crashed controller of this session left running (warm containers, its network
+    namespace holder); containers of a live controller are never touched."""
+    found = find_containers(client, {SESSION_LABEL: session_id, STATE_LABEL: str(Path(state_dir).resolve())})
+    return remove_containers(client, [c for c in found if orphaned(c)])

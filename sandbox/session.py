@@ -87,6 +87,9 @@ class SessionInfo(BaseModel):
 
 Prepare = Callable[[Path], SetupRecord]
 """Environment preparation: given the fresh workspace, return the committed base image."""
+Ready = Callable[[Path, SandboxSpec], None]
+"""Told the workspace and the spec calls will run with as soon as both exist, before step 0's
+snapshot (the caller starts warm containers then, so their start overlaps the rest of set-up)."""
 
 
 class Session:
@@ -105,7 +108,8 @@ class Session:
 
     @classmethod
     def create(cls, repo: Path, state_dir: Path, *, spec: SandboxSpec, session_id: str | None = None,
-               config: SessionConfig | None = None, prepare: Prepare | None = None) -> "Session":
+               config: SessionConfig | None = None, prepare: Prepare | None = None,
+               ready: Ready | None = None) -> "Session":
         """Copy repo into a new session, run environment preparation if given, record step 0."""
         sid = session_id or uuid.uuid4().hex[:12]
         if not sid.replace("-", "").replace("_", "").isalnum():
@@ -122,6 +126,8 @@ class Session:
                                spec=spec.model_copy(update={"labels": {**spec.labels, SESSION_LABEL: sid,
                                                                        STATE_LABEL: str(Path(state_dir).resolve())}}),
                                config=config, setup=setup)
+            if ready is not None:
+                ready(folder / "workspace", _call_spec(info, image))
             store = SnapshotStore(folder / "workspace", folder / "store", config.snapshot)
             tree = store.snapshot()
             store.close()
@@ -197,10 +203,7 @@ class Session:
     @property
     def spec(self) -> SandboxSpec:
         """The session's sandbox spec with its current image (writable root when asked for)."""
-        update: dict = {"image": self.image}
-        if self.config.writable_root:
-            update["read_only_root"] = False
-        return self.info.spec.model_copy(update=update)
+        return _call_spec(self.info, self.image)
 
     def record(self, step: int) -> StepRecord:
         if not 0 <= step <= self.step:
@@ -328,3 +331,10 @@ def list_sessions(state_dir: Path) -> list[SessionInfo]:
         with contextlib.suppress(OSError, ValueError):
             found.append(SessionInfo(**steplog.read_json(folder)))
     return sorted(found, key=lambda info: info.created)
+
+
+def _call_spec(info: SessionInfo, image: str) -> SandboxSpec:
+    update: dict = {"image": image}
+    if info.config.writable_root:
+        update["read_only_root"] = False
+    return info.spec.model_copy(update=update)

@@ -27,7 +27,7 @@ import docker
 from sandbox import hardening
 from sandbox.docker import SETUP_KEY_LABEL, resolve_image, translate
 from sandbox.errors import SetupError
-from sandbox.session import Prepare, Session, SessionConfig, SetupRecord
+from sandbox.session import Prepare, Ready, Session, SessionConfig, SetupRecord
 from sandbox.spec import SandboxSpec
 from sandbox.workspace import SANDBOX_UID, copy_repository
 
@@ -147,11 +147,12 @@ def make_prepare(sandbox: Any, spec: SandboxSpec, config: SessionConfig) -> Prep
 
 
 def create_session(repo: Path, sessions: Path, *, spec: SandboxSpec, config: SessionConfig, sandbox: Any,
-                   session_id: str | None = None) -> Session:
+                   session_id: str | None = None, ready: Ready | None = None) -> Session:
     """A new session from repo, running its setup commands (if any) once as step 0."""
     sessions.mkdir(parents=True, exist_ok=True)
     prepare = make_prepare(sandbox, spec, config) if config.setup else None
-    return Session.create(repo, sessions, spec=spec, session_id=session_id, config=config, prepare=prepare)
+    return Session.create(repo, sessions, spec=spec, session_id=session_id, config=config, prepare=prepare,
+                          ready=ready)
 
 
 def tag_step_image(client: docker.DockerClient, session_id: str, step: int, image: str) -> None:

@@ -1,12 +1,15 @@
 """`harness bench run`: the controller's cost on the offline example, measured side by side in one run.
 
-1. The example run (scripted model, real sandbox), with every sandbox call timed host-side.
-   Per model step, controller overhead = the step's wall time minus the model's latency minus the
-   time container commands ran (the union of the calls' exec intervals, so concurrent reads are
-   not subtracted twice).
+Each round measures, one after the other:
+1. The example run (scripted model, real sandbox) from session creation to the final result, with
+   every sandbox call timed host-side. Per model step, controller overhead = the step's wall time
+   minus the model's latency minus the time container commands ran (the union of the calls' exec
+   intervals, so concurrent reads are not subtracted twice).
 2. Bare: the same commands (same argv, image, user and mounts, plus the verify command) run one
    after another by `exec` in ONE long-lived container over a fresh copy of the repository.
-`run_over_bare` = the whole example run / the bare sum.
+The run's sandbox is closed (its warm containers removed) before the bare side starts, so neither
+side runs while the other's background work is still going. `run_over_bare` is the median over the
+rounds of (whole example run / bare sum); overheads are pooled over every step of every round.
 """
 
 from __future__ import annotations
@@ -36,12 +39,26 @@ VERIFY = "python3 -m pytest -q"
 class RunBench(BaseModel):
     outcome: str
     steps: int
+    rounds: int
     overhead_ms_per_step: float
-    """Median controller overhead of a model step."""
+    """Median controller overhead of a model step (all steps of all rounds)."""
     overhead_ms_p90: float
     run_ms: float
+    """Median whole example run."""
     bare_ms: float
+    """Median bare sum."""
     run_over_bare: float
+    """Median over the rounds of run / bare, each pair measured back to back."""
+    ratios: list[float]
+    sandbox_calls: int
+
+
+class Round(BaseModel):
+    outcome: str
+    steps: int
+    overheads: list[float]
+    run_ms: float
+    bare_ms: float
     sandbox_calls: int
 
 
@@ -67,11 +84,26 @@ class TimedSandbox:
         self.inner.close()
 
 
-def measure(base_url: str | None) -> RunBench:
+def measure(base_url: str | None, rounds: int = 3) -> RunBench:
+    results = [_round(base_url) for _ in range(rounds)]
+    overheads = sorted(o for r in results for o in r.overheads)
+    ratios = [round(r.run_ms / r.bare_ms, 2) for r in results]
+    last = results[-1]
+    return RunBench(outcome=last.outcome, steps=last.steps, rounds=rounds,
+                    overhead_ms_per_step=round(statistics.median(overheads), 1),
+                    overhead_ms_p90=round(overheads[int(0.9 * (len(overheads) - 1))], 1),
+                    run_ms=round(statistics.median(r.run_ms for r in results), 1),
+                    bare_ms=round(statistics.median(r.bare_ms for r in results), 1),
+                    run_over_bare=round(statistics.median(ratios), 2), ratios=ratios, sandbox_calls=last.sandbox_calls)
+
+
+def _round(base_url: str | None) -> Round:
+    """One example run and its bare counterpart (the bare side replays the commands the run made)."""
     with tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp:
         sessions = Path(tmp) / "sessions"
         config = RunConfig(model=f"scripted:{EXAMPLE / 'calc-fix.yaml'}", verify=VERIFY)
         sandbox = TimedSandbox(wiring.open_sandbox(base_url, None))
+        client = sandbox.inner.client
         try:
             started = time.perf_counter()
             session = wiring.create_session(EXAMPLE / "calc", sessions, config, sandbox, None)
@@ -81,15 +113,12 @@ def measure(base_url: str | None) -> RunBench:
                                        on_phase=lambda phase: None)
             result = agent.run()
             run_ms = (time.perf_counter() - started) * 1000
-            overheads = _overheads(session.dir, sandbox.calls)
-            bare_ms = _bare(sandbox.inner.client, sandbox.calls, session.workspace, Path(tmp) / "bare", session.spec)
         finally:
             sandbox.close()
-    ordered = sorted(overheads)
-    return RunBench(outcome=result.outcome, steps=result.steps, overhead_ms_per_step=round(statistics.median(ordered), 1),
-                    overhead_ms_p90=round(ordered[int(0.9 * (len(ordered) - 1))], 1), run_ms=round(run_ms, 1),
-                    bare_ms=round(bare_ms, 1), run_over_bare=round(run_ms / bare_ms, 2),
-                    sandbox_calls=len(sandbox.calls))
+        calls = sandbox.calls
+        bare_ms = _bare(client, calls, session.workspace, Path(tmp) / "bare", session.spec)
+        return Round(outcome=result.outcome, steps=result.steps, overheads=_overheads(session.dir, calls),
+                     run_ms=run_ms, bare_ms=bare_ms, sandbox_calls=len(calls))
 
 
 def _overheads(session_dir: Path, calls: list[tuple[Any, Any, Any, float, float]]) -> list[float]:

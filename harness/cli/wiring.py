@@ -117,11 +117,10 @@ def registry() -> Registry:
     return Registry(builtin.BUILTIN_TOOLS)
 
 
-def call_spec(session: Any) -> Any:
+def call_spec(spec: Any) -> Any:
     """The spec tool calls actually run with (the session's current image, the runner's output cap)."""
     from harness.tools.builtin import RUNNER_STDOUT_CAP
 
-    spec = session.spec
     return spec if spec.stdout_cap >= RUNNER_STDOUT_CAP else spec.model_copy(update={"stdout_cap": RUNNER_STDOUT_CAP})
 
 
@@ -133,10 +132,9 @@ def build_agent(*, config: RunConfig, session: Any, sandbox: Any, provider: Any,
     context = Context(config.context, system_prompt(config.verify), task_message(state.task),
                       state.context if state.context.entries else None)
     verifier = Verifier(sandbox, config.verify, mounts=context_tools.mounts) if config.verify else None
-    # Tool calls and verification share one container config, so the warm pool serves both.
-    sandbox.prewarm(workspace=session.workspace, spec=call_spec(session), mounts=context_tools.mounts)
+    prewarm(config, sandbox, session.workspace, session.spec)  # a no-op when create_session did it already
     return Agent(provider=provider, registry=tools, tool_context=context_tools, session=session, sandbox=sandbox,
-                 verifier=verifier, verify_spec=lambda: call_spec(session),
+                 verifier=verifier, verify_spec=lambda: call_spec(session.spec),
                  budget=Budget(config.limits, state.spent), context=context,
                  trajectory=Trajectory(session.dir, secrets), state=state,
                  max_turn_tokens=config.limits.max_turn_tokens, max_verify_rounds=config.limits.max_verify_rounds,
@@ -173,7 +171,22 @@ def create_session(repo: Path, sessions: Path, config: RunConfig, sandbox: Any, 
     session_config = SessionConfig(setup=list(config.setup), setup_network=config.setup_network,
                                    writable_root=not config.sandbox.read_only_root)
     return new_session(repo, sessions, spec=config.spec(), config=session_config, sandbox=sandbox,
-                       session_id=session_id)
+                       session_id=session_id, ready=lambda workspace, spec: prewarm(config, sandbox, workspace, spec))
+
+
+def prewarm(config: RunConfig, sandbox: Any, workspace: Path, spec: Any) -> None:
+    """Start the run's warm containers: tool calls and verification share one config, so one pool."""
+    from harness.tools import builtin
+
+    mounts = builtin.context_mounts(workspace, config.gate.read_only_paths)
+    sandbox.prewarm(workspace=workspace, spec=call_spec(spec), mounts=mounts)
+
+
+def prune_crashed(sandbox: Any, sessions: Path, session_id: str) -> None:
+    """Remove the containers a crashed run of this session left running (before resuming it)."""
+    from sandbox.cleanup import prune_session
+
+    prune_session(sandbox.client, session_id, sessions)
 
 
 def open_session(sessions: Path, session_id: str) -> Any:

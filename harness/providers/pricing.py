@@ -9,7 +9,6 @@ from __future__ import annotations
 import warnings
 from typing import Mapping
 
-import genai_prices
 from pydantic import BaseModel, ConfigDict
 
 from harness.providers.base import ModelPrice
@@ -46,6 +45,8 @@ class PriceTable:
         return self._table_cost(model, usage)
 
     def _table_cost(self, model: str, usage: Usage) -> Cost:
+        import genai_prices  # ~130 ms to import: only when a price is first needed, not at start-up
+
         priced = genai_prices.Usage(
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,

@@ -53,13 +53,16 @@ def baseline(tmp_path_factory, run_label):
 
 @pytest.mark.parametrize("phase", ["model_answered:3", "turn_recorded:3", "mid_tool:3", "mid_snapshot:3",
                                    "after_snapshot:3"])
-def test_resume_after_kill_9_matches_an_uninterrupted_run(harness, script, baseline, phase):
+def test_resume_after_kill_9_matches_an_uninterrupted_run(harness, script, baseline, phase, docker_client):
     crashed = harness.run(script(*STEPS), session="s", env={"HARNESS_CRASH_AT": phase})
     assert crashed.code == -9, crashed.stderr
     assert read_state(harness.session_dir("s"), RunState).step == 2  # step 3 never completed
+    mine = {"label": ["harness.session=s", f"harness.state={harness.state_dir.resolve()}"]}
+    assert docker_client.containers.list(all=True, filters=mine)  # the crashed run's warm containers
     resumed = harness("resume", "s", "--json")
     assert resumed.code == 0, resumed.stdout + resumed.stderr
     assert resumed.json()["outcome"] == "verified" and resumed.json()["steps"] == 4
+    assert docker_client.containers.list(all=True, filters=mine) == []  # resume removed them; its own are closed
     workspace, patch = baseline
     assert files(harness.session_dir("s") / "workspace") == workspace
     assert Path(resumed.json()["patch"]).read_text() == patch

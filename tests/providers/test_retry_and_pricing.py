@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from email.utils import format_datetime
 from datetime import datetime, timedelta, timezone
 
@@ -98,3 +100,12 @@ def test_redact_removes_key_and_its_head():
     key = "sk-proj-abcdef0123456789"
     text = redact(f"bad key {key}; you sent sk-proj-a...789", key)
     assert key not in text and "sk-proj-a" not in text and "[redacted]" in text
+
+
+def test_the_price_table_is_loaded_only_when_a_price_is_needed():
+    # genai-prices takes ~130 ms to import: a scripted or free run must not pay it at start-up.
+    probe = ("import sys; from harness.providers.base import make_provider; "
+             "make_provider('openai:gpt-4o', api_key='k'); print('genai_prices' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
+    assert PriceTable(vendor="openai").cost("gpt-4o", Usage(input_tokens=1000, output_tokens=10)).usd > 0

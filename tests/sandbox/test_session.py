@@ -148,3 +148,18 @@ def test_unfinished_create_is_a_leftover_not_a_session(tmp_path: Path) -> None:
     found = find_session_leftovers(None, state)
     assert found.folders == [state / "half"], "a create still in progress is left alone"
     assert remove_leftovers(None, found) == [str(state / "half")] and not (state / "half").exists() and (state / "fresh").exists()
+
+
+def test_ready_hook_sees_the_copied_workspace_and_the_call_spec_before_step_0(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    make_repo(repo)
+    seen = []
+
+    def ready(workspace: Path, spec: SandboxSpec) -> None:
+        seen.append((sorted(p.name for p in workspace.iterdir()), spec, (workspace.parent / "session.json").exists()))
+
+    config = SessionConfig(writable_root=True)
+    session = Session.create(repo, tmp_path / "state", spec=SandboxSpec(image="py311"), config=config, ready=ready)
+    [(names, spec, recorded)] = seen
+    assert names == sorted(p.name for p in repo.iterdir()) and not recorded
+    assert spec == session.spec and spec.labels["harness.session"] == session.id and not spec.read_only_root
