@@ -24,7 +24,7 @@ from harness.errors import (
 from harness.providers.arguments import build_tool_call
 from harness.providers.base import ProviderConfig, redact, register_provider
 from harness.providers.retry import parse_retry_after
-from harness.providers.stream import drain, sdk_timeout
+from harness.providers.stream import call_timeout, drain, sdk_timeout
 from harness.types import Message, ModelTurn, StopReason, ToolSchema, Usage
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -62,7 +62,8 @@ class AnthropicProvider:
     def __repr__(self) -> str:
         return f"AnthropicProvider({self.name!r})"
 
-    def complete(self, messages: Sequence[Message], tools: Sequence[ToolSchema], *, max_tokens: int) -> ModelTurn:
+    def complete(self, messages: Sequence[Message], tools: Sequence[ToolSchema], *, max_tokens: int,
+                 timeout_s: float | None = None) -> ModelTurn:
         """Send the conversation, assemble the streamed events into a ModelTurn."""
         system, wire_messages = to_anthropic_messages(messages)
         request: dict[str, Any] = {"model": self.model, "messages": wire_messages, "max_tokens": max_tokens, "stream": True}
@@ -71,13 +72,15 @@ class AnthropicProvider:
         if tools:
             request["tools"] = [t.anthropic() for t in tools]
         assembly = EventAssembly()
-        latency_ms = drain(lambda: self._client.messages.create(**request), assembly.add, assembly.usage,
-                           timeout_s=self.config.timeout_s, foreign=(anthropic.AnthropicError, httpx2.HTTPError),
-                           translate=self._translate)
+        bound = sdk_timeout(self.config, timeout_s)  # the SDK's own waits never outlast the caller's bound
+        latency_ms = drain(lambda: self._client.messages.create(**request, timeout=bound), assembly.add, assembly.usage,
+                           timeout_s=call_timeout(self.config, timeout_s),
+                           foreign=(anthropic.AnthropicError, httpx2.HTTPError),
+                           translate=lambda error: self._translate(error, bound.read))
         return assembly.turn().model_copy(update={"latency_ms": latency_ms})
 
-    def _translate(self, error: BaseException) -> ModelError:
-        return translate_error(error, self._secret, self.config.stall_timeout_s, str(self._client.base_url))
+    def _translate(self, error: BaseException, stall_s: float) -> ModelError:
+        return translate_error(error, self._secret, stall_s, str(self._client.base_url))
 
 
 class EventAssembly:
@@ -191,7 +194,7 @@ def _blocks(message: Message) -> list[dict[str, Any]]:
 def translate_error(error: BaseException, secret: str | None, stall_s: float = 0, endpoint: str = "") -> ModelError:
     """The one place Anthropic SDK / httpx errors become harness.errors (keys redacted)."""
     if isinstance(error, (anthropic.APITimeoutError, httpx2.TimeoutException)):
-        return ModelUnavailable(f"model endpoint timed out or stalled (no data for {stall_s:g}s)")
+        return ModelUnavailable(f"model endpoint timed out or stalled (no data for {stall_s:.3g}s)")
     if isinstance(error, (anthropic.APIConnectionError, httpx2.TransportError)):
         cause = error.__cause__ or error
         return ModelUnavailable(redact(f"cannot reach the model endpoint {endpoint}: {cause}".replace("  ", " "), secret))

@@ -24,7 +24,7 @@ from harness.errors import (
 from harness.providers.arguments import build_tool_call
 from harness.providers.base import ProviderConfig, redact, register_provider
 from harness.providers.retry import parse_retry_after
-from harness.providers.stream import drain, sdk_timeout
+from harness.providers.stream import call_timeout, drain, sdk_timeout
 from harness.types import Message, ModelTurn, StopReason, ToolSchema, Usage
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -62,7 +62,8 @@ class OpenAICompatProvider:
     def __repr__(self) -> str:
         return f"OpenAICompatProvider({self.name!r})"
 
-    def complete(self, messages: Sequence[Message], tools: Sequence[ToolSchema], *, max_tokens: int) -> ModelTurn:
+    def complete(self, messages: Sequence[Message], tools: Sequence[ToolSchema], *, max_tokens: int,
+                 timeout_s: float | None = None) -> ModelTurn:
         """Send the conversation, assemble the streamed answer into a ModelTurn."""
         request: dict[str, Any] = {
             "model": self.model,
@@ -74,13 +75,15 @@ class OpenAICompatProvider:
         if tools:
             request["tools"] = [t.openai() for t in tools]
         assembly = StreamAssembly()
-        latency_ms = drain(lambda: self._client.chat.completions.create(**request), assembly.add,
-                           lambda: assembly.usage, timeout_s=self.config.timeout_s,
-                           foreign=(openai.OpenAIError, httpx2.HTTPError), translate=self._translate)
+        bound = sdk_timeout(self.config, timeout_s)  # the SDK's own waits never outlast the caller's bound
+        latency_ms = drain(lambda: self._client.chat.completions.create(**request, timeout=bound), assembly.add,
+                           lambda: assembly.usage, timeout_s=call_timeout(self.config, timeout_s),
+                           foreign=(openai.OpenAIError, httpx2.HTTPError),
+                           translate=lambda error: self._translate(error, bound.read))
         return assembly.turn().model_copy(update={"latency_ms": latency_ms})
 
-    def _translate(self, error: BaseException) -> ModelError:
-        return translate_error(error, self._secret, self.config.stall_timeout_s, str(self._client.base_url))
+    def _translate(self, error: BaseException, stall_s: float) -> ModelError:
+        return translate_error(error, self._secret, stall_s, str(self._client.base_url))
 
 
 class StreamAssembly:
@@ -176,7 +179,7 @@ def _error_fields(error: openai.APIError) -> tuple[str, str]:
 def translate_error(error: BaseException, secret: str | None, stall_s: float = 0, endpoint: str = "") -> ModelError:
     """The one place OpenAI SDK / httpx errors become harness.errors (keys redacted)."""
     if isinstance(error, (openai.APITimeoutError, httpx2.TimeoutException)):
-        return ModelUnavailable(f"model endpoint timed out or stalled (no data for {stall_s:g}s)")
+        return ModelUnavailable(f"model endpoint timed out or stalled (no data for {stall_s:.3g}s)")
     if isinstance(error, (openai.APIConnectionError, httpx2.TransportError)):
         cause = error.__cause__ or error
         return ModelUnavailable(redact(f"cannot reach the model endpoint {endpoint}: {cause}".replace("  ", " "), secret))

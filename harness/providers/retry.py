@@ -61,8 +61,10 @@ class RetryPolicy:
         *,
         sleep: Callable[[float], None] = time.sleep,
         rng: Callable[[], float] = random.random,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config or RetryConfig()
+        self._clock = clock
         self.session_retries = 0
         self.waits: list[float] = []
         """Every wait this policy slept, in order (for reports and tests)."""
@@ -78,13 +80,22 @@ class RetryPolicy:
         backoff = min(cfg.initial_backoff_s * 2 ** (retry_number - 1), cfg.max_backoff_s)
         return backoff * (1.0 - cfg.jitter + cfg.jitter * self._rng())
 
-    def call(self, attempt: Callable[[], T]) -> tuple[T, int]:
-        """Run `attempt` under the policy; return its result and how many retries it took."""
+    def now(self) -> float:
+        """This policy's clock (deadlines given to `call` are on it)."""
+        return self._clock()
+
+    def call(self, attempt: Callable[[], T], deadline: float | None = None) -> tuple[T, int]:
+        """Run `attempt` under the policy; return its result and how many retries it took. No retry
+        starts (or waits) past `deadline` (on this policy's clock)."""
         cfg = self.config
         retries = 0
 
-        def stop(state: RetryCallState) -> bool:
-            return state.attempt_number > cfg.max_retries_per_call or self.session_retries >= cfg.max_retries_per_session
+        def out_of_time(state: RetryCallState) -> bool:
+            return deadline is not None and self._clock() + state.upcoming_sleep >= deadline
+
+        def stop(state: RetryCallState) -> bool:  # tenacity computes the wait first: upcoming_sleep is known
+            return (state.attempt_number > cfg.max_retries_per_call or self.session_retries >= cfg.max_retries_per_session
+                    or out_of_time(state))
 
         def wait(state: RetryCallState) -> float:
             assert state.outcome is not None
@@ -99,10 +110,12 @@ class RetryPolicy:
         def exhausted(state: RetryCallState) -> T:
             assert state.outcome is not None
             last = state.outcome.exception()
-            scope = "session" if self.session_retries >= cfg.max_retries_per_session else "call"
-            raise RetryBudgetExhausted(
-                f"model call failed after {state.attempt_number} attempts ({scope} retry budget spent): {last}", last
-            ) from last
+            if state.attempt_number <= cfg.max_retries_per_call and self.session_retries < cfg.max_retries_per_session:
+                why = "the next retry would end past the run's wall clock"
+            else:
+                why = f"{'session' if self.session_retries >= cfg.max_retries_per_session else 'call'} retry budget spent"
+            raise RetryBudgetExhausted(f"model call failed after {state.attempt_number} attempts ({why}): {last}",
+                                       last) from last
 
         retrying = Retrying(
             retry=retry_if_exception(_is_retryable),
@@ -127,14 +140,18 @@ class RetryingProvider:
     def __repr__(self) -> str:
         return f"RetryingProvider({self.name!r})"
 
-    def complete(self, messages: Sequence[Message], tools: Sequence[ToolSchema], *, max_tokens: int) -> ModelTurn:
-        """One model turn, retried per the policy; usage and cost include failed attempts."""
+    def complete(self, messages: Sequence[Message], tools: Sequence[ToolSchema], *, max_tokens: int,
+                 timeout_s: float | None = None) -> ModelTurn:
+        """One model turn, retried per the policy; usage and cost include failed attempts. With
+        `timeout_s`, every attempt gets only what is left of it and no retry starts past it."""
         failed_usage = Usage()
+        deadline = None if timeout_s is None else self.policy.now() + timeout_s
 
         def attempt() -> ModelTurn:
             nonlocal failed_usage
+            left = None if deadline is None else max(0.001, deadline - self.policy.now())
             try:
-                return self.inner.complete(messages, tools, max_tokens=max_tokens)
+                return self.inner.complete(messages, tools, max_tokens=max_tokens, timeout_s=left)
             except ModelError as error:
                 if error.usage is not None:
                     failed_usage = failed_usage + error.usage
@@ -142,7 +159,7 @@ class RetryingProvider:
 
         model = getattr(self.inner, "model", "")
         try:
-            turn, retries = self.policy.call(attempt)
+            turn, retries = self.policy.call(attempt, deadline)
         except ModelError as error:
             error.usage = failed_usage
             error.cost_usd = self.prices.cost(model, failed_usage).usd

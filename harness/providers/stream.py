@@ -14,9 +14,16 @@ from harness.providers.base import ProviderConfig
 from harness.types import Usage
 
 
-def sdk_timeout(config: ProviderConfig) -> httpx2.Timeout:
-    """The read timeout is the stall detector: no bytes for `stall_timeout_s` = a timeout."""
-    return httpx2.Timeout(config.timeout_s, connect=config.connect_timeout_s, read=config.stall_timeout_s)
+def sdk_timeout(config: ProviderConfig, limit_s: float | None = None) -> httpx2.Timeout:
+    """The read timeout is the stall detector: no bytes for `stall_timeout_s` = a timeout. With
+    `limit_s` (what the caller has left) no part of the call may wait longer than that."""
+    cap = call_timeout(config, limit_s)
+    return httpx2.Timeout(cap, connect=min(config.connect_timeout_s, cap), read=min(config.stall_timeout_s, cap))
+
+
+def call_timeout(config: ProviderConfig, limit_s: float | None) -> float:
+    """The whole call's bound: the provider's timeout, or less when the caller has less left."""
+    return config.timeout_s if limit_s is None else max(0.001, min(config.timeout_s, limit_s))
 
 
 def drain(open_stream: Callable[[], ContextManager[Any]], add: Callable[[Any], None],

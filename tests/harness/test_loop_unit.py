@@ -30,7 +30,8 @@ class FailingProvider:
     def __init__(self, turns: list[ModelTurn], error: BaseException) -> None:
         self.turns, self.error = turns, error
 
-    def complete(self, messages: Sequence[Message], tools: Sequence[ToolSchema], *, max_tokens: int) -> ModelTurn:
+    def complete(self, messages: Sequence[Message], tools: Sequence[ToolSchema], *, max_tokens: int,
+                 timeout_s: float | None = None) -> ModelTurn:
         if self.turns:
             return self.turns.pop(0)
         raise self.error

@@ -11,9 +11,11 @@ import pytest
 from harness.budget import Budget
 from harness.cli import wiring
 from harness.config import LimitsConfig, RunConfig
+from harness.errors import ModelUnavailable, RetryBudgetExhausted
 from harness.outcome import RunState
 from harness.providers.scripted import ScriptedProvider, parse_script
 from harness.trajectory import read_records
+from harness.types import ModelTurn, ToolCall, Usage
 from sandbox.fake import FakeSandbox
 from sandbox.session import Session, SessionConfig
 from tests.harness.conftest import turn
@@ -82,3 +84,36 @@ def test_a_slow_command_is_cut_at_the_wall_clock_limit(harness, script):
     assert tools[0].envelope.limits.timeout_s <= 9
     assert tools[0].error_kind == "timeout"
     assert json.loads(tools[0].model_dump_json())["envelope"]["duration_ms"] < 15_000
+
+
+class SlowModel:
+    """Answers one tool turn after 20 s of (fake) time, then hangs until its timeout runs out."""
+
+    name = "slow"
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock, self.given = clock, []
+
+    def complete(self, messages, tools, *, max_tokens, timeout_s=None):
+        self.given.append(timeout_s)
+        if len(self.given) == 1:
+            self.clock.now += 20
+            return ModelTurn(tool_calls=[ToolCall(id="a", name="list_dir")], usage=Usage(input_tokens=3))
+        self.clock.now += timeout_s  # the whole time it was given, then the transport gives up
+        error = RetryBudgetExhausted("model call failed after 2 attempts (the next retry would end past the run's "
+                                     "wall clock): model endpoint timed out", ModelUnavailable("timed out"))
+        error.usage, error.cost_usd = Usage(input_tokens=4), 0.5
+        raise error
+
+
+def test_a_model_call_gets_the_time_left_and_running_into_it_is_the_wall_clock_limit(tmp_path):
+    agent, _, folder = agent_with_clock(tmp_path, "turns: []\n", "true", {})
+    clock = Clock()
+    model = agent.provider = SlowModel(clock)
+    agent.budget = Budget(agent.budget.limits, agent.state.spent, clock=clock)
+    result = agent.run()
+    assert model.given == [pytest.approx(60), pytest.approx(40)]  # 60 s run: all of it, then what was left
+    assert result.outcome == "limit:wall_clock" and result.exit_code == 13
+    assert "ran into the wall clock" in result.detail and "timed out" in result.detail
+    assert result.tokens["input"] == 7 and result.cost_usd == 0.5  # the failed call is billed
+    assert read_records(folder)[-1].kind == "outcome"

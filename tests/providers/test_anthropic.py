@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import genai_prices
 import pytest
@@ -160,3 +161,12 @@ def test_usage_with_cached_tokens_is_normalised(wire):
         genai_prices.Usage(input_tokens=9600, cache_read_tokens=9000, cache_write_tokens=500, output_tokens=40),
         MODEL, provider_id="anthropic").total_price
     assert turn.cost_known and turn.cost_usd == pytest.approx(float(expected)) and turn.cost_usd > 0
+
+
+def test_a_call_given_less_time_than_its_stall_timeout_ends_in_that_time(wire, sleeps):
+    wire.push(anthropic_turn("slow", stall_after=1, stall_s=20), anthropic_turn("too late"))
+    started = time.monotonic()
+    with pytest.raises(RetryBudgetExhausted) as caught:
+        provider(wire, sleeps, stall_timeout_s=60).complete(PROMPT, [TOOL], max_tokens=50, timeout_s=0.5)
+    assert time.monotonic() - started < 5
+    assert "wall clock" in str(caught.value) and "no data for 0.5s" in str(caught.value.last_error)

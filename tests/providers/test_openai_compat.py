@@ -226,3 +226,14 @@ def test_connection_refused_is_retryable_then_exhausted(sleeps):
         make_provider("openai:gpt-4.1", cfg, api_key=KEY, sleep=sleeps).complete(PROMPT, [TOOL], max_tokens=50)
     assert isinstance(caught.value.last_error, ModelUnavailable) and len(sleeps.waits) == 2
     assert "127.0.0.1:9" in str(caught.value)
+
+
+def test_a_call_given_less_time_than_its_stall_timeout_ends_in_that_time(wire, sleeps):
+    # The run's wall clock has 0.5 s left: a stalled stream may not hold the call for stall_timeout_s (60 s).
+    wire.push(openai_turn("x", stall_after=1, stall_s=20), openai_turn("too late"))
+    started = time.monotonic()
+    with pytest.raises(RetryBudgetExhausted) as caught:
+        provider(wire, sleeps, stall_timeout_s=60).complete(PROMPT, [TOOL], max_tokens=50, timeout_s=0.5)
+    assert time.monotonic() - started < 5
+    assert "wall clock" in str(caught.value) and isinstance(caught.value.last_error, ModelUnavailable)
+    assert "no data for 0.5s" in str(caught.value.last_error)

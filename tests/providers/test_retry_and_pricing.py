@@ -109,3 +109,36 @@ def test_the_price_table_is_loaded_only_when_a_price_is_needed():
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
     assert PriceTable(vendor="openai").cost("gpt-4o", Usage(input_tokens=1000, output_tokens=10)).usd > 0
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_no_retry_waits_or_starts_past_the_deadline():
+    clock, sleeps = FakeClock(), []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        clock.now += seconds
+
+    policy = RetryPolicy(RetryConfig(initial_backoff_s=1.0, jitter=0.0), sleep=sleep, clock=clock)
+    attempts = []
+
+    def attempt():
+        attempts.append(clock.now)
+        clock.now += 2.0  # each attempt takes 2 s
+        raise ModelUnavailable("down")
+
+    with pytest.raises(RetryBudgetExhausted) as caught:
+        policy.call(attempt, deadline=clock.now + 6.5)
+    # 100-102 fails, waits 1 s, 103-105 fails; a 2 s wait would end at 107 > 106.5: no third attempt.
+    assert attempts == [100.0, 103.0] and sleeps == [1.0]
+    assert "the next retry would end past the run's wall clock" in str(caught.value)
+    with pytest.raises(RetryBudgetExhausted) as caught:  # without a deadline the call budget is what ends it
+        RetryPolicy(RetryConfig(max_retries_per_call=1), sleep=lambda s: None).call(attempt)
+    assert "call retry budget spent" in str(caught.value)
