@@ -146,7 +146,8 @@ class Agent:
                  records: list[ToolRecord | None]) -> None:
         cap, ctx = self._time_cap(), self.tool_context
         follow = ctx.follow  # a writable-root session's spec moves with its steps: cap it as it is read
-        context = dataclasses.replace(ctx, spec=cap(ctx.spec), follow=(lambda: cap(follow())) if follow else None)
+        context = dataclasses.replace(ctx, spec=cap(ctx.spec), follow=(lambda: cap(follow())) if follow else None,
+                                      approval_within_s=self.budget.remaining_s())
         results = self.registry.execute_turn([calls[i] for i in batch], context)
         for index, result in zip(batch, results):
             records[index] = ToolRecord.of(step, attempt, calls[index], result)

@@ -97,6 +97,9 @@ class ToolContext:
     """The session's current spec, read at each call (a writable-root session's image moves with its
     steps); None means `spec` never changes."""
 
+    approval_within_s: float | None = None
+    """The longest an unattended approval may wait (the run's wall clock left); None: its own timeout."""
+
     def call_spec(self) -> SandboxSpec:
         """The spec this call runs with."""
         return self.follow() if self.follow is not None else self.spec
@@ -270,7 +273,8 @@ class Registry:
             return fail("invalid_arguments", f"{call.name}: {error}")
         decision = ctx.gate.check(request)
         if decision.action == "ask":
-            decision = (ctx.approver.decide(request, decision, call.id) if ctx.approver is not None else
+            decision = (ctx.approver.decide(request, decision, call.id, within_s=ctx.approval_within_s)
+                        if ctx.approver is not None else
                         Decision(action="deny", rule=decision.rule, reason=decision.reason + "; no approver configured"))
         if decision.action != "allow":
             return fail("denied", f"{decision.reason} (rule {decision.rule})", decision)

@@ -151,6 +151,18 @@ def test_ask_goes_to_unattended_approver_and_is_denied_after_timeout(ws: Path, t
     assert '"deny"' in (approvals / "ask-1.decision.json").read_text()
 
 
+def test_unattended_wait_never_outlasts_the_wall_clock_left(ws: Path, tmp_path: Path) -> None:
+    approvals = tmp_path / "approvals"
+    ctx = context(ws, ask_programs=["echo"], allowed_programs=["ls"])
+    ctx.approver = UnattendedApprover(UnattendedConfig(approvals_dir=approvals, timeout_s=30, poll_s=0.05))
+    ctx.approval_within_s = 0.2  # what the run has left: not the 30 s the approver would wait
+    started = time.monotonic()
+    result = REGISTRY.execute(call("run_command", "ask-2", command="echo hi"), ctx)
+    assert time.monotonic() - started < 5
+    assert result.error_kind == "denied" and "no approval within 0.2s" in result.text
+    assert '"timeout_s": 0.2' in (approvals / "ask-2.request.json").read_text()
+
+
 def test_unattended_answer_file_allows(tmp_path: Path) -> None:
     approver = UnattendedApprover(UnattendedConfig(approvals_dir=tmp_path, timeout_s=5, poll_s=0.02))
     request = GateRequest(tool="run_command", tier="exec", command="make")

@@ -165,7 +165,8 @@ class SwapThenAllow:
     def __init__(self, target: Path, outside: str) -> None:
         self.target, self.outside = target, outside
 
-    def decide(self, request: GateRequest, decision: Decision, call_id: str) -> Decision:
+    def decide(self, request: GateRequest, decision: Decision, call_id: str, *,
+               within_s: float | None = None) -> Decision:
         shutil.move(self.target, self.target.with_name("moved"))
         os.symlink(self.outside, self.target)
         return Decision(action="allow", rule="test-swap", reason="swapped after the check")
