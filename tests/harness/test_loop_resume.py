@@ -58,11 +58,11 @@ def test_resume_after_kill_9_matches_an_uninterrupted_run(harness, script, basel
     assert crashed.code == -9, crashed.stderr
     assert read_state(harness.session_dir("s"), RunState).step == 2  # step 3 never completed
     mine = {"label": ["harness.session=s", f"harness.state={harness.state_dir.resolve()}"]}
-    assert docker_client.containers.list(all=True, filters=mine)  # the crashed run's warm containers
+    assert docker_client.containers.list(all=True, filters=mine, ignore_removed=True)  # the crashed run's warm containers
     resumed = harness("resume", "s", "--json")
     assert resumed.code == 0, resumed.stdout + resumed.stderr
     assert resumed.json()["outcome"] == "verified" and resumed.json()["steps"] == 4
-    assert docker_client.containers.list(all=True, filters=mine) == []  # resume removed them; its own are closed
+    assert docker_client.containers.list(all=True, filters=mine, ignore_removed=True) == []  # resume removed them; its own are closed
     workspace, patch = baseline
     assert files(harness.session_dir("s") / "workspace") == workspace
     assert Path(resumed.json()["patch"]).read_text() == patch
