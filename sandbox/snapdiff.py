@@ -160,6 +160,7 @@ GIT_FLAGS = [
 def git(store: ObjectStore, *args: str, cwd: str | None = None, work_tree: str | None = None,
         stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     """Run git against our bare store only (optionally reading a work tree, never its config)."""
+    store.flush()  # objects written since the last snapshot must be on disk for git to read them
     with tempfile.TemporaryDirectory(prefix="harness-git-home-") as home:
         env = git_env(str(store.git_dir), home)
         if work_tree is not None:

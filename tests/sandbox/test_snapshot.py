@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from sandbox import objects as objects_module
 from sandbox import snapdiff
 from sandbox.errors import SnapshotError
 from sandbox.snapshot import SnapshotConfig, SnapshotStore
@@ -33,8 +34,15 @@ def _edits(ws: Path) -> list:
     ]
 
 
+@pytest.fixture(params=["loose", "packed"])
+def storage(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every new object written loose, or every snapshot's new objects written as one pack."""
+    monkeypatch.setattr(objects_module, "LOOSE_MAX", 10**9 if request.param == "loose" else 0)
+    return request.param
+
+
 @pytest.mark.parametrize("watch", [True, False], ids=["watcher", "stat-walk"])
-def test_rollback_to_every_step_is_byte_identical(tmp_path: Path, watch: bool) -> None:
+def test_rollback_to_every_step_is_byte_identical(tmp_path: Path, watch: bool, storage: str) -> None:
     ws = make_repo(tmp_path / "ws")
     store = SnapshotStore(ws, tmp_path / "store", SnapshotConfig(watch=watch))
     trees, prints = [store.snapshot()], [fingerprint(ws)]
@@ -49,7 +57,11 @@ def test_rollback_to_every_step_is_byte_identical(tmp_path: Path, watch: bool) -
     store.close()
     reopened = SnapshotStore(ws, tmp_path / "store", SnapshotConfig(watch=watch))
     assert reopened.snapshot() == trees[5]
+    reopened.restore(trees[0])  # a new process reads what the first one stored (its packs' indexes)
+    assert fingerprint(ws) == prints[0]
     reopened.close()
+    packs = list((tmp_path / "store" / "git" / "objects" / "pack").glob("*.pack"))
+    assert (len(packs) == len(trees)) if storage == "packed" else not packs
 
 
 def test_stores_ignored_files_nested_git_and_links_as_links(tmp_path: Path) -> None:
@@ -125,7 +137,7 @@ def test_large_files_are_stored_by_hash_and_ignored_paths_skipped(tmp_path: Path
     assert left_out == ["data/big.bin"] and "big.bin" not in text
 
 
-def test_diff_lists_text_binary_and_mode_changes(tmp_path: Path) -> None:
+def test_diff_lists_text_binary_and_mode_changes(tmp_path: Path, storage: str) -> None:
     ws = make_repo(tmp_path / "ws")
     store = SnapshotStore(ws, tmp_path / "store")
     a = store.snapshot()
@@ -278,6 +290,9 @@ def test_durable_snapshot_flushes_only_its_own_files(tmp_path: Path, monkeypatch
     store.snapshot()
     store.close()
     objects = tmp_path / "store" / "git" / "objects"
-    on_disk = {str(p) for p in objects.glob("??/*")} | {str(p) for p in (tmp_path / "store" / "large").iterdir()}
-    assert len(on_disk) > 300 and on_disk <= set(synced), "every new object and large file is fsynced"
-    assert {str(objects), str(tmp_path / "store"), *(str(p) for p in objects.glob("??"))} <= set(synced)
+    packs = {str(p) for p in (objects / "pack").iterdir()}
+    assert len(packs) == 2, "300 new objects go into one pack (and its index)"
+    on_disk = {str(p) for p in objects.glob("??/*")} | packs | {str(p) for p in (tmp_path / "store" / "large").iterdir()}
+    assert on_disk <= set(synced), "every new object file, pack and large file is fsynced"
+    folders = {str(objects), str(objects / "pack"), str(tmp_path / "store"), *(str(p) for p in objects.glob("??"))}
+    assert folders <= set(synced)
