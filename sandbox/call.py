@@ -26,6 +26,12 @@ def rootfs_changed(paths: list[str], keep_out: Sequence[str]) -> bool:
     return any(not any(under(p, top) for top in (*keep_out, *ENGINE_ARTIFACTS)) for p in leaves)
 
 
+def shut(sock: Any) -> None:
+    """End both directions of an attach socket (wakes a reader blocked on it, unlike close)."""
+    with contextlib.suppress(OSError):
+        getattr(sock, "_sock", sock).shutdown(socket.SHUT_RDWR)
+
+
 def send_stdin(sock: Any, data: bytes) -> None:
     raw = getattr(sock, "_sock", sock)
     with contextlib.suppress(OSError):
@@ -34,12 +40,15 @@ def send_stdin(sock: Any, data: bytes) -> None:
 
 
 class CallWatch:
-    """Kills the container at the deadline, on `stop`, or GRACE_S after the command has exited."""
+    """Kills the container at the deadline, on `stop`, or GRACE_S after the command has exited; if
+    the output stream is still open ABORT_AFTER_S after a kill, closes it from the host (`abort`),
+    so no engine or runtime that keeps an exec stream open can hold a call past its deadline."""
 
-    POLL_AFTER_S, POLL_EVERY_S, GRACE_S = 0.5, 0.25, 0.3
+    POLL_AFTER_S, POLL_EVERY_S, GRACE_S, ABORT_AFTER_S = 0.5, 0.25, 0.3, 2.0
 
-    def __init__(self, kill: Callable[[], None], exited: Callable[[], bool], timeout_s: float) -> None:
-        self._kill, self._exited = kill, exited
+    def __init__(self, kill: Callable[[], None], exited: Callable[[], bool], timeout_s: float,
+                 abort: Callable[[], None] = lambda: None) -> None:
+        self._kill, self._exited, self._abort = kill, exited, abort
         self._deadline = time.monotonic() + timeout_s
         self._done = threading.Event()
         self.reason: str | None = None
@@ -61,14 +70,21 @@ class CallWatch:
         while not self._done.wait(max(0.0, min(self._deadline, next_poll) - time.monotonic())):
             now = time.monotonic()
             if now >= self._deadline:
-                self.stop("timeout")
+                if self.reason is None:
+                    self.reason = "timeout"
+                self._end()
                 return
             if now >= next_poll:
                 next_poll = now + self.POLL_EVERY_S
                 if self._exited():
                     if not self._done.wait(self.GRACE_S):
-                        self._kill()  # the command is over; its leftovers are not
+                        self._end()  # the command is over; its leftovers are not
                     return
+
+    def _end(self) -> None:
+        self._kill()
+        if not self._done.wait(self.ABORT_AFTER_S):
+            self._abort()  # the stream outlived the kill: stop reading it
 
 
 def cgroup_oom_killed(cid: str) -> bool:

@@ -23,8 +23,9 @@ import requests
 from docker.utils.socket import frames_iter
 
 from sandbox import hardening, netns
-from sandbox.call import CallWatch, cgroup_oom_killed, rootfs_changed, send_stdin
-from sandbox.engine import available_runtimes, connect, resolve_image, translate  # noqa: F401 (re-exported)
+from sandbox.call import CallWatch, cgroup_oom_killed, rootfs_changed, send_stdin, shut
+from sandbox.engine import (available_runtimes, connect, resolve_image, runtime_options,  # noqa: F401 (re-exported)
+                            translate, unenforced_limits)
 from sandbox.envelope import Envelope
 from sandbox.errors import RuntimeUnavailable, SandboxError, SpecError, WorkspaceError
 from sandbox.output import CappedOutput
@@ -53,7 +54,7 @@ class DockerSandbox:
         self._lock = threading.Lock()
         self._owned: set[str] = set()
         self._images: dict[str, tuple[float, str, str]] = {}
-        self._runtimes: list[str] | None = None
+        self._runtimes: dict[str, list[str]] | None = None
         self.pool = WarmPool(self._start, self._remove, PoolConfig(size=pool_size))
 
     # -- the Sandbox protocol -------------------------------------------------------------------
@@ -78,7 +79,8 @@ class DockerSandbox:
             finally:
                 self.pool.release(cid)
         self.pool.prewarm(key, config, family=spec.image)  # after the call: a start would slow it down
-        return Envelope(**outcome, limits=hardening.posture(spec, user), image_id=image_id,
+        unenforced = unenforced_limits((self._runtimes or {}).get(spec.runtime, []))
+        return Envelope(**outcome, limits=hardening.posture(spec, user, unenforced), image_id=image_id,
                         runtime=spec.runtime, committed_image=committed)
 
     def prewarm(self, *, workspace: Path, spec: SandboxSpec, mounts: Sequence[Mount] = ()) -> None:
@@ -135,10 +137,10 @@ class DockerSandbox:
 
     def _check_runtime(self, runtime: str) -> None:
         if self._runtimes is None:
-            self._runtimes = available_runtimes(self.client)
+            self._runtimes = runtime_options(self.client)
         if runtime not in self._runtimes:
             raise RuntimeUnavailable(
-                f"runtime {runtime!r} is not registered with the engine (have: {', '.join(self._runtimes)}); "
+                f"runtime {runtime!r} is not registered with the engine (have: {', '.join(sorted(self._runtimes))}); "
                 "install gVisor (apt-get install runsc) and add it to /etc/docker/daemon.json, or use --runtime runc")
 
     def _start(self, config: dict[str, Any], kind: str) -> str:
@@ -200,7 +202,8 @@ class DockerSandbox:
         with translate("starting the command"):
             started = time.monotonic()
             sock = self._api.exec_start(exec_id, socket=True)
-        watch = CallWatch(lambda: self._kill(cid), lambda: self._exec_exited(exec_id), spec.timeout_s)
+        watch = CallWatch(lambda: self._kill(cid), lambda: self._exec_exited(exec_id), spec.timeout_s,
+                          abort=lambda: shut(sock))
         out, err = CappedOutput(spec.stdout_cap), CappedOutput(spec.stderr_cap)
         try:
             self._api._disable_socket_timeout(sock)

@@ -79,5 +79,19 @@ def resolve_image(client: docker.DockerClient, name: str) -> tuple[str, str]:
 
 def available_runtimes(client: docker.DockerClient) -> list[str]:
     """OCI runtimes registered with the engine (e.g. runc, runsc)."""
+    return sorted(runtime_options(client))
+
+
+def runtime_options(client: docker.DockerClient) -> dict[str, list[str]]:
+    """Each registered runtime and the arguments the engine passes it."""
     with translate("reading engine info"):
-        return sorted(client.info().get("Runtimes", {}))
+        runtimes = client.info().get("Runtimes", {})
+    return {name: list((options or {}).get("runtimeArgs") or []) for name, options in runtimes.items()}
+
+
+CGROUP_LIMITS = ["memory", "cpus", "pids"]
+
+
+def unenforced_limits(args: list[str]) -> list[str]:
+    """The limits a runtime started with these arguments leaves unenforced."""
+    return list(CGROUP_LIMITS) if "--ignore-cgroups" in args else []

@@ -26,6 +26,9 @@ class Posture(BaseModel):
     cap_drop: str = "ALL"
     no_new_privileges: bool = True
     seccomp: str = "default"
+    unenforced: list[str] = []
+    """Limits above that this runtime, as registered with the engine, does not enforce (gVisor with
+    `--ignore-cgroups`: memory, cpus, pids). The wall clock and output caps are enforced from the host."""
 
 
 class Envelope(BaseModel):

@@ -66,7 +66,8 @@ def config_key(config: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def posture(spec: SandboxSpec, user: str) -> Posture:
+def posture(spec: SandboxSpec, user: str, unenforced: Sequence[str] = ()) -> Posture:
     """The posture recorded in every envelope."""
     return Posture(runtime=spec.runtime, network=spec.network, read_only_root=spec.read_only_root, user=user,
-                   cpus=spec.cpus, memory=spec.memory, pids=spec.pids, timeout_s=spec.timeout_s, tmpfs=spec.tmpfs)
+                   cpus=spec.cpus, memory=spec.memory, pids=spec.pids, timeout_s=spec.timeout_s, tmpfs=spec.tmpfs,
+                   unenforced=list(unenforced))

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Make sure a Docker engine answers. On Debian as root with none answering, install Debian's engine
 # package and start dockerd in the background. Idempotent: returns at once when an engine answers.
+# An engine this script starts also gets gVisor (`--runtime runsc`) installed and registered, with the
+# runtime arguments it needs on cgroup-v1 hosts; an engine that already answers is never reconfigured.
 set -euo pipefail
 
 engine_answers() { docker info >/dev/null 2>&1; }
@@ -19,7 +21,31 @@ if ! command -v dockerd >/dev/null 2>&1; then
   apt-get install -y -qq docker.io >/dev/null
 fi
 
+register_gvisor() {
+  if ! command -v runsc >/dev/null 2>&1; then
+    echo "setup: installing gVisor (runsc)" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    if ! apt-get install -y -qq runsc >/dev/null 2>&1; then
+      apt-get update -qq >/dev/null 2>&1 || true
+      apt-get install -y -qq runsc >/dev/null 2>&1 || { echo "setup: runsc is not installable here; --runtime runsc stays unavailable" >&2; return 0; }
+    fi
+  fi
+  mkdir -p /etc/docker
+  python3 - "$(command -v runsc)" <<'PY'
+import json, pathlib, sys
+path = pathlib.Path("/etc/docker/daemon.json")
+text = path.read_text() if path.exists() else ""
+config = json.loads(text) if text.strip() else {}
+runtimes = config.setdefault("runtimes", {})
+if "runsc" not in runtimes:
+    runtimes["runsc"] = {"path": sys.argv[1], "runtimeArgs": ["--network=none", "--ignore-cgroups"]}
+    path.write_text(json.dumps(config, indent=2) + "\n")
+    print("setup: registered runsc in /etc/docker/daemon.json", file=sys.stderr)
+PY
+}
+
 if ! pgrep -x dockerd >/dev/null 2>&1; then
+  register_gvisor
   echo "setup: starting dockerd" >&2
   mkdir -p /var/log
   nohup dockerd >/var/log/harness-dockerd.log 2>&1 &

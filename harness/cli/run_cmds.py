@@ -44,6 +44,7 @@ def run(
     setup: Optional[list[str]] = typer.Option(None, "--setup", help="Setup command run once before step 1 (repeatable)."),
     setup_network: Optional[bool] = typer.Option(None, "--setup-network", help="Allow network for the setup commands only."),
     writable_root: bool = typer.Option(False, "--writable-root", help="Let commands change the container's root filesystem; each change is committed as the step's image."),
+    runtime: Optional[str] = typer.Option(None, "--runtime", help="OCI runtime of every call: runc (default) or runsc (gVisor)."),
     state_dir_opt: Optional[Path] = _STATE_DIR,
     config_file: Optional[Path] = typer.Option(None, "--config", help="Config file (default: the per-user config.toml)."),
     json_out: bool = _JSON,
@@ -56,7 +57,7 @@ def run(
             "setup": setup or None, "setup_network": setup_network, "limits.max_steps": max_steps,
             "limits.max_cost_usd": max_cost, "limits.max_tokens": max_tokens, "limits.timeout_min": timeout_min,
             "limits.max_verify_rounds": max_verify_rounds,
-            "sandbox.read_only_root": False if writable_root else None}
+            "sandbox.read_only_root": False if writable_root else None, "sandbox.runtime": runtime}
         config = load_config(config_file, overrides, repo=path)
         if not config.model:
             fail("no model: pass --model PROVIDER:MODEL or set model in the config file", ExitCode.USAGE)

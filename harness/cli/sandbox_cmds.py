@@ -16,7 +16,7 @@ from rich.table import Table
 
 from harness.cli.app import ExitCode, app, bench_app, console, docker_host, err_console, fail, reported, state_dir
 from sandbox import cleanup, images
-from sandbox.docker import DockerSandbox, available_runtimes, connect, translate
+from sandbox.docker import DockerSandbox, connect, runtime_options, translate, unenforced_limits
 from sandbox.envelope import Envelope
 from sandbox.errors import SandboxError
 from sandbox.spec import SandboxSpec
@@ -129,11 +129,16 @@ def doctor() -> None:
     with reported():
         version = client.version()
         info = client.info()
-        runtimes = available_runtimes(client)
+        options = runtime_options(client)
+        runtimes = sorted(options)
         rows = images.list_images(client)
     console.print(f"engine: Docker {version.get('Version')} (API {version.get('ApiVersion')}) at {client.api.base_url}")
     console.print(f"cgroups: v{info.get('CgroupVersion', '?')}  storage: {info.get('Driver')}")
     console.print(f"runtimes: {', '.join(runtimes)}" + ("" if "runsc" in runtimes else "  (runsc/gVisor not registered: optional)"))
+    for name in runtimes:
+        if unenforced_limits(options[name]):  # a note, not a problem: the user chose this registration
+            console.print(f"note: runtime {name} runs with --ignore-cgroups here: {', '.join(unenforced_limits(options[name]))} "
+                          "limits are not enforced under it (the wall clock and output caps are); envelopes record this")
     if "runc" not in runtimes:
         problems.append("runtime runc is missing: reinstall the engine (apt-get install docker.io)")
     for row in rows:

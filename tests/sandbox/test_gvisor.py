@@ -1,0 +1,89 @@
+"""`--runtime runsc`: calls run under gVisor's user-space kernel with the same posture (no network,
+read-only root, non-root user, host-enforced wall clock), never join a shared network namespace,
+and carry a whole `harness run` of the example to `verified`. gVisor is optional for users; CI
+registers it (scripts/ensure-engine.sh) and requires it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.trajectory import read_records
+from sandbox.cleanup import find_containers
+from sandbox.docker import DockerSandbox, available_runtimes, runtime_options
+
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(240)]
+ROOT = Path(__file__).resolve().parents[2]
+
+PROBE = textwrap.dedent("""
+    import os, socket, subprocess
+    print(open("/proc/version").read().split()[0], subprocess.run(["dmesg"], capture_output=True, text=True).stdout.splitlines()[0])
+    s = socket.socket(); s.settimeout(2)
+    print("connect", s.connect_ex(("1.1.1.1", 80)))
+    try:
+        open("/usr/evil", "w")
+    except OSError as error:
+        print("root-fs", type(error).__name__)
+    print("uid", os.getuid())
+""")
+
+
+@pytest.fixture
+def gvisor(docker_client) -> None:
+    if "runsc" not in available_runtimes(docker_client):
+        if os.environ.get("CI"):
+            pytest.fail("runsc is not registered with the engine; scripts/ensure-engine.sh registers it on an engine "
+                        "it starts", pytrace=False)
+        pytest.skip("gVisor (runsc) is not registered with this engine")
+
+
+def test_a_call_runs_under_gvisor_with_the_same_posture(gvisor, docker_client, run_label, workspace, spec,
+                                                       test_label) -> None:
+    runsc = spec.model_copy(update={"runtime": "runsc"})
+    with DockerSandbox(docker_client, run_id=run_label, pool_size=1) as box:
+        envelope = box.run(["python3", "-c", PROBE], workspace=workspace, spec=runsc)
+        assert envelope.exit_code == 0, envelope.render()
+        assert "Starting gVisor" in envelope.stdout  # gVisor's own kernel log, not the host's
+        assert "connect 0" not in envelope.stdout and "root-fs" in envelope.stdout and "uid 0" not in envelope.stdout
+        assert envelope.runtime == "runsc" and envelope.limits.runtime == "runsc" and envelope.limits.network == "none"
+        # Honest posture: a runsc registered with --ignore-cgroups (needed on cgroup-v1 hosts) does not
+        # enforce the cgroup limits, and the envelope says so; runc enforces them all.
+        ignores = "--ignore-cgroups" in runtime_options(docker_client)["runsc"]
+        assert envelope.limits.unenforced == (["memory", "cpus", "pids"] if ignores else [])
+        box.pool.wait_idle()
+        made = find_containers(docker_client, test_label)
+        assert made and all(c.attrs["HostConfig"]["Runtime"] == "runsc" for c in made)
+        assert all(c.labels["harness.kind"] != "netns" for c in made)  # gVisor keeps its own network stack
+        assert all(c.attrs["HostConfig"]["NetworkMode"] == "none" for c in made)
+        assert box.run(["true"], workspace=workspace, spec=spec).limits.unenforced == []  # runc enforces them all
+
+
+def test_the_wall_clock_kills_background_children_under_gvisor(gvisor, docker_client, run_label, workspace,
+                                                              spec) -> None:
+    runsc = spec.model_copy(update={"runtime": "runsc", "timeout_s": 2})
+    with DockerSandbox(docker_client, run_id=run_label, pool_size=0) as box:
+        started = time.monotonic()
+        envelope = box.run(["sh", "-c", "setsid sleep 300 & sleep 300"], workspace=workspace, spec=runsc)
+        assert (envelope.exit_code, envelope.status) == (124, "timeout")
+        assert time.monotonic() - started < 30
+
+
+def test_harness_run_of_the_example_is_verified_under_gvisor(gvisor, tmp_path, run_label) -> None:
+    command = [sys.executable, "-c", "from harness.cli import main; main()", "run", "--image", "py311",
+               "--runtime", "runsc", "--model", f"scripted:{ROOT / 'examples' / 'calc-fix.yaml'}",
+               str(ROOT / "examples" / "calc"), "--task", "Fix the failing tests in calc.",
+               "--verify", "python3 -m pytest -q", "--json"]
+    env = {**os.environ, "HARNESS_RUN_ID": run_label, "HARNESS_STATE_DIR": str(tmp_path / "sessions")}
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=200)
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads(done.stdout)
+    assert result["outcome"] == "verified"
+    tools = [r for r in read_records(Path(result["session_dir"])) if r.kind == "tool" and r.envelope is not None]
+    assert tools and {r.envelope.runtime for r in tools} == {"runsc"}
