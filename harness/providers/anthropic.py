@@ -24,7 +24,7 @@ from harness.errors import (
 from harness.providers.arguments import build_tool_call
 from harness.providers.base import ProviderConfig, redact, register_provider
 from harness.providers.retry import parse_retry_after
-from harness.providers.stream import call_timeout, drain, sdk_timeout
+from harness.providers.stream import drain, sdk_timeout
 from harness.types import Message, ModelTurn, StopReason, ToolSchema, Usage
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -72,11 +72,9 @@ class AnthropicProvider:
         if tools:
             request["tools"] = [t.anthropic() for t in tools]
         assembly = EventAssembly()
-        bound = sdk_timeout(self.config, timeout_s)  # the SDK's own waits never outlast the caller's bound
-        latency_ms = drain(lambda: self._client.messages.create(**request, timeout=bound), assembly.add, assembly.usage,
-                           timeout_s=call_timeout(self.config, timeout_s),
-                           foreign=(anthropic.AnthropicError, httpx2.HTTPError),
-                           translate=lambda error: self._translate(error, bound.read))
+        latency_ms = drain(lambda timeout: self._client.messages.create(**request, timeout=timeout), assembly.add,
+                           assembly.usage, config=self.config, limit_s=timeout_s,
+                           foreign=(anthropic.AnthropicError, httpx2.HTTPError), translate=self._translate)
         return assembly.turn().model_copy(update={"latency_ms": latency_ms})
 
     def _translate(self, error: BaseException, stall_s: float) -> ModelError:

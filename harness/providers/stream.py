@@ -26,16 +26,20 @@ def call_timeout(config: ProviderConfig, limit_s: float | None) -> float:
     return config.timeout_s if limit_s is None else max(0.001, min(config.timeout_s, limit_s))
 
 
-def drain(open_stream: Callable[[], ContextManager[Any]], add: Callable[[Any], None],
-          usage: Callable[[], Usage | None], *, timeout_s: float, foreign: tuple[type[BaseException], ...],
-          translate: Callable[[BaseException], ModelError]) -> int:
+def drain(open_stream: Callable[[httpx2.Timeout], ContextManager[Any]], add: Callable[[Any], None],
+          usage: Callable[[], Usage | None], *, config: ProviderConfig, limit_s: float | None,
+          foreign: tuple[type[BaseException], ...], translate: Callable[[BaseException, float], ModelError]) -> int:
     """Feed every event of the stream to `add`; return the call's latency in ms.
 
-    The whole call is bounded by timeout_s; SDK and transport errors (`foreign`) are translated.
+    The whole call is bounded by the provider's timeout, or by `limit_s` (what the caller has left)
+    when that is shorter; `open_stream` gets the SDK timeout with the same bound, so none of the
+    SDK's own waits outlasts it. SDK and transport errors (`foreign`) are translated, given the
+    stall timeout that applied.
     """
+    bound, timeout_s = sdk_timeout(config, limit_s), call_timeout(config, limit_s)
     started = time.monotonic()
     try:
-        with open_stream() as stream:
+        with open_stream(bound) as stream:
             for event in stream:
                 add(event)
                 if time.monotonic() - started > timeout_s:
@@ -44,7 +48,7 @@ def drain(open_stream: Callable[[], ContextManager[Any]], add: Callable[[Any], N
         error.usage = usage()
         raise
     except foreign as error:
-        translated = translate(error)
+        translated = translate(error, bound.read)
         translated.usage = usage()
         raise translated from None
     return int((time.monotonic() - started) * 1000)
