@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 from harness import resume
 from harness.budget import Budget
 from harness.context import Context
-from harness.errors import LimitReached, ModelError, Stop
+from harness.errors import ModelError, Stop
 from harness.outcome import RunResult, RunState
 from harness.seams import Provider, RegistryLike, Sandbox, SessionLike, VerifierLike
 from harness.tools.registry import ToolContext
@@ -70,6 +70,9 @@ class Agent:
             self.budget.charge(error.usage, error.cost_usd)  # failed calls are billed too
             self._save()  # safe: a failed call added nothing to the conversation
             outcome, detail = "model_error", f"{type(error).__name__}: {error}"
+            remaining = self.budget.remaining_s()
+            if remaining is not None and remaining < self.budget.limits.min_call_s:  # cut short by the wall clock
+                outcome, detail = "limit:wall_clock", f"the model call ran into the wall clock ({detail})"
         except SandboxError as error:
             outcome, detail = "sandbox_error", f"{type(error).__name__}: {error}"
         except KeyboardInterrupt:
@@ -88,12 +91,8 @@ class Agent:
         messages = self.context.prepare(self.tools)
         self.trajectory.append_request(step, messages, self.tools, self.context.estimate_tokens(self.tools))
         limit = self.budget.call_timeout(math.inf)  # the model call (and its retries) ends with the wall clock
-        try:
-            turn: ModelTurn = self.provider.complete(messages, self.tools, max_tokens=self.max_turn_tokens,
-                                                     timeout_s=None if math.isinf(limit) else limit)
-        except ModelError as error:
-            self._stop_if_out_of_time(error)
-            raise
+        turn: ModelTurn = self.provider.complete(messages, self.tools, max_tokens=self.max_turn_tokens,
+                                                 timeout_s=None if math.isinf(limit) else limit)
         self.on_phase("model_answered")
         self.trajectory.append(TurnRecord(step=step, turn=turn), durable=True)
         self.on_phase("turn_recorded")
@@ -206,15 +205,6 @@ class Agent:
         """Caps a call's timeout at the wall clock left; LimitReached before the call when too little is."""
         limit = self.budget.call_timeout(math.inf)
         return lambda spec: spec if spec.timeout_s <= limit else spec.model_copy(update={"timeout_s": limit})
-
-    def _stop_if_out_of_time(self, error: ModelError) -> None:
-        """A model call cut short by the wall clock ends the run as `limit:wall_clock`, not `model_error`."""
-        remaining = self.budget.remaining_s()
-        if remaining is not None and remaining < self.budget.limits.min_call_s:
-            self.budget.charge(error.usage, error.cost_usd)  # failed calls are billed too
-            self._save()  # safe: a failed call added nothing to the conversation
-            raise LimitReached("wall_clock", f"the model call ran into the wall clock ({type(error).__name__}: "
-                                             f"{error})") from error
 
     def _save(self) -> None:
         self.state.context = self.context.state()

@@ -43,10 +43,11 @@ def orphaned(container: Container) -> bool:
     return not (pid.isdigit() and psutil.pid_exists(int(pid)))
 
 
-def prune(client: docker.DockerClient, *, everything: bool = False, run_id: str | None = None) -> int:
+def prune(client: docker.DockerClient, *, everything: bool = False, run_id: str | None = None,
+          labels: Mapping[str, str] | None = None) -> int:
     """Remove leftover harness containers: orphaned ones, or with everything=True all of them;
-    with run_id only those of that run."""
-    found = find_containers(client, {"harness.run": run_id})
+    with run_id only those of that run, with labels only those carrying them too."""
+    found = find_containers(client, {"harness.run": run_id, **(labels or {})})
     doomed = found if everything else [c for c in found if orphaned(c)]
     return remove_containers(client, doomed)
 
@@ -54,5 +55,4 @@ def prune(client: docker.DockerClient, *, everything: bool = False, run_id: str 
 def prune_session(client: docker.DockerClient, session_id: str, state_dir: Path) -> int:
     """Remove what a crashed controller of this session left running (warm containers, its network
     namespace holder); containers of a live controller are never touched."""
-    found = find_containers(client, {SESSION_LABEL: session_id, STATE_LABEL: str(Path(state_dir).resolve())})
-    return remove_containers(client, [c for c in found if orphaned(c)])
+    return prune(client, labels={SESSION_LABEL: session_id, STATE_LABEL: str(Path(state_dir).resolve())})

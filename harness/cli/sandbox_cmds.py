@@ -136,8 +136,8 @@ def doctor() -> None:
     console.print(f"cgroups: v{info.get('CgroupVersion', '?')}  storage: {info.get('Driver')}")
     console.print(f"runtimes: {', '.join(runtimes)}" + ("" if "runsc" in runtimes else "  (runsc/gVisor not registered: optional)"))
     for name in runtimes:
-        if unenforced_limits(options[name]):  # a note, not a problem: the user chose this registration
-            console.print(f"note: runtime {name} runs with --ignore-cgroups here: {', '.join(unenforced_limits(options[name]))} "
+        if unenforced := unenforced_limits(options[name]):  # a note, not a problem: the user chose this registration
+            console.print(f"note: runtime {name} runs with --ignore-cgroups here: {', '.join(unenforced)} "
                           "limits are not enforced under it (the wall clock and output caps are); envelopes record this")
     if "runc" not in runtimes:
         problems.append("runtime runc is missing: reinstall the engine (apt-get install docker.io)")
