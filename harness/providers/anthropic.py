@@ -24,7 +24,7 @@ from harness.errors import (
 from harness.providers.arguments import build_tool_call
 from harness.providers.base import ProviderConfig, redact, register_provider
 from harness.providers.retry import parse_retry_after
-from harness.providers.stream import drain, sdk_timeout
+from harness.providers.stream import drain, sdk_timeout, transport_error
 from harness.types import Message, ModelTurn, StopReason, ToolSchema, Usage
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -191,11 +191,10 @@ def _blocks(message: Message) -> list[dict[str, Any]]:
 
 def translate_error(error: BaseException, secret: str | None, stall_s: float = 0, endpoint: str = "") -> ModelError:
     """The one place Anthropic SDK / httpx errors become harness.errors (keys redacted)."""
-    if isinstance(error, (anthropic.APITimeoutError, httpx2.TimeoutException)):
-        return ModelUnavailable(f"model endpoint timed out or stalled (no data for {stall_s:.3g}s)")
-    if isinstance(error, (anthropic.APIConnectionError, httpx2.TransportError)):
-        cause = error.__cause__ or error
-        return ModelUnavailable(redact(f"cannot reach the model endpoint {endpoint}: {cause}".replace("  ", " "), secret))
+    transport = transport_error(error, timeouts=(anthropic.APITimeoutError,), unreachable=(anthropic.APIConnectionError,),
+                                secret=secret, stall_s=stall_s, endpoint=endpoint)
+    if transport is not None:
+        return transport
     if isinstance(error, anthropic.APIResponseValidationError) or not isinstance(error, anthropic.APIStatusError):
         return ModelBadResponse(redact(f"unexpected response from the model endpoint: {error}", secret))
     status, kind = error.status_code, error.type or ""

@@ -24,7 +24,7 @@ from harness.errors import (
 from harness.providers.arguments import build_tool_call
 from harness.providers.base import ProviderConfig, redact, register_provider
 from harness.providers.retry import parse_retry_after
-from harness.providers.stream import drain, sdk_timeout
+from harness.providers.stream import drain, sdk_timeout, transport_error
 from harness.types import Message, ModelTurn, StopReason, ToolSchema, Usage
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -176,11 +176,10 @@ def _error_fields(error: openai.APIError) -> tuple[str, str]:
 
 def translate_error(error: BaseException, secret: str | None, stall_s: float = 0, endpoint: str = "") -> ModelError:
     """The one place OpenAI SDK / httpx errors become harness.errors (keys redacted)."""
-    if isinstance(error, (openai.APITimeoutError, httpx2.TimeoutException)):
-        return ModelUnavailable(f"model endpoint timed out or stalled (no data for {stall_s:.3g}s)")
-    if isinstance(error, (openai.APIConnectionError, httpx2.TransportError)):
-        cause = error.__cause__ or error
-        return ModelUnavailable(redact(f"cannot reach the model endpoint {endpoint}: {cause}".replace("  ", " "), secret))
+    transport = transport_error(error, timeouts=(openai.APITimeoutError,), unreachable=(openai.APIConnectionError,),
+                                secret=secret, stall_s=stall_s, endpoint=endpoint)
+    if transport is not None:
+        return transport
     if not isinstance(error, openai.APIError):
         return ModelBadResponse(redact(f"unexpected client error: {error}", secret))
     code, kind = _error_fields(error)

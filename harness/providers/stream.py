@@ -10,7 +10,7 @@ from typing import Any, Callable, ContextManager
 import httpx2
 
 from harness.errors import ModelError, ModelUnavailable
-from harness.providers.base import ProviderConfig
+from harness.providers.base import ProviderConfig, redact
 from harness.types import Usage
 
 
@@ -52,3 +52,16 @@ def drain(open_stream: Callable[[httpx2.Timeout], ContextManager[Any]], add: Cal
         translated.usage = usage()
         raise translated from None
     return int((time.monotonic() - started) * 1000)
+
+
+def transport_error(error: BaseException, *, timeouts: tuple[type[BaseException], ...],
+                    unreachable: tuple[type[BaseException], ...], secret: str | None, stall_s: float,
+                    endpoint: str) -> ModelError | None:
+    """The translation both SDKs share: a timeout or stall, or an endpoint that cannot be reached
+    (both retryable, the key redacted); None for any other error."""
+    if isinstance(error, (*timeouts, httpx2.TimeoutException)):
+        return ModelUnavailable(f"model endpoint timed out or stalled (no data for {stall_s:.3g}s)")
+    if isinstance(error, (*unreachable, httpx2.TransportError)):
+        cause = error.__cause__ or error
+        return ModelUnavailable(redact(f"cannot reach the model endpoint {endpoint}: {cause}".replace("  ", " "), secret))
+    return None
