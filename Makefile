@@ -7,16 +7,16 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: setup deps engine images test demo bench clean-containers
+.PHONY: setup deps engine images check test demo bench clean-containers
 
 setup: deps engine images
 
 deps: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml setup.py
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -e '.[test,check]'
 	@touch $@
 
 engine:
@@ -25,13 +25,22 @@ engine:
 images: deps engine
 	$(BIN)/harness images build
 
-test: setup
+# The shape of the code: lint and format (ruff), types (mypy), and the import contracts of
+# ARCHITECTURE.md (import-linter). `make test` runs them before the tests.
+check: deps
+	$(BIN)/ruff check harness sandbox tests setup.py
+	$(BIN)/ruff format --check harness sandbox tests setup.py
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+test: setup check
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 demo: setup
 	$(BIN)/harness run --image py311 --model scripted:examples/calc-fix.yaml examples/calc --task "Fix the failing tests in calc." --verify "python3 -m pytest -q"
 
 bench: setup
+	$(BIN)/harness bench startup
 	$(BIN)/harness bench sandbox
 	$(BIN)/harness bench snapshot
 	$(BIN)/harness bench tools

@@ -12,14 +12,14 @@ import json
 import re
 import time
 from pathlib import Path
-from typing import IO, Protocol
+from typing import Protocol, TextIO
 
 from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
 from rich.prompt import Confirm
 
 from harness.gate import Decision, GateRequest
-from sandbox.steplog import write_text_atomic
+from sandbox.session.steplog import write_text_atomic
 
 
 class Approver(Protocol):
@@ -41,7 +41,7 @@ def describe(request: GateRequest) -> str:
 class InteractiveApprover:
     """Asks at the terminal (rich prompt); streams are injectable for tests."""
 
-    def __init__(self, console: Console | None = None, stream: IO[str] | None = None) -> None:
+    def __init__(self, console: Console | None = None, stream: TextIO | None = None) -> None:
         self.console = console or Console(stderr=True)
         self.stream = stream
 

@@ -8,7 +8,7 @@ a plain model so a resumed run continues from what the crashed one had already u
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict
 

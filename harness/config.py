@@ -8,6 +8,7 @@ the environment variable that holds each one (`api_key_env`); the CLI reads that
 
 from __future__ import annotations
 
+import copy
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -17,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.errors import ConfigError
 from harness.gate import GateConfig
-from harness.providers.base import ProviderConfig
+from harness.providers.config import ProviderConfig
 from sandbox.spec import SandboxSpec
 
 CONFIG_FILE_NAME = "config.toml"
@@ -130,7 +131,13 @@ def load_config(path: Path | None, overrides: dict[str, Any] | None = None, *, r
             data = tomllib.loads(chosen.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
             raise ConfigError(f"{chosen}: not valid TOML: {error}") from None
-    for key, value in (overrides or {}).items():
+    return with_overrides(data, overrides or {}, str(chosen) if chosen.is_file() else "flags")
+
+
+def with_overrides(data: dict[str, Any], overrides: dict[str, Any], source: str = "flags") -> RunConfig:
+    """A RunConfig from data with dotted overrides applied (`limits.max_steps`; None = keep)."""
+    data = copy.deepcopy(data)
+    for key, value in overrides.items():
         if value is not None:
             _set_dotted(data, key, value)
     try:
@@ -138,7 +145,7 @@ def load_config(path: Path | None, overrides: dict[str, Any] | None = None, *, r
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
-        raise ConfigError(f"{chosen if chosen.is_file() else 'flags'}: {where}: {first['msg']}") from None
+        raise ConfigError(f"{source}: {where}: {first['msg']}") from None
 
 
 def _refuse_repository_file(config_file: Path, repo: Path | None) -> None:

@@ -1,17 +1,83 @@
-"""One exception tree for the host side. Foreign errors (SDK, HTTP) are translated where they occur
-(providers/, sandbox/docker.py); stop signals carry what the transcript should record."""
+"""One exception tree for the host side, and the one table of exit codes.
+
+Foreign errors (SDK, HTTP) are translated where they occur (providers/stream.py,
+sandbox/docker/engine.py); stop signals carry what the transcript should record. Every class carries
+the exit code the CLI ends with (`exit_code`), so the hierarchy is the classification: the CLI asks
+the error, never a parallel table. `sandbox.errors` classes carry the same values (tested).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import copy
+from enum import IntEnum
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+if TYPE_CHECKING:
+    from harness.types import Usage
+    from sandbox.envelope import Envelope
+
+
+class ExitCode(IntEnum):
+    """Exit codes of harness itself (`harness exec` otherwise exits with the command's own code)."""
+
+    OK = 0
+    """`harness run`/`resume`: outcome verified."""
+    UNVERIFIED = 10
+    """Run outcome `unverified`: the model finished but no verify command was configured."""
+    FAILED_VERIFICATION = 11
+    """Run outcome `failed_verification`: the verify command still failed after the allowed rounds."""
+    STUCK = 12
+    """Run outcome `stuck`: the circuit breaker tripped (same tool failing, same tests failing)."""
+    LIMIT = 13
+    """Run outcome `limit:<which>`: a step, token, cost, wall-clock or context budget was spent."""
+    MODEL_ERROR = 14
+    """Run outcome `model_error`: the model call failed past the retry policy (run is resumable)."""
+    USAGE = 64
+    """Bad flag, argument or limit."""
+    PATCH_CONFLICT = 65
+    """The exported patch no longer applies to the original repository (it changed since import)."""
+    NOT_FOUND = 66
+    """Repository path, session, step or file does not exist."""
+    MODEL_UNAVAILABLE = 69
+    """The model endpoint failed: unreachable, timed out, rate limited past the retry budget, bad answer."""
+    INTERNAL = 70
+    """An error harness did not classify (a bug: please report it with the message)."""
+    IMAGE_MISSING = 71
+    """The sandbox image is not present locally (images are never pulled): build or load it."""
+    RUNTIME_MISSING = 72
+    """The requested container runtime (e.g. runsc) is not registered with the engine."""
+    MODEL_AUTH = 77
+    """The model endpoint rejected the API key (or the account's spend limit is reached)."""
+    CONFIG = 78
+    """Invalid config file or script."""
+    SANDBOX = 125
+    """The sandbox could not run the command: no Docker engine answers, or the engine failed."""
+    INTERRUPTED = 130
+    """Ctrl-C or SIGTERM; a run stopped this way is resumable."""
 
 
 class HarnessError(Exception):
     """Base of every harness error. The message is one line that says what to do."""
 
+    exit_code: ClassVar[int] = ExitCode.INTERNAL
+
+
+class UsageError(HarnessError, ValueError):
+    """A flag or argument is missing, malformed or out of range."""
+
+    exit_code: ClassVar[int] = ExitCode.USAGE
+
+
+class NotFoundError(HarnessError, LookupError):
+    """A repository path, session or file that was named does not exist."""
+
+    exit_code: ClassVar[int] = ExitCode.NOT_FOUND
+
 
 class ConfigError(HarnessError, ValueError):
     """A config file, flag or script is invalid."""
+
+    exit_code: ClassVar[int] = ExitCode.CONFIG
 
 
 class ScriptError(ConfigError):
@@ -21,22 +87,49 @@ class ScriptError(ConfigError):
 class SessionError(HarnessError, RuntimeError):
     """A session cannot be opened, resumed or changed as asked."""
 
+    exit_code: ClassVar[int] = ExitCode.NOT_FOUND
+
+
+class StateError(SessionError):
+    """A session's run is in a state that does not allow what was asked (e.g. resume a finished run)."""
+
+    exit_code: ClassVar[int] = ExitCode.USAGE
+
 
 # --- model side -------------------------------------------------------------------------------
 
 
-class ModelError(HarnessError, RuntimeError):
-    """The model call failed and will not be retried further."""
+_M = TypeVar("_M", bound="ModelError")
 
-    retryable = False
-    usage: Any = None
-    """`harness.types.Usage` the failed call(s) still consumed (billed by the meter), or None."""
-    cost_usd: float = 0.0
-    """Cost of that usage, set by the retry layer."""
+
+class ModelError(HarnessError, RuntimeError):
+    """The model call failed and will not be retried further.
+
+    `usage` is what the failed call(s) still consumed (billed by the meter), `cost_usd` its price
+    (set by the retry layer). A layer that knows more usage raises `error.with_usage(...)`, a new
+    error of the same class, instead of changing the one it caught."""
+
+    exit_code: ClassVar[int] = ExitCode.MODEL_UNAVAILABLE
+    retryable: ClassVar[bool] = False
+
+    def __init__(self, message: str, *, usage: Usage | None = None, cost_usd: float = 0.0) -> None:
+        super().__init__(message)
+        self.usage = usage
+        self.cost_usd = cost_usd
+
+    def with_usage(self: _M, usage: Usage | None, cost_usd: float | None = None) -> _M:
+        """The same error carrying usage (and its cost); the original is left as it was."""
+        made = copy.copy(self)
+        made.usage = usage
+        made.cost_usd = self.cost_usd if cost_usd is None else cost_usd
+        made.__traceback__ = None
+        return made
 
 
 class ModelAuthError(ModelError, PermissionError):
     """The API key was rejected (never retried)."""
+
+    exit_code: ClassVar[int] = ExitCode.MODEL_AUTH
 
 
 class ModelContextLengthError(ModelError):
@@ -46,24 +139,26 @@ class ModelContextLengthError(ModelError):
 class ModelSpendLimitError(ModelError):
     """The account's spend or quota limit is reached (a 429 that is never retried)."""
 
+    exit_code: ClassVar[int] = ExitCode.MODEL_AUTH
+
 
 class ModelRateLimited(ModelError):
     """A 429 that may be retried after `retry_after` seconds."""
 
-    retryable = True
+    retryable: ClassVar[bool] = True
 
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, retry_after: float | None = None, *, usage: Usage | None = None) -> None:
+        super().__init__(message, usage=usage)
         self.retry_after = retry_after
 
 
 class ModelUnavailable(ModelError, ConnectionError):
     """Timeout, connection failure, stalled stream, 5xx or overloaded: retryable."""
 
-    retryable = True
+    retryable: ClassVar[bool] = True
 
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, retry_after: float | None = None, *, usage: Usage | None = None) -> None:
+        super().__init__(message, usage=usage)
         self.retry_after = retry_after
 
 
@@ -74,8 +169,9 @@ class ModelBadResponse(ModelError):
 class RetryBudgetExhausted(ModelError):
     """The per-call or per-session retry budget ran out; carries the last underlying error."""
 
-    def __init__(self, message: str, last_error: BaseException | None = None) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, last_error: BaseException | None = None, *,
+                 usage: Usage | None = None) -> None:
+        super().__init__(message, usage=usage)
         self.last_error = last_error
 
 
@@ -83,11 +179,13 @@ class RetryBudgetExhausted(ModelError):
 
 
 class ToolError(HarnessError):
-    """A tool call that cannot be executed; `kind` is one of the model-visible error kinds."""
+    """A tool call that cannot be executed; `kind` is one of the model-visible error kinds, and
+    `envelope` what the sandbox reported when a command ran (None when none did)."""
 
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: str, message: str, envelope: Envelope | None = None) -> None:
         super().__init__(message)
         self.kind = kind
+        self.envelope = envelope
 
 
 # --- loop stop signals ------------------------------------------------------------------------

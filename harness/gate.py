@@ -15,7 +15,8 @@ import fnmatch
 import posixpath
 import shlex
 import unicodedata
-from typing import Callable, Literal
+from collections.abc import Callable
+from typing import Literal
 
 import pathspec
 from pydantic import BaseModel, ConfigDict, Field
@@ -87,7 +88,7 @@ class GateConfig(BaseModel):
     """Whether write tools (apply_patch, write_file) may run at all."""
 
 
-DEFAULT_PROGRAMS = (
+DEFAULT_PROGRAMS: tuple[str, ...] = (
     "python", "python3", "pytest", "ls", "cat", "head", "tail", "wc", "grep", "rg", "find", "sort",
     "uniq", "diff", "cmp", "echo", "pwd", "true", "false", "test", "stat", "file", "du", "tree",
     "basename", "dirname", "realpath", "cut", "tr", "git",

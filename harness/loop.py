@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
-from harness import resume
+from harness import recovery
 from harness.budget import Budget
 from harness.context import Context
 from harness.errors import ModelError, Stop
@@ -26,10 +27,10 @@ from harness.trajectory import OutcomeRecord, StepRecord, ToolRecord, Trajectory
 from harness.types import ModelTurn, ToolCall
 from harness.verify import feedback
 from sandbox.errors import SandboxError
+from sandbox.layout import SessionFolder
 from sandbox.spec import SandboxSpec
 
 TOOL_FAILURE_STREAK = 3
-PATCH_FILE = "change.patch"
 FINAL_OUTCOMES = frozenset({"verified", "unverified", "failed_verification", "stuck"})
 
 
@@ -55,7 +56,7 @@ class Agent:
     def run(self) -> RunResult:
         outcome, detail, evidence = "interrupted", "", None
         try:
-            pending = resume.restore(self.session, self.state, self.trajectory)
+            pending = recovery.restore(self.session, self.state, self.trajectory)
             if pending is not None:
                 self._take_turn(pending.step, pending.turn, attempt=pending.attempt, reuse=pending.reuse)
             while True:
@@ -108,7 +109,7 @@ class Agent:
             self._commit(step, wrote=False, committed_image=None)
             return
         wrote, image = False, None
-        for call, record in zip(turn.tool_calls, self._run_calls(step, turn.tool_calls, attempt, reuse)):
+        for call, record in zip(turn.tool_calls, self._run_calls(step, turn.tool_calls, attempt, reuse), strict=False):
             self.context.add_tool_result(call, record.text, record.is_error)
             self._observe_failure(record)
             wrote = wrote or record.wrote
@@ -148,9 +149,10 @@ class Agent:
         context = dataclasses.replace(ctx, spec=cap(ctx.spec), follow=(lambda: cap(follow())) if follow else None,
                                       approval_within_s=self.budget.remaining_s())
         results = self.registry.execute_turn([calls[i] for i in batch], context)
-        for index, result in zip(batch, results):
-            records[index] = ToolRecord.of(step, attempt, calls[index], result)
-            self.trajectory.append(records[index])
+        for index, result in zip(batch, results, strict=False):
+            record = ToolRecord.of(step, attempt, calls[index], result)
+            records[index] = record
+            self.trajectory.append(record)
         self.on_phase("mid_tool")
 
     def _observe_failure(self, record: ToolRecord) -> None:
@@ -216,9 +218,9 @@ class Agent:
         patch_path = None
         try:
             patch = self.session.export_patch()
-            patch_path = Path(self.session.dir) / PATCH_FILE
+            patch_path = SessionFolder(Path(self.session.dir)).patch
             patch_path.write_text(patch, encoding="utf-8")
-        except Exception as error:  # a failed export must not hide the run's outcome
+        except Exception as error:  # noqa: BLE001 - a failed export must not hide the run's outcome
             detail = f"{detail} (patch export failed: {error})".strip()
         spent = self.budget.spent()
         result = RunResult.of(self.state, outcome, detail, evidence, spent, patch=str(patch_path) if patch_path else None,

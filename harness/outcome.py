@@ -35,12 +35,12 @@ class ToolStreak(BaseModel):
     count: int = 0
     evidence: list[str] = Field(default_factory=list)
 
-    def after(self, name: str, failed: bool, first_line: str, keep: int) -> "ToolStreak":
+    def after(self, name: str, failed: bool, first_line: str, keep: int) -> ToolStreak:
         """The streak once one more call of `name` ended (a success resets it; another tool restarts it)."""
         if not failed:
             return ToolStreak()
         if name == self.name:
-            return ToolStreak(name=name, count=self.count + 1, evidence=(self.evidence + [first_line])[-keep:])
+            return ToolStreak(name=name, count=self.count + 1, evidence=([*self.evidence, first_line])[-keep:])
         return ToolStreak(name=name, count=1, evidence=[first_line])
 
 
@@ -64,7 +64,7 @@ class RunState(BaseModel):
     last_failing: list[str] | None = None
     streak: ToolStreak = Field(default_factory=ToolStreak)
     finished: bool = False
-    result: "RunResult | None" = None
+    result: RunResult | None = None
 
 
 class RunResult(BaseModel):
@@ -89,7 +89,7 @@ class RunResult(BaseModel):
 
     @classmethod
     def of(cls, state: RunState, outcome: str, detail: str, evidence: Any, spent: Spent, *, patch: str | None,
-           session_dir: str) -> "RunResult":
+           session_dir: str) -> RunResult:
         """The result of a run that ended with `outcome` after `state`'s steps and `spent`."""
         return cls(session_id=state.session_id, outcome=outcome, detail=detail, evidence=evidence,
                    exit_code=exit_code_for_outcome(outcome), verified=outcome == "verified", steps=state.step,

@@ -6,20 +6,21 @@ The real implementations (`Registry`, `Verifier`, `sandbox.session.Session`, the
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping, Protocol
+from typing import Any, Protocol
 
-from harness.providers.base import Provider
+from harness.providers.protocol import Provider
 from harness.tools.registry import ToolContext, ToolResult
 from harness.types import ToolCall, ToolSchema
 from harness.verify import VerifyResult
 from sandbox.spec import Sandbox, SandboxSpec
 
-__all__ = ["Provider", "Sandbox", "SessionLike", "RegistryLike", "VerifierLike"]
+__all__ = ["Provider", "RegistryLike", "Sandbox", "SessionLike", "VerifierLike"]
 
 
 class Snapshot(Protocol):
-    """A committed session step (`sandbox.session.StepRecord`)."""
+    """A committed session step (`sandbox.session.session.StepRecord`)."""
 
     step: int
     tree: str
@@ -27,11 +28,14 @@ class Snapshot(Protocol):
 
 
 class SessionLike(Protocol):
-    """What the loop needs of a session (`sandbox.session.Session`)."""
+    """What the loop needs of a session (`sandbox.session.session.Session`)."""
 
-    dir: Path
-    workspace: Path
-    step: int
+    @property
+    def dir(self) -> Path: ...
+    @property
+    def workspace(self) -> Path: ...
+    @property
+    def step(self) -> int: ...
 
     def commit_step(self, note: str = "", committed_image: str | None = None, *,
                     skip_unchanged: bool = False) -> Snapshot: ...

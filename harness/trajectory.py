@@ -13,20 +13,23 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Sequence, TypeVar, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from harness.gate import Decision
 from harness.types import Message, ModelTurn, ToolCall, ToolSchema
 from sandbox.envelope import Envelope
-from sandbox.steplog import read_lines, write_text_atomic
+from sandbox.layout import SessionFolder
+from sandbox.session.steplog import read_lines, write_text_atomic
 
 if TYPE_CHECKING:
     from harness.tools.registry import ToolResult
 
-TRAJECTORY_FILE = "trajectory.jsonl"
-STATE_FILE = "state.json"
+TRAJECTORY_FILE = SessionFolder(Path()).trajectory.name
+STATE_FILE = SessionFolder(Path()).state.name
 
 
 class _Record(BaseModel):
@@ -69,7 +72,8 @@ class ToolRecord(_Record):
     call_id: str
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
-    decision: Any = None
+    decision: Decision | None = None
+    """The gate's decision and rule; None when the call never reached the gate."""
     envelope: Envelope | None = None
     text: str
     is_error: bool = False
@@ -78,11 +82,10 @@ class ToolRecord(_Record):
     wrote: bool = False
 
     @classmethod
-    def of(cls, step: int, attempt: int, call: ToolCall, result: "ToolResult") -> "ToolRecord":
+    def of(cls, step: int, attempt: int, call: ToolCall, result: ToolResult) -> ToolRecord:
         """The record of one executed call."""
-        decision = result.decision.model_dump(mode="json") if isinstance(result.decision, BaseModel) else result.decision
         return cls(step=step, attempt=attempt, call_id=call.id, name=call.name, arguments=call.arguments,
-                   decision=decision, envelope=result.envelope, text=result.text, is_error=result.is_error,
+                   decision=result.decision, envelope=result.envelope, text=result.text, is_error=result.is_error,
                    error_kind=result.error_kind, duration_ms=result.duration_ms, wrote=result.wrote)
 
 
@@ -127,7 +130,7 @@ class OutcomeRecord(_Record):
 
 
 Record = Annotated[
-    Union[StartRecord, RequestRecord, TurnRecord, ToolRecord, StepRecord, VerifyRecord, EventRecord, OutcomeRecord],
+    StartRecord | RequestRecord | TurnRecord | ToolRecord | StepRecord | VerifyRecord | EventRecord | OutcomeRecord,
     Field(discriminator="kind"),
 ]
 _RECORD = TypeAdapter(Record)
@@ -138,10 +141,10 @@ class Trajectory:
     """Appends records to one session's JSONL file."""
 
     def __init__(self, session_dir: Path, secrets: Sequence[str] = ()) -> None:
-        self.path = Path(session_dir) / TRAJECTORY_FILE
+        self.path = SessionFolder(Path(session_dir)).trajectory
         self._secrets = [s for s in secrets if s and len(s) >= 4]
         _cut_torn_tail(self.path)
-        self._file = open(self.path, "a", encoding="utf-8")
+        self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - held open until close()
         self._sent: list[Message] = []
 
     def append_request(self, step: int, messages: list[Message], tools: Sequence[ToolSchema], estimated_tokens: int) -> None:
@@ -172,7 +175,7 @@ class Trajectory:
 
 def read_records(session_dir: Path) -> list[Any]:
     """All records of a session, tolerating a torn (unterminated or unparsable) last line."""
-    return [_RECORD.validate_python(raw) for raw in read_lines(Path(session_dir) / TRAJECTORY_FILE)]
+    return [_RECORD.validate_python(raw) for raw in read_lines(SessionFolder(Path(session_dir)).trajectory)]
 
 
 def write_state(session_dir: Path, state: BaseModel, secrets: Sequence[str] = ()) -> None:
@@ -182,11 +185,11 @@ def write_state(session_dir: Path, state: BaseModel, secrets: Sequence[str] = ()
     for secret in secrets:
         if secret and len(secret) >= 4:
             text = text.replace(secret, "***")
-    write_text_atomic(directory / STATE_FILE, text)
+    write_text_atomic(SessionFolder(directory).state, text)
 
 
 def read_state(session_dir: Path, model: type[M]) -> M | None:
-    path = Path(session_dir) / STATE_FILE
+    path = SessionFolder(Path(session_dir)).state
     if not path.exists():
         return None
     return model.model_validate_json(path.read_text(encoding="utf-8"))

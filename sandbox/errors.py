@@ -2,56 +2,83 @@
 
 An exception here means the sandbox could not run the command at all; anything the command itself
 did (non-zero exit, timeout, OOM kill, output flood) is data in the `Envelope`, never an exception.
-Docker SDK errors are translated to this tree in exactly one place (`sandbox/docker.py`).
-Every message says what to do next.
+Docker SDK errors are translated to this tree in exactly one place (`sandbox/docker/engine.py`).
+Every message says what to do next. Each class carries the exit code the CLI ends with (the values
+of `harness.errors.ExitCode`; a test checks they agree), so callers decide by class, never by table.
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 
 class SandboxError(Exception):
     """The sandbox could not do what was asked."""
 
+    exit_code: ClassVar[int] = 125
+
 
 class EngineUnavailable(SandboxError, ConnectionError):
     """No Docker engine answers on the configured socket."""
+
+    exit_code: ClassVar[int] = 125
 
 
 class ImageNotFound(SandboxError, LookupError):
     """The image is not present locally (and is never pulled implicitly)."""
 
+    exit_code: ClassVar[int] = 71
+
 
 class RuntimeUnavailable(SandboxError, LookupError):
     """The requested container runtime (e.g. runsc) is not registered with the engine."""
+
+    exit_code: ClassVar[int] = 72
 
 
 class SpecError(SandboxError, ValueError):
     """A sandbox limit or option is out of range or contradictory."""
 
+    exit_code: ClassVar[int] = 64
+
 
 class WorkspaceError(SandboxError, OSError):
     """The workspace or repository path is missing, unreadable or unsafe."""
+
+    exit_code: ClassVar[int] = 66
 
 
 class ImageBuildError(SandboxError, RuntimeError):
     """Building or bootstrapping a sandbox image failed."""
 
+    exit_code: ClassVar[int] = 125
+
 
 class SnapshotError(SandboxError, RuntimeError):
     """A snapshot could not be taken, restored or compared."""
+
+    exit_code: ClassVar[int] = 125
 
 
 class SessionNotFound(SnapshotError, LookupError):
     """No session with that id exists in the state directory."""
 
+    exit_code: ClassVar[int] = 66
+
 
 class StepOutOfRange(SnapshotError, IndexError):
     """The requested step does not exist in the session."""
+
+    exit_code: ClassVar[int] = 64
 
 
 class PatchConflict(SnapshotError):
     """The exported patch no longer applies to the original repository (it changed since import)."""
 
+    exit_code: ClassVar[int] = 65
+
 
 class SetupError(SandboxError, RuntimeError):
     """An environment setup command (`--setup`) failed; the message carries its exit code and output tail."""
+
+    exit_code: ClassVar[int] = 125

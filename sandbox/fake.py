@@ -14,14 +14,15 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Sequence
+from io import BufferedReader
 from pathlib import Path
-from typing import IO, Sequence
+from typing import IO
 
-from sandbox import hardening
 from sandbox.envelope import Envelope
 from sandbox.errors import SpecError, WorkspaceError
 from sandbox.output import CappedOutput
-from sandbox.spec import Mount, SandboxSpec
+from sandbox.spec import Mount, SandboxSpec, posture
 
 
 class FakeSandbox:
@@ -50,12 +51,17 @@ class FakeSandbox:
         except OSError as error:
             return self._envelope(127, "exit_nonzero", started, out, err, spec, stderr_text=f"{argv[0]}: {error.strerror}\n")
         reason: list[str] = []
-        kill = lambda why: (reason.append(why), _killpg(proc.pid))  # noqa: E731
+
+        def kill(why: str) -> None:
+            reason.append(why)
+            _killpg(proc.pid)
+
         readers = [threading.Thread(target=_pump, args=(pipe, sink, out, err, spec.output_ceiling, kill), daemon=True)
                    for pipe, sink in ((proc.stdout, out), (proc.stderr, err))]
         for reader in readers:
             reader.start()
-        _feed_stdin(proc.stdin, stdin)
+        if proc.stdin is not None:
+            _feed_stdin(proc.stdin, stdin)
         try:
             code = proc.wait(timeout=spec.timeout_s)
         except subprocess.TimeoutExpired:
@@ -92,11 +98,12 @@ class FakeSandbox:
         return Envelope(exit_code=code, status=status, duration_ms=int((time.monotonic() - started) * 1000),
                         stdout=out.text(), stderr=err.text(), stdout_bytes=out.total, stderr_bytes=err.total,
                         stdout_dropped=out.dropped, stderr_dropped=err.dropped, truncated=out.truncated or err.truncated,
-                        limits=hardening.posture(spec.model_copy(update={"network": "host"}), str(os.getuid())),
+                        limits=posture(spec.model_copy(update={"network": "host"}), str(os.getuid())),
                         image_id="fake", runtime="fake")
 
 
-def _pump(pipe: IO[bytes], sink: CappedOutput, out: CappedOutput, err: CappedOutput, ceiling: int, kill) -> None:
+def _pump(pipe: BufferedReader, sink: CappedOutput, out: CappedOutput, err: CappedOutput, ceiling: int,
+          kill: Callable[[str], None]) -> None:
     while chunk := pipe.read1(65536):
         sink.feed(chunk)
         if out.total + err.total > ceiling:

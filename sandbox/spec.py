@@ -7,12 +7,13 @@ anything looser (network, writable root) must be asked for explicitly.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal, Protocol, Sequence
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from sandbox.envelope import Envelope
+from sandbox.envelope import Envelope, Posture
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
@@ -117,3 +118,10 @@ class Sandbox(Protocol):
     def close(self) -> None:
         """Kill and remove every container this sandbox still owns."""
         ...
+
+
+def posture(spec: SandboxSpec, user: str, unenforced: Sequence[str] = ()) -> Posture:
+    """The posture recorded in every envelope: what the spec asked for, and what was not enforced."""
+    return Posture(runtime=spec.runtime, network=spec.network, read_only_root=spec.read_only_root, user=user,
+                   cpus=spec.cpus, memory=spec.memory, pids=spec.pids, timeout_s=spec.timeout_s, tmpfs=spec.tmpfs,
+                   unenforced=list(unenforced))

@@ -10,12 +10,12 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from typing import Iterator
+from collections.abc import Iterator
 
 import docker
 import pytest
 
-from sandbox.docker import connect
+from sandbox.docker.engine import connect
 from sandbox.errors import EngineUnavailable
 
 RUN_ID = f"test-{uuid.uuid4().hex[:12]}"

@@ -3,7 +3,6 @@ prints, and wires components together; each command group lives in its own modul
 
 from __future__ import annotations
 
-from harness.cli.app import app, bench_app, main  # noqa: F401
-
 # Importing the command modules registers their commands on `app` / `bench_app`.
-from harness.cli import model_cmds, run_cmds, sandbox_cmds, session_cmds, tool_cmds  # noqa: F401,E402
+from harness.cli import bench_cmds, model_cmds, run_cmds, sandbox_cmds, session_cmds, tool_cmds  # noqa: F401
+from harness.cli.app import app, bench_app, main  # noqa: F401

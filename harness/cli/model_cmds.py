@@ -2,24 +2,24 @@
 
 from __future__ import annotations
 
-import json
 import os
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from pydantic import BaseModel
 
-from harness.cli import wiring
-from harness.cli.app import ExitCode, app, bench_app, console, fail
+from harness.cli import environment
+from harness.cli.app import ExitCode, app, console, fail
 from harness.errors import ConfigError, ModelAuthError, ModelError, ModelSpendLimitError
-from harness.providers.base import ProviderConfig, RetryConfig, parse_spec
+from harness.providers.config import ProviderConfig, RetryConfig
+from harness.providers.factory import parse_spec
 from harness.types import Message, ToolSchema
 
 models_app = typer.Typer(help="Check model endpoints.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
 
-_KEY_ENV = wiring.DEFAULT_KEY_ENV
-_BASE_URL_ENV = wiring.DEFAULT_BASE_URL_ENV  # the same variables `harness run` falls back to
+_KEY_ENV = environment.DEFAULT_KEY_ENV
+_BASE_URL_ENV = environment.DEFAULT_BASE_URL_ENV  # the same variables `harness run` falls back to
 _PING = ToolSchema(
     name="ping",
     description="Answer a connectivity check. Call it exactly once with text='pong'.",
@@ -88,7 +88,7 @@ def _check(spec: str, base_url: str | None, timeout_s: float) -> CheckReport:
 @models_app.command("check")
 def check(
     model: str = typer.Option("openai:gpt-4.1", "--model", "-m", help="openai:MODEL or anthropic:MODEL."),
-    base_url: Optional[str] = typer.Option(None, "--base-url", help="Endpoint (vLLM, llama.cpp, Ollama); default $OPENAI_BASE_URL / vendor."),
+    base_url: str | None = typer.Option(None, "--base-url", help="Endpoint (vLLM, llama.cpp, Ollama); default $OPENAI_BASE_URL / vendor."),
     timeout: float = typer.Option(30.0, "--timeout", help="Seconds to wait for the answer (also the stall limit)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
@@ -113,26 +113,3 @@ def check(
     console.print(f"  streams:        {yes[report.streams]}")
     console.print(f"  calls tools:    {yes[report.calls_tools]} (stop reason {report.stop_reason})")
     console.print(f"  reports usage:  {yes[report.reports_usage]} ({report.input_tokens} in / {report.output_tokens} out)")
-
-
-@bench_app.command("provider")
-def bench_provider_cmd(
-    repeats: int = typer.Option(50, "--repeats", min=3, help="Turns per measurement."),
-    chunks: int = typer.Option(200, "--chunks", min=20, help="Streamed chunks per turn."),
-    as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
-) -> None:
-    """Provider overhead (assembly + validation, no network) for a streamed turn with two tool calls."""
-    from harness.providers.bench import bench_provider
-
-    results = [bench_provider(kind, chunks=chunks, repeats=repeats) for kind in ("openai", "anthropic")]
-    if as_json:
-        console.print(json.dumps([r.model_dump() for r in results], indent=2))
-        return
-    for r in results:
-        console.print(
-            f"{r.provider:9} {r.chunks} chunks: complete {r.complete_ms:.2f} ms/turn ({r.complete_us_per_chunk:.1f} us/chunk), "
-            f"SDK alone {r.sdk_only_ms:.2f} ms; our overhead {r.overhead_ms:.3f} ms/turn "
-            f"({r.overhead_us_per_chunk:.2f} us/chunk), ratio complete/SDK {r.ratio:.2f}x; "
-            f"assembly+validation alone {r.assembly_ms:.3f} ms/turn ({r.assembly_us_per_chunk:.2f} us/chunk)",
-            soft_wrap=True,
-        )

@@ -54,7 +54,7 @@ def _row(record: Any) -> tuple[str, str, str, str] | None:
         return (str(record.step), text, "", f"{turn.usage.input_tokens}/{turn.usage.output_tokens}")
     if record.kind == "tool":
         first = record.text.splitlines()[0] if record.text else ""
-        decision = record.decision.get("action") if isinstance(record.decision, dict) else record.decision
+        decision = record.decision.action if record.decision is not None else None
         flag = "[red]✗[/]" if record.is_error else "[green]✓[/]"
         return ("", f"  {escape(record.name)} [dim]{escape(record.call_id)}[/]",
                 f"{flag} {_clip(first, 160)} [dim]({decision}, {record.duration_ms} ms)[/]", "")

@@ -1,26 +1,24 @@
-"""`harness exec`, `doctor`, `images build|list`, `sandbox prune` and `bench sandbox`."""
+"""`harness exec`, `doctor`, `images build|list` and `sandbox prune`."""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
-import uuid
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import typer
-from pydantic import ValidationError
-from rich.table import Table
 
-from harness.cli.app import ExitCode, app, bench_app, console, docker_host, err_console, fail, reported, state_dir
-from sandbox import cleanup, images
-from sandbox.docker import DockerSandbox, connect, runtime_options, translate, unenforced_limits
-from sandbox.envelope import Envelope
-from sandbox.errors import SandboxError
-from sandbox.spec import SandboxSpec
-from sandbox.workspace import copy_repository
+from harness.cli import environment
+from harness.cli.app import ExitCode, app, console, docker_host, err_console, fail, reported, state_dir
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from sandbox.docker.images import ImageStatus
+    from sandbox.envelope import Envelope
+    from sandbox.spec import SandboxSpec
 
 images_app = typer.Typer(help="Build and list the sandbox images.", no_args_is_help=True)
 sandbox_app = typer.Typer(help="Maintain sandbox containers.", no_args_is_help=True)
@@ -31,13 +29,12 @@ FLAGS = {"image": "--image", "timeout_s": "--timeout", "memory": "--memory", "cp
          "runtime": "--runtime", "network": "--network", "read_only_root": "--writable-root"}
 
 
-def run_id() -> str:
-    """$HARNESS_RUN_ID (tests use it to find what they made) or a fresh id."""
-    return os.environ.get("HARNESS_RUN_ID") or f"cli-{uuid.uuid4().hex[:12]}"
-
-
 def build_spec(**fields: Any) -> SandboxSpec:
     """A SandboxSpec from CLI flags (None = default); a bad limit is a one-line usage error."""
+    from pydantic import ValidationError
+
+    from sandbox.spec import SandboxSpec
+
     try:
         return SandboxSpec(**{k: v for k, v in fields.items() if v is not None})
     except ValidationError as error:
@@ -51,12 +48,16 @@ def execute(path: Path, command: list[str], spec: SandboxSpec, keep: Path | None
     """Run command on a fresh copy of path in one disposable container; optionally keep the copy."""
     if keep is not None and keep.exists():
         fail(f"--keep target already exists: {keep}", ExitCode.USAGE)
+    from sandbox.docker.containers import DockerSandbox
+    from sandbox.docker.engine import connect
+    from sandbox.session.workspace import copy_repository
+
     client = connect(docker_host())
     scratch = Path(tempfile.mkdtemp(prefix="harness-exec-"))
     try:
         workspace = scratch / "workspace"
         copy_repository(path, workspace)
-        with DockerSandbox(client, run_id=run_id(), pool_size=0, share_netns=False) as box:
+        with DockerSandbox(client, run_id=environment.run_id("cli"), pool_size=0, share_netns=False) as box:
             envelope = box.run(command, workspace=workspace, spec=spec)
         if keep is not None:
             shutil.copytree(workspace, keep, symlinks=True)
@@ -86,19 +87,19 @@ def exec_command(
     path: Path = typer.Argument(..., help="Repository to copy into a fresh workspace (never modified)."),
     command: list[str] = typer.Argument(..., help="Command to run after `--`."),
     image: str = typer.Option("py311", help="Harness image name (py311) or a local image reference."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", help="Wall-clock limit in seconds [default: 120]."),
-    memory: Optional[str] = typer.Option(None, help="Memory limit, e.g. 512m, 1g [default: 1g]."),
-    cpus: Optional[float] = typer.Option(None, help="CPU quota in cores [default: 1]."),
-    pids: Optional[int] = typer.Option(None, help="Process limit [default: 256]."),
-    runtime: Optional[str] = typer.Option(None, help="OCI runtime: runc (default) or runsc (gVisor)."),
-    network: Optional[str] = typer.Option(None, help="Docker network mode [default: none]."),
+    timeout: float | None = typer.Option(None, "--timeout", help="Wall-clock limit in seconds [default: 120]."),
+    memory: str | None = typer.Option(None, help="Memory limit, e.g. 512m, 1g [default: 1g]."),
+    cpus: float | None = typer.Option(None, help="CPU quota in cores [default: 1]."),
+    pids: int | None = typer.Option(None, help="Process limit [default: 256]."),
+    runtime: str | None = typer.Option(None, help="OCI runtime: runc (default) or runsc (gVisor)."),
+    network: str | None = typer.Option(None, help="Docker network mode [default: none]."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
-    keep: Optional[Path] = typer.Option(None, "--keep", help="Copy the resulting workspace to this new directory."),
-    session: Optional[str] = typer.Option(None, "--session", help="Create or continue this session: each exec is a step."),
+    keep: Path | None = typer.Option(None, "--keep", help="Copy the resulting workspace to this new directory."),
+    session: str | None = typer.Option(None, "--session", help="Create or continue this session: each exec is a step."),
     setup: list[str] = typer.Option([], "--setup", help="With --session, on create: command run once before step 0 (repeatable)."),
     setup_network: bool = typer.Option(False, "--setup-network", help="Allow network during --setup only."),
     writable_root: bool = typer.Option(False, "--writable-root", help="With --session: writable root; changes become the next step's image."),
-    state: Optional[Path] = typer.Option(None, "--state-dir", help="Where sessions live."),
+    state: Path | None = typer.Option(None, "--state-dir", help="Where sessions live."),
 ) -> None:
     """Run CMD in a disposable hardened container on a fresh copy of PATH; exit with its exit code."""
     spec = build_spec(image=image, timeout_s=timeout, memory=memory, cpus=cpus, pids=pids, runtime=runtime, network=network)
@@ -111,7 +112,8 @@ def exec_command(
             from harness.cli.session_cmds import exec_in_session
 
             envelope = exec_in_session(path, command, spec, session_id=session, state=state, setup=setup,
-                                       setup_network=setup_network, writable_root=writable_root, run_id=run_id())
+                                       setup_network=setup_network, writable_root=writable_root,
+                                       run_id=environment.run_id("cli"))
         else:
             envelope = execute(path, command, spec, keep)
     print_envelope(envelope, as_json)
@@ -121,11 +123,15 @@ def exec_command(
 @app.command("doctor")
 def doctor() -> None:
     """Check the engine, runtimes, images and free disk; one fix-it line per problem."""
+    from sandbox.docker import images
+    from sandbox.docker.engine import connect, runtime_options, unenforced_limits
+    from sandbox.errors import SandboxError
+
     problems: list[str] = []
     try:
         client = connect(docker_host())
     except SandboxError as error:
-        fail(str(error), ExitCode.ENGINE_UNAVAILABLE)
+        fail(str(error), ExitCode.SANDBOX)
     with reported():
         version = client.version()
         info = client.info()
@@ -157,7 +163,9 @@ def doctor() -> None:
     console.print("[green]all good[/]")
 
 
-def _image_table(rows: list[images.ImageStatus]) -> Table:
+def _image_table(rows: list[ImageStatus]) -> Table:
+    from rich.table import Table
+
     table = Table("name", "status", "reference", "image id")
     for row in rows:
         table.add_row(row.name, row.status, row.ref or "-", (row.image_id or "-").removeprefix("sha256:")[:12])
@@ -165,8 +173,11 @@ def _image_table(rows: list[images.ImageStatus]) -> Table:
 
 
 @images_app.command("build")
-def images_build(name: Optional[str] = typer.Argument(None, help="Image to build (default: all).")) -> None:
+def images_build(name: str | None = typer.Argument(None, help="Image to build (default: all).")) -> None:
     """Build the base (offline if need be), the sandbox layer and the images; current ones are skipped."""
+    from sandbox.docker import images
+    from sandbox.docker.engine import connect, translate
+
     with reported(), translate("building images"):
         client = connect(docker_host(), timeout=1800)
         rows = images.build(client, name, log=lambda line: err_console.print(f"[dim]{line}[/]"))
@@ -176,6 +187,9 @@ def images_build(name: Optional[str] = typer.Argument(None, help="Image to build
 @images_app.command("list")
 def images_list(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List harness images: current, stale (built from older inputs) or missing."""
+    from sandbox.docker import images
+    from sandbox.docker.engine import connect
+
     with reported():
         rows = images.list_images(connect(docker_host()))
     if as_json:
@@ -187,41 +201,19 @@ def images_list(as_json: bool = typer.Option(False, "--json", help="Print JSON."
 @sandbox_app.command("prune")
 def sandbox_prune(
     everything: bool = typer.Option(False, "--all", help="Remove every harness container, live runs too."),
-    state: Optional[Path] = typer.Option(None, "--state-dir", help="Sessions whose leftovers to remove."),
-    run: Optional[str] = typer.Option(None, "--run", help="Only containers of this run id (label harness.run)."),
+    state: Path | None = typer.Option(None, "--state-dir", help="Sessions whose leftovers to remove."),
+    run: str | None = typer.Option(None, "--run", help="Only containers of this run id (label harness.run)."),
 ) -> None:
     """Remove leftover containers of crashed runs (whose controller process is gone), images of
     deleted sessions of the state directory, and folders of session creates that never finished."""
-    from sandbox.leftovers import find_session_leftovers, remove_leftovers
+    from sandbox.docker.engine import connect
+    from sandbox.docker.prune import find_session_leftovers, prune, remove_leftovers
 
     with reported():
         client = connect(docker_host())
-        removed = cleanup.prune(client, everything=everything, run_id=run)
+        removed = prune(client, everything=everything, run_id=run)
         gone = remove_leftovers(client, find_session_leftovers(client, state_dir(state)))
     console.print(f"removed {removed} container(s)")
     for item in gone:
         console.print(f"removed session leftover {item}")
     console.print(f"removed {len(gone)} session leftover(s)")
-
-
-@bench_app.command("sandbox")
-def bench_sandbox(
-    calls: int = typer.Option(20, min=3, max=1000, help="Timed calls per approach."),
-    image: str = typer.Option("py311", help="Image to measure on."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
-) -> None:
-    """Pooled single-use call vs cold create/start/wait/remove vs exec into a long-lived container."""
-    from sandbox.bench import measure
-
-    with reported():
-        result = measure(connect(docker_host()), run_id=run_id(), image=image, calls=calls)
-    if as_json:
-        print(result.model_dump_json())
-        return
-    table = Table("approach", "median ms", "p90 ms", title=f"{calls} calls of `true` on {result.image}")
-    table.add_row("(a) pooled single-use call", f"{result.pooled.median_ms:.1f}", f"{result.pooled.p90_ms:.1f}")
-    table.add_row("(b) cold create/start/wait/remove", f"{result.cold.median_ms:.1f}", f"{result.cold.p90_ms:.1f}")
-    table.add_row("(c) exec into a long-lived container", f"{result.exec.median_ms:.1f}", f"{result.exec.p90_ms:.1f}")
-    console.print(table)
-    console.print(f"a/c = {result.pooled_over_exec:.2f} (target <= 1.5)   a/b = {result.pooled_over_cold:.2f} (target <= 0.5)")
-    console.print(f"[dim]{result.note}[/]")

@@ -1,17 +1,18 @@
-"""`harness session list|show|rm`, `harness diff`, `harness rollback`, `harness export`, `bench snapshot`."""
+"""`harness session list|show|rm`, `harness diff`, `harness rollback`, `harness export`, and the
+session side of `harness exec --session`."""
 
 from __future__ import annotations
 
 import contextlib
 import datetime
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, Optional
 
 import typer
 from rich.table import Table
 
-from harness.cli.app import ExitCode, app, bench_app, console, docker_host, err_console, fail, reported, state_dir
+from harness.cli.app import ExitCode, app, console, docker_host, err_console, fail, reported, state_dir
 from sandbox.errors import EngineUnavailable
 
 session_app = typer.Typer(help="List, show and remove sessions.", no_args_is_help=True)
@@ -21,8 +22,8 @@ _STATE = typer.Option(None, "--state-dir", help="Where sessions live (default: $
 
 
 @contextlib.contextmanager
-def _opened(state: Optional[Path], session_id: str) -> Iterator:
-    from sandbox.session import Session
+def _opened(state: Path | None, session_id: str) -> Iterator:
+    from sandbox.session.session import Session
 
     with reported():  # StepOutOfRange is a usage error (64), an unknown session 66: see exit_code_for
         session = Session.open(state_dir(state), session_id)
@@ -35,9 +36,9 @@ def _when(stamp: float) -> str:
 
 
 @session_app.command("list")
-def session_list(state: Optional[Path] = _STATE, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+def session_list(state: Path | None = _STATE, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Sessions in the state directory, oldest first."""
-    from sandbox.session import list_sessions
+    from sandbox.session.session import list_sessions
 
     infos = list_sessions(state_dir(state))
     if as_json:
@@ -51,7 +52,7 @@ def session_list(state: Optional[Path] = _STATE, as_json: bool = typer.Option(Fa
 
 
 @session_app.command("show")
-def session_show(session_id: str = typer.Argument(..., metavar="SESSION"), state: Optional[Path] = _STATE,
+def session_show(session_id: str = typer.Argument(..., metavar="SESSION"), state: Path | None = _STATE,
                  as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Steps of one session: tree, image, time, note."""
     with _opened(state, session_id) as session:
@@ -72,26 +73,26 @@ def session_show(session_id: str = typer.Argument(..., metavar="SESSION"), state
 
 
 @session_app.command("rm")
-def session_rm(session_id: str = typer.Argument(..., metavar="SESSION"), state: Optional[Path] = _STATE) -> None:
+def session_rm(session_id: str = typer.Argument(..., metavar="SESSION"), state: Path | None = _STATE) -> None:
     """Delete a session: its workspace, snapshots and the images its steps committed."""
-    from sandbox.docker import connect
+    from sandbox.docker.engine import connect
+    from sandbox.docker.step_images import EngineStepImages
 
     with _opened(state, session_id) as session:
         try:
-            client = connect(docker_host())
+            session.step_images = EngineStepImages(connect(docker_host()))
         except EngineUnavailable as error:
-            client = None
             err_console.print(f"[yellow]warning:[/] images not removed ({error}); `harness sandbox prune` finds them later",
                               soft_wrap=True)
-        session.delete(client)
+        session.delete()
     console.print(f"removed session {session_id}")
 
 
 @app.command("diff")
 def diff_command(session_id: str = typer.Argument(..., metavar="SESSION"),
                  from_step: int = typer.Option(0, "--from", help="Older step [default: 0, the import]."),
-                 to_step: Optional[int] = typer.Option(None, "--to", help="Newer step [default: the latest]."),
-                 state: Optional[Path] = _STATE,
+                 to_step: int | None = typer.Option(None, "--to", help="Newer step [default: the latest]."),
+                 state: Path | None = _STATE,
                  as_json: bool = typer.Option(False, "--json", help="Print the changes as JSON.")) -> None:
     """Unified diff of the workspace between two steps, then binary and mode changes."""
     with _opened(state, session_id) as session:
@@ -112,7 +113,7 @@ def diff_command(session_id: str = typer.Argument(..., metavar="SESSION"),
 @app.command("rollback")
 def rollback_command(session_id: str = typer.Argument(..., metavar="SESSION"),
                      to: int = typer.Option(..., "--to", help="Step to restore (workspace and image)."),
-                     state: Optional[Path] = _STATE) -> None:
+                     state: Path | None = _STATE) -> None:
     """Restore the workspace and image of step N; the next step continues from there."""
     with _opened(state, session_id) as session:
         record = session.rollback(to)
@@ -121,9 +122,9 @@ def rollback_command(session_id: str = typer.Argument(..., metavar="SESSION"),
 
 @app.command("export")
 def export_command(session_id: str = typer.Argument(..., metavar="SESSION"),
-                   output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the patch here (default: stdout)."),
+                   output: Path | None = typer.Option(None, "-o", "--output", help="Write the patch here (default: stdout)."),
                    check: bool = typer.Option(True, "--check/--no-check", help="Verify it applies to the original repository."),
-                   state: Optional[Path] = _STATE) -> None:
+                   state: Path | None = _STATE) -> None:
     """The session's change as a patch for `git apply` on the original repository."""
     with _opened(state, session_id) as session:
         patch = session.export_patch()
@@ -137,54 +138,34 @@ def export_command(session_id: str = typer.Argument(..., metavar="SESSION"),
         err_console.print(f"wrote {output}")
 
 
-@bench_app.command("snapshot")
-def bench_snapshot(files: int = typer.Option(10_000, min=100, help="Files in the generated repository."),
-                   steps: int = typer.Option(15, min=3, help="One-file-change steps measured."),
-                   big: int = typer.Option(100_000, min=1000, help="Files in the scale case."),
-                   as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
-    """Snapshot and rollback cost per step, incremental vs full, and 100k vs 10k files."""
-    from sandbox import snapshot_bench
-
-    result = snapshot_bench.run(files=files, steps=steps, big_files=big,
-                                log=lambda line: err_console.print(f"[dim]{line}[/]"))
-    if as_json:
-        print(result.model_dump_json())
-        return
-    table = Table("measure", "value", "target", title=f"{result.files} files, {result.megabytes} MB, {result.steps} steps")
-    table.add_row("first full snapshot", f"{result.full_snapshot_ms:.0f} ms", "")
-    table.add_row("one-change snapshot (median)", f"{result.snapshot_ms:.1f} ms", "<= 100 ms")
-    table.add_row("session step: snapshot + record (median)", f"{result.step_ms:.1f} ms", "")
-    table.add_row("rollback one step (median)", f"{result.rollback_ms:.1f} ms", "<= 100 ms")
-    table.add_row("one-change snapshot, stat walk (fresh process)", f"{result.walk_snapshot_ms:.0f} ms", "")
-    table.add_row("incremental / full", f"{result.incremental_over_full:.3f}", "<= 0.2")
-    table.add_row(f"{big} files / {files} files (one change)", f"{result.scale_100k_over_10k:.2f}", "<= 3")
-    console.print(table)
-
-
-def exec_in_session(path: Path, command: list[str], spec, *, session_id: str, state: Optional[Path],
+def exec_in_session(path: Path, command: list[str], spec, *, session_id: str, state: Path | None,
                     setup: list[str], setup_network: bool, writable_root: bool, run_id: str):
     """`harness exec --session ID`: create the session from PATH (running --setup once) or continue
     it; run the command on its workspace and image; record the result as the next step."""
-    from sandbox.docker import DockerSandbox, connect
-    from sandbox.session import Session, SessionConfig
-    from sandbox.setup import create_session
+    from sandbox.docker.containers import DockerSandbox
+    from sandbox.docker.engine import connect
+    from sandbox.docker.step_images import EngineStepImages
+    from sandbox.layout import session_folder
+    from sandbox.session.session import Session, SessionConfig
+    from sandbox.session.setup import create_session
 
     sessions = state_dir(state)
     client = connect(docker_host())
+    images = EngineStepImages(client)
     with DockerSandbox(client, run_id=run_id, pool_size=0, session_id=session_id, share_netns=False) as box:
-        if (sessions / session_id / "session.json").exists():
+        if session_folder(sessions, session_id).info.exists():
             if setup or setup_network or writable_root:
                 err_console.print(f"[yellow]note:[/] session {session_id} exists; --setup, --setup-network and "
                                   "--writable-root apply only when it is created", soft_wrap=True)
-            session = Session.open(sessions, session_id)
+            session = Session.open(sessions, session_id, images=images)
         else:
             if setup_network and not setup:
                 fail("--setup-network needs at least one --setup command", ExitCode.USAGE)
             config = SessionConfig(setup=setup, setup_network=setup_network, writable_root=writable_root)
-            session = create_session(path, sessions, spec=spec, config=config, sandbox=box, session_id=session_id)
+            session = create_session(path, sessions, spec=spec, config=config, sandbox=box, session_id=session_id,
+                                     images=images)
             err_console.print(f"created session {session.id} (step 0, image {session.image[:19]})")
         with session:
-            session.attach_engine(client)
             envelope = box.run(command, workspace=session.workspace, spec=session.spec,
                                commit_changes=session.config.writable_root)
             record = session.commit_step(f"exec {' '.join(command)}"[:200], committed_image=envelope.committed_image)

@@ -1,19 +1,15 @@
-"""`harness tools list`, `harness tool SESSION NAME --args JSON` and `harness bench tools`."""
+"""`harness tools list` and `harness tool SESSION NAME --args JSON`."""
 
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from pathlib import Path
-from typing import Any, Optional
 
 import typer
 
-from harness.cli.app import ExitCode, app, bench_app, console, docker_host, err_console, fail, reported, state_dir
-from harness.approve import InteractiveApprover
-from harness.gate import Gate, GateConfig
-from harness.tools.builtin import default_registry, make_context
+from harness.cli import environment
+from harness.cli.app import ExitCode, app, console, err_console, fail, reported, state_dir
 from harness.types import ToolCall
 
 tools_app = typer.Typer(help="The tool menu the model sees.", no_args_is_help=True)
@@ -30,7 +26,9 @@ def tools_list(
     style: str = typer.Option("openai", "--format", help="Schema form for --json: openai or anthropic."),
 ) -> None:
     """Names and descriptions exactly as the model sees them."""
-    schemas = default_registry().schemas()
+    from harness import assembly
+
+    schemas = assembly.registry().schemas()
     if json_out:
         if style not in ("openai", "anthropic"):
             fail(f"--format must be openai or anthropic, not {style!r}", ExitCode.USAGE)
@@ -41,32 +39,23 @@ def tools_list(
         console.print(schema.description + "\n", markup=False, soft_wrap=True)
 
 
-def _run_config(folder: Path) -> tuple[GateConfig, str | None]:
-    """Gate config and test command recorded by `harness run` for this session, else the defaults."""
-    from harness.config import RunConfig
-
-    saved = folder / "run.json"
-    if not saved.is_file():
-        return GateConfig(), None
-    config = RunConfig.model_validate_json(saved.read_text(encoding="utf-8"))
-    return config.gate, config.test_cmd or config.verify
-
-
 @app.command("tool")
 def tool_command(
     session_id: str = typer.Argument(..., metavar="SESSION", help="Session id (see: harness session list)."),
     name: str = typer.Argument(..., help="Tool name (see: harness tools list)."),
     args: str = typer.Option("{}", "--args", help="Tool arguments as one JSON object."),
-    state: Optional[Path] = typer.Option(None, "--state-dir", help="Where sessions live."),
+    state: Path | None = typer.Option(None, "--state-dir", help="Where sessions live."),
     read_only: bool = typer.Option(False, "--read-only", help="Deny write tools for this call."),
-    test_command: Optional[str] = typer.Option(None, "--test-command", help="Command run_tests runs."),
+    test_command: str | None = typer.Option(None, "--test-command", help="Command run_tests runs."),
     json_out: bool = typer.Option(False, "--json", help="Print the whole ToolResult as JSON."),
     interactive: bool = typer.Option(False, "--interactive", help="Ask at the terminal when a rule says ask "
                                      "(default: such calls are denied)."),
 ) -> None:
     """Run one tool inside a session (registry + gate + sandbox) and commit a step if it wrote."""
-    from sandbox.docker import DockerSandbox, connect
-    from sandbox.session import Session
+    from harness import assembly
+    from harness.config import RunConfig
+    from harness.gate import Gate
+    from sandbox.layout import session_folder
 
     try:
         arguments = json.loads(args)
@@ -75,21 +64,21 @@ def tool_command(
         arguments, parse_error = {}, str(error)
     call = ToolCall(id=f"cli-{uuid.uuid4().hex[:8]}", name=name, arguments=arguments if not parse_error else {},
                     raw_arguments=args if parse_error else None, parse_error=parse_error)
+    sessions = state_dir(state)
     with reported():
-        session = Session.open(state_dir(state), session_id)
-        with session:
-            gate_config, recorded_tests = _run_config(session.dir)
-            if read_only:
-                gate_config = gate_config.model_copy(update={"allow_writes": False})
-            client = connect(docker_host())
-            session.attach_engine(client)  # committed step images get tagged; rollback checks them
-            run = os.environ.get("HARNESS_RUN_ID") or f"cli-{uuid.uuid4().hex[:12]}"
-            with DockerSandbox(client, run_id=run, pool_size=0, session_id=session.id, share_netns=False) as box:
-                approver = InteractiveApprover(err_console) if interactive else None
-                ctx = make_context(box, session.workspace, session.spec, Gate(gate_config), approver=approver,
-                                   test_command=test_command or recorded_tests,
-                                   commit_changes=session.config.writable_root)
-                result = default_registry().execute(call, ctx)
+        # The gate and test command `harness run` recorded for this session, else the defaults.
+        recorded = session_folder(sessions, session_id).run_config
+        config = assembly.saved_config(recorded.parent, {}) if recorded.is_file() else RunConfig()
+        gate_config = config.gate.model_copy(update={"allow_writes": False}) if read_only else config.gate
+        outside = environment.runtime(config, interactive=interactive, prefix="cli")
+        # One call: no warm container and no shared namespace holder, either would double its cost.
+        with (assembly.open_sandbox(outside, session_id, pool_size=0, share_netns=False) as box,
+              assembly.open_session(sessions, session_id, box) as session):
+            ctx = assembly.tool_context(config, session, box, interactive=interactive, gate=Gate(gate_config),
+                                        test_command=test_command)
+            if not interactive:
+                ctx.approver = None  # an `ask` rule denies at once instead of waiting for an answer
+            result = assembly.registry().execute(call, ctx)
             image = result.envelope.committed_image if result.envelope is not None else None
             if result.wrote or image:
                 before = session.step
@@ -101,28 +90,3 @@ def tool_command(
         err_console.print(f"error: {result.error_kind}")
         raise typer.Exit(TOOL_EXIT.get(result.error_kind or "", 1))
 
-
-@bench_app.command("tools")
-def bench_tools(
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
-    rounds: int = typer.Option(25, "--rounds", min=5, max=500, help="Measurements per side."),
-    image: str = typer.Option("py311", "--image", help="Sandbox image for both sides."),
-) -> None:
-    """Median read_file (registry + gate + warm DockerSandbox) vs a bare exec_run of cat, same run."""
-    from harness.tools.bench import measure
-
-    with reported():
-        figures = measure(connect_client(), image=image, rounds=rounds)
-    if json_out:
-        print(json.dumps(figures))
-        return
-    console.print(f"read_file end to end: {figures['read_file_ms']:.1f} ms median over {rounds} calls")
-    console.print(f"bare exec_run cat:    {figures['exec_cat_ms']:.1f} ms median over {rounds} calls")
-    verdict = "ok" if figures["read_file_over_exec"] <= 1.5 else "over the 1.5x target"
-    console.print(f"ratio:                {figures['read_file_over_exec']:.2f}x ({verdict})")
-
-
-def connect_client() -> Any:
-    from sandbox.docker import connect
-
-    return connect(docker_host())

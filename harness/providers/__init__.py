@@ -1,25 +1,7 @@
-"""Model providers: the `Provider` seam, its config and factory, and the single retry policy.
+"""Model providers: the `Provider` seam (`protocol`), its config models (`config`), the factory
+(`factory`), the single retry policy (`retry`) and pricing (`pricing`).
 
 `make_provider("openai:gpt-4.1" | "anthropic:MODEL" | "scripted:FILE" | "replay:SESSION", config,
-api_key=...)` builds one; the SDK-backed modules are imported only when named.
+api_key=...)` builds one; the SDK-backed modules are imported only when named. Import from the
+submodules: this package imports nothing, so naming one provider never loads the others.
 """
-
-from harness.providers.base import (
-    ModelPrice,
-    Provider,
-    ProviderConfig,
-    RetryConfig,
-    make_provider,
-    parse_spec,
-    register_provider,
-)
-
-__all__ = [
-    "ModelPrice",
-    "Provider",
-    "ProviderConfig",
-    "RetryConfig",
-    "make_provider",
-    "parse_spec",
-    "register_provider",
-]

@@ -7,7 +7,8 @@ Usage is normalised: Anthropic's `input_tokens` excludes cached tokens, ours inc
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import anthropic
 import httpx2
@@ -22,7 +23,8 @@ from harness.errors import (
     ModelUnavailable,
 )
 from harness.providers.arguments import build_tool_call
-from harness.providers.base import ProviderConfig, redact, register_provider
+from harness.providers.config import ProviderConfig, redact
+from harness.providers.factory import register_provider
 from harness.providers.retry import parse_retry_after
 from harness.providers.stream import drain, sdk_timeout, transport_error
 from harness.types import Message, ModelTurn, StopReason, ToolSchema, Usage
@@ -137,9 +139,8 @@ class EventAssembly:
     def turn(self) -> ModelTurn:
         """The finished ModelTurn; a stream cut off before message_stop is retryable."""
         if not self.finished or self.stop_reason is None:
-            error = ModelUnavailable("the model's stream ended before it finished (connection dropped)")
-            error.usage = self.usage()
-            raise error
+            raise ModelUnavailable("the model's stream ended before it finished (connection dropped)",
+                                   usage=self.usage())
         stop = _STOP_REASONS.get(self.stop_reason, "other")
         texts, calls = [], []
         for index in sorted(self.blocks):

@@ -7,7 +7,8 @@ Tool-call fragments are assembled by their `index`, so parallel calls never mix 
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import httpx2
 import openai
@@ -22,7 +23,8 @@ from harness.errors import (
     ModelUnavailable,
 )
 from harness.providers.arguments import build_tool_call
-from harness.providers.base import ProviderConfig, redact, register_provider
+from harness.providers.config import ProviderConfig, redact
+from harness.providers.factory import register_provider
 from harness.providers.retry import parse_retry_after
 from harness.providers.stream import drain, sdk_timeout, transport_error
 from harness.types import Message, ModelTurn, StopReason, ToolSchema, Usage
@@ -136,9 +138,8 @@ class StreamAssembly:
     def turn(self) -> ModelTurn:
         """The finished ModelTurn; a stream cut off before its finish reason is retryable."""
         if self.finish_reason is None:
-            error = ModelUnavailable("the model's stream ended before it finished (connection dropped)")
-            error.usage = self.usage
-            raise error
+            raise ModelUnavailable("the model's stream ended before it finished (connection dropped)",
+                                   usage=self.usage)
         stop = _STOP_REASONS.get(self.finish_reason, "other")
         truncated = stop == "max_tokens"
         calls = [
@@ -168,7 +169,8 @@ def to_openai_message(message: Message) -> dict[str, Any]:
 
 def _error_fields(error: openai.APIError) -> tuple[str, str]:
     body = error.body if isinstance(error.body, dict) else {}
-    inner = body.get("error") if isinstance(body.get("error"), dict) else body
+    nested = body.get("error")
+    inner: dict[str, Any] = nested if isinstance(nested, dict) else body
     code = str(inner.get("code") or error.code or "")
     kind = str(inner.get("type") or error.type or "")
     return code, kind

@@ -7,11 +7,11 @@ cache reads/writes are the priced sub-parts. An unknown model costs 0 and is fla
 from __future__ import annotations
 
 import warnings
-from typing import Mapping
+from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict
 
-from harness.providers.base import ModelPrice
+from harness.providers.config import ModelPrice
 from harness.types import Usage
 
 # genai-prices provider ids for our spec prefixes; OpenAI-compatible servers often host other

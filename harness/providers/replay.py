@@ -8,11 +8,12 @@ When the recording runs out, the model answers with a final text and no tool cal
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from harness.errors import ConfigError
-from harness.providers.base import ProviderConfig, register_provider
+from harness.providers.config import ProviderConfig
+from harness.providers.factory import register_provider
 from harness.trajectory import TRAJECTORY_FILE, read_records
 from harness.types import Message, ModelTurn, ToolSchema, Usage
 
@@ -36,7 +37,7 @@ class ReplayProvider:
         self.turns = [turn.model_copy(update={"usage": Usage(), "cost_usd": 0.0, "retries": 0}) for turn in turns]
 
     @classmethod
-    def from_session(cls, session_dir: Path) -> "ReplayProvider":
+    def from_session(cls, session_dir: Path) -> ReplayProvider:
         if not (Path(session_dir) / TRAJECTORY_FILE).is_file():
             raise ConfigError(f"replay: no recorded trajectory in {session_dir}")
         return cls(recorded_turns(Path(session_dir)), name=f"replay:{session_dir}")

@@ -11,14 +11,16 @@ from __future__ import annotations
 import email.utils
 import random
 import time
-from datetime import datetime, timezone
-from typing import Callable, Mapping, Sequence, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import TypeVar
 
 from tenacity import RetryCallState, Retrying, retry_if_exception
 
 from harness.errors import ModelError, RetryBudgetExhausted
-from harness.providers.base import Provider, RetryConfig
+from harness.providers.config import RetryConfig
 from harness.providers.pricing import PriceTable
+from harness.providers.protocol import Provider
 from harness.types import Message, ModelTurn, ToolSchema, Usage
 
 T = TypeVar("T")
@@ -44,8 +46,8 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
     except (TypeError, ValueError):
         return None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return max((when - datetime.now(timezone.utc)).total_seconds(), 0.0)
+        when = when.replace(tzinfo=UTC)
+    return max((when - datetime.now(UTC)).total_seconds(), 0.0)
 
 
 def _is_retryable(error: BaseException) -> bool:
@@ -98,8 +100,8 @@ class RetryPolicy:
                     or out_of_time(state))
 
         def wait(state: RetryCallState) -> float:
-            assert state.outcome is not None
-            return self.compute_wait(state.outcome.exception(), state.attempt_number)
+            error = state.outcome.exception() if state.outcome is not None else None
+            return self.compute_wait(error, state.attempt_number) if error is not None else 0.0
 
         def before_sleep(state: RetryCallState) -> None:
             nonlocal retries
@@ -161,9 +163,7 @@ class RetryingProvider:
         try:
             turn, retries = self.policy.call(attempt, deadline)
         except ModelError as error:
-            error.usage = failed_usage
-            error.cost_usd = self.prices.cost(model, failed_usage).usd
-            raise
+            raise error.with_usage(failed_usage, self.prices.cost(model, failed_usage).usd) from error.__cause__
         usage = turn.usage + failed_usage
         cost = self.prices.cost(model or turn.model, usage)
         return turn.model_copy(update={"usage": usage, "cost_usd": cost.usd, "cost_known": cost.known, "retries": retries})

@@ -18,14 +18,16 @@ Tool-call ids are deterministic: `call_<turn>_<n>` (1-based turn, 0-based call) 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from harness.errors import ScriptError
-from harness.providers.base import ProviderConfig, register_provider
+from harness.providers.config import ProviderConfig
+from harness.providers.factory import register_provider
 from harness.types import Message, ModelTurn, ToolCall, ToolSchema
 
 EXHAUSTED_TEXT = "I have nothing more to do."
@@ -45,7 +47,7 @@ class ScriptedProvider:
         return f"ScriptedProvider({self.name!r}, {len(self.turns)} turns)"
 
     @classmethod
-    def from_file(cls, path: Path) -> "ScriptedProvider":
+    def from_file(cls, path: Path) -> ScriptedProvider:
         """Load and validate a script; ScriptError names the file and line that is wrong."""
         try:
             text = path.read_text(encoding="utf-8")

@@ -5,12 +5,14 @@ usage seen so far (so failed calls are billed too)."""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, ContextManager
+from collections.abc import Callable
+from contextlib import AbstractContextManager as ContextManager
+from typing import Any
 
 import httpx2
 
 from harness.errors import ModelError, ModelUnavailable
-from harness.providers.base import ProviderConfig, redact
+from harness.providers.config import ProviderConfig, redact
 from harness.types import Usage
 
 
@@ -45,12 +47,10 @@ def drain(open_stream: Callable[[httpx2.Timeout], ContextManager[Any]], add: Cal
                 if time.monotonic() - started > timeout_s:
                     raise ModelUnavailable(f"model call exceeded its {timeout_s:g}s timeout")
     except ModelError as error:
-        error.usage = usage()
-        raise
+        raise error.with_usage(usage()) from error.__cause__
     except foreign as error:
-        translated = translate(error, bound.read)
-        translated.usage = usage()
-        raise translated from None
+        stall_s = bound.read if bound.read is not None else config.stall_timeout_s
+        raise translate(error, stall_s).with_usage(usage()) from None
     return int((time.monotonic() - started) * 1000)
 
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Sequence
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -82,26 +83,21 @@ def call_runner(ctx: ToolContext, op: str, args: dict[str, Any],
     check_envelope(envelope, op)
     answer = runner.parse_answer(envelope.stdout)
     if answer is None:
-        raise _with(ToolError("execution_error", f"the {op} helper failed inside the container "
-                                                 f"(exit {envelope.exit_code}): {envelope.stderr.strip()[-300:]}"), envelope)
+        raise ToolError("execution_error", f"the {op} helper failed inside the container "
+                                                 f"(exit {envelope.exit_code}): {envelope.stderr.strip()[-300:]}", envelope)
     if not answer["ok"]:
-        raise _with(ToolError(answer["kind"] or "execution_error", answer["text"]), envelope)
+        raise ToolError(answer["kind"] or "execution_error", answer["text"], envelope)
     return answer, envelope
 
 
 def check_envelope(envelope: Envelope, what: str) -> None:
     """Timeouts and output floods become their error kinds (with the envelope kept)."""
     if envelope.status == "timeout":
-        raise _with(ToolError("timeout", f"{what} was killed after {envelope.limits.timeout_s:g}s "
-                                         f"(wall-clock limit)\n{envelope.render()}"), envelope)
+        raise ToolError("timeout", f"{what} was killed after {envelope.limits.timeout_s:g}s "
+                                         f"(wall-clock limit)\n{envelope.render()}", envelope)
     if envelope.status == "output_limit":
-        raise _with(ToolError("output_limit", f"{what} printed more than the output ceiling and was killed\n"
-                                              f"{envelope.render()}"), envelope)
-
-
-def _with(error: ToolError, envelope: Envelope) -> ToolError:
-    error.envelope = envelope  # type: ignore[attr-defined]
-    return error
+        raise ToolError("output_limit", f"{what} printed more than the output ceiling and was killed\n"
+                                              f"{envelope.render()}", envelope)
 
 
 Line = Annotated[int, Field(ge=1, le=10_000_000)]
@@ -243,8 +239,8 @@ def run_command(ctx: ToolContext, command: Annotated[str, Field(min_length=1, ma
     envelope = ctx.sandbox.run(argv, workspace=ctx.workspace, spec=ctx.call_spec(), mounts=ctx.mounts,
                                commit_changes=ctx.commit_changes)
     if argv[0] == "timeout" and envelope.exit_code == 124 and envelope.status != "timeout":
-        raise _with(ToolError("timeout", f"the command was killed after {timeout}s (the timeout you asked for)\n"
-                                         f"{envelope.render()}"), envelope)
+        raise ToolError("timeout", f"the command was killed after {timeout}s (the timeout you asked for)\n"
+                                         f"{envelope.render()}", envelope)
     check_envelope(envelope, "the command")
     return Outcome(envelope.render(), envelope, wrote=True)
 
@@ -286,8 +282,8 @@ def _git(ctx: ToolContext, args: list[str], what: str) -> Outcome:
     envelope = ctx.sandbox.run([*GIT, *args], workspace=ctx.workspace, spec=ctx.call_spec(), mounts=ctx.mounts)
     check_envelope(envelope, what)
     if envelope.exit_code != 0:
-        raise _with(ToolError("execution_error", f"{what} failed (exit {envelope.exit_code}): "
-                                                 f"{envelope.stderr.strip()[:400]}"), envelope)
+        raise ToolError("execution_error", f"{what} failed (exit {envelope.exit_code}): "
+                                                 f"{envelope.stderr.strip()[:400]}", envelope)
     if not envelope.stdout.strip():
         return Outcome(f"OK {what}: no output", envelope)
     return Outcome(envelope.render(), envelope)

@@ -33,7 +33,7 @@ an argument of its own (not inside the code) so a sandbox that maps container pa
 
 def runner_mounts() -> list[Mount]:
     """runner.py and unified_diff.py, read-only, each with its .pyc for this python when one can be made."""
-    return [mount for module in (runner, unified_diff) for mount in _module_mounts(Path(module.__file__).resolve())]
+    return [mount for module in (runner, unified_diff) for mount in _module_mounts(Path(str(module.__file__)).resolve())]
 
 
 def _module_mounts(source: Path) -> list[Mount]:

@@ -14,10 +14,11 @@ import inspect
 import re
 import time
 import typing
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Literal, Sequence
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
@@ -252,7 +253,7 @@ class Registry:
 
         def fail(kind: str, what: str, decision: Decision | None = None) -> ToolResult:
             return ToolResult(call_id=call.id, name=call.name, text=error_text(kind, what), is_error=True,
-                              error_kind=kind, decision=decision,  # type: ignore[arg-type]
+                              error_kind=kind, decision=decision,
                               duration_ms=int((time.perf_counter() - started) * 1000))
 
         if call.parse_error is not None:
@@ -285,8 +286,7 @@ class Registry:
         try:
             outcome = ready.tool.fn(ctx, **{k: getattr(ready.args, k) for k in type(ready.args).model_fields})
         except ToolError as error:
-            envelope = getattr(error, "envelope", None)
             return ToolResult(**base, text=error_text(error.kind, str(error)), is_error=True, error_kind=error.kind,
-                              envelope=envelope, duration_ms=int((time.perf_counter() - ready.started) * 1000))
+                              envelope=error.envelope, duration_ms=int((time.perf_counter() - ready.started) * 1000))
         return ToolResult(**base, text=outcome.text, envelope=outcome.envelope, wrote=outcome.wrote,
                           duration_ms=int((time.perf_counter() - ready.started) * 1000))

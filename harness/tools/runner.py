@@ -97,7 +97,8 @@ class Patterns:
                 import re
 
                 body = _glob_regex(line)
-                regex = re.compile(body if anchored else "(?:.*/)?" + body)
+                # A compiled pattern answers .match() as _Literal does (re stays unimported on the read path).
+                regex = re.compile(body if anchored else "(?:.*/)?" + body)  # type: ignore[assignment]
             self.rules.append((regex, neg, dir_only))
 
     def match(self, rel: str, is_dir: bool) -> bool | None:
@@ -259,7 +260,8 @@ def op_read_file(space: Space, args: dict, max_bytes: int) -> dict:
     end = min(int(args.get("end_line") or total), total)
     if end < start:
         raise Failure("invalid_arguments", f"end_line={end} is before start_line={start}. Use end_line >= start_line.")
-    shown, budget, last = [], max_bytes, start - 1
+    shown: "list[str]" = []
+    budget, last = max_bytes, start - 1
     for number in range(start, min(end, start + MAX_LINES - 1) + 1):
         line = lines[number - 1].rstrip("\r")
         if len(line) > MAX_LINE_CHARS:
@@ -310,13 +312,13 @@ def _walk(space: Space, rel: str, level: int, depth: int, ignores: list, out: li
     finally:
         os.close(fd)
     own = _gitignore(space, rel)
-    ignores = ignores + [own] if own else ignores
+    ignores = [*ignores, own] if own else ignores
     count = 0
     for entry in entries:
         child = f"{rel}/{entry.name}" if rel else entry.name
         is_link = entry.is_symlink()
         is_dir = not is_link and entry.is_dir(follow_symlinks=False)
-        if is_dir and entry.name in SKIP_DIRS or in_area(space.protected, child):
+        if (is_dir and entry.name in SKIP_DIRS) or in_area(space.protected, child):
             continue
         verdicts = [v for v in (p.match(child, is_dir) for p in ignores) if v is not None]
         if verdicts and verdicts[-1]:
@@ -383,11 +385,11 @@ def op_write_file(space: Space, args: dict, max_bytes: int) -> dict:
 # --- unified diffs (parsed and applied to text by unified_diff.py; the file system work is here) ----
 
 
-def _unified_diff():  # noqa: ANN202 - the module, imported only when a diff is applied
+def _unified_diff():
     if __package__:  # on the host, as harness.tools.runner
         from . import unified_diff
     else:  # in the container (/opt/harness is first on sys.path) or run as a script
-        import unified_diff
+        import unified_diff  # type: ignore[import-not-found,no-redef]
     return unified_diff
 
 
@@ -414,7 +416,7 @@ def _regular_file(space: Space, path: str, rel: str, what: str) -> None:
 class _Change:
     """What one file section of a diff will do, computed before anything is written."""
 
-    __slots__ = ("write", "text", "mode", "new", "remove", "summary")
+    __slots__ = ("mode", "new", "remove", "summary", "text", "write")
 
     def __init__(self, write: str | None, text: str = "", mode: int | None = None, new: bool = False,
                  remove: str | None = None, summary: str = "") -> None:
@@ -422,7 +424,7 @@ class _Change:
         self.remove, self.summary = remove, summary
 
 
-def _plan(space: Space, udiff, patch) -> _Change:  # noqa: ANN001 - udiff is the unified_diff module
+def _plan(space: Space, udiff, patch) -> _Change:
     action, name = patch.action, patch.new or patch.old
     mode = 0o755 if patch.mode == "100755" else 0o644 if patch.mode else None
     if action == "create":
@@ -486,7 +488,7 @@ def op_search(space: Space, args: dict, max_bytes: int) -> dict:
             "--max-columns=300", "--max-columns-preview", "--max-count=50", "-e", args["pattern"]]
     if args.get("glob"):
         argv += ["--glob", args["glob"]]
-    proc = subprocess.run(argv + ["--", rel or "."], cwd=space.root, stdin=subprocess.DEVNULL,
+    proc = subprocess.run([*argv, "--", rel or "."], cwd=space.root, stdin=subprocess.DEVNULL,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if proc.returncode == 1:
         return {"ok": True, "text": f"OK search_code: no matches for {args['pattern']!r} in {path}"}
@@ -533,7 +535,7 @@ def op_run_tests(space: Space, args: dict, max_bytes: int) -> dict:
         tail = lines[-40:]
         text = "\n".join(["test output (last lines):", *tail]) if tail else "(no output)"
     else:
-        text = "\n".join(failures + [summary]) if failures else summary
+        text = "\n".join([*failures, summary]) if failures else summary
     return {"ok": True, "text": text, "exit_code": proc.returncode}
 
 
@@ -583,7 +585,7 @@ def handle(req: dict) -> dict:
 
 def encode_request(request: dict) -> list:
     """argv items for a request dict (the inverse of decode_request); None and False are left out."""
-    items = []
+    items: "list[str]" = []
 
     def put(key: str, value: object) -> None:
         if value is None or value is False:

@@ -24,20 +24,25 @@ class DiffError(Exception):
 
 
 class Hunk:
-    __slots__ = ("start", "old", "new", "old_eof_newline", "new_eof_newline")
+    __slots__ = ("new", "new_eof_newline", "old", "old_eof_newline", "start")
 
     def __init__(self, start: int) -> None:
-        self.start, self.old, self.new = start, [], []
-        self.old_eof_newline = self.new_eof_newline = None  # False after a `\ No newline` marker
+        self.start = start
+        self.old: list[str] = []
+        self.new: list[str] = []
+        self.old_eof_newline: bool | None = None  # False after a `\ No newline` marker
+        self.new_eof_newline: bool | None = None
 
 
 class FilePatch:
     """One file's section: old/new are workspace paths, None for /dev/null (create / delete)."""
 
-    __slots__ = ("old", "new", "hunks", "mode", "copy", "headers_done")
+    __slots__ = ("copy", "headers_done", "hunks", "mode", "new", "old")
 
     def __init__(self, old: str | None, new: str | None) -> None:
-        self.old, self.new, self.hunks, self.mode, self.copy, self.headers_done = old, new, [], None, False, False
+        self.old, self.new, self.copy, self.headers_done = old, new, False, False
+        self.hunks: list[Hunk] = []
+        self.mode: str | None = None
 
     @property
     def action(self) -> str:
@@ -144,6 +149,8 @@ def _extended(patch: FilePatch, line: str) -> bool:
 def _hunk(patch: FilePatch, lines: list, i: int) -> int:
     """Read the hunk whose @@ line is lines[i]; the index after it."""
     match = _HUNK.match(lines[i])
+    if match is None:
+        raise DiffError("invalid_arguments", f"not a hunk header: {lines[i][:80]!r}. Send a unified diff.")
     old_len = 0 if match.group(2) == "0" else int(match.group(2) or 1)
     new_len = 0 if match.group(4) == "0" else int(match.group(4) or 1)
     hunk, last, i = Hunk(int(match.group(1))), " ", i + 1

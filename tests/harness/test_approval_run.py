@@ -46,7 +46,7 @@ def test_unattended_ask_is_denied_after_the_timeout_and_recorded(harness, script
     assert ran.code == 10 and ran.json()["outcome"] == "unverified", ran.stdout + ran.stderr
     assert time.monotonic() - started >= 1
     [record] = tool_records(harness.session_dir("unattended"))
-    assert record.decision["action"] == "deny" and record.decision["rule"] == "ask-ls/unattended-timeout"
+    assert record.decision is not None and record.decision.action == "deny" and record.decision.rule == "ask-ls/unattended-timeout"
     assert record.is_error and record.error_kind == "denied" and record.envelope is None  # never ran
     approvals = harness.session_dir("unattended") / "approvals"
     request = json.loads((approvals / f"{record.call_id}.request.json").read_text())

@@ -1,6 +1,6 @@
 import pytest
 
-from sandbox.cleanup import prune
+from sandbox.docker.prune import prune
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
 

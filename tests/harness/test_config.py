@@ -33,7 +33,7 @@ api_key_env = "MY_KEY"
 def test_unknown_keys_and_bad_values_are_one_line_errors(tmp_path):
     file = tmp_path / "config.toml"
     file.write_text("[limits]\nmax_stepz = 3\n")
-    with pytest.raises(ConfigError, match="limits.max_stepz"):
+    with pytest.raises(ConfigError, match=r"limits\.max_stepz"):
         load_config(file)
     file.write_text("not toml = = =")
     with pytest.raises(ConfigError, match="not valid TOML"):

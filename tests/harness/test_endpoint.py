@@ -8,31 +8,37 @@ import os
 
 import pytest
 
-from harness.cli import wiring
+from harness import assembly
+from harness.cli import environment
 from harness.config import RunConfig
-from harness.providers.base import ProviderConfig
+from harness.providers.config import ProviderConfig
 from tests.providers.wire_server import WireServer, openai_turn
 
 KEY = "sk-env-only-9f8e7d6c5b4a3210"
+
+
+def settings(config: RunConfig) -> ProviderConfig:
+    """The endpoint as `harness run` resolves it: the CLI reads the fallback, the assembly applies it."""
+    return assembly.provider_settings(config, environment.base_url_fallback(config.model))
 
 
 @pytest.mark.parametrize("prefix, variable", [("openai", "OPENAI_BASE_URL"), ("anthropic", "ANTHROPIC_BASE_URL")])
 def test_precedence_flag_then_file_then_env(monkeypatch, prefix, variable):
     monkeypatch.setenv(variable, "http://env.example/v1")
     model = f"{prefix}:m"
-    assert wiring.provider_settings(RunConfig(model=model)).base_url == "http://env.example/v1"
+    assert settings(RunConfig(model=model)).base_url == "http://env.example/v1"
     from_file = RunConfig(model=model, providers={prefix: ProviderConfig(base_url="http://file.example/v1")})
-    assert wiring.provider_settings(from_file).base_url == "http://file.example/v1"
+    assert settings(from_file).base_url == "http://file.example/v1"
     flag = from_file.model_copy(update={"base_url": "http://flag.example/v1"})
-    assert wiring.provider_settings(flag).base_url == "http://flag.example/v1"
+    assert settings(flag).base_url == "http://flag.example/v1"
     monkeypatch.delenv(variable)
-    assert wiring.provider_settings(RunConfig(model=model)).base_url is None  # the SDK's vendor default
+    assert settings(RunConfig(model=model)).base_url is None  # the SDK's vendor default
 
 
 def test_other_vendors_variable_is_ignored(monkeypatch):
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://anthropic.example")
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    assert wiring.provider_settings(RunConfig(model="openai:m")).base_url is None
+    assert settings(RunConfig(model="openai:m")).base_url is None
 
 
 @pytest.mark.docker

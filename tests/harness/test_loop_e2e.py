@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from harness.outcome import RunState
@@ -17,7 +19,7 @@ def test_the_example_fix_verifies_and_leaves_the_original_alone(harness):
     result = ran.json()
     assert ran.code == 0, ran.stderr
     assert result["outcome"] == "verified" and result["verified"] is True and result["steps"] == 5
-    patch = open(result["patch"]).read()
+    patch = Path(result["patch"]).read_text()
     assert "-    return a - b\n+    return a + b" in patch and "tests/" not in patch
     assert (EXAMPLE / "calc" / "ops.py").read_bytes() == original
     shown = harness("show", "demo", "--json")
@@ -50,7 +52,7 @@ def test_editing_the_read_only_tests_is_denied(harness, script):
                       "--max-verify-rounds", "1", session="cheat")
     assert ran.json()["outcome"] == "failed_verification"
     [tool] = [r for r in read_records(harness.session_dir("cheat")) if r.kind == "tool"]
-    assert tool.is_error and tool.error_kind == "denied" and tool.decision["action"] == "deny"
+    assert tool.is_error and tool.error_kind == "denied" and tool.decision is not None and tool.decision.action == "deny"
     workspace_test = harness.session_dir("cheat") / "workspace" / "tests" / "test_ops.py"
     assert workspace_test.read_text() == (EXAMPLE / "tests" / "test_ops.py").read_text()
 

@@ -34,7 +34,7 @@ def test_ctrl_c_kills_the_running_container_and_exits_130(tmp_path, script, dock
             time.sleep(0.2)
         time.sleep(2.0)  # the sleeping test command is now running in its container
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        _out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -40,8 +40,9 @@ def files(workspace: Path) -> dict[str, bytes]:
 
 @pytest.fixture(scope="module")
 def baseline(tmp_path_factory, run_label):
-    from tests.harness.conftest import Harness
     import yaml
+
+    from tests.harness.conftest import Harness
 
     folder = tmp_path_factory.mktemp("baseline")
     (folder / "s.yaml").write_text(yaml.safe_dump({"turns": STEPS}))

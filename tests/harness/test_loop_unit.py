@@ -3,12 +3,13 @@ the circuit breakers, limits, no verify command, model errors, Ctrl-C, and the s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import pytest
 
-from harness.cli import wiring
+from harness import assembly
+from harness.assembly import Runtime
 from harness.config import LimitsConfig, RunConfig
 from harness.errors import RetryBudgetExhausted
 from harness.outcome import RunState
@@ -16,7 +17,7 @@ from harness.providers.scripted import ScriptedProvider, parse_script
 from harness.trajectory import read_records, read_state
 from harness.types import Message, ModelTurn, ToolCall, ToolSchema, Usage
 from sandbox.fake import FakeSandbox
-from sandbox.session import Session
+from sandbox.session.session import Session
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "calc"
 READ = "{name: read_file, arguments: {path: nowhere.py}}"
@@ -41,8 +42,8 @@ def run(tmp_path: Path, provider, verify: str | None = "false", **limits):
     config = RunConfig(model="scripted:x", verify=verify, limits=LimitsConfig(**limits))
     session = Session.create(EXAMPLE, tmp_path, spec=config.spec())
     state = RunState(session_id=session.id, task="fix it", model="scripted:x", snapshot_step=session.step)
-    agent = wiring.build_agent(config=config, session=session, sandbox=FakeSandbox(), provider=provider,
-                               state=state, secrets=[], on_phase=lambda phase: None)
+    agent = assembly.build_agent(config=config, session=session, sandbox=FakeSandbox(), provider=provider,
+                               state=state, runtime=Runtime(run_id="test", on_phase=lambda phase: None))
     return agent.run(), session.dir
 
 
@@ -51,7 +52,7 @@ def scripted(text: str) -> ScriptedProvider:
 
 
 def test_three_failures_of_one_tool_in_a_row_is_stuck(tmp_path):
-    result, folder = run(tmp_path, scripted(f"turns:\n" + f"  - tool_calls: [{READ}]\n" * 5))
+    result, folder = run(tmp_path, scripted("turns:\n" + f"  - tool_calls: [{READ}]\n" * 5))
     assert result.outcome == "stuck" and result.steps == 3 and len(result.evidence) == 3
     assert read_state(folder, RunState).finished
 
@@ -118,14 +119,13 @@ def test_ctrl_c_mid_turn_then_resume_neither_loses_nor_duplicates_the_turn(tmp_p
     config = RunConfig(model="scripted:x", verify="true")
     session = Session.create(EXAMPLE, tmp_path, spec=config.spec())
     state = RunState(session_id=session.id, task="t", model="scripted:x", snapshot_step=session.step)
-    first = wiring.build_agent(config=config, session=session, sandbox=FakeSandbox(), provider=scripted(text),
-                               state=state, secrets=[], on_phase=interrupt)
+    first = assembly.build_agent(config=config, session=session, sandbox=FakeSandbox(), provider=scripted(text),
+                               state=state, runtime=Runtime(run_id="test", on_phase=interrupt))
     assert first.run().outcome == "interrupted"
     saved = read_state(session.dir, RunState)
     assert saved.step == 0 and len(saved.context.entries) == 2  # nothing of the half-done turn
-    second = wiring.build_agent(config=config, session=Session.open(tmp_path, session.id), sandbox=FakeSandbox(),
-                                provider=scripted(text), state=saved.model_copy(update={"result": None}), secrets=[],
-                                on_phase=lambda phase: None)
+    second = assembly.build_agent(config=config, session=Session.open(tmp_path, session.id), sandbox=FakeSandbox(),
+                                provider=scripted(text), state=saved.model_copy(update={"result": None}), runtime=Runtime(run_id="test", on_phase=lambda phase: None))
     result = second.run()
     assert result.outcome == "verified" and result.steps == 2
     entries = read_state(session.dir, RunState).context.entries

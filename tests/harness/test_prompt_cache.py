@@ -4,6 +4,7 @@ Anthropic request marks the end of the pinned head (tools + system + task) as a 
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -38,7 +39,7 @@ def test_consecutive_requests_share_an_identical_prefix(harness, vendor):
         bodies = [request.body for request in server.requests]
     assert ran.code == 10 and ran.json()["steps"] == 3, ran.stdout + ran.stderr
     assert len(bodies) == 3
-    for earlier, later in zip(bodies, bodies[1:]):
+    for earlier, later in itertools.pairwise(bodies):
         head, history = head_and_history(vendor, earlier)
         later_head, later_history = head_and_history(vendor, later)
         assert later_head == head

@@ -1,4 +1,4 @@
-from harness.providers.base import make_provider
+from harness.providers.factory import make_provider
 from harness.providers.replay import EXHAUSTED_TEXT
 from harness.trajectory import Trajectory, TurnRecord
 from harness.types import Message, ModelTurn, ToolCall, Usage
@@ -18,6 +18,6 @@ def test_replay_serves_recorded_turns_by_conversation_position(tmp_path):
     assert answer.tool_calls == first.tool_calls and answer.cost_usd == 0 and answer.usage == Usage()
     # asked again with the same conversation (a resumed run): the same turn, not the next one
     assert provider.complete(head, [], max_tokens=100).text == "look"
-    later = head + [Message(role="assistant", content="look"), Message(role="tool", content="x", tool_call_id="a")]
+    later = [*head, Message(role="assistant", content="look"), Message(role="tool", content="x", tool_call_id="a")]
     assert provider.complete(later, [], max_tokens=100).text == "done"
-    assert provider.complete(later + [Message(role="assistant")], [], max_tokens=100).text == EXHAUSTED_TEXT
+    assert provider.complete([*later, Message(role="assistant")], [], max_tokens=100).text == EXHAUSTED_TEXT

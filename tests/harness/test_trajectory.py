@@ -1,9 +1,18 @@
 import json
 
-from harness.trajectory import (STATE_FILE, TRAJECTORY_FILE, EventRecord, OutcomeRecord, Trajectory, TurnRecord,
-                                read_records, read_state, write_state)
-from harness.types import ModelTurn, ToolCall
 from harness.outcome import RunState
+from harness.trajectory import (
+    STATE_FILE,
+    TRAJECTORY_FILE,
+    EventRecord,
+    OutcomeRecord,
+    Trajectory,
+    TurnRecord,
+    read_records,
+    read_state,
+    write_state,
+)
+from harness.types import ModelTurn, ToolCall
 
 
 def test_records_round_trip(tmp_path):

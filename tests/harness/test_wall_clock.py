@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from harness import assembly
+from harness.assembly import Runtime
 from harness.budget import Budget
-from harness.cli import wiring
 from harness.config import LimitsConfig, RunConfig
 from harness.errors import ModelUnavailable, RetryBudgetExhausted
 from harness.outcome import RunState
@@ -17,7 +18,7 @@ from harness.providers.scripted import ScriptedProvider, parse_script
 from harness.trajectory import read_records
 from harness.types import ModelTurn, ToolCall, Usage
 from sandbox.fake import FakeSandbox
-from sandbox.session import Session, SessionConfig
+from sandbox.session.session import Session, SessionConfig
 from tests.harness.conftest import turn
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "calc"
@@ -41,9 +42,8 @@ def agent_with_clock(tmp_path: Path, script: str, verify: str | None, phase_seco
     def advance(phase: str) -> None:  # time passes while the tools run, without sleeping
         clock.now += phase_seconds.get(phase, 0.0)
 
-    agent = wiring.build_agent(config=config, session=session, sandbox=sandbox,
-                               provider=ScriptedProvider(parse_script(script)), state=state, secrets=[],
-                               on_phase=advance)
+    agent = assembly.build_agent(config=config, session=session, sandbox=sandbox,
+                               provider=ScriptedProvider(parse_script(script)), state=state, runtime=Runtime(run_id="test", on_phase=advance))
     agent.budget = Budget(config.limits, state.spent, clock=clock)
     return agent, sandbox, session.dir
 

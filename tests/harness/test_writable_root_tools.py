@@ -8,12 +8,13 @@ from pathlib import Path
 import docker
 import pytest
 
-from harness.cli import wiring
+from harness import assembly
 from harness.config import RunConfig
 from harness.types import ToolCall
-from sandbox import images
-from sandbox.docker import DockerSandbox
-from sandbox.session import Session, SessionConfig
+from sandbox.docker import images
+from sandbox.docker.containers import DockerSandbox
+from sandbox.docker.step_images import EngineStepImages
+from sandbox.session.session import Session, SessionConfig
 from sandbox.spec import SandboxSpec
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(180)]
@@ -25,10 +26,10 @@ def test_tool_calls_follow_the_committed_image(tmp_path: Path, docker_client: do
     repo.mkdir()
     (repo / "a.txt").write_text("a\n")
     session = Session.create(repo, tmp_path / "state", spec=SandboxSpec(image="py311", timeout_s=30),
-                             config=SessionConfig(writable_root=True))
-    tools = wiring.registry()
+                             config=SessionConfig(writable_root=True), images=EngineStepImages(docker_client))
+    tools = assembly.registry()
     with session, DockerSandbox(docker_client, run_id=run_label, pool_size=0, session_id=session.id) as box:
-        ctx = wiring.tool_context(RunConfig(), session, box)
+        ctx = assembly.tool_context(RunConfig(), session, box)
 
         def run(command: str):
             return tools.execute(ToolCall(id=command, name="run_command", arguments={"command": command}), ctx)

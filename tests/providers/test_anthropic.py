@@ -16,7 +16,8 @@ from harness.errors import (
     ModelUnavailable,
     RetryBudgetExhausted,
 )
-from harness.providers.base import ProviderConfig, RetryConfig, make_provider
+from harness.providers.config import ProviderConfig, RetryConfig
+from harness.providers.factory import make_provider
 from harness.types import Message, ToolCall
 from tests.providers.conftest import KEY, PROMPT, TOOL
 from tests.providers.wire_server import (

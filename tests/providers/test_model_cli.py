@@ -12,7 +12,6 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
-
 from tests.providers.conftest import KEY
 from tests.providers.wire_server import anthropic_error, anthropic_turn, openai_error, openai_turn
 

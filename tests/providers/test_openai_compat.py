@@ -16,7 +16,8 @@ from harness.errors import (
     ModelUnavailable,
     RetryBudgetExhausted,
 )
-from harness.providers.base import ProviderConfig, RetryConfig, make_provider
+from harness.providers.config import ProviderConfig, RetryConfig
+from harness.providers.factory import make_provider
 from harness.types import Message, ToolCall
 from tests.providers.conftest import KEY, PROMPT, TOOL
 from tests.providers.wire_server import Reply, openai_chunk, openai_error, openai_turn, openai_usage, sse_data
@@ -212,7 +213,7 @@ def test_unknown_model_costs_zero_and_is_flagged(wire):
 
 
 def test_price_override_from_config(wire):
-    from harness.providers.base import ModelPrice
+    from harness.providers.config import ModelPrice
 
     wire.push(openai_turn("hi", usage=openai_usage(2_000_000, 1_000_000)))
     prices = {"my-local-llama-q4": ModelPrice(input_per_mtok=0.1, output_per_mtok=0.2)}

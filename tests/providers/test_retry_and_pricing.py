@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
-from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from harness.errors import ModelAuthError, ModelRateLimited, ModelUnavailable, RetryBudgetExhausted
-from harness.providers.base import ModelPrice, RetryConfig, redact
+from harness.providers.config import ModelPrice, RetryConfig, redact
 from harness.providers.pricing import PriceTable
 from harness.providers.retry import RetryPolicy, parse_retry_after
 from harness.types import Usage
@@ -38,7 +38,7 @@ def test_parse_retry_after_forms():
     assert parse_retry_after({"retry-after-ms": "1500", "retry-after": "9"}) == 1.5
     assert parse_retry_after({}) is None
     assert parse_retry_after({"retry-after": "soon"}) is None
-    when = format_datetime(datetime.now(timezone.utc) + timedelta(seconds=120), usegmt=True)
+    when = format_datetime(datetime.now(UTC) + timedelta(seconds=120), usegmt=True)
     assert 110 <= parse_retry_after({"retry-after": when}) <= 121
 
 
@@ -104,7 +104,7 @@ def test_redact_removes_key_and_its_head():
 
 def test_the_price_table_is_loaded_only_when_a_price_is_needed():
     # genai-prices takes ~130 ms to import: a scripted or free run must not pay it at start-up.
-    probe = ("import sys; from harness.providers.base import make_provider; "
+    probe = ("import sys; from harness.providers.factory import make_provider; "
              "make_provider('openai:gpt-4o', api_key='k'); print('genai_prices' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.errors import ConfigError, ScriptError
-from harness.providers.base import make_provider
+from harness.providers.factory import make_provider
 from harness.providers.scripted import EXHAUSTED_TEXT, ScriptedProvider, parse_script
 from harness.types import Message, ToolCall
 from tests.providers.conftest import PROMPT, TOOL

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Sequence
+from typing import Any
 
 
 @dataclass
@@ -80,7 +81,7 @@ class WireServer:
                 return self._replies.pop(0)
         return Reply(status=599, body=b'{"error": {"message": "wire server: no scripted reply left"}}')
 
-    def __enter__(self) -> "WireServer":
+    def __enter__(self) -> WireServer:
         self._thread.start()
         return self
 

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import docker
 import pytest
 
-from sandbox import images
-from sandbox.docker import DockerSandbox
+from sandbox.docker import images
+from sandbox.docker.containers import DockerSandbox
 from sandbox.fake import FakeSandbox
+from sandbox.owner import hand_over
 from sandbox.spec import SandboxSpec
-from sandbox.workspace import hand_over
 
 
 @pytest.fixture(scope="session")

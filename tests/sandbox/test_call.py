@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from sandbox.call import CallWatch, shut
+from sandbox.docker.call import CallWatch, shut
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from sandbox.cleanup import find_containers, orphaned, remove_containers
-from sandbox.images import current_ref
+from sandbox.docker.images import current_ref
+from sandbox.docker.prune import find_containers, orphaned, remove_containers
 
 pytestmark = pytest.mark.docker
 

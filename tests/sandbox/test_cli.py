@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.cleanup import find_containers
-from sandbox.docker import available_runtimes
+from sandbox.docker.engine import available_runtimes
+from sandbox.docker.prune import find_containers
 
 ROOT = Path(__file__).resolve().parents[2]
 HARNESS = str(Path(sys.executable).parent / "harness")

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from harness.trajectory import read_records
-from sandbox.cleanup import find_containers
-from sandbox.docker import DockerSandbox, available_runtimes, runtime_options
+from sandbox.docker.containers import DockerSandbox
+from sandbox.docker.engine import available_runtimes, runtime_options
+from sandbox.docker.prune import find_containers
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(240)]
 ROOT = Path(__file__).resolve().parents[2]

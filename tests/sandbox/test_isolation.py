@@ -13,9 +13,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from sandbox.cleanup import find_containers
-from sandbox.docker import DockerSandbox
-from sandbox.workspace import copy_repository
+from sandbox.docker.containers import DockerSandbox
+from sandbox.docker.prune import find_containers
+from sandbox.session.workspace import copy_repository
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(180)]
 

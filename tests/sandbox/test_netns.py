@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox import netns
-from sandbox.cleanup import find_containers
-from sandbox.docker import DockerSandbox
+from sandbox.docker import netns
+from sandbox.docker.containers import DockerSandbox
+from sandbox.docker.prune import find_containers
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(180)]
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import objects as objects_module
-from sandbox import packs
 from sandbox.errors import SnapshotError
-from sandbox.objects import ObjectStore, TreeEntry
-from sandbox.snapdiff import git
+from sandbox.snapshot import objects as objects_module
+from sandbox.snapshot import packs
+from sandbox.snapshot.diff import git
+from sandbox.snapshot.objects import ObjectStore, TreeEntry
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -41,7 +41,7 @@ def test_git_verifies_our_pack_and_reads_every_object(tmp_path: Path) -> None:
 
 
 def test_offsets_beyond_2_gib_use_the_large_offset_table(tmp_path: Path) -> None:
-    entries = [("%040x" % 1, 12, 7), ("%040x" % 2, 2**31 + 5, 8), ("%040x" % 3, 2**33, 9)]
+    entries = [(f"{1:040x}", 12, 7), (f"{2:040x}", 2**31 + 5, 8), (f"{3:040x}", 2**33, 9)]
     (tmp_path / "p.idx").write_bytes(packs._index(entries, b"\0" * 20))
     assert packs.read_index(tmp_path / "p.idx") == {oid: offset for oid, offset, _ in entries}
 
@@ -57,5 +57,5 @@ def test_few_objects_stay_loose_and_a_truncated_pack_is_an_error(tmp_path: Path,
     store.sync(durable=False)
     [pack] = (tmp_path / "git" / "objects" / "pack").glob("*.pack")
     pack.write_bytes(pack.read_bytes()[:200])
-    with pytest.raises(SnapshotError, match="unreadable|truncated"):
+    with pytest.raises(SnapshotError, match=r"unreadable|truncated"):
         ObjectStore(tmp_path / "git").read(oid)

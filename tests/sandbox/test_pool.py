@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import threading
 
-from sandbox.pool import PoolConfig, WarmPool
+from sandbox.docker.pool import PoolConfig, WarmPool
 
 
 class Engine:

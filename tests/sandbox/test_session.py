@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sandbox.errors import SessionNotFound, SnapshotError, StepOutOfRange
-from sandbox.session import Session, SessionConfig, list_sessions
+from sandbox.session.session import Session, SessionConfig, list_sessions
 from sandbox.spec import SandboxSpec
 from tests.sandbox.snapshot_trees import fingerprint, make_repo
 from tests.sandbox.test_snapshot import _edits
@@ -93,7 +93,7 @@ def _is_blob_of(path: Path, content: bytes) -> bool:
 CHILD = """
 import sys, time
 from pathlib import Path
-from sandbox.session import Session
+from sandbox.session.session import Session
 session = Session.open(Path(sys.argv[1]), "crash")
 ws = session.workspace
 for step in range(1, 1000):
@@ -135,7 +135,7 @@ def test_killed_mid_snapshot_opens_at_last_complete_step(tmp_path: Path) -> None
 
 
 def test_unfinished_create_is_a_leftover_not_a_session(tmp_path: Path) -> None:
-    from sandbox.leftovers import UNFINISHED_AFTER_S, find_session_leftovers, remove_leftovers
+    from sandbox.docker.prune import UNFINISHED_AFTER_S, find_session_leftovers, remove_leftovers
 
     state = tmp_path / "state"
     (state / "half" / "workspace").mkdir(parents=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.session import Session
+from sandbox.session.session import Session
 from sandbox.spec import SandboxSpec
 from tests.sandbox.snapshot_trees import make_repo
 
@@ -112,8 +112,8 @@ def test_prune_removes_images_of_deleted_sessions_and_unfinished_creates(tmp_pat
                                                                          sandbox_image: str) -> None:
     import time
 
-    from sandbox.images import current_ref
-    from sandbox.leftovers import UNFINISHED_AFTER_S
+    from sandbox.docker.images import current_ref
+    from sandbox.docker.prune import UNFINISHED_AFTER_S
 
     repo = make_repo(tmp_path / "repo")
     state, other = (tmp_path / "state").resolve(), (tmp_path / "other").resolve()

@@ -12,11 +12,12 @@ from pathlib import Path
 import docker
 import pytest
 
-from sandbox.docker import DockerSandbox
+from sandbox.docker.containers import DockerSandbox
+from sandbox.docker.prune import find_session_leftovers, session_images
+from sandbox.docker.step_images import EngineStepImages
 from sandbox.errors import SetupError
-from sandbox.leftovers import find_session_leftovers, session_images
-from sandbox.session import Session, SessionConfig
-from sandbox.setup import make_prepare
+from sandbox.session.session import Session, SessionConfig
+from sandbox.session.setup import make_prepare
 from sandbox.spec import SandboxSpec
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
@@ -30,7 +31,7 @@ def _wheel(folder: Path, name: str = "tinydep", value: int = 42) -> Path:
              f"{name}-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
     record = [f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}"
               for path, data in files.items()]
-    files[f"{name}-1.0.dist-info/RECORD"] = ("\n".join(record + [f"{name}-1.0.dist-info/RECORD,,"]) + "\n").encode()
+    files[f"{name}-1.0.dist-info/RECORD"] = ("\n".join([*record, f"{name}-1.0.dist-info/RECORD,,"]) + "\n").encode()
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}-1.0-py3-none-any.whl"
     with zipfile.ZipFile(path, "w") as archive:
@@ -117,8 +118,8 @@ def test_writable_root_state_follows_steps_and_rollback(tmp_path: Path, docker_c
     repo = tmp_path / "repo"
     repo.mkdir()
     (repo / "a.txt").write_text("a\n")
-    session = Session.create(repo, tmp_path / "state", spec=SPEC, config=SessionConfig(writable_root=True))
-    session.attach_engine(docker_client)
+    session = Session.create(repo, tmp_path / "state", spec=SPEC, config=SessionConfig(writable_root=True),
+                             images=EngineStepImages(docker_client))
     with DockerSandbox(docker_client, run_id=run_label, pool_size=0, session_id=session.id) as box:
         def step(command: str) -> str:
             envelope = box.run(["sh", "-c", command], workspace=session.workspace, spec=session.spec, commit_changes=True)
@@ -145,6 +146,6 @@ def test_writable_root_state_follows_steps_and_rollback(tmp_path: Path, docker_c
     assert len(session_images(docker_client, session.id)) == 2
     mine = {image.id for image in session_images(docker_client, session.id)}
     assert not mine & set(find_session_leftovers(docker_client, tmp_path / "state").images), "a live session is no leftover"
-    session.delete(docker_client)
+    session.delete()
     assert session_images(docker_client, session.id) == []
     assert not mine & set(find_session_leftovers(docker_client, tmp_path / "state").images)

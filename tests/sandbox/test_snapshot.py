@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import objects as objects_module
-from sandbox import snapdiff
 from sandbox.errors import SnapshotError
-from sandbox.snapshot import SnapshotConfig, SnapshotStore
+from sandbox.snapshot import diff as snapdiff
+from sandbox.snapshot import objects as objects_module
+from sandbox.snapshot.store import SnapshotConfig, SnapshotStore
 from tests.sandbox.snapshot_trees import fingerprint, make_repo
 
 pytestmark = pytest.mark.timeout(60)

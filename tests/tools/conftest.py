@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import docker
 import pytest
 
-from sandbox import images
-from sandbox.docker import DockerSandbox
-from sandbox.workspace import hand_over
+from sandbox.docker import images
+from sandbox.docker.containers import DockerSandbox
+from sandbox.owner import hand_over
 
 
 @pytest.fixture(scope="session")

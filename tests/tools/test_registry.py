@@ -9,8 +9,8 @@ from __future__ import annotations
 import io
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import pytest
 from rich.console import Console

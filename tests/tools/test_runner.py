@@ -14,7 +14,7 @@ import pytest
 from harness.tools import runner
 
 if TYPE_CHECKING:
-    from sandbox.docker import DockerSandbox
+    from sandbox.docker.containers import DockerSandbox
 
 
 @pytest.fixture
@@ -227,7 +227,7 @@ def test_diff_refusals_change_nothing(root: Path, tmp_path: Path) -> None:
     cases = {
         "rename into a symlinked dir": ("denied", "diff --git a/src/app.py b/out/app.py\nrename from src/app.py\n"
                                                  "rename to out/app.py\n"),
-        "delete through a symlink": ("denied", f"--- a/out/secret\n+++ /dev/null\n@@ -1 +0,0 @@\n-s\n"),
+        "delete through a symlink": ("denied", "--- a/out/secret\n+++ /dev/null\n@@ -1 +0,0 @@\n-s\n"),
         "delete a symlink itself": ("denied", "--- a/alias.py\n+++ /dev/null\n" + delete_all),
         "create outside": ("denied", "--- /dev/null\n+++ b/../escape.py\n@@ -0,0 +1 @@\n+x\n"),
         "delete a read-only file": ("denied", "--- a/tests/test_app.py\n+++ /dev/null\n@@ -1,2 +0,0 @@\n"
@@ -341,7 +341,7 @@ def test_run_tests_with_a_shell_test_command_keeps_selectors_out_of_the_shell(ro
 
 @pytest.mark.docker
 @pytest.mark.timeout(180)
-def test_diff_create_delete_rename_through_the_sandbox(box: "DockerSandbox", repo_ws: Path) -> None:
+def test_diff_create_delete_rename_through_the_sandbox(box: DockerSandbox, repo_ws: Path) -> None:
     import uuid
 
     from harness.gate import Gate, GateConfig
@@ -353,7 +353,7 @@ def test_diff_create_delete_rename_through_the_sandbox(box: "DockerSandbox", rep
     ctx = make_context(box, repo_ws, spec, Gate(GateConfig(read_only_paths=["tests/"])))
     registry = default_registry()
 
-    def patch(diff: str):  # noqa: ANN202
+    def patch(diff: str):
         return registry.execute(ToolCall(id=uuid.uuid4().hex[:6], name="apply_patch", arguments={"diff": diff}), ctx)
 
     os.symlink("/etc", repo_ws / "etc")  # resolves inside the container, to the container's /etc
@@ -385,7 +385,7 @@ def test_diff_create_delete_rename_through_the_sandbox(box: "DockerSandbox", rep
 
 @pytest.mark.docker
 @pytest.mark.timeout(120)
-def test_the_container_loads_the_runner_bytecode_compiled_on_the_host(box: "DockerSandbox", repo_ws: Path) -> None:
+def test_the_container_loads_the_runner_bytecode_compiled_on_the_host(box: DockerSandbox, repo_ws: Path) -> None:
     # Compiling runner.py costs about as much as python's start-up: a read_file must not pay it.
     import uuid
 
@@ -409,13 +409,13 @@ def test_the_container_loads_the_runner_bytecode_compiled_on_the_host(box: "Dock
 
 @pytest.mark.docker
 @pytest.mark.timeout(120)
-def test_run_command_that_changes_nothing_adds_no_session_step(box: "DockerSandbox", tmp_path: Path) -> None:
+def test_run_command_that_changes_nothing_adds_no_session_step(box: DockerSandbox, tmp_path: Path) -> None:
     import uuid
 
     from harness.gate import Gate, GateConfig
     from harness.tools.builtin import default_registry, make_context
     from harness.types import ToolCall
-    from sandbox.session import Session
+    from sandbox.session.session import Session
     from sandbox.spec import SandboxSpec
 
     repo = tmp_path / "repo"

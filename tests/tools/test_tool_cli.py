@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.session import Session
+from sandbox.session.session import Session
 from sandbox.spec import SandboxSpec
 
 HARNESS = [str(Path(sys.executable).with_name("harness"))]
@@ -59,7 +59,7 @@ def test_tool_runs_inside_a_session_and_commits_writes(repo_ws: Path, tmp_path: 
 @pytest.mark.timeout(240)
 def test_writable_root_session_commits_the_image_and_rollback_restores_it(repo_ws: Path, tmp_path: Path,
                                                                          run_label: str, tools_image: str) -> None:
-    from sandbox.session import SessionConfig
+    from sandbox.session.session import SessionConfig
 
     state = tmp_path / "state"
     session = Session.create(repo_ws, state, spec=SandboxSpec(image=tools_image, timeout_s=30),

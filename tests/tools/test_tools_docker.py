@@ -14,7 +14,7 @@ from harness.gate import Decision, Gate, GateConfig, GateRequest, Rule
 from harness.tools.builtin import default_registry, make_context
 from harness.tools.registry import ToolContext, ToolResult
 from harness.types import ToolCall
-from sandbox.docker import DockerSandbox
+from sandbox.docker.containers import DockerSandbox
 from sandbox.spec import SandboxSpec
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(180)]

@@ -1,0 +1,93 @@
+"""The public Python API: run, resume and replay a harness session from your own code.
+
+```python
+import harness
+
+result = harness.run("./repo", "Fix the failing test in parser.py", model="openai:gpt-4.1",
+                     verify="python3 -m pytest -q", api_key=os.environ["OPENAI_API_KEY"])
+print(result.outcome, result.cost_usd, result.patch)
+```
+
+These are thin, typed doors into `harness.assembly`, the same composition root the CLI uses, so a
+run started here is the run `harness run` makes: same sandbox, gate, budgets and records, and
+`harness show`, `resume`, `export` work on its session. Nothing here reads environment variables:
+pass the key (and anything else) explicitly. Errors are `harness.errors.HarnessError` or
+`sandbox.errors.SandboxError` subclasses; what the agent did is in the `RunResult`, never raised.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from harness.config import RunConfig
+    from harness.outcome import RunResult
+    from harness.reissue import ReplayReport
+
+__all__ = ["default_state_dir", "replay", "resume", "run"]
+
+
+def default_state_dir() -> Path:
+    """Where sessions live unless told otherwise: the per-user data directory."""
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("harness")) / "sessions"
+
+
+def run(repo: str | Path, task: str, *, model: str, verify: str | None = None, image: str = "py311",
+        setup: Sequence[str] = (), setup_network: bool = False, max_steps: int | None = None,
+        max_cost_usd: float | None = None, timeout_min: float | None = None, api_key: str | None = None,
+        base_url: str | None = None, state_dir: str | Path | None = None, session_id: str | None = None,
+        config: RunConfig | None = None, run_id: str | None = None, docker_host: str | None = None) -> RunResult:
+    """Let a model work on a copy of `repo` until `verify` passes, a limit is hit, or it gives up.
+
+    - `model`: `openai:MODEL`, `anthropic:MODEL`, `scripted:FILE` or `replay:SESSION`.
+    - `verify`: the command that decides "done" (exit 0); without one the outcome is `unverified`.
+    - `image`: the sandbox image of every tool call (`harness images build` makes `py311`).
+    - `setup`: commands run once before the first step (with network only if `setup_network`).
+    - `max_steps`, `max_cost_usd`, `timeout_min`: limits over the whole run.
+    - `api_key`, `base_url`: the model endpoint (local servers through `base_url`).
+    - `state_dir`: where the session folder goes (default `default_state_dir()`).
+    - `config`: a full `RunConfig` to start from; the keyword arguments above override it.
+    - `run_id`: the label of every container the run makes (`harness sandbox prune --run ID`).
+
+    Returns the `RunResult`: outcome, exit code, steps, tokens, cost, the patch's path.
+    """
+    from harness import assembly
+    from harness.config import RunConfig, with_overrides
+
+    overrides: dict[str, Any] = {
+        "model": model, "image": image, "verify": verify, "base_url": base_url,
+        "setup": list(setup) or None, "setup_network": setup_network or None, "limits.max_steps": max_steps,
+        "limits.max_cost_usd": max_cost_usd, "limits.timeout_min": timeout_min}
+    chosen = with_overrides((config or RunConfig()).model_dump(mode="json"), overrides, "harness.run")
+    sessions = Path(state_dir) if state_dir is not None else default_state_dir()
+    runtime = assembly.Runtime(run_id=run_id or f"api-{uuid.uuid4().hex[:12]}", docker_host=docker_host,
+                               api_key=api_key)
+    return assembly.start_run(Path(repo), task, chosen, sessions.resolve(), runtime, session_id)
+
+
+def resume(session_id: str, *, state_dir: str | Path | None = None, api_key: str | None = None,
+           max_steps: int | None = None, max_cost_usd: float | None = None, timeout_min: float | None = None,
+           run_id: str | None = None, docker_host: str | None = None) -> RunResult:
+    """Continue a crashed, interrupted or failed run from its last complete step (limits may be raised)."""
+    from harness import assembly
+
+    sessions = (Path(state_dir) if state_dir is not None else default_state_dir()).resolve()
+    runtime = assembly.Runtime(run_id=run_id or f"api-{uuid.uuid4().hex[:12]}", docker_host=docker_host,
+                               api_key=api_key)
+    overrides = {"limits.max_steps": max_steps, "limits.max_cost_usd": max_cost_usd, "limits.timeout_min": timeout_min}
+    return assembly.resume_run(session_id, sessions, runtime, overrides)
+
+
+def replay(session_id: str, *, state_dir: str | Path | None = None, run_id: str | None = None,
+           docker_host: str | None = None) -> ReplayReport:
+    """Re-issue a session's recorded tool calls on a fresh copy of its repository; report divergences."""
+    from harness import assembly
+
+    sessions = (Path(state_dir) if state_dir is not None else default_state_dir()).resolve()
+    runtime = assembly.Runtime(run_id=run_id or f"api-{uuid.uuid4().hex[:12]}", docker_host=docker_host)
+    return assembly.replay_run(session_id, sessions, runtime)

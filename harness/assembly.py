@@ -1,0 +1,299 @@
+"""The composition root: the one place that builds sandboxes, sessions, providers, tool contexts and
+agents from a `RunConfig`.
+
+Every entry point calls these functions: `harness run`, `resume`, `replay`, `harness tool`, the
+benches, the public API (`harness.api`) and the batch worker. Nothing here reads the environment or
+prints: what comes from outside the config (the run id, the engine address, the API key, the
+endpoint fallback, the crash hook) arrives in a `Runtime` that the caller fills in.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.budget import Budget
+from harness.config import RunConfig, with_overrides
+from harness.context import Context
+from harness.errors import ConfigError, NotFoundError, SessionError, StateError, UsageError
+from harness.gate import Gate
+from harness.loop import Agent
+from harness.outcome import RunResult, RunState
+from harness.prompt import system_prompt, task_message
+from harness.providers.config import ProviderConfig
+from harness.providers.factory import make_provider
+from harness.providers.protocol import Provider
+from harness.tools.registry import Registry, ToolContext
+from harness.trajectory import StartRecord, Trajectory, read_state, write_state
+from harness.verify import Verifier
+from sandbox.layout import SessionFolder
+from sandbox.spec import Mount, SandboxSpec
+
+if TYPE_CHECKING:
+    from harness.approve import Approver
+    from harness.reissue import ReplayReport
+    from sandbox.docker.containers import DockerSandbox
+    from sandbox.session.session import Session
+
+POOL_SIZE = 3
+"""Warm containers of a run: a turn with two concurrent reads plus the next call still find one ready."""
+
+
+def _no_phase(phase: str) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """What a run takes from outside its config; the CLI fills it from flags and the environment."""
+
+    run_id: str
+    """Label of every container and image the run makes (`harness sandbox prune --run` finds them)."""
+    docker_host: str | None = None
+    """Engine address; None is the default socket."""
+    api_key: str | None = field(default=None, repr=False)
+    """The model endpoint's key; never logged, never passed into a container."""
+    base_url_fallback: str | None = None
+    """Endpoint used when neither the flag nor the config file names one (`$OPENAI_BASE_URL`...)."""
+    on_phase: Callable[[str], None] = _no_phase
+    """Told each loop phase (tests kill the process at one to prove crash safety)."""
+    interactive: bool = False
+    """A person at the terminal answers `ask` rules; otherwise approvals wait in the session folder."""
+
+    @property
+    def secrets(self) -> list[str]:
+        """Strings the trajectory redacts."""
+        return [self.api_key] if self.api_key else []
+
+
+# --- providers ----------------------------------------------------------------------------------
+
+
+def absolute_model(spec: str, sessions: Path) -> str:
+    """Make file-based model specs independent of the working directory (so resume works anywhere)."""
+    prefix, _, target = spec.partition(":")
+    if prefix == "scripted":
+        return f"scripted:{Path(target).expanduser().resolve()}"
+    if prefix == "replay":
+        candidate = Path(target).expanduser()
+        directory = candidate if candidate.is_dir() else sessions / target
+        if not directory.is_dir():
+            raise ConfigError(f"replay: no session {target!r} in {sessions}")
+        return f"replay:{directory.resolve()}"
+    return spec
+
+
+def provider_settings(config: RunConfig, base_url_fallback: str | None = None) -> ProviderConfig:
+    """The provider config with its endpoint resolved: --base-url > config file > the fallback the
+    caller read from the environment > the SDK's vendor default."""
+    settings = config.provider_config()
+    if settings.base_url is None and base_url_fallback:
+        settings = settings.model_copy(update={"base_url": base_url_fallback})
+    return settings
+
+
+def build_provider(config: RunConfig, runtime: Runtime) -> Provider:
+    """The run's provider behind the retry policy (a scripted file is validated here, before any
+    container starts)."""
+    return make_provider(config.model or "", provider_settings(config, runtime.base_url_fallback),
+                         api_key=runtime.api_key)
+
+
+# --- sandbox and sessions -----------------------------------------------------------------------
+
+
+def open_sandbox(runtime: Runtime, session_id: str | None, *, pool_size: int = POOL_SIZE,
+                 share_netns: bool = True) -> DockerSandbox:
+    """A DockerSandbox on the runtime's engine. `share_netns=False` and `pool_size=0` suit one-call
+    commands, where a holder or a warm container would double the cost of the only start."""
+    from sandbox.docker.containers import DockerSandbox
+    from sandbox.docker.engine import connect
+
+    return DockerSandbox(connect(runtime.docker_host), run_id=runtime.run_id, session_id=session_id,
+                         pool_size=pool_size, share_netns=share_netns)
+
+
+def step_images(sandbox: Any) -> Any:
+    """The session's step-image operations on the sandbox's engine (None for an engine-less sandbox)."""
+    from sandbox.docker.step_images import EngineStepImages
+
+    client = getattr(sandbox, "client", None)
+    return EngineStepImages(client) if client is not None else None
+
+
+def check_image(sandbox: DockerSandbox, image: str) -> None:
+    """Fail before a session is made when the image is missing (ImageNotFound says how to build it)."""
+    from sandbox.docker.engine import resolve_image
+
+    resolve_image(sandbox.client, image)
+
+
+def call_spec(spec: SandboxSpec) -> SandboxSpec:
+    """The spec tool calls actually run with (the session's current image, the runner's output cap)."""
+    from harness.tools.builtin import RUNNER_STDOUT_CAP
+
+    return spec if spec.stdout_cap >= RUNNER_STDOUT_CAP else spec.model_copy(update={"stdout_cap": RUNNER_STDOUT_CAP})
+
+
+def tool_mounts(workspace: Path, config: RunConfig) -> list[Mount]:
+    """The runner and the read-only paths, mounted into every tool and verify container."""
+    from harness.tools import builtin
+
+    return builtin.context_mounts(workspace, config.gate.read_only_paths)
+
+
+def prewarm(config: RunConfig, sandbox: Any, workspace: Path, spec: SandboxSpec) -> None:
+    """Start the run's warm containers: tool calls and verification share one config, so one pool."""
+    sandbox.prewarm(workspace=workspace, spec=call_spec(spec), mounts=tool_mounts(workspace, config))
+
+
+def create_session(repo: Path, sessions: Path, config: RunConfig, sandbox: Any, session_id: str | None) -> Session:
+    """A new session from repo: the workspace copy, the setup step (cached), warm containers started
+    as soon as the workspace exists, step 0."""
+    from sandbox.session.session import SessionConfig
+    from sandbox.session.setup import create_session as new_session
+
+    session_config = SessionConfig(setup=list(config.setup), setup_network=config.setup_network,
+                                   writable_root=not config.sandbox.read_only_root)
+    return new_session(repo, sessions, spec=config.spec(), config=session_config, sandbox=sandbox,
+                       session_id=session_id, images=step_images(sandbox),
+                       ready=lambda workspace, spec: prewarm(config, sandbox, workspace, spec))
+
+
+def open_session(sessions: Path, session_id: str, sandbox: Any = None) -> Session:
+    """An existing session at its last complete step (with the sandbox's step-image operations)."""
+    from sandbox.session.session import Session
+
+    return Session.open(sessions, session_id, images=step_images(sandbox) if sandbox is not None else None)
+
+
+def prune_crashed(sandbox: DockerSandbox, sessions: Path, session_id: str) -> None:
+    """Remove the containers a crashed run of this session left running (before resuming it)."""
+    from sandbox.docker.prune import prune_session
+
+    prune_session(sandbox.client, session_id, sessions)
+
+
+# --- tools and the agent ------------------------------------------------------------------------
+
+
+def registry() -> Registry:
+    """The built-in tool menu."""
+    from harness.tools import builtin
+
+    return builtin.default_registry()
+
+
+def approver(config: RunConfig, session_dir: Path, interactive: bool) -> Approver:
+    """At a terminal a person answers; otherwise requests wait in the session folder, then deny."""
+    from harness.approve import InteractiveApprover, UnattendedApprover, UnattendedConfig
+
+    if config.approval == "interactive" or (config.approval == "auto" and interactive):
+        return InteractiveApprover()
+    return UnattendedApprover(UnattendedConfig(approvals_dir=SessionFolder(session_dir).approvals,
+                                               timeout_s=config.approval_timeout_s))
+
+
+def tool_context(config: RunConfig, session: Session, sandbox: Any, *, interactive: bool = False,
+                 gate: Gate | None = None, test_command: str | None = None) -> ToolContext:
+    """What every tool call of the session runs with: sandbox, workspace, spec, gate, approver, mounts."""
+    writable = session.config.writable_root
+    gate = gate or Gate(config.gate)
+    return ToolContext(sandbox=sandbox, workspace=session.workspace, spec=session.spec, gate=gate,
+                       approver=approver(config, session.dir, interactive),
+                       mounts=tool_mounts(session.workspace, config),
+                       test_command=test_command or config.test_cmd or config.verify,
+                       commit_changes=writable, follow=(lambda: session.spec) if writable else None)
+
+
+def build_agent(*, config: RunConfig, session: Session, sandbox: Any, provider: Provider, state: RunState,
+                runtime: Runtime) -> Agent:
+    """An Agent for a new or resumed run (state carries the context and spend of a resumed one)."""
+    context_tools = tool_context(config, session, sandbox, interactive=runtime.interactive)
+    context = Context(config.context, system_prompt(config.verify), task_message(state.task),
+                      state.context if state.context.entries else None)
+    verifier = Verifier(sandbox, config.verify, mounts=context_tools.mounts) if config.verify else None
+    prewarm(config, sandbox, session.workspace, session.spec)  # a no-op when create_session did it already
+    return Agent(provider=provider, registry=registry(), tool_context=context_tools, session=session,
+                 sandbox=sandbox, verifier=verifier, verify_spec=lambda: call_spec(session.spec),
+                 budget=Budget(config.limits, state.spent), context=context,
+                 trajectory=Trajectory(session.dir, runtime.secrets), state=state,
+                 max_turn_tokens=config.limits.max_turn_tokens, max_verify_rounds=config.limits.max_verify_rounds,
+                 on_phase=runtime.on_phase, secrets=runtime.secrets)
+
+
+# --- whole runs ---------------------------------------------------------------------------------
+
+
+def start_run(repo: Path, task: str, config: RunConfig, sessions: Path, runtime: Runtime,
+              session_id: str | None = None) -> RunResult:
+    """A new run: session from repo, the agent loop to its end, the sandbox closed on every path."""
+    if not config.model:
+        raise UsageError("no model: pass --model PROVIDER:MODEL or set model in the config file")
+    if not Path(repo).is_dir():
+        raise NotFoundError(f"repository path does not exist: {repo}")
+    config = config.model_copy(update={"model": absolute_model(config.model, sessions)})
+    provider = build_provider(config, runtime)
+    with open_sandbox(runtime, session_id) as sandbox:
+        check_image(sandbox, config.image)
+        session = create_session(Path(repo), sessions, config, sandbox, session_id)
+        session.paths.run_config.write_text(config.model_dump_json(indent=1), encoding="utf-8")
+        state = RunState(session_id=session.id, task=task, model=config.model or "", snapshot_step=session.step)
+        write_state(session.dir, state, runtime.secrets)
+        _start_record(session, config, state, Path(repo), resumed=False, runtime=runtime)
+        return build_agent(config=config, session=session, sandbox=sandbox, provider=provider, state=state,
+                           runtime=runtime).run()
+
+
+def resume_run(session_id: str, sessions: Path, runtime: Runtime,
+               overrides: dict[str, Any] | None = None) -> RunResult:
+    """Continue a crashed, interrupted or failed run from its last complete step (limits may be raised
+    through overrides such as `{"limits.max_steps": 60}`)."""
+    folder = SessionFolder(sessions / session_id)
+    config = saved_config(folder.root, overrides or {})
+    state = read_state(folder.root, RunState)
+    if state is None:
+        raise SessionError(f"session {session_id} has no run to resume")
+    if state.finished and state.result is not None:
+        raise StateError(f"session {session_id} already ended as {state.result.outcome}; nothing to resume")
+    provider = build_provider(config, runtime)
+    with open_sandbox(runtime, session_id) as sandbox:
+        session = open_session(sessions, session_id, sandbox)
+        prune_crashed(sandbox, sessions, session_id)
+        state = state.model_copy(update={"finished": False, "result": None})
+        _start_record(session, config, state, session.repo, resumed=True, runtime=runtime)
+        return build_agent(config=config, session=session, sandbox=sandbox, provider=provider, state=state,
+                           runtime=runtime).run()
+
+
+def replay_run(session_id: str, sessions: Path, runtime: Runtime) -> ReplayReport:
+    """Re-issue a recorded session's tool calls on a fresh copy of its repository."""
+    from harness.reissue import replay_session
+
+    config = saved_config(sessions / session_id, {})
+    with open_sandbox(runtime, None) as sandbox:
+        return replay_session(sessions / session_id, sessions, config, sandbox)
+
+
+def saved_config(session_dir: Path, overrides: dict[str, Any]) -> RunConfig:
+    """The config a run recorded in its session folder, with dotted overrides (None = keep)."""
+    saved = SessionFolder(session_dir).run_config
+    if not saved.is_file():
+        raise SessionError(f"no run recorded in {session_dir}")
+    try:
+        data = json.loads(saved.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise SessionError(f"{saved} is unreadable ({error}); the session cannot be continued") from None
+    return with_overrides(data, overrides, str(saved))
+
+
+def _start_record(session: Session, config: RunConfig, state: RunState, repo: Path, *, resumed: bool,
+                  runtime: Runtime) -> None:
+    trajectory = Trajectory(session.dir, runtime.secrets)
+    trajectory.append(StartRecord(session_id=state.session_id, task=state.task, model=config.model or "",
+                                  repo=str(repo), resumed=resumed, config=config.model_dump(mode="json")),
+                      durable=True)
+    trajectory.close()

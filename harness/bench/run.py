@@ -1,0 +1,179 @@
+"""`harness bench run`: the controller's cost on the offline example, measured side by side in one run.
+
+Each round measures, one after the other:
+1. The example run (scripted model, real sandbox) from session creation to the final result, with
+   every sandbox call timed host-side. Per model step, controller overhead = the step's wall time
+   minus the model's latency minus the time container commands ran (the union of the calls' exec
+   intervals, so concurrent reads are not subtracted twice).
+2. Bare: the same commands (same argv, image, user and mounts, plus the verify command) run one
+   after another by `exec` in ONE long-lived container over a fresh copy of the repository.
+The run's sandbox is closed (its warm containers removed) before the bare side starts, so neither
+side runs while the other's background work is still going. `run_over_bare` is the median over the
+rounds of (whole example run / bare sum); overheads are pooled over every step of every round.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from harness import assembly
+from harness.assembly import Runtime
+from harness.config import RunConfig
+from harness.outcome import RunState
+from harness.trajectory import read_records
+from sandbox import labels
+from sandbox.docker.engine import resolve_image
+from sandbox.envelope import Envelope
+from sandbox.owner import container_user
+from sandbox.session.workspace import copy_repository
+from sandbox.spec import Mount, SandboxSpec
+
+_PACKAGED = Path(__file__).resolve().parent / "assets" / "examples"
+EXAMPLE = _PACKAGED if _PACKAGED.is_dir() else Path(__file__).resolve().parents[2] / "examples"
+"""The offline example: copied beside this module in an installed wheel, else the checkout's."""
+TASK = "Fix the failing tests in calc."
+VERIFY = "python3 -m pytest -q"
+
+
+class RunBench(BaseModel):
+    outcome: str
+    steps: int
+    rounds: int
+    overhead_ms_per_step: float
+    """Median controller overhead of a model step (all steps of all rounds)."""
+    overhead_ms_p90: float
+    run_ms: float
+    """Median whole example run."""
+    bare_ms: float
+    """Median bare sum."""
+    run_over_bare: float
+    """Median over the rounds of run / bare, each pair measured back to back."""
+    ratios: list[float]
+    sandbox_calls: int
+
+
+class Round(BaseModel):
+    outcome: str
+    steps: int
+    overheads: list[float]
+    run_ms: float
+    bare_ms: float
+    sandbox_calls: int
+
+
+class TimedSandbox:
+    """Wraps a sandbox; remembers each call's argv, spec, mounts and exec interval (wall clock)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.calls: list[tuple[list[str], SandboxSpec, Sequence[Mount], float, float]] = []
+
+    def run(self, argv: Sequence[str], *, workspace: Path, spec: SandboxSpec, mounts: Sequence[Mount] = (),
+            stdin: bytes | None = None, commit_changes: bool = False) -> Envelope:
+        envelope = self.inner.run(argv, workspace=workspace, spec=spec, mounts=mounts, stdin=stdin,
+                                  commit_changes=commit_changes)
+        end = time.time()
+        self.calls.append((list(argv), spec, list(mounts), end - envelope.duration_ms / 1000, end))
+        return envelope
+
+    def prewarm(self, **kwargs: Any) -> None:
+        self.inner.prewarm(**kwargs)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def measure(runtime: Runtime, rounds: int = 3) -> RunBench:
+    """The example run and its bare commands, `rounds` times back to back."""
+    results = [_round(runtime) for _ in range(rounds)]
+    overheads = sorted(o for r in results for o in r.overheads)
+    ratios = [round(r.run_ms / r.bare_ms, 2) for r in results]
+    last = results[-1]
+    return RunBench(outcome=last.outcome, steps=last.steps, rounds=rounds,
+                    overhead_ms_per_step=round(statistics.median(overheads), 1),
+                    overhead_ms_p90=round(overheads[int(0.9 * (len(overheads) - 1))], 1),
+                    run_ms=round(statistics.median(r.run_ms for r in results), 1),
+                    bare_ms=round(statistics.median(r.bare_ms for r in results), 1),
+                    run_over_bare=round(statistics.median(ratios), 2), ratios=ratios, sandbox_calls=last.sandbox_calls)
+
+
+def _round(runtime: Runtime) -> Round:
+    """One example run and its bare counterpart (the bare side replays the commands the run made)."""
+    with tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp:
+        sessions = Path(tmp) / "sessions"
+        config = RunConfig(model=f"scripted:{EXAMPLE / 'calc-fix.yaml'}", verify=VERIFY)
+        sandbox = TimedSandbox(assembly.open_sandbox(runtime, None))
+        client = sandbox.inner.client
+        try:
+            started = time.perf_counter()
+            session = assembly.create_session(EXAMPLE / "calc", sessions, config, sandbox, None)
+            state = RunState(session_id=session.id, task=TASK, model=config.model or "", snapshot_step=session.step)
+            agent = assembly.build_agent(config=config, session=session, sandbox=sandbox,
+                                         provider=assembly.build_provider(config, runtime), state=state,
+                                         runtime=runtime)
+            result = agent.run()
+            run_ms = (time.perf_counter() - started) * 1000
+        finally:
+            sandbox.close()
+        calls = sandbox.calls
+        bare_ms = _bare(client, calls, session.workspace, Path(tmp) / "bare", session.spec, runtime.run_id)
+        return Round(outcome=result.outcome, steps=result.steps, overheads=_overheads(session.dir, calls),
+                     run_ms=run_ms, bare_ms=bare_ms, sandbox_calls=len(calls))
+
+
+def _overheads(session_dir: Path, calls: list[tuple[Any, Any, Any, float, float]]) -> list[float]:
+    begins: dict[int, float] = {}
+    latency: dict[int, float] = {}
+    result = []
+    for record in read_records(session_dir):
+        if record.kind == "request":
+            begins[record.step] = record.ts
+        elif record.kind == "turn":
+            latency[record.step] = record.turn.latency_ms / 1000
+        elif record.kind == "step" and record.step in begins:
+            begin, end = begins[record.step], record.ts
+            busy = _union([(max(s, begin), min(e, end)) for *_, s, e in calls if e > begin and s < end])
+            result.append((end - begin - latency.get(record.step, 0.0) - busy) * 1000)
+    return result
+
+
+def _union(intervals: list[tuple[float, float]]) -> float:
+    total, current_end = 0.0, float("-inf")
+    for start, end in sorted(intervals):
+        start = max(start, current_end)
+        if end > start:
+            total += end - start
+            current_end = end
+    return total
+
+
+def _bare(client: Any, calls: list[tuple[list[str], SandboxSpec, Sequence[Mount], float, float]], workspace: Path,
+          copy_to: Path, spec: SandboxSpec, run_id: str) -> float:
+    """Sum of the same commands exec'd one by one into one long-lived container over a fresh copy."""
+    copy_repository(EXAMPLE / "calc", copy_to)
+    volumes = {str(copy_to): {"bind": spec.workdir, "mode": "rw"}}
+    for mount in calls[0][2]:
+        source = Path(mount.source)
+        if source.is_relative_to(workspace):
+            source = copy_to / source.relative_to(workspace)
+        volumes[str(source)] = {"bind": mount.target, "mode": "ro" if mount.read_only else "rw"}
+    _, image_id = resolve_image(client, spec.image)
+    container = client.containers.run(image_id, ["sleep", "infinity"], detach=True, user=container_user(),
+                                      working_dir=spec.workdir, network_mode="none", volumes=volumes,
+                                      labels=labels.of_run(run_id, "bench"))
+    try:
+        total = 0.0
+        for argv, *_ in calls:
+            started = time.perf_counter()
+            container.exec_run(argv, user=container_user(), workdir=spec.workdir)
+            total += time.perf_counter() - started
+        return total * 1000
+    finally:
+        container.remove(force=True)

@@ -1,0 +1,131 @@
+"""Every `harness bench ...` command: each prints figures measured side by side in one run.
+
+The measuring lives in `harness.bench`; this module parses flags and renders.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from harness.cli import environment
+from harness.cli.app import bench_app, console, err_console, reported
+
+
+def _client() -> Any:
+    from sandbox.docker.engine import connect
+
+    return connect(environment.docker_host())
+
+
+@bench_app.command("sandbox")
+def bench_sandbox(
+    calls: int = typer.Option(20, min=3, max=1000, help="Timed calls per approach."),
+    image: str = typer.Option("py311", help="Image to measure on."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Pooled single-use call vs cold create/start/wait/remove vs exec into a long-lived container."""
+    from harness.bench.sandbox import measure
+
+    with reported():
+        result = measure(_client(), run_id=environment.run_id("bench"), image=image, calls=calls)
+    if as_json:
+        print(result.model_dump_json())
+        return
+    table = Table("approach", "median ms", "p90 ms", title=f"{calls} calls of `true` on {result.image}")
+    table.add_row("(a) pooled single-use call", f"{result.pooled.median_ms:.1f}", f"{result.pooled.p90_ms:.1f}")
+    table.add_row("(b) cold create/start/wait/remove", f"{result.cold.median_ms:.1f}", f"{result.cold.p90_ms:.1f}")
+    table.add_row("(c) exec into a long-lived container", f"{result.exec.median_ms:.1f}", f"{result.exec.p90_ms:.1f}")
+    console.print(table)
+    console.print(f"a/c = {result.pooled_over_exec:.2f} (target <= 1.5)   a/b = {result.pooled_over_cold:.2f} (target <= 0.5)")
+    console.print(f"[dim]{result.note}[/]")
+
+
+@bench_app.command("snapshot")
+def bench_snapshot(files: int = typer.Option(10_000, min=100, help="Files in the generated repository."),
+                   steps: int = typer.Option(15, min=3, help="One-file-change steps measured."),
+                   big: int = typer.Option(100_000, min=1000, help="Files in the scale case."),
+                   as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
+    """Snapshot and rollback cost per step, incremental vs full, and 100k vs 10k files."""
+    from harness.bench import snapshot as snapshot_bench
+
+    result = snapshot_bench.run(files=files, steps=steps, big_files=big,
+                                log=lambda line: err_console.print(f"[dim]{line}[/]"))
+    if as_json:
+        print(result.model_dump_json())
+        return
+    table = Table("measure", "value", "target", title=f"{result.files} files, {result.megabytes} MB, {result.steps} steps")
+    table.add_row("first full snapshot", f"{result.full_snapshot_ms:.0f} ms", "")
+    table.add_row("one-change snapshot (median)", f"{result.snapshot_ms:.1f} ms", "<= 100 ms")
+    table.add_row("session step: snapshot + record (median)", f"{result.step_ms:.1f} ms", "")
+    table.add_row("rollback one step (median)", f"{result.rollback_ms:.1f} ms", "<= 100 ms")
+    table.add_row("one-change snapshot, stat walk (fresh process)", f"{result.walk_snapshot_ms:.0f} ms", "")
+    table.add_row("incremental / full", f"{result.incremental_over_full:.3f}", "<= 0.2")
+    table.add_row(f"{big} files / {files} files (one change)", f"{result.scale_100k_over_10k:.2f}", "<= 3")
+    console.print(table)
+
+
+@bench_app.command("tools")
+def bench_tools(
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    rounds: int = typer.Option(25, "--rounds", min=5, max=500, help="Measurements per side."),
+    image: str = typer.Option("py311", "--image", help="Sandbox image for both sides."),
+) -> None:
+    """Median read_file (registry + gate + warm DockerSandbox) vs a bare exec_run of cat, same run."""
+    from harness.bench.tools import measure
+
+    with reported():
+        figures = measure(_client(), image=image, rounds=rounds)
+    if json_out:
+        print(json.dumps(figures))
+        return
+    console.print(f"read_file end to end: {figures['read_file_ms']:.1f} ms median over {rounds} calls")
+    console.print(f"bare exec_run cat:    {figures['exec_cat_ms']:.1f} ms median over {rounds} calls")
+    verdict = "ok" if figures["read_file_over_exec"] <= 1.5 else "over the 1.5x target"
+    console.print(f"ratio:                {figures['read_file_over_exec']:.2f}x ({verdict})")
+
+
+@bench_app.command("provider")
+def bench_provider_cmd(
+    repeats: int = typer.Option(50, "--repeats", min=3, help="Turns per measurement."),
+    chunks: int = typer.Option(200, "--chunks", min=20, help="Streamed chunks per turn."),
+    as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
+) -> None:
+    """Provider overhead (assembly + validation, no network) for a streamed turn with two tool calls."""
+    from harness.bench.provider import bench_provider
+
+    results = [bench_provider(kind, chunks=chunks, repeats=repeats) for kind in ("openai", "anthropic")]
+    if as_json:
+        console.print(json.dumps([r.model_dump() for r in results], indent=2))
+        return
+    for r in results:
+        console.print(
+            f"{r.provider:9} {r.chunks} chunks: complete {r.complete_ms:.2f} ms/turn ({r.complete_us_per_chunk:.1f} us/chunk), "
+            f"SDK alone {r.sdk_only_ms:.2f} ms; our overhead {r.overhead_ms:.3f} ms/turn "
+            f"({r.overhead_us_per_chunk:.2f} us/chunk), ratio complete/SDK {r.ratio:.2f}x; "
+            f"assembly+validation alone {r.assembly_ms:.3f} ms/turn ({r.assembly_us_per_chunk:.2f} us/chunk)",
+            soft_wrap=True,
+        )
+
+
+@bench_app.command("run")
+def bench_run(rounds: int = typer.Option(3, "--rounds", min=1, max=50, help="Run/bare pairs; the median is reported."),
+              json_out: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
+    """Controller overhead per step and the whole example run against bare exec, side by side."""
+    from harness.bench.run import measure
+    from harness.config import RunConfig
+
+    with reported():
+        result = measure(environment.runtime(RunConfig(), prefix="bench"), rounds=rounds)
+    if json_out:
+        print(result.model_dump_json(indent=2))
+        return
+    console.print(f"example run: {result.outcome} in {result.steps} steps, {result.sandbox_calls} sandbox calls")
+    console.print(f"controller overhead per step: median {result.overhead_ms_per_step} ms, "
+                  f"p90 {result.overhead_ms_p90} ms (target ≤ 150 ms)")
+    console.print(f"whole run {result.run_ms:.0f} ms vs the same commands by exec in one container "
+                  f"{result.bare_ms:.0f} ms (medians of {result.rounds} rounds): run_over_bare = "
+                  f"{result.run_over_bare} (target ≤ 2; rounds: {', '.join(map(str, result.ratios))})")

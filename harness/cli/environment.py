@@ -1,0 +1,103 @@
+"""Everything harness reads from the environment, read here and nowhere else.
+
+`$HARNESS_RUN_ID` (the label tests use to find and clean what they made), `$HARNESS_STATE_DIR`,
+`$DOCKER_HOST`, the API key (by the variable the config names, else the vendor's usual one), the
+endpoint fallback `$OPENAI_BASE_URL` / `$ANTHROPIC_BASE_URL`, and the test-only crash point
+`$HARNESS_CRASH_AT`, and `$HARNESS_TRACEBACK` (show an internal error's traceback). The values reach the rest of harness inside an `assembly.Runtime`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from harness.errors import ConfigError
+
+if TYPE_CHECKING:
+    from harness.assembly import Runtime
+    from harness.config import RunConfig
+
+DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+DEFAULT_BASE_URL_ENV = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
+CRASH_PHASES = ("model_answered", "turn_recorded", "mid_tool", "mid_snapshot", "after_snapshot")
+
+
+def run_id(prefix: str = "run") -> str:
+    """$HARNESS_RUN_ID or a fresh `<prefix>-<12 hex>` id."""
+    return os.environ.get("HARNESS_RUN_ID") or f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def docker_host() -> str | None:
+    """The engine address the user chose ($DOCKER_HOST), or None for the default socket."""
+    return os.environ.get("DOCKER_HOST") or None
+
+
+def state_dir(option: Path | None) -> Path:
+    """Where sessions live: --state-dir, else $HARNESS_STATE_DIR, else the per-user data dir."""
+    if option is not None:
+        return option.expanduser().resolve()
+    env = os.environ.get("HARNESS_STATE_DIR")
+    if env:
+        return Path(env).expanduser().resolve()
+    from harness.api import default_state_dir
+
+    return default_state_dir()
+
+
+def vendor(model: str | None) -> str:
+    """The provider prefix of a model spec (`openai`, `anthropic`, `scripted`...)."""
+    return (model or "").split(":", 1)[0]
+
+
+def key_variable(config: RunConfig) -> str | None:
+    """The environment variable the run's key is read from."""
+    return config.provider_config().api_key_env or DEFAULT_KEY_ENV.get(vendor(config.model))
+
+
+def api_key(config: RunConfig) -> str | None:
+    """The key for the run's provider, from the environment variable the config names."""
+    variable = key_variable(config)
+    return os.environ.get(variable) if variable else None
+
+
+def base_url_fallback(model: str | None) -> str | None:
+    """$OPENAI_BASE_URL / $ANTHROPIC_BASE_URL for that vendor, when set."""
+    variable = DEFAULT_BASE_URL_ENV.get(vendor(model))
+    return os.environ.get(variable) or None if variable else None
+
+
+def show_tracebacks() -> bool:
+    """$HARNESS_TRACEBACK=1: let an unexpected error's traceback through (for bug reports)."""
+    return os.environ.get("HARNESS_TRACEBACK") == "1"
+
+
+def crash_hook() -> Callable[[str], None]:
+    """`HARNESS_CRASH_AT=phase[:n]`: SIGKILL this process the n-th time the loop reaches phase (tests)."""
+    value = os.environ.get("HARNESS_CRASH_AT")
+    if not value:
+        return lambda phase: None
+    phase, _, nth = value.partition(":")
+    if phase not in CRASH_PHASES:
+        raise ConfigError(f"HARNESS_CRASH_AT: unknown phase {phase!r} (one of {', '.join(CRASH_PHASES)})")
+    target, seen = int(nth or 1), [0]
+
+    def hook(reached: str) -> None:
+        if reached == phase:
+            seen[0] += 1
+            if seen[0] >= target:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    return hook
+
+
+def runtime(config: RunConfig, *, interactive: bool = False, prefix: str = "run") -> Runtime:
+    """The Runtime of a run of config, filled from the environment."""
+    from harness.assembly import Runtime
+
+    return Runtime(run_id=run_id(prefix), docker_host=docker_host(), api_key=api_key(config),
+                   base_url_fallback=base_url_fallback(config.model), on_phase=crash_hook(),
+                   interactive=interactive)

@@ -1,0 +1,79 @@
+"""The config models of providers: endpoint, timeouts, retry policy, price overrides (no secrets)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class RetryConfig(BaseModel):
+    """The single retry policy around every model call."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_retries_per_call: int = Field(default=6, ge=0)
+    """Retries of one model call before `RetryBudgetExhausted` (attempts = this + 1)."""
+    max_retries_per_session: int = Field(default=40, ge=0)
+    """Retries over the whole session (all calls of one provider instance)."""
+    initial_backoff_s: float = Field(default=1.0, ge=0)
+    """First backoff; doubles per retry (exponential), then jittered."""
+    max_backoff_s: float = Field(default=60.0, ge=0)
+    """Cap of the exponential backoff (a server's Retry-After may ask for longer)."""
+    jitter: float = Field(default=0.5, ge=0, le=1)
+    """Fraction of the backoff that is random (0 = none, 1 = full jitter)."""
+    max_retry_after_s: float = Field(default=600.0, ge=0)
+    """Longest server-requested wait (Retry-After) we honour; longer values are capped to this."""
+
+
+class ModelPrice(BaseModel):
+    """A per-model price override in USD per million tokens."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input_per_mtok: float = Field(ge=0)
+    """Price of uncached input tokens."""
+    output_per_mtok: float = Field(ge=0)
+    """Price of output tokens."""
+    cached_input_per_mtok: float | None = Field(default=None, ge=0)
+    """Price of input tokens read from the prompt cache (default: the input price)."""
+    cache_write_per_mtok: float | None = Field(default=None, ge=0)
+    """Price of input tokens written to the prompt cache (default: the input price)."""
+
+
+class ProviderConfig(BaseModel):
+    """Settings of one model provider (no secrets: the key is passed separately)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = ""
+    """Model name sent to the API; the `openai:MODEL` spec sets it."""
+    base_url: str | None = None
+    """API base URL (vLLM, llama.cpp server, Ollama, a proxy); None = the vendor's public endpoint."""
+    api_key_env: str | None = None
+    """Environment variable the CLI reads the key from (default OPENAI_API_KEY / ANTHROPIC_API_KEY)."""
+    timeout_s: float = Field(default=600.0, gt=0)
+    """Wall-clock limit of one attempt (request + whole stream)."""
+    connect_timeout_s: float = Field(default=10.0, gt=0)
+    """Limit for opening the connection."""
+    stall_timeout_s: float = Field(default=60.0, gt=0)
+    """A stream that sends no bytes for this long is a stalled stream: a retryable timeout."""
+    max_tokens: int = Field(default=4096, gt=0)
+    """Default output-token limit per turn."""
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    """OpenAI-compatible only: which request field carries the limit (o-series models need the second)."""
+    retry: RetryConfig = Field(default_factory=RetryConfig)
+    """The retry policy."""
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    """Price overrides by model name; they win over the genai-prices table."""
+
+
+def redact(text: str, secret: str | None) -> str:
+    """Remove a key, and any partial echo of it (servers print its head), from an error text."""
+    if not secret:
+        return text
+    text = text.replace(secret, "[redacted]")
+    if len(secret) >= 12:
+        head = secret[:8]
+        text = text.replace(head, "[redacted]")
+    return text

@@ -1,0 +1,106 @@
+"""`harness replay SESSION`: re-issue a session's recorded tool calls on a fresh copy of its original
+repository and report, step by step, where the results diverge.
+
+A regression check for changes to the harness itself: same calls, same repository, so any change in
+what a tool returns comes from the harness (or the image). Timings are masked before comparing.
+The replay is a new session (`<id>-replay-<n>`) next to the original, kept for inspection.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from harness.config import RunConfig
+from harness.errors import SessionError
+from harness.trajectory import ToolRecord, read_records
+from harness.types import ToolCall
+
+_VOLATILE = (
+    (re.compile(r"duration=\d+ms"), "duration=<ms>"),
+    (re.compile(r"\b\d+(?:\.\d+)?s\b"), "<s>"),
+    (re.compile(r"\b\d+ ?ms\b"), "<ms>"),
+)
+
+
+class ReplayedCall(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    step: int
+    call_id: str
+    name: str
+    same: bool
+    first_difference: str = ""
+    """`- recorded line` / `+ replayed line` of the first differing line."""
+
+
+class ReplayReport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    original: str
+    session_id: str
+    steps: list[ReplayedCall]
+    diverged: int
+
+
+def normalise(text: str) -> str:
+    for pattern, replacement in _VOLATILE:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def recorded_calls(session_dir: Path) -> list[ToolRecord]:
+    """The tool records that count, in order: for a step re-executed on resume, the last attempt."""
+    final: dict[tuple[int, str], ToolRecord] = {}
+    for record in read_records(session_dir):
+        if record.kind == "tool":
+            final[(record.step, record.call_id)] = record  # later attempts replace earlier ones
+    return list(final.values())
+
+
+def replay_session(session_dir: Path, sessions: Path, config: RunConfig, sandbox: Any) -> ReplayReport:
+    """Re-run every recorded tool call in order in a fresh session; compare the model-visible text."""
+    from harness import assembly
+
+    original = assembly.open_session(sessions, session_dir.name)
+    calls = recorded_calls(session_dir)
+    if not calls:
+        raise SessionError(f"session {original.id} recorded no tool calls to replay")
+    replay_id = _free_id(sessions, f"{original.id}-replay")
+    session = assembly.create_session(original.repo, sessions, config, sandbox, replay_id)
+    registry, context = assembly.registry(), assembly.tool_context(config, session, sandbox)
+    report: list[ReplayedCall] = []
+    for step in sorted({record.step for record in calls}):
+        wrote = False
+        for record in (r for r in calls if r.step == step):
+            call = ToolCall(id=record.call_id, name=record.name, arguments=record.arguments)
+            [result] = registry.execute_turn([call], context)
+            report.append(_compare(record, result.text))
+            wrote = wrote or result.wrote
+        if wrote:
+            session.commit_step(note=f"replay of step {step}", skip_unchanged=True)
+    session.close()
+    return ReplayReport(original=original.id, session_id=session.id, steps=report,
+                        diverged=sum(1 for r in report if not r.same))
+
+
+def _compare(record: ToolRecord, text: str) -> ReplayedCall:
+    before, after = normalise(record.text).splitlines(), normalise(text).splitlines()
+    difference = ""
+    if before != after:
+        delta = [line for line in difflib.unified_diff(before, after, lineterm="", n=0)
+                 if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+        difference = " | ".join(delta[:2])[:300]
+    return ReplayedCall(step=record.step, call_id=record.call_id, name=record.name, same=before == after,
+                        first_difference=difference)
+
+
+def _free_id(sessions: Path, stem: str) -> str:
+    number = 1
+    while (sessions / f"{stem}-{number}").exists():
+        number += 1
+    return f"{stem}-{number}"

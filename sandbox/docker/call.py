@@ -1,0 +1,105 @@
+"""Pieces of one call that need no engine client: ending it from the host, stdin, rootfs diffs.
+
+`CallWatch` ends a call from the host: it kills the container at the wall-clock deadline, on
+request (output ceiling), or shortly after the command exits while daemonized children still hold
+its output open — killing the container takes every process in it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+ENGINE_ARTIFACTS = ("/sbin/docker-init", "/usr/sbin/docker-init")
+"""Paths the engine itself puts into every container with init=True (not the command's doing)."""
+
+
+def rootfs_changed(paths: list[str], keep_out: Sequence[str]) -> bool:
+    """True when the command changed the root filesystem outside the workspace, mounts and /tmp."""
+    under = lambda path, top: path == top or path.startswith(top.rstrip("/") + "/")  # noqa: E731
+    # A directory listed as modified because something inside it changed is implied by that child.
+    leaves = [p for p in paths if not any(other != p and under(other, p) for other in paths)]
+    return any(not any(under(p, top) for top in (*keep_out, *ENGINE_ARTIFACTS)) for p in leaves)
+
+
+def shut(sock: Any) -> None:
+    """End both directions of an attach socket (wakes a reader blocked on it, unlike close)."""
+    with contextlib.suppress(OSError):
+        getattr(sock, "_sock", sock).shutdown(socket.SHUT_RDWR)
+
+
+def send_stdin(sock: Any, data: bytes) -> None:
+    raw = getattr(sock, "_sock", sock)
+    with contextlib.suppress(OSError):
+        raw.sendall(data)
+        raw.shutdown(socket.SHUT_WR)
+
+
+class CallWatch:
+    """Kills the container at the deadline, on `stop`, or GRACE_S after the command has exited; if
+    the output stream is still open ABORT_AFTER_S after a kill, closes it from the host (`abort`),
+    so no engine or runtime that keeps an exec stream open can hold a call past its deadline."""
+
+    POLL_AFTER_S, POLL_EVERY_S, GRACE_S, ABORT_AFTER_S = 0.5, 0.25, 0.3, 2.0
+
+    def __init__(self, kill: Callable[[], None], exited: Callable[[], bool], timeout_s: float,
+                 abort: Callable[[], None] = lambda: None) -> None:
+        self._kill, self._exited, self._abort = kill, exited, abort
+        self._deadline = time.monotonic() + timeout_s
+        self._done = threading.Event()
+        self.reason: str | None = None
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="harness-watch")
+        self._thread.start()
+
+    def stop(self, reason: str) -> None:
+        if self.reason is None:
+            self.reason = reason
+        self._kill()
+        self._done.set()
+
+    def finish(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        next_poll = time.monotonic() + self.POLL_AFTER_S
+        while not self._done.wait(max(0.0, min(self._deadline, next_poll) - time.monotonic())):
+            now = time.monotonic()
+            if now >= self._deadline:
+                if self.reason is None:
+                    self.reason = "timeout"
+                self._end()
+                return
+            if now >= next_poll:
+                next_poll = now + self.POLL_EVERY_S
+                if self._exited():
+                    if not self._done.wait(self.GRACE_S):
+                        self._end()  # the command is over; its leftovers are not
+                    return
+
+    def _end(self) -> None:
+        self._kill()
+        if not self._done.wait(self.ABORT_AFTER_S):
+            self._abort()  # the stream outlived the kill: stop reading it
+
+
+def cgroup_oom_killed(cid: str) -> bool:
+    """True when the kernel OOM-killed a process in the container's memory cgroup."""
+    # Engine 20.10 on cgroup v1 sets State.OOMKilled only when pid 1 dies; an exec'd process killed
+    # by the OOM killer shows only in the container cgroup's counter (cgroupfs or systemd driver, v1 or v2).
+    candidates = (f"/sys/fs/cgroup/memory/docker/{cid}/memory.oom_control",
+                  f"/sys/fs/cgroup/memory/system.slice/docker-{cid}.scope/memory.oom_control",
+                  f"/sys/fs/cgroup/system.slice/docker-{cid}.scope/memory.events",
+                  f"/sys/fs/cgroup/docker/{cid}/memory.events")
+    for candidate in candidates:
+        with contextlib.suppress(OSError, ValueError):
+            for line in Path(candidate).read_text().splitlines():
+                if line.startswith("oom_kill ") and int(line.split()[1]) > 0:
+                    return True
+    return False
+    return False

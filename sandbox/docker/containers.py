@@ -1,0 +1,275 @@
+"""DockerSandbox: every call in a fresh hardened container, pre-started by the warm pool.
+
+A call execs `timeout -k 2 <T+1>s argv` into a running single-use container; output is streamed
+(demultiplexed) through `CappedOutput`; the host enforces the wall clock, the output ceiling and the
+end of the call by killing the whole container, so background and daemonized children die with it.
+The container is then removed off the critical path. A `network: none` call container joins its
+session's empty network namespace (`sandbox.docker.netns`) instead of paying for a new one. Engine errors
+are translated by `sandbox.docker.engine.translate`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import docker
+import requests
+from docker.utils.socket import frames_iter
+
+from sandbox import labels as labels_of
+from sandbox.docker import hardening, netns
+from sandbox.docker.call import CallWatch, cgroup_oom_killed, rootfs_changed, send_stdin, shut
+from sandbox.docker.engine import resolve_image, runtime_options, translate, unenforced_limits
+from sandbox.docker.pool import PoolConfig, WarmPool
+from sandbox.envelope import Envelope
+from sandbox.errors import RuntimeUnavailable, SandboxError, SpecError, WorkspaceError
+from sandbox.output import CappedOutput
+from sandbox.owner import container_user
+from sandbox.spec import Mount, SandboxSpec, posture
+
+IMAGE_CACHE_S = 5.0
+"""How long a resolved image id is trusted before the engine is asked again (keeps calls lean)."""
+
+
+class DockerSandbox:
+    """Sandbox protocol on a Docker engine: one fresh hardened container per call, never reused.
+
+    `share_netns=False` gives every call its own empty namespace: right for one-call commands
+    (`harness exec`, `harness tool`), where a holder would double the cost of the only start.
+    """
+
+    def __init__(self, client: docker.DockerClient, *, run_id: str, pool_size: int = 2,
+                 session_id: str | None = None, share_netns: bool = True) -> None:
+        self.client, self.run_id, self.session_id = client, run_id, session_id
+        self._api = client.api
+        self._holders = netns.NetnsHolders(self._api, translate, self._remove) if share_netns else None
+        self._lock = threading.Lock()
+        self._owned: set[str] = set()
+        self._images: dict[str, tuple[float, str, str]] = {}
+        self._runtimes: dict[str, list[str]] | None = None
+        self.pool = WarmPool(self._start, self._remove, PoolConfig(size=pool_size))
+
+    # -- the Sandbox protocol -------------------------------------------------------------------
+    def run(self, argv: Sequence[str], *, workspace: Path, spec: SandboxSpec, mounts: Sequence[Mount] = (),
+            stdin: bytes | None = None, commit_changes: bool = False) -> Envelope:
+        """Run argv in a fresh container; envelope for anything the command did."""
+        if not argv:
+            raise SpecError("nothing to run: the command is empty")
+        key, config, image_id, user = self._prepare(workspace, spec, mounts)
+        committed = None
+        for attempt in range(2):
+            cid = self.pool.acquire(key, config, family=spec.image)
+            try:
+                outcome = self._exec(cid, list(argv), spec, stdin)
+                if commit_changes and not spec.read_only_root:
+                    committed = self._commit(cid, spec, mounts)
+                break
+            except _ContainerGone:
+                if attempt:  # a warm container died before use (engine restart?): one fresh retry only
+                    raise SandboxError("the sandbox container stopped before the command could start; "
+                                       "check the engine with `harness doctor`") from None
+            finally:
+                self.pool.release(cid)
+        self.pool.prewarm(key, config, family=spec.image)  # after the call: a start would slow it down
+        unenforced = unenforced_limits((self._runtimes or {}).get(spec.runtime, []))
+        return Envelope(**outcome, limits=posture(spec, user, unenforced), image_id=image_id,
+                        runtime=spec.runtime, committed_image=committed)
+
+    def prewarm(self, *, workspace: Path, spec: SandboxSpec, mounts: Sequence[Mount] = ()) -> None:
+        """Start single-use containers for these arguments in the background."""
+        key, config, _, _ = self._prepare(workspace, spec, mounts)
+        self.pool.prewarm(key, config, family=spec.image)
+
+    def close(self) -> None:
+        """Kill and remove every container this sandbox still owns."""
+        self.pool.close()
+        with self._lock:
+            leftovers = list(self._owned)
+        for cid in leftovers:
+            self._remove(cid)
+        if self._holders is not None:
+            self._holders.close()  # last: the call containers above were still in its namespace
+
+    def __enter__(self) -> DockerSandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- containers ---------------------------------------------------------------------------------
+    def _prepare(self, workspace: Path, spec: SandboxSpec, mounts: Sequence[Mount]) -> tuple[str, dict[str, Any], str, str]:
+        workspace = Path(workspace)
+        if not workspace.is_dir():
+            raise WorkspaceError(f"workspace is not a directory: {workspace}")
+        for mount in mounts:
+            if not Path(mount.source).exists():
+                raise WorkspaceError(f"mount source does not exist: {mount.source}")
+        self._check_runtime(spec.runtime)
+        image_id = self._image_id(spec.image)
+        user = spec.user or container_user()
+        config = hardening.container_config(image_id, spec, workspace, mounts, user, self._labels(spec))
+        return hardening.config_key(config), config, image_id, user
+
+    def _labels(self, spec: SandboxSpec) -> dict[str, str]:
+        labels = {**spec.labels, **labels_of.of_run(self.run_id), labels_of.PID: str(os.getpid())}
+        if self.session_id:
+            labels[labels_of.SESSION] = self.session_id
+        return labels
+
+    def _image_id(self, name: str) -> str:
+        now = time.monotonic()
+        with self._lock:
+            hit = self._images.get(name)
+        if hit and now - hit[0] < IMAGE_CACHE_S:
+            return hit[2]
+        ref, image_id = resolve_image(self.client, name)
+        with self._lock:
+            self._images[name] = (now, ref, image_id)
+        return image_id
+
+    def _check_runtime(self, runtime: str) -> None:
+        if self._runtimes is None:
+            self._runtimes = runtime_options(self.client)
+        if runtime not in self._runtimes:
+            raise RuntimeUnavailable(
+                f"runtime {runtime!r} is not registered with the engine (have: {', '.join(sorted(self._runtimes))}); "
+                "install gVisor (apt-get install runsc) and add it to /etc/docker/daemon.json, or use --runtime runc")
+
+    def _start(self, config: dict[str, Any], kind: str) -> str:
+        if self._holders is None or not netns.shares(config["host_config"]):
+            with translate("starting a sandbox container"):
+                return self._create_and_start(config, kind)
+        joined = self._holders.join(config)
+        try:
+            with translate("starting a sandbox container"):
+                return self._create_and_start(joined, kind, holder_may_be_gone=True)
+        except _HolderGone:  # removed or stopped behind our back: one fresh holder, one more try
+            self._holders.discard(joined["host_config"]["network_mode"].split(":", 1)[1])
+        with translate("starting a sandbox container"):
+            return self._create_and_start(self._holders.join(config), kind)
+
+    def _create_and_start(self, config: dict[str, Any], kind: str, holder_may_be_gone: bool = False) -> str:
+        host = self._api.create_host_config(**config["host_config"])
+        labels = {**config["labels"], labels_of.KIND: kind}
+        cid = self._api.create_container(**{**config, "labels": labels, "host_config": host}, detach=True)["Id"]
+        with self._lock:
+            self._owned.add(cid)
+        try:
+            self._api.start(cid)
+        except BaseException as error:
+            self._remove(cid)
+            if holder_may_be_gone and netns.holder_gone(error):
+                raise _HolderGone() from None
+            raise
+        return cid
+
+    def _remove(self, cid: str) -> None:
+        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError, requests.exceptions.RequestException):
+            self._api.remove_container(cid, force=True)
+        with self._lock:
+            self._owned.discard(cid)
+
+    def _exec_exited(self, exec_id: str) -> bool:
+        with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
+            state = self._api.exec_inspect(exec_id)
+            # Before the engine marks a new exec Running it reports Running=false with no ExitCode.
+            return not state.get("Running", True) and state.get("ExitCode") is not None
+        return False
+
+    def _kill(self, cid: str) -> None:
+        with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
+            self._api.kill(cid)
+
+    # -- one call -----------------------------------------------------------------------------------
+    def _exec(self, cid: str, argv: list[str], spec: SandboxSpec, stdin: bytes | None) -> dict[str, Any]:
+        # `timeout` inside is the second line; the host kills the whole container at spec.timeout_s.
+        command = ["timeout", "-k", "2", f"{spec.timeout_s + 1:g}s", *argv]
+        try:
+            exec_id = self._api.exec_create(cid, command, stdin=stdin is not None, stdout=True, stderr=True)["Id"]
+        except docker.errors.APIError as error:
+            if error.status_code in (404, 409):
+                raise _ContainerGone() from None
+            with translate("starting the command"):
+                raise
+        with translate("starting the command"):
+            started = time.monotonic()
+            sock = self._api.exec_start(exec_id, socket=True)
+        watch = CallWatch(lambda: self._kill(cid), lambda: self._exec_exited(exec_id), spec.timeout_s,
+                          abort=lambda: shut(sock))
+        out, err = CappedOutput(spec.stdout_cap), CappedOutput(spec.stderr_cap)
+        try:
+            # The SDK's own helper for attached streams (the stubs omit it): the call watch bounds the wait.
+            self._api._disable_socket_timeout(sock)  # type: ignore[attr-defined]
+            if stdin is not None:
+                threading.Thread(target=send_stdin, args=(sock, stdin), daemon=True).start()
+            for stream, data in frames_iter(sock, tty=False):
+                (err if stream == 2 else out).feed(data)
+                if out.total + err.total > spec.output_ceiling:
+                    watch.stop("output_limit")
+                    break
+        except OSError:
+            pass  # the container was killed under us: the watch reason says why
+        finally:
+            with contextlib.suppress(OSError):
+                sock.close()
+            watch.finish()
+        duration_ms = int((time.monotonic() - started) * 1000)
+        exit_code, status = self._outcome(cid, exec_id, watch.reason, duration_ms >= spec.timeout_s * 1000)
+        return {"exit_code": exit_code, "status": status, "duration_ms": duration_ms,
+                "stdout": out.text(), "stderr": err.text(), "stdout_bytes": out.total, "stderr_bytes": err.total,
+                "stdout_dropped": out.dropped, "stderr_dropped": err.dropped, "truncated": out.truncated or err.truncated}
+
+    def _oom_killed(self, cid: str) -> bool:
+        with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
+            if self._api.inspect_container(cid)["State"].get("OOMKilled"):
+                return True
+        return cgroup_oom_killed(cid)
+
+    def _outcome(self, cid: str, exec_id: str, reason: str | None, past_deadline: bool) -> tuple[int, str]:
+        if reason == "timeout":
+            return 124, "timeout"
+        if reason == "output_limit":
+            return 137, "output_limit"
+        code = None
+        with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
+            for _ in range(50):
+                code = self._api.exec_inspect(exec_id).get("ExitCode")
+                if code is not None:
+                    break
+                time.sleep(0.02)
+        if code is None:
+            return 137, "exit_nonzero"
+        if code == 124 and past_deadline:
+            return 124, "timeout"  # the inner `timeout` fired: the host kill did not happen first
+        if code == 137 and self._oom_killed(cid):
+            return 137, "oom_killed"
+        return code, "ok" if code == 0 else "exit_nonzero"
+
+    def _commit(self, cid: str, spec: SandboxSpec, mounts: Sequence[Mount]) -> str | None:
+        keep_out = ("/tmp", spec.workdir, *(m.target for m in mounts))
+        with translate("comparing the container filesystem"):
+            changes = self._api.diff(cid) or []
+        if not rootfs_changed([c["Path"] for c in changes], keep_out):
+            return None
+        # A commit inherits the labels of the image the container ran: blank the setup cache key so
+        # this step image (which holds the call's changes) is never mistaken for a cached setup.
+        labels = labels_of.of_run(self.run_id, "step", **{labels_of.SETUP_KEY: ""})
+        if self.session_id:
+            labels[labels_of.SESSION] = self.session_id
+        with translate("committing the container filesystem"):
+            result = self._api.commit(cid, changes=[f'LABEL {k}="{v}"' for k, v in labels.items()], pause=True)
+        return result["Id"]
+
+
+class _ContainerGone(Exception):
+    """A pre-started container was no longer running when its call began."""
+
+
+class _HolderGone(Exception):
+    """The network-namespace holder a container was to join is no longer running."""

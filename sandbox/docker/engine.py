@@ -1,0 +1,98 @@
+"""Talking to the Docker engine: connect, translate SDK errors (the one place), resolve images.
+
+Docker SDK and transport errors become `sandbox.errors` in `translate()` and nowhere else; every
+message says what to do next.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import docker
+import requests
+
+from sandbox.docker import images
+from sandbox.docker.ids import object_id
+from sandbox.errors import EngineUnavailable, ImageNotFound, RuntimeUnavailable, SandboxError, SpecError
+
+ENGINE_FIX = "start the engine (`make engine`, or `sudo systemctl start docker`) or point DOCKER_HOST at one"
+
+
+def connect(base_url: str | None = None, timeout: int = 120) -> docker.DockerClient:
+    """A client for the engine at base_url (default socket); EngineUnavailable if none answers."""
+    try:
+        return docker.DockerClient(base_url=base_url, version="auto", timeout=timeout)
+    except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as error:
+        where = base_url or "the default socket"
+        reason = _transport_reason(str(error)) or type(error).__name__
+        raise EngineUnavailable(f"no Docker engine answers at {where} ({reason}); {ENGINE_FIX}") from None
+
+
+def _transport_reason(text: str) -> str:
+    for needle, short in (("Connection refused", "connection refused"), ("No such file", "no socket there"),
+                          ("Permission denied", "permission denied on the socket"), ("timed out", "timed out"),
+                          ("Name or service not known", "unknown host"), ("Not supported URL scheme", "bad URL scheme")):
+        if needle in text:
+            return short
+    return text.splitlines()[0][:120] if text else ""
+
+
+@contextlib.contextmanager
+def translate(what: str = "engine call") -> Iterator[None]:
+    """Map docker SDK and transport errors to sandbox.errors (usable as a decorator too)."""
+    try:
+        yield
+    except docker.errors.ImageNotFound as error:
+        raise ImageNotFound(f"image not found ({_explain(error)}); build it: harness images build") from None
+    except docker.errors.NotFound as error:
+        raise SandboxError(f"{what}: not found ({_explain(error)})") from None
+    except docker.errors.APIError as error:
+        text = _explain(error)
+        if "runtime" in text.lower() and ("unknown" in text.lower() or "not" in text.lower()):
+            raise RuntimeUnavailable(f"{what}: {text}") from None
+        if error.status_code == 400:
+            raise SpecError(f"{what}: the engine rejected the request ({text})") from None
+        raise SandboxError(f"{what}: engine error ({text})") from None
+    except (requests.exceptions.ConnectionError, ConnectionError, FileNotFoundError) as error:
+        raise EngineUnavailable(f"{what}: lost the Docker engine ({type(error).__name__}); {ENGINE_FIX}") from None
+    except docker.errors.DockerException as error:
+        raise SandboxError(f"{what}: {error}") from None
+
+
+def _explain(error: docker.errors.APIError) -> str:
+    return str(getattr(error, "explanation", None) or error).strip().splitlines()[0][:300]
+
+
+def resolve_image(client: docker.DockerClient, name: str) -> tuple[str, str]:
+    """(reference, image id): `py311` means the current harness-built image; refs/ids are used as-is."""
+    harness_names = images.image_names()
+    ref = name
+    if ":" not in name and "/" not in name and name in harness_names:
+        ref = images.current_ref(client, name)
+    try:
+        with translate(f"looking up image {ref}"):
+            return ref, object_id(client.images.get(ref))
+    except ImageNotFound:
+        hint = f"run: harness images build {name}" if name in harness_names else "build or load it locally (images are never pulled)"
+        raise ImageNotFound(f"image {ref} is not present; {hint}") from None
+
+
+def available_runtimes(client: docker.DockerClient) -> list[str]:
+    """OCI runtimes registered with the engine (e.g. runc, runsc)."""
+    return sorted(runtime_options(client))
+
+
+def runtime_options(client: docker.DockerClient) -> dict[str, list[str]]:
+    """Each registered runtime and the arguments the engine passes it."""
+    with translate("reading engine info"):
+        runtimes = client.info().get("Runtimes", {})
+    return {name: list((options or {}).get("runtimeArgs") or []) for name, options in runtimes.items()}
+
+
+CGROUP_LIMITS = ["memory", "cpus", "pids"]
+
+
+def unenforced_limits(args: list[str]) -> list[str]:
+    """The limits a runtime started with these arguments leaves unenforced."""
+    return list(CGROUP_LIMITS) if "--ignore-cgroups" in args else []

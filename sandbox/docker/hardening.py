@@ -1,0 +1,67 @@
+"""The hardened container configuration every sandbox container gets (pure: spec → engine config).
+
+Kept apart from the engine calls so the posture reads in one place and so a warm-pool key can be
+computed from exactly what the engine would be asked to create.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sandbox.spec import Mount, SandboxSpec
+
+ENVIRONMENT = {
+    "HOME": "/tmp",
+    "TMPDIR": "/tmp",
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "PYTHONUNBUFFERED": "1",
+}
+"""The whole environment of a sandboxed command: fixed, never copied from the host."""
+
+KEEPALIVE = ["sleep", "infinity"]
+"""What a pre-started container runs (under docker-init) until the call is exec'd into it."""
+
+
+def container_config(image_id: str, spec: SandboxSpec, workspace: Path, mounts: Sequence[Mount],
+                     user: str, labels: dict[str, str]) -> dict[str, Any]:
+    """Keyword arguments for `APIClient.create_container` (host_config as create_host_config kwargs)."""
+    binds = {str(Path(workspace).resolve()): {"bind": spec.workdir, "mode": "rw"}}
+    for mount in mounts:
+        binds[str(Path(mount.source).resolve())] = {"bind": mount.target, "mode": "ro" if mount.read_only else "rw"}
+    host = {
+        "binds": binds,
+        "network_mode": spec.network,
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges"],
+        "read_only": spec.read_only_root,
+        "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={spec.tmpfs},mode=1777"},
+        "mem_limit": spec.memory,
+        "memswap_limit": spec.memory,
+        "nano_cpus": int(spec.cpus * 1e9),
+        "pids_limit": spec.pids,
+        "log_config": {"type": "none", "config": {}},
+        "init": True,
+        "runtime": spec.runtime,
+    }
+    return {
+        "image": image_id,
+        "command": list(KEEPALIVE),
+        "user": user,
+        "environment": dict(ENVIRONMENT),
+        "working_dir": spec.workdir,
+        "labels": dict(labels),
+        "host_config": host,
+    }
+
+
+def config_key(config: dict[str, Any]) -> str:
+    """Stable digest of a container config: two calls may share a pool only if these match."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+

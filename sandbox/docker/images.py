@@ -1,0 +1,242 @@
+"""Build and list the harness images: base → `harness/sandbox:<v>` → `harness/<name>:<v>`.
+
+The base is `harness/base:bookworm`: already present, else a registry base (debian:bookworm-slim)
+when a registry answers, else bootstrapped offline with debootstrap and `docker import`. Each
+version is a content hash of its inputs (Dockerfile bytes, the files of `images/<name>/`, the parent
+image id), so building again with nothing changed only looks the tags up and takes seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import io
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Literal
+
+import docker
+from pydantic import BaseModel
+
+from sandbox import labels
+from sandbox.docker.ids import object_id
+from sandbox.errors import ImageBuildError, ImageNotFound
+
+
+def _inputs_root() -> Path:
+    """Where Dockerfile.sandbox and images/ are: copied beside this module in an installed wheel,
+    else the top level of the checkout."""
+    packaged = Path(__file__).resolve().parent / "assets"
+    return packaged if (packaged / "Dockerfile.sandbox").is_file() else Path(__file__).resolve().parents[2]
+
+
+INPUTS_ROOT = _inputs_root()
+"""The folder holding Dockerfile.sandbox and images/ (their bytes are the image versions' inputs)."""
+BASE_REF = "harness/base:bookworm"
+REGISTRY_BASE = "debian:bookworm-slim"
+SANDBOX = "sandbox"
+BOOTSTRAP_PACKAGES = "python3,python3-pip,python3-venv,python3-pytest,git,ripgrep,ca-certificates,procps,iproute2"
+
+Log = Callable[[str], None]
+
+
+class ImageStatus(BaseModel):
+    """One harness image and whether the tag for the current inputs exists."""
+
+    name: str
+    ref: str | None
+    """harness/<name>:<version> for the current inputs (None when the base is missing)."""
+    status: Literal["current", "stale", "missing"]
+    image_id: str | None = None
+
+
+def image_names(root: Path = INPUTS_ROOT) -> list[str]:
+    """`sandbox` followed by every folder of images/ that has a Dockerfile."""
+    folders = sorted(p.parent.name for p in (root / "images").glob("*/Dockerfile"))
+    return [SANDBOX, *folders]
+
+
+def _digest(parts: list[bytes]) -> str:
+    sha = hashlib.sha256()
+    for part in parts:
+        sha.update(len(part).to_bytes(8, "big") + part)
+    return sha.hexdigest()[:12]
+
+
+def _folder_bytes(folder: Path) -> list[bytes]:
+    parts: list[bytes] = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        parts += [str(path.relative_to(folder)).encode(), path.read_bytes()]
+    return parts
+
+
+def versions(base_id: str, root: Path = INPUTS_ROOT) -> dict[str, str]:
+    """Content-hash version of every image, given the base image id."""
+    sandbox_v = _digest([b"sandbox", (root / "Dockerfile.sandbox").read_bytes(), base_id.encode()])
+    out = {SANDBOX: sandbox_v}
+    for name in image_names(root)[1:]:
+        out[name] = _digest([name.encode(), *_folder_bytes(root / "images" / name), sandbox_v.encode()])
+    return out
+
+
+def _image_id(client: docker.DockerClient, ref: str) -> str | None:
+    try:
+        return client.images.get(ref).id
+    except docker.errors.ImageNotFound:
+        return None
+
+
+def current_ref(client: docker.DockerClient, name: str, root: Path = INPUTS_ROOT) -> str:
+    """harness/<name>:<version> for the current inputs; raises ImageNotFound if it cannot be known."""
+    base_id = _image_id(client, BASE_REF)
+    if base_id is None:
+        raise ImageNotFound(f"base image {BASE_REF} is missing; run: harness images build {name}")
+    return f"harness/{name}:{versions(base_id, root)[name]}"
+
+
+def list_images(client: docker.DockerClient, root: Path = INPUTS_ROOT) -> list[ImageStatus]:
+    """Status of the base and every harness image: current, stale (older build only) or missing."""
+    base_id = _image_id(client, BASE_REF)
+    rows = [ImageStatus(name="base", ref=BASE_REF, status="current" if base_id else "missing", image_id=base_id)]
+    wanted = versions(base_id, root) if base_id else {}
+    for name in image_names(root):
+        ref = f"harness/{name}:{wanted[name]}" if name in wanted else None
+        image_id = _image_id(client, ref) if ref else None
+        if image_id:
+            rows.append(ImageStatus(name=name, ref=ref, status="current", image_id=image_id))
+            continue
+        older = client.images.list(filters={"label": f"{labels.IMAGE}={name}"})
+        rows.append(ImageStatus(name=name, ref=ref, status="stale" if older else "missing"))
+    return rows
+
+
+def build(client: docker.DockerClient, name: str | None = None, log: Log = lambda _: None,
+          root: Path = INPUTS_ROOT) -> list[ImageStatus]:
+    """Build `name` (default: every image) and what it stands on; skip whatever is current."""
+    names = image_names(root)
+    if name is not None and name not in names:
+        raise ImageNotFound(f"no image named {name!r}; known: {', '.join(names)}")
+    with _build_lock(log):
+        return _build_locked(client, names, name, log, root)
+
+
+@contextlib.contextmanager
+def _build_lock(log: Log) -> Iterator[None]:
+    """One build at a time per machine: two concurrent first builds would each bootstrap a base."""
+    path = Path(tempfile.gettempdir()) / "harness-images.lock"
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log("another `harness images build` is running; waiting for it")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _build_locked(client: docker.DockerClient, names: list[str], name: str | None, log: Log,
+                  root: Path) -> list[ImageStatus]:
+    base_id = ensure_base(client, log)
+    wanted = versions(base_id, root)
+    sandbox_ref = f"harness/{SANDBOX}:{wanted[SANDBOX]}"
+    _build_one(client, SANDBOX, sandbox_ref, wanted[SANDBOX], log,
+               fileobj=(root / "Dockerfile.sandbox").read_bytes(), buildargs={"BASE": BASE_REF})
+    targets = names[1:] if name is None else ([] if name == SANDBOX else [name])
+    for other in targets:
+        ref = f"harness/{other}:{wanted[other]}"
+        _build_one(client, other, ref, wanted[other], log, path=root / "images" / other,
+                   buildargs={"SANDBOX": sandbox_ref})
+    return list_images(client, root)
+
+
+def _build_one(client: docker.DockerClient, name: str, ref: str, version: str, log: Log, *,
+               fileobj: bytes | None = None, path: Path | None = None, buildargs: dict[str, str]) -> None:
+    if _image_id(client, ref):
+        log(f"{ref} is current")
+        return
+    log(f"building {ref}")
+    image_labels = {labels.IMAGE: name, labels.CONTENT: version}
+    try:
+        if fileobj is not None:
+            client.images.build(fileobj=io.BytesIO(fileobj), tag=ref, buildargs=buildargs, labels=image_labels,
+                                rm=True, forcerm=True, pull=False)
+        else:
+            client.images.build(path=str(path), tag=ref, buildargs=buildargs, labels=image_labels,
+                                rm=True, forcerm=True, pull=False)
+    except docker.errors.BuildError as error:
+        tail = " | ".join(str(line.get("stream", line.get("error", ""))).strip() for line in list(error.build_log)[-3:])
+        raise ImageBuildError(f"building {ref} failed: {error.msg} ({tail})") from None
+    except docker.errors.APIError as error:
+        raise ImageBuildError(f"building {ref} failed: {error.explanation or error}") from None
+    log(f"built {ref}")
+
+
+def ensure_base(client: docker.DockerClient, log: Log) -> str:
+    """Id of harness/base:bookworm, pulling or bootstrapping it first when it is missing."""
+    base_id = _image_id(client, BASE_REF)
+    if base_id:
+        return base_id
+    if _pull_registry_base(client, log):
+        return object_id(client.images.get(BASE_REF))
+    _bootstrap_base(client, log)
+    return object_id(client.images.get(BASE_REF))
+
+
+def _pull_registry_base(client: docker.DockerClient, log: Log) -> bool:
+    log(f"trying registry base {REGISTRY_BASE}")
+    try:
+        repo, tag = REGISTRY_BASE.split(":")
+        image = client.images.pull(repo, tag=tag)
+        image.tag("harness/base", "bookworm")
+        return True
+    except Exception as error:  # noqa: BLE001 - any failure (DNS, refused, timeout, auth) means "no registry"
+        log(f"no registry base ({str(error).splitlines()[0][:120]}); bootstrapping offline")
+        return False
+
+
+def apt_mirror(etc: Path = Path("/etc/apt")) -> str:
+    """The Debian mirror apt already uses (deb822 .sources or one-line .list entries)."""
+    candidates = sorted((etc / "sources.list.d").glob("*.sources")) + sorted((etc / "sources.list.d").glob("*.list"))
+    candidates.append(etc / "sources.list")
+    for path in candidates:
+        text = path.read_text(errors="replace") if path.is_file() else ""
+        uris = re.findall(r"^URIs:\s*(\S+)", text, re.MULTILINE) + re.findall(r"^deb\s+(?:\[[^\]]*\]\s+)?(\S+)", text, re.MULTILINE)
+        for uri in uris:
+            if "security" not in uri:
+                return uri
+    return "http://deb.debian.org/debian"
+
+
+def _bootstrap_base(client: docker.DockerClient, log: Log) -> None:
+    if os.geteuid() != 0:
+        raise ImageBuildError(f"{BASE_REF} is missing and no registry answers; run `harness images build` as root "
+                              "(debootstrap needs root) or make a registry reachable")
+    if shutil.which("debootstrap") is None:
+        log("installing debootstrap")
+        _run(["apt-get", "update", "-qq"], "apt-get update")
+        _run(["apt-get", "install", "-y", "-qq", "debootstrap"], "installing debootstrap")
+    mirror = apt_mirror()
+    with tempfile.TemporaryDirectory(prefix="harness-base-") as tmp:
+        rootfs, tarball = Path(tmp) / "rootfs", Path(tmp) / "rootfs.tar"
+        log(f"debootstrap bookworm from {mirror} (about a minute)")
+        _run(["debootstrap", "--variant=minbase", f"--include={BOOTSTRAP_PACKAGES}", "bookworm", str(rootfs), mirror],
+             "debootstrap")
+        _run(["tar", "-C", str(rootfs), "-cf", str(tarball), "."], "tar of the bootstrap")
+        client.api.import_image_from_file(str(tarball), repository="harness/base", tag="bookworm",
+                                          changes=[f"LABEL {labels.IMAGE}=base"])
+    log(f"imported {BASE_REF}")
+
+
+def _run(argv: list[str], what: str) -> None:
+    done = subprocess.run(argv, capture_output=True, text=True)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ImageBuildError(f"{what} failed (exit {done.returncode}): {last}")

@@ -1,0 +1,155 @@
+"""Warm pool of pre-started, single-use containers.
+
+A container handed out by `acquire` is never handed out again: after its one call it goes to
+`release`, which kills and removes it in the background. The caller then calls `prewarm` to start a
+replacement in the background — after its call, so the start does not compete with the call for
+the engine — and the next call finds a running container and pays roughly one `exec`. Containers are
+keyed by their full engine config (image id, limits, workspace, mounts); the least recently used
+keys beyond `max_keys`, and keys of the same family (image name) with an older image id, are
+discarded. Everything the pool starts is labelled by the caller, so a crash leaves nothing that
+`harness sandbox prune` cannot find.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Start = Callable[[dict[str, Any], str], str]
+"""start(config, kind) -> container id of a running container."""
+Remove = Callable[[str], None]
+"""remove(container id): kill and remove, ignoring containers already gone."""
+
+
+class PoolConfig(BaseModel):
+    """Sizing of the warm pool."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    size: int = Field(2, ge=0, le=32)
+    """Running containers kept ready per key (0 disables pre-starting)."""
+    max_keys: int = Field(2, ge=1, le=16)
+    """Distinct container configs kept warm at once; older ones are discarded."""
+    join_start_s: float = Field(5.0, ge=0, le=60)
+    """How long `acquire` waits for a background start already under way before starting its own."""
+
+
+class WarmPool:
+    """Thread-safe pool of running containers; never reuses one."""
+
+    def __init__(self, start: Start, remove: Remove, config: PoolConfig | None = None) -> None:
+        self.config = config or PoolConfig()
+        self._start, self._remove = start, remove
+        self._lock = threading.Condition()
+        self._idle: collections.OrderedDict[str, collections.deque[str]] = collections.OrderedDict()
+        self._configs: dict[str, dict[str, Any]] = {}
+        self._family: dict[str, tuple[str, str]] = {}
+        self._pending: dict[str, int] = {}
+        self._busy = 0
+        self._closed = False
+        self._starter = ThreadPoolExecutor(max_workers=2, thread_name_prefix="harness-pool-start")
+        self._reaper = ThreadPoolExecutor(max_workers=2, thread_name_prefix="harness-pool-remove")
+
+    def acquire(self, key: str, config: dict[str, Any], family: str = "") -> str:
+        """A running container for this config, used by the caller for exactly one call."""
+        with self._lock:
+            self._register(key, config, family)
+            # A start already under way for this key finishes sooner than a new one would.
+            self._lock.wait_for(lambda: self._idle.get(key) or not self._pending.get(key) or self._closed,
+                                timeout=self.config.join_start_s)
+            ready = self._idle.get(key)
+            cid = ready.popleft() if ready else None
+        if cid is None:
+            cid = self._start(config, "call")
+        return cid
+
+    def prewarm(self, key: str, config: dict[str, Any], family: str = "") -> None:
+        """Start containers in the background until `size` are ready or starting for this key."""
+        with self._lock:
+            if self._closed:
+                return
+            self._register(key, config, family)
+            missing = self.config.size - len(self._idle[key]) - self._pending.get(key, 0)
+            for _ in range(max(0, missing)):
+                self._pending[key] = self._pending.get(key, 0) + 1
+                self._busy += 1
+                self._starter.submit(self._start_one, key)
+
+    def release(self, cid: str) -> None:
+        """Kill and remove a used container off the caller's critical path."""
+        with self._lock:
+            self._busy += 1
+        try:
+            self._reaper.submit(self._remove_one, cid)
+        except RuntimeError:  # reaper already shut down (release after close): remove inline
+            self._remove_one(cid)
+
+    def wait_idle(self, timeout: float = 60.0) -> bool:
+        """Block until no start or removal is in flight (benchmarks time calls outside this)."""
+        with self._lock:
+            return self._lock.wait_for(lambda: self._busy == 0, timeout)
+
+    def close(self) -> None:
+        """Discard every idle container and wait for background work to finish."""
+        with self._lock:
+            self._closed = True
+            doomed = [cid for ready in self._idle.values() for cid in ready]
+            self._idle.clear()
+        for cid in doomed:
+            self.release(cid)
+        self._starter.shutdown(wait=True)
+        self._reaper.shutdown(wait=True)
+
+    def _register(self, key: str, config: dict[str, Any], family: str) -> None:
+        """Record key as most recently used; discard stale and least recently used keys (lock held)."""
+        image = str(config.get("image"))
+        for other, (fam, other_image) in list(self._family.items()):
+            if other != key and family and fam == family and other_image != image:
+                self._drop_key(other)
+        if key not in self._idle:
+            self._idle[key] = collections.deque()
+        self._idle.move_to_end(key)
+        self._configs[key] = config
+        self._family[key] = (family, image)
+        while len(self._idle) > self.config.max_keys:
+            self._drop_key(next(iter(self._idle)))
+
+    def _drop_key(self, key: str) -> None:
+        for cid in self._idle.pop(key, ()):
+            self._busy += 1
+            self._reaper.submit(self._remove_one, cid)
+        self._configs.pop(key, None)
+        self._family.pop(key, None)
+
+    def _start_one(self, key: str) -> None:
+        cid = None
+        try:
+            with self._lock:
+                config = self._configs.get(key)
+            if config is not None and not self._closed:
+                cid = self._start(config, "pool")
+        except Exception:  # noqa: BLE001 - a failed background start is retried by the next acquire
+            cid = None
+        finally:
+            with self._lock:
+                self._pending[key] = self._pending.get(key, 1) - 1
+                keep = cid is not None and not self._closed and key in self._idle
+                if keep and cid is not None:
+                    self._idle[key].append(cid)
+                self._busy -= 1
+                self._lock.notify_all()
+        if cid is not None and not keep:
+            self.release(cid)
+
+    def _remove_one(self, cid: str) -> None:
+        try:
+            self._remove(cid)
+        finally:
+            with self._lock:
+                self._busy -= 1
+                self._lock.notify_all()

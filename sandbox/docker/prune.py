@@ -1,0 +1,149 @@
+"""Find and remove what runs and sessions leave behind on the engine and in the state directory.
+
+Every container we create carries `harness.run` and `harness.pid` (the controller's pid). By
+default only containers whose controller is gone are removed, so a prune never pulls the rug from a
+live run; `everything=True` removes all containers labelled `harness.run`.
+
+Session images carry `harness.session` and `harness.state` (the state directory: session ids are
+unique only within one directory, so a prune or an `rm` in one directory never touches another's
+images). Setup images (`harness.kind=setup`) are a cache shared by sessions of the same
+repository; they are removed only when asked for (`setup_cache=True`). Folders of creates that
+never finished (no session.json) are leftovers too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import docker
+import psutil
+import requests
+from docker.models.containers import Container
+from docker.models.images import Image
+from pydantic import BaseModel, Field
+
+from sandbox import labels
+from sandbox.docker.engine import translate
+from sandbox.docker.ids import object_id
+from sandbox.layout import SessionFolder
+
+UNFINISHED_AFTER_S = 3600.0
+"""A session folder without session.json this old is a crashed create, not one in progress."""
+
+
+def find_containers(client: docker.DockerClient, wanted: Mapping[str, str | None]) -> list[Container]:
+    """Containers (running or not) carrying every label; a None value matches any value."""
+    filters = [k if v is None else f"{k}={v}" for k, v in wanted.items()]
+    with translate("listing containers"):
+        return client.containers.list(all=True, filters={"label": filters}, ignore_removed=True)
+
+
+def remove_containers(client: docker.DockerClient, containers: list[Container]) -> int:
+    """Kill and remove each container; those already gone are not counted."""
+    removed = 0
+    for container in containers:
+        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError, requests.exceptions.RequestException):
+            client.api.remove_container(object_id(container), force=True)
+            removed += 1
+    return removed
+
+
+def orphaned(container: Container) -> bool:
+    """True when the controller process that labelled this container is no longer alive."""
+    pid = container.labels.get(labels.PID, "")
+    return not (pid.isdigit() and psutil.pid_exists(int(pid)))
+
+
+def prune(client: docker.DockerClient, *, everything: bool = False, run_id: str | None = None,
+          extra: Mapping[str, str] | None = None) -> int:
+    """Remove leftover harness containers: orphaned ones, or with everything=True all of them;
+    with run_id only those of that run, with extra labels only those carrying them too."""
+    found = find_containers(client, {labels.RUN: run_id, **(extra or {})})
+    doomed = found if everything else [c for c in found if orphaned(c)]
+    return remove_containers(client, doomed)
+
+
+def prune_session(client: docker.DockerClient, session_id: str, state_dir: Path) -> int:
+    """Remove what a crashed controller of this session left running (warm containers, its network
+    namespace holder); containers of a live controller are never touched."""
+    return prune(client, extra=labels.of_session(session_id, str(Path(state_dir).resolve())))
+
+
+class SessionLeftovers(BaseModel):
+    """What a prune would remove."""
+
+    images: list[str] = Field(default_factory=list)
+    """Image ids labelled with a session id that no longer exists (plus setup cache when asked)."""
+    folders: list[Path] = Field(default_factory=list)
+    """Session folders whose create never finished."""
+
+
+def session_images(client: docker.DockerClient, session_id: str | None = None,
+                   state_dir: Path | None = None) -> list[Image]:
+    """Images labelled harness.session (=session_id when given); with state_dir, only those of that
+    directory (images made before the state label existed have none and still match)."""
+    label = labels.SESSION if session_id is None else f"{labels.SESSION}={session_id}"
+    with translate("listing session images"):
+        found: list[Image] = client.images.list(all=True, filters={"label": label})
+    if state_dir is None:
+        return found
+    where = str(Path(state_dir).resolve())
+    return [image for image in found if image.labels.get(labels.STATE, where) == where]
+
+
+def find_session_leftovers(client: docker.DockerClient | None, state_dir: Path, *,
+                           setup_cache: bool = False) -> SessionLeftovers:
+    """Images of sessions of state_dir whose folder is gone, and folders of creates that never finished.
+
+    Only images labelled with this state directory count: an image of another directory's session
+    (or one without the label) is never called a leftover here."""
+    state_dir = Path(state_dir)
+    leftovers = SessionLeftovers()
+    folders = [SessionFolder(p) for p in sorted(state_dir.iterdir()) if p.is_dir()] if state_dir.is_dir() else []
+    now = time.time()
+    for folder in folders:
+        if not folder.info.exists() and now - folder.root.stat().st_mtime > UNFINISHED_AFTER_S:
+            leftovers.folders.append(folder.root)
+    if client is not None:
+        live = {folder.root.name for folder in folders if folder.info.exists()}
+        where = str(state_dir.resolve())
+        for image in session_images(client):
+            if image.labels.get(labels.STATE) == where and image.labels.get(labels.SESSION) not in live:
+                leftovers.images.append(object_id(image))
+        if setup_cache:
+            with translate("listing setup images"):
+                setup = client.images.list(all=True, filters={"label": f"{labels.KIND}=setup"})
+            leftovers.images += [object_id(image) for image in setup]
+    return leftovers
+
+
+def remove_image(client: docker.DockerClient, image_id: str) -> bool:
+    """Remove an image with all its tags; False when it is gone or still used by a container."""
+    with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
+        client.api.remove_image(image_id, force=True, noprune=False)
+        return True
+    return False
+
+
+def remove_session_images(client: docker.DockerClient, session_id: str, state_dir: Path | None = None) -> int:
+    """Remove every image of this session (newest first, so parents go last)."""
+    found = sorted(session_images(client, session_id, state_dir), key=lambda i: i.attrs.get("Created", ""),
+                   reverse=True)
+    return sum(remove_image(client, object_id(image)) for image in found)
+
+
+def remove_leftovers(client: docker.DockerClient | None, leftovers: SessionLeftovers) -> list[str]:
+    """Remove what find_session_leftovers found; returns what was removed (folders, image ids)."""
+    removed: list[str] = []
+    for folder in leftovers.folders:
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(str(folder))
+    if client is not None:
+        # Newest first would need the dates; a parent that still has a child fails now and is
+        # found again (childless) by the next prune.
+        removed += [image_id for image_id in leftovers.images if remove_image(client, image_id)]
+    return removed

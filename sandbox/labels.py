@@ -1,0 +1,39 @@
+"""The labels every container and image harness makes carries: the one place their names live.
+
+Labels are how leftovers are found after a crash (`harness sandbox prune`), how a session's
+containers and images are told apart from another session's, and how the setup cache is looked up.
+Values are plain strings, so any engine that keeps labels can carry them.
+"""
+
+from __future__ import annotations
+
+RUN = "harness.run"
+"""The controller run that made the object (`$HARNESS_RUN_ID` in tests)."""
+PID = "harness.pid"
+"""The controller's process id: a container whose controller is gone is a leftover."""
+KIND = "harness.kind"
+"""What the object is: call (pooled), netns (holder), setup, step, bench, exec."""
+SESSION = "harness.session"
+"""The session id, on every container and committed image of a session."""
+STATE = "harness.state"
+"""The session's state directory: session ids are unique only within one directory."""
+SETUP_KEY = "harness.setup.key"
+"""Cache key of a setup image; step commits blank it so a step image is never taken for setup."""
+SETUP_NETWORK = "harness.setup.network"
+"""The network mode the setup commands ran with."""
+IMAGE = "harness.image"
+"""On a built image: its name (`base` on the bootstrapped base)."""
+CONTENT = "harness.content"
+"""On a built image: the content hash its tag is made of."""
+
+
+def of_run(run_id: str, kind: str | None = None, **extra: str) -> dict[str, str]:
+    """The labels of an object made by run_id (of the given kind), plus extra ones."""
+    labels = {RUN: run_id, **({KIND: kind} if kind else {})}
+    labels.update(extra)
+    return labels
+
+
+def of_session(session_id: str, state_dir: str) -> dict[str, str]:
+    """The labels that tie an object to one session of one state directory."""
+    return {SESSION: session_id, STATE: state_dir}

@@ -1,0 +1,343 @@
+"""A session: a private workspace copied from the user's repository, its snapshot store, and steps.
+
+Layout of `<state_dir>/<session id>/`: `session.json` (written atomically, last, by `create`: a
+folder without it is an unfinished create), `steps.jsonl` (append-only; step N = workspace tree
+id + image), `workspace/` (what containers see), `store/` (objects and stat index). The user's
+repository is read once, by `create`, and never written. Rollback appends a step that repeats an
+earlier one, so history is never lost and the next step continues from the restored state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sandbox import labels
+from sandbox.errors import PatchConflict, SessionNotFound, SnapshotError, StepOutOfRange, WorkspaceError
+from sandbox.layout import SessionFolder
+from sandbox.session import steplog
+from sandbox.session.workspace import copy_repository
+from sandbox.snapshot import diff as snapdiff
+from sandbox.snapshot.diff import SnapshotDiff
+from sandbox.snapshot.objects import ObjectStore
+from sandbox.snapshot.store import SnapshotConfig, SnapshotStore
+from sandbox.spec import SandboxSpec
+
+
+class SessionConfig(BaseModel):
+    """How a session snapshots and prepares its environment."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    snapshot: SnapshotConfig = Field(default_factory=SnapshotConfig)
+    """Workspace snapshot options (large-file threshold, ignore list)."""
+    setup: list[str] = Field(default_factory=list)
+    """Commands run once, before step 0, in a container with a writable root (`--setup`)."""
+    setup_network: bool = False
+    """Allow network during setup only (`--setup-network`); tool calls never get it from here."""
+    writable_root: bool = False
+    """Tool calls get a writable root; a call that changed the container filesystem becomes the image."""
+
+
+class SetupRecord(BaseModel):
+    """What environment preparation produced (step 0's image)."""
+
+    image: str
+    """Image id committed by setup (or found in the cache)."""
+    key: str
+    """Cache key: base image id, commands, network flag, dependency-file hashes."""
+    cached: bool
+    network_mode: str
+    """The setup container's NetworkMode as the engine reported it."""
+    duration_ms: int = 0
+
+
+class StepRecord(BaseModel):
+    """Step N: the workspace tree and the image the next call starts from."""
+
+    step: int
+    tree: str
+    image: str
+    time: float
+    note: str = ""
+    kind: Literal["import", "step", "rollback"] = "step"
+    rolled_back_to: int | None = None
+    skipped: list[str] = Field(default_factory=list)
+    """Paths the snapshot left out (ignore list, special files)."""
+
+
+class SessionInfo(BaseModel):
+    """session.json: what does not change after create."""
+
+    id: str
+    repo: str
+    created: float
+    spec: SandboxSpec
+    config: SessionConfig
+    setup: SetupRecord | None = None
+
+
+Prepare = Callable[[Path], SetupRecord]
+"""Environment preparation: given the fresh workspace, return the committed base image."""
+Ready = Callable[[Path, SandboxSpec], None]
+"""Told the workspace and the spec calls will run with as soon as both exist, before step 0's
+snapshot (the caller starts warm containers then, so their start overlaps the rest of set-up)."""
+
+
+class StepImages(Protocol):
+    """What a session needs of the engine for step images (`sandbox.docker.step_images`)."""
+
+    def keep(self, session_id: str, step: int, image: str) -> None:
+        """Keep a committed step image from being pruned."""
+
+    def check(self, image: str) -> None:
+        """Raise SnapshotError unless the image still exists."""
+
+    def remove(self, session_id: str, state_dir: Path) -> int:
+        """Remove every image of the session."""
+
+
+class Session:
+    """One session folder. Use `create` or `open`; `close` persists the snapshot index.
+
+    With `images` given, committed step images are kept (tagged), rollback refuses a step whose
+    image is gone before touching the workspace, and `delete` removes the session's images."""
+
+    def __init__(self, folder: Path, info: SessionInfo, images: StepImages | None = None) -> None:
+        self.dir = Path(folder)
+        self.paths = SessionFolder(self.dir)
+        self.info = info
+        self.step_images = images
+        self._store: SnapshotStore | None = None
+        self.records = [StepRecord(**r) for r in steplog.read_lines(self.paths.steps)]
+        if not self.records:
+            raise SessionNotFound(f"session {info.id} has no committed step; remove it: harness session rm {info.id}")
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, repo: Path, state_dir: Path, *, spec: SandboxSpec, session_id: str | None = None,
+               config: SessionConfig | None = None, prepare: Prepare | None = None,
+               ready: Ready | None = None, images: StepImages | None = None) -> Session:
+        """Copy repo into a new session, run environment preparation if given, record step 0."""
+        sid = session_id or uuid.uuid4().hex[:12]
+        if not sid.replace("-", "").replace("_", "").isalnum():
+            raise WorkspaceError(f"invalid session id {sid!r}: use letters, digits, - and _")
+        folder = Path(state_dir) / sid
+        paths = SessionFolder(folder)
+        if folder.exists():
+            raise WorkspaceError(f"session {sid} already exists in {state_dir}")
+        config = config or SessionConfig()
+        try:
+            copy_repository(Path(repo), paths.workspace)
+            setup = prepare(paths.workspace) if prepare is not None else None
+            image = setup.image if setup else spec.image
+            info = SessionInfo(id=sid, repo=str(Path(repo).resolve()), created=time.time(),
+                               spec=spec.model_copy(update={"labels": {**spec.labels, **labels.of_session(
+                                   sid, str(Path(state_dir).resolve()))}}),
+                               config=config, setup=setup)
+            if ready is not None:
+                ready(paths.workspace, _call_spec(info, image))
+            store = SnapshotStore(paths.workspace, paths.store, config.snapshot)
+            tree = store.snapshot()
+            store.close()
+            record = StepRecord(step=0, tree=tree, image=image, time=time.time(), note="import", kind="import",
+                                skipped=store.skipped())
+            steplog.append_line(paths.steps, record.model_dump())
+            steplog.write_json(paths.info, info.model_dump(mode="json"))
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        return cls(folder, info, images)
+
+    @classmethod
+    def open(cls, state_dir: Path, session_id: str, images: StepImages | None = None) -> Session:
+        """Open an existing session at its last complete step; SessionNotFound otherwise."""
+        folder = Path(state_dir) / session_id
+        if "/" in session_id or session_id.startswith("."):
+            raise SessionNotFound(f"no session {session_id!r} in {state_dir}")
+        try:
+            info = SessionInfo(**steplog.read_json(SessionFolder(folder).info))
+        except FileNotFoundError:
+            raise SessionNotFound(f"no session {session_id!r} in {state_dir} (see: harness session list)") from None
+        except ValueError as error:
+            raise SessionNotFound(f"session {session_id} is unreadable: {error}") from None
+        return cls(folder, info, images)
+
+    @property
+    def store(self) -> SnapshotStore:
+        """The snapshot store, opened on first use (show/diff never load the stat index)."""
+        if self._store is None:
+            self._store = SnapshotStore(self.workspace, self.paths.store, self.info.config.snapshot)
+        return self._store
+
+    def _objects(self) -> ObjectStore:
+        return self._store.objects if self._store is not None else ObjectStore(self.paths.store / "git")
+
+    def close(self) -> None:
+        if self._store is not None and self.dir.exists():
+            self._store.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- properties -----------------------------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        return self.info.id
+
+    @property
+    def repo(self) -> Path:
+        return Path(self.info.repo)
+
+    @property
+    def workspace(self) -> Path:
+        return self.paths.workspace
+
+    @property
+    def config(self) -> SessionConfig:
+        return self.info.config
+
+    @property
+    def step(self) -> int:
+        return self.records[-1].step
+
+    @property
+    def image(self) -> str:
+        return self.records[-1].image
+
+    @property
+    def spec(self) -> SandboxSpec:
+        """The session's sandbox spec with its current image (writable root when asked for)."""
+        return _call_spec(self.info, self.image)
+
+    def record(self, step: int) -> StepRecord:
+        if not 0 <= step <= self.step:
+            raise StepOutOfRange(f"session {self.id} has steps 0..{self.step}; there is no step {step}")
+        return self.records[step]
+
+    # --- steps ----------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        with open(self.paths.lock, "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                self.records = [StepRecord(**r) for r in steplog.read_lines(self.paths.steps)]
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _append(self, record: StepRecord) -> StepRecord:
+        steplog.append_line(self.paths.steps, record.model_dump())
+        self.records.append(record)
+        return record
+
+    def commit_step(self, note: str = "", committed_image: str | None = None, *,
+                    skip_unchanged: bool = False) -> StepRecord:
+        """Snapshot the workspace as the next step; its image is committed_image or the current one.
+
+        With skip_unchanged, a snapshot equal to the last step's (same tree, same image) appends
+        nothing and returns the last step: the agent loop's `run_command` steps that wrote nothing."""
+        with self._locked():
+            tree = self.store.snapshot()
+            last = self.records[-1]
+            if skip_unchanged and tree == last.tree and (committed_image or self.image) == last.image:
+                return last
+            record = self._append(StepRecord(step=self.step + 1, tree=tree, image=committed_image or self.image,
+                                             time=time.time(), note=note, skipped=self.store.skipped()))
+        if committed_image and self.step_images is not None:
+            self.step_images.keep(self.id, record.step, committed_image)
+        return record
+
+    def _check_image(self, image: str) -> None:
+        if self.step_images is not None and image != self.image:
+            self.step_images.check(image)
+
+    def rollback(self, to: int) -> StepRecord:
+        """Restore workspace and image of step `to` as a new step; on failure nothing changes."""
+        with self._locked():
+            target = self.record(to)
+            self._check_image(target.image)
+            before = self.store.snapshot()
+            try:
+                self.store.restore(target.tree)
+            except BaseException:
+                with contextlib.suppress(SnapshotError):
+                    self.store.restore(before)
+                raise
+            return self._append(StepRecord(step=self.step + 1, tree=target.tree, image=target.image,
+                                           time=time.time(), note=f"rollback to step {to}", kind="rollback",
+                                           rolled_back_to=to, skipped=target.skipped))
+
+    def reset_workspace(self) -> None:
+        """Throw away uncommitted workspace changes (e.g. after a crash mid-step)."""
+        with self._locked():
+            self.store.restore(self.records[-1].tree)
+
+    def diff(self, from_step: int = 0, to_step: int | None = None) -> SnapshotDiff:
+        """Unified diff, binary and mode changes between two steps (default: import to latest)."""
+        a = self.record(from_step).tree
+        b = self.record(self.step if to_step is None else to_step).tree
+        return snapdiff.diff(self._objects(), a, b)
+
+    def export_patch(self) -> str:
+        """A patch from the imported repository to the latest step, for `git apply` on the original."""
+        text, left_out = snapdiff.patch(self._objects(), self.records[0].tree, self.records[-1].tree)
+        if not left_out:
+            return text
+        note = "".join(f"# harness: not in this patch (nested .git or large file): {p}\n" for p in left_out)
+        return note + text
+
+    def check_patch(self, patch: str) -> None:
+        """Raise PatchConflict unless `git apply --check` accepts patch on the original repository.
+
+        git runs with our own store as GIT_DIR and a scrubbed environment: it reads only the files the
+        patch names and never the repository's own .git, config, hooks or filter drivers.
+        """
+        if not self.repo.is_dir():
+            raise PatchConflict(f"the original repository {self.repo} is gone; write the patch with -o and apply it elsewhere")
+        done = snapdiff.git(self._objects(), "apply", "--check", "--whitespace=nowarn", "-",
+                            cwd=str(self.repo), work_tree=str(self.repo), stdin=patch.encode("utf-8", "surrogateescape"))
+        if done.returncode != 0:
+            first = (done.stderr.decode(errors="replace").strip().splitlines() or ["git apply --check failed"])[0]
+            raise PatchConflict(f"the patch no longer applies to {self.repo} (it changed since import): {first}")
+
+    def images(self) -> list[str]:
+        """Every distinct image the session's steps use (step 0's first)."""
+        return list(dict.fromkeys(r.image for r in self.records))
+
+    def delete(self) -> None:
+        """Remove the session folder and (with step-image operations) the images labelled with its id."""
+        self.close()
+        if self.step_images is not None:
+            self.step_images.remove(self.id, self.dir.parent)
+        shutil.rmtree(self.dir)
+
+
+def list_sessions(state_dir: Path) -> list[SessionInfo]:
+    """Every complete session in state_dir, oldest first."""
+    found = []
+    for folder in sorted(Path(state_dir).glob(f"*/{SessionFolder(Path()).info.name}")):
+        with contextlib.suppress(OSError, ValueError):
+            found.append(SessionInfo(**steplog.read_json(folder)))
+    return sorted(found, key=lambda info: info.created)
+
+
+def _call_spec(info: SessionInfo, image: str) -> SandboxSpec:
+    update: dict[str, object] = {"image": image}
+    if info.config.writable_root:
+        update["read_only_root"] = False
+    return info.spec.model_copy(update=update)
