@@ -32,8 +32,12 @@ class BuildWithAssets(build_py):
             for name in names:
                 source = ROOT / name
                 if source.is_dir():
-                    shutil.copytree(source, destination / name, dirs_exist_ok=True,
-                                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache"))
+                    shutil.copytree(
+                        source,
+                        destination / name,
+                        dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache"),
+                    )
                 else:
                     destination.mkdir(parents=True, exist_ok=True)
                     shutil.copy2(source, destination / name)

@@ -16,8 +16,13 @@ if TYPE_CHECKING:
 
 __all__ = ["RunConfig", "RunResult", "replay", "resume", "run"]
 
-_WHERE = {"run": "harness.api", "resume": "harness.api", "replay": "harness.api",
-          "RunConfig": "harness.config", "RunResult": "harness.outcome"}
+_WHERE = {
+    "run": "harness.api",
+    "resume": "harness.api",
+    "replay": "harness.api",
+    "RunConfig": "harness.config",
+    "RunResult": "harness.outcome",
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -37,11 +37,26 @@ def default_state_dir() -> Path:
     return Path(platformdirs.user_data_dir("harness")) / "sessions"
 
 
-def run(repo: str | Path, task: str, *, model: str, verify: str | None = None, image: str = "py311",
-        setup: Sequence[str] = (), setup_network: bool = False, max_steps: int | None = None,
-        max_cost_usd: float | None = None, timeout_min: float | None = None, api_key: str | None = None,
-        base_url: str | None = None, state_dir: str | Path | None = None, session_id: str | None = None,
-        config: RunConfig | None = None, run_id: str | None = None, docker_host: str | None = None) -> RunResult:
+def run(
+    repo: str | Path,
+    task: str,
+    *,
+    model: str,
+    verify: str | None = None,
+    image: str = "py311",
+    setup: Sequence[str] = (),
+    setup_network: bool = False,
+    max_steps: int | None = None,
+    max_cost_usd: float | None = None,
+    timeout_min: float | None = None,
+    api_key: str | None = None,
+    base_url: str | None = None,
+    state_dir: str | Path | None = None,
+    session_id: str | None = None,
+    config: RunConfig | None = None,
+    run_id: str | None = None,
+    docker_host: str | None = None,
+) -> RunResult:
     """Let a model work on a copy of `repo` until `verify` passes, a limit is hit, or it gives up.
 
     - `model`: `openai:MODEL`, `anthropic:MODEL`, `scripted:FILE` or `replay:SESSION`.
@@ -60,31 +75,49 @@ def run(repo: str | Path, task: str, *, model: str, verify: str | None = None, i
     from harness.config import RunConfig, with_overrides
 
     overrides: dict[str, Any] = {
-        "model": model, "image": image, "verify": verify, "base_url": base_url,
-        "setup": list(setup) or None, "setup_network": setup_network or None, "limits.max_steps": max_steps,
-        "limits.max_cost_usd": max_cost_usd, "limits.timeout_min": timeout_min}
+        "model": model,
+        "image": image,
+        "verify": verify,
+        "base_url": base_url,
+        "setup": list(setup) or None,
+        "setup_network": setup_network or None,
+        "limits.max_steps": max_steps,
+        "limits.max_cost_usd": max_cost_usd,
+        "limits.timeout_min": timeout_min,
+    }
     chosen = with_overrides((config or RunConfig()).model_dump(mode="json"), overrides, "harness.run")
     sessions = Path(state_dir) if state_dir is not None else default_state_dir()
-    runtime = assembly.Runtime(run_id=run_id or f"api-{uuid.uuid4().hex[:12]}", docker_host=docker_host,
-                               api_key=api_key)
+    runtime = assembly.Runtime(
+        run_id=run_id or f"api-{uuid.uuid4().hex[:12]}", docker_host=docker_host, api_key=api_key
+    )
     return assembly.start_run(Path(repo), task, chosen, sessions.resolve(), runtime, session_id)
 
 
-def resume(session_id: str, *, state_dir: str | Path | None = None, api_key: str | None = None,
-           max_steps: int | None = None, max_cost_usd: float | None = None, timeout_min: float | None = None,
-           run_id: str | None = None, docker_host: str | None = None) -> RunResult:
+def resume(
+    session_id: str,
+    *,
+    state_dir: str | Path | None = None,
+    api_key: str | None = None,
+    max_steps: int | None = None,
+    max_cost_usd: float | None = None,
+    timeout_min: float | None = None,
+    run_id: str | None = None,
+    docker_host: str | None = None,
+) -> RunResult:
     """Continue a crashed, interrupted or failed run from its last complete step (limits may be raised)."""
     from harness import assembly
 
     sessions = (Path(state_dir) if state_dir is not None else default_state_dir()).resolve()
-    runtime = assembly.Runtime(run_id=run_id or f"api-{uuid.uuid4().hex[:12]}", docker_host=docker_host,
-                               api_key=api_key)
+    runtime = assembly.Runtime(
+        run_id=run_id or f"api-{uuid.uuid4().hex[:12]}", docker_host=docker_host, api_key=api_key
+    )
     overrides = {"limits.max_steps": max_steps, "limits.max_cost_usd": max_cost_usd, "limits.timeout_min": timeout_min}
     return assembly.resume_run(session_id, sessions, runtime, overrides)
 
 
-def replay(session_id: str, *, state_dir: str | Path | None = None, run_id: str | None = None,
-           docker_host: str | None = None) -> ReplayReport:
+def replay(
+    session_id: str, *, state_dir: str | Path | None = None, run_id: str | None = None, docker_host: str | None = None
+) -> ReplayReport:
     """Re-issue a session's recorded tool calls on a fresh copy of its repository; report divergences."""
     from harness import assembly
 

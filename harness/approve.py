@@ -25,8 +25,9 @@ from sandbox.session.steplog import write_text_atomic
 class Approver(Protocol):
     """Turns an `ask` decision into allow or deny."""
 
-    def decide(self, request: GateRequest, decision: Decision, call_id: str, *,
-               within_s: float | None = None) -> Decision:
+    def decide(
+        self, request: GateRequest, decision: Decision, call_id: str, *, within_s: float | None = None
+    ) -> Decision:
         """The final decision for this call (action is never `ask`). `within_s`: the run's wall clock
         left, which an unattended wait never outlasts (a person at the terminal is not hurried)."""
         ...
@@ -45,14 +46,18 @@ class InteractiveApprover:
         self.console = console or Console(stderr=True)
         self.stream = stream
 
-    def decide(self, request: GateRequest, decision: Decision, call_id: str, *,
-               within_s: float | None = None) -> Decision:
+    def decide(
+        self, request: GateRequest, decision: Decision, call_id: str, *, within_s: float | None = None
+    ) -> Decision:
         self.console.print(f"[bold yellow]approval needed[/] ({decision.rule}: {decision.reason})")
         self.console.print(f"  {describe(request)}", markup=False)
         allowed = Confirm.ask("Allow this call?", default=False, console=self.console, stream=self.stream)
         action = "allow" if allowed else "deny"
-        return Decision(action=action, rule=f"{decision.rule}/interactive",
-                        reason=f"{'approved' if allowed else 'refused'} at the terminal")
+        return Decision(
+            action=action,
+            rule=f"{decision.rule}/interactive",
+            reason=f"{'approved' if allowed else 'refused'} at the terminal",
+        )
 
 
 class UnattendedConfig(BaseModel):
@@ -75,22 +80,36 @@ class UnattendedApprover:
         self.config = config
         config.approvals_dir.mkdir(parents=True, exist_ok=True)
 
-    def decide(self, request: GateRequest, decision: Decision, call_id: str, *,
-               within_s: float | None = None) -> Decision:
+    def decide(
+        self, request: GateRequest, decision: Decision, call_id: str, *, within_s: float | None = None
+    ) -> Decision:
         timeout_s = self.config.timeout_s if within_s is None else max(0.0, min(self.config.timeout_s, within_s))
         name = re.sub(r"[^A-Za-z0-9_.-]", "_", call_id) or "call"
         base = self.config.approvals_dir / name
-        _write_json(base.with_suffix(".request.json"), {
-            "call_id": call_id, "request": request.model_dump(mode="json"), "asked": decision.model_dump(),
-            "summary": describe(request), "answer_file": base.with_suffix(".answer").name,
-            "timeout_s": timeout_s})
+        _write_json(
+            base.with_suffix(".request.json"),
+            {
+                "call_id": call_id,
+                "request": request.model_dump(mode="json"),
+                "asked": decision.model_dump(),
+                "summary": describe(request),
+                "answer_file": base.with_suffix(".answer").name,
+                "timeout_s": timeout_s,
+            },
+        )
         answer = self._wait(base.with_suffix(".answer"), timeout_s)
         if answer is None:
-            final = Decision(action="deny", rule=f"{decision.rule}/unattended-timeout",
-                             reason=f"no approval within {timeout_s:.3g}s (unattended: denied)")
+            final = Decision(
+                action="deny",
+                rule=f"{decision.rule}/unattended-timeout",
+                reason=f"no approval within {timeout_s:.3g}s (unattended: denied)",
+            )
         else:
-            final = Decision(action="allow" if answer == "allow" else "deny", rule=f"{decision.rule}/unattended",
-                             reason=f"answered {answer!r} in the approvals directory")
+            final = Decision(
+                action="allow" if answer == "allow" else "deny",
+                rule=f"{decision.rule}/unattended",
+                reason=f"answered {answer!r} in the approvals directory",
+            )
         _write_json(base.with_suffix(".decision.json"), final.model_dump())
         return final
 

@@ -98,22 +98,29 @@ def provider_settings(config: RunConfig, base_url_fallback: str | None = None) -
 def build_provider(config: RunConfig, runtime: Runtime) -> Provider:
     """The run's provider behind the retry policy (a scripted file is validated here, before any
     container starts)."""
-    return make_provider(config.model or "", provider_settings(config, runtime.base_url_fallback),
-                         api_key=runtime.api_key)
+    return make_provider(
+        config.model or "", provider_settings(config, runtime.base_url_fallback), api_key=runtime.api_key
+    )
 
 
 # --- sandbox and sessions -----------------------------------------------------------------------
 
 
-def open_sandbox(runtime: Runtime, session_id: str | None, *, pool_size: int = POOL_SIZE,
-                 share_netns: bool = True) -> DockerSandbox:
+def open_sandbox(
+    runtime: Runtime, session_id: str | None, *, pool_size: int = POOL_SIZE, share_netns: bool = True
+) -> DockerSandbox:
     """A DockerSandbox on the runtime's engine. `share_netns=False` and `pool_size=0` suit one-call
     commands, where a holder or a warm container would double the cost of the only start."""
     from sandbox.docker.containers import DockerSandbox
     from sandbox.docker.engine import connect
 
-    return DockerSandbox(connect(runtime.docker_host), run_id=runtime.run_id, session_id=session_id,
-                         pool_size=pool_size, share_netns=share_netns)
+    return DockerSandbox(
+        connect(runtime.docker_host),
+        run_id=runtime.run_id,
+        session_id=session_id,
+        pool_size=pool_size,
+        share_netns=share_netns,
+    )
 
 
 def step_images(sandbox: Any) -> Any:
@@ -156,11 +163,19 @@ def create_session(repo: Path, sessions: Path, config: RunConfig, sandbox: Any, 
     from sandbox.session.session import SessionConfig
     from sandbox.session.setup import create_session as new_session
 
-    session_config = SessionConfig(setup=list(config.setup), setup_network=config.setup_network,
-                                   writable_root=not config.sandbox.read_only_root)
-    return new_session(repo, sessions, spec=config.spec(), config=session_config, sandbox=sandbox,
-                       session_id=session_id, images=step_images(sandbox),
-                       ready=lambda workspace, spec: prewarm(config, sandbox, workspace, spec))
+    session_config = SessionConfig(
+        setup=list(config.setup), setup_network=config.setup_network, writable_root=not config.sandbox.read_only_root
+    )
+    return new_session(
+        repo,
+        sessions,
+        spec=config.spec(),
+        config=session_config,
+        sandbox=sandbox,
+        session_id=session_id,
+        images=step_images(sandbox),
+        ready=lambda workspace, spec: prewarm(config, sandbox, workspace, spec),
+    )
 
 
 def open_session(sessions: Path, session_id: str, sandbox: Any = None) -> Session:
@@ -193,43 +208,74 @@ def approver(config: RunConfig, session_dir: Path, interactive: bool) -> Approve
 
     if config.approval == "interactive" or (config.approval == "auto" and interactive):
         return InteractiveApprover()
-    return UnattendedApprover(UnattendedConfig(approvals_dir=SessionFolder(session_dir).approvals,
-                                               timeout_s=config.approval_timeout_s))
+    return UnattendedApprover(
+        UnattendedConfig(approvals_dir=SessionFolder(session_dir).approvals, timeout_s=config.approval_timeout_s)
+    )
 
 
-def tool_context(config: RunConfig, session: Session, sandbox: Any, *, interactive: bool = False,
-                 gate: Gate | None = None, test_command: str | None = None) -> ToolContext:
+def tool_context(
+    config: RunConfig,
+    session: Session,
+    sandbox: Any,
+    *,
+    interactive: bool = False,
+    gate: Gate | None = None,
+    test_command: str | None = None,
+) -> ToolContext:
     """What every tool call of the session runs with: sandbox, workspace, spec, gate, approver, mounts."""
     writable = session.config.writable_root
     gate = gate or Gate(config.gate)
-    return ToolContext(sandbox=sandbox, workspace=session.workspace, spec=session.spec, gate=gate,
-                       approver=approver(config, session.dir, interactive),
-                       mounts=tool_mounts(session.workspace, config),
-                       test_command=test_command or config.test_cmd or config.verify,
-                       commit_changes=writable, follow=(lambda: session.spec) if writable else None)
+    return ToolContext(
+        sandbox=sandbox,
+        workspace=session.workspace,
+        spec=session.spec,
+        gate=gate,
+        approver=approver(config, session.dir, interactive),
+        mounts=tool_mounts(session.workspace, config),
+        test_command=test_command or config.test_cmd or config.verify,
+        commit_changes=writable,
+        follow=(lambda: session.spec) if writable else None,
+    )
 
 
-def build_agent(*, config: RunConfig, session: Session, sandbox: Any, provider: Provider, state: RunState,
-                runtime: Runtime) -> Agent:
+def build_agent(
+    *, config: RunConfig, session: Session, sandbox: Any, provider: Provider, state: RunState, runtime: Runtime
+) -> Agent:
     """An Agent for a new or resumed run (state carries the context and spend of a resumed one)."""
     context_tools = tool_context(config, session, sandbox, interactive=runtime.interactive)
-    context = Context(config.context, system_prompt(config.verify), task_message(state.task),
-                      state.context if state.context.entries else None)
+    context = Context(
+        config.context,
+        system_prompt(config.verify),
+        task_message(state.task),
+        state.context if state.context.entries else None,
+    )
     verifier = Verifier(sandbox, config.verify, mounts=context_tools.mounts) if config.verify else None
     prewarm(config, sandbox, session.workspace, session.spec)  # a no-op when create_session did it already
-    return Agent(provider=provider, registry=registry(), tool_context=context_tools, session=session,
-                 sandbox=sandbox, verifier=verifier, verify_spec=lambda: call_spec(session.spec),
-                 budget=Budget(config.limits, state.spent), context=context,
-                 trajectory=Trajectory(session.dir, runtime.secrets), state=state,
-                 max_turn_tokens=config.limits.max_turn_tokens, max_verify_rounds=config.limits.max_verify_rounds,
-                 on_phase=runtime.on_phase, secrets=runtime.secrets)
+    return Agent(
+        provider=provider,
+        registry=registry(),
+        tool_context=context_tools,
+        session=session,
+        sandbox=sandbox,
+        verifier=verifier,
+        verify_spec=lambda: call_spec(session.spec),
+        budget=Budget(config.limits, state.spent),
+        context=context,
+        trajectory=Trajectory(session.dir, runtime.secrets),
+        state=state,
+        max_turn_tokens=config.limits.max_turn_tokens,
+        max_verify_rounds=config.limits.max_verify_rounds,
+        on_phase=runtime.on_phase,
+        secrets=runtime.secrets,
+    )
 
 
 # --- whole runs ---------------------------------------------------------------------------------
 
 
-def start_run(repo: Path, task: str, config: RunConfig, sessions: Path, runtime: Runtime,
-              session_id: str | None = None) -> RunResult:
+def start_run(
+    repo: Path, task: str, config: RunConfig, sessions: Path, runtime: Runtime, session_id: str | None = None
+) -> RunResult:
     """A new run: session from repo, the agent loop to its end, the sandbox closed on every path."""
     if not config.model:
         raise UsageError("no model: pass --model PROVIDER:MODEL or set model in the config file")
@@ -244,12 +290,12 @@ def start_run(repo: Path, task: str, config: RunConfig, sessions: Path, runtime:
         state = RunState(session_id=session.id, task=task, model=config.model or "", snapshot_step=session.step)
         write_state(session.dir, state, runtime.secrets)
         _start_record(session, config, state, Path(repo), resumed=False, runtime=runtime)
-        return build_agent(config=config, session=session, sandbox=sandbox, provider=provider, state=state,
-                           runtime=runtime).run()
+        return build_agent(
+            config=config, session=session, sandbox=sandbox, provider=provider, state=state, runtime=runtime
+        ).run()
 
 
-def resume_run(session_id: str, sessions: Path, runtime: Runtime,
-               overrides: dict[str, Any] | None = None) -> RunResult:
+def resume_run(session_id: str, sessions: Path, runtime: Runtime, overrides: dict[str, Any] | None = None) -> RunResult:
     """Continue a crashed, interrupted or failed run from its last complete step (limits may be raised
     through overrides such as `{"limits.max_steps": 60}`)."""
     folder = SessionFolder(sessions / session_id)
@@ -265,8 +311,9 @@ def resume_run(session_id: str, sessions: Path, runtime: Runtime,
         prune_crashed(sandbox, sessions, session_id)
         state = state.model_copy(update={"finished": False, "result": None})
         _start_record(session, config, state, session.repo, resumed=True, runtime=runtime)
-        return build_agent(config=config, session=session, sandbox=sandbox, provider=provider, state=state,
-                           runtime=runtime).run()
+        return build_agent(
+            config=config, session=session, sandbox=sandbox, provider=provider, state=state, runtime=runtime
+        ).run()
 
 
 def replay_run(session_id: str, sessions: Path, runtime: Runtime) -> ReplayReport:
@@ -290,10 +337,19 @@ def saved_config(session_dir: Path, overrides: dict[str, Any]) -> RunConfig:
     return with_overrides(data, overrides, str(saved))
 
 
-def _start_record(session: Session, config: RunConfig, state: RunState, repo: Path, *, resumed: bool,
-                  runtime: Runtime) -> None:
+def _start_record(
+    session: Session, config: RunConfig, state: RunState, repo: Path, *, resumed: bool, runtime: Runtime
+) -> None:
     trajectory = Trajectory(session.dir, runtime.secrets)
-    trajectory.append(StartRecord(session_id=state.session_id, task=state.task, model=config.model or "",
-                                  repo=str(repo), resumed=resumed, config=config.model_dump(mode="json")),
-                      durable=True)
+    trajectory.append(
+        StartRecord(
+            session_id=state.session_id,
+            task=state.task,
+            model=config.model or "",
+            repo=str(repo),
+            resumed=resumed,
+            config=config.model_dump(mode="json"),
+        ),
+        durable=True,
+    )
     trajectory.close()

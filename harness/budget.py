@@ -86,8 +86,10 @@ class Budget:
         if remaining is None:
             return wanted_s
         if remaining < self.limits.min_call_s:
-            raise LimitReached("wall_clock", f"{remaining:.1f}s of the wall clock left, under the "
-                                             f"{self.limits.min_call_s:g}s a call needs")
+            raise LimitReached(
+                "wall_clock",
+                f"{remaining:.1f}s of the wall clock left, under the {self.limits.min_call_s:g}s a call needs",
+            )
         return min(wanted_s, remaining)
 
     def remaining_s(self) -> float | None:

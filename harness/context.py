@@ -96,16 +96,21 @@ class Context:
     def __init__(self, config: ContextConfig, system: str, task: str, state: ContextState | None = None) -> None:
         self.config = config
         if state is None:
-            state = ContextState(entries=[Entry(message=Message(role="system", content=system)),
-                                          Entry(message=Message(role="user", content=task))])
+            state = ContextState(
+                entries=[
+                    Entry(message=Message(role="system", content=system)),
+                    Entry(message=Message(role="user", content=task)),
+                ]
+            )
         self._entries = [entry.model_copy() for entry in state.entries]
         self._folds = state.folds
         self.estimator = TokenEstimator(state.chars_per_token)
         self._last_chars = 0
 
     def state(self) -> ContextState:
-        return ContextState(entries=list(self._entries), chars_per_token=self.estimator.chars_per_token,
-                            folds=self._folds)
+        return ContextState(
+            entries=list(self._entries), chars_per_token=self.estimator.chars_per_token, folds=self._folds
+        )
 
     def add_turn(self, turn: ModelTurn) -> None:
         self._entries.append(Entry(message=Message(role="assistant", content=turn.text, tool_calls=turn.tool_calls)))
@@ -128,7 +133,9 @@ class Context:
         if self.estimator.estimate(chars) > self.config.fold_at * budget:
             chars = self._fold(tools, target=budget // 2)
             if self.estimator.estimate(chars) > budget:
-                raise LimitReached("context", f"~{self.estimator.estimate(chars)} tokens after folding, budget {budget}")
+                raise LimitReached(
+                    "context", f"~{self.estimator.estimate(chars)} tokens after folding, budget {budget}"
+                )
         self._last_chars = chars
         return self.messages()
 
@@ -141,7 +148,7 @@ class Context:
 
     def _fold(self, tools: list[ToolSchema], target: int) -> int:
         tool_indices = [i for i, e in enumerate(self._entries) if e.message.role == "tool"]
-        recent = set(tool_indices[-self.config.keep_recent:]) if self.config.keep_recent else set()
+        recent = set(tool_indices[-self.config.keep_recent :]) if self.config.keep_recent else set()
         chars = self.estimator.chars(self.messages(), tools)
         for index in tool_indices:
             if self.estimator.estimate(chars) <= target:
@@ -152,6 +159,7 @@ class Context:
             stub = f"[folded: {entry.label}, {entry.lines} lines]"
             chars -= len(entry.message.content) - len(stub)
             self._entries[index] = entry.model_copy(
-                update={"message": entry.message.model_copy(update={"content": stub}), "folded": True})
+                update={"message": entry.message.model_copy(update={"content": stub}), "folded": True}
+            )
         self._folds += 1
         return chars

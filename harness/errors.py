@@ -169,8 +169,7 @@ class ModelBadResponse(ModelError):
 class RetryBudgetExhausted(ModelError):
     """The per-call or per-session retry budget ran out; carries the last underlying error."""
 
-    def __init__(self, message: str, last_error: BaseException | None = None, *,
-                 usage: Usage | None = None) -> None:
+    def __init__(self, message: str, last_error: BaseException | None = None, *, usage: Usage | None = None) -> None:
         super().__init__(message, usage=usage)
         self.last_error = last_error
 

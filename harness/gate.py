@@ -89,15 +89,66 @@ class GateConfig(BaseModel):
 
 
 DEFAULT_PROGRAMS: tuple[str, ...] = (
-    "python", "python3", "pytest", "ls", "cat", "head", "tail", "wc", "grep", "rg", "find", "sort",
-    "uniq", "diff", "cmp", "echo", "pwd", "true", "false", "test", "stat", "file", "du", "tree",
-    "basename", "dirname", "realpath", "cut", "tr", "git",
+    "python",
+    "python3",
+    "pytest",
+    "ls",
+    "cat",
+    "head",
+    "tail",
+    "wc",
+    "grep",
+    "rg",
+    "find",
+    "sort",
+    "uniq",
+    "diff",
+    "cmp",
+    "echo",
+    "pwd",
+    "true",
+    "false",
+    "test",
+    "stat",
+    "file",
+    "du",
+    "tree",
+    "basename",
+    "dirname",
+    "realpath",
+    "cut",
+    "tr",
+    "git",
 )
 SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "csh", "tcsh", "busybox", "pwsh"}
 LAUNCHERS = {
-    "env", "xargs", "sudo", "su", "doas", "stdbuf", "command", "exec", "nohup", "setsid", "chroot",
-    "unshare", "nsenter", "strace", "ltrace", "watch", "parallel", "script", "flock", "ionice",
-    "chrt", "taskset", "time", "eval", "builtin", "runuser", "gdb",
+    "env",
+    "xargs",
+    "sudo",
+    "su",
+    "doas",
+    "stdbuf",
+    "command",
+    "exec",
+    "nohup",
+    "setsid",
+    "chroot",
+    "unshare",
+    "nsenter",
+    "strace",
+    "ltrace",
+    "watch",
+    "parallel",
+    "script",
+    "flock",
+    "ionice",
+    "chrt",
+    "taskset",
+    "time",
+    "eval",
+    "builtin",
+    "runuser",
+    "gdb",
 }
 GIT_READ = {"status", "diff", "log", "show", "ls-files", "grep", "blame"}
 GIT_BAD_ARGS = ("--output", "--ext-diff", "-O", "--open-files-in-pager", "--exec", "--upload-pack")
@@ -207,8 +258,15 @@ class Gate:
             ("read-tier", lambda r: self._when(r.tier == "read", "allow", "read-tier", "read tools are allowed")),
             ("write-tier", lambda r: self._when(r.tier == "write", "allow", "write-tier", "writes are allowed")),
             ("command-allowlist", self._allowlist),
-            ("fixed-command", lambda r: self._when(r.tier == "exec" and r.command is None, "allow",
-                                                   "fixed-command", "runs the session's configured command")),
+            (
+                "fixed-command",
+                lambda r: self._when(
+                    r.tier == "exec" and r.command is None,
+                    "allow",
+                    "fixed-command",
+                    "runs the session's configured command",
+                ),
+            ),
         ]
 
     def check(self, request: GateRequest) -> Decision:
@@ -247,12 +305,20 @@ class Gate:
 
     def _read_only_path(self, request: GateRequest) -> Decision | None:
         hit = [p for p in self._normalized(request) if self.is_read_only(p)]
-        return self._when(bool(hit) and request.tier == "write", "deny", "read-only-path",
-                          f"{', '.join(hit)} is read-only in this session")
+        return self._when(
+            bool(hit) and request.tier == "write",
+            "deny",
+            "read-only-path",
+            f"{', '.join(hit)} is read-only in this session",
+        )
 
     def _writes_disabled(self, request: GateRequest) -> Decision | None:
-        return self._when(request.tier == "write" and not self.config.allow_writes, "deny", "writes-disabled",
-                          "this session does not allow writes")
+        return self._when(
+            request.tier == "write" and not self.config.allow_writes,
+            "deny",
+            "writes-disabled",
+            "this session does not allow writes",
+        )
 
     def _command_syntax(self, request: GateRequest) -> Decision | None:
         if request.command is None:
@@ -288,8 +354,11 @@ class Gate:
             return Decision(action="ask", rule="command-ask", reason=f"{prog} needs approval")
         if writes or prog in self.config.allowed_programs:
             return Decision(action="allow", rule="command-allowlist", reason=f"{prog} is allowed")
-        return Decision(action="deny", rule="command-allowlist",
-                        reason=f"{prog} is not in the allowed programs ({', '.join(self.config.allowed_programs)})")
+        return Decision(
+            action="deny",
+            rule="command-allowlist",
+            reason=f"{prog} is not in the allowed programs ({', '.join(self.config.allowed_programs)})",
+        )
 
 
 def program_of(command: str) -> str:

@@ -37,11 +37,25 @@ FINAL_OUTCOMES = frozenset({"verified", "unverified", "failed_verification", "st
 class Agent:
     """Drives one session's model through the tool menu until verification decides."""
 
-    def __init__(self, *, provider: Provider, registry: RegistryLike, tool_context: ToolContext, session: SessionLike,
-                 sandbox: Sandbox, verifier: VerifierLike | None, verify_spec: Callable[[], SandboxSpec],
-                 budget: Budget, context: Context, trajectory: Trajectory, state: RunState,
-                 max_turn_tokens: int = 4096, max_verify_rounds: int = 3,
-                 on_phase: Callable[[str], None] = lambda phase: None, secrets: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        *,
+        provider: Provider,
+        registry: RegistryLike,
+        tool_context: ToolContext,
+        session: SessionLike,
+        sandbox: Sandbox,
+        verifier: VerifierLike | None,
+        verify_spec: Callable[[], SandboxSpec],
+        budget: Budget,
+        context: Context,
+        trajectory: Trajectory,
+        state: RunState,
+        max_turn_tokens: int = 4096,
+        max_verify_rounds: int = 3,
+        on_phase: Callable[[str], None] = lambda phase: None,
+        secrets: Sequence[str] = (),
+    ) -> None:
         self.provider, self.registry, self.tool_context = provider, registry, tool_context
         self.session, self.sandbox, self.verifier, self.verify_spec = session, sandbox, verifier, verify_spec
         self.budget, self.context, self.trajectory, self.state = budget, context, trajectory, state
@@ -92,8 +106,9 @@ class Agent:
         messages = self.context.prepare(self.tools)
         self.trajectory.append_request(step, messages, self.tools, self.context.estimate_tokens(self.tools))
         limit = self.budget.call_timeout(math.inf)  # the model call (and its retries) ends with the wall clock
-        turn: ModelTurn = self.provider.complete(messages, self.tools, max_tokens=self.max_turn_tokens,
-                                                 timeout_s=None if math.isinf(limit) else limit)
+        turn: ModelTurn = self.provider.complete(
+            messages, self.tools, max_tokens=self.max_turn_tokens, timeout_s=None if math.isinf(limit) else limit
+        )
         self.on_phase("model_answered")
         self.trajectory.append(TurnRecord(step=step, turn=turn), durable=True)
         self.on_phase("turn_recorded")
@@ -120,8 +135,9 @@ class Agent:
             streak = self.state.streak
             raise Stop("stuck", f"{streak.name} failed {streak.count} times in a row", streak.evidence)
 
-    def _run_calls(self, step: int, calls: list[ToolCall], attempt: int,
-                   reuse: dict[str, ToolRecord]) -> list[ToolRecord]:
+    def _run_calls(
+        self, step: int, calls: list[ToolCall], attempt: int, reuse: dict[str, ToolRecord]
+    ) -> list[ToolRecord]:
         """Run the calls in batches that end at each write (reads within a batch run concurrently);
         each batch's records are appended as soon as it completes."""
         records: list[ToolRecord | None] = [None] * len(calls)
@@ -142,12 +158,17 @@ class Agent:
         tool = self.registry.tools.get(call.name)
         return tool is None or tool.tier == "read"
 
-    def _execute(self, step: int, calls: list[ToolCall], batch: list[int], attempt: int,
-                 records: list[ToolRecord | None]) -> None:
+    def _execute(
+        self, step: int, calls: list[ToolCall], batch: list[int], attempt: int, records: list[ToolRecord | None]
+    ) -> None:
         cap, ctx = self._time_cap(), self.tool_context
         follow = ctx.follow  # a writable-root session's spec moves with its steps: cap it as it is read
-        context = dataclasses.replace(ctx, spec=cap(ctx.spec), follow=(lambda: cap(follow())) if follow else None,
-                                      approval_within_s=self.budget.remaining_s())
+        context = dataclasses.replace(
+            ctx,
+            spec=cap(ctx.spec),
+            follow=(lambda: cap(follow())) if follow else None,
+            approval_within_s=self.budget.remaining_s(),
+        )
         results = self.registry.execute_turn([calls[i] for i in batch], context)
         for index, result in zip(batch, results, strict=False):
             record = ToolRecord.of(step, attempt, calls[index], result)
@@ -166,15 +187,25 @@ class Agent:
         self.on_phase("mid_snapshot")
         if wrote or committed_image:
             # run_command always reports wrote=True: a step whose tree and image did not change is not recorded.
-            record = self.session.commit_step(note=f"agent step {step}", committed_image=committed_image,
-                                              skip_unchanged=True)
+            record = self.session.commit_step(
+                note=f"agent step {step}", committed_image=committed_image, skip_unchanged=True
+            )
             snapshot_id = record.tree
             self.state.snapshot_step = self.session.step
         self.on_phase("after_snapshot")
         spent = self.budget.spent()
-        self.trajectory.append(StepRecord(step=step, snapshot_step=self.state.snapshot_step, snapshot_id=snapshot_id,
-                                          wrote=wrote, input_tokens=spent.input_tokens,
-                                          output_tokens=spent.output_tokens, cost_usd=spent.cost_usd), durable=True)
+        self.trajectory.append(
+            StepRecord(
+                step=step,
+                snapshot_step=self.state.snapshot_step,
+                snapshot_id=snapshot_id,
+                wrote=wrote,
+                input_tokens=spent.input_tokens,
+                output_tokens=spent.output_tokens,
+                cost_usd=spent.cost_usd,
+            ),
+            durable=True,
+        )
         self.state.step = step
         self._save()
 
@@ -187,9 +218,18 @@ class Agent:
         self.state.verify_rounds += 1
         rounds = self.state.verify_rounds
         result = self.verifier.run(self.session.workspace, spec)
-        self.trajectory.append(VerifyRecord(round=rounds, passed=result.passed, exit_code=result.exit_code,
-                                            status=result.status, failing=result.failing,
-                                            duration_ms=result.duration_ms, output=result.output), durable=True)
+        self.trajectory.append(
+            VerifyRecord(
+                round=rounds,
+                passed=result.passed,
+                exit_code=result.exit_code,
+                status=result.status,
+                failing=result.failing,
+                duration_ms=result.duration_ms,
+                output=result.output,
+            ),
+            durable=True,
+        )
         if result.passed:
             raise Stop("verified", f"`{result.command}` exited 0")
         if rounds >= self.max_verify_rounds:
@@ -223,10 +263,18 @@ class Agent:
         except Exception as error:  # noqa: BLE001 - a failed export must not hide the run's outcome
             detail = f"{detail} (patch export failed: {error})".strip()
         spent = self.budget.spent()
-        result = RunResult.of(self.state, outcome, detail, evidence, spent, patch=str(patch_path) if patch_path else None,
-                              session_dir=str(self.session.dir))
-        self.trajectory.append(OutcomeRecord(outcome=outcome, detail=detail, evidence=evidence,
-                                             exit_code=result.exit_code), durable=True)
+        result = RunResult.of(
+            self.state,
+            outcome,
+            detail,
+            evidence,
+            spent,
+            patch=str(patch_path) if patch_path else None,
+            session_dir=str(self.session.dir),
+        )
+        self.trajectory.append(
+            OutcomeRecord(outcome=outcome, detail=detail, evidence=evidence, exit_code=result.exit_code), durable=True
+        )
         # Interrupted, model/sandbox errors and limits stay resumable; a decided outcome is final.
         # The state written is the last committed one (never a half-done step), plus the result.
         final = self._committed.model_copy(update={"finished": outcome in FINAL_OUTCOMES, "result": result})
@@ -234,4 +282,3 @@ class Agent:
         write_state(self.session.dir, final, self.secrets)
         self.trajectory.close()
         return result
-

@@ -88,15 +88,33 @@ class RunResult(BaseModel):
     session_dir: str = ""
 
     @classmethod
-    def of(cls, state: RunState, outcome: str, detail: str, evidence: Any, spent: Spent, *, patch: str | None,
-           session_dir: str) -> RunResult:
+    def of(
+        cls,
+        state: RunState,
+        outcome: str,
+        detail: str,
+        evidence: Any,
+        spent: Spent,
+        *,
+        patch: str | None,
+        session_dir: str,
+    ) -> RunResult:
         """The result of a run that ended with `outcome` after `state`'s steps and `spent`."""
-        return cls(session_id=state.session_id, outcome=outcome, detail=detail, evidence=evidence,
-                   exit_code=exit_code_for_outcome(outcome), verified=outcome == "verified", steps=state.step,
-                   tokens={"input": spent.input_tokens, "output": spent.output_tokens,
-                           "cached": spent.cached_input_tokens},
-                   cost_usd=round(spent.cost_usd, 6), elapsed_s=round(spent.elapsed_s, 3),
-                   verify_rounds=state.verify_rounds, patch=patch, session_dir=session_dir)
+        return cls(
+            session_id=state.session_id,
+            outcome=outcome,
+            detail=detail,
+            evidence=evidence,
+            exit_code=exit_code_for_outcome(outcome),
+            verified=outcome == "verified",
+            steps=state.step,
+            tokens={"input": spent.input_tokens, "output": spent.output_tokens, "cached": spent.cached_input_tokens},
+            cost_usd=round(spent.cost_usd, 6),
+            elapsed_s=round(spent.elapsed_s, 3),
+            verify_rounds=state.verify_rounds,
+            patch=patch,
+            session_dir=session_dir,
+        )
 
 
 RunState.model_rebuild()

@@ -47,7 +47,9 @@ def restore(session: SessionLike, state: RunState, trajectory: Trajectory) -> Pe
         return None
     done = [r for r in records if r.kind == "tool" and r.step == step]
     reuse = {r.call_id: r for r in done if not r.wrote}
-    trajectory.append(EventRecord(event="resumed", detail=f"re-executing the tools of step {step} "
-                                                          f"({len(reuse)} reused)"))
-    return PendingTurn(step=step, turn=pending[-1].turn, attempt=1 + max((r.attempt for r in done), default=-1),
-                       reuse=reuse)
+    trajectory.append(
+        EventRecord(event="resumed", detail=f"re-executing the tools of step {step} ({len(reuse)} reused)")
+    )
+    return PendingTurn(
+        step=step, turn=pending[-1].turn, attempt=1 + max((r.attempt for r in done), default=-1), reuse=reuse
+    )

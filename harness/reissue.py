@@ -84,19 +84,24 @@ def replay_session(session_dir: Path, sessions: Path, config: RunConfig, sandbox
         if wrote:
             session.commit_step(note=f"replay of step {step}", skip_unchanged=True)
     session.close()
-    return ReplayReport(original=original.id, session_id=session.id, steps=report,
-                        diverged=sum(1 for r in report if not r.same))
+    return ReplayReport(
+        original=original.id, session_id=session.id, steps=report, diverged=sum(1 for r in report if not r.same)
+    )
 
 
 def _compare(record: ToolRecord, text: str) -> ReplayedCall:
     before, after = normalise(record.text).splitlines(), normalise(text).splitlines()
     difference = ""
     if before != after:
-        delta = [line for line in difflib.unified_diff(before, after, lineterm="", n=0)
-                 if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+        delta = [
+            line
+            for line in difflib.unified_diff(before, after, lineterm="", n=0)
+            if line[:1] in "+-" and not line.startswith(("+++", "---"))
+        ]
         difference = " | ".join(delta[:2])[:300]
-    return ReplayedCall(step=record.step, call_id=record.call_id, name=record.name, same=before == after,
-                        first_difference=difference)
+    return ReplayedCall(
+        step=record.step, call_id=record.call_id, name=record.name, same=before == after, first_difference=difference
+    )
 
 
 def _free_id(sessions: Path, stem: str) -> str:

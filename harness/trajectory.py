@@ -84,9 +84,20 @@ class ToolRecord(_Record):
     @classmethod
     def of(cls, step: int, attempt: int, call: ToolCall, result: ToolResult) -> ToolRecord:
         """The record of one executed call."""
-        return cls(step=step, attempt=attempt, call_id=call.id, name=call.name, arguments=call.arguments,
-                   decision=result.decision, envelope=result.envelope, text=result.text, is_error=result.is_error,
-                   error_kind=result.error_kind, duration_ms=result.duration_ms, wrote=result.wrote)
+        return cls(
+            step=step,
+            attempt=attempt,
+            call_id=call.id,
+            name=call.name,
+            arguments=call.arguments,
+            decision=result.decision,
+            envelope=result.envelope,
+            text=result.text,
+            is_error=result.is_error,
+            error_kind=result.error_kind,
+            duration_ms=result.duration_ms,
+            wrote=result.wrote,
+        )
 
 
 class StepRecord(_Record):
@@ -147,13 +158,22 @@ class Trajectory:
         self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - held open until close()
         self._sent: list[Message] = []
 
-    def append_request(self, step: int, messages: list[Message], tools: Sequence[ToolSchema], estimated_tokens: int) -> None:
+    def append_request(
+        self, step: int, messages: list[Message], tools: Sequence[ToolSchema], estimated_tokens: int
+    ) -> None:
         """Record a request by what changed since the previous one (the unchanged prefix is `base`)."""
         base = 0
         while base < min(len(messages), len(self._sent)) and messages[base] == self._sent[base]:
             base += 1
-        self.append(RequestRecord(step=step, base=base, messages=messages[base:], tools=[t.name for t in tools],
-                                  estimated_tokens=estimated_tokens))
+        self.append(
+            RequestRecord(
+                step=step,
+                base=base,
+                messages=messages[base:],
+                tools=[t.name for t in tools],
+                estimated_tokens=estimated_tokens,
+            )
+        )
         self._sent = list(messages)
 
     def append(self, record: _Record, *, durable: bool = False) -> None:

@@ -1,4 +1,4 @@
-""""Done" is decided here: the verify command runs in the sandbox and only exit 0 counts.
+""" "Done" is decided here: the verify command runs in the sandbox and only exit 0 counts.
 
 The model's word that it is finished is never enough. A failed verification becomes a structured
 message back to the model, and the set of failing tests is extracted so the loop's circuit breaker
@@ -58,8 +58,7 @@ class Verifier:
         self.mounts = list(mounts)
 
     def run(self, workspace: Path, spec: SandboxSpec) -> VerifyResult:
-        envelope = self.sandbox.run(["/bin/sh", "-c", self.command], workspace=workspace, spec=spec,
-                                    mounts=self.mounts)
+        envelope = self.sandbox.run(["/bin/sh", "-c", self.command], workspace=workspace, spec=spec, mounts=self.mounts)
         return result_from_envelope(self.command, envelope)
 
 
@@ -67,8 +66,15 @@ def result_from_envelope(command: str, envelope: Envelope) -> VerifyResult:
     text = envelope.stdout + ("\n" + envelope.stderr if envelope.stderr else "")
     passed = envelope.exit_code == 0 and envelope.status == "ok"
     failing = [] if passed else (failing_tests(text) or [f"exit {envelope.exit_code} ({envelope.status})"])
-    return VerifyResult(command=command, passed=passed, exit_code=envelope.exit_code, status=envelope.status,
-                        failing=failing, output=text[-_TAIL_CHARS:], duration_ms=envelope.duration_ms)
+    return VerifyResult(
+        command=command,
+        passed=passed,
+        exit_code=envelope.exit_code,
+        status=envelope.status,
+        failing=failing,
+        output=text[-_TAIL_CHARS:],
+        duration_ms=envelope.duration_ms,
+    )
 
 
 def feedback(result: VerifyResult, round_number: int, max_rounds: int) -> str:
@@ -81,6 +87,6 @@ def feedback(result: VerifyResult, round_number: int, max_rounds: int) -> str:
         "Output (tail):",
         result.output.strip()[-_TAIL_CHARS:] or "(no output)",
         "Look at the failures, fix the code (not the tests), run the tests yourself, then end with your "
-        "three-sentence account. If you cannot fix it, say \"I am not sure\" and explain why.",
+        'three-sentence account. If you cannot fix it, say "I am not sure" and explain why.',
     ]
     return "\n".join(lines)

@@ -32,8 +32,16 @@ class FakeSandbox:
         self.calls: list[list[str]] = []
         """Every argv run, after path mapping (for assertions in loop tests)."""
 
-    def run(self, argv: Sequence[str], *, workspace: Path, spec: SandboxSpec, mounts: Sequence[Mount] = (),
-            stdin: bytes | None = None, commit_changes: bool = False) -> Envelope:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        workspace: Path,
+        spec: SandboxSpec,
+        mounts: Sequence[Mount] = (),
+        stdin: bytes | None = None,
+        commit_changes: bool = False,
+    ) -> Envelope:
         """Run argv on the host in workspace; same statuses and caps as DockerSandbox."""
         if not argv:
             raise SpecError("nothing to run: the command is empty")
@@ -46,18 +54,29 @@ class FakeSandbox:
         out, err = CappedOutput(spec.stdout_cap), CappedOutput(spec.stderr_cap)
         started = time.monotonic()
         try:
-            proc = subprocess.Popen(argv, cwd=workspace, env=env, start_new_session=True, stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            proc = subprocess.Popen(
+                argv,
+                cwd=workspace,
+                env=env,
+                start_new_session=True,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
         except OSError as error:
-            return self._envelope(127, "exit_nonzero", started, out, err, spec, stderr_text=f"{argv[0]}: {error.strerror}\n")
+            return self._envelope(
+                127, "exit_nonzero", started, out, err, spec, stderr_text=f"{argv[0]}: {error.strerror}\n"
+            )
         reason: list[str] = []
 
         def kill(why: str) -> None:
             reason.append(why)
             _killpg(proc.pid)
 
-        readers = [threading.Thread(target=_pump, args=(pipe, sink, out, err, spec.output_ceiling, kill), daemon=True)
-                   for pipe, sink in ((proc.stdout, out), (proc.stderr, err))]
+        readers = [
+            threading.Thread(target=_pump, args=(pipe, sink, out, err, spec.output_ceiling, kill), daemon=True)
+            for pipe, sink in ((proc.stdout, out), (proc.stderr, err))
+        ]
         for reader in readers:
             reader.start()
         if proc.stdin is not None:
@@ -86,24 +105,47 @@ class FakeSandbox:
         for target, source in [(m.target, Path(m.source)) for m in mounts] + [(spec.workdir, workspace)]:
             target = target.rstrip("/")
             if arg == target or arg.startswith(target + "/"):
-                return str(source) + arg[len(target):]
+                return str(source) + arg[len(target) :]
             arg = arg.replace(f"={target}/", f"={source}/").replace(f" {target}/", f" {source}/")
         return arg
 
     @staticmethod
-    def _envelope(code: int, status: str, started: float, out: CappedOutput, err: CappedOutput, spec: SandboxSpec,
-                  stderr_text: str | None = None) -> Envelope:
+    def _envelope(
+        code: int,
+        status: str,
+        started: float,
+        out: CappedOutput,
+        err: CappedOutput,
+        spec: SandboxSpec,
+        stderr_text: str | None = None,
+    ) -> Envelope:
         if stderr_text is not None:
             err.feed(stderr_text.encode())
-        return Envelope(exit_code=code, status=status, duration_ms=int((time.monotonic() - started) * 1000),
-                        stdout=out.text(), stderr=err.text(), stdout_bytes=out.total, stderr_bytes=err.total,
-                        stdout_dropped=out.dropped, stderr_dropped=err.dropped, truncated=out.truncated or err.truncated,
-                        limits=posture(spec.model_copy(update={"network": "host"}), str(os.getuid())),
-                        image_id="fake", runtime="fake")
+        return Envelope(
+            exit_code=code,
+            status=status,
+            duration_ms=int((time.monotonic() - started) * 1000),
+            stdout=out.text(),
+            stderr=err.text(),
+            stdout_bytes=out.total,
+            stderr_bytes=err.total,
+            stdout_dropped=out.dropped,
+            stderr_dropped=err.dropped,
+            truncated=out.truncated or err.truncated,
+            limits=posture(spec.model_copy(update={"network": "host"}), str(os.getuid())),
+            image_id="fake",
+            runtime="fake",
+        )
 
 
-def _pump(pipe: BufferedReader, sink: CappedOutput, out: CappedOutput, err: CappedOutput, ceiling: int,
-          kill: Callable[[str], None]) -> None:
+def _pump(
+    pipe: BufferedReader,
+    sink: CappedOutput,
+    out: CappedOutput,
+    err: CappedOutput,
+    ceiling: int,
+    kill: Callable[[str], None],
+) -> None:
     while chunk := pipe.read1(65536):
         sink.feed(chunk)
         if out.total + err.total > ceiling:

@@ -122,6 +122,15 @@ class Sandbox(Protocol):
 
 def posture(spec: SandboxSpec, user: str, unenforced: Sequence[str] = ()) -> Posture:
     """The posture recorded in every envelope: what the spec asked for, and what was not enforced."""
-    return Posture(runtime=spec.runtime, network=spec.network, read_only_root=spec.read_only_root, user=user,
-                   cpus=spec.cpus, memory=spec.memory, pids=spec.pids, timeout_s=spec.timeout_s, tmpfs=spec.tmpfs,
-                   unenforced=list(unenforced))
+    return Posture(
+        runtime=spec.runtime,
+        network=spec.network,
+        read_only_root=spec.read_only_root,
+        user=user,
+        cpus=spec.cpus,
+        memory=spec.memory,
+        pids=spec.pids,
+        timeout_s=spec.timeout_s,
+        tmpfs=spec.tmpfs,
+        unenforced=list(unenforced),
+    )

@@ -50,7 +50,7 @@ def _pieces(text: str, count: int) -> list[str]:
     """Exactly `count` fragments of `text` (it is longer than `count`)."""
     size, extra = divmod(len(text), count)
     bounds = [n * size + min(n, extra) for n in range(count + 1)]
-    return [text[bounds[n]:bounds[n + 1]] for n in range(count)]
+    return [text[bounds[n] : bounds[n + 1]] for n in range(count)]
 
 
 def openai_sse(chunks: int = 200) -> bytes:
@@ -59,40 +59,111 @@ def openai_sse(chunks: int = 200) -> bytes:
     frames: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
     parts = [_pieces(_args(n), fragments // 2 + (n < fragments % 2)) for n in range(2)]
     for n in range(2):
-        frames.append({"tool_calls": [{"index": n, "id": f"call_{n}", "type": "function",
-                                       "function": {"name": "write_file", "arguments": ""}}]})
+        frames.append(
+            {
+                "tool_calls": [
+                    {
+                        "index": n,
+                        "id": f"call_{n}",
+                        "type": "function",
+                        "function": {"name": "write_file", "arguments": ""},
+                    }
+                ]
+            }
+        )
     for i in range(max(len(p) for p in parts)):
         for n in range(2):
             if i < len(parts[n]):
                 frames.append({"tool_calls": [{"index": n, "function": {"arguments": parts[n][i]}}]})
-    body = [{"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "gpt-4.1",
-             "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in frames]
-    body.append({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "gpt-4.1",
-                 "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
-    body.append({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "gpt-4.1", "choices": [],
-                 "usage": {"prompt_tokens": 900, "completion_tokens": 400, "total_tokens": 1300}})
+    body = [
+        {
+            "id": "c",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "gpt-4.1",
+            "choices": [{"index": 0, "delta": d, "finish_reason": None}],
+        }
+        for d in frames
+    ]
+    body.append(
+        {
+            "id": "c",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "gpt-4.1",
+            "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}],
+        }
+    )
+    body.append(
+        {
+            "id": "c",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "gpt-4.1",
+            "choices": [],
+            "usage": {"prompt_tokens": 900, "completion_tokens": 400, "total_tokens": 1300},
+        }
+    )
     return b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in body) + b"data: [DONE]\n\n"
 
 
 def anthropic_sse(chunks: int = 200) -> bytes:
     """A Messages stream of about `chunks` events: two tool_use blocks."""
+
     def event(name: str, data: dict[str, Any]) -> bytes:
         return f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
 
     usage = {"input_tokens": 900, "output_tokens": 1}
-    out = [event("message_start", {"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant",
-           "model": "claude-sonnet-4-6", "content": [], "stop_reason": None, "stop_sequence": None, "usage": usage}})]
+    out = [
+        event(
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "m",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "claude-sonnet-4-6",
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": usage,
+                },
+            },
+        )
+    ]
     deltas = chunks - 8  # message start/delta/stop, two block starts and stops, one spare ping below
     out.append(event("ping", {"type": "ping"}))
     for n in range(2):
         per_call = deltas // 2 + (n < deltas % 2)
-        out.append(event("content_block_start", {"type": "content_block_start", "index": n, "content_block":
-                   {"type": "tool_use", "id": f"toolu_{n}", "name": "write_file", "input": {}}}))
-        out += [event("content_block_delta", {"type": "content_block_delta", "index": n, "delta":
-                {"type": "input_json_delta", "partial_json": p}}) for p in _pieces(_args(n), per_call)]
+        out.append(
+            event(
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": n,
+                    "content_block": {"type": "tool_use", "id": f"toolu_{n}", "name": "write_file", "input": {}},
+                },
+            )
+        )
+        out += [
+            event(
+                "content_block_delta",
+                {"type": "content_block_delta", "index": n, "delta": {"type": "input_json_delta", "partial_json": p}},
+            )
+            for p in _pieces(_args(n), per_call)
+        ]
         out.append(event("content_block_stop", {"type": "content_block_stop", "index": n}))
-    out.append(event("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None},
-               "usage": {"output_tokens": 400}}))
+    out.append(
+        event(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+                "usage": {"output_tokens": 400},
+            },
+        )
+    )
     out.append(event("message_stop", {"type": "message_stop"}))
     return b"".join(out)
 
@@ -120,18 +191,26 @@ def bench_provider(kind: str, *, chunks: int = 200, repeats: int = 50) -> Provid
     """Measure one provider ("openai" or "anthropic")."""
     body = openai_sse(chunks) if kind == "openai" else anthropic_sse(chunks)
     frames = body.count(b"data: {")
-    config = ProviderConfig(model="gpt-4.1" if kind == "openai" else "claude-sonnet-4-6", base_url="http://bench.invalid")
+    config = ProviderConfig(
+        model="gpt-4.1" if kind == "openai" else "claude-sonnet-4-6", base_url="http://bench.invalid"
+    )
     cls = OpenAICompatProvider if kind == "openai" else AnthropicProvider
     provider = cls(config, api_key="bench", http_client=_client(body))
     client: Any = provider._client  # the same SDK client (either vendor's), iterated without our assembly
 
     def sdk_only() -> list[Any]:
         if kind == "openai":
-            stream = client.chat.completions.create(model=config.model, messages=[{"role": "user", "content": "go"}],
-                                                    stream=True, tools=[_TOOL.openai()])
+            stream = client.chat.completions.create(
+                model=config.model, messages=[{"role": "user", "content": "go"}], stream=True, tools=[_TOOL.openai()]
+            )
         else:
-            stream = client.messages.create(model=config.model, max_tokens=1024, stream=True, tools=[_TOOL.anthropic()],
-                                            messages=[{"role": "user", "content": "go"}])
+            stream = client.messages.create(
+                model=config.model,
+                max_tokens=1024,
+                stream=True,
+                tools=[_TOOL.anthropic()],
+                messages=[{"role": "user", "content": "go"}],
+            )
         return list(stream)
 
     def full() -> None:
@@ -150,7 +229,15 @@ def bench_provider(kind: str, *, chunks: int = 200, repeats: int = 50) -> Provid
 
     assembly_ms, _ = _paired_medians(assemble, lambda: None, repeats)
     overhead = total - floor
-    return ProviderBench(provider=kind, chunks=frames, sdk_only_ms=round(floor, 3), complete_ms=round(total, 3),
-                         overhead_ms=round(overhead, 3), complete_us_per_chunk=round(total * 1000 / frames, 2),
-                         overhead_us_per_chunk=round(overhead * 1000 / frames, 2), ratio=round(total / floor, 3),
-                         assembly_ms=round(assembly_ms, 4), assembly_us_per_chunk=round(assembly_ms * 1000 / frames, 3))
+    return ProviderBench(
+        provider=kind,
+        chunks=frames,
+        sdk_only_ms=round(floor, 3),
+        complete_ms=round(total, 3),
+        overhead_ms=round(overhead, 3),
+        complete_us_per_chunk=round(total * 1000 / frames, 2),
+        overhead_us_per_chunk=round(overhead * 1000 / frames, 2),
+        ratio=round(total / floor, 3),
+        assembly_ms=round(assembly_ms, 4),
+        assembly_us_per_chunk=round(assembly_ms * 1000 / frames, 3),
+    )

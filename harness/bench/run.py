@@ -75,10 +75,19 @@ class TimedSandbox:
         self.inner = inner
         self.calls: list[tuple[list[str], SandboxSpec, Sequence[Mount], float, float]] = []
 
-    def run(self, argv: Sequence[str], *, workspace: Path, spec: SandboxSpec, mounts: Sequence[Mount] = (),
-            stdin: bytes | None = None, commit_changes: bool = False) -> Envelope:
-        envelope = self.inner.run(argv, workspace=workspace, spec=spec, mounts=mounts, stdin=stdin,
-                                  commit_changes=commit_changes)
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        workspace: Path,
+        spec: SandboxSpec,
+        mounts: Sequence[Mount] = (),
+        stdin: bytes | None = None,
+        commit_changes: bool = False,
+    ) -> Envelope:
+        envelope = self.inner.run(
+            argv, workspace=workspace, spec=spec, mounts=mounts, stdin=stdin, commit_changes=commit_changes
+        )
         end = time.time()
         self.calls.append((list(argv), spec, list(mounts), end - envelope.duration_ms / 1000, end))
         return envelope
@@ -96,12 +105,18 @@ def measure(runtime: Runtime, rounds: int = 3) -> RunBench:
     overheads = sorted(o for r in results for o in r.overheads)
     ratios = [round(r.run_ms / r.bare_ms, 2) for r in results]
     last = results[-1]
-    return RunBench(outcome=last.outcome, steps=last.steps, rounds=rounds,
-                    overhead_ms_per_step=round(statistics.median(overheads), 1),
-                    overhead_ms_p90=round(overheads[int(0.9 * (len(overheads) - 1))], 1),
-                    run_ms=round(statistics.median(r.run_ms for r in results), 1),
-                    bare_ms=round(statistics.median(r.bare_ms for r in results), 1),
-                    run_over_bare=round(statistics.median(ratios), 2), ratios=ratios, sandbox_calls=last.sandbox_calls)
+    return RunBench(
+        outcome=last.outcome,
+        steps=last.steps,
+        rounds=rounds,
+        overhead_ms_per_step=round(statistics.median(overheads), 1),
+        overhead_ms_p90=round(overheads[int(0.9 * (len(overheads) - 1))], 1),
+        run_ms=round(statistics.median(r.run_ms for r in results), 1),
+        bare_ms=round(statistics.median(r.bare_ms for r in results), 1),
+        run_over_bare=round(statistics.median(ratios), 2),
+        ratios=ratios,
+        sandbox_calls=last.sandbox_calls,
+    )
 
 
 def _round(runtime: Runtime) -> Round:
@@ -115,17 +130,28 @@ def _round(runtime: Runtime) -> Round:
             started = time.perf_counter()
             session = assembly.create_session(EXAMPLE / "calc", sessions, config, sandbox, None)
             state = RunState(session_id=session.id, task=TASK, model=config.model or "", snapshot_step=session.step)
-            agent = assembly.build_agent(config=config, session=session, sandbox=sandbox,
-                                         provider=assembly.build_provider(config, runtime), state=state,
-                                         runtime=runtime)
+            agent = assembly.build_agent(
+                config=config,
+                session=session,
+                sandbox=sandbox,
+                provider=assembly.build_provider(config, runtime),
+                state=state,
+                runtime=runtime,
+            )
             result = agent.run()
             run_ms = (time.perf_counter() - started) * 1000
         finally:
             sandbox.close()
         calls = sandbox.calls
         bare_ms = _bare(client, calls, session.workspace, Path(tmp) / "bare", session.spec, runtime.run_id)
-        return Round(outcome=result.outcome, steps=result.steps, overheads=_overheads(session.dir, calls),
-                     run_ms=run_ms, bare_ms=bare_ms, sandbox_calls=len(calls))
+        return Round(
+            outcome=result.outcome,
+            steps=result.steps,
+            overheads=_overheads(session.dir, calls),
+            run_ms=run_ms,
+            bare_ms=bare_ms,
+            sandbox_calls=len(calls),
+        )
 
 
 def _overheads(session_dir: Path, calls: list[tuple[Any, Any, Any, float, float]]) -> list[float]:
@@ -154,8 +180,14 @@ def _union(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
-def _bare(client: Any, calls: list[tuple[list[str], SandboxSpec, Sequence[Mount], float, float]], workspace: Path,
-          copy_to: Path, spec: SandboxSpec, run_id: str) -> float:
+def _bare(
+    client: Any,
+    calls: list[tuple[list[str], SandboxSpec, Sequence[Mount], float, float]],
+    workspace: Path,
+    copy_to: Path,
+    spec: SandboxSpec,
+    run_id: str,
+) -> float:
     """Sum of the same commands exec'd one by one into one long-lived container over a fresh copy."""
     copy_repository(EXAMPLE / "calc", copy_to)
     volumes = {str(copy_to): {"bind": spec.workdir, "mode": "rw"}}
@@ -165,9 +197,16 @@ def _bare(client: Any, calls: list[tuple[list[str], SandboxSpec, Sequence[Mount]
             source = copy_to / source.relative_to(workspace)
         volumes[str(source)] = {"bind": mount.target, "mode": "ro" if mount.read_only else "rw"}
     _, image_id = resolve_image(client, spec.image)
-    container = client.containers.run(image_id, ["sleep", "infinity"], detach=True, user=container_user(),
-                                      working_dir=spec.workdir, network_mode="none", volumes=volumes,
-                                      labels=labels.of_run(run_id, "bench"))
+    container = client.containers.run(
+        image_id,
+        ["sleep", "infinity"],
+        detach=True,
+        user=container_user(),
+        working_dir=spec.workdir,
+        network_mode="none",
+        volumes=volumes,
+        labels=labels.of_run(run_id, "bench"),
+    )
     try:
         total = 0.0
         for argv, *_ in calls:

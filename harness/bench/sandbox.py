@@ -47,8 +47,10 @@ class SandboxBench(BaseModel):
     exec_ms: float
     pooled_over_exec: float
     pooled_over_cold: float
-    note: str = ("pooled: the pool refills and used containers are removed between calls, outside the timed "
-                 "region (as when the model thinks between calls)")
+    note: str = (
+        "pooled: the pool refills and used containers are removed between calls, outside the timed "
+        "region (as when the model thinks between calls)"
+    )
 
 
 def _latency(samples: list[float]) -> Latency:
@@ -68,7 +70,10 @@ def measure(client: docker.DockerClient, *, run_id: str, image: str = "py311", c
     ref, image_id = resolve_image(client, image)
     spec = SandboxSpec(image=image, timeout_s=60)
     api = client.api
-    with tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp, DockerSandbox(client, run_id=run_id, pool_size=1) as box:
+    with (
+        tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp,
+        DockerSandbox(client, run_id=run_id, pool_size=1) as box,
+    ):
         workspace = Path(tmp) / "workspace"
         workspace.mkdir()
         (workspace / "README").write_text("bench\n")
@@ -110,5 +115,15 @@ def measure(client: docker.DockerClient, *, run_id: str, image: str = "py311", c
             api.remove_container(long_lived, force=True)
     stats = {name: _latency(values) for name, values in samples.items()}
     a, b, c = stats["pooled"].median_ms, stats["cold"].median_ms, stats["exec"].median_ms
-    return SandboxBench(image=ref, calls=calls, pooled=stats["pooled"], cold=stats["cold"], exec=stats["exec"],
-                        pooled_ms=a, cold_ms=b, exec_ms=c, pooled_over_exec=round(a / c, 2), pooled_over_cold=round(a / b, 2))
+    return SandboxBench(
+        image=ref,
+        calls=calls,
+        pooled=stats["pooled"],
+        cold=stats["cold"],
+        exec=stats["exec"],
+        pooled_ms=a,
+        cold_ms=b,
+        exec_ms=c,
+        pooled_over_exec=round(a / c, 2),
+        pooled_over_cold=round(a / b, 2),
+    )

@@ -79,8 +79,13 @@ def _one_change_median(workspace: Path, store_dir: Path, files: int, steps: int,
     return full, statistics.median(times)
 
 
-def run(files: int = 10_000, size: int = 5_000, steps: int = 15, big_files: int = 100_000,
-        log: Callable[[str], None] = lambda _m: None) -> SnapshotBench:
+def run(
+    files: int = 10_000,
+    size: int = 5_000,
+    steps: int = 15,
+    big_files: int = 100_000,
+    log: Callable[[str], None] = lambda _m: None,
+) -> SnapshotBench:
     """Run every measurement in one temporary directory."""
     with tempfile.TemporaryDirectory(prefix="harness-bench-snapshot-") as tmp:
         base = Path(tmp)
@@ -103,9 +108,15 @@ def run(files: int = 10_000, size: int = 5_000, steps: int = 15, big_files: int 
         generate(base / "big", big_files, 512)
         _, big = _one_change_median(base / "big", base / "store-big", big_files, steps, watch=True)
     return SnapshotBench(
-        files=files, megabytes=round(megabytes, 1), steps=steps, full_snapshot_ms=round(full, 1),
-        snapshot_ms=round(snap, 2), step_ms=round(statistics.median(step_times), 2),
-        rollback_ms=round(statistics.median(rollback_times), 2), walk_snapshot_ms=round(walk, 1),
-        incremental_over_full=round(snap / full, 4), snapshot_100k_ms=round(big, 2),
+        files=files,
+        megabytes=round(megabytes, 1),
+        steps=steps,
+        full_snapshot_ms=round(full, 1),
+        snapshot_ms=round(snap, 2),
+        step_ms=round(statistics.median(step_times), 2),
+        rollback_ms=round(statistics.median(rollback_times), 2),
+        walk_snapshot_ms=round(walk, 1),
+        incremental_over_full=round(snap / full, 4),
+        snapshot_100k_ms=round(big, 2),
         scale_100k_over_10k=round(big / snap, 2),
     )

@@ -42,7 +42,10 @@ def measure(client: Any, *, image: str = "py311", rounds: int = 25) -> dict[str,
         hand_over(workspace)
         spec = SandboxSpec(image=image, timeout_s=30, labels={"harness.bench": "tools"})
         registry = default_registry()
-        with DockerSandbox(client, run_id=run_id, pool_size=2) as box, _long_lived(client, image, workspace, run_id) as box_cat:
+        with (
+            DockerSandbox(client, run_id=run_id, pool_size=2) as box,
+            _long_lived(client, image, workspace, run_id) as box_cat,
+        ):
             ctx = make_context(box, workspace, spec, Gate())
             box.prewarm(workspace=workspace, spec=spec, mounts=ctx.mounts)
             call = ToolCall(id="bench", name="read_file", arguments={"path": "small.py"})
@@ -62,17 +65,31 @@ def measure(client: Any, *, image: str = "py311", rounds: int = 25) -> dict[str,
                 box_cat.exec_run(["cat", "/workspace/small.py"])
                 cat_ms.append((time.perf_counter() - started) * 1000)
     read, cat = statistics.median(read_ms), statistics.median(cat_ms)
-    return {"read_file_ms": round(read, 2), "exec_cat_ms": round(cat, 2),
-            "read_file_over_exec": round(read / cat, 3), "rounds": rounds, "load_1m": round(os.getloadavg()[0], 2)}
+    return {
+        "read_file_ms": round(read, 2),
+        "exec_cat_ms": round(cat, 2),
+        "read_file_over_exec": round(read / cat, 3),
+        "rounds": rounds,
+        "load_1m": round(os.getloadavg()[0], 2),
+    }
 
 
 @contextlib.contextmanager
 def _long_lived(client: Any, image: str, workspace: Path, run_id: str) -> Any:
     _, image_id = resolve_image(client, image)
     container = client.containers.run(
-        image_id, hardening.KEEPALIVE, detach=True, init=True, network_mode="none", user=container_user(),
-        volumes={str(workspace): {"bind": "/workspace", "mode": "ro"}}, labels={"harness.run": run_id},
-        cap_drop=["ALL"], security_opt=["no-new-privileges"], read_only=True)
+        image_id,
+        hardening.KEEPALIVE,
+        detach=True,
+        init=True,
+        network_mode="none",
+        user=container_user(),
+        volumes={str(workspace): {"bind": "/workspace", "mode": "ro"}},
+        labels={"harness.run": run_id},
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
+        read_only=True,
+    )
     try:
         yield container
     finally:

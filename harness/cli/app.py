@@ -80,7 +80,10 @@ def main() -> None:
     except Exception as error:
         if environment.show_tracebacks():
             raise
-        err_console.print(f"[bold red]internal error:[/] {type(error).__name__}: {escape(str(error))} "
-                          "(set HARNESS_TRACEBACK=1 to see where; please report it)", soft_wrap=True)
+        err_console.print(
+            f"[bold red]internal error:[/] {type(error).__name__}: {escape(str(error))} "
+            "(set HARNESS_TRACEBACK=1 to see where; please report it)",
+            soft_wrap=True,
+        )
         sys.exit(int(ExitCode.INTERNAL))
     sys.exit(result if isinstance(result, int) else 0)

@@ -40,24 +40,31 @@ def bench_sandbox(
     table.add_row("(b) cold create/start/wait/remove", f"{result.cold.median_ms:.1f}", f"{result.cold.p90_ms:.1f}")
     table.add_row("(c) exec into a long-lived container", f"{result.exec.median_ms:.1f}", f"{result.exec.p90_ms:.1f}")
     console.print(table)
-    console.print(f"a/c = {result.pooled_over_exec:.2f} (target <= 1.5)   a/b = {result.pooled_over_cold:.2f} (target <= 0.5)")
+    console.print(
+        f"a/c = {result.pooled_over_exec:.2f} (target <= 1.5)   a/b = {result.pooled_over_cold:.2f} (target <= 0.5)"
+    )
     console.print(f"[dim]{result.note}[/]")
 
 
 @bench_app.command("snapshot")
-def bench_snapshot(files: int = typer.Option(10_000, min=100, help="Files in the generated repository."),
-                   steps: int = typer.Option(15, min=3, help="One-file-change steps measured."),
-                   big: int = typer.Option(100_000, min=1000, help="Files in the scale case."),
-                   as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
+def bench_snapshot(
+    files: int = typer.Option(10_000, min=100, help="Files in the generated repository."),
+    steps: int = typer.Option(15, min=3, help="One-file-change steps measured."),
+    big: int = typer.Option(100_000, min=1000, help="Files in the scale case."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
     """Snapshot and rollback cost per step, incremental vs full, and 100k vs 10k files."""
     from harness.bench import snapshot as snapshot_bench
 
-    result = snapshot_bench.run(files=files, steps=steps, big_files=big,
-                                log=lambda line: err_console.print(f"[dim]{line}[/]"))
+    result = snapshot_bench.run(
+        files=files, steps=steps, big_files=big, log=lambda line: err_console.print(f"[dim]{line}[/]")
+    )
     if as_json:
         print(result.model_dump_json())
         return
-    table = Table("measure", "value", "target", title=f"{result.files} files, {result.megabytes} MB, {result.steps} steps")
+    table = Table(
+        "measure", "value", "target", title=f"{result.files} files, {result.megabytes} MB, {result.steps} steps"
+    )
     table.add_row("first full snapshot", f"{result.full_snapshot_ms:.0f} ms", "")
     table.add_row("one-change snapshot (median)", f"{result.snapshot_ms:.1f} ms", "<= 100 ms")
     table.add_row("session step: snapshot + record (median)", f"{result.step_ms:.1f} ms", "")
@@ -112,8 +119,10 @@ def bench_provider_cmd(
 
 
 @bench_app.command("run")
-def bench_run(rounds: int = typer.Option(3, "--rounds", min=1, max=50, help="Run/bare pairs; the median is reported."),
-              json_out: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
+def bench_run(
+    rounds: int = typer.Option(3, "--rounds", min=1, max=50, help="Run/bare pairs; the median is reported."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
     """Controller overhead per step and the whole example run against bare exec, side by side."""
     from harness.bench.run import measure
     from harness.config import RunConfig
@@ -124,8 +133,12 @@ def bench_run(rounds: int = typer.Option(3, "--rounds", min=1, max=50, help="Run
         print(result.model_dump_json(indent=2))
         return
     console.print(f"example run: {result.outcome} in {result.steps} steps, {result.sandbox_calls} sandbox calls")
-    console.print(f"controller overhead per step: median {result.overhead_ms_per_step} ms, "
-                  f"p90 {result.overhead_ms_p90} ms (target ≤ 150 ms)")
-    console.print(f"whole run {result.run_ms:.0f} ms vs the same commands by exec in one container "
-                  f"{result.bare_ms:.0f} ms (medians of {result.rounds} rounds): run_over_bare = "
-                  f"{result.run_over_bare} (target ≤ 2; rounds: {', '.join(map(str, result.ratios))})")
+    console.print(
+        f"controller overhead per step: median {result.overhead_ms_per_step} ms, "
+        f"p90 {result.overhead_ms_p90} ms (target ≤ 150 ms)"
+    )
+    console.print(
+        f"whole run {result.run_ms:.0f} ms vs the same commands by exec in one container "
+        f"{result.bare_ms:.0f} ms (medians of {result.rounds} rounds): run_over_bare = "
+        f"{result.run_over_bare} (target ≤ 2; rounds: {', '.join(map(str, result.ratios))})"
+    )

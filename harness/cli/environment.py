@@ -98,6 +98,11 @@ def runtime(config: RunConfig, *, interactive: bool = False, prefix: str = "run"
     """The Runtime of a run of config, filled from the environment."""
     from harness.assembly import Runtime
 
-    return Runtime(run_id=run_id(prefix), docker_host=docker_host(), api_key=api_key(config),
-                   base_url_fallback=base_url_fallback(config.model), on_phase=crash_hook(),
-                   interactive=interactive)
+    return Runtime(
+        run_id=run_id(prefix),
+        docker_host=docker_host(),
+        api_key=api_key(config),
+        base_url_fallback=base_url_fallback(config.model),
+        on_phase=crash_hook(),
+        interactive=interactive,
+    )

@@ -61,8 +61,13 @@ def _check(spec: str, base_url: str | None, timeout_s: float) -> CheckReport:
     if prefix not in _KEY_ENV:
         raise ConfigError(f"models check needs an openai: or anthropic: model, not {prefix!r}")
     url = base_url or os.environ.get(_BASE_URL_ENV[prefix]) or None
-    config = ProviderConfig(model=model, base_url=url, timeout_s=timeout_s, stall_timeout_s=timeout_s,
-                            retry=RetryConfig(max_retries_per_call=0))
+    config = ProviderConfig(
+        model=model,
+        base_url=url,
+        timeout_s=timeout_s,
+        stall_timeout_s=timeout_s,
+        retry=RetryConfig(max_retries_per_call=0),
+    )
     key = api_key_for(prefix, config)
     if key is None and url is None:
         raise ModelAuthError(f"no API key: set {_KEY_ENV[prefix]} (or pass --base-url for a local server)")
@@ -76,19 +81,25 @@ def _check(spec: str, base_url: str | None, timeout_s: float) -> CheckReport:
     provider = cls(config, api_key=key, http_client=client)
     turn = provider.complete(_PROMPT, [_PING], max_tokens=64)
     return CheckReport(
-        model=spec, base_url=url or "(vendor default)",
+        model=spec,
+        base_url=url or "(vendor default)",
         streams=str(seen.get("content_type", "")).startswith("text/event-stream"),
         calls_tools=any(c.name == "ping" and c.parse_error is None for c in turn.tool_calls),
         reports_usage=turn.usage.input_tokens > 0 or turn.usage.output_tokens > 0,
-        input_tokens=turn.usage.input_tokens, output_tokens=turn.usage.output_tokens,
-        latency_ms=turn.latency_ms, stop_reason=turn.stop_reason, served_model=turn.model,
+        input_tokens=turn.usage.input_tokens,
+        output_tokens=turn.usage.output_tokens,
+        latency_ms=turn.latency_ms,
+        stop_reason=turn.stop_reason,
+        served_model=turn.model,
     )
 
 
 @models_app.command("check")
 def check(
     model: str = typer.Option("openai:gpt-4.1", "--model", "-m", help="openai:MODEL or anthropic:MODEL."),
-    base_url: str | None = typer.Option(None, "--base-url", help="Endpoint (vLLM, llama.cpp, Ollama); default $OPENAI_BASE_URL / vendor."),
+    base_url: str | None = typer.Option(
+        None, "--base-url", help="Endpoint (vLLM, llama.cpp, Ollama); default $OPENAI_BASE_URL / vendor."
+    ),
     timeout: float = typer.Option(30.0, "--timeout", help="Seconds to wait for the answer (also the stall limit)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
@@ -109,7 +120,12 @@ def check(
         console.print_json(report.model_dump_json())
         return
     yes = {True: "[green]yes[/]", False: "[yellow]no[/]"}
-    console.print(f"{report.model} at {report.base_url}: reachable ({report.latency_ms} ms, model {report.served_model or '?'})", soft_wrap=True)
+    console.print(
+        f"{report.model} at {report.base_url}: reachable ({report.latency_ms} ms, model {report.served_model or '?'})",
+        soft_wrap=True,
+    )
     console.print(f"  streams:        {yes[report.streams]}")
     console.print(f"  calls tools:    {yes[report.calls_tools]} (stop reason {report.stop_reason})")
-    console.print(f"  reports usage:  {yes[report.reports_usage]} ({report.input_tokens} in / {report.output_tokens} out)")
+    console.print(
+        f"  reports usage:  {yes[report.reports_usage]} ({report.input_tokens} in / {report.output_tokens} out)"
+    )

@@ -21,7 +21,9 @@ from harness.cli.app import ExitCode, app, console, err_console, fail, reported,
 if TYPE_CHECKING:
     from harness.outcome import RunResult
 
-_STATE_DIR = typer.Option(None, "--state-dir", help="Where sessions live (default: $HARNESS_STATE_DIR or the per-user data dir).")
+_STATE_DIR = typer.Option(
+    None, "--state-dir", help="Where sessions live (default: $HARNESS_STATE_DIR or the per-user data dir)."
+)
 _JSON = typer.Option(False, "--json", help="Print one JSON result object instead of the rich summary.")
 
 
@@ -29,21 +31,35 @@ _JSON = typer.Option(False, "--json", help="Print one JSON result object instead
 def run(
     path: Path = typer.Argument(..., help="Repository to work on (copied; the original is never written)."),
     task: str = typer.Option(..., "--task", help="What the agent should do."),
-    model: str | None = typer.Option(None, "--model", help="PROVIDER:MODEL: openai:…, anthropic:…, scripted:FILE, replay:SESSION."),
+    model: str | None = typer.Option(
+        None, "--model", help="PROVIDER:MODEL: openai:…, anthropic:…, scripted:FILE, replay:SESSION."
+    ),
     image: str | None = typer.Option(None, "--image", help="Sandbox image for every tool call (default py311)."),
     base_url: str | None = typer.Option(None, "--base-url", help="Model endpoint (vLLM, llama.cpp, Ollama, proxy)."),
     session: str | None = typer.Option(None, "--session", help="Session id to create (default: generated)."),
     verify: str | None = typer.Option(None, "--verify", help="Command that decides 'done' (exit 0 only)."),
-    test_cmd: str | None = typer.Option(None, "--test-cmd", help="Command run_tests runs (default: the verify command)."),
+    test_cmd: str | None = typer.Option(
+        None, "--test-cmd", help="Command run_tests runs (default: the verify command)."
+    ),
     max_steps: int | None = typer.Option(None, "--max-steps", help="Model turns allowed (default 40)."),
     max_cost: float | None = typer.Option(None, "--max-cost", help="Spend limit in USD."),
     max_tokens: int | None = typer.Option(None, "--max-tokens", help="Input+output token limit for the run."),
     timeout_min: float | None = typer.Option(None, "--timeout-min", help="Wall-clock limit in minutes."),
-    max_verify_rounds: int | None = typer.Option(None, "--max-verify-rounds", help="Failed verifications sent back before giving up (default 3)."),
+    max_verify_rounds: int | None = typer.Option(
+        None, "--max-verify-rounds", help="Failed verifications sent back before giving up (default 3)."
+    ),
     setup: list[str] | None = typer.Option(None, "--setup", help="Setup command run once before step 1 (repeatable)."),
-    setup_network: bool | None = typer.Option(None, "--setup-network", help="Allow network for the setup commands only."),
-    writable_root: bool = typer.Option(False, "--writable-root", help="Let commands change the container's root filesystem; each change is committed as the step's image."),
-    runtime: str | None = typer.Option(None, "--runtime", help="OCI runtime of every call: runc (default) or runsc (gVisor)."),
+    setup_network: bool | None = typer.Option(
+        None, "--setup-network", help="Allow network for the setup commands only."
+    ),
+    writable_root: bool = typer.Option(
+        False,
+        "--writable-root",
+        help="Let commands change the container's root filesystem; each change is committed as the step's image.",
+    ),
+    runtime: str | None = typer.Option(
+        None, "--runtime", help="OCI runtime of every call: runc (default) or runsc (gVisor)."
+    ),
     state_dir_opt: Path | None = _STATE_DIR,
     config_file: Path | None = typer.Option(None, "--config", help="Config file (default: the per-user config.toml)."),
     json_out: bool = _JSON,
@@ -55,11 +71,21 @@ def run(
     sessions = state_dir(state_dir_opt)
     with reported():
         overrides: dict[str, Any] = {
-            "model": model, "image": image, "base_url": base_url, "verify": verify, "test_cmd": test_cmd,
-            "setup": setup or None, "setup_network": setup_network, "limits.max_steps": max_steps,
-            "limits.max_cost_usd": max_cost, "limits.max_tokens": max_tokens, "limits.timeout_min": timeout_min,
+            "model": model,
+            "image": image,
+            "base_url": base_url,
+            "verify": verify,
+            "test_cmd": test_cmd,
+            "setup": setup or None,
+            "setup_network": setup_network,
+            "limits.max_steps": max_steps,
+            "limits.max_cost_usd": max_cost,
+            "limits.max_tokens": max_tokens,
+            "limits.timeout_min": timeout_min,
             "limits.max_verify_rounds": max_verify_rounds,
-            "sandbox.read_only_root": False if writable_root else None, "sandbox.runtime": runtime}
+            "sandbox.read_only_root": False if writable_root else None,
+            "sandbox.runtime": runtime,
+        }
         config = load_config(config_file, overrides, repo=path)
         if not config.model:
             fail("no model: pass --model PROVIDER:MODEL or set model in the config file", ExitCode.USAGE)
@@ -84,8 +110,12 @@ def resume(
     from harness import assembly
 
     sessions = state_dir(state_dir_opt)
-    overrides = {"limits.max_steps": max_steps, "limits.max_cost_usd": max_cost, "limits.max_tokens": max_tokens,
-                 "limits.timeout_min": timeout_min}
+    overrides = {
+        "limits.max_steps": max_steps,
+        "limits.max_cost_usd": max_cost,
+        "limits.max_tokens": max_tokens,
+        "limits.timeout_min": timeout_min,
+    }
     with reported():
         config = assembly.saved_config(sessions / session, overrides)
         outside = environment.runtime(config, interactive=_interactive(json_out))
@@ -124,15 +154,18 @@ def replay(
 
     sessions = state_dir(state_dir_opt)
     with reported():
-        report = assembly.replay_run(session, sessions, environment.runtime(assembly.saved_config(
-            sessions / session, {})))
+        report = assembly.replay_run(
+            session, sessions, environment.runtime(assembly.saved_config(sessions / session, {}))
+        )
     if json_out:
         print(report.model_dump_json(indent=2))
     else:
         for step in report.steps:
             mark = "[green]same[/]" if step.same else f"[red]DIVERGED[/] {step.first_difference}"
             console.print(f"step {step.step:>3}  {step.name:<12} {step.call_id:<14} {mark}", soft_wrap=True)
-        console.print(f"{report.diverged} of {len(report.steps)} tool results diverged (replayed in {report.session_id})")
+        console.print(
+            f"{report.diverged} of {len(report.steps)} tool results diverged (replayed in {report.session_id})"
+        )
     raise typer.Exit(0 if report.diverged == 0 else 1)
 
 

@@ -25,12 +25,19 @@ def result_of(session_dir: Path) -> RunResult:
     if state.result is not None:
         return state.result
     spent = state.spent
-    return RunResult(session_id=state.session_id, outcome="incomplete", detail="the run did not finish; resume it",
-                     exit_code=exit_code_for_outcome("interrupted"), verified=False, steps=state.step,
-                     tokens={"input": spent.input_tokens, "output": spent.output_tokens,
-                             "cached": spent.cached_input_tokens},
-                     cost_usd=spent.cost_usd, elapsed_s=spent.elapsed_s, verify_rounds=state.verify_rounds,
-                     session_dir=str(session_dir))
+    return RunResult(
+        session_id=state.session_id,
+        outcome="incomplete",
+        detail="the run did not finish; resume it",
+        exit_code=exit_code_for_outcome("interrupted"),
+        verified=False,
+        steps=state.step,
+        tokens={"input": spent.input_tokens, "output": spent.output_tokens, "cached": spent.cached_input_tokens},
+        cost_usd=spent.cost_usd,
+        elapsed_s=spent.elapsed_s,
+        verify_rounds=state.verify_rounds,
+        session_dir=str(session_dir),
+    )
 
 
 def render_session(console: Console, session_dir: Path) -> None:
@@ -56,8 +63,12 @@ def _row(record: Any) -> tuple[str, str, str, str] | None:
         first = record.text.splitlines()[0] if record.text else ""
         decision = record.decision.action if record.decision is not None else None
         flag = "[red]✗[/]" if record.is_error else "[green]✓[/]"
-        return ("", f"  {escape(record.name)} [dim]{escape(record.call_id)}[/]",
-                f"{flag} {_clip(first, 160)} [dim]({decision}, {record.duration_ms} ms)[/]", "")
+        return (
+            "",
+            f"  {escape(record.name)} [dim]{escape(record.call_id)}[/]",
+            f"{flag} {_clip(first, 160)} [dim]({decision}, {record.duration_ms} ms)[/]",
+            "",
+        )
     if record.kind == "step" and record.wrote:
         return ("", f"  [dim]snapshot → session step {record.snapshot_step}[/]", "", "")
     if record.kind == "verify":
@@ -77,8 +88,7 @@ def render_steps(console: Console, session_dir: Path) -> None:
         if record.kind == "tool":
             first = record.text.splitlines()[0] if record.text else ""
             mark = "[red]✗[/]" if record.is_error else "[green]✓[/]"
-            console.print(f"step {record.step:>2}  {mark} {escape(record.name):<12} {_clip(first, 90)}",
-                          soft_wrap=True)
+            console.print(f"step {record.step:>2}  {mark} {escape(record.name):<12} {_clip(first, 90)}", soft_wrap=True)
         elif record.kind == "verify":
             status = "[green]passed[/]" if record.passed else "[red]failed[/]"
             console.print(f"verify {record.round}  exit {record.exit_code}: {status}")

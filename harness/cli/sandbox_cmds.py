@@ -25,8 +25,16 @@ sandbox_app = typer.Typer(help="Maintain sandbox containers.", no_args_is_help=T
 app.add_typer(images_app, name="images")
 app.add_typer(sandbox_app, name="sandbox")
 
-FLAGS = {"image": "--image", "timeout_s": "--timeout", "memory": "--memory", "cpus": "--cpus", "pids": "--pids",
-         "runtime": "--runtime", "network": "--network", "read_only_root": "--writable-root"}
+FLAGS = {
+    "image": "--image",
+    "timeout_s": "--timeout",
+    "memory": "--memory",
+    "cpus": "--cpus",
+    "pids": "--pids",
+    "runtime": "--runtime",
+    "network": "--network",
+    "read_only_root": "--writable-root",
+}
 
 
 def build_spec(**fields: Any) -> SandboxSpec:
@@ -96,13 +104,19 @@ def exec_command(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     keep: Path | None = typer.Option(None, "--keep", help="Copy the resulting workspace to this new directory."),
     session: str | None = typer.Option(None, "--session", help="Create or continue this session: each exec is a step."),
-    setup: list[str] = typer.Option([], "--setup", help="With --session, on create: command run once before step 0 (repeatable)."),
+    setup: list[str] = typer.Option(
+        [], "--setup", help="With --session, on create: command run once before step 0 (repeatable)."
+    ),
     setup_network: bool = typer.Option(False, "--setup-network", help="Allow network during --setup only."),
-    writable_root: bool = typer.Option(False, "--writable-root", help="With --session: writable root; changes become the next step's image."),
+    writable_root: bool = typer.Option(
+        False, "--writable-root", help="With --session: writable root; changes become the next step's image."
+    ),
     state: Path | None = typer.Option(None, "--state-dir", help="Where sessions live."),
 ) -> None:
     """Run CMD in a disposable hardened container on a fresh copy of PATH; exit with its exit code."""
-    spec = build_spec(image=image, timeout_s=timeout, memory=memory, cpus=cpus, pids=pids, runtime=runtime, network=network)
+    spec = build_spec(
+        image=image, timeout_s=timeout, memory=memory, cpus=cpus, pids=pids, runtime=runtime, network=network
+    )
     if not path.exists():
         fail(f"repository path does not exist: {path}", ExitCode.NOT_FOUND)
     if (setup or setup_network or writable_root) and session is None:
@@ -111,9 +125,17 @@ def exec_command(
         if session is not None:
             from harness.cli.session_cmds import exec_in_session
 
-            envelope = exec_in_session(path, command, spec, session_id=session, state=state, setup=setup,
-                                       setup_network=setup_network, writable_root=writable_root,
-                                       run_id=environment.run_id("cli"))
+            envelope = exec_in_session(
+                path,
+                command,
+                spec,
+                session_id=session,
+                state=state,
+                setup=setup,
+                setup_network=setup_network,
+                writable_root=writable_root,
+                run_id=environment.run_id("cli"),
+            )
         else:
             envelope = execute(path, command, spec, keep)
     print_envelope(envelope, as_json)
@@ -140,11 +162,16 @@ def doctor() -> None:
         rows = images.list_images(client)
     console.print(f"engine: Docker {version.get('Version')} (API {version.get('ApiVersion')}) at {client.api.base_url}")
     console.print(f"cgroups: v{info.get('CgroupVersion', '?')}  storage: {info.get('Driver')}")
-    console.print(f"runtimes: {', '.join(runtimes)}" + ("" if "runsc" in runtimes else "  (runsc/gVisor not registered: optional)"))
+    console.print(
+        f"runtimes: {', '.join(runtimes)}"
+        + ("" if "runsc" in runtimes else "  (runsc/gVisor not registered: optional)")
+    )
     for name in runtimes:
         if unenforced := unenforced_limits(options[name]):  # a note, not a problem: the user chose this registration
-            console.print(f"note: runtime {name} runs with --ignore-cgroups here: {', '.join(unenforced)} "
-                          "limits are not enforced under it (the wall clock and output caps are); envelopes record this")
+            console.print(
+                f"note: runtime {name} runs with --ignore-cgroups here: {', '.join(unenforced)} "
+                "limits are not enforced under it (the wall clock and output caps are); envelopes record this"
+            )
     if "runc" not in runtimes:
         problems.append("runtime runc is missing: reinstall the engine (apt-get install docker.io)")
     for row in rows:

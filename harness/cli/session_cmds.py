@@ -18,7 +18,9 @@ from sandbox.errors import EngineUnavailable
 session_app = typer.Typer(help="List, show and remove sessions.", no_args_is_help=True)
 app.add_typer(session_app, name="session")
 
-_STATE = typer.Option(None, "--state-dir", help="Where sessions live (default: $HARNESS_STATE_DIR or the per-user data dir).")
+_STATE = typer.Option(
+    None, "--state-dir", help="Where sessions live (default: $HARNESS_STATE_DIR or the per-user data dir)."
+)
 
 
 @contextlib.contextmanager
@@ -36,7 +38,9 @@ def _when(stamp: float) -> str:
 
 
 @session_app.command("list")
-def session_list(state: Path | None = _STATE, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+def session_list(
+    state: Path | None = _STATE, as_json: bool = typer.Option(False, "--json", help="Print JSON.")
+) -> None:
     """Sessions in the state directory, oldest first."""
     from sandbox.session.session import list_sessions
 
@@ -46,29 +50,50 @@ def session_list(state: Path | None = _STATE, as_json: bool = typer.Option(False
         return
     table = Table("session", "created", "repository", "setup")
     for info in infos:
-        table.add_row(info.id, _when(info.created), info.repo, "cached" if info.setup and info.setup.cached
-                      else "yes" if info.setup else "-")
+        table.add_row(
+            info.id,
+            _when(info.created),
+            info.repo,
+            "cached" if info.setup and info.setup.cached else "yes" if info.setup else "-",
+        )
     console.print(table)
 
 
 @session_app.command("show")
-def session_show(session_id: str = typer.Argument(..., metavar="SESSION"), state: Path | None = _STATE,
-                 as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+def session_show(
+    session_id: str = typer.Argument(..., metavar="SESSION"),
+    state: Path | None = _STATE,
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
     """Steps of one session: tree, image, time, note."""
     with _opened(state, session_id) as session:
         if as_json:
-            print(json.dumps({"session": session.info.model_dump(mode="json"),
-                              "steps": [r.model_dump() for r in session.records]}))
+            print(
+                json.dumps(
+                    {
+                        "session": session.info.model_dump(mode="json"),
+                        "steps": [r.model_dump() for r in session.records],
+                    }
+                )
+            )
             return
         console.print(f"session {session.id}  repository {session.repo}  workspace {session.workspace}")
         if session.info.setup:
             setup = session.info.setup
-            console.print(f"setup: {len(session.config.setup)} command(s), network {setup.network_mode}, "
-                          f"{'cached' if setup.cached else 'built'} image {setup.image[:19]}")
+            console.print(
+                f"setup: {len(session.config.setup)} command(s), network {setup.network_mode}, "
+                f"{'cached' if setup.cached else 'built'} image {setup.image[:19]}"
+            )
         table = Table("step", "kind", "time", "tree", "image", "note")
         for record in session.records:
-            table.add_row(str(record.step), record.kind, _when(record.time), record.tree[:12],
-                          record.image.removeprefix("sha256:")[:12], record.note)
+            table.add_row(
+                str(record.step),
+                record.kind,
+                _when(record.time),
+                record.tree[:12],
+                record.image.removeprefix("sha256:")[:12],
+                record.note,
+            )
         console.print(table)
 
 
@@ -82,18 +107,22 @@ def session_rm(session_id: str = typer.Argument(..., metavar="SESSION"), state: 
         try:
             session.step_images = EngineStepImages(connect(docker_host()))
         except EngineUnavailable as error:
-            err_console.print(f"[yellow]warning:[/] images not removed ({error}); `harness sandbox prune` finds them later",
-                              soft_wrap=True)
+            err_console.print(
+                f"[yellow]warning:[/] images not removed ({error}); `harness sandbox prune` finds them later",
+                soft_wrap=True,
+            )
         session.delete()
     console.print(f"removed session {session_id}")
 
 
 @app.command("diff")
-def diff_command(session_id: str = typer.Argument(..., metavar="SESSION"),
-                 from_step: int = typer.Option(0, "--from", help="Older step [default: 0, the import]."),
-                 to_step: int | None = typer.Option(None, "--to", help="Newer step [default: the latest]."),
-                 state: Path | None = _STATE,
-                 as_json: bool = typer.Option(False, "--json", help="Print the changes as JSON.")) -> None:
+def diff_command(
+    session_id: str = typer.Argument(..., metavar="SESSION"),
+    from_step: int = typer.Option(0, "--from", help="Older step [default: 0, the import]."),
+    to_step: int | None = typer.Option(None, "--to", help="Newer step [default: the latest]."),
+    state: Path | None = _STATE,
+    as_json: bool = typer.Option(False, "--json", help="Print the changes as JSON."),
+) -> None:
     """Unified diff of the workspace between two steps, then binary and mode changes."""
     with _opened(state, session_id) as session:
         result = session.diff(from_step, to_step)
@@ -111,9 +140,11 @@ def diff_command(session_id: str = typer.Argument(..., metavar="SESSION"),
 
 
 @app.command("rollback")
-def rollback_command(session_id: str = typer.Argument(..., metavar="SESSION"),
-                     to: int = typer.Option(..., "--to", help="Step to restore (workspace and image)."),
-                     state: Path | None = _STATE) -> None:
+def rollback_command(
+    session_id: str = typer.Argument(..., metavar="SESSION"),
+    to: int = typer.Option(..., "--to", help="Step to restore (workspace and image)."),
+    state: Path | None = _STATE,
+) -> None:
     """Restore the workspace and image of step N; the next step continues from there."""
     with _opened(state, session_id) as session:
         record = session.rollback(to)
@@ -121,10 +152,12 @@ def rollback_command(session_id: str = typer.Argument(..., metavar="SESSION"),
 
 
 @app.command("export")
-def export_command(session_id: str = typer.Argument(..., metavar="SESSION"),
-                   output: Path | None = typer.Option(None, "-o", "--output", help="Write the patch here (default: stdout)."),
-                   check: bool = typer.Option(True, "--check/--no-check", help="Verify it applies to the original repository."),
-                   state: Path | None = _STATE) -> None:
+def export_command(
+    session_id: str = typer.Argument(..., metavar="SESSION"),
+    output: Path | None = typer.Option(None, "-o", "--output", help="Write the patch here (default: stdout)."),
+    check: bool = typer.Option(True, "--check/--no-check", help="Verify it applies to the original repository."),
+    state: Path | None = _STATE,
+) -> None:
     """The session's change as a patch for `git apply` on the original repository."""
     with _opened(state, session_id) as session:
         patch = session.export_patch()
@@ -138,8 +171,18 @@ def export_command(session_id: str = typer.Argument(..., metavar="SESSION"),
         err_console.print(f"wrote {output}")
 
 
-def exec_in_session(path: Path, command: list[str], spec, *, session_id: str, state: Path | None,
-                    setup: list[str], setup_network: bool, writable_root: bool, run_id: str):
+def exec_in_session(
+    path: Path,
+    command: list[str],
+    spec,
+    *,
+    session_id: str,
+    state: Path | None,
+    setup: list[str],
+    setup_network: bool,
+    writable_root: bool,
+    run_id: str,
+):
     """`harness exec --session ID`: create the session from PATH (running --setup once) or continue
     it; run the command on its workspace and image; record the result as the next step."""
     from sandbox.docker.containers import DockerSandbox
@@ -155,20 +198,27 @@ def exec_in_session(path: Path, command: list[str], spec, *, session_id: str, st
     with DockerSandbox(client, run_id=run_id, pool_size=0, session_id=session_id, share_netns=False) as box:
         if session_folder(sessions, session_id).info.exists():
             if setup or setup_network or writable_root:
-                err_console.print(f"[yellow]note:[/] session {session_id} exists; --setup, --setup-network and "
-                                  "--writable-root apply only when it is created", soft_wrap=True)
+                err_console.print(
+                    f"[yellow]note:[/] session {session_id} exists; --setup, --setup-network and "
+                    "--writable-root apply only when it is created",
+                    soft_wrap=True,
+                )
             session = Session.open(sessions, session_id, images=images)
         else:
             if setup_network and not setup:
                 fail("--setup-network needs at least one --setup command", ExitCode.USAGE)
             config = SessionConfig(setup=setup, setup_network=setup_network, writable_root=writable_root)
-            session = create_session(path, sessions, spec=spec, config=config, sandbox=box, session_id=session_id,
-                                     images=images)
+            session = create_session(
+                path, sessions, spec=spec, config=config, sandbox=box, session_id=session_id, images=images
+            )
             err_console.print(f"created session {session.id} (step 0, image {session.image[:19]})")
         with session:
-            envelope = box.run(command, workspace=session.workspace, spec=session.spec,
-                               commit_changes=session.config.writable_root)
+            envelope = box.run(
+                command, workspace=session.workspace, spec=session.spec, commit_changes=session.config.writable_root
+            )
             record = session.commit_step(f"exec {' '.join(command)}"[:200], committed_image=envelope.committed_image)
-            err_console.print(f"session {session.id}: step {record.step}"
-                              + (f", image {record.image[:19]}" if envelope.committed_image else ""))
+            err_console.print(
+                f"session {session.id}: step {record.step}"
+                + (f", image {record.image[:19]}" if envelope.committed_image else "")
+            )
     return envelope

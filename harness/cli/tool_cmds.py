@@ -15,8 +15,15 @@ from harness.types import ToolCall
 tools_app = typer.Typer(help="The tool menu the model sees.", no_args_is_help=True)
 app.add_typer(tools_app, name="tools")
 
-TOOL_EXIT = {"invalid_json": 65, "invalid_arguments": 65, "unknown_tool": 65, "denied": 77, "timeout": 124,
-             "output_limit": 73, "execution_error": 1}
+TOOL_EXIT = {
+    "invalid_json": 65,
+    "invalid_arguments": 65,
+    "unknown_tool": 65,
+    "denied": 77,
+    "timeout": 124,
+    "output_limit": 73,
+    "execution_error": 1,
+}
 """Exit codes of `harness tool`: 0 OK; the error kind otherwise (also printed on stderr)."""
 
 
@@ -48,8 +55,9 @@ def tool_command(
     read_only: bool = typer.Option(False, "--read-only", help="Deny write tools for this call."),
     test_command: str | None = typer.Option(None, "--test-command", help="Command run_tests runs."),
     json_out: bool = typer.Option(False, "--json", help="Print the whole ToolResult as JSON."),
-    interactive: bool = typer.Option(False, "--interactive", help="Ask at the terminal when a rule says ask "
-                                     "(default: such calls are denied)."),
+    interactive: bool = typer.Option(
+        False, "--interactive", help="Ask at the terminal when a rule says ask (default: such calls are denied)."
+    ),
 ) -> None:
     """Run one tool inside a session (registry + gate + sandbox) and commit a step if it wrote."""
     from harness import assembly
@@ -62,8 +70,13 @@ def tool_command(
         parse_error = None if isinstance(arguments, dict) else "the arguments must be a JSON object"
     except ValueError as error:
         arguments, parse_error = {}, str(error)
-    call = ToolCall(id=f"cli-{uuid.uuid4().hex[:8]}", name=name, arguments=arguments if not parse_error else {},
-                    raw_arguments=args if parse_error else None, parse_error=parse_error)
+    call = ToolCall(
+        id=f"cli-{uuid.uuid4().hex[:8]}",
+        name=name,
+        arguments=arguments if not parse_error else {},
+        raw_arguments=args if parse_error else None,
+        parse_error=parse_error,
+    )
     sessions = state_dir(state)
     with reported():
         # The gate and test command `harness run` recorded for this session, else the defaults.
@@ -72,10 +85,13 @@ def tool_command(
         gate_config = config.gate.model_copy(update={"allow_writes": False}) if read_only else config.gate
         outside = environment.runtime(config, interactive=interactive, prefix="cli")
         # One call: no warm container and no shared namespace holder, either would double its cost.
-        with (assembly.open_sandbox(outside, session_id, pool_size=0, share_netns=False) as box,
-              assembly.open_session(sessions, session_id, box) as session):
-            ctx = assembly.tool_context(config, session, box, interactive=interactive, gate=Gate(gate_config),
-                                        test_command=test_command)
+        with (
+            assembly.open_sandbox(outside, session_id, pool_size=0, share_netns=False) as box,
+            assembly.open_session(sessions, session_id, box) as session,
+        ):
+            ctx = assembly.tool_context(
+                config, session, box, interactive=interactive, gate=Gate(gate_config), test_command=test_command
+            )
             if not interactive:
                 ctx.approver = None  # an `ask` rule denies at once instead of waiting for an answer
             result = assembly.registry().execute(call, ctx)
@@ -83,10 +99,12 @@ def tool_command(
             if result.wrote or image:
                 before = session.step
                 step = session.commit_step(f"tool {name}", committed_image=image, skip_unchanged=True)
-                err_console.print(f"committed step {step.step}" + (f" (image {image[:19]})" if image else "")
-                                  if step.step > before else f"workspace unchanged: still at step {step.step}")
+                err_console.print(
+                    f"committed step {step.step}" + (f" (image {image[:19]})" if image else "")
+                    if step.step > before
+                    else f"workspace unchanged: still at step {step.step}"
+                )
     print(result.model_dump_json(indent=2) if json_out else result.text)
     if result.is_error:
         err_console.print(f"error: {result.error_kind}")
         raise typer.Exit(TOOL_EXIT.get(result.error_kind or "", 1))
-

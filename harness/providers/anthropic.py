@@ -47,7 +47,9 @@ _CONTEXT_MARKERS = ("prompt is too long", "context window", "context length", "t
 class AnthropicProvider:
     """Streams a Messages call; returns one typed ModelTurn per call."""
 
-    def __init__(self, config: ProviderConfig, *, api_key: str | None, http_client: httpx2.Client | None = None) -> None:
+    def __init__(
+        self, config: ProviderConfig, *, api_key: str | None, http_client: httpx2.Client | None = None
+    ) -> None:
         self.name = f"anthropic:{config.model}"
         self.model = config.model
         self.config = config
@@ -64,19 +66,36 @@ class AnthropicProvider:
     def __repr__(self) -> str:
         return f"AnthropicProvider({self.name!r})"
 
-    def complete(self, messages: Sequence[Message], tools: Sequence[ToolSchema], *, max_tokens: int,
-                 timeout_s: float | None = None) -> ModelTurn:
+    def complete(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSchema],
+        *,
+        max_tokens: int,
+        timeout_s: float | None = None,
+    ) -> ModelTurn:
         """Send the conversation, assemble the streamed events into a ModelTurn."""
         system, wire_messages = to_anthropic_messages(messages)
-        request: dict[str, Any] = {"model": self.model, "messages": wire_messages, "max_tokens": max_tokens, "stream": True}
+        request: dict[str, Any] = {
+            "model": self.model,
+            "messages": wire_messages,
+            "max_tokens": max_tokens,
+            "stream": True,
+        }
         if system:
             request["system"] = system
         if tools:
             request["tools"] = [t.anthropic() for t in tools]
         assembly = EventAssembly()
-        latency_ms = drain(lambda timeout: self._client.messages.create(**request, timeout=timeout), assembly.add,
-                           assembly.usage, config=self.config, limit_s=timeout_s,
-                           foreign=(anthropic.AnthropicError, httpx2.HTTPError), translate=self._translate)
+        latency_ms = drain(
+            lambda timeout: self._client.messages.create(**request, timeout=timeout),
+            assembly.add,
+            assembly.usage,
+            config=self.config,
+            limit_s=timeout_s,
+            foreign=(anthropic.AnthropicError, httpx2.HTTPError),
+            translate=self._translate,
+        )
         return assembly.turn().model_copy(update={"latency_ms": latency_ms})
 
     def _translate(self, error: BaseException, stall_s: float) -> ModelError:
@@ -106,7 +125,12 @@ class EventAssembly:
                     block[3] += delta.partial_json
         elif kind == "content_block_start":
             b = event.content_block
-            self.blocks[event.index] = [b.type, getattr(b, "id", ""), getattr(b, "name", ""), getattr(b, "text", "") or ""]
+            self.blocks[event.index] = [
+                b.type,
+                getattr(b, "id", ""),
+                getattr(b, "name", ""),
+                getattr(b, "text", "") or "",
+            ]
         elif kind == "message_start":
             self.model = event.message.model or ""
             self._merge_usage(event.message.usage)
@@ -139,8 +163,9 @@ class EventAssembly:
     def turn(self) -> ModelTurn:
         """The finished ModelTurn; a stream cut off before message_stop is retryable."""
         if not self.finished or self.stop_reason is None:
-            raise ModelUnavailable("the model's stream ended before it finished (connection dropped)",
-                                   usage=self.usage())
+            raise ModelUnavailable(
+                "the model's stream ended before it finished (connection dropped)", usage=self.usage()
+            )
         stop = _STOP_REASONS.get(self.stop_reason, "other")
         texts, calls = [], []
         for index in sorted(self.blocks):
@@ -149,7 +174,9 @@ class EventAssembly:
                 texts.append(content)
             elif kind == "tool_use":
                 calls.append(build_tool_call(call_id, name, content, truncated=stop == "max_tokens"))
-        return ModelTurn(text="".join(texts), tool_calls=calls, stop_reason=stop, usage=self.usage() or Usage(), model=self.model)
+        return ModelTurn(
+            text="".join(texts), tool_calls=calls, stop_reason=stop, usage=self.usage() or Usage(), model=self.model
+        )
 
 
 def to_anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any]]]:
@@ -180,7 +207,11 @@ def to_anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[dict[s
 
 def _blocks(message: Message) -> list[dict[str, Any]]:
     if message.role == "tool":
-        result: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.tool_call_id or "", "is_error": message.is_error}
+        result: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": message.tool_call_id or "",
+            "is_error": message.is_error,
+        }
         if message.content:
             result["content"] = message.content
         return [result]
@@ -192,8 +223,14 @@ def _blocks(message: Message) -> list[dict[str, Any]]:
 
 def translate_error(error: BaseException, secret: str | None, stall_s: float = 0, endpoint: str = "") -> ModelError:
     """The one place Anthropic SDK / httpx errors become harness.errors (keys redacted)."""
-    transport = transport_error(error, timeouts=(anthropic.APITimeoutError,), unreachable=(anthropic.APIConnectionError,),
-                                secret=secret, stall_s=stall_s, endpoint=endpoint)
+    transport = transport_error(
+        error,
+        timeouts=(anthropic.APITimeoutError,),
+        unreachable=(anthropic.APIConnectionError,),
+        secret=secret,
+        stall_s=stall_s,
+        endpoint=endpoint,
+    )
     if transport is not None:
         return transport
     if isinstance(error, anthropic.APIResponseValidationError) or not isinstance(error, anthropic.APIStatusError):

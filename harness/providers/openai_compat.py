@@ -44,7 +44,9 @@ _CONTEXT_MARKERS = ("context_length_exceeded", "context length", "context window
 class OpenAICompatProvider:
     """Streams chat completions; returns one typed ModelTurn per call."""
 
-    def __init__(self, config: ProviderConfig, *, api_key: str | None, http_client: httpx2.Client | None = None) -> None:
+    def __init__(
+        self, config: ProviderConfig, *, api_key: str | None, http_client: httpx2.Client | None = None
+    ) -> None:
         self.name = f"openai:{config.model}"
         self.model = config.model
         self.config = config
@@ -64,8 +66,14 @@ class OpenAICompatProvider:
     def __repr__(self) -> str:
         return f"OpenAICompatProvider({self.name!r})"
 
-    def complete(self, messages: Sequence[Message], tools: Sequence[ToolSchema], *, max_tokens: int,
-                 timeout_s: float | None = None) -> ModelTurn:
+    def complete(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSchema],
+        *,
+        max_tokens: int,
+        timeout_s: float | None = None,
+    ) -> ModelTurn:
         """Send the conversation, assemble the streamed answer into a ModelTurn."""
         request: dict[str, Any] = {
             "model": self.model,
@@ -77,9 +85,15 @@ class OpenAICompatProvider:
         if tools:
             request["tools"] = [t.openai() for t in tools]
         assembly = StreamAssembly()
-        latency_ms = drain(lambda timeout: self._client.chat.completions.create(**request, timeout=timeout),
-                           assembly.add, lambda: assembly.usage, config=self.config, limit_s=timeout_s,
-                           foreign=(openai.OpenAIError, httpx2.HTTPError), translate=self._translate)
+        latency_ms = drain(
+            lambda timeout: self._client.chat.completions.create(**request, timeout=timeout),
+            assembly.add,
+            lambda: assembly.usage,
+            config=self.config,
+            limit_s=timeout_s,
+            foreign=(openai.OpenAIError, httpx2.HTTPError),
+            translate=self._translate,
+        )
         return assembly.turn().model_copy(update={"latency_ms": latency_ms})
 
     def _translate(self, error: BaseException, stall_s: float) -> ModelError:
@@ -138,8 +152,7 @@ class StreamAssembly:
     def turn(self) -> ModelTurn:
         """The finished ModelTurn; a stream cut off before its finish reason is retryable."""
         if self.finish_reason is None:
-            raise ModelUnavailable("the model's stream ended before it finished (connection dropped)",
-                                   usage=self.usage)
+            raise ModelUnavailable("the model's stream ended before it finished (connection dropped)", usage=self.usage)
         stop = _STOP_REASONS.get(self.finish_reason, "other")
         truncated = stop == "max_tokens"
         calls = [
@@ -148,7 +161,9 @@ class StreamAssembly:
         ]
         if calls and stop == "end_turn":
             stop = "tool_use"  # some compatible servers say "stop" after tool calls
-        return ModelTurn(text="".join(self.text), tool_calls=calls, stop_reason=stop, usage=self.usage or Usage(), model=self.model)
+        return ModelTurn(
+            text="".join(self.text), tool_calls=calls, stop_reason=stop, usage=self.usage or Usage(), model=self.model
+        )
 
 
 def to_openai_message(message: Message) -> dict[str, Any]:
@@ -178,8 +193,14 @@ def _error_fields(error: openai.APIError) -> tuple[str, str]:
 
 def translate_error(error: BaseException, secret: str | None, stall_s: float = 0, endpoint: str = "") -> ModelError:
     """The one place OpenAI SDK / httpx errors become harness.errors (keys redacted)."""
-    transport = transport_error(error, timeouts=(openai.APITimeoutError,), unreachable=(openai.APIConnectionError,),
-                                secret=secret, stall_s=stall_s, endpoint=endpoint)
+    transport = transport_error(
+        error,
+        timeouts=(openai.APITimeoutError,),
+        unreachable=(openai.APIConnectionError,),
+        secret=secret,
+        stall_s=stall_s,
+        endpoint=endpoint,
+    )
     if transport is not None:
         return transport
     if not isinstance(error, openai.APIError):

@@ -18,8 +18,14 @@ class Provider(Protocol):
 
     name: str
 
-    def complete(self, messages: Sequence[Message], tools: Sequence[ToolSchema], *, max_tokens: int,
-                 timeout_s: float | None = None) -> ModelTurn:
+    def complete(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSchema],
+        *,
+        max_tokens: int,
+        timeout_s: float | None = None,
+    ) -> ModelTurn:
         """Return the next assistant turn; raise a `harness.errors.ModelError` on failure.
 
         `timeout_s` bounds the whole call, retries and their waits included (the run's wall clock

@@ -42,8 +42,14 @@ class ReplayProvider:
             raise ConfigError(f"replay: no recorded trajectory in {session_dir}")
         return cls(recorded_turns(Path(session_dir)), name=f"replay:{session_dir}")
 
-    def complete(self, messages: Sequence[Message], tools: Sequence[ToolSchema], *, max_tokens: int,
-                 timeout_s: float | None = None) -> ModelTurn:
+    def complete(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSchema],
+        *,
+        max_tokens: int,
+        timeout_s: float | None = None,
+    ) -> ModelTurn:
         index = sum(1 for message in messages if message.role == "assistant")
         if index < len(self.turns):
             return self.turns[index]

@@ -96,8 +96,11 @@ class RetryPolicy:
             return deadline is not None and self._clock() + state.upcoming_sleep >= deadline
 
         def stop(state: RetryCallState) -> bool:  # tenacity computes the wait first: upcoming_sleep is known
-            return (state.attempt_number > cfg.max_retries_per_call or self.session_retries >= cfg.max_retries_per_session
-                    or out_of_time(state))
+            return (
+                state.attempt_number > cfg.max_retries_per_call
+                or self.session_retries >= cfg.max_retries_per_session
+                or out_of_time(state)
+            )
 
         def wait(state: RetryCallState) -> float:
             error = state.outcome.exception() if state.outcome is not None else None
@@ -115,9 +118,12 @@ class RetryPolicy:
             if state.attempt_number <= cfg.max_retries_per_call and self.session_retries < cfg.max_retries_per_session:
                 why = "the next retry would end past the run's wall clock"
             else:
-                why = f"{'session' if self.session_retries >= cfg.max_retries_per_session else 'call'} retry budget spent"
-            raise RetryBudgetExhausted(f"model call failed after {state.attempt_number} attempts ({why}): {last}",
-                                       last) from last
+                why = (
+                    f"{'session' if self.session_retries >= cfg.max_retries_per_session else 'call'} retry budget spent"
+                )
+            raise RetryBudgetExhausted(
+                f"model call failed after {state.attempt_number} attempts ({why}): {last}", last
+            ) from last
 
         retrying = Retrying(
             retry=retry_if_exception(_is_retryable),
@@ -142,8 +148,14 @@ class RetryingProvider:
     def __repr__(self) -> str:
         return f"RetryingProvider({self.name!r})"
 
-    def complete(self, messages: Sequence[Message], tools: Sequence[ToolSchema], *, max_tokens: int,
-                 timeout_s: float | None = None) -> ModelTurn:
+    def complete(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSchema],
+        *,
+        max_tokens: int,
+        timeout_s: float | None = None,
+    ) -> ModelTurn:
         """One model turn, retried per the policy; usage and cost include failed attempts. With
         `timeout_s`, every attempt gets only what is left of it and no retry starts past it."""
         failed_usage = Usage()
@@ -166,4 +178,6 @@ class RetryingProvider:
             raise error.with_usage(failed_usage, self.prices.cost(model, failed_usage).usd) from error.__cause__
         usage = turn.usage + failed_usage
         cost = self.prices.cost(model or turn.model, usage)
-        return turn.model_copy(update={"usage": usage, "cost_usd": cost.usd, "cost_known": cost.known, "retries": retries})
+        return turn.model_copy(
+            update={"usage": usage, "cost_usd": cost.usd, "cost_known": cost.known, "retries": retries}
+        )

@@ -55,8 +55,14 @@ class ScriptedProvider:
             raise ScriptError(f"cannot read model script {path}: {error.strerror}") from error
         return cls(parse_script(text, str(path)), name=f"scripted:{path}")
 
-    def complete(self, messages: Sequence[Message], tools: Sequence[ToolSchema], *, max_tokens: int,
-                 timeout_s: float | None = None) -> ModelTurn:
+    def complete(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSchema],
+        *,
+        max_tokens: int,
+        timeout_s: float | None = None,
+    ) -> ModelTurn:
         """The turn after the ones the conversation already holds (a final text-only turn once the
         script is used up)."""
         index = sum(1 for message in messages if message.role == "assistant")

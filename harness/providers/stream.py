@@ -28,9 +28,16 @@ def call_timeout(config: ProviderConfig, limit_s: float | None) -> float:
     return config.timeout_s if limit_s is None else max(0.001, min(config.timeout_s, limit_s))
 
 
-def drain(open_stream: Callable[[httpx2.Timeout], ContextManager[Any]], add: Callable[[Any], None],
-          usage: Callable[[], Usage | None], *, config: ProviderConfig, limit_s: float | None,
-          foreign: tuple[type[BaseException], ...], translate: Callable[[BaseException, float], ModelError]) -> int:
+def drain(
+    open_stream: Callable[[httpx2.Timeout], ContextManager[Any]],
+    add: Callable[[Any], None],
+    usage: Callable[[], Usage | None],
+    *,
+    config: ProviderConfig,
+    limit_s: float | None,
+    foreign: tuple[type[BaseException], ...],
+    translate: Callable[[BaseException, float], ModelError],
+) -> int:
     """Feed every event of the stream to `add`; return the call's latency in ms.
 
     The whole call is bounded by the provider's timeout, or by `limit_s` (what the caller has left)
@@ -54,14 +61,22 @@ def drain(open_stream: Callable[[httpx2.Timeout], ContextManager[Any]], add: Cal
     return int((time.monotonic() - started) * 1000)
 
 
-def transport_error(error: BaseException, *, timeouts: tuple[type[BaseException], ...],
-                    unreachable: tuple[type[BaseException], ...], secret: str | None, stall_s: float,
-                    endpoint: str) -> ModelError | None:
+def transport_error(
+    error: BaseException,
+    *,
+    timeouts: tuple[type[BaseException], ...],
+    unreachable: tuple[type[BaseException], ...],
+    secret: str | None,
+    stall_s: float,
+    endpoint: str,
+) -> ModelError | None:
     """The translation both SDKs share: a timeout or stall, or an endpoint that cannot be reached
     (both retryable, the key redacted); None for any other error."""
     if isinstance(error, (*timeouts, httpx2.TimeoutException)):
         return ModelUnavailable(f"model endpoint timed out or stalled (no data for {stall_s:.3g}s)")
     if isinstance(error, (*unreachable, httpx2.TransportError)):
         cause = error.__cause__ or error
-        return ModelUnavailable(redact(f"cannot reach the model endpoint {endpoint}: {cause}".replace("  ", " "), secret))
+        return ModelUnavailable(
+            redact(f"cannot reach the model endpoint {endpoint}: {cause}".replace("  ", " "), secret)
+        )
     return None

@@ -29,8 +29,18 @@ RUNNER_STDOUT_CAP = 512 * 1024
 TEXT_BUDGET = 24 * 1024
 """Bytes of file text one runner answer may carry (about 6k tokens)."""
 ARGV_LIMIT = 96 * 1024
-GIT = ("git", "-c", "core.fsmonitor=", "-c", "core.hooksPath=/dev/null", "-c", "safe.directory=/workspace",
-       "-c", "core.pager=cat", "--no-pager")
+GIT = (
+    "git",
+    "-c",
+    "core.fsmonitor=",
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "safe.directory=/workspace",
+    "-c",
+    "core.pager=cat",
+    "--no-pager",
+)
 """git inside the container never runs hooks, fsmonitor or a pager configured by the repository."""
 
 
@@ -64,27 +74,43 @@ def _plain_dir(workspace: Path, rel: str) -> bool:
     return True
 
 
-def call_runner(ctx: ToolContext, op: str, args: dict[str, Any],
-                commit: bool = False) -> tuple[dict[str, Any], Envelope]:
+def call_runner(
+    ctx: ToolContext, op: str, args: dict[str, Any], commit: bool = False
+) -> tuple[dict[str, Any], Envelope]:
     """One runner request in a fresh container (commit: it may change the root filesystem);
     model-visible failures raise ToolError."""
     base = ctx.call_spec()
-    request = {"op": op, "root": base.workdir, "max_bytes": TEXT_BUDGET,
-               "read_only": ctx.gate.config.read_only_paths, "protected": ctx.gate.config.protected_paths,
-               "args": args}
+    request = {
+        "op": op,
+        "root": base.workdir,
+        "max_bytes": TEXT_BUDGET,
+        "read_only": ctx.gate.config.read_only_paths,
+        "protected": ctx.gate.config.protected_paths,
+        "args": args,
+    }
     items = runner.encode_request(request)
     spec = base if base.stdout_cap >= RUNNER_STDOUT_CAP else base.model_copy(update={"stdout_cap": RUNNER_STDOUT_CAP})
     if sum(len(i.encode()) for i in items) < ARGV_LIMIT and not any("\x00" in i for i in items):
         argv, stdin = [*RUNNER_ARGV, *items], None
     else:
         argv, stdin = [*RUNNER_ARGV, "--stdin"], json.dumps(request).encode()
-    envelope = ctx.sandbox.run(argv, workspace=ctx.workspace, spec=spec, mounts=ctx.mounts, stdin=stdin,
-                               commit_changes=commit and ctx.commit_changes)
+    envelope = ctx.sandbox.run(
+        argv,
+        workspace=ctx.workspace,
+        spec=spec,
+        mounts=ctx.mounts,
+        stdin=stdin,
+        commit_changes=commit and ctx.commit_changes,
+    )
     check_envelope(envelope, op)
     answer = runner.parse_answer(envelope.stdout)
     if answer is None:
-        raise ToolError("execution_error", f"the {op} helper failed inside the container "
-                                                 f"(exit {envelope.exit_code}): {envelope.stderr.strip()[-300:]}", envelope)
+        raise ToolError(
+            "execution_error",
+            f"the {op} helper failed inside the container "
+            f"(exit {envelope.exit_code}): {envelope.stderr.strip()[-300:]}",
+            envelope,
+        )
     if not answer["ok"]:
         raise ToolError(answer["kind"] or "execution_error", answer["text"], envelope)
     return answer, envelope
@@ -93,11 +119,15 @@ def call_runner(ctx: ToolContext, op: str, args: dict[str, Any],
 def check_envelope(envelope: Envelope, what: str) -> None:
     """Timeouts and output floods become their error kinds (with the envelope kept)."""
     if envelope.status == "timeout":
-        raise ToolError("timeout", f"{what} was killed after {envelope.limits.timeout_s:g}s "
-                                         f"(wall-clock limit)\n{envelope.render()}", envelope)
+        raise ToolError(
+            "timeout",
+            f"{what} was killed after {envelope.limits.timeout_s:g}s (wall-clock limit)\n{envelope.render()}",
+            envelope,
+        )
     if envelope.status == "output_limit":
-        raise ToolError("output_limit", f"{what} printed more than the output ceiling and was killed\n"
-                                              f"{envelope.render()}", envelope)
+        raise ToolError(
+            "output_limit", f"{what} printed more than the output ceiling and was killed\n{envelope.render()}", envelope
+        )
 
 
 Line = Annotated[int, Field(ge=1, le=10_000_000)]
@@ -123,8 +153,7 @@ def read_file(ctx: ToolContext, path: str, start_line: Line | None = None, end_l
 
 
 @tool("read", paths=("path",))
-def list_dir(ctx: ToolContext, path: str = ".",
-             depth: Annotated[int, Field(ge=1, le=5)] = 2) -> Outcome:
+def list_dir(ctx: ToolContext, path: str = ".", depth: Annotated[int, Field(ge=1, le=5)] = 2) -> Outcome:
     """List the files and directories under a workspace directory, as an indented tree.
 
     Skips .git, node_modules, __pycache__, dist, build and other generated output, and anything the
@@ -142,8 +171,12 @@ def list_dir(ctx: ToolContext, path: str = ".",
 
 
 @tool("read", paths=("path",))
-def search_code(ctx: ToolContext, pattern: Annotated[str, Field(min_length=1, max_length=500)],
-                path: str = ".", glob: Annotated[str | None, Field(max_length=200)] = None) -> Outcome:
+def search_code(
+    ctx: ToolContext,
+    pattern: Annotated[str, Field(min_length=1, max_length=500)],
+    path: str = ".",
+    glob: Annotated[str | None, Field(max_length=200)] = None,
+) -> Outcome:
     """Search file contents with ripgrep; prints `file:line:text` for each match, sorted by path.
 
     At most 50 matches per file and 200 in total, then a `[TRUNCATED: ...]` marker. Ignored files
@@ -174,8 +207,13 @@ def _patch_targets(args: Any) -> list[str]:
 
 
 @tool("write", paths=("path",), targets=_patch_targets)
-def apply_patch(ctx: ToolContext, path: str | None = None, old_text: str | None = None,
-                new_text: str | None = None, diff: Annotated[str | None, Field(max_length=500_000)] = None) -> Outcome:
+def apply_patch(
+    ctx: ToolContext,
+    path: str | None = None,
+    old_text: str | None = None,
+    new_text: str | None = None,
+    diff: Annotated[str | None, Field(max_length=500_000)] = None,
+) -> Outcome:
     """Edit an existing file by replacing one exact piece of text, or apply a unified diff.
 
     With path/old_text/new_text: old_text must occur exactly once in the file (whitespace and
@@ -198,8 +236,9 @@ def apply_patch(ctx: ToolContext, path: str | None = None, old_text: str | None 
 
 
 @tool("write", paths=("path",))
-def write_file(ctx: ToolContext, path: str, content: Annotated[str, Field(max_length=1_000_000)],
-               overwrite: bool = False) -> Outcome:
+def write_file(
+    ctx: ToolContext, path: str, content: Annotated[str, Field(max_length=1_000_000)], overwrite: bool = False
+) -> Outcome:
     """Create a new file with the given content (missing parent directories are created).
 
     Refuses to replace an existing file unless overwrite is true.
@@ -216,8 +255,11 @@ def write_file(ctx: ToolContext, path: str, content: Annotated[str, Field(max_le
 
 
 @tool("exec", command="command")
-def run_command(ctx: ToolContext, command: Annotated[str, Field(min_length=1, max_length=4000)],
-                timeout: Annotated[int | None, Field(ge=1, le=3600)] = None) -> Outcome:
+def run_command(
+    ctx: ToolContext,
+    command: Annotated[str, Field(min_length=1, max_length=4000)],
+    timeout: Annotated[int | None, Field(ge=1, le=3600)] = None,
+) -> Outcome:
     """Run one program in a fresh sandbox container (workspace as the working directory, no network).
 
     The command line is split like a shell would (quotes work) but NO shell runs it: pipes,
@@ -236,18 +278,24 @@ def run_command(ctx: ToolContext, command: Annotated[str, Field(min_length=1, ma
         argv = [*GIT, *[a for a in argv[1:] if a != "--no-pager"]]
     if timeout is not None and timeout < ctx.spec.timeout_s:
         argv = ["timeout", "-k", "2", f"{timeout}s", *argv]
-    envelope = ctx.sandbox.run(argv, workspace=ctx.workspace, spec=ctx.call_spec(), mounts=ctx.mounts,
-                               commit_changes=ctx.commit_changes)
+    envelope = ctx.sandbox.run(
+        argv, workspace=ctx.workspace, spec=ctx.call_spec(), mounts=ctx.mounts, commit_changes=ctx.commit_changes
+    )
     if argv[0] == "timeout" and envelope.exit_code == 124 and envelope.status != "timeout":
-        raise ToolError("timeout", f"the command was killed after {timeout}s (the timeout you asked for)\n"
-                                         f"{envelope.render()}", envelope)
+        raise ToolError(
+            "timeout",
+            f"the command was killed after {timeout}s (the timeout you asked for)\n{envelope.render()}",
+            envelope,
+        )
     check_envelope(envelope, "the command")
     return Outcome(envelope.render(), envelope, wrote=True)
 
 
 @tool("exec", paths=(), targets=lambda a: [s.split("::")[0] for s in (a.selector or "").split()])
-def run_tests(ctx: ToolContext, selector: Annotated[str | None, Field(
-        max_length=2000, pattern=r"^\s*[^-\s][^\s]*(\s+[^-\s][^\s]*)*\s*$")] = None) -> Outcome:
+def run_tests(
+    ctx: ToolContext,
+    selector: Annotated[str | None, Field(max_length=2000, pattern=r"^\s*[^-\s][^\s]*(\s+[^-\s][^\s]*)*\s*$")] = None,
+) -> Outcome:
     """Run the session's configured test command and report only what failed.
 
     The result starts with the exit code, then one line per failing test (`FAILED <test id> at
@@ -261,7 +309,9 @@ def run_tests(ctx: ToolContext, selector: Annotated[str | None, Field(
     """
     command = ctx.test_command
     if not command:
-        raise ToolError("execution_error", "no test command is configured for this session. Use run_command to run tests.")
+        raise ToolError(
+            "execution_error", "no test command is configured for this session. Use run_command to run tests."
+        )
     argv = list(command) if not isinstance(command, str) else _test_argv(command)
     answer, envelope = call_runner(ctx, "run_tests", {"argv": argv, "selectors": (selector or "").split()}, commit=True)
     return Outcome(envelope.headline() + "\n" + answer["text"], envelope)
@@ -282,8 +332,9 @@ def _git(ctx: ToolContext, args: list[str], what: str) -> Outcome:
     envelope = ctx.sandbox.run([*GIT, *args], workspace=ctx.workspace, spec=ctx.call_spec(), mounts=ctx.mounts)
     check_envelope(envelope, what)
     if envelope.exit_code != 0:
-        raise ToolError("execution_error", f"{what} failed (exit {envelope.exit_code}): "
-                                                 f"{envelope.stderr.strip()[:400]}", envelope)
+        raise ToolError(
+            "execution_error", f"{what} failed (exit {envelope.exit_code}): {envelope.stderr.strip()[:400]}", envelope
+        )
     if not envelope.stdout.strip():
         return Outcome(f"OK {what}: no output", envelope)
     return Outcome(envelope.render(), envelope)
@@ -327,16 +378,40 @@ def git_log(ctx: ToolContext, max_count: Annotated[int, Field(ge=1, le=100)] = 2
     return _git(ctx, [*args, "--", path] if path else args, "git log")
 
 
-BUILTIN_TOOLS = (read_file, list_dir, search_code, apply_patch, write_file, run_command, run_tests,
-                 git_status, git_diff, git_log)
+BUILTIN_TOOLS = (
+    read_file,
+    list_dir,
+    search_code,
+    apply_patch,
+    write_file,
+    run_command,
+    run_tests,
+    git_status,
+    git_diff,
+    git_log,
+)
 
 
-def make_context(sandbox: Any, workspace: Path, spec: Any, gate: Any, approver: Any = None,
-                 test_command: list[str] | str | None = None, commit_changes: bool = False) -> ToolContext:
+def make_context(
+    sandbox: Any,
+    workspace: Path,
+    spec: Any,
+    gate: Any,
+    approver: Any = None,
+    test_command: list[str] | str | None = None,
+    commit_changes: bool = False,
+) -> ToolContext:
     """A ToolContext with the runner and the read-only areas mounted (the only way mounts are set)."""
-    return ToolContext(sandbox=sandbox, workspace=Path(workspace), spec=spec, gate=gate, approver=approver,
-                       mounts=tuple(context_mounts(Path(workspace), gate.config.read_only_paths)),
-                       test_command=test_command, commit_changes=commit_changes)
+    return ToolContext(
+        sandbox=sandbox,
+        workspace=Path(workspace),
+        spec=spec,
+        gate=gate,
+        approver=approver,
+        mounts=tuple(context_mounts(Path(workspace), gate.config.read_only_paths)),
+        test_command=test_command,
+        commit_changes=commit_changes,
+    )
 
 
 def default_registry() -> Registry:

@@ -23,9 +23,15 @@ from sandbox.spec import Mount
 
 RUNNER_DIR = "/opt/harness"
 RUNNER_TARGET = f"{RUNNER_DIR}/runner.py"
-RUNNER_ARGV = ("python3", "-I", "-S", "-B", "-c",
-               "import sys;sys.path[:0]=[sys.argv.pop(1).rpartition('/')[0]];import runner;sys.exit(runner.main())",
-               RUNNER_TARGET)
+RUNNER_ARGV = (
+    "python3",
+    "-I",
+    "-S",
+    "-B",
+    "-c",
+    "import sys;sys.path[:0]=[sys.argv.pop(1).rpartition('/')[0]];import runner;sys.exit(runner.main())",
+    RUNNER_TARGET,
+)
 """-I: no environment, no user site, no cwd on sys.path (the cwd is the untrusted workspace);
 -S: no site module; -B: never try to write bytecode (the mounts are read-only). The runner's path is
 an argument of its own (not inside the code) so a sandbox that maps container paths sees it."""
@@ -33,7 +39,9 @@ an argument of its own (not inside the code) so a sandbox that maps container pa
 
 def runner_mounts() -> list[Mount]:
     """runner.py and unified_diff.py, read-only, each with its .pyc for this python when one can be made."""
-    return [mount for module in (runner, unified_diff) for mount in _module_mounts(Path(str(module.__file__)).resolve())]
+    return [
+        mount for module in (runner, unified_diff) for mount in _module_mounts(Path(str(module.__file__)).resolve())
+    ]
 
 
 def _module_mounts(source: Path) -> list[Mount]:
@@ -62,7 +70,9 @@ def _bytecode(source: str, mtime_ns: int, size: int) -> str | None:
 
 def _compile(source: str, target: str, mtime_ns: int, size: int) -> bool:
     try:
-        py_compile.compile(source, cfile=target, doraise=True, invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
+        py_compile.compile(
+            source, cfile=target, doraise=True, invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP
+        )
     except (OSError, py_compile.PyCompileError):
         return False
     return _current(target, mtime_ns, size)
@@ -75,6 +85,10 @@ def _current(pyc: str, mtime_ns: int, size: int) -> bool:
             header = handle.read(16)
     except OSError:
         return False
-    return (len(header) == 16 and header[:4] == importlib.util.MAGIC_NUMBER and header[4:8] == b"\0\0\0\0"
-            and int.from_bytes(header[8:12], "little") == (mtime_ns // 10**9) & 0xFFFFFFFF
-            and int.from_bytes(header[12:16], "little") == size & 0xFFFFFFFF)
+    return (
+        len(header) == 16
+        and header[:4] == importlib.util.MAGIC_NUMBER
+        and header[4:8] == b"\0\0\0\0"
+        and int.from_bytes(header[8:12], "little") == (mtime_ns // 10**9) & 0xFFFFFFFF
+        and int.from_bytes(header[12:16], "little") == size & 0xFFFFFFFF
+    )

@@ -29,8 +29,9 @@ from harness.types import ToolCall, ToolSchema
 from sandbox.envelope import Envelope
 from sandbox.spec import Mount, Sandbox, SandboxSpec
 
-ErrorKind = Literal["invalid_json", "invalid_arguments", "unknown_tool", "denied", "timeout",
-                    "output_limit", "execution_error"]
+ErrorKind = Literal[
+    "invalid_json", "invalid_arguments", "unknown_tool", "denied", "timeout", "output_limit", "execution_error"
+]
 
 NEXT_STEP: dict[str, str] = {
     "invalid_json": "Send the arguments again as one valid JSON object.",
@@ -129,8 +130,9 @@ class Tool:
         return ToolSchema(name=self.name, description=self.description, parameters=clean_schema(self.args_model))
 
 
-def tool(tier: Tier, paths: Sequence[str] = (), command: str | None = None,
-         targets: Callable[[Any], list[str]] | None = None) -> Callable[[Callable[..., Outcome]], Callable[..., Outcome]]:
+def tool(
+    tier: Tier, paths: Sequence[str] = (), command: str | None = None, targets: Callable[[Any], list[str]] | None = None
+) -> Callable[[Callable[..., Outcome]], Callable[..., Outcome]]:
     """Mark a function as a tool: its tier, which parameters are paths, which is the command line."""
 
     def mark(fn: Callable[..., Outcome]) -> Callable[..., Outcome]:
@@ -239,8 +241,15 @@ class Registry:
             self._flush(pool, batch, prepared, calls, ctx, results)
         return [r for r in results if r is not None]
 
-    def _flush(self, pool: ThreadPoolExecutor, batch: list[int], prepared: list, calls: list[ToolCall],
-               ctx: ToolContext, results: list) -> None:
+    def _flush(
+        self,
+        pool: ThreadPoolExecutor,
+        batch: list[int],
+        prepared: list,
+        calls: list[ToolCall],
+        ctx: ToolContext,
+        results: list,
+    ) -> None:
         if len(batch) == 1:
             results[batch[0]] = self._run(calls[batch[0]], prepared[batch[0]], ctx)
         futures = {i: pool.submit(self._run, calls[i], prepared[i], ctx) for i in batch} if len(batch) > 1 else {}
@@ -252,16 +261,21 @@ class Registry:
         started = time.perf_counter()
 
         def fail(kind: str, what: str, decision: Decision | None = None) -> ToolResult:
-            return ToolResult(call_id=call.id, name=call.name, text=error_text(kind, what), is_error=True,
-                              error_kind=kind, decision=decision,
-                              duration_ms=int((time.perf_counter() - started) * 1000))
+            return ToolResult(
+                call_id=call.id,
+                name=call.name,
+                text=error_text(kind, what),
+                is_error=True,
+                error_kind=kind,
+                decision=decision,
+                duration_ms=int((time.perf_counter() - started) * 1000),
+            )
 
         if call.parse_error is not None:
             return fail("invalid_json", f"the arguments for {call.name} are not valid JSON ({call.parse_error})")
         selected = self.tools.get(call.name)
         if selected is None:
-            return fail("unknown_tool", f"there is no tool named {call.name!r}; the tools are "
-                                        f"{', '.join(self.tools)}")
+            return fail("unknown_tool", f"there is no tool named {call.name!r}; the tools are {', '.join(self.tools)}")
         try:
             args = selected.args_model.model_validate(call.arguments)
             request = selected.request(args)
@@ -274,9 +288,11 @@ class Registry:
             return fail("invalid_arguments", f"{call.name}: {error}")
         decision = ctx.gate.check(request)
         if decision.action == "ask":
-            decision = (ctx.approver.decide(request, decision, call.id, within_s=ctx.approval_within_s)
-                        if ctx.approver is not None else
-                        Decision(action="deny", rule=decision.rule, reason=decision.reason + "; no approver configured"))
+            decision = (
+                ctx.approver.decide(request, decision, call.id, within_s=ctx.approval_within_s)
+                if ctx.approver is not None
+                else Decision(action="deny", rule=decision.rule, reason=decision.reason + "; no approver configured")
+            )
         if decision.action != "allow":
             return fail("denied", f"{decision.reason} (rule {decision.rule})", decision)
         return _Ready(selected, args, decision, started)
@@ -286,7 +302,18 @@ class Registry:
         try:
             outcome = ready.tool.fn(ctx, **{k: getattr(ready.args, k) for k in type(ready.args).model_fields})
         except ToolError as error:
-            return ToolResult(**base, text=error_text(error.kind, str(error)), is_error=True, error_kind=error.kind,
-                              envelope=error.envelope, duration_ms=int((time.perf_counter() - ready.started) * 1000))
-        return ToolResult(**base, text=outcome.text, envelope=outcome.envelope, wrote=outcome.wrote,
-                          duration_ms=int((time.perf_counter() - ready.started) * 1000))
+            return ToolResult(
+                **base,
+                text=error_text(error.kind, str(error)),
+                is_error=True,
+                error_kind=error.kind,
+                envelope=error.envelope,
+                duration_ms=int((time.perf_counter() - ready.started) * 1000),
+            )
+        return ToolResult(
+            **base,
+            text=outcome.text,
+            envelope=outcome.envelope,
+            wrote=outcome.wrote,
+            duration_ms=int((time.perf_counter() - ready.started) * 1000),
+        )

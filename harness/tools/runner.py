@@ -21,8 +21,24 @@ import sys
 MAX_LINES = 800
 MAX_LINE_CHARS = 2000
 MAX_ENTRIES = 400
-SKIP_DIRS = {".git", "node_modules", "__pycache__", "dist", "build", ".venv", "venv", ".tox", ".mypy_cache",
-             ".pytest_cache", ".ruff_cache", ".eggs", "target", ".next", "coverage", "htmlcov"}
+SKIP_DIRS = {
+    ".git",
+    "node_modules",
+    "__pycache__",
+    "dist",
+    "build",
+    ".venv",
+    "venv",
+    ".tox",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".eggs",
+    "target",
+    ".next",
+    "coverage",
+    "htmlcov",
+}
 
 
 class Failure(Exception):
@@ -56,9 +72,9 @@ def _glob_regex(pat: str) -> str:
         elif pat[i] == "?":
             out.append("[^/]")
             i += 1
-        elif pat[i] == "[" and "]" in pat[i + 1:]:
+        elif pat[i] == "[" and "]" in pat[i + 1 :]:
             end = pat.index("]", i + 1)
-            out.append("[" + pat[i + 1:end].replace("!", "^", 1) + "]")
+            out.append("[" + pat[i + 1 : end].replace("!", "^", 1) + "]")
             i = end + 1
         else:
             out.append(re.escape(pat[i]))
@@ -106,7 +122,7 @@ class Patterns:
         if self.base:
             if not rel.startswith(self.base + "/"):
                 return None
-            rel = rel[len(self.base) + 1:]
+            rel = rel[len(self.base) + 1 :]
         verdict = None
         for regex, neg, dir_only in self.rules:
             if (is_dir or not dir_only) and regex.fullmatch(rel):
@@ -118,7 +134,8 @@ def in_area(patterns: Patterns, rel: str) -> bool:
     """Whether rel or one of its parent directories matches."""
     parts = rel.split("/")
     return any(patterns.match("/".join(parts[:i]), True) for i in range(1, len(parts))) or bool(
-        patterns.match(rel, False) or patterns.match(rel, True))
+        patterns.match(rel, False) or patterns.match(rel, True)
+    )
 
 
 # --- safe path handling -----------------------------------------------------------------------
@@ -240,8 +257,11 @@ def read_text(space: Space, rel: str, path: str) -> str:
         raise Failure("execution_error", f"{path} is a directory. Use list_dir to see its entries.")
     data = space.read_bytes(rel)
     if b"\x00" in data[:8192]:
-        raise Failure("execution_error", f"{path} is a binary file ({len(data)} bytes); read_file shows text only. "
-                                         "Use run_command with `file` or `stat` to inspect it.")
+        raise Failure(
+            "execution_error",
+            f"{path} is a binary file ({len(data)} bytes); read_file shows text only. "
+            "Use run_command with `file` or `stat` to inspect it.",
+        )
     return data.decode("utf-8", errors="replace")
 
 
@@ -255,8 +275,10 @@ def op_read_file(space: Space, args: dict, max_bytes: int) -> dict:
     if total == 0:
         return {"ok": True, "text": f"OK read_file {path}: empty file (0 lines)"}
     if start > total:
-        raise Failure("invalid_arguments", f"start_line={start} is past the end of {path} ({total} lines). "
-                                           f"Use a start_line between 1 and {total}.")
+        raise Failure(
+            "invalid_arguments",
+            f"start_line={start} is past the end of {path} ({total} lines). Use a start_line between 1 and {total}.",
+        )
     end = min(int(args.get("end_line") or total), total)
     if end < start:
         raise Failure("invalid_arguments", f"end_line={end} is before start_line={start}. Use end_line >= start_line.")
@@ -341,7 +363,10 @@ def op_apply_patch(space: Space, args: dict, max_bytes: int) -> dict:
         return apply_diff(space, args["diff"])
     path, old, new = args["path"], args.get("old_text") or "", args.get("new_text") or ""
     if not old:
-        raise Failure("invalid_arguments", "old_text is empty. Copy the exact text to replace, or use write_file to create a file.")
+        raise Failure(
+            "invalid_arguments",
+            "old_text is empty. Copy the exact text to replace, or use write_file to create a file.",
+        )
     import re
 
     rel = space.resolve(path, write=True)
@@ -350,18 +375,27 @@ def op_apply_patch(space: Space, args: dict, max_bytes: int) -> dict:
         old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
     starts = [m.start() for m in re.finditer("(?=" + re.escape(old) + ")", content)]
     if not starts:
-        raise Failure("execution_error", f"old_text was not found in {path}. Re-read the file with read_file and "
-                                         "copy the exact text, including indentation and blank lines.")
+        raise Failure(
+            "execution_error",
+            f"old_text was not found in {path}. Re-read the file with read_file and "
+            "copy the exact text, including indentation and blank lines.",
+        )
     if len(starts) > 1:
         where = ", ".join(str(_lines_at(content, s)) for s in starts[:10])
-        raise Failure("execution_error", f"old_text matches {len(starts)} times in {path} (at lines {where}). "
-                                         "Include more surrounding lines in old_text so it matches exactly once.")
-    updated = content[:starts[0]] + new + content[starts[0] + len(old):]
+        raise Failure(
+            "execution_error",
+            f"old_text matches {len(starts)} times in {path} (at lines {where}). "
+            "Include more surrounding lines in old_text so it matches exactly once.",
+        )
+    updated = content[: starts[0]] + new + content[starts[0] + len(old) :]
     space.write_bytes(rel, updated.encode("utf-8"))
     first = _lines_at(content, starts[0])
     old_n, new_n = old.rstrip("\r\n").count("\n") + 1, new.rstrip("\r\n").count("\n") + 1 if new else 0
-    return {"ok": True, "wrote": [rel], "text": f"OK apply_patch {path}: replaced lines {first}-"
-            f"{first + old_n - 1} with {new_n} line(s)"}
+    return {
+        "ok": True,
+        "wrote": [rel],
+        "text": f"OK apply_patch {path}: replaced lines {first}-{first + old_n - 1} with {new_n} line(s)",
+    }
 
 
 def op_write_file(space: Space, args: dict, max_bytes: int) -> dict:
@@ -373,13 +407,19 @@ def op_write_file(space: Space, args: dict, max_bytes: int) -> dict:
     if kind == "dir":
         raise Failure("execution_error", f"{path} is a directory. Choose a file path inside it.")
     if kind != "missing" and args.get("overwrite") not in (True, "1", "true"):
-        raise Failure("execution_error", f"{path} already exists. Use apply_patch to edit it, or pass "
-                                         "overwrite=true to replace the whole file.")
+        raise Failure(
+            "execution_error",
+            f"{path} already exists. Use apply_patch to edit it, or pass overwrite=true to replace the whole file.",
+        )
     data = content.encode("utf-8")
     space.write_bytes(rel, data)
     verb = "replaced" if kind != "missing" else "created"
-    return {"ok": True, "wrote": [rel], "text": f"OK write_file {path}: {verb}, {len(data)} bytes, "
-            f"{content.count(chr(10)) + (0 if content.endswith(chr(10)) or not content else 1)} lines"}
+    return {
+        "ok": True,
+        "wrote": [rel],
+        "text": f"OK write_file {path}: {verb}, {len(data)} bytes, "
+        f"{content.count(chr(10)) + (0 if content.endswith(chr(10)) or not content else 1)} lines",
+    }
 
 
 # --- unified diffs (parsed and applied to text by unified_diff.py; the file system work is here) ----
@@ -406,11 +446,16 @@ def _regular_file(space: Space, path: str, rel: str, what: str) -> None:
     """Refuse to delete or rename anything but a regular file, and never a symlink's target."""
     lexical = os.path.normpath(os.path.join(space.root, path))
     if os.path.islink(lexical):
-        raise Failure("denied", f"{path} is a symlink; apply_patch does not {what} symlinks. Name the file it points to.")
+        raise Failure(
+            "denied", f"{path} is a symlink; apply_patch does not {what} symlinks. Name the file it points to."
+        )
     kind = space.kind_of(rel)
     if kind != "file":
-        raise Failure("execution_error", f"{path} {'does not exist' if kind == 'missing' else 'is not a regular file'}"
-                                         f"; the diff cannot {what} it. Use list_dir to check the path.")
+        raise Failure(
+            "execution_error",
+            f"{path} {'does not exist' if kind == 'missing' else 'is not a regular file'}"
+            f"; the diff cannot {what} it. Use list_dir to check the path.",
+        )
 
 
 class _Change:
@@ -418,8 +463,15 @@ class _Change:
 
     __slots__ = ("mode", "new", "remove", "summary", "text", "write")
 
-    def __init__(self, write: str | None, text: str = "", mode: int | None = None, new: bool = False,
-                 remove: str | None = None, summary: str = "") -> None:
+    def __init__(
+        self,
+        write: str | None,
+        text: str = "",
+        mode: int | None = None,
+        new: bool = False,
+        remove: str | None = None,
+        summary: str = "",
+    ) -> None:
         self.write, self.text, self.mode, self.new = write, text, mode, new
         self.remove, self.summary = remove, summary
 
@@ -430,7 +482,9 @@ def _plan(space: Space, udiff, patch) -> _Change:
     if action == "create":
         rel = space.resolve(patch.new, write=True)
         if space.kind_of(rel) != "missing":
-            raise Failure("execution_error", f"{patch.new} already exists; the diff creates it. Diff against it instead.")
+            raise Failure(
+                "execution_error", f"{patch.new} already exists; the diff creates it. Diff against it instead."
+            )
         return _Change(rel, udiff.apply(patch, "", name), mode, True, summary=f"{rel} (created)")
     old_rel = space.resolve(patch.old, write=action != "copy")
     if action in ("delete", "rename"):
@@ -439,19 +493,26 @@ def _plan(space: Space, udiff, patch) -> _Change:
     hunks = f"{len(patch.hunks)} hunk(s)"
     if action == "delete":
         if text:
-            raise Failure("execution_error", f"the diff deletes {patch.old} but does not remove all of its lines. "
-                                             "Re-read the file and list every line as removed.")
+            raise Failure(
+                "execution_error",
+                f"the diff deletes {patch.old} but does not remove all of its lines. "
+                "Re-read the file and list every line as removed.",
+            )
         return _Change(None, remove=old_rel, summary=f"{old_rel} (deleted)")
     if action == "modify":
         return _Change(old_rel, text, mode, summary=f"{old_rel} ({hunks})")
     rel = space.resolve(patch.new, write=True)
     if space.kind_of(rel) != "missing":
-        raise Failure("execution_error", f"{patch.new} already exists; the diff {action}s {patch.old} onto it. "
-                                         "Choose a path that does not exist yet.")
+        raise Failure(
+            "execution_error",
+            f"{patch.new} already exists; the diff {action}s {patch.old} onto it. "
+            "Choose a path that does not exist yet.",
+        )
     if mode is None:  # a renamed or copied file keeps its permission bits
         mode = os.stat(os.path.join(space.root, old_rel), follow_symlinks=False).st_mode & 0o777
-    return _Change(rel, text, mode, True, old_rel if action == "rename" else None,
-                   f"{old_rel} -> {rel} ({action}d, {hunks})")
+    return _Change(
+        rel, text, mode, True, old_rel if action == "rename" else None, f"{old_rel} -> {rel} ({action}d, {hunks})"
+    )
 
 
 def apply_diff(space: Space, diff: str) -> dict:
@@ -464,8 +525,9 @@ def apply_diff(space: Space, diff: str) -> dict:
     touched = [rel for c in changes for rel in (c.write, c.remove) if rel is not None]
     twice = sorted({rel for rel in touched if touched.count(rel) > 1})
     if twice:
-        raise Failure("invalid_arguments", f"the diff changes {', '.join(twice)} more than once. "
-                                           "Send one section per file.")
+        raise Failure(
+            "invalid_arguments", f"the diff changes {', '.join(twice)} more than once. Send one section per file."
+        )
     for change in changes:
         if change.write is not None:
             space.write_bytes(change.write, change.text.encode("utf-8"), must_not_exist=change.new, mode=change.mode)
@@ -484,18 +546,37 @@ def op_search(space: Space, args: dict, max_bytes: int) -> dict:
 
     path = args.get("path") or "."
     rel = space.resolve(path)
-    argv = ["rg", "--line-number", "--no-heading", "--color=never", "--no-require-git", "--sort=path",
-            "--max-columns=300", "--max-columns-preview", "--max-count=50", "-e", args["pattern"]]
+    argv = [
+        "rg",
+        "--line-number",
+        "--no-heading",
+        "--color=never",
+        "--no-require-git",
+        "--sort=path",
+        "--max-columns=300",
+        "--max-columns-preview",
+        "--max-count=50",
+        "-e",
+        args["pattern"],
+    ]
     if args.get("glob"):
         argv += ["--glob", args["glob"]]
-    proc = subprocess.run([*argv, "--", rel or "."], cwd=space.root, stdin=subprocess.DEVNULL,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.run(
+        [*argv, "--", rel or "."],
+        cwd=space.root,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     if proc.returncode == 1:
         return {"ok": True, "text": f"OK search_code: no matches for {args['pattern']!r} in {path}"}
     if proc.returncode != 0:
         why = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise Failure("invalid_arguments", f"ripgrep failed: {' '.join(why[-3:])[:400]}. Fix the regex "
-                                           "(Rust regex syntax; escape ( [ { . with a backslash for literals).")
+        raise Failure(
+            "invalid_arguments",
+            f"ripgrep failed: {' '.join(why[-3:])[:400]}. Fix the regex "
+            "(Rust regex syntax; escape ( [ { . with a backslash for literals).",
+        )
     lines = [ln[2:] if ln.startswith("./") else ln for ln in proc.stdout.decode("utf-8", "replace").splitlines()]
     shown, budget = [], max_bytes
     for line in lines[:MAX_MATCHES]:
@@ -505,8 +586,7 @@ def op_search(space: Space, args: dict, max_bytes: int) -> dict:
         shown.append(line)
     text = f"OK search_code {args['pattern']!r} in {path}: {len(lines)} matching lines\n" + "\n".join(shown)
     if len(shown) < len(lines):
-        text += (f"\n[TRUNCATED: {len(shown)} of {len(lines)} matching lines shown; narrow the pattern, "
-                 "path or glob]")
+        text += f"\n[TRUNCATED: {len(shown)} of {len(lines)} matching lines shown; narrow the pattern, path or glob]"
     return {"ok": True, "text": text}
 
 
@@ -516,20 +596,36 @@ def op_search(space: Space, args: dict, max_bytes: int) -> dict:
 def op_run_tests(space: Space, args: dict, max_bytes: int) -> dict:
     import re
     import subprocess
+
     argv, junit = list(args["argv"]), "/tmp/harness-junit.xml"
     is_pytest = any(tok == "pytest" or tok.endswith("/pytest") for a in argv for tok in a.split())
     if is_pytest:
-        argv += ["-rfE", "--tb=line", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
-                 "-o", "junit_family=xunit1"]
+        argv += [
+            "-rfE",
+            "--tb=line",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"--junitxml={junit}",
+            "-o",
+            "junit_family=xunit1",
+        ]
     argv += args.get("selectors") or []
     if os.path.exists(junit):
         os.unlink(junit)
-    proc = subprocess.run(argv, cwd=space.root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT)
+    proc = subprocess.run(
+        argv, cwd=space.root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
     output = proc.stdout.decode("utf-8", "replace")
     lines = [line for line in output.splitlines() if line.strip()]
-    summary = next((line.strip("= ") for line in reversed(lines)
-                    if re.search(r"\b(passed|failed|errors?|skipped|no tests ran|deselected)\b", line)), None)
+    summary = next(
+        (
+            line.strip("= ")
+            for line in reversed(lines)
+            if re.search(r"\b(passed|failed|errors?|skipped|no tests ran|deselected)\b", line)
+        ),
+        None,
+    )
     failures = _junit_failures(junit, lines, space.root) if is_pytest and os.path.exists(junit) else None
     if failures is None or summary is None:
         tail = lines[-40:]
@@ -549,13 +645,17 @@ def _junit_failures(path: str, output: list[str], root: str) -> list[str]:
 
     summary_at = next((k for k, line in enumerate(output) if "short test summary info" in line), len(output))
     locations = [m for m in (re.match(_TB_LINE, line) for line in output[:summary_at]) if m]
-    cases = [(case, bad) for case in ET.parse(path).getroot().iter("testcase")
-             for bad in [next((c for c in case if c.tag in ("failure", "error")), None)] if bad is not None]
+    cases = [
+        (case, bad)
+        for case in ET.parse(path).getroot().iter("testcase")
+        for bad in [next((c for c in case if c.tag in ("failure", "error")), None)]
+        if bad is not None
+    ]
     out = []
     for number, (case, bad) in enumerate(cases):
         file = case.get("file") or case.get("classname", "").replace(".", "/") + ".py"
         module, classname = file[:-3].replace("/", "."), case.get("classname", "")
-        cls = classname[len(module) + 1:] if classname.startswith(module + ".") else ""
+        cls = classname[len(module) + 1 :] if classname.startswith(module + ".") else ""
         node = "::".join(x for x in (file, cls, case.get("name", "")) if x)
         loc = locations[number] if len(locations) == len(cases) else None
         if loc:
@@ -568,15 +668,25 @@ def _junit_failures(path: str, output: list[str], root: str) -> list[str]:
     return out
 
 
-OPS = {"read_file": op_read_file, "list_dir": op_list_dir, "apply_patch": op_apply_patch,
-       "write_file": op_write_file, "run_tests": op_run_tests, "search": op_search}
+OPS = {
+    "read_file": op_read_file,
+    "list_dir": op_list_dir,
+    "apply_patch": op_apply_patch,
+    "write_file": op_write_file,
+    "run_tests": op_run_tests,
+    "search": op_search,
+}
 
 
 def handle(req: dict) -> dict:
     """Run one request; every failure becomes data, never a traceback."""
     try:
-        return {"ok": True, "kind": None, "wrote": [], **OPS[req["op"]](Space(req), req.get("args", {}),
-                                                                          int(req.get("max_bytes", 24000)))}
+        return {
+            "ok": True,
+            "kind": None,
+            "wrote": [],
+            **OPS[req["op"]](Space(req), req.get("args", {}), int(req.get("max_bytes", 24000))),
+        }
     except Failure as failure:
         return {"ok": False, "kind": failure.kind, "text": failure.text, "wrote": []}
     except (OSError, UnicodeError, SyntaxError) as error:  # xml ParseError is a SyntaxError
@@ -638,8 +748,12 @@ def parse_answer(stdout: str) -> dict | None:
     wrote, _, text = rest.partition("\n")
     if not sep or not (head == "OK" or head.startswith("ERROR ")):
         return None
-    return {"ok": head == "OK", "kind": head[6:] or None if head != "OK" else None, "text": text,
-            "wrote": [w for w in wrote.split("\t") if w]}
+    return {
+        "ok": head == "OK",
+        "kind": head[6:] or None if head != "OK" else None,
+        "text": text,
+        "wrote": [w for w in wrote.split("\t") if w],
+    }
 
 
 if __name__ == "__main__":

@@ -62,7 +62,7 @@ def unquote(name: str) -> str:
         raw, body, i = bytearray(), name[1:-1], 0
         while i < len(body):
             if body[i] == "\\" and i + 1 < len(body):
-                octal = body[i + 1:i + 4]
+                octal = body[i + 1 : i + 4]
                 if len(octal) == 3 and all(c in "01234567" for c in octal):
                     raw.append(int(octal, 8))
                     i += 4
@@ -104,15 +104,23 @@ def parse(diff: str) -> list:
             continue
         i += 1
     if not files or not all(f.hunks or f.mode or f.action != "modify" for f in files):
-        raise DiffError("invalid_arguments", "diff has a file without `--- a/path` / `+++ b/path` headers and @@ "
-                                             "hunks. Send a unified diff, or use old_text/new_text instead.")
+        raise DiffError(
+            "invalid_arguments",
+            "diff has a file without `--- a/path` / `+++ b/path` headers and @@ "
+            "hunks. Send a unified diff, or use old_text/new_text instead.",
+        )
     for f in files:
         if f.old is None and f.new is None:
-            raise DiffError("invalid_arguments", "a `diff --git` section names no path apply_patch can read. "
-                                                 "Add `--- a/path` and `+++ b/path` lines to it.")
+            raise DiffError(
+                "invalid_arguments",
+                "a `diff --git` section names no path apply_patch can read. "
+                "Add `--- a/path` and `+++ b/path` lines to it.",
+            )
         if f.mode not in (None, "100644", "100755"):
-            raise DiffError("invalid_arguments", f"{f.new or f.old}: mode {f.mode} (a symlink or submodule) is not "
-                                                 "supported. Edit regular files only.")
+            raise DiffError(
+                "invalid_arguments",
+                f"{f.new or f.old}: mode {f.mode} (a symlink or submodule) is not supported. Edit regular files only.",
+            )
     return files
 
 
@@ -121,10 +129,15 @@ def _git_paths(line: str) -> tuple:
     git = _GIT.match(line)
     if git:
         return _path(git.group(1)), _path(git.group(2))
-    rest = line[len("diff --git "):]
+    rest = line[len("diff --git ") :]
     half = len(rest) // 2
-    if len(rest) % 2 and rest[half] == " " and rest[:2] == "a/" and rest[half + 1:half + 3] == "b/" \
-            and rest[2:half] == rest[half + 3:]:
+    if (
+        len(rest) % 2
+        and rest[half] == " "
+        and rest[:2] == "a/"
+        and rest[half + 1 : half + 3] == "b/"
+        and rest[2:half] == rest[half + 3 :]
+    ):
         return rest[2:half], rest[2:half]
     return None, None
 
@@ -186,16 +199,22 @@ def apply(patch: FilePatch, text: str, name: str) -> str:
     pos = 0
     for number, hunk in enumerate(patch.hunks, 1):
         old, size = hunk.old, len(hunk.old)
-        hits = [k for k in range(pos, len(lines) - size + 1) if lines[k:k + size] == old]
+        hits = [k for k in range(pos, len(lines) - size + 1) if lines[k : k + size] == old]
         if not hits:
-            raise DiffError("execution_error", f"hunk {number} of {name} does not match the file. Re-read the file "
-                                               "with read_file and regenerate the diff against its current text.")
+            raise DiffError(
+                "execution_error",
+                f"hunk {number} of {name} does not match the file. Re-read the file "
+                "with read_file and regenerate the diff against its current text.",
+            )
         want = hunk.start if not old else hunk.start - 1  # `@@ -5,0` inserts after line 5
         at = want if want in hits else (hits[0] if len(hits) == 1 else None)
         if at is None:
-            raise DiffError("execution_error", f"hunk {number} of {name} matches {len(hits)} places. "
-                                               "Add more context lines so each hunk matches exactly once.")
-        lines[at:at + size] = hunk.new
+            raise DiffError(
+                "execution_error",
+                f"hunk {number} of {name} matches {len(hits)} places. "
+                "Add more context lines so each hunk matches exactly once.",
+            )
+        lines[at : at + size] = hunk.new
         pos = at + len(hunk.new)
         if hunk.new_eof_newline is False:
             newline = False

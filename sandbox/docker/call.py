@@ -47,8 +47,13 @@ class CallWatch:
 
     POLL_AFTER_S, POLL_EVERY_S, GRACE_S, ABORT_AFTER_S = 0.5, 0.25, 0.3, 2.0
 
-    def __init__(self, kill: Callable[[], None], exited: Callable[[], bool], timeout_s: float,
-                 abort: Callable[[], None] = lambda: None) -> None:
+    def __init__(
+        self,
+        kill: Callable[[], None],
+        exited: Callable[[], bool],
+        timeout_s: float,
+        abort: Callable[[], None] = lambda: None,
+    ) -> None:
         self._kill, self._exited, self._abort = kill, exited, abort
         self._deadline = time.monotonic() + timeout_s
         self._done = threading.Event()
@@ -92,10 +97,12 @@ def cgroup_oom_killed(cid: str) -> bool:
     """True when the kernel OOM-killed a process in the container's memory cgroup."""
     # Engine 20.10 on cgroup v1 sets State.OOMKilled only when pid 1 dies; an exec'd process killed
     # by the OOM killer shows only in the container cgroup's counter (cgroupfs or systemd driver, v1 or v2).
-    candidates = (f"/sys/fs/cgroup/memory/docker/{cid}/memory.oom_control",
-                  f"/sys/fs/cgroup/memory/system.slice/docker-{cid}.scope/memory.oom_control",
-                  f"/sys/fs/cgroup/system.slice/docker-{cid}.scope/memory.events",
-                  f"/sys/fs/cgroup/docker/{cid}/memory.events")
+    candidates = (
+        f"/sys/fs/cgroup/memory/docker/{cid}/memory.oom_control",
+        f"/sys/fs/cgroup/memory/system.slice/docker-{cid}.scope/memory.oom_control",
+        f"/sys/fs/cgroup/system.slice/docker-{cid}.scope/memory.events",
+        f"/sys/fs/cgroup/docker/{cid}/memory.events",
+    )
     for candidate in candidates:
         with contextlib.suppress(OSError, ValueError):
             for line in Path(candidate).read_text().splitlines():

@@ -44,8 +44,15 @@ class DockerSandbox:
     (`harness exec`, `harness tool`), where a holder would double the cost of the only start.
     """
 
-    def __init__(self, client: docker.DockerClient, *, run_id: str, pool_size: int = 2,
-                 session_id: str | None = None, share_netns: bool = True) -> None:
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        *,
+        run_id: str,
+        pool_size: int = 2,
+        session_id: str | None = None,
+        share_netns: bool = True,
+    ) -> None:
         self.client, self.run_id, self.session_id = client, run_id, session_id
         self._api = client.api
         self._holders = netns.NetnsHolders(self._api, translate, self._remove) if share_netns else None
@@ -56,8 +63,16 @@ class DockerSandbox:
         self.pool = WarmPool(self._start, self._remove, PoolConfig(size=pool_size))
 
     # -- the Sandbox protocol -------------------------------------------------------------------
-    def run(self, argv: Sequence[str], *, workspace: Path, spec: SandboxSpec, mounts: Sequence[Mount] = (),
-            stdin: bytes | None = None, commit_changes: bool = False) -> Envelope:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        workspace: Path,
+        spec: SandboxSpec,
+        mounts: Sequence[Mount] = (),
+        stdin: bytes | None = None,
+        commit_changes: bool = False,
+    ) -> Envelope:
         """Run argv in a fresh container; envelope for anything the command did."""
         if not argv:
             raise SpecError("nothing to run: the command is empty")
@@ -72,14 +87,21 @@ class DockerSandbox:
                 break
             except _ContainerGone:
                 if attempt:  # a warm container died before use (engine restart?): one fresh retry only
-                    raise SandboxError("the sandbox container stopped before the command could start; "
-                                       "check the engine with `harness doctor`") from None
+                    raise SandboxError(
+                        "the sandbox container stopped before the command could start; "
+                        "check the engine with `harness doctor`"
+                    ) from None
             finally:
                 self.pool.release(cid)
         self.pool.prewarm(key, config, family=spec.image)  # after the call: a start would slow it down
         unenforced = unenforced_limits((self._runtimes or {}).get(spec.runtime, []))
-        return Envelope(**outcome, limits=posture(spec, user, unenforced), image_id=image_id,
-                        runtime=spec.runtime, committed_image=committed)
+        return Envelope(
+            **outcome,
+            limits=posture(spec, user, unenforced),
+            image_id=image_id,
+            runtime=spec.runtime,
+            committed_image=committed,
+        )
 
     def prewarm(self, *, workspace: Path, spec: SandboxSpec, mounts: Sequence[Mount] = ()) -> None:
         """Start single-use containers for these arguments in the background."""
@@ -103,7 +125,9 @@ class DockerSandbox:
         self.close()
 
     # -- containers ---------------------------------------------------------------------------------
-    def _prepare(self, workspace: Path, spec: SandboxSpec, mounts: Sequence[Mount]) -> tuple[str, dict[str, Any], str, str]:
+    def _prepare(
+        self, workspace: Path, spec: SandboxSpec, mounts: Sequence[Mount]
+    ) -> tuple[str, dict[str, Any], str, str]:
         workspace = Path(workspace)
         if not workspace.is_dir():
             raise WorkspaceError(f"workspace is not a directory: {workspace}")
@@ -139,7 +163,8 @@ class DockerSandbox:
         if runtime not in self._runtimes:
             raise RuntimeUnavailable(
                 f"runtime {runtime!r} is not registered with the engine (have: {', '.join(sorted(self._runtimes))}); "
-                "install gVisor (apt-get install runsc) and add it to /etc/docker/daemon.json, or use --runtime runc")
+                "install gVisor (apt-get install runsc) and add it to /etc/docker/daemon.json, or use --runtime runc"
+            )
 
     def _start(self, config: dict[str, Any], kind: str) -> str:
         if self._holders is None or not netns.shares(config["host_config"]):
@@ -200,8 +225,9 @@ class DockerSandbox:
         with translate("starting the command"):
             started = time.monotonic()
             sock = self._api.exec_start(exec_id, socket=True)
-        watch = CallWatch(lambda: self._kill(cid), lambda: self._exec_exited(exec_id), spec.timeout_s,
-                          abort=lambda: shut(sock))
+        watch = CallWatch(
+            lambda: self._kill(cid), lambda: self._exec_exited(exec_id), spec.timeout_s, abort=lambda: shut(sock)
+        )
         out, err = CappedOutput(spec.stdout_cap), CappedOutput(spec.stderr_cap)
         try:
             # The SDK's own helper for attached streams (the stubs omit it): the call watch bounds the wait.
@@ -221,9 +247,18 @@ class DockerSandbox:
             watch.finish()
         duration_ms = int((time.monotonic() - started) * 1000)
         exit_code, status = self._outcome(cid, exec_id, watch.reason, duration_ms >= spec.timeout_s * 1000)
-        return {"exit_code": exit_code, "status": status, "duration_ms": duration_ms,
-                "stdout": out.text(), "stderr": err.text(), "stdout_bytes": out.total, "stderr_bytes": err.total,
-                "stdout_dropped": out.dropped, "stderr_dropped": err.dropped, "truncated": out.truncated or err.truncated}
+        return {
+            "exit_code": exit_code,
+            "status": status,
+            "duration_ms": duration_ms,
+            "stdout": out.text(),
+            "stderr": err.text(),
+            "stdout_bytes": out.total,
+            "stderr_bytes": err.total,
+            "stdout_dropped": out.dropped,
+            "stderr_dropped": err.dropped,
+            "truncated": out.truncated or err.truncated,
+        }
 
     def _oom_killed(self, cid: str) -> bool:
         with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):

@@ -30,9 +30,14 @@ def connect(base_url: str | None = None, timeout: int = 120) -> docker.DockerCli
 
 
 def _transport_reason(text: str) -> str:
-    for needle, short in (("Connection refused", "connection refused"), ("No such file", "no socket there"),
-                          ("Permission denied", "permission denied on the socket"), ("timed out", "timed out"),
-                          ("Name or service not known", "unknown host"), ("Not supported URL scheme", "bad URL scheme")):
+    for needle, short in (
+        ("Connection refused", "connection refused"),
+        ("No such file", "no socket there"),
+        ("Permission denied", "permission denied on the socket"),
+        ("timed out", "timed out"),
+        ("Name or service not known", "unknown host"),
+        ("Not supported URL scheme", "bad URL scheme"),
+    ):
         if needle in text:
             return short
     return text.splitlines()[0][:120] if text else ""
@@ -74,7 +79,11 @@ def resolve_image(client: docker.DockerClient, name: str) -> tuple[str, str]:
         with translate(f"looking up image {ref}"):
             return ref, object_id(client.images.get(ref))
     except ImageNotFound:
-        hint = f"run: harness images build {name}" if name in harness_names else "build or load it locally (images are never pulled)"
+        hint = (
+            f"run: harness images build {name}"
+            if name in harness_names
+            else "build or load it locally (images are never pulled)"
+        )
         raise ImageNotFound(f"image {ref} is not present; {hint}") from None
 
 

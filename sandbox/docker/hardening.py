@@ -29,8 +29,9 @@ KEEPALIVE = ["sleep", "infinity"]
 """What a pre-started container runs (under docker-init) until the call is exec'd into it."""
 
 
-def container_config(image_id: str, spec: SandboxSpec, workspace: Path, mounts: Sequence[Mount],
-                     user: str, labels: dict[str, str]) -> dict[str, Any]:
+def container_config(
+    image_id: str, spec: SandboxSpec, workspace: Path, mounts: Sequence[Mount], user: str, labels: dict[str, str]
+) -> dict[str, Any]:
     """Keyword arguments for `APIClient.create_container` (host_config as create_host_config kwargs)."""
     binds = {str(Path(workspace).resolve()): {"bind": spec.workdir, "mode": "rw"}}
     for mount in mounts:
@@ -64,4 +65,3 @@ def container_config(image_id: str, spec: SandboxSpec, workspace: Path, mounts: 
 def config_key(config: dict[str, Any]) -> str:
     """Stable digest of a container config: two calls may share a pool only if these match."""
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
-

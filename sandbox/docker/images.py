@@ -116,8 +116,9 @@ def list_images(client: docker.DockerClient, root: Path = INPUTS_ROOT) -> list[I
     return rows
 
 
-def build(client: docker.DockerClient, name: str | None = None, log: Log = lambda _: None,
-          root: Path = INPUTS_ROOT) -> list[ImageStatus]:
+def build(
+    client: docker.DockerClient, name: str | None = None, log: Log = lambda _: None, root: Path = INPUTS_ROOT
+) -> list[ImageStatus]:
     """Build `name` (default: every image) and what it stands on; skip whatever is current."""
     names = image_names(root)
     if name is not None and name not in names:
@@ -142,23 +143,41 @@ def _build_lock(log: Log) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _build_locked(client: docker.DockerClient, names: list[str], name: str | None, log: Log,
-                  root: Path) -> list[ImageStatus]:
+def _build_locked(
+    client: docker.DockerClient, names: list[str], name: str | None, log: Log, root: Path
+) -> list[ImageStatus]:
     base_id = ensure_base(client, log)
     wanted = versions(base_id, root)
     sandbox_ref = f"harness/{SANDBOX}:{wanted[SANDBOX]}"
-    _build_one(client, SANDBOX, sandbox_ref, wanted[SANDBOX], log,
-               fileobj=(root / "Dockerfile.sandbox").read_bytes(), buildargs={"BASE": BASE_REF})
+    _build_one(
+        client,
+        SANDBOX,
+        sandbox_ref,
+        wanted[SANDBOX],
+        log,
+        fileobj=(root / "Dockerfile.sandbox").read_bytes(),
+        buildargs={"BASE": BASE_REF},
+    )
     targets = names[1:] if name is None else ([] if name == SANDBOX else [name])
     for other in targets:
         ref = f"harness/{other}:{wanted[other]}"
-        _build_one(client, other, ref, wanted[other], log, path=root / "images" / other,
-                   buildargs={"SANDBOX": sandbox_ref})
+        _build_one(
+            client, other, ref, wanted[other], log, path=root / "images" / other, buildargs={"SANDBOX": sandbox_ref}
+        )
     return list_images(client, root)
 
 
-def _build_one(client: docker.DockerClient, name: str, ref: str, version: str, log: Log, *,
-               fileobj: bytes | None = None, path: Path | None = None, buildargs: dict[str, str]) -> None:
+def _build_one(
+    client: docker.DockerClient,
+    name: str,
+    ref: str,
+    version: str,
+    log: Log,
+    *,
+    fileobj: bytes | None = None,
+    path: Path | None = None,
+    buildargs: dict[str, str],
+) -> None:
     if _image_id(client, ref):
         log(f"{ref} is current")
         return
@@ -166,11 +185,19 @@ def _build_one(client: docker.DockerClient, name: str, ref: str, version: str, l
     image_labels = {labels.IMAGE: name, labels.CONTENT: version}
     try:
         if fileobj is not None:
-            client.images.build(fileobj=io.BytesIO(fileobj), tag=ref, buildargs=buildargs, labels=image_labels,
-                                rm=True, forcerm=True, pull=False)
+            client.images.build(
+                fileobj=io.BytesIO(fileobj),
+                tag=ref,
+                buildargs=buildargs,
+                labels=image_labels,
+                rm=True,
+                forcerm=True,
+                pull=False,
+            )
         else:
-            client.images.build(path=str(path), tag=ref, buildargs=buildargs, labels=image_labels,
-                                rm=True, forcerm=True, pull=False)
+            client.images.build(
+                path=str(path), tag=ref, buildargs=buildargs, labels=image_labels, rm=True, forcerm=True, pull=False
+            )
     except docker.errors.BuildError as error:
         tail = " | ".join(str(line.get("stream", line.get("error", ""))).strip() for line in list(error.build_log)[-3:])
         raise ImageBuildError(f"building {ref} failed: {error.msg} ({tail})") from None
@@ -208,7 +235,9 @@ def apt_mirror(etc: Path = Path("/etc/apt")) -> str:
     candidates.append(etc / "sources.list")
     for path in candidates:
         text = path.read_text(errors="replace") if path.is_file() else ""
-        uris = re.findall(r"^URIs:\s*(\S+)", text, re.MULTILINE) + re.findall(r"^deb\s+(?:\[[^\]]*\]\s+)?(\S+)", text, re.MULTILINE)
+        uris = re.findall(r"^URIs:\s*(\S+)", text, re.MULTILINE) + re.findall(
+            r"^deb\s+(?:\[[^\]]*\]\s+)?(\S+)", text, re.MULTILINE
+        )
         for uri in uris:
             if "security" not in uri:
                 return uri
@@ -217,8 +246,10 @@ def apt_mirror(etc: Path = Path("/etc/apt")) -> str:
 
 def _bootstrap_base(client: docker.DockerClient, log: Log) -> None:
     if os.geteuid() != 0:
-        raise ImageBuildError(f"{BASE_REF} is missing and no registry answers; run `harness images build` as root "
-                              "(debootstrap needs root) or make a registry reachable")
+        raise ImageBuildError(
+            f"{BASE_REF} is missing and no registry answers; run `harness images build` as root "
+            "(debootstrap needs root) or make a registry reachable"
+        )
     if shutil.which("debootstrap") is None:
         log("installing debootstrap")
         _run(["apt-get", "update", "-qq"], "apt-get update")
@@ -227,11 +258,14 @@ def _bootstrap_base(client: docker.DockerClient, log: Log) -> None:
     with tempfile.TemporaryDirectory(prefix="harness-base-") as tmp:
         rootfs, tarball = Path(tmp) / "rootfs", Path(tmp) / "rootfs.tar"
         log(f"debootstrap bookworm from {mirror} (about a minute)")
-        _run(["debootstrap", "--variant=minbase", f"--include={BOOTSTRAP_PACKAGES}", "bookworm", str(rootfs), mirror],
-             "debootstrap")
+        _run(
+            ["debootstrap", "--variant=minbase", f"--include={BOOTSTRAP_PACKAGES}", "bookworm", str(rootfs), mirror],
+            "debootstrap",
+        )
         _run(["tar", "-C", str(rootfs), "-cf", str(tarball), "."], "tar of the bootstrap")
-        client.api.import_image_from_file(str(tarball), repository="harness/base", tag="bookworm",
-                                          changes=[f"LABEL {labels.IMAGE}=base"])
+        client.api.import_image_from_file(
+            str(tarball), repository="harness/base", tag="bookworm", changes=[f"LABEL {labels.IMAGE}=base"]
+        )
     log(f"imported {BASE_REF}")
 
 

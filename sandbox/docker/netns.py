@@ -26,9 +26,18 @@ from sandbox.errors import SandboxError
 
 SHARED_RUNTIMES = ("runc",)
 """Runtimes whose containers can join another container's network namespace."""
-HOLDER_HOST: dict[str, Any] = {"network_mode": "none", "cap_drop": ["ALL"], "security_opt": ["no-new-privileges"],
-               "read_only": True, "mem_limit": "32m", "memswap_limit": "32m", "nano_cpus": 100_000_000,
-               "pids_limit": 8, "log_config": {"type": "none", "config": {}}, "init": True}
+HOLDER_HOST: dict[str, Any] = {
+    "network_mode": "none",
+    "cap_drop": ["ALL"],
+    "security_opt": ["no-new-privileges"],
+    "read_only": True,
+    "mem_limit": "32m",
+    "memswap_limit": "32m",
+    "nano_cpus": 100_000_000,
+    "pids_limit": 8,
+    "log_config": {"type": "none", "config": {}},
+    "init": True,
+}
 """A holder runs `sleep` under docker-init and nothing else: no mounts, no capabilities, tiny limits."""
 
 
@@ -76,8 +85,14 @@ class NetnsHolders:
         holder_labels = {**config["labels"], labels.KIND: "netns"}
         with self._translate("creating the sandbox network namespace"):
             host = self._api.create_host_config(**HOLDER_HOST, runtime=config["host_config"].get("runtime"))
-            cid = self._api.create_container(config["image"], list(config["command"]), user=config["user"],
-                                             labels=holder_labels, host_config=host, detach=True)["Id"]
+            cid = self._api.create_container(
+                config["image"],
+                list(config["command"]),
+                user=config["user"],
+                labels=holder_labels,
+                host_config=host,
+                detach=True,
+            )["Id"]
         try:
             with self._translate("starting the sandbox network namespace"):
                 self._api.start(cid)

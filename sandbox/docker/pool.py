@@ -60,8 +60,10 @@ class WarmPool:
         with self._lock:
             self._register(key, config, family)
             # A start already under way for this key finishes sooner than a new one would.
-            self._lock.wait_for(lambda: self._idle.get(key) or not self._pending.get(key) or self._closed,
-                                timeout=self.config.join_start_s)
+            self._lock.wait_for(
+                lambda: self._idle.get(key) or not self._pending.get(key) or self._closed,
+                timeout=self.config.join_start_s,
+            )
             ready = self._idle.get(key)
             cid = ready.popleft() if ready else None
         if cid is None:

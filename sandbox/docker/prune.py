@@ -58,8 +58,13 @@ def orphaned(container: Container) -> bool:
     return not (pid.isdigit() and psutil.pid_exists(int(pid)))
 
 
-def prune(client: docker.DockerClient, *, everything: bool = False, run_id: str | None = None,
-          extra: Mapping[str, str] | None = None) -> int:
+def prune(
+    client: docker.DockerClient,
+    *,
+    everything: bool = False,
+    run_id: str | None = None,
+    extra: Mapping[str, str] | None = None,
+) -> int:
     """Remove leftover harness containers: orphaned ones, or with everything=True all of them;
     with run_id only those of that run, with extra labels only those carrying them too."""
     found = find_containers(client, {labels.RUN: run_id, **(extra or {})})
@@ -82,8 +87,9 @@ class SessionLeftovers(BaseModel):
     """Session folders whose create never finished."""
 
 
-def session_images(client: docker.DockerClient, session_id: str | None = None,
-                   state_dir: Path | None = None) -> list[Image]:
+def session_images(
+    client: docker.DockerClient, session_id: str | None = None, state_dir: Path | None = None
+) -> list[Image]:
     """Images labelled harness.session (=session_id when given); with state_dir, only those of that
     directory (images made before the state label existed have none and still match)."""
     label = labels.SESSION if session_id is None else f"{labels.SESSION}={session_id}"
@@ -95,8 +101,9 @@ def session_images(client: docker.DockerClient, session_id: str | None = None,
     return [image for image in found if image.labels.get(labels.STATE, where) == where]
 
 
-def find_session_leftovers(client: docker.DockerClient | None, state_dir: Path, *,
-                           setup_cache: bool = False) -> SessionLeftovers:
+def find_session_leftovers(
+    client: docker.DockerClient | None, state_dir: Path, *, setup_cache: bool = False
+) -> SessionLeftovers:
     """Images of sessions of state_dir whose folder is gone, and folders of creates that never finished.
 
     Only images labelled with this state directory count: an image of another directory's session
@@ -131,8 +138,9 @@ def remove_image(client: docker.DockerClient, image_id: str) -> bool:
 
 def remove_session_images(client: docker.DockerClient, session_id: str, state_dir: Path | None = None) -> int:
     """Remove every image of this session (newest first, so parents go last)."""
-    found = sorted(session_images(client, session_id, state_dir), key=lambda i: i.attrs.get("Created", ""),
-                   reverse=True)
+    found = sorted(
+        session_images(client, session_id, state_dir), key=lambda i: i.attrs.get("Created", ""), reverse=True
+    )
     return sum(remove_image(client, object_id(image)) for image in found)
 
 

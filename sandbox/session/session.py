@@ -124,9 +124,18 @@ class Session:
     # --- lifecycle ------------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, repo: Path, state_dir: Path, *, spec: SandboxSpec, session_id: str | None = None,
-               config: SessionConfig | None = None, prepare: Prepare | None = None,
-               ready: Ready | None = None, images: StepImages | None = None) -> Session:
+    def create(
+        cls,
+        repo: Path,
+        state_dir: Path,
+        *,
+        spec: SandboxSpec,
+        session_id: str | None = None,
+        config: SessionConfig | None = None,
+        prepare: Prepare | None = None,
+        ready: Ready | None = None,
+        images: StepImages | None = None,
+    ) -> Session:
         """Copy repo into a new session, run environment preparation if given, record step 0."""
         sid = session_id or uuid.uuid4().hex[:12]
         if not sid.replace("-", "").replace("_", "").isalnum():
@@ -140,17 +149,24 @@ class Session:
             copy_repository(Path(repo), paths.workspace)
             setup = prepare(paths.workspace) if prepare is not None else None
             image = setup.image if setup else spec.image
-            info = SessionInfo(id=sid, repo=str(Path(repo).resolve()), created=time.time(),
-                               spec=spec.model_copy(update={"labels": {**spec.labels, **labels.of_session(
-                                   sid, str(Path(state_dir).resolve()))}}),
-                               config=config, setup=setup)
+            info = SessionInfo(
+                id=sid,
+                repo=str(Path(repo).resolve()),
+                created=time.time(),
+                spec=spec.model_copy(
+                    update={"labels": {**spec.labels, **labels.of_session(sid, str(Path(state_dir).resolve()))}}
+                ),
+                config=config,
+                setup=setup,
+            )
             if ready is not None:
                 ready(paths.workspace, _call_spec(info, image))
             store = SnapshotStore(paths.workspace, paths.store, config.snapshot)
             tree = store.snapshot()
             store.close()
-            record = StepRecord(step=0, tree=tree, image=image, time=time.time(), note="import", kind="import",
-                                skipped=store.skipped())
+            record = StepRecord(
+                step=0, tree=tree, image=image, time=time.time(), note="import", kind="import", skipped=store.skipped()
+            )
             steplog.append_line(paths.steps, record.model_dump())
             steplog.write_json(paths.info, info.model_dump(mode="json"))
         except BaseException:
@@ -245,8 +261,9 @@ class Session:
         self.records.append(record)
         return record
 
-    def commit_step(self, note: str = "", committed_image: str | None = None, *,
-                    skip_unchanged: bool = False) -> StepRecord:
+    def commit_step(
+        self, note: str = "", committed_image: str | None = None, *, skip_unchanged: bool = False
+    ) -> StepRecord:
         """Snapshot the workspace as the next step; its image is committed_image or the current one.
 
         With skip_unchanged, a snapshot equal to the last step's (same tree, same image) appends
@@ -256,8 +273,16 @@ class Session:
             last = self.records[-1]
             if skip_unchanged and tree == last.tree and (committed_image or self.image) == last.image:
                 return last
-            record = self._append(StepRecord(step=self.step + 1, tree=tree, image=committed_image or self.image,
-                                             time=time.time(), note=note, skipped=self.store.skipped()))
+            record = self._append(
+                StepRecord(
+                    step=self.step + 1,
+                    tree=tree,
+                    image=committed_image or self.image,
+                    time=time.time(),
+                    note=note,
+                    skipped=self.store.skipped(),
+                )
+            )
         if committed_image and self.step_images is not None:
             self.step_images.keep(self.id, record.step, committed_image)
         return record
@@ -278,9 +303,18 @@ class Session:
                 with contextlib.suppress(SnapshotError):
                     self.store.restore(before)
                 raise
-            return self._append(StepRecord(step=self.step + 1, tree=target.tree, image=target.image,
-                                           time=time.time(), note=f"rollback to step {to}", kind="rollback",
-                                           rolled_back_to=to, skipped=target.skipped))
+            return self._append(
+                StepRecord(
+                    step=self.step + 1,
+                    tree=target.tree,
+                    image=target.image,
+                    time=time.time(),
+                    note=f"rollback to step {to}",
+                    kind="rollback",
+                    rolled_back_to=to,
+                    skipped=target.skipped,
+                )
+            )
 
     def reset_workspace(self) -> None:
         """Throw away uncommitted workspace changes (e.g. after a crash mid-step)."""
@@ -308,9 +342,19 @@ class Session:
         patch names and never the repository's own .git, config, hooks or filter drivers.
         """
         if not self.repo.is_dir():
-            raise PatchConflict(f"the original repository {self.repo} is gone; write the patch with -o and apply it elsewhere")
-        done = snapdiff.git(self._objects(), "apply", "--check", "--whitespace=nowarn", "-",
-                            cwd=str(self.repo), work_tree=str(self.repo), stdin=patch.encode("utf-8", "surrogateescape"))
+            raise PatchConflict(
+                f"the original repository {self.repo} is gone; write the patch with -o and apply it elsewhere"
+            )
+        done = snapdiff.git(
+            self._objects(),
+            "apply",
+            "--check",
+            "--whitespace=nowarn",
+            "-",
+            cwd=str(self.repo),
+            work_tree=str(self.repo),
+            stdin=patch.encode("utf-8", "surrogateescape"),
+        )
         if done.returncode != 0:
             first = (done.stderr.decode(errors="replace").strip().splitlines() or ["git apply --check failed"])[0]
             raise PatchConflict(f"the patch no longer applies to {self.repo} (it changed since import): {first}")

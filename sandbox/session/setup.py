@@ -35,8 +35,21 @@ from sandbox.session.workspace import copy_repository
 from sandbox.spec import SandboxSpec
 
 DEPENDENCY_FILES = (
-    "pyproject.toml", "setup.py", "setup.cfg", "requirements*.txt", "constraints*.txt", "Pipfile", "*.lock",
-    "package.json", "package-lock.json", "pnpm-lock.yaml", "go.mod", "go.sum", "Cargo.toml", "Gemfile", "*.whl",
+    "pyproject.toml",
+    "setup.py",
+    "setup.cfg",
+    "requirements*.txt",
+    "constraints*.txt",
+    "Pipfile",
+    "*.lock",
+    "package.json",
+    "package-lock.json",
+    "pnpm-lock.yaml",
+    "go.mod",
+    "go.sum",
+    "Cargo.toml",
+    "Gemfile",
+    "*.whl",
 )
 """File names whose content decides what setup installs (part of the cache key)."""
 SETUP_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID"]
@@ -51,8 +64,11 @@ def dependency_digest(workspace: Path) -> str:
         dirs[:] = [d for d in dirs if d.lower() != ".git"]
         for name in files:
             path = os.path.join(folder, name)
-            if any(fnmatch.fnmatch(name, pattern) for pattern in DEPENDENCY_FILES) and not os.path.islink(path) \
-                    and os.path.isfile(path):
+            if (
+                any(fnmatch.fnmatch(name, pattern) for pattern in DEPENDENCY_FILES)
+                and not os.path.islink(path)
+                and os.path.isfile(path)
+            ):
                 found.append((os.path.relpath(path, workspace), hashlib.sha256(Path(path).read_bytes()).digest()))
     sha = hashlib.sha256()
     for rel, digest in sorted(found):
@@ -79,33 +95,44 @@ def find_cached(client: docker.DockerClient, key: str) -> Any | None:
     return found[0] if found else None
 
 
-def prepare_environment(client: docker.DockerClient, workspace: Path, spec: SandboxSpec, commands: Sequence[str],
-                        *, network: bool = False, run_id: str = "setup",
-                        timeout_s: float = SETUP_TIMEOUT_S) -> SetupRecord:
+def prepare_environment(
+    client: docker.DockerClient,
+    workspace: Path,
+    spec: SandboxSpec,
+    commands: Sequence[str],
+    *,
+    network: bool = False,
+    run_id: str = "setup",
+    timeout_s: float = SETUP_TIMEOUT_S,
+) -> SetupRecord:
     """Run commands once on top of spec.image (or reuse the cached result); return step 0's image."""
     started = time.monotonic()
     _, base_id = resolve_image(client, spec.image)
     key = cache_key(base_id, commands, network, dependency_digest(workspace))
     cached = find_cached(client, key)
     if cached is not None:
-        return SetupRecord(image=cached.id, key=key, cached=True,
-                           network_mode=cached.labels.get(labels.SETUP_NETWORK, "none"))
+        return SetupRecord(
+            image=cached.id, key=key, cached=True, network_mode=cached.labels.get(labels.SETUP_NETWORK, "none")
+        )
     scratch = Path(tempfile.mkdtemp(prefix="harness-setup-"))
     try:
         copy_repository(workspace, scratch / "workspace")
         setup_spec = spec.model_copy(update={"read_only_root": False, "network": "bridge" if network else "none"})
-        config = hardening.container_config(base_id, setup_spec, scratch / "workspace", (), "0:0",
-                                            labels.of_run(run_id, "setup"))
+        config = hardening.container_config(
+            base_id, setup_spec, scratch / "workspace", (), "0:0", labels.of_run(run_id, "setup")
+        )
         config["host_config"]["cap_add"] = list(SETUP_CAPS)
         image, mode = _run_and_commit(client, config, commands, key, run_id, timeout_s)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    return SetupRecord(image=image, key=key, cached=False, network_mode=mode,
-                       duration_ms=int((time.monotonic() - started) * 1000))
+    return SetupRecord(
+        image=image, key=key, cached=False, network_mode=mode, duration_ms=int((time.monotonic() - started) * 1000)
+    )
 
 
-def _run_and_commit(client: docker.DockerClient, config: dict, commands: Sequence[str], key: str, run_id: str,
-                    timeout_s: float) -> tuple[str, str]:
+def _run_and_commit(
+    client: docker.DockerClient, config: dict, commands: Sequence[str], key: str, run_id: str, timeout_s: float
+) -> tuple[str, str]:
     api = client.api
     with translate("creating the setup container"):
         host = api.create_host_config(**config["host_config"])
@@ -140,19 +167,34 @@ def _exec(api: docker.APIClient, cid: str, command: str, timeout_s: float) -> No
 
 def make_prepare(sandbox: Any, spec: SandboxSpec, config: SessionConfig) -> Prepare:
     """The `prepare` hook of Session.create for a DockerSandbox (uses its client and run id)."""
+
     def prepare(workspace: Path) -> SetupRecord:
-        return prepare_environment(sandbox.client, workspace, spec, config.setup, network=config.setup_network,
-                                   run_id=getattr(sandbox, "run_id", "setup"))
+        return prepare_environment(
+            sandbox.client,
+            workspace,
+            spec,
+            config.setup,
+            network=config.setup_network,
+            run_id=getattr(sandbox, "run_id", "setup"),
+        )
 
     return prepare
 
 
-def create_session(repo: Path, sessions: Path, *, spec: SandboxSpec, config: SessionConfig, sandbox: Any,
-                   session_id: str | None = None, ready: Ready | None = None,
-                   images: StepImages | None = None) -> Session:
+def create_session(
+    repo: Path,
+    sessions: Path,
+    *,
+    spec: SandboxSpec,
+    config: SessionConfig,
+    sandbox: Any,
+    session_id: str | None = None,
+    ready: Ready | None = None,
+    images: StepImages | None = None,
+) -> Session:
     """A new session from repo, running its setup commands (if any) once as step 0."""
     sessions.mkdir(parents=True, exist_ok=True)
     prepare = make_prepare(sandbox, spec, config) if config.setup else None
-    return Session.create(repo, sessions, spec=spec, session_id=session_id, config=config, prepare=prepare,
-                          ready=ready, images=images)
-
+    return Session.create(
+        repo, sessions, spec=spec, session_id=session_id, config=config, prepare=prepare, ready=ready, images=images
+    )

@@ -46,7 +46,9 @@ class SnapshotDiff(BaseModel):
 
     @property
     def mode_changes(self) -> list[Change]:
-        return [c for c in self.changes if c.old_mode is not None and c.new_mode is not None and c.old_mode != c.new_mode]
+        return [
+            c for c in self.changes if c.old_mode is not None and c.new_mode is not None and c.old_mode != c.new_mode
+        ]
 
 
 def _kind(mode: int) -> int:
@@ -154,34 +156,67 @@ def git_env(git_dir: str, home: str) -> dict[str, str]:
 
 
 GIT_FLAGS = [
-    "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "core.untrackedCache=false",
-    "-c", "core.symlinks=true", "-c", "core.autocrlf=false", "-c", "core.attributesFile=/dev/null",
-    "-c", "core.excludesFile=/dev/null", "-c", "core.protectNTFS=false", "-c", "diff.external=",
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.untrackedCache=false",
+    "-c",
+    "core.symlinks=true",
+    "-c",
+    "core.autocrlf=false",
+    "-c",
+    "core.attributesFile=/dev/null",
+    "-c",
+    "core.excludesFile=/dev/null",
+    "-c",
+    "core.protectNTFS=false",
+    "-c",
+    "diff.external=",
 ]
 
 
-def git(store: ObjectStore, *args: str, cwd: str | None = None, work_tree: str | None = None,
-        stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+def git(
+    store: ObjectStore, *args: str, cwd: str | None = None, work_tree: str | None = None, stdin: bytes | None = None
+) -> subprocess.CompletedProcess[bytes]:
     """Run git against our bare store only (optionally reading a work tree, never its config)."""
     store.flush()  # objects written since the last snapshot must be on disk for git to read them
     with tempfile.TemporaryDirectory(prefix="harness-git-home-") as home:
         env = git_env(str(store.git_dir), home)
         if work_tree is not None:
             env["GIT_WORK_TREE"] = work_tree
-        return subprocess.run(["git", *GIT_FLAGS, *args], cwd=cwd or home, env=env, input=stdin,
-                              capture_output=True, check=False)
+        return subprocess.run(
+            ["git", *GIT_FLAGS, *args], cwd=cwd or home, env=env, input=stdin, capture_output=True, check=False
+        )
 
 
 def patch(store: ObjectStore, a: str, b: str) -> tuple[str, list[str]]:
     """A `git apply`-able binary patch from a to b, and the changed paths it leaves out."""
-    left_out = sorted({p for p, x, y in compare(store, a, b)
-                       if any(_excluded(e) for e in (x, y) if e is not None)
-                       or ".git" in p.lower().split("/")})
+    left_out = sorted(
+        {
+            p
+            for p, x, y in compare(store, a, b)
+            if any(_excluded(e) for e in (x, y) if e is not None) or ".git" in p.lower().split("/")
+        }
+    )
     memo: dict[tuple[str, str], str] = {}
     drop = set(left_out)  # a path that is large on one side only is left out on both
     fa, fb = _filtered(store, a, "", drop, memo), _filtered(store, b, "", drop, memo)
-    done = git(store, "diff-tree", "-r", "-p", "--binary", "--full-index", "--no-renames",
-               "--no-textconv", "--no-ext-diff", "--no-color", fa, fb)
+    done = git(
+        store,
+        "diff-tree",
+        "-r",
+        "-p",
+        "--binary",
+        "--full-index",
+        "--no-renames",
+        "--no-textconv",
+        "--no-ext-diff",
+        "--no-color",
+        fa,
+        fb,
+    )
     if done.returncode != 0:
         raise SnapshotError(f"git diff-tree failed: {done.stderr.decode(errors='replace').strip()}")
     return done.stdout.decode("utf-8", "surrogateescape"), left_out

@@ -24,7 +24,9 @@ KINDS = {number: kind for kind, number in TYPES.items()}
 IDX_MAGIC = b"\377tOc"
 
 
-def write_pack(folder: Path, scratch: Path, objects: Sequence[tuple[str, bytes, bytes]]) -> tuple[list[str], dict[str, int]]:
+def write_pack(
+    folder: Path, scratch: Path, objects: Sequence[tuple[str, bytes, bytes]]
+) -> tuple[list[str], dict[str, int]]:
     """Write (oid, kind, payload) objects as `pack-<checksum>.pack` and `.idx` in folder.
 
     Returns the two paths (pack first) and each object's offset in the pack."""
@@ -63,7 +65,7 @@ def read_index(idx: Path) -> dict[str, int]:
     large = offsets + count * 4
     result = {}
     for i in range(count):
-        oid = data[names + i * 20: names + i * 20 + 20].hex()
+        oid = data[names + i * 20 : names + i * 20 + 20].hex()
         offset = struct.unpack_from(">I", data, offsets + i * 4)[0]
         if offset & 0x80000000:
             offset = struct.unpack_from(">Q", data, large + (offset & 0x7FFFFFFF) * 8)[0]
@@ -119,6 +121,14 @@ def _index(entries: list[tuple[str, int, int]], checksum: bytes) -> bytes:
         else:
             small += struct.pack(">I", 0x80000000 | len(large) // 8)
             large += struct.pack(">Q", offset)
-    body = (IDX_MAGIC + struct.pack(">I", 2) + bytes(fanout) + b"".join(bytes.fromhex(o) for o, _, _ in entries)
-            + b"".join(struct.pack(">I", crc) for _, _, crc in entries) + bytes(small) + bytes(large) + checksum)
+    body = (
+        IDX_MAGIC
+        + struct.pack(">I", 2)
+        + bytes(fanout)
+        + b"".join(bytes.fromhex(o) for o, _, _ in entries)
+        + b"".join(struct.pack(">I", crc) for _, _, crc in entries)
+        + bytes(small)
+        + bytes(large)
+        + checksum
+    )
     return body + hashlib.sha1(body).digest()

@@ -19,8 +19,11 @@ EXAMPLE = ROOT / "examples" / "calc"
 FIX_SCRIPT = ROOT / "examples" / "calc-fix.yaml"
 VERIFY = "python3 -m pytest -q"
 TASK = "Fix the failing tests in calc."
-ADD_FIX = {"path": "calc/ops.py", "old_text": "    return a - b\n\n\ndef subtract",
-           "new_text": "    return a + b\n\n\ndef subtract"}
+ADD_FIX = {
+    "path": "calc/ops.py",
+    "old_text": "    return a - b\n\n\ndef subtract",
+    "new_text": "    return a + b\n\n\ndef subtract",
+}
 
 
 @dataclass
@@ -43,12 +46,19 @@ class Harness:
 
     def __call__(self, *args: str, env: dict[str, str] | None = None, timeout: float = 240) -> Ran:
         command = [sys.executable, "-c", "from harness.cli import main; main()", *args]
-        done = subprocess.run(command, cwd=ROOT, env={**self.env, **(env or {})}, capture_output=True, text=True,
-                              timeout=timeout)
+        done = subprocess.run(
+            command, cwd=ROOT, env={**self.env, **(env or {})}, capture_output=True, text=True, timeout=timeout
+        )
         return Ran(done.returncode, done.stdout, done.stderr)
 
-    def run(self, model: str, *extra: str, session: str | None = None, env: dict[str, str] | None = None,
-            verify: str | None = VERIFY) -> Ran:
+    def run(
+        self,
+        model: str,
+        *extra: str,
+        session: str | None = None,
+        env: dict[str, str] | None = None,
+        verify: str | None = VERIFY,
+    ) -> Ran:
         args = ["run", "--image", "py311", "--model", model, str(EXAMPLE), "--task", TASK, "--json", *extra]
         if verify:
             args += ["--verify", verify]

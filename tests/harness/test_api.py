@@ -16,17 +16,26 @@ pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
 
 
 def _containers(client: docker.DockerClient, run_label: str) -> list[str]:
-    return [c.id for c in client.containers.list(all=True, filters={"label": f"harness.run={run_label}"},
-                                                 ignore_removed=True)]
+    return [
+        c.id
+        for c in client.containers.list(all=True, filters={"label": f"harness.run={run_label}"}, ignore_removed=True)
+    ]
 
 
 def test_run_fixes_the_example_and_leaves_nothing_behind(tmp_path: Path, docker_client, run_label: str) -> None:
     repo = tmp_path / "calc"
     shutil.copytree(ROOT / "examples" / "calc", repo)
     own = f"{run_label}-api"
-    result = harness.run(repo, "Fix the failing tests in calc.", model=f"scripted:{ROOT / 'examples' / 'calc-fix.yaml'}",
-                         verify="python3 -m pytest -q", state_dir=tmp_path / "state", session_id="api-demo",
-                         run_id=own, max_steps=10)
+    result = harness.run(
+        repo,
+        "Fix the failing tests in calc.",
+        model=f"scripted:{ROOT / 'examples' / 'calc-fix.yaml'}",
+        verify="python3 -m pytest -q",
+        state_dir=tmp_path / "state",
+        session_id="api-demo",
+        run_id=own,
+        max_steps=10,
+    )
     assert isinstance(result, harness.RunResult)
     assert (result.outcome, result.exit_code, result.verified) == ("verified", 0, True)
     assert result.patch is not None and "+    return a + b" in Path(result.patch).read_text()
@@ -54,9 +63,14 @@ def test_a_finished_run_cannot_be_resumed(tmp_path: Path, docker_client, run_lab
     from harness.errors import StateError
 
     own = f"{run_label}-api2"
-    done = harness.run(ROOT / "examples" / "calc", "Fix the failing tests in calc.",
-                       model=f"scripted:{ROOT / 'examples' / 'calc-fix.yaml'}", verify="python3 -m pytest -q",
-                       state_dir=tmp_path, run_id=own)
+    done = harness.run(
+        ROOT / "examples" / "calc",
+        "Fix the failing tests in calc.",
+        model=f"scripted:{ROOT / 'examples' / 'calc-fix.yaml'}",
+        verify="python3 -m pytest -q",
+        state_dir=tmp_path,
+        run_id=own,
+    )
     assert done.outcome == "verified"
     with pytest.raises(StateError, match="already ended as verified"):
         harness.resume(done.session_id, state_dir=tmp_path, run_id=own)

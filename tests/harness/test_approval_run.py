@@ -46,7 +46,11 @@ def test_unattended_ask_is_denied_after_the_timeout_and_recorded(harness, script
     assert ran.code == 10 and ran.json()["outcome"] == "unverified", ran.stdout + ran.stderr
     assert time.monotonic() - started >= 1
     [record] = tool_records(harness.session_dir("unattended"))
-    assert record.decision is not None and record.decision.action == "deny" and record.decision.rule == "ask-ls/unattended-timeout"
+    assert (
+        record.decision is not None
+        and record.decision.action == "deny"
+        and record.decision.rule == "ask-ls/unattended-timeout"
+    )
     assert record.is_error and record.error_kind == "denied" and record.envelope is None  # never ran
     approvals = harness.session_dir("unattended") / "approvals"
     request = json.loads((approvals / f"{record.call_id}.request.json").read_text())
@@ -56,12 +60,30 @@ def test_unattended_ask_is_denied_after_the_timeout_and_recorded(harness, script
 
 def test_on_a_terminal_the_person_is_asked(harness, script, tmp_path):
     model = script(turn("Listing.", ("run_command", {"command": "ls calc"})), turn("Listed it."))
-    args = ["run", "--image", "py311", "--model", model, str(EXAMPLE), "--task", TASK, "--session", "tty",
-            "--config", config(tmp_path, timeout=0)]
+    args = [
+        "run",
+        "--image",
+        "py311",
+        "--model",
+        model,
+        str(EXAMPLE),
+        "--task",
+        TASK,
+        "--session",
+        "tty",
+        "--config",
+        config(tmp_path, timeout=0),
+    ]
     master, slave = pty.openpty()
-    child = subprocess.Popen([sys.executable, "-c", "from harness.cli import main; main()", *args], cwd=ROOT,
-                             env={**harness.env, "COLUMNS": "200"}, stdin=slave, stdout=slave, stderr=slave,
-                             close_fds=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", "from harness.cli import main; main()", *args],
+        cwd=ROOT,
+        env={**harness.env, "COLUMNS": "200"},
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        close_fds=True,
+    )
     os.close(slave)
     screen, answered = b"", False
     try:

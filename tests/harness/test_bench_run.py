@@ -21,7 +21,8 @@ def test_bench_run_leaves_no_container(harness, docker_client, run_label):
     own = f"{run_label}-bench"  # a run id of its own: other tests' containers carry run_label
     try:
         assert harness("bench", "run", "--json", "--rounds", "1", env={"HARNESS_RUN_ID": own}).code == 0
-        assert docker_client.containers.list(all=True, filters={"label": f"harness.run={own}"},
-                                             ignore_removed=True) == []
+        assert (
+            docker_client.containers.list(all=True, filters={"label": f"harness.run={own}"}, ignore_removed=True) == []
+        )
     finally:
         prune(docker_client, everything=True, run_id=own)

@@ -47,10 +47,16 @@ def test_run_reaches_the_server_named_by_the_environment_only(harness, tmp_path)
     env = {k: v for k, v in harness.env.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
     (tmp_path / "xdg").mkdir()
     with WireServer() as server:
-        server.push(openai_turn("Looking.", [("c1", "read_file", json.dumps({"path": "calc/ops.py"}))]),
-                    openai_turn("Nothing to change."))
-        harness.env = {**env, "XDG_CONFIG_HOME": str(tmp_path / "xdg"), "OPENAI_BASE_URL": server.openai_base_url,
-                       "OPENAI_API_KEY": KEY}
+        server.push(
+            openai_turn("Looking.", [("c1", "read_file", json.dumps({"path": "calc/ops.py"}))]),
+            openai_turn("Nothing to change."),
+        )
+        harness.env = {
+            **env,
+            "XDG_CONFIG_HOME": str(tmp_path / "xdg"),
+            "OPENAI_BASE_URL": server.openai_base_url,
+            "OPENAI_API_KEY": KEY,
+        }
         ran = harness.run("openai:test-model", session="envurl", verify=None)
     assert ran.code == 10, ran.stdout + ran.stderr
     assert ran.json()["outcome"] == "unverified" and ran.json()["steps"] == 2

@@ -29,13 +29,21 @@ def test_read_inside_workspace_is_allowed(gate: Gate) -> None:
     assert (decision.action, decision.rule) == ("allow", "read-tier")
 
 
-@pytest.mark.parametrize("path", [
-    "/etc/passwd", "../outside.txt", "src/../../etc/passwd", "a\x00b", "/workspace/../etc",
-    "src\uff0fapp.py",  # fullwidth solidus
-    "\uff0e\uff0e/etc/passwd",  # fullwidth dots
-    "src/\u2024\u2024/x",  # one-dot leaders
-    "line\nbreak", "",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/etc/passwd",
+        "../outside.txt",
+        "src/../../etc/passwd",
+        "a\x00b",
+        "/workspace/../etc",
+        "src\uff0fapp.py",  # fullwidth solidus
+        "\uff0e\uff0e/etc/passwd",  # fullwidth dots
+        "src/\u2024\u2024/x",  # one-dot leaders
+        "line\nbreak",
+        "",
+    ],
+)
 def test_escapes_and_look_alikes_are_denied(gate: Gate, path: str) -> None:
     decision = gate.check(read(path))
     assert (decision.action, decision.rule) == ("deny", "path-syntax"), decision
@@ -68,25 +76,71 @@ def test_writes_disabled_denies_write_tier_and_write_programs() -> None:
     assert gate.check(command("ls")).action == "allow"
 
 
-@pytest.mark.parametrize("line", [
-    "sh -c 'rm -rf /'", "bash -c ls", "dash", "env X=1 ls", "env ls", "X=1 ls", "xargs rm",
-    "find . -exec rm {} ;", "find . -delete", "/bin/ls", "./ls", "../bin/cat x", "sudo ls",
-    "timeout 5 sh -c ls", "nice -n 5 bash", "timeout -s KILL 5 env ls", "nohup ls", "time ls",
-    "git -c core.pager=sh status", "git -C / status", "git --git-dir=/x log", "git commit -m x",
-    "git push", "git checkout .", "git diff --output=/workspace/x", "git grep -O vim x", "git diff --ext-diff",
-    "rg --pre=cat x", "ls | cat", "ls; rm x", "ls && rm x", "ls > out", "cat < /etc/passwd", "ls &",
-    "python -c 'import os; os.system(\"id\")'", "python3 x.py", "curl http://x", "'unterminated",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "sh -c 'rm -rf /'",
+        "bash -c ls",
+        "dash",
+        "env X=1 ls",
+        "env ls",
+        "X=1 ls",
+        "xargs rm",
+        "find . -exec rm {} ;",
+        "find . -delete",
+        "/bin/ls",
+        "./ls",
+        "../bin/cat x",
+        "sudo ls",
+        "timeout 5 sh -c ls",
+        "nice -n 5 bash",
+        "timeout -s KILL 5 env ls",
+        "nohup ls",
+        "time ls",
+        "git -c core.pager=sh status",
+        "git -C / status",
+        "git --git-dir=/x log",
+        "git commit -m x",
+        "git push",
+        "git checkout .",
+        "git diff --output=/workspace/x",
+        "git grep -O vim x",
+        "git diff --ext-diff",
+        "rg --pre=cat x",
+        "ls | cat",
+        "ls; rm x",
+        "ls && rm x",
+        "ls > out",
+        "cat < /etc/passwd",
+        "ls &",
+        "python -c 'import os; os.system(\"id\")'",
+        "python3 x.py",
+        "curl http://x",
+        "'unterminated",
+    ],
+)
 def test_command_bypass_attempts_are_denied(gate: Gate, line: str) -> None:
     decision = gate.check(command(line))
     assert decision.action == "deny", (line, decision)
 
 
-@pytest.mark.parametrize("line", [
-    "ls -la", "cat 'a file; with operators | in quotes'", "pytest -q tests", "timeout 30 pytest -q",
-    "nice -n 5 ls", "git status", "git --no-pager log -n 3", "git diff HEAD~1", "git show HEAD:README.md",
-    "find . -name '*.py'", "rg -n TODO src", "echo '$HOME && x'",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "ls -la",
+        "cat 'a file; with operators | in quotes'",
+        "pytest -q tests",
+        "timeout 30 pytest -q",
+        "nice -n 5 ls",
+        "git status",
+        "git --no-pager log -n 3",
+        "git diff HEAD~1",
+        "git show HEAD:README.md",
+        "find . -name '*.py'",
+        "rg -n TODO src",
+        "echo '$HOME && x'",
+    ],
+)
 def test_allowed_commands(gate: Gate, line: str) -> None:
     decision = gate.check(command(line))
     assert (decision.action, decision.rule) == ("allow", "command-allowlist"), (line, decision)
@@ -106,14 +160,16 @@ def test_parse_command_keeps_quotes_and_refuses_operators() -> None:
 def test_ask_programs_and_project_rules_first_match_wins() -> None:
     config = GateConfig(
         ask_programs=["make"],
-        rules=[Rule(name="no-secrets", action="deny", paths=["*.pem"]),
-               Rule(name="review-docs", action="ask", tools=["write_file"], paths=["docs/"]),
-               Rule(name="docs-ok", action="allow", tools=["write_file"], paths=["docs/"])],
+        rules=[
+            Rule(name="no-secrets", action="deny", paths=["*.pem"]),
+            Rule(name="review-docs", action="ask", tools=["write_file"], paths=["docs/"]),
+            Rule(name="docs-ok", action="allow", tools=["write_file"], paths=["docs/"]),
+        ],
     )
     gate = Gate(config)
     assert gate.check(command("make test")).action == "ask"
     assert gate.check(read("keys/server.pem")).rule == "no-secrets"
-    assert gate.check(write("docs/index.md")) .rule == "review-docs"
+    assert gate.check(write("docs/index.md")).rule == "review-docs"
     # safety rules come before project rules: a project allow cannot open an escape
     assert Gate(GateConfig(rules=[Rule(name="all", action="allow")])).check(read("../x")).rule == "path-syntax"
 

@@ -48,11 +48,17 @@ def test_same_failing_tests_twice_is_stuck(harness, script):
 
 def test_editing_the_read_only_tests_is_denied(harness, script):
     cheat = {"path": "tests/test_ops.py", "old_text": "assert add(2, 3) == 5", "new_text": "assert True"}
-    ran = harness.run(script(turn("I'll relax the test.", ("apply_patch", cheat)), turn("The tests pass now.")),
-                      "--max-verify-rounds", "1", session="cheat")
+    ran = harness.run(
+        script(turn("I'll relax the test.", ("apply_patch", cheat)), turn("The tests pass now.")),
+        "--max-verify-rounds",
+        "1",
+        session="cheat",
+    )
     assert ran.json()["outcome"] == "failed_verification"
     [tool] = [r for r in read_records(harness.session_dir("cheat")) if r.kind == "tool"]
-    assert tool.is_error and tool.error_kind == "denied" and tool.decision is not None and tool.decision.action == "deny"
+    assert (
+        tool.is_error and tool.error_kind == "denied" and tool.decision is not None and tool.decision.action == "deny"
+    )
     workspace_test = harness.session_dir("cheat") / "workspace" / "tests" / "test_ops.py"
     assert workspace_test.read_text() == (EXAMPLE / "tests" / "test_ops.py").read_text()
 
@@ -71,17 +77,21 @@ def test_malformed_turns_come_back_as_tool_errors_and_the_run_goes_on(harness, s
         turn("", ("read_file", {})),
         turn("", ("read_file", {"path": "calc/ops.py", "bogus": 1})),
         turn("Fixing.", ("apply_patch", ADD_FIX)),
-        turn("Changed add() to add. It subtracted. Verified by the verify command."))
+        turn("Changed add() to add. It subtracted. Verified by the verify command."),
+    )
     ran = harness.run(model, session="malformed")
     assert ran.json()["outcome"] == "verified", ran.stdout
     kinds = [r.error_kind for r in read_records(harness.session_dir("malformed")) if r.kind == "tool"]
     assert kinds == ["unknown_tool", "invalid_arguments", "invalid_arguments", None]
 
 
-@pytest.mark.parametrize("flags, which, steps", [
-    (("--max-steps", "2"), "steps", 2),
-    (("--timeout-min", "0.0001"), "wall_clock", 0),
-])
+@pytest.mark.parametrize(
+    "flags, which, steps",
+    [
+        (("--max-steps", "2"), "steps", 2),
+        (("--timeout-min", "0.0001"), "wall_clock", 0),
+    ],
+)
 def test_limits_end_the_run_with_a_structured_outcome(harness, flags, which, steps):
     ran = harness.run(f"scripted:{FIX_SCRIPT}", *flags)
     result = ran.json()

@@ -23,9 +23,26 @@ def test_ctrl_c_kills_the_running_container_and_exits_130(tmp_path, script, dock
     model = script(turn("Running the (slow) tests.", ("run_tests", {})))
     sessions = tmp_path / "sessions"
     env = {**os.environ, "HARNESS_RUN_ID": label, "HARNESS_STATE_DIR": str(sessions)}
-    command = [sys.executable, "-c", "from harness.cli import main; main()", "run", "--image", "py311",
-               "--model", model, str(EXAMPLE), "--task", "t", "--session", "int", "--json",
-               "--test-cmd", "python3 -c 'import time; time.sleep(120)'", "--verify", "true"]
+    command = [
+        sys.executable,
+        "-c",
+        "from harness.cli import main; main()",
+        "run",
+        "--image",
+        "py311",
+        "--model",
+        model,
+        str(EXAMPLE),
+        "--task",
+        "t",
+        "--session",
+        "int",
+        "--json",
+        "--test-cmd",
+        "python3 -c 'import time; time.sleep(120)'",
+        "--verify",
+        "true",
+    ]
     proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60

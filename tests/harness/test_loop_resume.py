@@ -34,8 +34,11 @@ EXPECTED_STEP3 = {
 
 
 def files(workspace: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(workspace)): p.read_bytes() for p in sorted(workspace.rglob("*.py"))
-            if "__pycache__" not in p.parts}
+    return {
+        str(p.relative_to(workspace)): p.read_bytes()
+        for p in sorted(workspace.rglob("*.py"))
+        if "__pycache__" not in p.parts
+    }
 
 
 @pytest.fixture(scope="module")
@@ -52,18 +55,23 @@ def baseline(tmp_path_factory, run_label):
     return files(harness.session_dir("base") / "workspace"), Path(ran.json()["patch"]).read_text()
 
 
-@pytest.mark.parametrize("phase", ["model_answered:3", "turn_recorded:3", "mid_tool:3", "mid_snapshot:3",
-                                   "after_snapshot:3"])
+@pytest.mark.parametrize(
+    "phase", ["model_answered:3", "turn_recorded:3", "mid_tool:3", "mid_snapshot:3", "after_snapshot:3"]
+)
 def test_resume_after_kill_9_matches_an_uninterrupted_run(harness, script, baseline, phase, docker_client):
     crashed = harness.run(script(*STEPS), session="s", env={"HARNESS_CRASH_AT": phase})
     assert crashed.code == -9, crashed.stderr
     assert read_state(harness.session_dir("s"), RunState).step == 2  # step 3 never completed
     mine = {"label": ["harness.session=s", f"harness.state={harness.state_dir.resolve()}"]}
-    assert docker_client.containers.list(all=True, filters=mine, ignore_removed=True)  # the crashed run's warm containers
+    assert docker_client.containers.list(
+        all=True, filters=mine, ignore_removed=True
+    )  # the crashed run's warm containers
     resumed = harness("resume", "s", "--json")
     assert resumed.code == 0, resumed.stdout + resumed.stderr
     assert resumed.json()["outcome"] == "verified" and resumed.json()["steps"] == 4
-    assert docker_client.containers.list(all=True, filters=mine, ignore_removed=True) == []  # resume removed them; its own are closed
+    assert (
+        docker_client.containers.list(all=True, filters=mine, ignore_removed=True) == []
+    )  # resume removed them; its own are closed
     workspace, patch = baseline
     assert files(harness.session_dir("s") / "workspace") == workspace
     assert Path(resumed.json()["patch"]).read_text() == patch

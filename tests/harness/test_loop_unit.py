@@ -31,8 +31,14 @@ class FailingProvider:
     def __init__(self, turns: list[ModelTurn], error: BaseException) -> None:
         self.turns, self.error = turns, error
 
-    def complete(self, messages: Sequence[Message], tools: Sequence[ToolSchema], *, max_tokens: int,
-                 timeout_s: float | None = None) -> ModelTurn:
+    def complete(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSchema],
+        *,
+        max_tokens: int,
+        timeout_s: float | None = None,
+    ) -> ModelTurn:
         if self.turns:
             return self.turns.pop(0)
         raise self.error
@@ -42,8 +48,14 @@ def run(tmp_path: Path, provider, verify: str | None = "false", **limits):
     config = RunConfig(model="scripted:x", verify=verify, limits=LimitsConfig(**limits))
     session = Session.create(EXAMPLE, tmp_path, spec=config.spec())
     state = RunState(session_id=session.id, task="fix it", model="scripted:x", snapshot_step=session.step)
-    agent = assembly.build_agent(config=config, session=session, sandbox=FakeSandbox(), provider=provider,
-                               state=state, runtime=Runtime(run_id="test", on_phase=lambda phase: None))
+    agent = assembly.build_agent(
+        config=config,
+        session=session,
+        sandbox=FakeSandbox(),
+        provider=provider,
+        state=state,
+        runtime=Runtime(run_id="test", on_phase=lambda phase: None),
+    )
     return agent.run(), session.dir
 
 
@@ -59,8 +71,10 @@ def test_three_failures_of_one_tool_in_a_row_is_stuck(tmp_path):
 
 def test_a_success_in_between_resets_the_tool_breaker(tmp_path):
     ok = "{name: list_dir, arguments: {}}"
-    text = f"turns:\n  - tool_calls: [{READ}]\n  - tool_calls: [{READ}]\n  - tool_calls: [{ok}]\n" \
-           f"  - tool_calls: [{READ}]\n  - tool_calls: [{READ}]\n"
+    text = (
+        f"turns:\n  - tool_calls: [{READ}]\n  - tool_calls: [{READ}]\n  - tool_calls: [{ok}]\n"
+        f"  - tool_calls: [{READ}]\n  - tool_calls: [{READ}]\n"
+    )
     result, _ = run(tmp_path, scripted(text), max_steps=5)
     assert result.outcome == "limit:steps"
 
@@ -100,8 +114,9 @@ def test_ctrl_c_is_interrupted_with_the_trajectory_closed(tmp_path):
     assert read_records(folder)[-1].outcome == "interrupted"
 
 
-@pytest.mark.parametrize("limits, which", [({"max_steps": 1}, "steps"), ({"max_tokens": 5}, "tokens"),
-                                           ({"max_cost_usd": 0.5}, "cost")])
+@pytest.mark.parametrize(
+    "limits, which", [({"max_steps": 1}, "steps"), ({"max_tokens": 5}, "tokens"), ({"max_cost_usd": 0.5}, "cost")]
+)
 def test_each_limit(tmp_path, limits, which):
     turn = ModelTurn(tool_calls=[ToolCall(id="a", name="list_dir")], usage=Usage(input_tokens=5), cost_usd=1.0)
     result, _ = run(tmp_path, FailingProvider([turn, turn.model_copy()], RuntimeError("unreachable")), **limits)
@@ -109,8 +124,10 @@ def test_each_limit(tmp_path, limits, which):
 
 
 def test_ctrl_c_mid_turn_then_resume_neither_loses_nor_duplicates_the_turn(tmp_path):
-    text = ("turns:\n  - tool_calls: [{name: list_dir, arguments: {}}, {name: write_file, arguments: "
-            "{path: notes.txt, content: hi}}, {name: git_status, arguments: {}}]\n  - text: done\n")
+    text = (
+        "turns:\n  - tool_calls: [{name: list_dir, arguments: {}}, {name: write_file, arguments: "
+        "{path: notes.txt, content: hi}}, {name: git_status, arguments: {}}]\n  - text: done\n"
+    )
 
     def interrupt(phase: str) -> None:
         if phase == "mid_tool":
@@ -119,13 +136,25 @@ def test_ctrl_c_mid_turn_then_resume_neither_loses_nor_duplicates_the_turn(tmp_p
     config = RunConfig(model="scripted:x", verify="true")
     session = Session.create(EXAMPLE, tmp_path, spec=config.spec())
     state = RunState(session_id=session.id, task="t", model="scripted:x", snapshot_step=session.step)
-    first = assembly.build_agent(config=config, session=session, sandbox=FakeSandbox(), provider=scripted(text),
-                               state=state, runtime=Runtime(run_id="test", on_phase=interrupt))
+    first = assembly.build_agent(
+        config=config,
+        session=session,
+        sandbox=FakeSandbox(),
+        provider=scripted(text),
+        state=state,
+        runtime=Runtime(run_id="test", on_phase=interrupt),
+    )
     assert first.run().outcome == "interrupted"
     saved = read_state(session.dir, RunState)
     assert saved.step == 0 and len(saved.context.entries) == 2  # nothing of the half-done turn
-    second = assembly.build_agent(config=config, session=Session.open(tmp_path, session.id), sandbox=FakeSandbox(),
-                                provider=scripted(text), state=saved.model_copy(update={"result": None}), runtime=Runtime(run_id="test", on_phase=lambda phase: None))
+    second = assembly.build_agent(
+        config=config,
+        session=Session.open(tmp_path, session.id),
+        sandbox=FakeSandbox(),
+        provider=scripted(text),
+        state=saved.model_copy(update={"result": None}),
+        runtime=Runtime(run_id="test", on_phase=lambda phase: None),
+    )
     result = second.run()
     assert result.outcome == "verified" and result.steps == 2
     entries = read_state(session.dir, RunState).context.entries

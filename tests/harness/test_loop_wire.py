@@ -23,8 +23,15 @@ def server():
 
 
 def config_file(tmp_path, server, **prices):
-    lines = ["[providers.openai]", f'base_url = "{server.openai_base_url}"', 'api_key_env = "WIRE_KEY"',
-             "[providers.openai.retry]", "max_retries_per_call = 1", "initial_backoff_s = 0", "max_backoff_s = 0"]
+    lines = [
+        "[providers.openai]",
+        f'base_url = "{server.openai_base_url}"',
+        'api_key_env = "WIRE_KEY"',
+        "[providers.openai.retry]",
+        "max_retries_per_call = 1",
+        "initial_backoff_s = 0",
+        "max_backoff_s = 0",
+    ]
     if prices:
         lines += ["[providers.openai.prices.wire-model]", *(f"{k} = {v}" for k, v in prices.items())]
     path = tmp_path / "config.toml"
@@ -37,12 +44,16 @@ def call(call_id, name, **args):
 
 
 def test_provider_failure_is_model_error_then_resume_verifies(harness, server, tmp_path):
-    server.push(openai_turn("Running the tests.", [call("c1", "run_tests")]),
-                # broken argument JSON: one safely repairable, one not (answered as invalid_json)
-                openai_turn("", [("c2", "read_file", '{"path": "calc/ops.py"'), ("c2b", "read_file", "[1, 2")]),
-                openai_error(500, "boom", type="server_error"), openai_error(500, "boom", type="server_error"))
-    ran = harness.run("openai:wire-model", "--config", config_file(tmp_path, server), session="flaky",
-                      env={"WIRE_KEY": KEY})
+    server.push(
+        openai_turn("Running the tests.", [call("c1", "run_tests")]),
+        # broken argument JSON: one safely repairable, one not (answered as invalid_json)
+        openai_turn("", [("c2", "read_file", '{"path": "calc/ops.py"'), ("c2b", "read_file", "[1, 2")]),
+        openai_error(500, "boom", type="server_error"),
+        openai_error(500, "boom", type="server_error"),
+    )
+    ran = harness.run(
+        "openai:wire-model", "--config", config_file(tmp_path, server), session="flaky", env={"WIRE_KEY": KEY}
+    )
     result = ran.json()
     assert ran.code == 14 and result["outcome"] == "model_error" and result["steps"] == 2
     assert result["tokens"]["input"] == 20 and result["tokens"]["output"] == 10
@@ -52,8 +63,10 @@ def test_provider_failure_is_model_error_then_resume_verifies(harness, server, t
         assert KEY not in (folder / name).read_text()
     assert server.requests[0].headers["authorization"] == f"Bearer {KEY}"
 
-    server.push(openai_turn("Fixing.", [call("c3", "apply_patch", **ADD_FIX)]),
-                openai_turn("I changed add() to add. It subtracted. The verify command passes now."))
+    server.push(
+        openai_turn("Fixing.", [call("c3", "apply_patch", **ADD_FIX)]),
+        openai_turn("I changed add() to add. It subtracted. The verify command passes now."),
+    )
     resumed = harness("resume", "flaky", "--json", env={"WIRE_KEY": KEY})
     assert resumed.code == 0, resumed.stdout + resumed.stderr
     assert resumed.json()["outcome"] == "verified" and resumed.json()["steps"] == 4
@@ -67,8 +80,9 @@ def test_provider_failure_is_model_error_then_resume_verifies(harness, server, t
 def test_token_limit(harness, server, tmp_path):
     for n in range(3):
         server.push(openai_turn("", [call(f"c{n}", "read_file", path="calc/ops.py")], usage=openai_usage(10, 5)))
-    ran = harness.run("openai:wire-model", "--config", config_file(tmp_path, server), "--max-tokens", "30",
-                      env={"WIRE_KEY": KEY})
+    ran = harness.run(
+        "openai:wire-model", "--config", config_file(tmp_path, server), "--max-tokens", "30", env={"WIRE_KEY": KEY}
+    )
     assert ran.code == 13 and ran.json()["outcome"] == "limit:tokens" and ran.json()["steps"] == 2
 
 

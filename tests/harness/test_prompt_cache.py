@@ -30,12 +30,19 @@ def test_consecutive_requests_share_an_identical_prefix(harness, vendor):
     make = openai_turn if vendor == "openai" else anthropic_turn
     with WireServer() as server:
         cached = {} if vendor == "openai" else {"cache_read": 900, "input_tokens": 100}
-        server.push(make("Reading.", [("c1", "read_file", READ)], **cached),
-                    make("Listing.", [("c2", "list_dir", LIST)], **cached),
-                    make("Nothing to change.", **cached))
+        server.push(
+            make("Reading.", [("c1", "read_file", READ)], **cached),
+            make("Listing.", [("c2", "list_dir", LIST)], **cached),
+            make("Nothing to change.", **cached),
+        )
         url = server.openai_base_url if vendor == "openai" else server.anthropic_base_url
-        ran = harness.run(f"{vendor}:wire-model", "--base-url", url, verify=None,
-                          env={"OPENAI_API_KEY": KEY, "ANTHROPIC_API_KEY": KEY})
+        ran = harness.run(
+            f"{vendor}:wire-model",
+            "--base-url",
+            url,
+            verify=None,
+            env={"OPENAI_API_KEY": KEY, "ANTHROPIC_API_KEY": KEY},
+        )
         bodies = [request.body for request in server.requests]
     assert ran.code == 10 and ran.json()["steps"] == 3, ran.stdout + ran.stderr
     assert len(bodies) == 3
@@ -44,7 +51,7 @@ def test_consecutive_requests_share_an_identical_prefix(harness, vendor):
         later_head, later_history = head_and_history(vendor, later)
         assert later_head == head
         assert len(later_history) > len(history)
-        assert json.dumps(later_history[:len(history)]) == json.dumps(history)  # key order included
+        assert json.dumps(later_history[: len(history)]) == json.dumps(history)  # key order included
     if vendor == "anthropic":
         for body in bodies:
             task = body["messages"][0]["content"]

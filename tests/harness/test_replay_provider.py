@@ -6,8 +6,9 @@ from harness.types import Message, ModelTurn, ToolCall, Usage
 
 def test_replay_serves_recorded_turns_by_conversation_position(tmp_path):
     trajectory = Trajectory(tmp_path)
-    first = ModelTurn(text="look", tool_calls=[ToolCall(id="a", name="list_dir")], usage=Usage(input_tokens=9),
-                      cost_usd=0.5)
+    first = ModelTurn(
+        text="look", tool_calls=[ToolCall(id="a", name="list_dir")], usage=Usage(input_tokens=9), cost_usd=0.5
+    )
     second = ModelTurn(text="done")
     trajectory.append(TurnRecord(step=1, turn=first))
     trajectory.append(TurnRecord(step=2, turn=second))

@@ -1,8 +1,17 @@
 from harness.verify import failing_tests, feedback, result_from_envelope
 from sandbox.envelope import Envelope, Posture
 
-POSTURE = Posture(runtime="runc", network="none", read_only_root=True, user="10001:10001", cpus=1, memory=2**30,
-                  pids=256, timeout_s=120, tmpfs=2**28)
+POSTURE = Posture(
+    runtime="runc",
+    network="none",
+    read_only_root=True,
+    user="10001:10001",
+    cpus=1,
+    memory=2**30,
+    pids=256,
+    timeout_s=120,
+    tmpfs=2**28,
+)
 PYTEST_OUT = """\
 F.F.                                                                     [100%]
 =================================== FAILURES ===================================
@@ -16,8 +25,16 @@ FAILED tests/test_ops.py::test_mean - assert -2.5 == 2.5
 
 
 def envelope(code: int, stdout: str) -> Envelope:
-    return Envelope(exit_code=code, status="ok" if code == 0 else "exit_nonzero", duration_ms=5, stdout=stdout,
-                    stderr="", limits=POSTURE, image_id="sha256:x", runtime="runc")
+    return Envelope(
+        exit_code=code,
+        status="ok" if code == 0 else "exit_nonzero",
+        duration_ms=5,
+        stdout=stdout,
+        stderr="",
+        limits=POSTURE,
+        image_id="sha256:x",
+        runtime="runc",
+    )
 
 
 def test_pytest_failures_are_extracted_sorted():

@@ -32,8 +32,9 @@ class Clock:
         return self.now
 
 
-def agent_with_clock(tmp_path: Path, script: str, verify: str | None, phase_seconds: dict[str, float],
-                     writable_root: bool = False):
+def agent_with_clock(
+    tmp_path: Path, script: str, verify: str | None, phase_seconds: dict[str, float], writable_root: bool = False
+):
     config = RunConfig(model="scripted:x", verify=verify, limits=LimitsConfig(timeout_min=1, min_call_s=2))
     session = Session.create(EXAMPLE, tmp_path, spec=config.spec(), config=SessionConfig(writable_root=writable_root))
     state = RunState(session_id=session.id, task="t", model="scripted:x", snapshot_step=session.step)
@@ -42,8 +43,14 @@ def agent_with_clock(tmp_path: Path, script: str, verify: str | None, phase_seco
     def advance(phase: str) -> None:  # time passes while the tools run, without sleeping
         clock.now += phase_seconds.get(phase, 0.0)
 
-    agent = assembly.build_agent(config=config, session=session, sandbox=sandbox,
-                               provider=ScriptedProvider(parse_script(script)), state=state, runtime=Runtime(run_id="test", on_phase=advance))
+    agent = assembly.build_agent(
+        config=config,
+        session=session,
+        sandbox=sandbox,
+        provider=ScriptedProvider(parse_script(script)),
+        state=state,
+        runtime=Runtime(run_id="test", on_phase=advance),
+    )
     agent.budget = Budget(config.limits, state.spent, clock=clock)
     return agent, sandbox, session.dir
 
@@ -63,8 +70,7 @@ def test_each_call_gets_at_most_the_time_left_then_the_run_stops_before_a_call(t
 
 
 def test_verification_is_capped_and_not_started_without_time(tmp_path):
-    agent, sandbox, folder = agent_with_clock(tmp_path, "turns:\n  - text: done\n", "false",
-                                              {"after_snapshot": 59.0})
+    agent, sandbox, folder = agent_with_clock(tmp_path, "turns:\n  - text: done\n", "false", {"after_snapshot": 59.0})
     result = agent.run()
     assert result.outcome == "limit:wall_clock" and sandbox.calls == []
     assert result.verify_rounds == 0 and not [r for r in read_records(folder) if r.kind == "verify"]
@@ -73,8 +79,9 @@ def test_verification_is_capped_and_not_started_without_time(tmp_path):
 @pytest.mark.docker
 @pytest.mark.timeout(300)
 def test_a_slow_command_is_cut_at_the_wall_clock_limit(harness, script):
-    model = script(turn("Running it.", ("run_command", {"command": SLOW})),
-                   turn("Again.", ("run_command", {"command": SLOW})))
+    model = script(
+        turn("Running it.", ("run_command", {"command": SLOW})), turn("Again.", ("run_command", {"command": SLOW}))
+    )
     ran = harness.run(model, "--timeout-min", "0.15", verify=None)  # 9 s for the whole run
     result = ran.json()
     assert ran.code == 13 and result["outcome"] == "limit:wall_clock", ran.stdout + ran.stderr
@@ -100,8 +107,11 @@ class SlowModel:
             self.clock.now += 20
             return ModelTurn(tool_calls=[ToolCall(id="a", name="list_dir")], usage=Usage(input_tokens=3))
         self.clock.now += timeout_s  # the whole time it was given, then the transport gives up
-        error = RetryBudgetExhausted("model call failed after 2 attempts (the next retry would end past the run's "
-                                     "wall clock): model endpoint timed out", ModelUnavailable("timed out"))
+        error = RetryBudgetExhausted(
+            "model call failed after 2 attempts (the next retry would end past the run's "
+            "wall clock): model endpoint timed out",
+            ModelUnavailable("timed out"),
+        )
         error.usage, error.cost_usd = Usage(input_tokens=4), 0.5
         raise error
 

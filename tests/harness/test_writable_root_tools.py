@@ -20,13 +20,20 @@ from sandbox.spec import SandboxSpec
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(180)]
 
 
-def test_tool_calls_follow_the_committed_image(tmp_path: Path, docker_client: docker.DockerClient, run_label: str) -> None:
+def test_tool_calls_follow_the_committed_image(
+    tmp_path: Path, docker_client: docker.DockerClient, run_label: str
+) -> None:
     images.build(docker_client, "py311")
     repo = tmp_path / "repo"
     repo.mkdir()
     (repo / "a.txt").write_text("a\n")
-    session = Session.create(repo, tmp_path / "state", spec=SandboxSpec(image="py311", timeout_s=30),
-                             config=SessionConfig(writable_root=True), images=EngineStepImages(docker_client))
+    session = Session.create(
+        repo,
+        tmp_path / "state",
+        spec=SandboxSpec(image="py311", timeout_s=30),
+        config=SessionConfig(writable_root=True),
+        images=EngineStepImages(docker_client),
+    )
     tools = assembly.registry()
     with session, DockerSandbox(docker_client, run_id=run_label, pool_size=0, session_id=session.id) as box:
         ctx = assembly.tool_context(RunConfig(), session, box)
@@ -46,9 +53,11 @@ def test_tool_calls_follow_the_committed_image(tmp_path: Path, docker_client: do
 def test_run_flag_writable_root_commits_each_changed_step(harness, script, docker_client: docker.DockerClient) -> None:
     from tests.harness.conftest import turn
 
-    model = script(turn("", ("run_command", {"command": "touch /var/tmp/built"})),
-                   turn("", ("run_command", {"command": "test -e /var/tmp/built"})),
-                   turn("Checked the artifact survives into the next step."))
+    model = script(
+        turn("", ("run_command", {"command": "touch /var/tmp/built"})),
+        turn("", ("run_command", {"command": "test -e /var/tmp/built"})),
+        turn("Checked the artifact survives into the next step."),
+    )
     ran = harness.run(model, "--writable-root", session="wr", verify="test -e /var/tmp/built")
     assert ran.code == 0, ran.stdout + ran.stderr
     result = ran.json()

@@ -40,12 +40,19 @@ def provider(wire, sleeps=None, model=MODEL, **config):
 def test_fragmented_stream_and_request_shape(wire):
     a = json.dumps({"path": "pkg/" + "p" * 300})
     b = json.dumps({"path": "tests/test_calc.py"})
-    wire.push(anthropic_turn("I will read both files.", [("toolu_a", "read_file", a), ("toolu_b", "read_file", b)], pieces=40))
+    wire.push(
+        anthropic_turn("I will read both files.", [("toolu_a", "read_file", a), ("toolu_b", "read_file", b)], pieces=40)
+    )
     history = [
         *PROMPT,
-        Message(role="assistant", content="Running.", tool_calls=[
-            ToolCall(id="t1", name="read_file", arguments={"path": "x"}),
-            ToolCall(id="t2", name="read_file", arguments={"path": "y"})]),
+        Message(
+            role="assistant",
+            content="Running.",
+            tool_calls=[
+                ToolCall(id="t1", name="read_file", arguments={"path": "x"}),
+                ToolCall(id="t2", name="read_file", arguments={"path": "y"}),
+            ],
+        ),
         Message(role="tool", tool_call_id="t1", name="read_file", content="exit 0"),
         Message(role="tool", tool_call_id="t2", name="read_file", content="no such file", is_error=True),
     ]
@@ -60,9 +67,16 @@ def test_fragmented_stream_and_request_shape(wire):
     assert body["tools"] == [TOOL.anthropic()]
     assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
     # the pinned head (tools + system + task) ends in the one prompt-cache breakpoint
-    assert body["messages"][0]["content"] == [{"type": "text", "text": "Fix calc.", "cache_control": {"type": "ephemeral"}}]
+    assert body["messages"][0]["content"] == [
+        {"type": "text", "text": "Fix calc.", "cache_control": {"type": "ephemeral"}}
+    ]
     assert "cache_control" not in json.dumps(body["messages"][1:])
-    assert body["messages"][1]["content"][1] == {"type": "tool_use", "id": "t1", "name": "read_file", "input": {"path": "x"}}
+    assert body["messages"][1]["content"][1] == {
+        "type": "tool_use",
+        "id": "t1",
+        "name": "read_file",
+        "input": {"path": "x"},
+    }
     assert body["messages"][2]["content"] == [
         {"type": "tool_result", "tool_use_id": "t1", "is_error": False, "content": "exit 0"},
         {"type": "tool_result", "tool_use_id": "t2", "is_error": True, "content": "no such file"},
@@ -71,8 +85,10 @@ def test_fragmented_stream_and_request_shape(wire):
 
 def test_overloaded_error_event_after_200_is_retried_and_billed(wire, sleeps):
     partial = anthropic_events("Let me", input_tokens=1000)[:4]  # message_start (usage) .. first text delta
-    wire.push(anthropic_error_event("overloaded_error", "Overloaded", after=partial),
-              anthropic_turn("done", input_tokens=1000, output_tokens=10))
+    wire.push(
+        anthropic_error_event("overloaded_error", "Overloaded", after=partial),
+        anthropic_turn("done", input_tokens=1000, output_tokens=10),
+    )
     turn = provider(wire, sleeps).complete(PROMPT, [TOOL], max_tokens=50)
     assert turn.text == "done" and turn.retries == 1 and len(sleeps.waits) == 1
     # the failed attempt reported 1000 input + 1 output tokens at message_start: billed too
@@ -87,9 +103,11 @@ def test_non_retryable_error_event_after_200(wire, sleeps):
 
 
 def test_529_overloaded_and_429_are_retried(wire, sleeps):
-    wire.push(anthropic_error(529, "overloaded_error", "Overloaded"),
-              anthropic_error(429, "rate_limit_error", "slow down", headers={"retry-after": "2"}),
-              anthropic_turn("ok"))
+    wire.push(
+        anthropic_error(529, "overloaded_error", "Overloaded"),
+        anthropic_error(429, "rate_limit_error", "slow down", headers={"retry-after": "2"}),
+        anthropic_turn("ok"),
+    )
     turn = provider(wire, sleeps).complete(PROMPT, [TOOL], max_tokens=50)
     assert turn.retries == 2 and sleeps.waits[1] == 2.0
 
@@ -98,7 +116,8 @@ def test_500_storm_exhausts_the_budget(wire, sleeps):
     wire.push(*[anthropic_error(500, "api_error", "Internal server error") for _ in range(5)])
     with pytest.raises(RetryBudgetExhausted) as caught:
         provider(wire, sleeps, retry=RetryConfig(max_retries_per_call=2, initial_backoff_s=0)).complete(
-            PROMPT, [TOOL], max_tokens=50)
+            PROMPT, [TOOL], max_tokens=50
+        )
     assert len(wire.requests) == 3 and isinstance(caught.value.last_error, ModelUnavailable)
 
 
@@ -119,12 +138,18 @@ def test_401_never_shows_the_key(wire, sleeps):
 @pytest.mark.parametrize(
     ("reply", "error"),
     [
-        (anthropic_error(400, "invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum"),
-         ModelContextLengthError),
-        (anthropic_error(400, "invalid_request_error", "Your credit balance is too low to access the API."),
-         ModelSpendLimitError),
-        (anthropic_error(413, "request_too_large", "Request exceeds the maximum allowed number of bytes."),
-         ModelContextLengthError),
+        (
+            anthropic_error(400, "invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum"),
+            ModelContextLengthError,
+        ),
+        (
+            anthropic_error(400, "invalid_request_error", "Your credit balance is too low to access the API."),
+            ModelSpendLimitError,
+        ),
+        (
+            anthropic_error(413, "request_too_large", "Request exceeds the maximum allowed number of bytes."),
+            ModelContextLengthError,
+        ),
     ],
 )
 def test_errors_that_are_never_retried(wire, sleeps, reply, error):
@@ -135,7 +160,9 @@ def test_errors_that_are_never_retried(wire, sleeps, reply, error):
 
 
 def test_truncation_at_max_tokens(wire):
-    wire.push(anthropic_turn("", [("toolu_1", "read_file", '{"path": "a.py", "content": "x')], stop_reason="max_tokens"))
+    wire.push(
+        anthropic_turn("", [("toolu_1", "read_file", '{"path": "a.py", "content": "x')], stop_reason="max_tokens")
+    )
     turn = provider(wire).complete(PROMPT, [TOOL], max_tokens=5)
     assert turn.stop_reason == "max_tokens" and turn.tool_calls[0].parse_error is not None
 
@@ -160,7 +187,9 @@ def test_usage_with_cached_tokens_is_normalised(wire):
     assert (u.input_tokens, u.cached_input_tokens, u.cache_write_tokens, u.output_tokens) == (9600, 9000, 500, 40)
     expected = genai_prices.calc_price(
         genai_prices.Usage(input_tokens=9600, cache_read_tokens=9000, cache_write_tokens=500, output_tokens=40),
-        MODEL, provider_id="anthropic").total_price
+        MODEL,
+        provider_id="anthropic",
+    ).total_price
     assert turn.cost_known and turn.cost_usd == pytest.approx(float(expected)) and turn.cost_usd > 0
 
 

@@ -43,8 +43,16 @@ def run_process(*args: str, env: dict[str, str] | None = None) -> subprocess.Com
 
 def test_check_reports_streaming_tools_and_usage(wire):
     wire.push(openai_turn("", [("call_1", "ping", '{"text": "pong"}')]))
-    done = run("models", "check", "--model", "openai:qwen2.5-coder", "--base-url", wire.openai_base_url, "--json",
-               env={"OPENAI_API_KEY": KEY})
+    done = run(
+        "models",
+        "check",
+        "--model",
+        "openai:qwen2.5-coder",
+        "--base-url",
+        wire.openai_base_url,
+        "--json",
+        env={"OPENAI_API_KEY": KEY},
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["streams"] and report["calls_tools"] and report["reports_usage"]
@@ -56,8 +64,13 @@ def test_check_reports_streaming_tools_and_usage(wire):
 
 def test_check_anthropic_human_output_reads_base_url_from_env(wire):
     wire.push(anthropic_turn("I cannot call tools."))
-    done = run("models", "check", "-m", "anthropic:claude-sonnet-4-6",
-               env={"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": wire.anthropic_base_url})
+    done = run(
+        "models",
+        "check",
+        "-m",
+        "anthropic:claude-sonnet-4-6",
+        env={"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": wire.anthropic_base_url},
+    )
     assert done.returncode == 0, done.stderr
     assert "streams:        yes" in done.stdout and "calls tools:    no" in done.stdout
 
@@ -84,8 +97,15 @@ def test_check_without_key_for_vendor_endpoint_exits_77():
 
 def test_check_529_is_not_retried_by_check(wire):
     wire.push(anthropic_error(529, "overloaded_error", "Overloaded"))
-    done = run("models", "check", "-m", "anthropic:claude-sonnet-4-6", "--base-url", wire.anthropic_base_url,
-               env={"ANTHROPIC_API_KEY": KEY})
+    done = run(
+        "models",
+        "check",
+        "-m",
+        "anthropic:claude-sonnet-4-6",
+        "--base-url",
+        wire.anthropic_base_url,
+        env={"ANTHROPIC_API_KEY": KEY},
+    )
     assert done.returncode == 69 and "overloaded" in done.stderr.lower() and len(wire.requests) == 1
 
 

@@ -59,19 +59,30 @@ def test_history_with_tool_calls_is_sent_in_openai_form(wire):
     wire.push(openai_turn("done"))
     history = [
         *PROMPT,
-        Message(role="assistant", content="", tool_calls=[ToolCall(id="c1", name="read_file", arguments={"path": "x"})]),
+        Message(
+            role="assistant", content="", tool_calls=[ToolCall(id="c1", name="read_file", arguments={"path": "x"})]
+        ),
         Message(role="tool", tool_call_id="c1", name="read_file", content="exit 0\nhello", is_error=False),
     ]
     provider(wire).complete(history, [TOOL], max_tokens=50)
     sent = wire.requests[0].body["messages"]
-    assert sent[2] == {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "x"}'}}]}
+    assert sent[2] == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "x"}'}}
+        ],
+    }
     assert sent[3] == {"role": "tool", "tool_call_id": "c1", "content": "exit 0\nhello"}
 
 
 def test_error_event_after_200_is_retried(wire, sleeps):
-    broken = Reply(events=[sse_data(openai_chunk({"content": "Let me"})),
-                           sse_data({"error": {"message": "upstream overloaded", "type": "server_error"}})])
+    broken = Reply(
+        events=[
+            sse_data(openai_chunk({"content": "Let me"})),
+            sse_data({"error": {"message": "upstream overloaded", "type": "server_error"}}),
+        ]
+    )
     wire.push(broken, openai_turn("fine"))
     turn = provider(wire, sleeps).complete(PROMPT, [TOOL], max_tokens=50)
     assert turn.text == "fine" and turn.retries == 1 and len(sleeps.waits) == 1
@@ -90,30 +101,38 @@ def test_stalled_stream_without_retries_is_a_timeout(wire, sleeps):
     wire.push(openai_turn("x", stall_after=1, stall_s=20))
     with pytest.raises(RetryBudgetExhausted) as caught:
         provider(wire, sleeps, stall_timeout_s=0.3, retry=RetryConfig(max_retries_per_call=0)).complete(
-            PROMPT, [TOOL], max_tokens=50)
+            PROMPT, [TOOL], max_tokens=50
+        )
     assert isinstance(caught.value.last_error, ModelUnavailable)
     assert "stalled" in str(caught.value.last_error)
 
 
 def test_retry_after_2_is_honoured(wire, sleeps):
-    wire.push(openai_error(429, "Rate limit reached", type="requests", code="rate_limit_exceeded",
-                           headers={"retry-after": "2"}), openai_turn("ok"))
+    wire.push(
+        openai_error(
+            429, "Rate limit reached", type="requests", code="rate_limit_exceeded", headers={"retry-after": "2"}
+        ),
+        openai_turn("ok"),
+    )
     turn = provider(wire, sleeps).complete(PROMPT, [TOOL], max_tokens=50)
     assert turn.text == "ok" and sleeps.waits == [2.0]
 
 
 def test_long_retry_after_is_honoured_beyond_60s_and_capped(wire, sleeps):
-    wire.push(openai_error(429, "slow down", code="rate_limit_exceeded", headers={"retry-after": "120"}),
-              openai_error(429, "slow down", code="rate_limit_exceeded", headers={"retry-after": "7200"}),
-              openai_turn("ok"))
+    wire.push(
+        openai_error(429, "slow down", code="rate_limit_exceeded", headers={"retry-after": "120"}),
+        openai_error(429, "slow down", code="rate_limit_exceeded", headers={"retry-after": "7200"}),
+        openai_turn("ok"),
+    )
     retry = RetryConfig(initial_backoff_s=0.01, max_backoff_s=30, max_retry_after_s=900)
     provider(wire, sleeps, retry=retry).complete(PROMPT, [TOOL], max_tokens=50)
     assert sleeps.waits == [120.0, 900.0]
 
 
 def test_real_retry_after_wait(wire):
-    wire.push(openai_error(429, "slow down", code="rate_limit_exceeded", headers={"retry-after": "2"}),
-              openai_turn("ok"))
+    wire.push(
+        openai_error(429, "slow down", code="rate_limit_exceeded", headers={"retry-after": "2"}), openai_turn("ok")
+    )
     started = time.monotonic()
     turn = provider(wire).complete(PROMPT, [TOOL], max_tokens=50)
     assert turn.retries == 1 and 1.9 <= time.monotonic() - started < 8
@@ -123,16 +142,22 @@ def test_500_storm_exhausts_the_call_budget(wire, sleeps):
     wire.push(*[openai_error(500, "boom", type="server_error") for _ in range(10)])
     with pytest.raises(RetryBudgetExhausted) as caught:
         provider(wire, sleeps, retry=RetryConfig(max_retries_per_call=3, initial_backoff_s=1)).complete(
-            PROMPT, [TOOL], max_tokens=50)
+            PROMPT, [TOOL], max_tokens=50
+        )
     assert len(wire.requests) == 4 and len(sleeps.waits) == 3
     assert isinstance(caught.value.last_error, ModelUnavailable)
     assert all(0.5 <= w <= 4 for w in sleeps.waits)  # 1, 2, 4 s with 50% jitter
 
 
 def test_500_storm_exhausts_the_session_budget(wire, sleeps):
-    wire.push(*[openai_error(503, "busy", type="server_error") for _ in range(3)], openai_turn("ok"),
-              *[openai_error(503, "busy", type="server_error") for _ in range(5)])
-    p = provider(wire, sleeps, retry=RetryConfig(max_retries_per_call=10, max_retries_per_session=4, initial_backoff_s=0))
+    wire.push(
+        *[openai_error(503, "busy", type="server_error") for _ in range(3)],
+        openai_turn("ok"),
+        *[openai_error(503, "busy", type="server_error") for _ in range(5)],
+    )
+    p = provider(
+        wire, sleeps, retry=RetryConfig(max_retries_per_call=10, max_retries_per_session=4, initial_backoff_s=0)
+    )
     assert p.complete(PROMPT, [TOOL], max_tokens=50).retries == 3
     with pytest.raises(RetryBudgetExhausted, match="session"):
         p.complete(PROMPT, [TOOL], max_tokens=50)
@@ -140,8 +165,14 @@ def test_500_storm_exhausts_the_session_budget(wire, sleeps):
 
 
 def test_401_is_not_retried_and_never_shows_the_key(wire, sleeps):
-    wire.push(openai_error(401, f"Incorrect API key provided: {KEY}. Also {KEY[:8]}...", type="invalid_request_error",
-                           code="invalid_api_key"))
+    wire.push(
+        openai_error(
+            401,
+            f"Incorrect API key provided: {KEY}. Also {KEY[:8]}...",
+            type="invalid_request_error",
+            code="invalid_api_key",
+        )
+    )
     p = provider(wire, sleeps)
     with pytest.raises(ModelAuthError) as caught:
         p.complete(PROMPT, [TOOL], max_tokens=50)
@@ -153,10 +184,14 @@ def test_401_is_not_retried_and_never_shows_the_key(wire, sleeps):
 @pytest.mark.parametrize(
     ("reply", "error"),
     [
-        (openai_error(400, "This model's maximum context length is 128000 tokens.", code="context_length_exceeded"),
-         ModelContextLengthError),
-        (openai_error(429, "You exceeded your current quota.", type="insufficient_quota", code="insufficient_quota"),
-         ModelSpendLimitError),
+        (
+            openai_error(400, "This model's maximum context length is 128000 tokens.", code="context_length_exceeded"),
+            ModelContextLengthError,
+        ),
+        (
+            openai_error(429, "You exceeded your current quota.", type="insufficient_quota", code="insufficient_quota"),
+            ModelSpendLimitError,
+        ),
         (openai_error(404, "The model does not exist", code="model_not_found"), ModelError),
     ],
 )
@@ -169,8 +204,18 @@ def test_errors_that_are_never_retried(wire, sleeps, reply, error):
 
 
 def test_malformed_arguments_repaired_or_reported(wire):
-    wire.push(openai_turn("", [("c1", "read_file", "{'path': 'a.py',}"), ("c2", "read_file", "path=a.py"),
-                               ("c3", "read_file", "[1, 2]"), ("c4", "read_file", "")], pieces=3))
+    wire.push(
+        openai_turn(
+            "",
+            [
+                ("c1", "read_file", "{'path': 'a.py',}"),
+                ("c2", "read_file", "path=a.py"),
+                ("c3", "read_file", "[1, 2]"),
+                ("c4", "read_file", ""),
+            ],
+            pieces=3,
+        )
+    )
     calls = provider(wire).complete(PROMPT, [TOOL], max_tokens=50).tool_calls
     assert calls[0].arguments == {"path": "a.py"} and calls[0].parse_error is None
     assert calls[0].raw_arguments == "{'path': 'a.py',}"
@@ -201,7 +246,11 @@ def test_dropped_stream_is_retried(wire, sleeps):
 def test_usage_with_cached_tokens_and_cost(wire):
     wire.push(openai_turn("hi", usage=openai_usage(prompt=1_000_000, completion=100_000, cached=400_000)))
     turn = provider(wire).complete(PROMPT, [TOOL], max_tokens=50)
-    assert (turn.usage.input_tokens, turn.usage.cached_input_tokens, turn.usage.output_tokens) == (1_000_000, 400_000, 100_000)
+    assert (turn.usage.input_tokens, turn.usage.cached_input_tokens, turn.usage.output_tokens) == (
+        1_000_000,
+        400_000,
+        100_000,
+    )
     # gpt-4.1: $2/M input, $0.5/M cached input, $8/M output
     assert turn.cost_known and turn.cost_usd == pytest.approx(0.6 * 2 + 0.4 * 0.5 + 0.1 * 8)
 
@@ -222,7 +271,9 @@ def test_price_override_from_config(wire):
 
 
 def test_connection_refused_is_retryable_then_exhausted(sleeps):
-    cfg = ProviderConfig(base_url="http://127.0.0.1:9/v1", retry=RetryConfig(max_retries_per_call=2, initial_backoff_s=0))
+    cfg = ProviderConfig(
+        base_url="http://127.0.0.1:9/v1", retry=RetryConfig(max_retries_per_call=2, initial_backoff_s=0)
+    )
     with pytest.raises(RetryBudgetExhausted) as caught:
         make_provider("openai:gpt-4.1", cfg, api_key=KEY, sleep=sleeps).complete(PROMPT, [TOOL], max_tokens=50)
     assert isinstance(caught.value.last_error, ModelUnavailable) and len(sleeps.waits) == 2

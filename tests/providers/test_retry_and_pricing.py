@@ -83,7 +83,9 @@ def test_success_reports_retry_count():
 
 def test_price_override_splits_cached_and_written_tokens():
     price = ModelPrice(input_per_mtok=3, output_per_mtok=15, cached_input_per_mtok=0.3, cache_write_per_mtok=3.75)
-    usage = Usage(input_tokens=1_000_000, cached_input_tokens=500_000, cache_write_tokens=100_000, output_tokens=100_000)
+    usage = Usage(
+        input_tokens=1_000_000, cached_input_tokens=500_000, cache_write_tokens=100_000, output_tokens=100_000
+    )
     cost = PriceTable({"m": price}).cost("m", usage)
     assert cost.known and cost.usd == pytest.approx(0.4 * 3 + 0.5 * 0.3 + 0.1 * 3.75 + 0.1 * 15)
 
@@ -104,8 +106,10 @@ def test_redact_removes_key_and_its_head():
 
 def test_the_price_table_is_loaded_only_when_a_price_is_needed():
     # genai-prices takes ~130 ms to import: a scripted or free run must not pay it at start-up.
-    probe = ("import sys; from harness.providers.factory import make_provider; "
-             "make_provider('openai:gpt-4o', api_key='k'); print('genai_prices' in sys.modules)")
+    probe = (
+        "import sys; from harness.providers.factory import make_provider; "
+        "make_provider('openai:gpt-4o', api_key='k'); print('genai_prices' in sys.modules)"
+    )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
     assert PriceTable(vendor="openai").cost("gpt-4o", Usage(input_tokens=1000, output_tokens=10)).usd > 0

@@ -140,28 +140,50 @@ def sse_data(payload: Any) -> bytes:
     return b"data: " + json.dumps(payload).encode() + b"\n\n"
 
 
-def openai_chunk(delta: dict[str, Any] | None = None, finish: str | None = None, usage: dict[str, Any] | None = None,
-                 model: str = "gpt-4.1") -> dict[str, Any]:
+def openai_chunk(
+    delta: dict[str, Any] | None = None,
+    finish: str | None = None,
+    usage: dict[str, Any] | None = None,
+    model: str = "gpt-4.1",
+) -> dict[str, Any]:
     choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
-    return {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": model,
-            "choices": choices, "usage": usage}
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": model,
+        "choices": choices,
+        "usage": usage,
+    }
 
 
 def openai_usage(prompt: int = 10, completion: int = 5, cached: int = 0) -> dict[str, Any]:
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-            "prompt_tokens_details": {"cached_tokens": cached}}
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": cached},
+    }
 
 
 def split(text: str, pieces: int) -> list[str]:
     """`text` cut into `pieces` nearly equal fragments (some may be empty when text is short)."""
     size = max(1, -(-len(text) // max(pieces, 1)))
-    parts = [text[i:i + size] for i in range(0, len(text), size)]
+    parts = [text[i : i + size] for i in range(0, len(text), size)]
     return parts or [""]
 
 
-def openai_turn(text: str = "", tool_calls: Sequence[tuple[str, str, str]] = (), *, pieces: int = 1,
-                interleave: bool = False, finish: str | None = None, usage: dict[str, Any] | None = None,
-                raw_chunks: Sequence[dict[str, Any]] = (), **reply: Any) -> Reply:
+def openai_turn(
+    text: str = "",
+    tool_calls: Sequence[tuple[str, str, str]] = (),
+    *,
+    pieces: int = 1,
+    interleave: bool = False,
+    finish: str | None = None,
+    usage: dict[str, Any] | None = None,
+    raw_chunks: Sequence[dict[str, Any]] = (),
+    **reply: Any,
+) -> Reply:
     """A streamed turn: text in `pieces` chunks, then each (id, name, argument text) call in `pieces`
     argument fragments; `interleave` alternates fragments of parallel calls."""
     chunks = [openai_chunk({"role": "assistant", "content": ""})]
@@ -187,8 +209,14 @@ def _zip_longest(streams: list[list[Any]]) -> list[list[Any]]:
     return [[s[i] for s in streams if i < len(s)] for i in range(longest)]
 
 
-def openai_error(status: int, message: str, *, type: str = "invalid_request_error", code: str | None = None,
-                 headers: dict[str, str] | None = None) -> Reply:
+def openai_error(
+    status: int,
+    message: str,
+    *,
+    type: str = "invalid_request_error",
+    code: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> Reply:
     body = {"error": {"message": message, "type": type, "code": code, "param": None}}
     return Reply(status=status, body=json.dumps(body).encode(), headers=headers or {})
 
@@ -200,16 +228,39 @@ def sse_event(name: str, payload: dict[str, Any]) -> bytes:
     return f"event: {name}\n".encode() + sse_data(payload)
 
 
-def anthropic_events(text: str = "", tool_calls: Sequence[tuple[str, str, str]] = (), *, pieces: int = 1,
-                     stop_reason: str | None = None, input_tokens: int = 10, output_tokens: int = 5,
-                     cache_read: int = 0, cache_write: int = 0, model: str = "claude-sonnet-4-6") -> list[bytes]:
+def anthropic_events(
+    text: str = "",
+    tool_calls: Sequence[tuple[str, str, str]] = (),
+    *,
+    pieces: int = 1,
+    stop_reason: str | None = None,
+    input_tokens: int = 10,
+    output_tokens: int = 5,
+    cache_read: int = 0,
+    cache_write: int = 0,
+    model: str = "claude-sonnet-4-6",
+) -> list[bytes]:
     """The SSE frames of one Messages stream (text block first, then one block per tool call)."""
-    usage = {"input_tokens": input_tokens, "output_tokens": 1, "cache_read_input_tokens": cache_read,
-             "cache_creation_input_tokens": cache_write}
-    message = {"id": "msg_1", "type": "message", "role": "assistant", "model": model, "content": [],
-               "stop_reason": None, "stop_sequence": None, "usage": usage}
-    frames = [sse_event("message_start", {"type": "message_start", "message": message}),
-              sse_event("ping", {"type": "ping"})]
+    usage = {
+        "input_tokens": input_tokens,
+        "output_tokens": 1,
+        "cache_read_input_tokens": cache_read,
+        "cache_creation_input_tokens": cache_write,
+    }
+    message = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": usage,
+    }
+    frames = [
+        sse_event("message_start", {"type": "message_start", "message": message}),
+        sse_event("ping", {"type": "ping"}),
+    ]
     index = 0
     if text:
         frames.append(_block_start(index, {"type": "text", "text": ""}))
@@ -222,8 +273,16 @@ def anthropic_events(text: str = "", tool_calls: Sequence[tuple[str, str, str]] 
         frames.append(sse_event("content_block_stop", {"type": "content_block_stop", "index": index}))
         index += 1
     reason = stop_reason or ("tool_use" if tool_calls else "end_turn")
-    frames.append(sse_event("message_delta", {"type": "message_delta", "delta": {"stop_reason": reason,
-                  "stop_sequence": None}, "usage": {"output_tokens": output_tokens}}))
+    frames.append(
+        sse_event(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": reason, "stop_sequence": None},
+                "usage": {"output_tokens": output_tokens},
+            },
+        )
+    )
     frames.append(sse_event("message_stop", {"type": "message_stop"}))
     return frames
 
@@ -233,8 +292,9 @@ def anthropic_turn(text: str = "", tool_calls: Sequence[tuple[str, str, str]] = 
     return Reply(events=anthropic_events(text, tool_calls, **kwargs), **reply)
 
 
-def anthropic_error_event(kind: str = "overloaded_error", message: str = "Overloaded", *,
-                          after: Sequence[bytes] = ()) -> Reply:
+def anthropic_error_event(
+    kind: str = "overloaded_error", message: str = "Overloaded", *, after: Sequence[bytes] = ()
+) -> Reply:
     """HTTP 200, some frames, then an `error` event (what Anthropic sends when overloaded mid-stream)."""
     error = sse_event("error", {"type": "error", "error": {"type": kind, "message": message}})
     return Reply(events=[*after, error])

@@ -8,8 +8,9 @@ import subprocess
 from pathlib import Path
 
 
-def fingerprint(root: Path, *, skip_git: bool = False, skip_empty_dirs: bool = False,
-                exec_only: bool = False) -> dict[str, tuple]:
+def fingerprint(
+    root: Path, *, skip_git: bool = False, skip_empty_dirs: bool = False, exec_only: bool = False
+) -> dict[str, tuple]:
     """path -> (type, permission bits, content or link target) for everything under root, never following links."""
     out: dict[str, tuple] = {}
     for folder, dirs, files in os.walk(root, followlinks=False):

@@ -16,8 +16,9 @@ def test_a_stream_that_outlives_the_kill_is_closed_from_the_host() -> None:
     reader, writer = socket.socketpair()
     kills: list[float] = []
     started = time.monotonic()
-    watch = CallWatch(kill=lambda: kills.append(time.monotonic()), exited=lambda: False, timeout_s=0.3,
-                      abort=lambda: shut(reader))
+    watch = CallWatch(
+        kill=lambda: kills.append(time.monotonic()), exited=lambda: False, timeout_s=0.3, abort=lambda: shut(reader)
+    )
     assert reader.recv(1) == b""  # blocks until the watch gives up on the stream: EOF, not a hang
     watch.finish()
     elapsed = time.monotonic() - started

@@ -25,6 +25,8 @@ def test_orphans_are_told_apart_from_live_runs(docker_client, run_label, sandbox
     orphans = [c for c in found if orphaned(c)]
     assert [c.labels["harness.pid"] for c in orphans] == [dead.stdout.strip()]
     assert remove_containers(docker_client, orphans) == 1
-    assert [c.labels["harness.pid"] for c in find_containers(docker_client, test_label)] == [str(__import__("os").getpid())]
+    assert [c.labels["harness.pid"] for c in find_containers(docker_client, test_label)] == [
+        str(__import__("os").getpid())
+    ]
     assert remove_containers(docker_client, find_containers(docker_client, test_label)) == 1
     assert find_containers(docker_client, test_label) == []

@@ -35,9 +35,19 @@ def one_line_error(done: subprocess.CompletedProcess[str]) -> str:
 def test_exec_json_returns_the_envelope_and_the_exit_code(run_label, sandbox_image, docker_client, tmp_path) -> None:
     own_label = f"{run_label}-exec"
     try:
-        done = harness("exec", "--json", "--keep", str(tmp_path / "kept"), EXAMPLE, "--",
-                       "sh", "-c", "env; echo changed > calc/ops.py; exit 3",
-                       run_label=own_label, HARNESS_PLANTED_SECRET="sk-planted-42")
+        done = harness(
+            "exec",
+            "--json",
+            "--keep",
+            str(tmp_path / "kept"),
+            EXAMPLE,
+            "--",
+            "sh",
+            "-c",
+            "env; echo changed > calc/ops.py; exit 3",
+            run_label=own_label,
+            HARNESS_PLANTED_SECRET="sk-planted-42",
+        )
         leftovers = find_containers(docker_client, {"harness.run": own_label})
     finally:
         for container in find_containers(docker_client, {"harness.run": own_label}):
@@ -54,14 +64,36 @@ def test_exec_json_returns_the_envelope_and_the_exit_code(run_label, sandbox_ima
 
 @pytest.mark.docker
 def test_exec_human_output_runs_the_example_tests(run_label, sandbox_image) -> None:
-    done = harness("exec", "--timeout", "60", "--memory", "512m", EXAMPLE, "--", "python3", "-m", "pytest", "-q", run_label=run_label)
+    done = harness(
+        "exec",
+        "--timeout",
+        "60",
+        "--memory",
+        "512m",
+        EXAMPLE,
+        "--",
+        "python3",
+        "-m",
+        "pytest",
+        "-q",
+        run_label=run_label,
+    )
     assert done.returncode == 1
     assert done.stdout.startswith("exit_code=1 status=exit_nonzero")
     assert "2 failed, 2 passed" in done.stdout
 
 
-@pytest.mark.parametrize("flags", [["--memory", "lots"], ["--cpus", "-1"], ["--timeout", "0"], ["--pids", "2"],
-                                   ["--runtime", "kata"], ["--bogus-flag"]])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--memory", "lots"],
+        ["--cpus", "-1"],
+        ["--timeout", "0"],
+        ["--pids", "2"],
+        ["--runtime", "kata"],
+        ["--bogus-flag"],
+    ],
+)
 def test_nonsense_limits_are_usage_errors(flags: list[str]) -> None:
     done = harness("exec", *flags, EXAMPLE, "--", "true")
     assert done.returncode == 64

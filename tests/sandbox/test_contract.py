@@ -14,7 +14,9 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def test_exit_code_and_streams_come_back_exactly(any_sandbox, workspace: Path, spec: SandboxSpec) -> None:
-    env = any_sandbox.run(["sh", "-c", "printf 'out\\n'; printf 'bad thing\\n' >&2; exit 42"], workspace=workspace, spec=spec)
+    env = any_sandbox.run(
+        ["sh", "-c", "printf 'out\\n'; printf 'bad thing\\n' >&2; exit 42"], workspace=workspace, spec=spec
+    )
     assert (env.exit_code, env.status, env.stdout, env.stderr) == (42, "exit_nonzero", "out\n", "bad thing\n")
     assert env.headline().startswith("exit_code=42 status=exit_nonzero")
     assert not env.truncated
@@ -31,13 +33,17 @@ def test_stdin_is_delivered(any_sandbox, workspace: Path, spec: SandboxSpec) -> 
 
 
 def test_workspace_is_shared_with_the_host(any_sandbox, workspace: Path, spec: SandboxSpec) -> None:
-    env = any_sandbox.run(["sh", "-c", "cat hello.txt && echo made > /workspace/new.txt"], workspace=workspace, spec=spec)
+    env = any_sandbox.run(
+        ["sh", "-c", "cat hello.txt && echo made > /workspace/new.txt"], workspace=workspace, spec=spec
+    )
     assert env.stdout == "hello\n" and env.exit_code == 0
     assert (workspace / "new.txt").read_text() == "made\n"
 
 
 def test_timeout_is_status_timeout(any_sandbox, workspace: Path, spec: SandboxSpec) -> None:
-    env = any_sandbox.run(["sh", "-c", "echo started; sleep 60"], workspace=workspace, spec=spec.model_copy(update={"timeout_s": 1.5}))
+    env = any_sandbox.run(
+        ["sh", "-c", "echo started; sleep 60"], workspace=workspace, spec=spec.model_copy(update={"timeout_s": 1.5})
+    )
     assert (env.exit_code, env.status) == (124, "timeout")
     assert env.stdout == "started\n"
     assert env.duration_ms < 15_000
@@ -45,8 +51,11 @@ def test_timeout_is_status_timeout(any_sandbox, workspace: Path, spec: SandboxSp
 
 def test_output_is_capped_with_an_exact_marker(any_sandbox, workspace: Path, spec: SandboxSpec) -> None:
     capped = spec.model_copy(update={"stdout_cap": 1000})
-    env = any_sandbox.run(["python3", "-c", "import sys; sys.stdout.write('a' * 500 + 'b' * 100000 + 'z' * 500)"],
-                          workspace=workspace, spec=capped)
+    env = any_sandbox.run(
+        ["python3", "-c", "import sys; sys.stdout.write('a' * 500 + 'b' * 100000 + 'z' * 500)"],
+        workspace=workspace,
+        spec=capped,
+    )
     assert env.truncated and env.stdout_bytes == 101000 and env.stdout_dropped == 100000
     assert env.stdout == "a" * 500 + "\n[... 100000 bytes dropped ...]\n" + "z" * 500
     assert env.status == "ok"
@@ -75,7 +84,9 @@ def test_empty_command_and_missing_workspace_are_errors(any_sandbox, workspace: 
 
 
 def test_envelope_records_the_posture(any_sandbox, workspace: Path, spec: SandboxSpec) -> None:
-    env = any_sandbox.run(["true"], workspace=workspace, spec=spec.model_copy(update={"memory": 256 * 1024**2, "pids": 99}))
+    env = any_sandbox.run(
+        ["true"], workspace=workspace, spec=spec.model_copy(update={"memory": 256 * 1024**2, "pids": 99})
+    )
     assert env.limits.memory == 256 * 1024**2 and env.limits.pids == 99 and env.limits.timeout_s == 30
     assert env.image_id and env.runtime
 

@@ -40,13 +40,16 @@ PROBE = textwrap.dedent("""
 def gvisor(docker_client) -> None:
     if "runsc" not in available_runtimes(docker_client):
         if os.environ.get("CI"):
-            pytest.fail("runsc is not registered with the engine; scripts/ensure-engine.sh registers it on an engine "
-                        "it starts", pytrace=False)
+            pytest.fail(
+                "runsc is not registered with the engine; scripts/ensure-engine.sh registers it on an engine it starts",
+                pytrace=False,
+            )
         pytest.skip("gVisor (runsc) is not registered with this engine")
 
 
-def test_a_call_runs_under_gvisor_with_the_same_posture(gvisor, docker_client, run_label, workspace, spec,
-                                                       test_label) -> None:
+def test_a_call_runs_under_gvisor_with_the_same_posture(
+    gvisor, docker_client, run_label, workspace, spec, test_label
+) -> None:
     runsc = spec.model_copy(update={"runtime": "runsc"})
     with DockerSandbox(docker_client, run_id=run_label, pool_size=1) as box:
         envelope = box.run(["python3", "-c", PROBE], workspace=workspace, spec=runsc)
@@ -66,8 +69,9 @@ def test_a_call_runs_under_gvisor_with_the_same_posture(gvisor, docker_client, r
         assert box.run(["true"], workspace=workspace, spec=spec).limits.unenforced == []  # runc enforces them all
 
 
-def test_the_wall_clock_kills_background_children_under_gvisor(gvisor, docker_client, run_label, workspace,
-                                                              spec) -> None:
+def test_the_wall_clock_kills_background_children_under_gvisor(
+    gvisor, docker_client, run_label, workspace, spec
+) -> None:
     runsc = spec.model_copy(update={"runtime": "runsc", "timeout_s": 2})
     with DockerSandbox(docker_client, run_id=run_label, pool_size=0) as box:
         started = time.monotonic()
@@ -77,10 +81,24 @@ def test_the_wall_clock_kills_background_children_under_gvisor(gvisor, docker_cl
 
 
 def test_harness_run_of_the_example_is_verified_under_gvisor(gvisor, tmp_path, run_label) -> None:
-    command = [sys.executable, "-c", "from harness.cli import main; main()", "run", "--image", "py311",
-               "--runtime", "runsc", "--model", f"scripted:{ROOT / 'examples' / 'calc-fix.yaml'}",
-               str(ROOT / "examples" / "calc"), "--task", "Fix the failing tests in calc.",
-               "--verify", "python3 -m pytest -q", "--json"]
+    command = [
+        sys.executable,
+        "-c",
+        "from harness.cli import main; main()",
+        "run",
+        "--image",
+        "py311",
+        "--runtime",
+        "runsc",
+        "--model",
+        f"scripted:{ROOT / 'examples' / 'calc-fix.yaml'}",
+        str(ROOT / "examples" / "calc"),
+        "--task",
+        "Fix the failing tests in calc.",
+        "--verify",
+        "python3 -m pytest -q",
+        "--json",
+    ]
     env = {**os.environ, "HARNESS_RUN_ID": run_label, "HARNESS_STATE_DIR": str(tmp_path / "sessions")}
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=200)
     assert done.returncode == 0, done.stdout + done.stderr

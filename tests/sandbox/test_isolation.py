@@ -36,8 +36,12 @@ def _host_processes_with(marker: str) -> list[int]:
     return found
 
 
-def test_timeout_kills_background_children_and_daemons(docker_sandbox: DockerSandbox, docker_client, workspace, spec, test_label) -> None:
-    script = "sleep 3171 & setsid sleep 3172 & (setsid sh -c 'sleep 3173' &) ; nohup sleep 3174 >/dev/null 2>&1 & sleep 3175"
+def test_timeout_kills_background_children_and_daemons(
+    docker_sandbox: DockerSandbox, docker_client, workspace, spec, test_label
+) -> None:
+    script = (
+        "sleep 3171 & setsid sleep 3172 & (setsid sh -c 'sleep 3173' &) ; nohup sleep 3174 >/dev/null 2>&1 & sleep 3175"
+    )
     env = docker_sandbox.run(["sh", "-c", script], workspace=workspace, spec=spec.model_copy(update={"timeout_s": 2}))
     assert (env.exit_code, env.status) == (124, "timeout")
     deadline = time.monotonic() + 10
@@ -58,8 +62,11 @@ def test_daemon_left_by_a_finished_command_dies_and_the_call_returns(docker_sand
 
 
 def test_memory_hog_is_oom_killed_and_reported(docker_sandbox, workspace, spec) -> None:
-    env = docker_sandbox.run(_py("b = bytearray(400 * 1024 * 1024); print('survived')"), workspace=workspace,
-                             spec=spec.model_copy(update={"memory": 128 * 1024**2}))
+    env = docker_sandbox.run(
+        _py("b = bytearray(400 * 1024 * 1024); print('survived')"),
+        workspace=workspace,
+        spec=spec.model_copy(update={"memory": 128 * 1024**2}),
+    )
     assert (env.exit_code, env.status) == (137, "oom_killed")
     assert "survived" not in env.stdout
     assert "memory limit 128 MiB" in env.headline()
@@ -157,8 +164,11 @@ def test_output_flood_of_1gb_keeps_controller_memory_bounded(docker_sandbox, wor
     sampler = threading.Thread(target=sample)
     sampler.start()
     try:
-        env = docker_sandbox.run(["head", "-c", str(1024**3), "/dev/zero"], workspace=workspace,
-                                 spec=spec.model_copy(update={"output_ceiling": 2 * 1024**3, "timeout_s": 120}))
+        env = docker_sandbox.run(
+            ["head", "-c", str(1024**3), "/dev/zero"],
+            workspace=workspace,
+            spec=spec.model_copy(update={"output_ceiling": 2 * 1024**3, "timeout_s": 120}),
+        )
     finally:
         done.set()
         sampler.join()
@@ -202,8 +212,9 @@ def test_original_repository_is_byte_for_byte_unchanged(docker_sandbox, tmp_path
     before = _tree_digest(original)
     workspace = tmp_path / "ws"
     copy_repository(original, workspace)
-    env = docker_sandbox.run(["sh", "-c", "echo pwned > link; rm -rf calc; echo x > new; chmod 000 tests"],
-                             workspace=workspace, spec=spec)
+    env = docker_sandbox.run(
+        ["sh", "-c", "echo pwned > link; rm -rf calc; echo x > new; chmod 000 tests"], workspace=workspace, spec=spec
+    )
     assert env.exit_code == 0, env.render()
     assert _tree_digest(original) == before
     assert not (workspace / "calc").exists()
@@ -230,7 +241,9 @@ def test_no_container_is_left_behind(docker_client, run_label, workspace, spec, 
     assert find_containers(docker_client, test_label) == []
 
 
-def test_every_container_carries_the_labels(docker_sandbox, docker_client, run_label, workspace, spec, test_label) -> None:
+def test_every_container_carries_the_labels(
+    docker_sandbox, docker_client, run_label, workspace, spec, test_label
+) -> None:
     docker_sandbox.prewarm(workspace=workspace, spec=spec)
     docker_sandbox.pool.wait_idle()
     found = find_containers(docker_client, test_label)
@@ -254,16 +267,24 @@ def test_writable_root_change_is_committed(docker_client, run_label, workspace, 
     writable = spec.model_copy(update={"read_only_root": False})
     session = f"s-{test_label['harness.test']}"
     with DockerSandbox(docker_client, run_id=run_label, pool_size=0, session_id=session) as box:
-        unchanged = box.run(["sh", "-c", "echo x > /tmp/a; echo y > /workspace/b"], workspace=workspace, spec=writable,
-                            commit_changes=True)
-        changed = box.run(["sh", "-c", "echo x > /var/tmp/installed"], workspace=workspace, spec=writable, commit_changes=True)
+        unchanged = box.run(
+            ["sh", "-c", "echo x > /tmp/a; echo y > /workspace/b"],
+            workspace=workspace,
+            spec=writable,
+            commit_changes=True,
+        )
+        changed = box.run(
+            ["sh", "-c", "echo x > /var/tmp/installed"], workspace=workspace, spec=writable, commit_changes=True
+        )
     assert unchanged.committed_image is None
     assert changed.committed_image
     try:
         labels = docker_client.images.get(changed.committed_image).labels
     finally:  # remove at once: session tooling running concurrently lists images by harness.session
         docker_client.images.remove(changed.committed_image, force=True)
-    assert labels["harness.run"] == run_label and labels["harness.kind"] == "step" and labels["harness.session"] == session
+    assert (
+        labels["harness.run"] == run_label and labels["harness.kind"] == "step" and labels["harness.session"] == session
+    )
 
 
 def test_concurrent_calls_each_get_their_own_container(docker_sandbox, workspace, spec) -> None:
@@ -280,7 +301,9 @@ def test_concurrent_calls_each_get_their_own_container(docker_sandbox, workspace
     assert len({out.split()[1] for _, out in results}) == 4
 
 
-def test_a_dead_warm_container_is_replaced_transparently(docker_sandbox, docker_client, workspace, spec, test_label) -> None:
+def test_a_dead_warm_container_is_replaced_transparently(
+    docker_sandbox, docker_client, workspace, spec, test_label
+) -> None:
     docker_sandbox.prewarm(workspace=workspace, spec=spec)
     docker_sandbox.pool.wait_idle()
     for container in find_containers(docker_client, test_label):

@@ -25,8 +25,9 @@ def _holders(client, test_label) -> list:
     return [c for c in find_containers(client, test_label) if c.labels["harness.kind"] == "netns"]
 
 
-def test_calls_of_a_session_share_one_namespace_with_only_loopback(docker_client, run_label, workspace, spec,
-                                                                   test_label) -> None:
+def test_calls_of_a_session_share_one_namespace_with_only_loopback(
+    docker_client, run_label, workspace, spec, test_label
+) -> None:
     with DockerSandbox(docker_client, run_id=run_label, pool_size=1, session_id="s-one") as box:
         first, interfaces = _namespace(box, workspace, spec)
         second, _ = _namespace(box, workspace, spec)
@@ -37,8 +38,10 @@ def test_calls_of_a_session_share_one_namespace_with_only_loopback(docker_client
 
 
 def test_sessions_never_share_a_namespace(docker_client, run_label, workspace, spec, test_label) -> None:
-    with DockerSandbox(docker_client, run_id=run_label, pool_size=0, session_id="s-a") as a, \
-            DockerSandbox(docker_client, run_id=run_label, pool_size=0, session_id="s-b") as b:
+    with (
+        DockerSandbox(docker_client, run_id=run_label, pool_size=0, session_id="s-a") as a,
+        DockerSandbox(docker_client, run_id=run_label, pool_size=0, session_id="s-b") as b,
+    ):
         assert _namespace(a, workspace, spec)[0] != _namespace(b, workspace, spec)[0]
     # One sandbox serving two sessions (told apart by the session label of their specs) keeps them apart too.
     with DockerSandbox(docker_client, run_id=run_label, pool_size=0) as shared:

@@ -20,9 +20,11 @@ pytestmark = pytest.mark.timeout(60)
 def test_git_verifies_our_pack_and_reads_every_object(tmp_path: Path) -> None:
     store = ObjectStore(tmp_path / "git")
     store.init()
-    blobs = {store.write(b"blob", data): data for data in
-             [b"", b"x" * 15, b"y" * 16, os.urandom(5000), os.urandom(200_000), b"hello\n"] +
-             [f"file {i}\n".encode() for i in range(100)]}
+    blobs = {
+        store.write(b"blob", data): data
+        for data in [b"", b"x" * 15, b"y" * 16, os.urandom(5000), os.urandom(200_000), b"hello\n"]
+        + [f"file {i}\n".encode() for i in range(100)]
+    }
     tree = store.write_tree([TreeEntry(0o100644, f"f{i}".encode(), oid) for i, oid in enumerate(blobs)])
     store.sync(durable=True)
     [pack] = (tmp_path / "git" / "objects" / "pack").glob("*.pack")

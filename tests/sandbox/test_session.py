@@ -46,8 +46,9 @@ def test_round_trip_rollback_and_export_applies_to_original(tmp_path: Path) -> N
     assert "# harness: not in this patch" in patch and "vendor/inner/.git/HEAD" in patch
     copy = tmp_path / "copy"
     subprocess.run(["cp", "-a", str(repo), str(copy)], check=True)
-    done = subprocess.run(["git", "apply", "--whitespace=nowarn", "-"], cwd=copy, input=patch.encode(),
-                          capture_output=True)
+    done = subprocess.run(
+        ["git", "apply", "--whitespace=nowarn", "-"], cwd=copy, input=patch.encode(), capture_output=True
+    )
     assert done.returncode == 0, done.stderr
     want = fingerprint(session.workspace, skip_git=True, skip_empty_dirs=True, exec_only=True)
     assert fingerprint(copy, skip_git=True, skip_empty_dirs=True, exec_only=True) == want
@@ -72,8 +73,11 @@ def test_open_list_errors_and_failed_rollback_leaves_session_as_it_was(tmp_path:
     with pytest.raises(StepOutOfRange):
         session.diff(0, 3)
     tree = session.records[1].tree
-    victim = next(p for p in (session.dir / "store" / "git" / "objects").rglob("*")
-                  if p.is_file() and p.parent.name + p.name != tree and _is_blob_of(p, b"a\n"))
+    victim = next(
+        p
+        for p in (session.dir / "store" / "git" / "objects").rglob("*")
+        if p.is_file() and p.parent.name + p.name != tree and _is_blob_of(p, b"a\n")
+    )
     victim.unlink()
     before = fingerprint(session.workspace)
     with pytest.raises(SnapshotError):
@@ -108,10 +112,16 @@ def test_killed_mid_snapshot_opens_at_last_complete_step(tmp_path: Path) -> None
     repo = tmp_path / "repo"
     (repo / "many").mkdir(parents=True)
     state = tmp_path / "state"
-    Session.create(repo, state, spec=SandboxSpec(), session_id="crash",
-                   config=SessionConfig.model_validate({"snapshot": {"watch": False}})).close()
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(state)], stdout=subprocess.PIPE, text=True,
-                             cwd=REPO_ROOT)
+    Session.create(
+        repo,
+        state,
+        spec=SandboxSpec(),
+        session_id="crash",
+        config=SessionConfig.model_validate({"snapshot": {"watch": False}}),
+    ).close()
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(state)], stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT
+    )
     seen = 0
     while seen < 3:
         line = child.stdout.readline()
@@ -147,7 +157,11 @@ def test_unfinished_create_is_a_leftover_not_a_session(tmp_path: Path) -> None:
         Session.open(state, "half")
     found = find_session_leftovers(None, state)
     assert found.folders == [state / "half"], "a create still in progress is left alone"
-    assert remove_leftovers(None, found) == [str(state / "half")] and not (state / "half").exists() and (state / "fresh").exists()
+    assert (
+        remove_leftovers(None, found) == [str(state / "half")]
+        and not (state / "half").exists()
+        and (state / "fresh").exists()
+    )
 
 
 def test_ready_hook_sees_the_copied_workspace_and_the_call_spec_before_step_0(tmp_path: Path) -> None:

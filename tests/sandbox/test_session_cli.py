@@ -91,25 +91,50 @@ def test_exec_session_steps_writable_root_and_setup(tmp_path: Path, run_label: s
     sd = ["--state-dir", str(tmp_path / "state")]
     # The run label in the setup command keeps the setup cache image private to this run: another
     # run's cleanup (by its own label) must not remove the image this session's step 0 uses.
-    first = harness("exec", str(repo), "--session", "ex", "--writable-root", "--setup", f"touch /etc/setup-ran; true {run_label}", *sd,
-                    "--", "sh", "-c", "echo one > /var/tmp/v; echo b > a.txt", run_label=run_label)
+    first = harness(
+        "exec",
+        str(repo),
+        "--session",
+        "ex",
+        "--writable-root",
+        "--setup",
+        f"touch /etc/setup-ran; true {run_label}",
+        *sd,
+        "--",
+        "sh",
+        "-c",
+        "echo one > /var/tmp/v; echo b > a.txt",
+        run_label=run_label,
+    )
     assert first.returncode == 0, first.stderr
-    second = harness("exec", str(repo), "--session", "ex", *sd, "--", "sh", "-c", "cat /var/tmp/v /etc/setup-ran a.txt",
-                     run_label=run_label)
+    second = harness(
+        "exec",
+        str(repo),
+        "--session",
+        "ex",
+        *sd,
+        "--",
+        "sh",
+        "-c",
+        "cat /var/tmp/v /etc/setup-ran a.txt",
+        run_label=run_label,
+    )
     assert second.returncode == 0 and "one" in second.stdout and "b" in second.stdout, second.stdout + second.stderr
     session = Session.open(tmp_path / "state", "ex")
     assert session.step == 2 and session.info.setup is not None and session.info.setup.network_mode == "none"
     assert harness("rollback", "ex", "--to", "0", *sd).returncode == 0
-    third = harness("exec", str(repo), "--session", "ex", *sd, "--", "sh", "-c", "cat a.txt; cat /var/tmp/v",
-                    run_label=run_label)
+    third = harness(
+        "exec", str(repo), "--session", "ex", *sd, "--", "sh", "-c", "cat a.txt; cat /var/tmp/v", run_label=run_label
+    )
     assert third.returncode != 0 and "a" in third.stdout
     assert harness("session", "rm", "ex", *sd).returncode == 0
     assert not (tmp_path / "state" / "ex").exists()
 
 
 @pytest.mark.docker
-def test_prune_removes_images_of_deleted_sessions_and_unfinished_creates(tmp_path: Path, run_label: str, docker_client,
-                                                                         sandbox_image: str) -> None:
+def test_prune_removes_images_of_deleted_sessions_and_unfinished_creates(
+    tmp_path: Path, run_label: str, docker_client, sandbox_image: str
+) -> None:
     import time
 
     from sandbox.docker.images import current_ref
@@ -124,7 +149,9 @@ def test_prune_removes_images_of_deleted_sessions_and_unfinished_creates(tmp_pat
     ref = current_ref(docker_client, sandbox_image)
 
     def session_image(session_id: str, where: Path) -> str:
-        container = docker_client.containers.create(ref, ["true"], labels={"harness.run": run_label}, network_mode="none")
+        container = docker_client.containers.create(
+            ref, ["true"], labels={"harness.run": run_label}, network_mode="none"
+        )
         try:
             labels = {"harness.run": run_label, "harness.session": session_id, "harness.state": str(where)}
             return container.commit(changes=[f'LABEL {k}="{v}"' for k, v in labels.items()]).id
@@ -134,8 +161,15 @@ def test_prune_removes_images_of_deleted_sessions_and_unfinished_creates(tmp_pat
     gone, live, elsewhere = session_image("gone", state), session_image("live", state), session_image("gone", other)
     done = harness("sandbox", "prune", "--run", run_label, "--state-dir", str(state), run_label=run_label)
     assert done.returncode == 0, done.stderr
-    assert f"removed session leftover {gone}" in done.stdout and f"removed session leftover {state / 'half'}" in done.stdout
+    assert (
+        f"removed session leftover {gone}" in done.stdout
+        and f"removed session leftover {state / 'half'}" in done.stdout
+    )
     assert "removed 2 session leftover(s)" in done.stdout
-    remaining = {image.id for image in docker_client.images.list(all=True, filters={"label": f"harness.run={run_label}"})}
-    assert gone not in remaining and {live, elsewhere} <= remaining, "a live session's and another directory's images stay"
+    remaining = {
+        image.id for image in docker_client.images.list(all=True, filters={"label": f"harness.run={run_label}"})
+    }
+    assert gone not in remaining and {live, elsewhere} <= remaining, (
+        "a live session's and another directory's images stay"
+    )
     assert (state / "live" / "session.json").exists() and not (state / "half").exists()

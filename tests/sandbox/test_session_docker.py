@@ -26,11 +26,15 @@ SPEC = SandboxSpec(image="py311", timeout_s=60)
 
 def _wheel(folder: Path, name: str = "tinydep", value: int = 42) -> Path:
     """A minimal pure-Python wheel, written by hand."""
-    files = {f"{name}/__init__.py": f"VALUE = {value}\n".encode(),
-             f"{name}-1.0.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n".encode(),
-             f"{name}-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
-    record = [f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}"
-              for path, data in files.items()]
+    files = {
+        f"{name}/__init__.py": f"VALUE = {value}\n".encode(),
+        f"{name}-1.0.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n".encode(),
+        f"{name}-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = [
+        f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}"
+        for path, data in files.items()
+    ]
     files[f"{name}-1.0.dist-info/RECORD"] = ("\n".join([*record, f"{name}-1.0.dist-info/RECORD,,"]) + "\n").encode()
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}-1.0-py3-none-any.whl"
@@ -47,36 +51,47 @@ def _repo(root: Path) -> Path:
     return root
 
 
-INSTALL = "python3 -m pip install -q --no-index --break-system-packages --find-links /workspace/wheels -r requirements.txt"
+INSTALL = (
+    "python3 -m pip install -q --no-index --break-system-packages --find-links /workspace/wheels -r requirements.txt"
+)
 
 
-def test_setup_installs_from_repo_wheels_and_second_session_reuses_it(tmp_path: Path, docker_client: docker.DockerClient,
-                                                                      run_label: str) -> None:
+def test_setup_installs_from_repo_wheels_and_second_session_reuses_it(
+    tmp_path: Path, docker_client: docker.DockerClient, run_label: str
+) -> None:
     repo = _repo(tmp_path / "repo")
     config = SessionConfig(setup=[INSTALL, f"echo {run_label} > /etc/harness-test-marker"])
     with DockerSandbox(docker_client, run_id=run_label, pool_size=0) as box:
-        first = Session.create(repo, tmp_path / "state", spec=SPEC, config=config, prepare=make_prepare(box, SPEC, config))
+        first = Session.create(
+            repo, tmp_path / "state", spec=SPEC, config=config, prepare=make_prepare(box, SPEC, config)
+        )
         assert first.info.setup is not None and not first.info.setup.cached
         assert first.info.setup.network_mode == "none"
         assert first.step == 0 and first.image == first.info.setup.image
         assert not (first.workspace / "build").exists(), "setup never writes the session workspace"
-        envelope = box.run(["python3", "-m", "pytest", "-q", "-p", "no:cacheprovider"], workspace=first.workspace,
-                           spec=first.spec)
+        envelope = box.run(
+            ["python3", "-m", "pytest", "-q", "-p", "no:cacheprovider"], workspace=first.workspace, spec=first.spec
+        )
         assert envelope.exit_code == 0, envelope.stdout + envelope.stderr
         net = box.run(["ls", "/sys/class/net"], workspace=first.workspace, spec=first.spec)
         assert net.stdout.split() == ["lo"] and envelope.limits.network == "none"
 
         started = time.monotonic()
-        second = Session.create(repo, tmp_path / "state", spec=SPEC, config=config, prepare=make_prepare(box, SPEC, config))
+        second = Session.create(
+            repo, tmp_path / "state", spec=SPEC, config=config, prepare=make_prepare(box, SPEC, config)
+        )
         assert second.info.setup.cached and second.image == first.image
         assert time.monotonic() - started < 10
         (repo / "requirements.txt").write_text("tinydep==1.0\n")
-        third = Session.create(repo, tmp_path / "state", spec=SPEC, config=config, prepare=make_prepare(box, SPEC, config))
+        third = Session.create(
+            repo, tmp_path / "state", spec=SPEC, config=config, prepare=make_prepare(box, SPEC, config)
+        )
         assert not third.info.setup.cached, "a changed dependency file invalidates the cache"
 
 
-def test_setup_cache_never_hands_out_a_later_step_image(tmp_path: Path, docker_client: docker.DockerClient,
-                                                       run_label: str) -> None:
+def test_setup_cache_never_hands_out_a_later_step_image(
+    tmp_path: Path, docker_client: docker.DockerClient, run_label: str
+) -> None:
     """A step commit inherits the setup image's labels: the cache must still find only the setup image
     (otherwise a new session starts with an earlier session's changes, and rollback to 0 keeps them)."""
     repo = tmp_path / "repo"
@@ -84,45 +99,67 @@ def test_setup_cache_never_hands_out_a_later_step_image(tmp_path: Path, docker_c
     (repo / "a.txt").write_text("a\n")
     config = SessionConfig(setup=[f"true cache-{run_label}"], writable_root=True)
     with DockerSandbox(docker_client, run_id=run_label, pool_size=0) as box:
-        first = Session.create(repo, tmp_path / "state", spec=SPEC, config=config, prepare=make_prepare(box, SPEC, config))
-        envelope = box.run(["sh", "-c", "echo one > /var/tmp/v"], workspace=first.workspace, spec=first.spec,
-                           commit_changes=True)
+        first = Session.create(
+            repo, tmp_path / "state", spec=SPEC, config=config, prepare=make_prepare(box, SPEC, config)
+        )
+        envelope = box.run(
+            ["sh", "-c", "echo one > /var/tmp/v"], workspace=first.workspace, spec=first.spec, commit_changes=True
+        )
         assert envelope.committed_image and envelope.committed_image != first.info.setup.image
         first.commit_step("write", committed_image=envelope.committed_image)
-        second = Session.create(repo, tmp_path / "state", spec=SPEC, config=config, prepare=make_prepare(box, SPEC, config))
+        second = Session.create(
+            repo, tmp_path / "state", spec=SPEC, config=config, prepare=make_prepare(box, SPEC, config)
+        )
         assert second.info.setup.cached and second.image == first.info.setup.image
         clean = box.run(["sh", "-c", "test ! -e /var/tmp/v"], workspace=second.workspace, spec=second.spec)
         assert clean.exit_code == 0, "step 0 of a new session must not hold another session's changes"
 
 
-def test_setup_network_is_what_the_engine_says_and_failures_are_reported(tmp_path: Path,
-                                                                         docker_client: docker.DockerClient,
-                                                                         run_label: str) -> None:
+def test_setup_network_is_what_the_engine_says_and_failures_are_reported(
+    tmp_path: Path, docker_client: docker.DockerClient, run_label: str
+) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()
     (repo / "a.txt").write_text("a\n")
     config = SessionConfig(setup=[f"true {run_label}"], setup_network=True)
     with DockerSandbox(docker_client, run_id=run_label, pool_size=0) as box:
-        session = Session.create(repo, tmp_path / "state", spec=SPEC, config=config, prepare=make_prepare(box, SPEC, config))
+        session = Session.create(
+            repo, tmp_path / "state", spec=SPEC, config=config, prepare=make_prepare(box, SPEC, config)
+        )
         assert session.info.setup.network_mode == "bridge"
         assert session.config.setup_network and session.spec.network == "none"
         failing = SessionConfig(setup=["echo about to fail; exit 3"])
         with pytest.raises(SetupError, match="exited 3: about to fail"):
-            Session.create(repo, tmp_path / "state", spec=SPEC, config=failing, session_id="failed",
-                           prepare=make_prepare(box, SPEC, failing))
+            Session.create(
+                repo,
+                tmp_path / "state",
+                spec=SPEC,
+                config=failing,
+                session_id="failed",
+                prepare=make_prepare(box, SPEC, failing),
+            )
         assert not (tmp_path / "state" / "failed").exists()
 
 
-def test_writable_root_state_follows_steps_and_rollback(tmp_path: Path, docker_client: docker.DockerClient,
-                                                        run_label: str) -> None:
+def test_writable_root_state_follows_steps_and_rollback(
+    tmp_path: Path, docker_client: docker.DockerClient, run_label: str
+) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()
     (repo / "a.txt").write_text("a\n")
-    session = Session.create(repo, tmp_path / "state", spec=SPEC, config=SessionConfig(writable_root=True),
-                             images=EngineStepImages(docker_client))
+    session = Session.create(
+        repo,
+        tmp_path / "state",
+        spec=SPEC,
+        config=SessionConfig(writable_root=True),
+        images=EngineStepImages(docker_client),
+    )
     with DockerSandbox(docker_client, run_id=run_label, pool_size=0, session_id=session.id) as box:
+
         def step(command: str) -> str:
-            envelope = box.run(["sh", "-c", command], workspace=session.workspace, spec=session.spec, commit_changes=True)
+            envelope = box.run(
+                ["sh", "-c", command], workspace=session.workspace, spec=session.spec, commit_changes=True
+            )
             assert envelope.exit_code == 0, envelope.stderr
             session.commit_step(command, committed_image=envelope.committed_image)
             return envelope.stdout
@@ -145,7 +182,9 @@ def test_writable_root_state_follows_steps_and_rollback(tmp_path: Path, docker_c
 
     assert len(session_images(docker_client, session.id)) == 2
     mine = {image.id for image in session_images(docker_client, session.id)}
-    assert not mine & set(find_session_leftovers(docker_client, tmp_path / "state").images), "a live session is no leftover"
+    assert not mine & set(find_session_leftovers(docker_client, tmp_path / "state").images), (
+        "a live session is no leftover"
+    )
     session.delete()
     assert session_images(docker_client, session.id) == []
     assert not mine & set(find_session_leftovers(docker_client, tmp_path / "state").images)

@@ -74,8 +74,16 @@ def test_stores_ignored_files_nested_git_and_links_as_links(tmp_path: Path) -> N
     store.restore(tree)
     after = fingerprint(ws)
     assert after == before
-    for path in ["debug.log", "build/out.o", ".git/HEAD", "vendor/buried.git/HEAD", "vendor/buried.git/config",
-                 "vendor/inner/.git/config", "vendor/inner/file.txt", "empty"]:
+    for path in [
+        "debug.log",
+        "build/out.o",
+        ".git/HEAD",
+        "vendor/buried.git/HEAD",
+        "vendor/buried.git/config",
+        "vendor/inner/.git/config",
+        "vendor/inner/file.txt",
+        "empty",
+    ]:
         assert path in after, path
     assert after["link-to-etc"] == ("link", "/etc/passwd")
     assert after["dangling"] == ("link", "does/not/exist")
@@ -167,9 +175,11 @@ def test_restore_to_unknown_tree_changes_nothing(tmp_path: Path) -> None:
 def _plant_hostile(repo: Path, marker: Path) -> None:
     touch = f"touch {marker}"
     config = repo / ".git" / "config"
-    config.write_text(config.read_text() + f"[core]\n\tfsmonitor = {touch}\n\thooksPath = hooks\n"
-                      f"[filter \"evil\"]\n\tclean = {touch}\n\tsmudge = {touch}\n\tprocess = {touch}\n"
-                      f"[diff \"evil\"]\n\ttextconv = {touch}\n\tcommand = {touch}\n")
+    config.write_text(
+        config.read_text() + f"[core]\n\tfsmonitor = {touch}\n\thooksPath = hooks\n"
+        f'[filter "evil"]\n\tclean = {touch}\n\tsmudge = {touch}\n\tprocess = {touch}\n'
+        f'[diff "evil"]\n\ttextconv = {touch}\n\tcommand = {touch}\n'
+    )
     for hook in ("pre-commit", "post-checkout", "post-index-change", "fsmonitor-watchman"):
         for folder in (repo / ".git" / "hooks", repo / "hooks"):
             folder.mkdir(exist_ok=True)
@@ -292,7 +302,9 @@ def test_durable_snapshot_flushes_only_its_own_files(tmp_path: Path, monkeypatch
     objects = tmp_path / "store" / "git" / "objects"
     packs = {str(p) for p in (objects / "pack").iterdir()}
     assert len(packs) == 2, "300 new objects go into one pack (and its index)"
-    on_disk = {str(p) for p in objects.glob("??/*")} | packs | {str(p) for p in (tmp_path / "store" / "large").iterdir()}
+    on_disk = (
+        {str(p) for p in objects.glob("??/*")} | packs | {str(p) for p in (tmp_path / "store" / "large").iterdir()}
+    )
     assert on_disk <= set(synced), "every new object file, pack and large file is fsynced"
     folders = {str(objects), str(objects / "pack"), str(tmp_path / "store"), *(str(p) for p in objects.glob("??"))}
     assert folders <= set(synced)

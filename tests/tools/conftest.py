@@ -37,7 +37,8 @@ def repo_ws(tmp_path: Path) -> Path:
     (ws / "calc" / "__init__.py").write_text("from calc.ops import add\n")
     (ws / "calc" / "ops.py").write_text("def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n")
     (ws / "tests" / "test_ops.py").write_text(
-        "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\ndef test_zero():\n    assert add(0, 0) == 0\n")
+        "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\ndef test_zero():\n    assert add(0, 0) == 0\n"
+    )
     (ws / ".gitignore").write_text("*.log\n")
     (ws / "debug.log").write_text("noise\n")
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@e", "-c", "init.defaultBranch=main"]

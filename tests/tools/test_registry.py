@@ -32,8 +32,16 @@ class CountingSandbox:
         self.inner, self.lock = FakeSandbox(), threading.Lock()
         self.active = self.peak = 0
 
-    def run(self, argv: Sequence[str], *, workspace: Path, spec: SandboxSpec, mounts: Sequence[Mount] = (),
-            stdin: bytes | None = None, commit_changes: bool = False) -> Envelope:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        workspace: Path,
+        spec: SandboxSpec,
+        mounts: Sequence[Mount] = (),
+        stdin: bytes | None = None,
+        commit_changes: bool = False,
+    ) -> Envelope:
         with self.lock:
             self.active += 1
             self.peak = max(self.peak, self.active)
@@ -73,8 +81,18 @@ REGISTRY = default_registry()
 
 def test_schemas_forbid_extra_properties_and_render_for_both_providers() -> None:
     schemas = {s.name: s for s in REGISTRY.schemas()}
-    assert set(schemas) == {"read_file", "list_dir", "search_code", "apply_patch", "write_file", "run_command",
-                            "run_tests", "git_status", "git_diff", "git_log"}
+    assert set(schemas) == {
+        "read_file",
+        "list_dir",
+        "search_code",
+        "apply_patch",
+        "write_file",
+        "run_command",
+        "run_tests",
+        "git_status",
+        "git_diff",
+        "git_log",
+    }
     for schema in schemas.values():
         assert schema.parameters["additionalProperties"] is False
         assert "Do NOT use" in schema.description and "Use it" in schema.description
@@ -86,13 +104,16 @@ def test_schemas_forbid_extra_properties_and_render_for_both_providers() -> None
 def test_model_visible_error_kinds(ws: Path) -> None:
     ctx = context(ws)
     bad_json = ToolCall(id="j", name="read_file", raw_arguments="{path:", parse_error="Expecting value")
-    results = REGISTRY.execute_turn([
-        bad_json,
-        call("rm_rf", "u"),
-        call("read_file", "x", path="src/a.py", extra=1),
-        call("list_dir", "d", depth=9),
-        call("read_file", "g", path="../etc/passwd"),
-    ], ctx)
+    results = REGISTRY.execute_turn(
+        [
+            bad_json,
+            call("rm_rf", "u"),
+            call("read_file", "x", path="src/a.py", extra=1),
+            call("list_dir", "d", depth=9),
+            call("read_file", "g", path="../etc/passwd"),
+        ],
+        ctx,
+    )
     kinds = [r.error_kind for r in results]
     assert kinds == ["invalid_json", "unknown_tool", "invalid_arguments", "invalid_arguments", "denied"]
     for result in results:
@@ -116,10 +137,12 @@ def test_reads_run_concurrently_and_writes_alone_in_order(ws: Path) -> None:
     REGISTRY.execute_turn(reads, ctx)
     assert box.peak >= 2
     box.peak = 0
-    turn = [call("write_file", "w", path="src/b.py", content="B = 1\n"),
-            call("read_file", "r", path="src/b.py"),
-            call("apply_patch", "p", path="src/b.py", old_text="B = 1", new_text="B = 2"),
-            call("read_file", "r2", path="src/b.py")]
+    turn = [
+        call("write_file", "w", path="src/b.py", content="B = 1\n"),
+        call("read_file", "r", path="src/b.py"),
+        call("apply_patch", "p", path="src/b.py", old_text="B = 1", new_text="B = 2"),
+        call("read_file", "r2", path="src/b.py"),
+    ]
     results = REGISTRY.execute_turn(turn, ctx)
     assert [r.wrote for r in results] == [True, False, True, False]
     assert results[1].text.endswith("B = 1") and results[3].text.endswith("B = 2")
@@ -169,6 +192,7 @@ def test_unattended_answer_file_allows(tmp_path: Path) -> None:
     timer = threading.Timer(0.1, lambda: (tmp_path / "c9.answer").write_text("allow\n"))
     timer.start()
     from harness.gate import Decision
+
     decision = approver.decide(request, Decision(action="ask", rule="command-ask", reason="r"), "c9")
     timer.join()
     assert decision.action == "allow" and decision.rule == "command-ask/unattended"
@@ -186,7 +210,9 @@ def test_interactive_approver_reads_the_injected_stream(ws: Path) -> None:
 
 
 def test_ask_without_approver_is_denied(ws: Path) -> None:
-    result = REGISTRY.execute(call("run_command", command="echo x"), context(ws, ask_programs=["echo"], allowed_programs=[]))
+    result = REGISTRY.execute(
+        call("run_command", command="echo x"), context(ws, ask_programs=["echo"], allowed_programs=[])
+    )
     assert result.error_kind == "denied" and "no approver" in result.text
 
 

@@ -30,34 +30,78 @@ def root(tmp_path: Path) -> Path:
 
 
 def call(root: Path, op: str, **args: object) -> dict:
-    return runner.handle({"op": op, "args": args, "root": str(root), "read_only": ["tests/"],
-                          "protected": [".git/", ".harness/"], "max_bytes": 24000})
+    return runner.handle(
+        {
+            "op": op,
+            "args": args,
+            "root": str(root),
+            "read_only": ["tests/"],
+            "protected": [".git/", ".harness/"],
+            "max_bytes": 24000,
+        }
+    )
 
 
 def test_script_protocol_argv_and_stdin(root: Path) -> None:
-    request = {"op": "read_file", "args": {"path": "src/app.py", "start_line": 2, "end_line": None},
-               "root": str(root), "protected": [".git/"], "read_only": []}
+    request = {
+        "op": "read_file",
+        "args": {"path": "src/app.py", "start_line": 2, "end_line": None},
+        "root": str(root),
+        "protected": [".git/"],
+        "read_only": [],
+    }
     items = runner.encode_request(request)
-    assert runner.decode_request(items) == {"op": "read_file", "args": {"path": "src/app.py", "start_line": "2"},
-                                            "root": str(root), "protected": [".git/"]}
+    assert runner.decode_request(items) == {
+        "op": "read_file",
+        "args": {"path": "src/app.py", "start_line": "2"},
+        "root": str(root),
+        "protected": [".git/"],
+    }
     by_argv = subprocess.run([sys.executable, "-I", "-S", runner.__file__, *items], capture_output=True, check=True)
-    by_stdin = subprocess.run([sys.executable, "-I", "-S", runner.__file__, "--stdin"],
-                              input=json.dumps(request).encode(), capture_output=True, check=True)
+    by_stdin = subprocess.run(
+        [sys.executable, "-I", "-S", runner.__file__, "--stdin"],
+        input=json.dumps(request).encode(),
+        capture_output=True,
+        check=True,
+    )
     assert by_argv.stdout == by_stdin.stdout
     answer = runner.parse_answer(by_argv.stdout.decode())
-    assert answer == {"ok": True, "kind": None, "wrote": [],
-                      "text": "OK read_file src/app.py: lines 2-6 of 6\n     2\t    return 1\n     3\t\n     4\t\n"
-                              "     5\tdef g():\n     6\t    return 1"}
-    denied = subprocess.run([sys.executable, "-I", "-S", runner.__file__,
-                             *runner.encode_request({**request, "args": {"path": ".git/config"}})], capture_output=True)
+    assert answer == {
+        "ok": True,
+        "kind": None,
+        "wrote": [],
+        "text": "OK read_file src/app.py: lines 2-6 of 6\n     2\t    return 1\n     3\t\n     4\t\n"
+        "     5\tdef g():\n     6\t    return 1",
+    }
+    denied = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-S",
+            runner.__file__,
+            *runner.encode_request({**request, "args": {"path": ".git/config"}}),
+        ],
+        capture_output=True,
+    )
     assert runner.parse_answer(denied.stdout.decode())["kind"] == "denied"
 
 
 def test_read_path_does_not_import_json_or_re(root: Path) -> None:
-    items = runner.encode_request({"op": "read_file", "args": {"path": "src/app.py"}, "root": str(root),
-                                   "protected": [".git/", ".harness/"], "read_only": ["tests/"]})
-    out = subprocess.run([sys.executable, "-I", "-S", "-X", "importtime", runner.__file__, *items],
-                         capture_output=True, text=True, check=True)
+    items = runner.encode_request(
+        {
+            "op": "read_file",
+            "args": {"path": "src/app.py"},
+            "root": str(root),
+            "protected": [".git/", ".harness/"],
+            "read_only": ["tests/"],
+        }
+    )
+    out = subprocess.run(
+        [sys.executable, "-I", "-S", "-X", "importtime", runner.__file__, *items],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     imported = {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if "|" in line}
     assert out.stdout.startswith("OK\n") and "os" in imported
     assert not imported & {"json", "re", "subprocess"}
@@ -120,7 +164,9 @@ def test_list_dir_caps_entries(root: Path) -> None:
 
 
 def test_apply_patch_exactly_once_zero_and_several(root: Path) -> None:
-    ok = call(root, "apply_patch", path="src/app.py", old_text="def g():\n    return 1\n", new_text="def g():\n    return 2\n")
+    ok = call(
+        root, "apply_patch", path="src/app.py", old_text="def g():\n    return 1\n", new_text="def g():\n    return 2\n"
+    )
     assert ok["ok"] and ok["wrote"] == ["src/app.py"]
     assert (root / "src/app.py").read_text().endswith("return 2\n")
     zero = call(root, "apply_patch", path="src/app.py", old_text="return 3", new_text="x")
@@ -192,14 +238,24 @@ def test_git_diff_renames_deletes_creates_with_modes_and_quoted_paths(root: Path
     (root / "old.txt").write_text("one\ntwo\n")
     (root / "café.txt").write_text("accent\n")
     os.chmod(root / "src/app.py", 0o755)
-    assert runner.diff_paths(GIT_DIFF) == ["src/app.py", "src/main.py", "old.txt", "bin/run", "empty.txt",
-                                           "café.txt", "docs/café.txt"]
+    assert runner.diff_paths(GIT_DIFF) == [
+        "src/app.py",
+        "src/main.py",
+        "old.txt",
+        "bin/run",
+        "empty.txt",
+        "café.txt",
+        "docs/café.txt",
+    ]
     answer = call(root, "apply_patch", diff=GIT_DIFF)
     assert answer["ok"], answer
-    assert answer["text"] == ("OK apply_patch: src/app.py -> src/main.py (renamed, 1 hunk(s)), old.txt (deleted), "
-                              "bin/run (created), empty.txt (created), café.txt -> docs/café.txt (renamed, 0 hunk(s))")
-    assert sorted(answer["wrote"]) == sorted(["src/main.py", "src/app.py", "old.txt", "bin/run", "empty.txt",
-                                              "docs/café.txt", "café.txt"])
+    assert answer["text"] == (
+        "OK apply_patch: src/app.py -> src/main.py (renamed, 1 hunk(s)), old.txt (deleted), "
+        "bin/run (created), empty.txt (created), café.txt -> docs/café.txt (renamed, 0 hunk(s))"
+    )
+    assert sorted(answer["wrote"]) == sorted(
+        ["src/main.py", "src/app.py", "old.txt", "bin/run", "empty.txt", "docs/café.txt", "café.txt"]
+    )
     assert not (root / "src/app.py").exists() and not (root / "old.txt").exists() and not (root / "café.txt").exists()
     assert (root / "src/main.py").read_text() == "def f():\n    return 1\n\n\ndef g():\n    return 2\n"
     assert os.stat(root / "src/main.py").st_mode & 0o777 == 0o755, "a renamed file keeps its mode"
@@ -212,7 +268,8 @@ def test_plain_dev_null_deletion_must_remove_every_line(root: Path) -> None:
     answer = call(root, "apply_patch", diff=partial)
     assert (answer["ok"], answer["kind"]) == (False, "execution_error") and "remove all of its lines" in answer["text"]
     whole = "--- a/src/app.py\n+++ /dev/null\n@@ -1,6 +0,0 @@\n" + "".join(
-        f"-{line}\n" for line in (root / "src/app.py").read_text().splitlines())
+        f"-{line}\n" for line in (root / "src/app.py").read_text().splitlines()
+    )
     assert call(root, "apply_patch", diff=whole)["ok"] and not (root / "src/app.py").exists()
 
 
@@ -225,23 +282,39 @@ def test_diff_refusals_change_nothing(root: Path, tmp_path: Path) -> None:
     before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file() and not p.is_symlink()}
     delete_all = "@@ -1,6 +0,0 @@\n" + "".join(f"-{x}\n" for x in (root / "src/app.py").read_text().splitlines())
     cases = {
-        "rename into a symlinked dir": ("denied", "diff --git a/src/app.py b/out/app.py\nrename from src/app.py\n"
-                                                 "rename to out/app.py\n"),
+        "rename into a symlinked dir": (
+            "denied",
+            "diff --git a/src/app.py b/out/app.py\nrename from src/app.py\nrename to out/app.py\n",
+        ),
         "delete through a symlink": ("denied", "--- a/out/secret\n+++ /dev/null\n@@ -1 +0,0 @@\n-s\n"),
         "delete a symlink itself": ("denied", "--- a/alias.py\n+++ /dev/null\n" + delete_all),
         "create outside": ("denied", "--- /dev/null\n+++ b/../escape.py\n@@ -0,0 +1 @@\n+x\n"),
-        "delete a read-only file": ("denied", "--- a/tests/test_app.py\n+++ /dev/null\n@@ -1,2 +0,0 @@\n"
-                                              "-def test_f():\n-    assert True\n"),
-        "rename out of a read-only area": ("denied", "diff --git a/tests/test_app.py b/t.py\nrename from "
-                                                     "tests/test_app.py\nrename to t.py\n"),
-        "rename onto an existing file": ("execution_error", "diff --git a/src/app.py b/tests/../src/app.py\n"
-                                                            "rename from src/app.py\nrename to .git/../src/app.py\n"),
-        "a symlink mode": ("invalid_arguments", "diff --git a/l b/l\nnew file mode 120000\n--- /dev/null\n"
-                                                "+++ b/l\n@@ -0,0 +1 @@\n+/etc/passwd\n"),
-        "the same file twice": ("invalid_arguments", "--- /dev/null\n+++ b/n.py\n@@ -0,0 +1 @@\n+x\n"
-                                                     "diff --git a/src/app.py b/n.py\ncopy from src/app.py\ncopy to n.py\n"),
-        "a later hunk fails": ("execution_error", "--- /dev/null\n+++ b/fresh.py\n@@ -0,0 +1 @@\n+x\n"
-                                                  "--- a/src/app.py\n+++ b/src/app.py\n@@ -1 +1 @@\n-nope\n+x\n"),
+        "delete a read-only file": (
+            "denied",
+            "--- a/tests/test_app.py\n+++ /dev/null\n@@ -1,2 +0,0 @@\n-def test_f():\n-    assert True\n",
+        ),
+        "rename out of a read-only area": (
+            "denied",
+            "diff --git a/tests/test_app.py b/t.py\nrename from tests/test_app.py\nrename to t.py\n",
+        ),
+        "rename onto an existing file": (
+            "execution_error",
+            "diff --git a/src/app.py b/tests/../src/app.py\nrename from src/app.py\nrename to .git/../src/app.py\n",
+        ),
+        "a symlink mode": (
+            "invalid_arguments",
+            "diff --git a/l b/l\nnew file mode 120000\n--- /dev/null\n+++ b/l\n@@ -0,0 +1 @@\n+/etc/passwd\n",
+        ),
+        "the same file twice": (
+            "invalid_arguments",
+            "--- /dev/null\n+++ b/n.py\n@@ -0,0 +1 @@\n+x\n"
+            "diff --git a/src/app.py b/n.py\ncopy from src/app.py\ncopy to n.py\n",
+        ),
+        "a later hunk fails": (
+            "execution_error",
+            "--- /dev/null\n+++ b/fresh.py\n@@ -0,0 +1 @@\n+x\n"
+            "--- a/src/app.py\n+++ b/src/app.py\n@@ -1 +1 @@\n-nope\n+x\n",
+        ),
     }
     for label, (kind, diff) in cases.items():
         answer = call(root, "apply_patch", diff=diff)
@@ -279,10 +352,13 @@ def test_symlinks_out_of_the_root_are_refused(root: Path, tmp_path: Path) -> Non
     (outside / "secret").write_text("s3cret")
     os.symlink(outside, root / "linkdir")
     os.symlink(outside / "secret", root / "link.txt")
-    for op, args in (("read_file", {"path": "linkdir/secret"}), ("read_file", {"path": "link.txt"}),
-                     ("list_dir", {"path": "linkdir"}),
-                     ("write_file", {"path": "linkdir/new", "content": "x"}),
-                     ("write_file", {"path": "link.txt", "content": "x", "overwrite": True})):
+    for op, args in (
+        ("read_file", {"path": "linkdir/secret"}),
+        ("read_file", {"path": "link.txt"}),
+        ("list_dir", {"path": "linkdir"}),
+        ("write_file", {"path": "linkdir/new", "content": "x"}),
+        ("write_file", {"path": "link.txt", "content": "x", "overwrite": True}),
+    ):
         answer = call(root, op, **args)
         assert (answer["ok"], answer["kind"]) == (False, "denied"), (op, answer)
     assert (outside / "secret").read_text() == "s3cret" and not (outside / "new").exists()
@@ -313,7 +389,8 @@ def test_symlink_swapped_in_after_the_check_is_not_followed(root: Path, tmp_path
 
 def test_run_tests_reports_only_failures(root: Path) -> None:
     (root / "tests" / "test_app.py").write_text(
-        "def test_ok():\n    assert 1\n\n\ndef test_bad():\n    x = 2\n    assert x == 3, 'x is wrong'\n")
+        "def test_ok():\n    assert 1\n\n\ndef test_bad():\n    x = 2\n    assert x == 3, 'x is wrong'\n"
+    )
     answer = call(root, "run_tests", argv=[sys.executable, "-m", "pytest"])
     lines = answer["text"].splitlines()
     assert answer["exit_code"] == 1
@@ -323,11 +400,12 @@ def test_run_tests_reports_only_failures(root: Path) -> None:
     assert len(lines) == 2
 
 
-
 def test_run_tests_with_a_shell_test_command_keeps_selectors_out_of_the_shell(root: Path) -> None:
     from harness.tools.builtin import _test_argv
 
-    (root / "tests" / "test_app.py").write_text("def test_one():\n    assert True\n\n\ndef test_two():\n    assert False\n")
+    (root / "tests" / "test_app.py").write_text(
+        "def test_one():\n    assert True\n\n\ndef test_two():\n    assert False\n"
+    )
     argv = _test_argv(f"true && {sys.executable} -m pytest")
     assert argv[:2] == ["sh", "-c"]
     answer = call(root, "run_tests", argv=argv, selectors=["tests/test_app.py::test_one", "$(touch pwned)"])
@@ -357,22 +435,25 @@ def test_diff_create_delete_rename_through_the_sandbox(box: DockerSandbox, repo_
         return registry.execute(ToolCall(id=uuid.uuid4().hex[:6], name="apply_patch", arguments={"diff": diff}), ctx)
 
     os.symlink("/etc", repo_ws / "etc")  # resolves inside the container, to the container's /etc
-    diff = ("diff --git a/calc/ops.py b/calc/arith.py\nsimilarity index 90%\nrename from calc/ops.py\n"
-            "rename to calc/arith.py\n--- a/calc/ops.py\n+++ b/calc/arith.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n"
-            "-    return a - b\n+    return a + b\n"
-            "--- a/debug.log\n+++ /dev/null\n@@ -1 +0,0 @@\n-noise\n"
-            "diff --git a/calc/mul.py b/calc/mul.py\nnew file mode 100644\n--- /dev/null\n+++ b/calc/mul.py\n"
-            "@@ -0,0 +1,2 @@\n+def mul(a, b):\n+    return a * b\n")
+    diff = (
+        "diff --git a/calc/ops.py b/calc/arith.py\nsimilarity index 90%\nrename from calc/ops.py\n"
+        "rename to calc/arith.py\n--- a/calc/ops.py\n+++ b/calc/arith.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n"
+        "-    return a - b\n+    return a + b\n"
+        "--- a/debug.log\n+++ /dev/null\n@@ -1 +0,0 @@\n-noise\n"
+        "diff --git a/calc/mul.py b/calc/mul.py\nnew file mode 100644\n--- /dev/null\n+++ b/calc/mul.py\n"
+        "@@ -0,0 +1,2 @@\n+def mul(a, b):\n+    return a * b\n"
+    )
     done = patch(diff)
     assert not done.is_error and done.wrote, done.text
-    assert done.text == ("OK apply_patch: calc/ops.py -> calc/arith.py (renamed, 1 hunk(s)), debug.log (deleted), "
-                         "calc/mul.py (created)")
+    assert done.text == (
+        "OK apply_patch: calc/ops.py -> calc/arith.py (renamed, 1 hunk(s)), debug.log (deleted), calc/mul.py (created)"
+    )
     assert not (repo_ws / "calc/ops.py").exists() and not (repo_ws / "debug.log").exists()
     assert (repo_ws / "calc/arith.py").read_text().startswith("def add(a, b):\n    return a + b\n")
     assert (repo_ws / "calc/mul.py").read_text() == "def mul(a, b):\n    return a * b\n"
     escapes = {
         "rename into a symlink that leaves /workspace": "diff --git a/calc/mul.py b/etc/mul.py\nrename from calc/mul.py\n"
-                                                        "rename to etc/mul.py\n",
+        "rename to etc/mul.py\n",
         "delete through it": "--- a/etc/hostname\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n",
         "delete a read-only test": "--- a/tests/test_ops.py\n+++ /dev/null\n@@ -1 +0,0 @@\n-from calc import add\n",
         "create outside": "--- /dev/null\n+++ b/../../tmp/x.py\n@@ -0,0 +1 @@\n+x\n",
@@ -427,8 +508,9 @@ def test_run_command_that_changes_nothing_adds_no_session_step(box: DockerSandbo
         registry = default_registry()
         steps = []
         for command in ("ls", "ls -la", "touch b.txt", "ls"):
-            result = registry.execute(ToolCall(id=uuid.uuid4().hex[:6], name="run_command",
-                                               arguments={"command": command}), ctx)
+            result = registry.execute(
+                ToolCall(id=uuid.uuid4().hex[:6], name="run_command", arguments={"command": command}), ctx
+            )
             assert result.wrote and result.envelope.exit_code == 0, result.text
             steps.append(session.commit_step(f"run {command}", skip_unchanged=True).step)
         assert steps == [0, 0, 1, 1] and len(session.records) == 2

@@ -17,8 +17,9 @@ HARNESS = [str(Path(sys.executable).with_name("harness"))]
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*HARNESS, *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [*HARNESS, *args], capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})}
+    )
 
 
 def test_tools_list_plain_and_json() -> None:
@@ -32,8 +33,9 @@ def test_tools_list_plain_and_json() -> None:
 
 @pytest.mark.docker
 @pytest.mark.timeout(240)
-def test_tool_runs_inside_a_session_and_commits_writes(repo_ws: Path, tmp_path: Path, run_label: str,
-                                                       tools_image: str) -> None:
+def test_tool_runs_inside_a_session_and_commits_writes(
+    repo_ws: Path, tmp_path: Path, run_label: str, tools_image: str
+) -> None:
     state = tmp_path / "state"
     session = Session.create(repo_ws, state, spec=SandboxSpec(image=tools_image, timeout_s=30))
     session.close()
@@ -41,13 +43,23 @@ def test_tool_runs_inside_a_session_and_commits_writes(repo_ws: Path, tmp_path: 
     read = cli("tool", session.id, "read_file", "--args", '{"path": "calc/ops.py"}', "--state-dir", str(state), env=env)
     assert read.returncode == 0, read.stderr
     assert read.stdout.startswith("OK read_file calc/ops.py: lines 1-6 of 6")
-    wrote = cli("tool", session.id, "write_file", "--args", '{"path": "calc/new.py", "content": "X = 1\\n"}',
-                "--state-dir", str(state), env=env)
+    wrote = cli(
+        "tool",
+        session.id,
+        "write_file",
+        "--args",
+        '{"path": "calc/new.py", "content": "X = 1\\n"}',
+        "--state-dir",
+        str(state),
+        env=env,
+    )
     assert wrote.returncode == 0 and "committed step 1" in wrote.stderr
     with Session.open(state, session.id) as reopened:
         assert reopened.step == 1
         assert (reopened.workspace / "calc" / "new.py").read_text() == "X = 1\n"
-    denied = cli("tool", session.id, "read_file", "--args", '{"path": "../../etc/passwd"}', "--state-dir", str(state), env=env)
+    denied = cli(
+        "tool", session.id, "read_file", "--args", '{"path": "../../etc/passwd"}', "--state-dir", str(state), env=env
+    )
     assert denied.returncode == 77 and denied.stdout.startswith("ERROR[denied]") and "denied" in denied.stderr
     bad = cli("tool", session.id, "read_file", "--args", "{not json", "--state-dir", str(state), env=env)
     assert bad.returncode == 65 and bad.stdout.startswith("ERROR[invalid_json]")
@@ -57,13 +69,15 @@ def test_tool_runs_inside_a_session_and_commits_writes(repo_ws: Path, tmp_path: 
 
 @pytest.mark.docker
 @pytest.mark.timeout(240)
-def test_writable_root_session_commits_the_image_and_rollback_restores_it(repo_ws: Path, tmp_path: Path,
-                                                                         run_label: str, tools_image: str) -> None:
+def test_writable_root_session_commits_the_image_and_rollback_restores_it(
+    repo_ws: Path, tmp_path: Path, run_label: str, tools_image: str
+) -> None:
     from sandbox.session.session import SessionConfig
 
     state = tmp_path / "state"
-    session = Session.create(repo_ws, state, spec=SandboxSpec(image=tools_image, timeout_s=30),
-                             config=SessionConfig(writable_root=True))
+    session = Session.create(
+        repo_ws, state, spec=SandboxSpec(image=tools_image, timeout_s=30), config=SessionConfig(writable_root=True)
+    )
     session.close()
     env, sd = {"HARNESS_RUN_ID": run_label}, ["--state-dir", str(state)]
 
@@ -71,7 +85,9 @@ def test_writable_root_session_commits_the_image_and_rollback_restores_it(repo_w
         return cli("tool", session.id, "run_command", "--args", json.dumps({"command": command}), *sd, env=env)
 
     touched = run_command("touch /var/tmp/x")
-    assert touched.returncode == 0 and "committed step 1 (image sha256:" in touched.stderr, touched.stdout + touched.stderr
+    assert touched.returncode == 0 and "committed step 1 (image sha256:" in touched.stderr, (
+        touched.stdout + touched.stderr
+    )
     with Session.open(state, session.id) as reopened:
         assert reopened.image != reopened.records[0].image, "the root filesystem change became the step's image"
     seen = run_command("test -e /var/tmp/x")

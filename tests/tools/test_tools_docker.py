@@ -23,8 +23,9 @@ PROGRAMS = ["ls", "cat", "touch", "echo", "git", "sleep", "true", "mkdir"]
 
 
 def ctx_for(box: DockerSandbox, ws: Path, *, output_ceiling: int = 256 * 1024**2, **gate: object) -> ToolContext:
-    spec = SandboxSpec(image="py311", timeout_s=20, output_ceiling=output_ceiling,
-                       labels={"harness.test": uuid.uuid4().hex[:8]})
+    spec = SandboxSpec(
+        image="py311", timeout_s=20, output_ceiling=output_ceiling, labels={"harness.test": uuid.uuid4().hex[:8]}
+    )
     config = GateConfig(**{"allowed_programs": PROGRAMS, **gate})
     return make_context(box, ws, spec, Gate(config), test_command="python3 -m pytest")
 
@@ -64,8 +65,13 @@ def test_list_dir_and_search_code(box: DockerSandbox, repo_ws: Path) -> None:
 
 def test_apply_patch_write_file_and_diff(box: DockerSandbox, repo_ws: Path) -> None:
     ctx = ctx_for(box, repo_ws)
-    fixed = run(ctx, "apply_patch", path="calc/ops.py", old_text="def add(a, b):\n    return a - b",
-                new_text="def add(a, b):\n    return a + b")
+    fixed = run(
+        ctx,
+        "apply_patch",
+        path="calc/ops.py",
+        old_text="def add(a, b):\n    return a - b",
+        new_text="def add(a, b):\n    return a + b",
+    )
     assert fixed.text.startswith("OK apply_patch calc/ops.py") and fixed.wrote
     assert "return a + b" in (repo_ws / "calc" / "ops.py").read_text()
     zero = run(ctx, "apply_patch", path="calc/ops.py", old_text="return a * b", new_text="x")
@@ -121,21 +127,24 @@ def test_run_tests_reports_failures_only(box: DockerSandbox, repo_ws: Path) -> N
     assert run(ctx, "run_tests", selector="--co").error_kind == "invalid_arguments"
 
 
-@pytest.mark.parametrize("name,arguments,kind", [
-    ("read_file", {"path": "/etc/passwd"}, "denied"),
-    ("read_file", {"path": "../../etc/passwd"}, "denied"),
-    ("read_file", {"path": "calc\uff0fops.py"}, "denied"),
-    ("read_file", {"path": ".git/config"}, "denied"),
-    ("write_file", {"path": "tests/test_new.py", "content": "x"}, "denied"),
-    ("apply_patch", {"path": "tests/test_ops.py", "old_text": "== 5", "new_text": "== -1"}, "denied"),
-    ("run_command", {"command": "sh -c 'cat /etc/passwd'"}, "denied"),
-    ("run_command", {"command": "env PATH=/tmp ls"}, "denied"),
-    ("run_command", {"command": "python3 -c \"import os; os.system('id')\""}, "denied"),
-    ("run_command", {"command": "git commit -am x"}, "denied"),
-    ("read_file", {"path": "calc/nope.py"}, "execution_error"),
-    ("read_file", {"path": "calc/ops.py", "bogus": 1}, "invalid_arguments"),
-    ("fetch_url", {"url": "http://x"}, "unknown_tool"),
-])
+@pytest.mark.parametrize(
+    "name,arguments,kind",
+    [
+        ("read_file", {"path": "/etc/passwd"}, "denied"),
+        ("read_file", {"path": "../../etc/passwd"}, "denied"),
+        ("read_file", {"path": "calc\uff0fops.py"}, "denied"),
+        ("read_file", {"path": ".git/config"}, "denied"),
+        ("write_file", {"path": "tests/test_new.py", "content": "x"}, "denied"),
+        ("apply_patch", {"path": "tests/test_ops.py", "old_text": "== 5", "new_text": "== -1"}, "denied"),
+        ("run_command", {"command": "sh -c 'cat /etc/passwd'"}, "denied"),
+        ("run_command", {"command": "env PATH=/tmp ls"}, "denied"),
+        ("run_command", {"command": "python3 -c \"import os; os.system('id')\""}, "denied"),
+        ("run_command", {"command": "git commit -am x"}, "denied"),
+        ("read_file", {"path": "calc/nope.py"}, "execution_error"),
+        ("read_file", {"path": "calc/ops.py", "bogus": 1}, "invalid_arguments"),
+        ("fetch_url", {"url": "http://x"}, "unknown_tool"),
+    ],
+)
 def test_error_kinds(box: DockerSandbox, repo_ws: Path, name: str, arguments: dict, kind: str) -> None:
     result = run(ctx_for(box, repo_ws), name, **arguments)
     assert result.error_kind == kind and result.text.startswith(f"ERROR[{kind}]: "), result.text
@@ -165,8 +174,9 @@ class SwapThenAllow:
     def __init__(self, target: Path, outside: str) -> None:
         self.target, self.outside = target, outside
 
-    def decide(self, request: GateRequest, decision: Decision, call_id: str, *,
-               within_s: float | None = None) -> Decision:
+    def decide(
+        self, request: GateRequest, decision: Decision, call_id: str, *, within_s: float | None = None
+    ) -> Decision:
         shutil.move(self.target, self.target.with_name("moved"))
         os.symlink(self.outside, self.target)
         return Decision(action="allow", rule="test-swap", reason="swapped after the check")
@@ -182,7 +192,9 @@ def test_symlink_swapped_between_check_and_use(box: DockerSandbox, repo_ws: Path
 
 def test_unattended_ask_is_denied_after_timeout(box: DockerSandbox, repo_ws: Path, tmp_path: Path) -> None:
     ctx = ctx_for(box, repo_ws, ask_programs=["echo"])
-    ctx.approver = UnattendedApprover(UnattendedConfig(approvals_dir=tmp_path / "approvals", timeout_s=0.2, poll_s=0.05))
+    ctx.approver = UnattendedApprover(
+        UnattendedConfig(approvals_dir=tmp_path / "approvals", timeout_s=0.2, poll_s=0.05)
+    )
     result = run(ctx, "run_command", command="echo should-not-run")
     assert result.error_kind == "denied" and "no approval within 0.2s" in result.text
     assert list((tmp_path / "approvals").glob("*.decision.json"))
@@ -190,10 +202,12 @@ def test_unattended_ask_is_denied_after_timeout(box: DockerSandbox, repo_ws: Pat
 
 def test_concurrent_reads_in_one_turn_keep_call_order(box: DockerSandbox, repo_ws: Path) -> None:
     ctx = ctx_for(box, repo_ws)
-    calls = [ToolCall(id="a", name="read_file", arguments={"path": "calc/ops.py"}),
-             ToolCall(id="b", name="list_dir", arguments={"path": "calc"}),
-             ToolCall(id="c", name="write_file", arguments={"path": "calc/n.py", "content": "N = 1\n"}),
-             ToolCall(id="d", name="read_file", arguments={"path": "calc/n.py"})]
+    calls = [
+        ToolCall(id="a", name="read_file", arguments={"path": "calc/ops.py"}),
+        ToolCall(id="b", name="list_dir", arguments={"path": "calc"}),
+        ToolCall(id="c", name="write_file", arguments={"path": "calc/n.py", "content": "N = 1\n"}),
+        ToolCall(id="d", name="read_file", arguments={"path": "calc/n.py"}),
+    ]
     results = REGISTRY.execute_turn(calls, ctx)
     assert [r.call_id for r in results] == ["a", "b", "c", "d"]
     assert results[3].text.endswith("     1\tN = 1")
