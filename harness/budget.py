@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pydantic import BaseModel, ConfigDict
 
 from harness.config import LimitsConfig
+from harness.deadline import Deadline
 from harness.errors import LimitReached
 from harness.types import ModelTurn, Usage
 
@@ -79,18 +80,16 @@ class Budget:
         if limits.timeout_min is not None and self.elapsed_s() >= limits.timeout_min * 60:
             raise LimitReached("wall_clock", f"{self.elapsed_s():.1f}s elapsed, limit {limits.timeout_min * 60:g}s")
 
-    def call_timeout(self, wanted_s: float) -> float:
-        """The timeout for one tool call or verification: never beyond the wall clock left; raise
-        LimitReached("wall_clock") when less than `min_call_s` is left (the call would be cut short)."""
+    def deadline(self) -> Deadline:
+        """What a call about to start may use of the wall clock; LimitReached("wall_clock") when less
+        than `min_call_s` is left (the call would be cut short)."""
         remaining = self.remaining_s()
-        if remaining is None:
-            return wanted_s
-        if remaining < self.limits.min_call_s:
+        if remaining is not None and remaining < self.limits.min_call_s:
             raise LimitReached(
                 "wall_clock",
                 f"{remaining:.1f}s of the wall clock left, under the {self.limits.min_call_s:g}s a call needs",
             )
-        return min(wanted_s, remaining)
+        return Deadline(remaining)
 
     def remaining_s(self) -> float | None:
         """Seconds left on the wall clock, or None when unlimited (to cap a tool call's timeout)."""

@@ -283,11 +283,11 @@ class Gate:
 
     def is_read_only(self, rel: str) -> bool:
         """Whether a normalised relative path lies in a read-only area."""
-        return self._read_only.match_file(rel) or self._read_only.match_file(rel + "/")
+        return _in_area(self._read_only, rel)
 
     def is_protected(self, rel: str) -> bool:
         """Whether a normalised relative path lies in a protected area."""
-        return self._protected.match_file(rel) or self._protected.match_file(rel + "/")
+        return _in_area(self._protected, rel)
 
     def _normalized(self, request: GateRequest) -> list[str]:
         return [normalize_path(p) for p in request.paths]
@@ -364,3 +364,12 @@ class Gate:
 def program_of(command: str) -> str:
     """The program a (syntax-checked) command line actually starts, after unwrapping timeout/nice."""
     return effective_argv(parse_command(command))[0]
+
+
+def _in_area(spec: pathspec.PathSpec, rel: str) -> bool:
+    """Whether rel, or a directory above it, matches: as in git, a file cannot be re-included
+    (`!tests/conftest.py`) once a directory above it is matched (`tests/`). The in-container runner
+    decides the same way (`runner.in_area`; tests/tools/test_read_only_agreement.py holds them equal)."""
+    parts = rel.split("/")
+    parents = ("/".join(parts[:i]) + "/" for i in range(1, len(parts)))
+    return any(spec.match_file(parent) for parent in parents) or spec.match_file(rel) or spec.match_file(rel + "/")

@@ -11,7 +11,6 @@ Stops are exceptions carrying their payload; the trajectory is closed in a `fina
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -105,9 +104,9 @@ class Agent:
     def _step(self, step: int) -> None:
         messages = self.context.prepare(self.tools)
         self.trajectory.append_request(step, messages, self.tools, self.context.estimate_tokens(self.tools))
-        limit = self.budget.call_timeout(math.inf)  # the model call (and its retries) ends with the wall clock
+        deadline = self.budget.deadline()  # the model call (and its retries) ends with the wall clock
         turn: ModelTurn = self.provider.complete(
-            messages, self.tools, max_tokens=self.max_turn_tokens, timeout_s=None if math.isinf(limit) else limit
+            messages, self.tools, max_tokens=self.max_turn_tokens, timeout_s=deadline.left_s
         )
         self.on_phase("model_answered")
         self.trajectory.append(TurnRecord(step=step, turn=turn), durable=True)
@@ -138,37 +137,18 @@ class Agent:
     def _run_calls(
         self, step: int, calls: list[ToolCall], attempt: int, reuse: dict[str, ToolRecord]
     ) -> list[ToolRecord]:
-        """Run the calls in batches that end at each write (reads within a batch run concurrently);
-        each batch's records are appended as soon as it completes."""
-        records: list[ToolRecord | None] = [None] * len(calls)
-        batch: list[int] = []
-        for index, call in enumerate(calls):
-            if call.id in reuse:
-                records[index] = reuse[call.id]
-                continue
-            batch.append(index)
-            if not self._is_read(call):
-                self._execute(step, calls, batch, attempt, records)
-                batch = []
-        if batch:
-            self._execute(step, calls, batch, attempt, records)
+        """Run the calls segment by segment as the registry schedules them; each segment's records
+        are appended as soon as it completes (calls a resume already has results for are reused)."""
+        records: list[ToolRecord | None] = [reuse.get(call.id) for call in calls]
+        pending = [index for index, record in enumerate(records) if record is None]
+        for segment in self.registry.segments([calls[i] for i in pending]):
+            self._execute(step, calls, [pending[i] for i in segment], attempt, records)
         return [record for record in records if record is not None]
-
-    def _is_read(self, call: ToolCall) -> bool:
-        tool = self.registry.tools.get(call.name)
-        return tool is None or tool.tier == "read"
 
     def _execute(
         self, step: int, calls: list[ToolCall], batch: list[int], attempt: int, records: list[ToolRecord | None]
     ) -> None:
-        cap, ctx = self._time_cap(), self.tool_context
-        follow = ctx.follow  # a writable-root session's spec moves with its steps: cap it as it is read
-        context = dataclasses.replace(
-            ctx,
-            spec=cap(ctx.spec),
-            follow=(lambda: cap(follow())) if follow else None,
-            approval_within_s=self.budget.remaining_s(),
-        )
+        context = dataclasses.replace(self.tool_context, deadline=self.budget.deadline())
         results = self.registry.execute_turn([calls[i] for i in batch], context)
         for index, result in zip(batch, results, strict=False):
             record = ToolRecord.of(step, attempt, calls[index], result)
@@ -214,7 +194,7 @@ class Agent:
     def _verify(self) -> None:
         if self.verifier is None:
             raise Stop("unverified", "no verify command: the model's account was not checked")
-        spec = self._time_cap()(self.verify_spec())  # before the round is counted: a stop spends none
+        spec = self.budget.deadline().cap(self.verify_spec())  # before the round is counted: a stop spends none
         self.state.verify_rounds += 1
         rounds = self.state.verify_rounds
         result = self.verifier.run(self.session.workspace, spec)
@@ -242,11 +222,6 @@ class Agent:
         self._save()
 
     # --- bookkeeping ----------------------------------------------------------------------------
-
-    def _time_cap(self) -> Callable[[SandboxSpec], SandboxSpec]:
-        """Caps a call's timeout at the wall clock left; LimitReached before the call when too little is."""
-        limit = self.budget.call_timeout(math.inf)
-        return lambda spec: spec if spec.timeout_s <= limit else spec.model_copy(update={"timeout_s": limit})
 
     def _save(self) -> None:
         self.state.context = self.context.state()

@@ -6,7 +6,7 @@ The real implementations (`Registry`, `Verifier`, `sandbox.session.Session`, the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -45,18 +45,10 @@ class SessionLike(Protocol):
     def export_patch(self) -> str: ...
 
 
-class TieredTool(Protocol):
-    """A registered tool as far as scheduling goes: reads may run concurrently, the rest may not."""
-
-    @property
-    def tier(self) -> str: ...
-
-
 class RegistryLike(Protocol):
     """The tool menu (`harness.tools.registry.Registry`)."""
 
-    @property
-    def tools(self) -> Mapping[str, TieredTool]: ...
+    def segments(self, calls: Sequence[ToolCall]) -> list[list[int]]: ...
     def schemas(self) -> list[ToolSchema]: ...
     def execute_turn(self, calls: list[ToolCall], ctx: ToolContext) -> list[ToolResult]: ...
 

@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from sandbox.output import CappedOutput
+
 Status = Literal["ok", "exit_nonzero", "timeout", "oom_killed", "output_limit"]
 
 
@@ -29,6 +31,41 @@ class Posture(BaseModel):
     unenforced: list[str] = []
     """Limits above that this runtime, as registered with the engine, does not enforce (gVisor with
     `--ignore-cgroups`: memory, cpus, pids). The wall clock and output caps are enforced from the host."""
+
+
+class CallOutcome(BaseModel):
+    """What a backend saw of one command: exit code, status, time and the captured output."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    exit_code: int
+    status: Status
+    duration_ms: int
+    stdout: str
+    stderr: str
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
+    stdout_dropped: int = 0
+    stderr_dropped: int = 0
+    truncated: bool = False
+
+    @classmethod
+    def captured(
+        cls, exit_code: int, status: Status, duration_ms: int, out: CappedOutput, err: CappedOutput
+    ) -> CallOutcome:
+        """The outcome of a call whose output went through two head+tail captures."""
+        return cls(
+            exit_code=exit_code,
+            status=status,
+            duration_ms=duration_ms,
+            stdout=out.text(),
+            stderr=err.text(),
+            stdout_bytes=out.total,
+            stderr_bytes=err.total,
+            stdout_dropped=out.dropped,
+            stderr_dropped=err.dropped,
+            truncated=out.truncated or err.truncated,
+        )
 
 
 class Envelope(BaseModel):
@@ -57,6 +94,15 @@ class Envelope(BaseModel):
     runtime: str
     committed_image: str | None = None
     """New image id when the call changed the container filesystem and a commit was asked for."""
+
+    @classmethod
+    def of(
+        cls, outcome: CallOutcome, *, limits: Posture, image_id: str, runtime: str, committed_image: str | None = None
+    ) -> Envelope:
+        """The envelope of a call: what the command did, and the posture it ran under."""
+        return cls(
+            **outcome.model_dump(), limits=limits, image_id=image_id, runtime=runtime, committed_image=committed_image
+        )
 
     def headline(self) -> str:
         """First line for models and people: exit code and status first."""

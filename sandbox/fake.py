@@ -19,7 +19,7 @@ from io import BufferedReader
 from pathlib import Path
 from typing import IO
 
-from sandbox.envelope import Envelope
+from sandbox.envelope import CallOutcome, Envelope, Status
 from sandbox.errors import SpecError, WorkspaceError
 from sandbox.output import CappedOutput
 from sandbox.spec import Mount, SandboxSpec, posture
@@ -67,9 +67,9 @@ class FakeSandbox:
             return self._envelope(
                 127, "exit_nonzero", started, out, err, spec, stderr_text=f"{argv[0]}: {error.strerror}\n"
             )
-        reason: list[str] = []
+        reason: list[Status] = []
 
-        def kill(why: str) -> None:
+        def kill(why: Status) -> None:
             reason.append(why)
             _killpg(proc.pid)
 
@@ -112,7 +112,7 @@ class FakeSandbox:
     @staticmethod
     def _envelope(
         code: int,
-        status: str,
+        status: Status,
         started: float,
         out: CappedOutput,
         err: CappedOutput,
@@ -121,21 +121,9 @@ class FakeSandbox:
     ) -> Envelope:
         if stderr_text is not None:
             err.feed(stderr_text.encode())
-        return Envelope(
-            exit_code=code,
-            status=status,
-            duration_ms=int((time.monotonic() - started) * 1000),
-            stdout=out.text(),
-            stderr=err.text(),
-            stdout_bytes=out.total,
-            stderr_bytes=err.total,
-            stdout_dropped=out.dropped,
-            stderr_dropped=err.dropped,
-            truncated=out.truncated or err.truncated,
-            limits=posture(spec.model_copy(update={"network": "host"}), str(os.getuid())),
-            image_id="fake",
-            runtime="fake",
-        )
+        outcome = CallOutcome.captured(code, status, int((time.monotonic() - started) * 1000), out, err)
+        limits = posture(spec.model_copy(update={"network": "host"}), str(os.getuid()))
+        return Envelope.of(outcome, limits=limits, image_id="fake", runtime="fake")
 
 
 def _pump(
@@ -144,7 +132,7 @@ def _pump(
     out: CappedOutput,
     err: CappedOutput,
     ceiling: int,
-    kill: Callable[[str], None],
+    kill: Callable[[Status], None],
 ) -> None:
     while chunk := pipe.read1(65536):
         sink.feed(chunk)

@@ -276,7 +276,7 @@ def run_command(
     argv = parse_command(command)
     if argv[0] == "git":
         argv = [*GIT, *[a for a in argv[1:] if a != "--no-pager"]]
-    if timeout is not None and timeout < ctx.spec.timeout_s:
+    if timeout is not None and timeout < ctx.call_spec().timeout_s:
         argv = ["timeout", "-k", "2", f"{timeout}s", *argv]
     envelope = ctx.sandbox.run(
         argv, workspace=ctx.workspace, spec=ctx.call_spec(), mounts=ctx.mounts, commit_changes=ctx.commit_changes

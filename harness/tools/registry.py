@@ -23,6 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from harness.approve import Approver
+from harness.deadline import UNLIMITED, Deadline
 from harness.errors import ToolError
 from harness.gate import Decision, Gate, GateRequest, Tier
 from harness.types import ToolCall, ToolSchema
@@ -99,12 +100,13 @@ class ToolContext:
     """The session's current spec, read at each call (a writable-root session's image moves with its
     steps); None means `spec` never changes."""
 
-    approval_within_s: float | None = None
-    """The longest an unattended approval may wait (the run's wall clock left); None: its own timeout."""
+    deadline: Deadline = UNLIMITED
+    """The run's wall clock left when this turn's calls started: caps each call's timeout and how
+    long an unattended approval waits."""
 
     def call_spec(self) -> SandboxSpec:
-        """The spec this call runs with."""
-        return self.follow() if self.follow is not None else self.spec
+        """The spec this call runs with (its timeout never beyond the wall clock left)."""
+        return self.deadline.cap(self.follow() if self.follow is not None else self.spec)
 
     @property
     def allow_writes(self) -> bool:
@@ -130,14 +132,36 @@ class Tool:
         return ToolSchema(name=self.name, description=self.description, parameters=clean_schema(self.args_model))
 
 
+@dataclass(frozen=True)
+class ToolFunction:
+    """A function marked with `@tool`: what the gate needs to know about its arguments. Calling it
+    calls the function."""
+
+    fn: Callable[..., Outcome]
+    tier: Tier
+    """read, write or exec: reads of one turn may run concurrently, the rest in order."""
+    paths: tuple[str, ...] = ()
+    """Parameters that name workspace paths (the gate checks each)."""
+    command: str | None = None
+    """The parameter that holds a command line (the gate parses it), if any."""
+    targets: Callable[[Any], list[str]] | None = None
+    """More paths the call touches, read from its parsed arguments (a diff's files)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Outcome:
+        return self.fn(*args, **kwargs)
+
+    @property
+    def name(self) -> str:
+        return self.fn.__name__
+
+
 def tool(
     tier: Tier, paths: Sequence[str] = (), command: str | None = None, targets: Callable[[Any], list[str]] | None = None
-) -> Callable[[Callable[..., Outcome]], Callable[..., Outcome]]:
+) -> Callable[[Callable[..., Outcome]], ToolFunction]:
     """Mark a function as a tool: its tier, which parameters are paths, which is the command line."""
 
-    def mark(fn: Callable[..., Outcome]) -> Callable[..., Outcome]:
-        fn.__tool__ = {"tier": tier, "paths": tuple(paths), "command": command, "targets": targets}  # type: ignore[attr-defined]
-        return fn
+    def mark(fn: Callable[..., Outcome]) -> ToolFunction:
+        return ToolFunction(fn, tier, tuple(paths), command, targets)
 
     return mark
 
@@ -160,9 +184,9 @@ def _split_doc(doc: str) -> tuple[str, dict[str, str]]:
     return head.strip(), params
 
 
-def build_tool(fn: Callable[..., Outcome]) -> Tool:
+def build_tool(marked: ToolFunction) -> Tool:
     """Signature + docstring -> pydantic model (extra=forbid) -> Tool."""
-    meta = fn.__tool__  # type: ignore[attr-defined]
+    fn = marked.fn
     description, docs = _split_doc(fn.__doc__ or "")
     hints = typing.get_type_hints(fn, include_extras=True)
     fields: dict[str, Any] = {}
@@ -172,14 +196,14 @@ def build_tool(fn: Callable[..., Outcome]) -> Tool:
     model = create_model(f"{fn.__name__}_args", __config__=ConfigDict(extra="forbid"), **fields)
 
     def request(args: BaseModel) -> GateRequest:
-        values = [getattr(args, p) for p in meta["paths"]]
+        values = [getattr(args, p) for p in marked.paths]
         paths = [v for v in values if isinstance(v, str)]
-        if meta["targets"] is not None:
-            paths += meta["targets"](args)
-        command = getattr(args, meta["command"]) if meta["command"] else None
-        return GateRequest(tool=fn.__name__, tier=meta["tier"], paths=tuple(paths), command=command)
+        if marked.targets is not None:
+            paths += marked.targets(args)
+        command = getattr(args, marked.command) if marked.command else None
+        return GateRequest(tool=marked.name, tier=marked.tier, paths=tuple(paths), command=command)
 
-    return Tool(fn.__name__, fn, model, meta["tier"], description, request)
+    return Tool(marked.name, fn, model, marked.tier, description, request)
 
 
 def clean_schema(model: type[BaseModel]) -> dict[str, Any]:
@@ -208,7 +232,7 @@ class _Ready:
 class Registry:
     """The fixed tool menu: schemas for the provider, validated and gated execution for the loop."""
 
-    def __init__(self, tools: Iterable[Callable[..., Outcome]], max_parallel: int = 4) -> None:
+    def __init__(self, tools: Iterable[ToolFunction], max_parallel: int = 4) -> None:
         self.tools = {t.name: t for t in map(build_tool, tools)}
         self.max_parallel = max_parallel
 
@@ -219,43 +243,42 @@ class Registry:
         """One call, start to finish."""
         return self.execute_turn([call], ctx)[0]
 
-    def execute_turn(self, calls: list[ToolCall], ctx: ToolContext) -> list[ToolResult]:
-        """All calls of one model turn; results in call order.
+    def segments(self, calls: Sequence[ToolCall]) -> list[list[int]]:
+        """How a turn's calls are scheduled (the one place that decides it): indices in runs of
+        reads, each run closed by the write or exec call that follows it. The reads of a segment run
+        concurrently (separate containers); its closing call waits for them and runs alone, so every
+        call sees the writes of the calls before it. An unknown tool counts as a read (it fails at once)."""
+        segments: list[list[int]] = [[]]
+        for index, call in enumerate(calls):
+            segments[-1].append(index)
+            known = self.tools.get(call.name)
+            if known is not None and known.tier != "read":
+                segments.append([])
+        return [segment for segment in segments if segment]
 
-        Calls are validated and gated in order first. Consecutive read-tier calls then run
-        concurrently (separate containers); a write or exec call waits for them, runs alone, and is
-        a barrier for what follows, so every call sees the writes of the calls before it.
-        """
+    def execute_turn(self, calls: list[ToolCall], ctx: ToolContext) -> list[ToolResult]:
+        """All calls of one model turn, segment by segment; results in call order. Each call is
+        validated and gated just before its segment runs."""
+        results: list[ToolResult] = []
+        with ThreadPoolExecutor(max_workers=self.max_parallel) as pool:
+            for segment in self.segments(calls):
+                results += self._run_segment(pool, [calls[i] for i in segment], ctx)
+        return results
+
+    def _run_segment(self, pool: ThreadPoolExecutor, calls: list[ToolCall], ctx: ToolContext) -> list[ToolResult]:
         prepared = [self._prepare(call, ctx) for call in calls]
         results: list[ToolResult | None] = [p if isinstance(p, ToolResult) else None for p in prepared]
-        batch: list[int] = []
-        with ThreadPoolExecutor(max_workers=self.max_parallel) as pool:
-            for index, item in enumerate(prepared):
-                if isinstance(item, ToolResult):
-                    continue
-                if item.tool.tier == "read":
-                    batch.append(index)
-                    continue
-                self._flush(pool, batch, prepared, calls, ctx, results)
-                results[index] = self._run(calls[index], item, ctx)
-            self._flush(pool, batch, prepared, calls, ctx, results)
-        return [r for r in results if r is not None]
-
-    def _flush(
-        self,
-        pool: ThreadPoolExecutor,
-        batch: list[int],
-        prepared: list,
-        calls: list[ToolCall],
-        ctx: ToolContext,
-        results: list,
-    ) -> None:
-        if len(batch) == 1:
-            results[batch[0]] = self._run(calls[batch[0]], prepared[batch[0]], ctx)
-        futures = {i: pool.submit(self._run, calls[i], prepared[i], ctx) for i in batch} if len(batch) > 1 else {}
+        ready = [(i, p) for i, p in enumerate(prepared) if isinstance(p, _Ready)]
+        reads = [(i, p) for i, p in ready if p.tool.tier == "read"]
+        rest = [(i, p) for i, p in ready if p.tool.tier != "read"]
+        if len(reads) == 1:
+            rest.insert(0, reads.pop())
+        futures = {i: pool.submit(self._run, calls[i], p, ctx) for i, p in reads}
         for index, future in futures.items():
             results[index] = future.result()
-        batch.clear()
+        for index, item in rest:
+            results[index] = self._run(calls[index], item, ctx)
+        return [r for r in results if r is not None]
 
     def _prepare(self, call: ToolCall, ctx: ToolContext) -> ToolResult | _Ready:
         started = time.perf_counter()
@@ -289,7 +312,7 @@ class Registry:
         decision = ctx.gate.check(request)
         if decision.action == "ask":
             decision = (
-                ctx.approver.decide(request, decision, call.id, within_s=ctx.approval_within_s)
+                ctx.approver.decide(request, decision, call.id, within_s=ctx.deadline.left_s)
                 if ctx.approver is not None
                 else Decision(action="deny", rule=decision.rule, reason=decision.reason + "; no approver configured")
             )

@@ -27,7 +27,7 @@ from sandbox.docker import hardening, netns
 from sandbox.docker.call import CallWatch, cgroup_oom_killed, rootfs_changed, send_stdin, shut
 from sandbox.docker.engine import resolve_image, runtime_options, translate, unenforced_limits
 from sandbox.docker.pool import PoolConfig, WarmPool
-from sandbox.envelope import Envelope
+from sandbox.envelope import CallOutcome, Envelope, Status
 from sandbox.errors import RuntimeUnavailable, SandboxError, SpecError, WorkspaceError
 from sandbox.output import CappedOutput
 from sandbox.owner import container_user
@@ -95,8 +95,8 @@ class DockerSandbox:
                 self.pool.release(cid)
         self.pool.prewarm(key, config, family=spec.image)  # after the call: a start would slow it down
         unenforced = unenforced_limits((self._runtimes or {}).get(spec.runtime, []))
-        return Envelope(
-            **outcome,
+        return Envelope.of(
+            outcome,
             limits=posture(spec, user, unenforced),
             image_id=image_id,
             runtime=spec.runtime,
@@ -212,7 +212,7 @@ class DockerSandbox:
             self._api.kill(cid)
 
     # -- one call -----------------------------------------------------------------------------------
-    def _exec(self, cid: str, argv: list[str], spec: SandboxSpec, stdin: bytes | None) -> dict[str, Any]:
+    def _exec(self, cid: str, argv: list[str], spec: SandboxSpec, stdin: bytes | None) -> CallOutcome:
         # `timeout` inside is the second line; the host kills the whole container at spec.timeout_s.
         command = ["timeout", "-k", "2", f"{spec.timeout_s + 1:g}s", *argv]
         try:
@@ -247,18 +247,7 @@ class DockerSandbox:
             watch.finish()
         duration_ms = int((time.monotonic() - started) * 1000)
         exit_code, status = self._outcome(cid, exec_id, watch.reason, duration_ms >= spec.timeout_s * 1000)
-        return {
-            "exit_code": exit_code,
-            "status": status,
-            "duration_ms": duration_ms,
-            "stdout": out.text(),
-            "stderr": err.text(),
-            "stdout_bytes": out.total,
-            "stderr_bytes": err.total,
-            "stdout_dropped": out.dropped,
-            "stderr_dropped": err.dropped,
-            "truncated": out.truncated or err.truncated,
-        }
+        return CallOutcome.captured(exit_code, status, duration_ms, out, err)
 
     def _oom_killed(self, cid: str) -> bool:
         with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
@@ -266,7 +255,7 @@ class DockerSandbox:
                 return True
         return cgroup_oom_killed(cid)
 
-    def _outcome(self, cid: str, exec_id: str, reason: str | None, past_deadline: bool) -> tuple[int, str]:
+    def _outcome(self, cid: str, exec_id: str, reason: str | None, past_deadline: bool) -> tuple[int, Status]:
         if reason == "timeout":
             return 124, "timeout"
         if reason == "output_limit":

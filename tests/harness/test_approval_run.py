@@ -105,6 +105,11 @@ def test_on_a_terminal_the_person_is_asked(harness, script, tmp_path):
     assert answered and "approval needed" in text and "run_command [exec]: ls calc" in text, text
     assert child.returncode == 10, text
     [record] = tool_records(harness.session_dir("tty"))
-    assert record.decision == {"action": "allow", "rule": "ask-ls/interactive", "reason": "approved at the terminal"}
+    assert record.decision is not None
+    assert record.decision.model_dump() == {
+        "action": "allow",
+        "rule": "ask-ls/interactive",
+        "reason": "approved at the terminal",
+    }
     assert not record.is_error and "ops.py" in record.text
     assert not (harness.session_dir("tty") / "approvals").exists()  # the unattended backend was not used

@@ -66,14 +66,14 @@ def test_wall_clock_accumulates_across_resumes():
 def test_a_call_never_gets_more_than_the_wall_clock_left():
     clock = Clock()
     budget = Budget(LimitsConfig(timeout_min=1, min_call_s=2), clock=clock)
-    assert budget.call_timeout(120) == pytest.approx(60)
+    assert budget.deadline().seconds(120) == pytest.approx(60)
     clock.now += 50
-    assert budget.call_timeout(120) == pytest.approx(10) and budget.call_timeout(5) == 5
+    assert budget.deadline().seconds(120) == pytest.approx(10) and budget.deadline().seconds(5) == 5
     clock.now += 8.5
     with pytest.raises(LimitReached) as stop:
-        budget.call_timeout(120)  # 1.5 s left: under the floor, so the call is not started
+        budget.deadline().seconds(120)  # 1.5 s left: under the floor, so the call is not started
     assert stop.value.outcome == "limit:wall_clock"
-    assert Budget(LimitsConfig(), clock=clock).call_timeout(120) == 120  # no wall-clock limit
+    assert Budget(LimitsConfig(), clock=clock).deadline().seconds(120) == 120  # no wall-clock limit
 
 
 def test_resumed_budget_starts_from_spent():

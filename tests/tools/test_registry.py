@@ -16,6 +16,7 @@ import pytest
 from rich.console import Console
 
 from harness.approve import InteractiveApprover, UnattendedApprover, UnattendedConfig
+from harness.deadline import Deadline
 from harness.gate import Gate, GateConfig, GateRequest
 from harness.tools.builtin import default_registry, make_context
 from harness.tools.registry import ToolContext
@@ -178,7 +179,7 @@ def test_unattended_wait_never_outlasts_the_wall_clock_left(ws: Path, tmp_path: 
     approvals = tmp_path / "approvals"
     ctx = context(ws, ask_programs=["echo"], allowed_programs=["ls"])
     ctx.approver = UnattendedApprover(UnattendedConfig(approvals_dir=approvals, timeout_s=30, poll_s=0.05))
-    ctx.approval_within_s = 0.2  # what the run has left: not the 30 s the approver would wait
+    ctx.deadline = Deadline(0.2)  # what the run has left: not the 30 s the approver would wait
     started = time.monotonic()
     result = REGISTRY.execute(call("run_command", "ask-2", command="echo hi"), ctx)
     assert time.monotonic() - started < 5
