@@ -5,6 +5,9 @@ Every entry point calls these functions: `harness run`, `resume`, `replay`, `har
 benches, the public API (`harness.api`) and the batch worker. Nothing here reads the environment or
 prints: what comes from outside the config (the run id, the engine address, the API key, the
 endpoint fallback, the crash hook) arrives in a `Runtime` that the caller fills in.
+
+About 350 lines on purpose: one composition root means every way of building a run is here, side
+by side (STYLE.md 14); each function is a few lines.
 """
 
 from __future__ import annotations
@@ -317,12 +320,19 @@ def resume_run(session_id: str, sessions: Path, runtime: Runtime, overrides: dic
 
 
 def replay_run(session_id: str, sessions: Path, runtime: Runtime) -> ReplayReport:
-    """Re-issue a recorded session's tool calls on a fresh copy of its repository."""
-    from harness.reissue import replay_session
+    """Re-issue a recorded session's tool calls on a fresh copy of its repository (a new session
+    `<id>-replay-<n>` beside the original, kept for inspection)."""
+    from harness.reissue import free_id, recorded_calls, reissue
 
     config = saved_config(sessions / session_id, {})
+    original = open_session(sessions, session_id)
+    calls = recorded_calls(original.dir)
+    if not calls:
+        raise SessionError(f"session {original.id} recorded no tool calls to replay")
     with open_sandbox(runtime, None) as sandbox:
-        return replay_session(sessions / session_id, sessions, config, sandbox)
+        session = create_session(original.repo, sessions, config, sandbox, free_id(sessions, f"{original.id}-replay"))
+        with session:
+            return reissue(calls, original.id, session, registry(), tool_context(config, session, sandbox))
 
 
 def saved_config(session_dir: Path, overrides: dict[str, Any]) -> RunConfig:

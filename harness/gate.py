@@ -12,18 +12,28 @@ passed on as a literal argument, and `$VAR`/`$(...)` are never expanded.
 from __future__ import annotations
 
 import fnmatch
-import posixpath
-import shlex
-import unicodedata
 from collections.abc import Callable
 from typing import Literal
 
 import pathspec
 from pydantic import BaseModel, ConfigDict, Field
 
+from harness.argv import Rejected, effective_argv, normalize_path, parse_command, program_of
+
+__all__ = [
+    "Decision",
+    "Gate",
+    "GateConfig",
+    "GateRequest",
+    "Rejected",
+    "Rule",
+    "Tier",
+    "normalize_path",
+    "parse_command",
+]
+
 Action = Literal["allow", "deny", "ask"]
 Tier = Literal["read", "write", "exec"]
-ROOT = "/workspace"
 
 
 class Decision(BaseModel):
@@ -120,125 +130,6 @@ DEFAULT_PROGRAMS: tuple[str, ...] = (
     "tr",
     "git",
 )
-SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "csh", "tcsh", "busybox", "pwsh"}
-LAUNCHERS = {
-    "env",
-    "xargs",
-    "sudo",
-    "su",
-    "doas",
-    "stdbuf",
-    "command",
-    "exec",
-    "nohup",
-    "setsid",
-    "chroot",
-    "unshare",
-    "nsenter",
-    "strace",
-    "ltrace",
-    "watch",
-    "parallel",
-    "script",
-    "flock",
-    "ionice",
-    "chrt",
-    "taskset",
-    "time",
-    "eval",
-    "builtin",
-    "runuser",
-    "gdb",
-}
-GIT_READ = {"status", "diff", "log", "show", "ls-files", "grep", "blame"}
-GIT_BAD_ARGS = ("--output", "--ext-diff", "-O", "--open-files-in-pager", "--exec", "--upload-pack")
-FIND_ACTIONS = {"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"}
-OPERATORS = set(";&|<>()")
-
-
-class Rejected(ValueError):
-    """A path or command that no rule may allow; the message is the reason."""
-
-
-def normalize_path(path: str) -> str:
-    """The path relative to /workspace in canonical posix form ('.' for the root), or Rejected."""
-    if "\x00" in path:
-        raise Rejected("path contains a NUL byte")
-    if any(unicodedata.category(ch) == "Cc" for ch in path):
-        raise Rejected("path contains control characters")
-    if unicodedata.normalize("NFKC", path) != path:
-        raise Rejected("path contains unicode look-alike characters (not NFKC-normal)")
-    if not path.strip():
-        raise Rejected("path is empty")
-    joined = posixpath.normpath(posixpath.join(ROOT, path))
-    if joined != ROOT and not joined.startswith(ROOT + "/"):
-        raise Rejected(f"path {path!r} resolves outside /workspace")
-    return posixpath.relpath(joined, ROOT)
-
-
-def parse_command(command: str) -> list[str]:
-    """The argv of a command line; Rejected for shell syntax, which is never interpreted."""
-    lexer = shlex.shlex(command, posix=False, punctuation_chars=True)
-    lexer.whitespace_split = True
-    try:
-        tokens = list(lexer)
-        argv = shlex.split(command)
-    except ValueError as error:
-        raise Rejected(f"command cannot be parsed ({error})") from None
-    if any(tok and set(tok) <= OPERATORS for tok in tokens):
-        raise Rejected(
-            "shell operators (|, ;, &&, ||, >, <, &, parentheses) are not supported: commands run "
-            "without a shell, one program per call"
-        )
-    if not argv:
-        raise Rejected("command is empty")
-    return argv
-
-
-def effective_argv(argv: list[str]) -> list[str]:
-    """Unwrap `timeout`/`nice` and reject every way of starting a program the allowlist cannot see."""
-    prog = argv[0]
-    if "=" in prog and not prog.startswith("="):
-        raise Rejected("environment assignments are not allowed: the environment is fixed by the harness")
-    if "/" in prog:
-        raise Rejected(f"call programs by their bare name, not a path ({prog!r})")
-    if prog in SHELLS:
-        raise Rejected(f"shell interpreters ({prog}) are not allowed: pass the program and its arguments directly")
-    if prog in LAUNCHERS:
-        raise Rejected(f"{prog} starts other programs or changes the environment and is not allowed")
-    if prog in {"timeout", "nice"}:
-        return effective_argv(_unwrap(argv))
-    if prog == "find" and FIND_ACTIONS.intersection(argv[1:]):
-        raise Rejected("find with -exec/-ok/-delete/-fprint actions is not allowed; use find to list only")
-    if prog == "rg" and any(a == "--pre" or a.startswith("--pre=") for a in argv[1:]):
-        raise Rejected("rg --pre runs a program and is not allowed")
-    if prog == "git":
-        _check_git(argv)
-    return argv
-
-
-def _unwrap(argv: list[str]) -> list[str]:
-    rest, prog = argv[1:], argv[0]
-    takes_value = {"timeout": {"-s", "--signal", "-k", "--kill-after"}, "nice": {"-n", "--adjustment"}}[prog]
-    while rest and rest[0].startswith("-") and rest[0] != "--":
-        rest = rest[2:] if rest[0] in takes_value else rest[1:]
-    if rest and rest[0] == "--":
-        rest = rest[1:]
-    if prog == "timeout":
-        rest = rest[1:]  # the duration
-    if not rest:
-        raise Rejected(f"{prog} needs a program to run")
-    return rest
-
-
-def _check_git(argv: list[str]) -> None:
-    args = [a for a in argv[1:] if a != "--no-pager"]
-    if not args or args[0].startswith("-"):
-        raise Rejected("git options before the subcommand (-c, -C, --git-dir, ...) are not allowed")
-    if args[0] not in GIT_READ:
-        raise Rejected(f"git {args[0]} is not allowed: only {', '.join(sorted(GIT_READ))}")
-    if any(a.startswith(GIT_BAD_ARGS) for a in args[1:]):
-        raise Rejected("git options that write files or run programs (--output, --ext-diff, -O) are not allowed")
 
 
 class Gate:
@@ -359,11 +250,6 @@ class Gate:
             rule="command-allowlist",
             reason=f"{prog} is not in the allowed programs ({', '.join(self.config.allowed_programs)})",
         )
-
-
-def program_of(command: str) -> str:
-    """The program a (syntax-checked) command line actually starts, after unwrapping timeout/nice."""
-    return effective_argv(parse_command(command))[0]
 
 
 def _in_area(spec: pathspec.PathSpec, rel: str) -> bool:

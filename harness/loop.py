@@ -4,7 +4,7 @@ One step: prepare the context, ask the model, record its turn (write-ahead, fsyn
 tool runs, run each tool call (each recorded by call id as it completes), commit a session snapshot
 when something was written, then write the state file atomically (the step's commit point).
 A turn without tool calls ends the model's part; then the verify command decides. No tool call or
-verification gets more than the wall clock left (resume.py picks up a run that stopped mid-step).
+verification gets more than the wall clock left (recovery.py picks up a run that stopped mid-step).
 Stops are exceptions carrying their payload; the trajectory is closed in a `finally`.
 """
 

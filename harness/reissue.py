@@ -11,12 +11,11 @@ from __future__ import annotations
 import difflib
 import re
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from harness.config import RunConfig
-from harness.errors import SessionError
+from harness.seams import RegistryLike, SessionLike
+from harness.tools.registry import ToolContext
 from harness.trajectory import ToolRecord, read_records
 from harness.types import ToolCall
 
@@ -62,17 +61,11 @@ def recorded_calls(session_dir: Path) -> list[ToolRecord]:
     return list(final.values())
 
 
-def replay_session(session_dir: Path, sessions: Path, config: RunConfig, sandbox: Any) -> ReplayReport:
-    """Re-run every recorded tool call in order in a fresh session; compare the model-visible text."""
-    from harness import assembly
-
-    original = assembly.open_session(sessions, session_dir.name)
-    calls = recorded_calls(session_dir)
-    if not calls:
-        raise SessionError(f"session {original.id} recorded no tool calls to replay")
-    replay_id = _free_id(sessions, f"{original.id}-replay")
-    session = assembly.create_session(original.repo, sessions, config, sandbox, replay_id)
-    registry, context = assembly.registry(), assembly.tool_context(config, session, sandbox)
+def reissue(
+    calls: list[ToolRecord], original_id: str, session: SessionLike, registry: RegistryLike, context: ToolContext
+) -> ReplayReport:
+    """Re-run the recorded calls in order in a fresh session (one step each recorded step that wrote);
+    compare the model-visible text. The session and tool context come from the composition root."""
     report: list[ReplayedCall] = []
     for step in sorted({record.step for record in calls}):
         wrote = False
@@ -83,10 +76,20 @@ def replay_session(session_dir: Path, sessions: Path, config: RunConfig, sandbox
             wrote = wrote or result.wrote
         if wrote:
             session.commit_step(note=f"replay of step {step}", skip_unchanged=True)
-    session.close()
     return ReplayReport(
-        original=original.id, session_id=session.id, steps=report, diverged=sum(1 for r in report if not r.same)
+        original=original_id,
+        session_id=Path(session.dir).name,
+        steps=report,
+        diverged=sum(1 for r in report if not r.same),
     )
+
+
+def free_id(sessions: Path, stem: str) -> str:
+    """The first `<stem>-<n>` that names no session folder yet."""
+    number = 1
+    while (sessions / f"{stem}-{number}").exists():
+        number += 1
+    return f"{stem}-{number}"
 
 
 def _compare(record: ToolRecord, text: str) -> ReplayedCall:
@@ -102,10 +105,3 @@ def _compare(record: ToolRecord, text: str) -> ReplayedCall:
     return ReplayedCall(
         step=record.step, call_id=record.call_id, name=record.name, same=before == after, first_difference=difference
     )
-
-
-def _free_id(sessions: Path, stem: str) -> str:
-    number = 1
-    while (sessions / f"{stem}-{number}").exists():
-        number += 1
-    return f"{stem}-{number}"

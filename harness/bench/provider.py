@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import statistics
-import time
 from collections.abc import Callable
 from typing import Any
 
 import httpx2
 from pydantic import BaseModel
 
+from harness.bench.measure import side_by_side
 from harness.providers.anthropic import AnthropicProvider, EventAssembly
 from harness.providers.config import ProviderConfig
 from harness.providers.openai_compat import OpenAICompatProvider, StreamAssembly
@@ -176,15 +176,9 @@ def _client(body: bytes) -> httpx2.Client:
 
 
 def _paired_medians(first: Callable[[], Any], second: Callable[[], Any], repeats: int) -> tuple[float, float]:
-    """Median ms of each, sampled alternately so machine noise hits both alike."""
-    first(), second()  # warm-up: imports, pydantic model building
-    samples: tuple[list[float], list[float]] = ([], [])
-    for _ in range(repeats):
-        for run, into in ((first, samples[0]), (second, samples[1])):
-            started = time.perf_counter()
-            run()
-            into.append((time.perf_counter() - started) * 1000)
-    return statistics.median(samples[0]), statistics.median(samples[1])
+    """Median ms of each, measured side by side (warm-up: imports, pydantic model building)."""
+    samples = side_by_side({"first": first, "second": second}, rounds=repeats)
+    return statistics.median(samples["first"]), statistics.median(samples["second"])
 
 
 def bench_provider(kind: str, *, chunks: int = 200, repeats: int = 50) -> ProviderBench:

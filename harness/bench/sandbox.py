@@ -9,29 +9,21 @@ between calls.
 
 from __future__ import annotations
 
-import statistics
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import docker
 from pydantic import BaseModel
 
+from harness.bench.measure import Latency, latency, ratio, side_by_side
 from sandbox.docker import hardening
 from sandbox.docker.containers import DockerSandbox
 from sandbox.docker.engine import resolve_image, translate
+from sandbox.labels import of_run
 from sandbox.owner import container_user, hand_over
 from sandbox.spec import SandboxSpec
 
 COMMAND = ["true"]
-
-
-class Latency(BaseModel):
-    """Median and 90th percentile of one approach, in milliseconds."""
-
-    median_ms: float
-    p90_ms: float
 
 
 class SandboxBench(BaseModel):
@@ -53,18 +45,6 @@ class SandboxBench(BaseModel):
     )
 
 
-def _latency(samples: list[float]) -> Latency:
-    ordered = sorted(samples)
-    p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
-    return Latency(median_ms=round(statistics.median(ordered), 1), p90_ms=round(p90, 1))
-
-
-def _timed(action: Callable[[], object]) -> float:
-    started = time.perf_counter()
-    action()
-    return (time.perf_counter() - started) * 1000
-
-
 def measure(client: docker.DockerClient, *, run_id: str, image: str = "py311", calls: int = 20) -> SandboxBench:
     """Run `calls` rounds of (a), (b), (c) interleaved and summarise them."""
     ref, image_id = resolve_image(client, image)
@@ -78,8 +58,7 @@ def measure(client: docker.DockerClient, *, run_id: str, image: str = "py311", c
         workspace.mkdir()
         (workspace / "README").write_text("bench\n")
         hand_over(workspace)
-        labels = {"harness.run": run_id, "harness.kind": "bench"}
-        config = hardening.container_config(image_id, spec, workspace, (), container_user(), labels)
+        config = hardening.container_config(image_id, spec, workspace, (), container_user(), of_run(run_id, "bench"))
         host = api.create_host_config(**config["host_config"])
         with translate("starting the bench containers"):
             long_lived = api.create_container(**{**config, "host_config": host})["Id"]
@@ -99,21 +78,14 @@ def measure(client: docker.DockerClient, *, run_id: str, image: str = "py311", c
             api.exec_start(exec_id)
             api.exec_inspect(exec_id)
 
-        samples: dict[str, list[float]] = {"pooled": [], "cold": [], "exec": []}
         try:
             box.prewarm(workspace=workspace, spec=spec)
-            for action in (pooled, cold, exec_once):  # one untimed warm-up round
-                box.pool.wait_idle()
-                action()
-            for _ in range(calls):
-                box.pool.wait_idle()
-                samples["pooled"].append(_timed(pooled))
-                box.pool.wait_idle()
-                samples["cold"].append(_timed(cold))
-                samples["exec"].append(_timed(exec_once))
+            samples = side_by_side(
+                {"pooled": pooled, "cold": cold, "exec": exec_once}, rounds=calls, between=box.pool.wait_idle
+            )
         finally:
             api.remove_container(long_lived, force=True)
-    stats = {name: _latency(values) for name, values in samples.items()}
+    stats = {name: latency(values) for name, values in samples.items()}
     a, b, c = stats["pooled"].median_ms, stats["cold"].median_ms, stats["exec"].median_ms
     return SandboxBench(
         image=ref,
@@ -124,6 +96,6 @@ def measure(client: docker.DockerClient, *, run_id: str, image: str = "py311", c
         pooled_ms=a,
         cold_ms=b,
         exec_ms=c,
-        pooled_over_exec=round(a / c, 2),
-        pooled_over_cold=round(a / b, 2),
+        pooled_over_exec=ratio(a, c),
+        pooled_over_cold=ratio(a, b),
     )

@@ -14,12 +14,12 @@ import random
 import shutil
 import statistics
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel
 
+from harness.bench.measure import timed
 from sandbox.session.session import Session
 from sandbox.snapshot.store import SnapshotConfig, SnapshotStore
 from sandbox.spec import SandboxSpec
@@ -56,12 +56,6 @@ def generate(root: Path, files: int, size: int, per_dir: int = 100) -> None:
         (folder / f"file{i}.py").write_bytes(line * max(1, size // len(line)))
 
 
-def _timed(action: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    action()
-    return (time.perf_counter() - start) * 1000
-
-
 def _change(root: Path, files: int, per_dir: int, step: int) -> None:
     i = (step * 7919) % files
     path = root / f"pkg{i // (per_dir * 100)}" / f"mod{i // per_dir}" / f"file{i}.py"
@@ -70,11 +64,11 @@ def _change(root: Path, files: int, per_dir: int, step: int) -> None:
 
 def _one_change_median(workspace: Path, store_dir: Path, files: int, steps: int, watch: bool) -> tuple[float, float]:
     store = SnapshotStore(workspace, store_dir, SnapshotConfig(watch=watch))
-    full = _timed(store.snapshot)
+    full = timed(store.snapshot)
     times = []
     for step in range(steps):
         _change(workspace, files, 100, step + 1000 * watch)
-        times.append(_timed(store.snapshot))
+        times.append(timed(store.snapshot))
     store.close()
     return full, statistics.median(times)
 
@@ -99,9 +93,9 @@ def run(
         session.store.snapshot()
         for step in range(steps):
             _change(session.workspace, files, 100, step)
-            step_times.append(_timed(functools.partial(session.commit_step, f"change {step}")))
+            step_times.append(timed(functools.partial(session.commit_step, f"change {step}")))
         for _ in range(steps):
-            rollback_times.append(_timed(lambda: session.rollback(session.step - 1)))
+            rollback_times.append(timed(lambda: session.rollback(session.step - 1)))
         session.close()
         shutil.rmtree(base / "state")
         log(f"generating {big_files} files")

@@ -11,19 +11,20 @@ from __future__ import annotations
 
 import contextlib
 import os
-import statistics
 import tempfile
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
+from harness.bench.measure import median, ratio, side_by_side
 from harness.gate import Gate
 from harness.tools.builtin import default_registry, make_context
 from harness.types import ToolCall
 from sandbox.docker import hardening
 from sandbox.docker.containers import DockerSandbox
 from sandbox.docker.engine import resolve_image
+from sandbox.labels import of_run
 from sandbox.owner import container_user, hand_over
 from sandbox.spec import SandboxSpec
 
@@ -49,26 +50,23 @@ def measure(client: Any, *, image: str = "py311", rounds: int = 25) -> dict[str,
             ctx = make_context(box, workspace, spec, Gate())
             box.prewarm(workspace=workspace, spec=spec, mounts=ctx.mounts)
             call = ToolCall(id="bench", name="read_file", arguments={"path": "small.py"})
-            for _ in range(3):  # warm both paths (pool, image cache, page cache)
-                registry.execute(call, ctx)
-                box_cat.exec_run(["cat", "/workspace/small.py"])
-            read_ms, cat_ms = [], []
-            for _ in range(rounds):
-                time.sleep(PAUSE_S)
-                started = time.perf_counter()
+
+            def read_file() -> None:
                 result = registry.execute(call, ctx)
-                read_ms.append((time.perf_counter() - started) * 1000)
                 if result.is_error:
                     raise RuntimeError(f"bench read_file failed: {result.text}")
-                time.sleep(PAUSE_S)
-                started = time.perf_counter()
-                box_cat.exec_run(["cat", "/workspace/small.py"])
-                cat_ms.append((time.perf_counter() - started) * 1000)
-    read, cat = statistics.median(read_ms), statistics.median(cat_ms)
+
+            samples = side_by_side(
+                {"read_file": read_file, "exec_cat": lambda: box_cat.exec_run(["cat", "/workspace/small.py"])},
+                rounds=rounds,
+                between=lambda: time.sleep(PAUSE_S),
+                warmup=3,  # warm both paths (pool, image cache, page cache)
+            )
+    read, cat = median(samples["read_file"], 2), median(samples["exec_cat"], 2)
     return {
-        "read_file_ms": round(read, 2),
-        "exec_cat_ms": round(cat, 2),
-        "read_file_over_exec": round(read / cat, 3),
+        "read_file_ms": read,
+        "exec_cat_ms": cat,
+        "read_file_over_exec": ratio(read, cat, 3),
         "rounds": rounds,
         "load_1m": round(os.getloadavg()[0], 2),
     }
@@ -85,7 +83,7 @@ def _long_lived(client: Any, image: str, workspace: Path, run_id: str) -> Any:
         network_mode="none",
         user=container_user(),
         volumes={str(workspace): {"bind": "/workspace", "mode": "ro"}},
-        labels={"harness.run": run_id},
+        labels=of_run(run_id, "bench"),
         cap_drop=["ALL"],
         security_opt=["no-new-privileges"],
         read_only=True,

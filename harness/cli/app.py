@@ -5,11 +5,12 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterator
-from typing import NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import typer
-from rich.console import Console
-from rich.markup import escape
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 from harness.cli import environment
 from harness.cli.environment import docker_host, state_dir
@@ -24,12 +25,33 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain help: rich help would import rich.markdown and markdown-it at every start (fast start).
+    rich_markup_mode=None,
 )
-bench_app = typer.Typer(help="Benchmarks that print ratios measured side by side in one run.", no_args_is_help=True)
+bench_app = typer.Typer(
+    help="Benchmarks that print ratios measured side by side in one run.", no_args_is_help=True, rich_markup_mode=None
+)
 app.add_typer(bench_app, name="bench")
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+
+class _LazyConsole:
+    """A rich Console made on first use: importing rich.console is a fifth of the start-up time, and
+    `harness --help` never prints through it."""
+
+    def __init__(self, stderr: bool) -> None:
+        self._stderr = stderr
+        self._console: Console | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(stderr=self._stderr, highlight=False)
+        return getattr(self._console, name)
+
+
+console = cast("Console", _LazyConsole(stderr=False))
+err_console = cast("Console", _LazyConsole(stderr=True))
 
 
 def fail(message: str, code: int) -> NoReturn:
@@ -74,12 +96,16 @@ def main() -> None:
         err_console.print(f"[bold red]error:[/] {error.format_message()}{hint}", soft_wrap=True)
         sys.exit(int(ExitCode.USAGE))
     except (HarnessError, SandboxError, OSError) as error:
+        from rich.markup import escape
+
         # Raised outside a command's `reported()` block: still one line and the class's exit code.
         err_console.print(f"[bold red]error:[/] {escape(str(error))}", soft_wrap=True)
         sys.exit(exit_code_for(error))
     except Exception as error:
         if environment.show_tracebacks():
             raise
+        from rich.markup import escape
+
         err_console.print(
             f"[bold red]internal error:[/] {type(error).__name__}: {escape(str(error))} "
             "(set HARNESS_TRACEBACK=1 to see where; please report it)",

@@ -9,7 +9,6 @@ import json
 from typing import Any
 
 import typer
-from rich.table import Table
 
 from harness.cli import environment
 from harness.cli.app import bench_app, console, err_console, reported
@@ -28,6 +27,8 @@ def bench_sandbox(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Pooled single-use call vs cold create/start/wait/remove vs exec into a long-lived container."""
+    from rich.table import Table
+
     from harness.bench.sandbox import measure
 
     with reported():
@@ -54,6 +55,8 @@ def bench_snapshot(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Snapshot and rollback cost per step, incremental vs full, and 100k vs 10k files."""
+    from rich.table import Table
+
     from harness.bench import snapshot as snapshot_bench
 
     result = snapshot_bench.run(
@@ -141,4 +144,33 @@ def bench_run(
         f"whole run {result.run_ms:.0f} ms vs the same commands by exec in one container "
         f"{result.bare_ms:.0f} ms (medians of {result.rounds} rounds): run_over_bare = "
         f"{result.run_over_bare} (target ≤ 2; rounds: {', '.join(map(str, result.ratios))})"
+    )
+
+
+@bench_app.command("startup")
+def bench_startup(
+    rounds: int = typer.Option(10, "--rounds", min=3, max=200, help="Fresh processes per side."),
+    image: str = typer.Option("py311", "--image", help="Image of the one-shot exec and the bare docker run."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """`harness --help` vs a bare typer import, and a one-shot `harness exec` vs `docker run --rm`."""
+    from harness.bench.startup import measure
+    from sandbox.docker.engine import resolve_image
+
+    with reported():
+        ref, _ = resolve_image(_client(), image)
+        result = measure(image_ref=ref, run_id=environment.run_id("bench"), rounds=rounds)
+    if as_json:
+        print(result.model_dump_json())
+        return
+    console.print(
+        f"harness --help {result.help.median_ms:.0f} ms vs python -c 'import typer' {result.bare_typer.median_ms:.0f} ms:"
+        f" {result.help_over_typer:.2f}x (target <= 2)"
+    )
+    if result.exec is None or result.docker_run is None:
+        console.print("one-shot exec: no docker CLI to compare with")
+        return
+    console.print(
+        f"harness exec PATH -- true {result.exec.median_ms:.0f} ms vs docker run --rm --network none "
+        f"{result.docker_run.median_ms:.0f} ms: {result.exec_over_docker_run:.2f}x (target <= 1)"
     )

@@ -130,10 +130,19 @@ def show(
     json_out: bool = typer.Option(False, "--json", help="Print the final result object as JSON."),
 ) -> None:
     """Render a session: steps, tool calls, results, tokens, cost, outcome."""
-    directory = state_dir(state_dir_opt) / session
-    if not directory.is_dir():
-        fail(f"no session {session} in {directory.parent}", ExitCode.NOT_FOUND)
     from harness.cli.run_view import render_session, result_of
+    from sandbox.layout import session_folder
+
+    folder = session_folder(state_dir(state_dir_opt), session)
+    if not folder.root.is_dir():
+        fail(f"no session {session} in {folder.root.parent}", ExitCode.NOT_FOUND)
+    if not folder.run_config.is_file() and not folder.trajectory.is_file():
+        fail(
+            f"session {session} never had a run (it was made by `harness exec --session` or `harness tool`); "
+            f"its steps: harness session show {session}",
+            ExitCode.NOT_FOUND,
+        )
+    directory = folder.root
 
     with reported():
         if json_out:

@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from sandbox.envelope import Envelope
     from sandbox.spec import SandboxSpec
 
-images_app = typer.Typer(help="Build and list the sandbox images.", no_args_is_help=True)
-sandbox_app = typer.Typer(help="Maintain sandbox containers.", no_args_is_help=True)
+images_app = typer.Typer(help="Build and list the sandbox images.", no_args_is_help=True, rich_markup_mode=None)
+sandbox_app = typer.Typer(help="Maintain sandbox containers.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(images_app, name="images")
 app.add_typer(sandbox_app, name="sandbox")
 

@@ -8,14 +8,18 @@ import datetime
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.table import Table
 
 from harness.cli.app import ExitCode, app, console, docker_host, err_console, fail, reported, state_dir
 from sandbox.errors import EngineUnavailable
 
-session_app = typer.Typer(help="List, show and remove sessions.", no_args_is_help=True)
+if TYPE_CHECKING:
+    from harness.steps import StepMap
+    from sandbox.session.session import Session
+
+session_app = typer.Typer(help="List, show and remove sessions.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(session_app, name="session")
 
 _STATE = typer.Option(
@@ -42,6 +46,8 @@ def session_list(
     state: Path | None = _STATE, as_json: bool = typer.Option(False, "--json", help="Print JSON.")
 ) -> None:
     """Sessions in the state directory, oldest first."""
+    from rich.table import Table
+
     from sandbox.session.session import list_sessions
 
     infos = list_sessions(state_dir(state))
@@ -65,17 +71,14 @@ def session_show(
     state: Path | None = _STATE,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Steps of one session: tree, image, time, note."""
+    """The states of one session: the steps whose state each snapshot holds, tree, image, time, note."""
+    from rich.table import Table
+
     with _opened(state, session_id) as session:
+        steps = _steps(session)
         if as_json:
-            print(
-                json.dumps(
-                    {
-                        "session": session.info.model_dump(mode="json"),
-                        "steps": [r.model_dump() for r in session.records],
-                    }
-                )
-            )
+            records = [{**r.model_dump(), "after_steps": steps.steps_at(r.step)} for r in session.records]
+            print(json.dumps({"session": session.info.model_dump(mode="json"), "steps": records}))
             return
         console.print(f"session {session.id}  repository {session.repo}  workspace {session.workspace}")
         if session.info.setup:
@@ -84,9 +87,10 @@ def session_show(
                 f"setup: {len(session.config.setup)} command(s), network {setup.network_mode}, "
                 f"{'cached' if setup.cached else 'built'} image {setup.image[:19]}"
             )
-        table = Table("step", "kind", "time", "tree", "image", "note")
+        table = Table("after step", "snapshot", "kind", "time", "tree", "image", "note")
         for record in session.records:
             table.add_row(
+                _step_range(steps.steps_at(record.step)),
                 str(record.step),
                 record.kind,
                 _when(record.time),
@@ -95,6 +99,20 @@ def session_show(
                 record.note,
             )
         console.print(table)
+        if steps.has_run:
+            console.print("[dim]steps as `harness show` numbers them: `diff` and `rollback --to N` take these[/]")
+
+
+def _steps(session: Session) -> StepMap:
+    from harness.steps import StepMap
+
+    return StepMap.of(session.dir, session.id, session.step)
+
+
+def _step_range(steps: list[int]) -> str:
+    if not steps:
+        return "-"
+    return str(steps[0]) if len(steps) == 1 else f"{steps[0]}-{steps[-1]}"
 
 
 @session_app.command("rm")
@@ -118,14 +136,17 @@ def session_rm(session_id: str = typer.Argument(..., metavar="SESSION"), state: 
 @app.command("diff")
 def diff_command(
     session_id: str = typer.Argument(..., metavar="SESSION"),
-    from_step: int = typer.Option(0, "--from", help="Older step [default: 0, the import]."),
-    to_step: int | None = typer.Option(None, "--to", help="Newer step [default: the latest]."),
+    from_step: int = typer.Option(
+        0, "--from", help="Older step, as `harness show` numbers them [default: 0, the import]."
+    ),
+    to_step: int | None = typer.Option(None, "--to", help="Newer step [default: the latest state]."),
     state: Path | None = _STATE,
     as_json: bool = typer.Option(False, "--json", help="Print the changes as JSON."),
 ) -> None:
-    """Unified diff of the workspace between two steps, then binary and mode changes."""
+    """Unified diff of the workspace between the states after two steps, then binary and mode changes."""
     with _opened(state, session_id) as session:
-        result = session.diff(from_step, to_step)
+        steps = _steps(session)
+        result = session.diff(steps.snapshot(from_step), None if to_step is None else steps.snapshot(to_step))
     if as_json:
         print(json.dumps({"changes": [c.model_dump() for c in result.changes], "text": result.text}))
         return
@@ -142,13 +163,17 @@ def diff_command(
 @app.command("rollback")
 def rollback_command(
     session_id: str = typer.Argument(..., metavar="SESSION"),
-    to: int = typer.Option(..., "--to", help="Step to restore (workspace and image)."),
+    to: int = typer.Option(..., "--to", help="Restore the state after this step (as `harness show` numbers them)."),
     state: Path | None = _STATE,
 ) -> None:
-    """Restore the workspace and image of step N; the next step continues from there."""
+    """Restore the workspace and image as they were after step N; the next step continues from there."""
     with _opened(state, session_id) as session:
-        record = session.rollback(to)
-    console.print(f"session {session_id}: step {record.step} restores step {to} (image {record.image[:19]})")
+        snapshot = _steps(session).snapshot(to)
+        record = session.rollback(snapshot)
+    console.print(
+        f"session {session_id}: restored the state after step {to} "
+        f"(snapshot {snapshot}, recorded as snapshot {record.step}; image {record.image[:19]})"
+    )
 
 
 @app.command("export")

@@ -10,9 +10,8 @@ import typer
 
 from harness.cli import environment
 from harness.cli.app import ExitCode, app, console, err_console, fail, reported, state_dir
-from harness.types import ToolCall
 
-tools_app = typer.Typer(help="The tool menu the model sees.", no_args_is_help=True)
+tools_app = typer.Typer(help="The tool menu the model sees.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(tools_app, name="tools")
 
 TOOL_EXIT = {
@@ -63,6 +62,7 @@ def tool_command(
     from harness import assembly
     from harness.config import RunConfig
     from harness.gate import Gate
+    from harness.types import ToolCall
     from sandbox.layout import session_folder
 
     try:

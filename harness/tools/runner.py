@@ -12,6 +12,10 @@ read_file call. Unified diffs are parsed by unified_diff.py, mounted beside this
 Every path is re-checked after os.path.realpath: it must stay inside root and outside protected /
 read-only areas, and files are then opened component by component with O_NOFOLLOW, so a symlink
 swapped in after the check is refused, never followed.
+
+One file of ~750 lines on purpose: it is mounted into every tool container as one read-only unit
+(with its host-compiled .pyc), so it cannot import harness; it is split by concern inside: pattern
+matching, safe path handling, one `op_*` per tool, request encoding.
 """
 
 import errno

@@ -6,6 +6,10 @@ end of the call by killing the whole container, so background and daemonized chi
 The container is then removed off the critical path. A `network: none` call container joins its
 session's empty network namespace (`sandbox.docker.netns`) instead of paying for a new one. Engine errors
 are translated by `sandbox.docker.engine.translate`.
+
+Longer than most modules (~300 lines) because a call's life is one sequence that reads best in one
+place: acquire a warm container, exec with the host-side watch, demultiplex and cap the stream,
+classify the exit (timeout, OOM, output limit), commit a writable root, release.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ The base is `harness/base:bookworm`: already present, else a registry base (debi
 when a registry answers, else bootstrapped offline with debootstrap and `docker import`. Each
 version is a content hash of its inputs (Dockerfile bytes, the files of `images/<name>/`, the parent
 image id), so building again with nothing changed only looks the tags up and takes seconds.
+About 280 lines: versions, the locked build, the registry base and the offline bootstrap are one
+chain that a first build walks end to end.
 """
 
 from __future__ import annotations

@@ -5,6 +5,10 @@ folder without it is an unfinished create), `steps.jsonl` (append-only; step N =
 id + image), `workspace/` (what containers see), `store/` (objects and stat index). The user's
 repository is read once, by `create`, and never written. Rollback appends a step that repeats an
 earlier one, so history is never lost and the next step continues from the restored state.
+(The file names come from `sandbox.layout`; the records are `sandbox.session.records`.)
+
+About 330 lines: the one `Session` class is a session's whole lifecycle (create, open, commit,
+rollback, diff, export), each method short; splitting it would scatter the step-log locking.
 """
 
 from __future__ import annotations
@@ -14,95 +18,40 @@ import fcntl
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal, Protocol
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from sandbox import labels
 from sandbox.errors import PatchConflict, SessionNotFound, SnapshotError, StepOutOfRange, WorkspaceError
 from sandbox.layout import SessionFolder
 from sandbox.session import steplog
+from sandbox.session.records import (
+    Prepare,
+    Ready,
+    SessionConfig,
+    SessionInfo,
+    SetupRecord,
+    StepImages,
+    StepRecord,
+)
 from sandbox.session.workspace import copy_repository
 from sandbox.snapshot import diff as snapdiff
 from sandbox.snapshot.diff import SnapshotDiff
 from sandbox.snapshot.objects import ObjectStore
-from sandbox.snapshot.store import SnapshotConfig, SnapshotStore
+from sandbox.snapshot.store import SnapshotStore
 from sandbox.spec import SandboxSpec
 
-
-class SessionConfig(BaseModel):
-    """How a session snapshots and prepares its environment."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    snapshot: SnapshotConfig = Field(default_factory=SnapshotConfig)
-    """Workspace snapshot options (large-file threshold, ignore list)."""
-    setup: list[str] = Field(default_factory=list)
-    """Commands run once, before step 0, in a container with a writable root (`--setup`)."""
-    setup_network: bool = False
-    """Allow network during setup only (`--setup-network`); tool calls never get it from here."""
-    writable_root: bool = False
-    """Tool calls get a writable root; a call that changed the container filesystem becomes the image."""
-
-
-class SetupRecord(BaseModel):
-    """What environment preparation produced (step 0's image)."""
-
-    image: str
-    """Image id committed by setup (or found in the cache)."""
-    key: str
-    """Cache key: base image id, commands, network flag, dependency-file hashes."""
-    cached: bool
-    network_mode: str
-    """The setup container's NetworkMode as the engine reported it."""
-    duration_ms: int = 0
-
-
-class StepRecord(BaseModel):
-    """Step N: the workspace tree and the image the next call starts from."""
-
-    step: int
-    tree: str
-    image: str
-    time: float
-    note: str = ""
-    kind: Literal["import", "step", "rollback"] = "step"
-    rolled_back_to: int | None = None
-    skipped: list[str] = Field(default_factory=list)
-    """Paths the snapshot left out (ignore list, special files)."""
-
-
-class SessionInfo(BaseModel):
-    """session.json: what does not change after create."""
-
-    id: str
-    repo: str
-    created: float
-    spec: SandboxSpec
-    config: SessionConfig
-    setup: SetupRecord | None = None
-
-
-Prepare = Callable[[Path], SetupRecord]
-"""Environment preparation: given the fresh workspace, return the committed base image."""
-Ready = Callable[[Path, SandboxSpec], None]
-"""Told the workspace and the spec calls will run with as soon as both exist, before step 0's
-snapshot (the caller starts warm containers then, so their start overlaps the rest of set-up)."""
-
-
-class StepImages(Protocol):
-    """What a session needs of the engine for step images (`sandbox.docker.step_images`)."""
-
-    def keep(self, session_id: str, step: int, image: str) -> None:
-        """Keep a committed step image from being pruned."""
-
-    def check(self, image: str) -> None:
-        """Raise SnapshotError unless the image still exists."""
-
-    def remove(self, session_id: str, state_dir: Path) -> int:
-        """Remove every image of the session."""
+__all__ = [
+    "Prepare",
+    "Ready",
+    "Session",
+    "SessionConfig",
+    "SessionInfo",
+    "SetupRecord",
+    "StepImages",
+    "StepRecord",
+    "list_sessions",
+]
 
 
 class Session:

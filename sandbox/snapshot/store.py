@@ -8,6 +8,9 @@ inotify watcher (`watch.py`) names the directories touched since the last snapsh
 index keeps unchanged files from being re-hashed when a full walk is needed (first snapshot in a
 process, queue overflow). Files over `max_file_size` are stored by hash outside the object store;
 paths matched by `ignore` are skipped and listed by `skipped()`.
+
+About 300 lines: snapshot and restore are inverse walks over the same tree format and stat index,
+kept side by side so a change to one is made to the other.
 """
 
 from __future__ import annotations

@@ -401,7 +401,7 @@ def test_run_tests_reports_only_failures(root: Path) -> None:
 
 
 def test_run_tests_with_a_shell_test_command_keeps_selectors_out_of_the_shell(root: Path) -> None:
-    from harness.tools.builtin import _test_argv
+    from harness.tools.commands import _test_argv
 
     (root / "tests" / "test_app.py").write_text(
         "def test_one():\n    assert True\n\n\ndef test_two():\n    assert False\n"

@@ -1,0 +1,65 @@
+"""The one way every bench measures: sides interleaved round by round (so machine noise hits them
+alike), an untimed warm-up, medians and 90th percentiles, ratios of medians.
+
+`side_by_side({"ours": f, "bare": g}, rounds=25)` runs warm-up, then f, g, f, g, ... with `between`
+called before each timed call (a pool refill, a quiet pause) outside the timed region.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+from pydantic import BaseModel
+
+
+class Latency(BaseModel):
+    """Median and 90th percentile of one side, in milliseconds."""
+
+    median_ms: float
+    p90_ms: float
+
+
+def latency(samples: Sequence[float]) -> Latency:
+    """Median and p90 of samples in milliseconds (rounded to 0.1 ms)."""
+    ordered = sorted(samples)
+    p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+    return Latency(median_ms=round(statistics.median(ordered), 1), p90_ms=round(p90, 1))
+
+
+def timed(action: Callable[[], object]) -> float:
+    """Milliseconds action took."""
+    started = time.perf_counter()
+    action()
+    return (time.perf_counter() - started) * 1000
+
+
+def side_by_side(
+    sides: Mapping[str, Callable[[], object]],
+    *,
+    rounds: int,
+    between: Callable[[], object] = lambda: None,
+    warmup: int = 1,
+) -> dict[str, list[float]]:
+    """Milliseconds of each side per round, the sides interleaved in every round."""
+    for _ in range(warmup):
+        for action in sides.values():
+            between()
+            action()
+    samples: dict[str, list[float]] = {name: [] for name in sides}
+    for _ in range(rounds):
+        for name, action in sides.items():
+            between()
+            samples[name].append(timed(action))
+    return samples
+
+
+def ratio(numerator: float, denominator: float, digits: int = 2) -> float:
+    """numerator / denominator rounded; infinity when the denominator is zero."""
+    return round(numerator / denominator, digits) if denominator else float("inf")
+
+
+def median(samples: Sequence[float], digits: int = 1) -> float:
+    """The median, rounded."""
+    return round(statistics.median(samples), digits)

@@ -1,0 +1,79 @@
+"""`harness bench startup`: what a person waits for before harness does anything, side by side.
+
+- `harness --help` against `python3 -c "import typer"` (the floor of any typer CLI);
+- a one-shot `harness exec PATH -- true` against `docker run --rm --network none IMAGE true` (the
+  floor of any one-call container).
+
+Both sides are fresh processes of the same interpreter (and the docker CLI), interleaved round by
+round; the figures are medians.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from harness.bench.measure import Latency, latency, ratio, side_by_side
+from sandbox import labels
+
+CLI = [sys.executable, "-c", "from harness.cli import main; main()"]
+
+
+class StartupBench(BaseModel):
+    """Result of `harness bench startup`."""
+
+    rounds: int
+    help: Latency
+    bare_typer: Latency
+    help_over_typer: float
+    """Target: at most 2."""
+    exec: Latency | None = None
+    docker_run: Latency | None = None
+    exec_over_docker_run: float | None = None
+    """Target: at most 1; None when no docker CLI is installed to compare with."""
+    image: str = ""
+
+
+def _run(argv: list[str], env: dict[str, str] | None = None) -> None:
+    done = subprocess.run(argv, capture_output=True, env=env, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv[:4])} ... exited {done.returncode}: {done.stderr.decode()[-300:]}")
+
+
+def measure(*, image_ref: str, run_id: str, rounds: int = 10) -> StartupBench:
+    """Time both pairs `rounds` times each (fresh processes every time)."""
+    import os
+
+    env = {**os.environ, "HARNESS_RUN_ID": run_id}
+    help_samples = side_by_side(
+        {"help": lambda: _run([*CLI, "--help"]), "typer": lambda: _run([sys.executable, "-c", "import typer"])},
+        rounds=rounds,
+    )
+    result = StartupBench(
+        rounds=rounds,
+        help=latency(help_samples["help"]),
+        bare_typer=latency(help_samples["typer"]),
+        help_over_typer=ratio(latency(help_samples["help"]).median_ms, latency(help_samples["typer"]).median_ms),
+        image=image_ref,
+    )
+    docker = shutil.which("docker")
+    if docker is None:
+        return result
+    with tempfile.TemporaryDirectory(prefix="harness-bench-startup-") as tmp:
+        repo = Path(tmp) / "repo"
+        repo.mkdir()
+        (repo / "README").write_text("bench\n")
+        bare = [docker, "run", "--rm", "--network", "none", "--label", f"{labels.RUN}={run_id}", image_ref, "true"]
+        samples = side_by_side(
+            {"exec": lambda: _run([*CLI, "exec", str(repo), "--", "true"], env), "docker_run": lambda: _run(bare)},
+            rounds=rounds,
+        )
+    ours, theirs = latency(samples["exec"]), latency(samples["docker_run"])
+    return result.model_copy(
+        update={"exec": ours, "docker_run": theirs, "exec_over_docker_run": ratio(ours.median_ms, theirs.median_ms)}
+    )
