@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from harness.budget import Budget
 from harness.config import RunConfig, with_overrides
 from harness.context import Context
-from harness.errors import ConfigError, NotFoundError, SessionError, StateError, UsageError
+from harness.errors import ConfigError, ModelAuthError, NotFoundError, SessionError, StateError, UsageError
 from harness.gate import Gate
 from harness.loop import Agent
 from harness.outcome import RunResult, RunState
@@ -61,6 +61,8 @@ class Runtime:
     """The model endpoint's key; never logged, never passed into a container."""
     base_url_fallback: str | None = None
     """Endpoint used when neither the flag nor the config file names one (`$OPENAI_BASE_URL`...)."""
+    key_variable: str | None = None
+    """Where the key was looked for (named in the error when a vendor endpoint gets none)."""
     on_phase: Callable[[str], None] = _no_phase
     """Told each loop phase (tests kill the process at one to prove crash safety)."""
     interactive: bool = False
@@ -98,12 +100,22 @@ def provider_settings(config: RunConfig, base_url_fallback: str | None = None) -
     return settings
 
 
+VENDOR_PREFIXES = ("openai", "anthropic")
+"""Providers whose default endpoint is a vendor's, which answers nothing without a key."""
+
+
 def build_provider(config: RunConfig, runtime: Runtime) -> Provider:
     """The run's provider behind the retry policy (a scripted file is validated here, before any
-    container starts)."""
-    return make_provider(
-        config.model or "", provider_settings(config, runtime.base_url_fallback), api_key=runtime.api_key
-    )
+    container starts). A vendor endpoint without a key is refused here, at once: no session is made
+    and no request is sent (a local server named by base_url may need none)."""
+    settings = provider_settings(config, runtime.base_url_fallback)
+    prefix = (config.model or "").split(":", 1)[0]
+    if prefix in VENDOR_PREFIXES and not runtime.api_key and settings.base_url is None:
+        where = f"set {runtime.key_variable}" if runtime.key_variable else "pass api_key"
+        raise ModelAuthError(
+            f"no API key for {config.model}: {where} (or point base_url at a local server that needs none)"
+        )
+    return make_provider(config.model or "", settings, api_key=runtime.api_key)
 
 
 # --- sandbox and sessions -----------------------------------------------------------------------

@@ -71,6 +71,9 @@ class RunConfig(BaseModel):
     """PROVIDER:MODEL, e.g. `openai:gpt-4.1`, `anthropic:claude-sonnet-4-5`, `scripted:FILE`."""
     base_url: str | None = None
     """Endpoint override for this run (beats the provider entry's base_url)."""
+    thinking: Literal["low", "medium", "high"] | None = None
+    """Turn the model's reasoning on for this run (`--thinking`); beats the provider entry's
+    reasoning_effort."""
     image: str = "py311"
     """Sandbox image for every tool call."""
     verify: str | None = None
@@ -108,6 +111,8 @@ class RunConfig(BaseModel):
         update: dict[str, Any] = {"max_tokens": self.limits.max_turn_tokens}
         if self.base_url:
             update["base_url"] = self.base_url
+        if self.thinking:
+            update["reasoning_effort"] = self.thinking
         return entry.model_copy(update=update)
 
 

@@ -77,6 +77,8 @@ class TokenEstimator:
             total += len(message.content) + _MESSAGE_OVERHEAD_CHARS
             for call in message.tool_calls:
                 total += len(call.name) + len(json.dumps(call.arguments)) + len(call.raw_arguments or "")
+            if message.reasoning:  # sent back with the turn, so it counts against the budget
+                total += len(message.reasoning.text) + sum(len(json.dumps(b)) for b in message.reasoning.blocks)
         return total
 
     def estimate(self, chars: int) -> int:
@@ -113,7 +115,8 @@ class Context:
         )
 
     def add_turn(self, turn: ModelTurn) -> None:
-        self._entries.append(Entry(message=Message(role="assistant", content=turn.text, tool_calls=turn.tool_calls)))
+        message = Message(role="assistant", content=turn.text, tool_calls=turn.tool_calls, reasoning=turn.reasoning)
+        self._entries.append(Entry(message=message))
 
     def add_tool_result(self, call: ToolCall, text: str, is_error: bool) -> None:
         text = slim(text, self.config.tool_result_chars)

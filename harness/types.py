@@ -36,6 +36,8 @@ class Usage(BaseModel):
     output_tokens: int = 0
     cached_input_tokens: int = 0
     cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+    """The part of output_tokens the model spent reasoning, when the server reports it."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -43,10 +45,27 @@ class Usage(BaseModel):
             output_tokens=self.output_tokens + other.output_tokens,
             cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
         )
 
 
-StopReason = Literal["end_turn", "tool_use", "max_tokens", "content_filter", "other"]
+StopReason = Literal["end_turn", "tool_use", "max_tokens", "content_filter", "refusal", "other"]
+
+
+class Reasoning(BaseModel):
+    """What a reasoning model thought before it answered, kept so it can be sent back as its protocol
+    requires: OpenAI-compatible servers' `reasoning_content` text, Anthropic's `thinking` and
+    `redacted_thinking` blocks exactly as they came (with their signatures)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = ""
+    """The reasoning as text (for people, and for servers that take `reasoning_content` back)."""
+    blocks: list[dict[str, Any]] = Field(default_factory=list)
+    """Anthropic content blocks of type thinking / redacted_thinking, unchanged, in order."""
+
+    def __bool__(self) -> bool:
+        return bool(self.text or self.blocks)
 
 
 class ModelTurn(BaseModel):
@@ -65,6 +84,14 @@ class ModelTurn(BaseModel):
     latency_ms: int = 0
     model: str = ""
     retries: int = 0
+    retry_reasons: list[str] = Field(default_factory=list)
+    """Why each retry happened (the error's first line), oldest first."""
+    refusal: str = ""
+    """The model's refusal text, when it refused (stop_reason `refusal`); also in `text`."""
+    reasoning: Reasoning | None = None
+    """What the model reasoned before answering (reasoning models), None when nothing was sent."""
+    repairs: list[str] = Field(default_factory=list)
+    """What the adapter had to make safe in what the model sent (e.g. lone surrogates replaced)."""
 
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -79,6 +106,8 @@ class Message(BaseModel):
     content: str = ""
     tool_calls: list[ToolCall] = Field(default_factory=list)
     """Assistant messages only."""
+    reasoning: Reasoning | None = None
+    """Assistant messages only: the turn's reasoning, sent back as the provider's protocol requires."""
     tool_call_id: str | None = None
     """Tool messages only: which call this answers."""
     name: str | None = None

@@ -18,6 +18,7 @@ from harness.bench.measure import side_by_side
 from harness.providers.anthropic import AnthropicProvider, EventAssembly
 from harness.providers.config import ProviderConfig
 from harness.providers.openai_compat import OpenAICompatProvider, StreamAssembly
+from harness.providers.sse import read_body
 from harness.types import Message, ToolSchema
 
 _TOOL = ToolSchema(name="write_file", description="Write a file.", parameters={"type": "object"})
@@ -212,11 +213,11 @@ def bench_provider(kind: str, *, chunks: int = 200, repeats: int = 50) -> Provid
         assert len(turn.tool_calls) == 2 and all(c.parse_error is None for c in turn.tool_calls)
 
     floor, total = _paired_medians(sdk_only, full, repeats)
-    parsed = sdk_only()
-    assembler = StreamAssembly if kind == "openai" else EventAssembly
+    # What our assembly folds: wire items we read ourselves (OpenAI), the SDK's parsed events (Anthropic).
+    parsed: list[Any] = list(read_body(body.decode().splitlines(), None)) if kind == "openai" else sdk_only()
 
     def assemble() -> None:
-        assembly = assembler()
+        assembly: Any = StreamAssembly() if kind == "openai" else EventAssembly()
         for item in parsed:
             assembly.add(item)
         assert len(assembly.turn().tool_calls) == 2

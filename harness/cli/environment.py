@@ -103,6 +103,7 @@ def runtime(config: RunConfig, *, interactive: bool = False, prefix: str = "run"
         docker_host=docker_host(),
         api_key=api_key(config),
         base_url_fallback=base_url_fallback(config.model),
+        key_variable=key_variable(config),
         on_phase=crash_hook(),
         interactive=interactive,
     )

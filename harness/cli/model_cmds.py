@@ -54,6 +54,8 @@ def check(
         f"{report.model} at {report.base_url}: reachable ({report.latency_ms} ms, model {report.served_model or '?'})",
         soft_wrap=True,
     )
+    if report.retries:
+        console.print(f"  retried:        {report.retries} time(s): {'; '.join(report.retry_reasons)}", soft_wrap=True)
     console.print(f"  streams:        {yes[report.streams]}")
     console.print(f"  calls tools:    {yes[report.calls_tools]} (stop reason {report.stop_reason})")
     console.print(

@@ -57,6 +57,9 @@ def run(
         "--writable-root",
         help="Let commands change the container's root filesystem; each change is committed as the step's image.",
     ),
+    thinking: str | None = typer.Option(
+        None, "--thinking", help="Turn the model's reasoning on: low, medium or high effort (reasoning models)."
+    ),
     runtime: str | None = typer.Option(
         None, "--runtime", help="OCI runtime of every call: runc (default) or runsc (gVisor)."
     ),
@@ -85,6 +88,7 @@ def run(
             "limits.max_verify_rounds": max_verify_rounds,
             "sandbox.read_only_root": False if writable_root else None,
             "sandbox.runtime": runtime,
+            "thinking": thinking,
         }
         config = load_config(config_file, overrides, repo=path)
         if not config.model:

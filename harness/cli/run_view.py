@@ -58,6 +58,10 @@ def _row(record: Any) -> tuple[str, str, str, str] | None:
         turn = record.turn
         calls = "\n".join(f"→ {escape(c.name)}({_args(c.arguments)})" for c in turn.tool_calls)
         text = _clip(turn.text, 300) + ("\n" + calls if calls else "")
+        if turn.reasoning:
+            text = f"[dim]thinking: {_clip(turn.reasoning.text or '(redacted)', 200)}[/]\n" + text
+        if turn.stop_reason == "refusal":
+            text = "[yellow]refused[/] " + text
         return (str(record.step), text, "", f"{turn.usage.input_tokens}/{turn.usage.output_tokens}")
     if record.kind == "tool":
         first = record.text.splitlines()[0] if record.text else ""

@@ -62,11 +62,12 @@ def tool_command(
     from harness import assembly
     from harness.config import RunConfig
     from harness.gate import Gate
+    from harness.providers.arguments import safe_text, safe_value
     from harness.types import ToolCall
     from sandbox.layout import session_folder
 
     try:
-        arguments = json.loads(args)
+        arguments, _ = safe_value(json.loads(args))  # lone surrogates become U+FFFD, as from a model
         parse_error = None if isinstance(arguments, dict) else "the arguments must be a JSON object"
     except ValueError as error:
         arguments, parse_error = {}, str(error)
@@ -74,7 +75,7 @@ def tool_command(
         id=f"cli-{uuid.uuid4().hex[:8]}",
         name=name,
         arguments=arguments if not parse_error else {},
-        raw_arguments=args if parse_error else None,
+        raw_arguments=safe_text(args)[0] if parse_error else None,
         parse_error=parse_error,
     )
     sessions = state_dir(state)

@@ -7,7 +7,8 @@ Usage is normalised: Anthropic's `input_tokens` excludes cached tokens, ours inc
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import anthropic
@@ -22,12 +23,13 @@ from harness.errors import (
     ModelSpendLimitError,
     ModelUnavailable,
 )
-from harness.providers.arguments import build_tool_call
+from harness.providers.arguments import build_tool_call, safe_turn
 from harness.providers.config import ProviderConfig, redact
 from harness.providers.factory import register_provider
 from harness.providers.retry import parse_retry_after
+from harness.providers.sse import WireItem, is_whole_json, read_body
 from harness.providers.stream import drain, sdk_timeout, transport_error
-from harness.types import Message, ModelTurn, StopReason, ToolSchema, Usage
+from harness.types import Message, ModelTurn, Reasoning, StopReason, ToolSchema, Usage
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 CACHE_BREAKPOINT = {"type": "ephemeral"}
@@ -38,9 +40,11 @@ _STOP_REASONS: dict[str, StopReason] = {
     "tool_use": "tool_use",
     "max_tokens": "max_tokens",
     "model_context_window_exceeded": "max_tokens",
-    "refusal": "content_filter",
+    "refusal": "refusal",
 }
 _RETRYABLE_KINDS = {"overloaded_error", "api_error", "timeout_error"}
+THINKING_BUDGETS = {"low": 1024, "medium": 4096, "high": 16384}
+"""Extended-thinking budget per `reasoning_effort` (`--thinking`)."""
 _CONTEXT_MARKERS = ("prompt is too long", "context window", "context length", "too many tokens")
 
 
@@ -86,9 +90,13 @@ class AnthropicProvider:
             request["system"] = system
         if tools:
             request["tools"] = [t.anthropic() for t in tools]
+        if self.config.reasoning_effort:
+            budget = THINKING_BUDGETS[self.config.reasoning_effort]
+            request["thinking"] = {"type": "enabled", "budget_tokens": budget}
+            request["max_tokens"] = max(max_tokens, budget + max_tokens)  # the answer comes after the thinking
         assembly = EventAssembly()
         latency_ms = drain(
-            lambda timeout: self._client.messages.create(**request, timeout=timeout),
+            lambda timeout: _Answer(self._client.messages.create(**request, timeout=timeout)),
             assembly.add,
             assembly.usage,
             config=self.config,
@@ -96,24 +104,44 @@ class AnthropicProvider:
             foreign=(anthropic.AnthropicError, httpx2.HTTPError),
             translate=self._translate,
         )
-        return assembly.turn().model_copy(update={"latency_ms": latency_ms})
+        return safe_turn(assembly.turn().model_copy(update={"latency_ms": latency_ms}))
 
     def _translate(self, error: BaseException, stall_s: float) -> ModelError:
         return translate_error(error, self._secret, stall_s, str(self._client.base_url))
 
 
+class _Answer:
+    """The SDK's event stream, or the events of a whole Message from a server that ignored
+    `stream: true` (it answered application/json)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def __enter__(self) -> Iterator[Any]:
+        response = self._stream.response
+        if is_whole_json(response.headers.get("content-type", "")):
+            return read_body((), response.read())
+        return iter(self._stream)
+
+    def __exit__(self, *exc: object) -> None:
+        self._stream.close()
+
+
 class EventAssembly:
-    """Accumulates Messages stream events into text, tool calls (by block index) and usage."""
+    """Accumulates Messages stream events into text, thinking, tool calls (by block index) and usage."""
 
     def __init__(self) -> None:
-        self.blocks: dict[int, list[str]] = {}  # index -> [kind, id, name, text or argument json]
+        self.blocks: dict[int, list[str]] = {}  # index -> [kind, id, name, text / argument json / thinking, signature]
         self.raw_usage: dict[str, int] = {}
         self.stop_reason: str | None = None
         self.model = ""
         self.finished = False
 
     def add(self, event: Any) -> None:
-        """Fold one raw stream event into the turn."""
+        """Fold one raw stream event (or a whole Message) into the turn."""
+        if isinstance(event, WireItem):
+            self._add_message(event.payload)
+            return
         kind = event.type
         if kind == "content_block_delta":
             block = self.blocks.get(event.index)
@@ -123,13 +151,18 @@ class EventAssembly:
                     block[3] += delta.text
                 elif delta.type == "input_json_delta":
                     block[3] += delta.partial_json
+                elif delta.type == "thinking_delta":
+                    block[3] += delta.thinking
+                elif delta.type == "signature_delta":
+                    block[4] += delta.signature
         elif kind == "content_block_start":
             b = event.content_block
             self.blocks[event.index] = [
                 b.type,
                 getattr(b, "id", ""),
                 getattr(b, "name", ""),
-                getattr(b, "text", "") or "",
+                getattr(b, "text", "") or getattr(b, "thinking", "") or getattr(b, "data", "") or "",
+                getattr(b, "signature", "") or "",
             ]
         elif kind == "message_start":
             self.model = event.message.model or ""
@@ -140,10 +173,25 @@ class EventAssembly:
         elif kind == "message_stop":
             self.finished = True
 
+    def _add_message(self, body: Any) -> None:
+        """A whole Message (the JSON a non-streaming answer is)."""
+        if not isinstance(body, dict) or body.get("type") == "error" or "content" not in body:
+            raise ModelBadResponse(f"the model endpoint answered with JSON that is no message: {str(body)[:200]}")
+        self.model = body.get("model") or ""
+        self._merge_usage(body.get("usage") or {})
+        for index, block in enumerate(body["content"]):
+            kind = block.get("type", "")
+            content = {"text": "text", "tool_use": "input", "thinking": "thinking", "redacted_thinking": "data"}
+            value = block.get(content.get(kind, "text"), "")
+            text = json.dumps(value) if kind == "tool_use" else str(value or "")
+            self.blocks[index] = [kind, block.get("id", ""), block.get("name", ""), text, block.get("signature", "")]
+        self.stop_reason = body.get("stop_reason")
+        self.finished = True
+
     def _merge_usage(self, usage: Any) -> None:
         # message_delta counts are cumulative: the latest non-null value wins.
         for key in ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"):
-            value = getattr(usage, key, None)
+            value = usage.get(key) if isinstance(usage, dict) else getattr(usage, key, None)
             if value is not None:
                 self.raw_usage[key] = value
 
@@ -167,15 +215,27 @@ class EventAssembly:
                 "the model's stream ended before it finished (connection dropped)", usage=self.usage()
             )
         stop = _STOP_REASONS.get(self.stop_reason, "other")
-        texts, calls = [], []
+        texts, calls, thoughts, blocks = [], [], [], []
         for index in sorted(self.blocks):
-            kind, call_id, name, content = self.blocks[index]
+            kind, call_id, name, content, signature = self.blocks[index]
             if kind == "text":
                 texts.append(content)
             elif kind == "tool_use":
                 calls.append(build_tool_call(call_id, name, content, truncated=stop == "max_tokens"))
+            elif kind == "thinking":  # sent back exactly as received, signature included
+                thoughts.append(content)
+                blocks.append({"type": "thinking", "thinking": content, "signature": signature})
+            elif kind == "redacted_thinking":
+                blocks.append({"type": "redacted_thinking", "data": content})
+        text = "".join(texts)
         return ModelTurn(
-            text="".join(texts), tool_calls=calls, stop_reason=stop, usage=self.usage() or Usage(), model=self.model
+            text=text,
+            tool_calls=calls,
+            stop_reason=stop,
+            usage=self.usage() or Usage(),
+            model=self.model,
+            refusal=text if self.stop_reason == "refusal" else "",
+            reasoning=Reasoning(text="\n\n".join(thoughts), blocks=blocks) if blocks else None,
         )
 
 
@@ -215,7 +275,12 @@ def _blocks(message: Message) -> list[dict[str, Any]]:
         if message.content:
             result["content"] = message.content
         return [result]
-    blocks: list[dict[str, Any]] = [{"type": "text", "text": message.content}] if message.content else []
+    blocks: list[dict[str, Any]] = []
+    if message.role == "assistant" and message.reasoning:
+        # Extended thinking: the turn's thinking and redacted_thinking blocks go back first, unchanged.
+        blocks += [dict(block) for block in message.reasoning.blocks]
+    if message.content:
+        blocks.append({"type": "text", "text": message.content})
     for call in message.tool_calls:
         blocks.append({"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments})
     return blocks

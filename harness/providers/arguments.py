@@ -1,16 +1,23 @@
-"""Tool-call argument text -> ToolCall: strict JSON first, a safe json-repair second, else an error.
+"""What a model sends, made safe at the adapter boundary.
 
+Tool-call argument text -> ToolCall: strict JSON first, a safe json-repair second, else an error.
 "Safe" means: the repaired value is a JSON object, and the text was not cut off at max_tokens
-(repairing a truncated `write_file` would silently write half a file).
+(repairing a truncated `write_file` would silently write half a file). Strings that are valid JSON
+but not valid text (a lone UTF-16 surrogate such as `"\ud800"`) are replaced with U+FFFD wherever
+they occur, in the text and in arguments, and the replacement is recorded on the turn.
 """
 
 from __future__ import annotations
 
 import json
+import re
+from typing import Any
 
 import json_repair
 
-from harness.types import ToolCall
+from harness.types import ModelTurn, ToolCall
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def build_tool_call(call_id: str, name: str, raw: str, *, truncated: bool = False) -> ToolCall:
@@ -36,3 +43,48 @@ def _repair(text: str) -> object:
         return json_repair.repair_json(text, return_objects=True)
     except Exception:  # noqa: BLE001 - a repair library failing is just "not repairable"
         return None
+
+
+def safe_text(text: str) -> tuple[str, int]:
+    """text with every lone surrogate replaced by U+FFFD, and how many were."""
+    return _SURROGATE.subn("\ufffd", text)
+
+
+def safe_value(value: Any) -> tuple[Any, int]:
+    """A JSON value with lone surrogates replaced in every string (keys included), and how many were."""
+    if isinstance(value, str):
+        return safe_text(value)
+    if isinstance(value, list):
+        items = [safe_value(item) for item in value]
+        return [item for item, _ in items], sum(count for _, count in items)
+    if isinstance(value, dict):
+        total, out = 0, {}
+        for key, item in value.items():
+            (safe_key, a), (safe_item, b) = safe_text(str(key)), safe_value(item)
+            out[safe_key] = safe_item
+            total += a + b
+        return out, total
+    return value, 0
+
+
+def safe_turn(turn: ModelTurn) -> ModelTurn:
+    """The turn with every string the model sent made valid text; what was replaced is recorded."""
+    repairs: list[str] = []
+    text, count = safe_text(turn.text)
+    if count:
+        repairs.append(f"text: {count} lone surrogate(s) replaced with U+FFFD")
+    calls = []
+    for call in turn.tool_calls:
+        name, n_name = safe_text(call.name)
+        arguments, n_args = safe_value(call.arguments)
+        raw, n_raw = safe_text(call.raw_arguments) if call.raw_arguments is not None else (None, 0)
+        if n_name + n_args + n_raw:
+            repairs.append(f"tool call {call.id}: {n_name + n_args + n_raw} lone surrogate(s) replaced with U+FFFD")
+            call = call.model_copy(update={"name": name, "arguments": arguments, "raw_arguments": raw})
+        calls.append(call)
+    if not repairs:
+        return turn
+    refusal, _ = safe_text(turn.refusal)
+    return turn.model_copy(
+        update={"text": text, "tool_calls": calls, "refusal": refusal, "repairs": [*turn.repairs, *repairs]}
+    )

@@ -10,6 +10,8 @@ from pydantic import BaseModel
 from harness.errors import ConfigError, ModelAuthError
 from harness.providers.config import ProviderConfig, RetryConfig
 from harness.providers.factory import parse_spec
+from harness.providers.pricing import PriceTable
+from harness.providers.retry import RetryingProvider, RetryPolicy
 from harness.types import Message, ToolSchema
 
 VENDORS = ("openai", "anthropic")
@@ -37,6 +39,16 @@ class CheckReport(BaseModel):
     latency_ms: int
     stop_reason: str
     served_model: str
+    retries: int = 0
+    """Retries the one retry policy made (a 429 with Retry-After, a 5xx...)."""
+    retry_reasons: list[str] = []
+    """Why each retry happened."""
+
+
+CHECK_RETRY = RetryConfig(
+    max_retries_per_call=3, max_retries_per_session=3, initial_backoff_s=0.5, max_backoff_s=4.0, max_retry_after_s=10.0
+)
+"""The same policy as a run's, with a short budget: a check should answer in seconds."""
 
 
 def check_endpoint(
@@ -57,7 +69,7 @@ def check_endpoint(
         base_url=url,
         timeout_s=timeout_s,
         stall_timeout_s=timeout_s,
-        retry=RetryConfig(max_retries_per_call=0),
+        retry=CHECK_RETRY,
     )
     key = api_key
     if key is None and url is None:
@@ -69,8 +81,12 @@ def check_endpoint(
 
     client = httpx2.Client(event_hooks={"response": [on_response]})
     cls = OpenAICompatProvider if prefix == "openai" else AnthropicProvider
-    provider = cls(config, api_key=key, http_client=client)
-    turn = provider.complete(_PROMPT, [_PING], max_tokens=64)
+    provider = RetryingProvider(
+        cls(config, api_key=key, http_client=client),
+        RetryPolicy(config.retry),
+        PriceTable(config.prices, vendor=prefix),
+    )
+    turn = provider.complete(_PROMPT, [_PING], max_tokens=64, timeout_s=timeout_s + CHECK_RETRY.max_retry_after_s)
     return CheckReport(
         model=spec,
         base_url=url or "(vendor default)",
@@ -82,4 +98,6 @@ def check_endpoint(
         latency_ms=turn.latency_ms,
         stop_reason=turn.stop_reason,
         served_model=turn.model,
+        retries=turn.retries,
+        retry_reasons=turn.retry_reasons,
     )

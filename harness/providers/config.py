@@ -64,6 +64,16 @@ class ProviderConfig(BaseModel):
     """OpenAI-compatible only: which request field carries the limit (o-series models need the second)."""
     retry: RetryConfig = Field(default_factory=RetryConfig)
     """The retry policy."""
+    reasoning_effort: Literal["low", "medium", "high"] | None = None
+    """Turn thinking on (`--thinking`): OpenAI-compatible `reasoning_effort`; for Anthropic an
+    extended-thinking budget of 1k / 4k / 16k tokens. None leaves the model's default."""
+    reasoning_echo: Literal["auto", "never", "with_reasoning", "tool_turns"] = "auto"
+    """OpenAI-compatible only: when an earlier assistant message carries its `reasoning_content` back.
+    `with_reasoning`: when the turn had any; `tool_turns`: on every turn that called tools, empty if
+    need be (DeepSeek's thinking mode refuses a tool-call turn without it); `never`: never (the
+    official OpenAI API rejects the field). `auto`: never for api.openai.com, tool_turns for DeepSeek
+    (by endpoint or model name), with_reasoning elsewhere. Anthropic always gets its thinking blocks
+    back unchanged, as its protocol requires."""
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     """Price overrides by model name; they win over the genai-prices table."""
 

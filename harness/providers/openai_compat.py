@@ -7,7 +7,7 @@ Tool-call fragments are assembled by their `index`, so parallel calls never mix 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import httpx2
@@ -22,12 +22,13 @@ from harness.errors import (
     ModelSpendLimitError,
     ModelUnavailable,
 )
-from harness.providers.arguments import build_tool_call
+from harness.providers.arguments import build_tool_call, safe_turn
 from harness.providers.config import ProviderConfig, redact
 from harness.providers.factory import register_provider
 from harness.providers.retry import parse_retry_after
+from harness.providers.sse import WireItem, is_whole_json, read_body
 from harness.providers.stream import drain, sdk_timeout, transport_error
-from harness.types import Message, ModelTurn, StopReason, ToolSchema, Usage
+from harness.types import Message, ModelTurn, Reasoning, StopReason, ToolCall, ToolSchema, Usage
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _STOP_REASONS: dict[str, StopReason] = {
@@ -51,6 +52,7 @@ class OpenAICompatProvider:
         self.model = config.model
         self.config = config
         self._secret = api_key
+        self.echo = reasoning_echo(config)
         # Explicit key and base_url so the SDK never consults the environment; max_retries=0 so the
         # retry layer is the only retry policy.
         self._client = openai.OpenAI(
@@ -74,19 +76,21 @@ class OpenAICompatProvider:
         max_tokens: int,
         timeout_s: float | None = None,
     ) -> ModelTurn:
-        """Send the conversation, assemble the streamed answer into a ModelTurn."""
+        """Send the conversation, assemble the streamed (or whole) answer into a ModelTurn."""
         request: dict[str, Any] = {
             "model": self.model,
-            "messages": [to_openai_message(m) for m in messages],
+            "messages": [to_openai_message(m, self.echo) for m in messages],
             "stream": True,
             "stream_options": {"include_usage": True},
             self.config.max_tokens_field: max_tokens,
         }
         if tools:
             request["tools"] = [t.openai() for t in tools]
-        assembly = StreamAssembly()
+        if self.config.reasoning_effort:
+            request["reasoning_effort"] = self.config.reasoning_effort
+        assembly = StreamAssembly({t.name for t in tools})
         latency_ms = drain(
-            lambda timeout: self._client.chat.completions.create(**request, timeout=timeout),
+            lambda timeout: _WireAnswer(self._client.chat.completions.create(**request, timeout=timeout)),
             assembly.add,
             lambda: assembly.usage,
             config=self.config,
@@ -94,92 +98,263 @@ class OpenAICompatProvider:
             foreign=(openai.OpenAIError, httpx2.HTTPError),
             translate=self._translate,
         )
-        return assembly.turn().model_copy(update={"latency_ms": latency_ms})
+        return safe_turn(assembly.turn().model_copy(update={"latency_ms": latency_ms}))
 
     def _translate(self, error: BaseException, stall_s: float) -> ModelError:
         return translate_error(error, self._secret, stall_s, str(self._client.base_url))
 
 
-class StreamAssembly:
-    """Accumulates chat-completion chunks; tool calls keyed by their index (parallel-safe)."""
+class _WireAnswer:
+    """The SDK made the request (and raised for an HTTP error status); the body is read here."""
 
-    def __init__(self) -> None:
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._response = stream.response
+
+    def __enter__(self) -> Iterator[WireItem]:
+        whole = self._response.read() if is_whole_json(self._response.headers.get("content-type", "")) else None
+        return read_body(self._response.iter_lines(), whole)
+
+    def __exit__(self, *exc: object) -> None:
+        self._stream.close()
+
+
+class StreamAssembly:
+    """Accumulates chat-completion chunks (wire JSON); tool calls keyed by their index (parallel-safe)."""
+
+    def __init__(self, tool_names: set[str] | None = None) -> None:
         self.text: list[str] = []
+        self.refusal: list[str] = []
+        self.reasoning: list[str] = []
         self.calls: list[list[str]] = []  # [id, name, argument text] per call, in order of first sight
         self.slot_of_index: dict[int, int] = {}
         self.finish_reason: str | None = None
+        self.done = False
         self.usage: Usage | None = None
         self.model = ""
+        self.tool_names = tool_names or set()
+        self.failed_call: ToolCall | None = None
 
-    def add(self, chunk: Any) -> None:
-        """Fold one ChatCompletionChunk into the turn."""
-        if chunk.model:
-            self.model = chunk.model
-        if chunk.usage is not None:
-            details = chunk.usage.prompt_tokens_details
-            self.usage = Usage(
-                input_tokens=chunk.usage.prompt_tokens or 0,
-                output_tokens=chunk.usage.completion_tokens or 0,
-                cached_input_tokens=(details.cached_tokens or 0) if details is not None else 0,
-            )
-        for choice in chunk.choices:
-            delta = choice.delta
-            if delta is not None:
-                if delta.content:
-                    self.text.append(delta.content)
-                for fragment in delta.tool_calls or ():
-                    self._add_fragment(fragment)
-            if choice.finish_reason:
-                self.finish_reason = choice.finish_reason
+    def add(self, item: WireItem) -> None:
+        """Fold one item of the answer into the turn."""
+        if item.kind == "done":
+            self.done = True
+        elif item.kind == "whole":
+            self._add_completion(item.payload)
+        elif isinstance(item.payload, dict) and ("error" in item.payload or item.event == "error"):
+            self._add_usage(item.payload.get("usage"))
+            self.failed_call = stream_error(item.payload)  # raises unless the server could not parse a call
+            self.done = True
+        elif isinstance(item.payload, dict):
+            self.add_chunk(item.payload)
 
-    def _add_fragment(self, fragment: Any) -> None:
-        slot = self.slot_of_index.get(fragment.index)
+    def add_chunk(self, chunk: dict[str, Any]) -> None:
+        """Fold one ChatCompletionChunk (as sent on the wire)."""
+        self.model = chunk.get("model") or self.model
+        self._add_usage(chunk.get("usage"))
+        for choice in chunk.get("choices") or ():
+            delta = choice.get("delta") or {}
+            self._add_message(delta)
+            self.finish_reason = choice.get("finish_reason") or self.finish_reason
+
+    def _add_completion(self, body: Any) -> None:
+        """A whole ChatCompletion from a server that ignored `stream: true`."""
+        if not isinstance(body, dict) or "choices" not in body:
+            if isinstance(body, dict) and "error" in body:
+                self.failed_call = stream_error(body)
+                self.done = True
+                return
+            raise ModelBadResponse(f"the model endpoint answered with JSON that is no completion: {str(body)[:200]}")
+        self.model = body.get("model") or self.model
+        self._add_usage(body.get("usage"))
+        for choice in body["choices"][:1]:
+            message = dict(choice.get("message") or {})
+            message["tool_calls"] = [{"index": n, **call} for n, call in enumerate(message.get("tool_calls") or [])]
+            self._add_message(message)
+            self.finish_reason = choice.get("finish_reason") or self.finish_reason
+        self.done = True
+
+    def _add_message(self, delta: dict[str, Any]) -> None:
+        if delta.get("content"):
+            self.text.append(delta["content"])
+        if delta.get("refusal"):
+            self.refusal.append(delta["refusal"])
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        if isinstance(reasoning, str) and reasoning:
+            self.reasoning.append(reasoning)
+        for fragment in delta.get("tool_calls") or ():
+            self._add_fragment(fragment)
+
+    def _add_usage(self, usage: Any) -> None:
+        if not isinstance(usage, dict):
+            return
+        prompt = usage.get("prompt_tokens_details") or {}
+        completion = usage.get("completion_tokens_details") or {}
+        self.usage = Usage(
+            input_tokens=usage.get("prompt_tokens") or 0,
+            output_tokens=usage.get("completion_tokens") or 0,
+            cached_input_tokens=prompt.get("cached_tokens") or 0,
+            reasoning_tokens=completion.get("reasoning_tokens") or 0,
+        )
+
+    def _add_fragment(self, fragment: dict[str, Any]) -> None:
+        index = fragment.get("index", len(self.calls))
+        slot = self.slot_of_index.get(index)
+        fragment_id = fragment.get("id") or ""
         # A new id at a known index means a server that reuses index 0 for every call.
-        if slot is None or (fragment.id and self.calls[slot][0] and fragment.id != self.calls[slot][0]):
+        if slot is None or (fragment_id and self.calls[slot][0] and fragment_id != self.calls[slot][0]):
             slot = len(self.calls)
-            self.slot_of_index[fragment.index] = slot
+            self.slot_of_index[index] = slot
             self.calls.append(["", "", ""])
         call = self.calls[slot]
-        if fragment.id:
-            call[0] = fragment.id
-        function = fragment.function
-        if function is not None:
-            if function.name:
-                call[1] += function.name
-            if function.arguments:
-                call[2] += function.arguments
+        if fragment_id:
+            call[0] = fragment_id
+        function = fragment.get("function") or {}
+        if function.get("name"):
+            call[1] = self._name(call[1], function["name"])
+        if function.get("arguments"):
+            call[2] += function["arguments"]
+
+    def _name(self, so_far: str, piece: str) -> str:
+        """The spec sends a call's name once; some servers send the whole name in every fragment, and
+        some send it in pieces. A piece equal to (or extending) what is there replaces it; a piece that
+        is a whole tool name on its own, where appending would make none, replaces it too."""
+        if not so_far or piece == so_far or piece.startswith(so_far):
+            return piece
+        joined = so_far + piece
+        if piece in self.tool_names and not any(name.startswith(joined) for name in self.tool_names):
+            return piece
+        if (
+            so_far in self.tool_names
+            and joined not in self.tool_names
+            and not any(name.startswith(joined) for name in self.tool_names)
+        ):
+            return so_far  # the whole name again, but differently cased or spaced: keep the known one
+        return joined
 
     def turn(self) -> ModelTurn:
-        """The finished ModelTurn; a stream cut off before its finish reason is retryable."""
-        if self.finish_reason is None:
+        """The finished ModelTurn. A stream that reached `[DONE]` ended even without a finish reason
+        (inferred: tool calls present means tool use); one cut off before either is retryable."""
+        if self.finish_reason is None and not self.done:
             raise ModelUnavailable("the model's stream ended before it finished (connection dropped)", usage=self.usage)
-        stop = _STOP_REASONS.get(self.finish_reason, "other")
-        truncated = stop == "max_tokens"
+        truncated = self.finish_reason == "length"
         calls = [
             build_tool_call(call_id or f"call_{n}", name, args, truncated=truncated)
             for n, (call_id, name, args) in enumerate(self.calls)
         ]
+        if self.failed_call is not None:
+            calls.append(self.failed_call)
+        refusal = "".join(self.refusal)
+        if refusal:
+            stop: StopReason = "refusal"
+        elif self.finish_reason is None:
+            stop = "tool_use" if calls else "end_turn"
+        else:
+            stop = _STOP_REASONS.get(self.finish_reason, "other")
         if calls and stop == "end_turn":
             stop = "tool_use"  # some compatible servers say "stop" after tool calls
+        text = "".join(self.text) or refusal
+        reasoning = Reasoning(text="".join(self.reasoning)) if self.reasoning else None
         return ModelTurn(
-            text="".join(self.text), tool_calls=calls, stop_reason=stop, usage=self.usage or Usage(), model=self.model
+            text=text,
+            tool_calls=calls,
+            stop_reason=stop,
+            usage=self.usage or Usage(),
+            model=self.model,
+            refusal=refusal,
+            reasoning=reasoning,
         )
 
 
-def to_openai_message(message: Message) -> dict[str, Any]:
-    """Provider-neutral Message -> chat-completions message."""
+def stream_error(payload: dict[str, Any]) -> ToolCall:
+    """An error object sent inside a stream after a 200 (OpenRouter's data chunk, Groq's `event: error`):
+    classified by the code inside it, as an HTTP status would be. A `tool_use_failed` (the server could
+    not parse the tool call the model wrote) is not an error of the call: it comes back as a tool call
+    that failed to parse, so the model is told exactly like for invalid JSON and can try again."""
+    nested = payload.get("error")
+    error: dict[str, Any] = nested if isinstance(nested, dict) else payload
+    message = str(error.get("message") or "an error occurred during streaming")
+    code, kind = error.get("code"), str(error.get("type") or "")
+    if code == "tool_use_failed" or kind == "tool_use_failed":
+        raw = str(error.get("failed_generation") or "")
+        return ToolCall(
+            id="call_tool_use_failed",
+            name=_called_name(raw),
+            raw_arguments=raw,
+            parse_error=f"the server could not parse this tool call ({message})",
+        )
+    status = _status_of(code, error, payload)
+    text = f"model API error in the stream{f' {status}' if status else ''}: {message}"
+    lowered = f"{code} {kind} {message}".lower()
+    if any(marker in lowered for marker in _CONTEXT_MARKERS):
+        raise ModelContextLengthError(text)
+    if status in (401, 403):
+        raise ModelAuthError(text)
+    if status == 429:
+        raise ModelRateLimited(text)
+    if status is None or status in (408, 409) or status >= 500:
+        raise ModelUnavailable(text)
+    raise ModelError(text)
+
+
+def _status_of(code: Any, error: dict[str, Any], payload: dict[str, Any]) -> int | None:
+    for value in (code, error.get("status"), error.get("status_code"), payload.get("status_code")):
+        if isinstance(value, int) and 100 <= value <= 599:
+            return value
+        if isinstance(value, str) and value.isdigit() and 100 <= int(value) <= 599:
+            return int(value)
+    return None
+
+
+def _called_name(raw: str) -> str:
+    """The tool name a failed generation mentions (`{"name": "read_file", ...}`), else a marker."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return "unparsed_tool_call"
+    name = value.get("name") if isinstance(value, dict) else None
+    return name if isinstance(name, str) and name else "unparsed_tool_call"
+
+
+def reasoning_echo(config: ProviderConfig) -> str:
+    """The reasoning_echo setting with `auto` resolved for the endpoint and model."""
+    if config.reasoning_echo != "auto":
+        return config.reasoning_echo
+    endpoint = (config.base_url or DEFAULT_BASE_URL).lower()
+    if "api.openai.com" in endpoint:
+        return "never"
+    if "deepseek" in endpoint or config.model.lower().startswith("deepseek"):
+        return "tool_turns"
+    return "with_reasoning"
+
+
+def to_openai_message(message: Message, echo: str = "never") -> dict[str, Any]:
+    """Provider-neutral Message -> chat-completions message (with its reasoning when `echo` says)."""
     if message.role == "tool":
         return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": message.content}
-    if message.role == "assistant" and message.tool_calls:
-        return {
-            "role": "assistant",
-            "content": message.content or None,
-            "tool_calls": [
-                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
-                for c in message.tool_calls
-            ],
-        }
-    return {"role": message.role, "content": message.content}
+    if message.role != "assistant":
+        return {"role": message.role, "content": message.content}
+    wire: dict[str, Any] = {"role": "assistant", "content": message.content or None}
+    if message.tool_calls:
+        wire["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": _arguments_text(c)}}
+            for c in message.tool_calls
+        ]
+    else:
+        wire["content"] = message.content
+    reasoning = message.reasoning.text if message.reasoning else ""
+    if (echo == "with_reasoning" and reasoning) or (echo == "tool_turns" and (message.tool_calls or reasoning)):
+        wire["reasoning_content"] = reasoning
+    return wire
+
+
+def _arguments_text(call: ToolCall) -> str:
+    """What the model sent: its own text when it was not valid JSON (so the echo is faithful)."""
+    return (
+        call.raw_arguments
+        if call.parse_error is not None and call.raw_arguments is not None
+        else json.dumps(call.arguments)
+    )
 
 
 def _error_fields(error: openai.APIError) -> tuple[str, str]:

@@ -86,11 +86,11 @@ class RetryPolicy:
         """This policy's clock (deadlines given to `call` are on it)."""
         return self._clock()
 
-    def call(self, attempt: Callable[[], T], deadline: float | None = None) -> tuple[T, int]:
-        """Run `attempt` under the policy; return its result and how many retries it took. No retry
-        starts (or waits) past `deadline` (on this policy's clock)."""
+    def call(self, attempt: Callable[[], T], deadline: float | None = None) -> tuple[T, list[str]]:
+        """Run `attempt` under the policy; return its result and why each retry happened (the
+        failed attempt's error, one line each). No retry starts (or waits) past `deadline`."""
         cfg = self.config
-        retries = 0
+        reasons: list[str] = []
 
         def out_of_time(state: RetryCallState) -> bool:
             return deadline is not None and self._clock() + state.upcoming_sleep >= deadline
@@ -107,8 +107,8 @@ class RetryPolicy:
             return self.compute_wait(error, state.attempt_number) if error is not None else 0.0
 
         def before_sleep(state: RetryCallState) -> None:
-            nonlocal retries
-            retries += 1
+            error = state.outcome.exception() if state.outcome is not None else None
+            reasons.append(f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"[:300])
             self.session_retries += 1
             self.waits.append(state.upcoming_sleep)
 
@@ -133,7 +133,7 @@ class RetryPolicy:
             before_sleep=before_sleep,
             retry_error_callback=exhausted,
         )
-        return retrying(attempt), retries
+        return retrying(attempt), reasons
 
 
 class RetryingProvider:
@@ -173,11 +173,17 @@ class RetryingProvider:
 
         model = getattr(self.inner, "model", "")
         try:
-            turn, retries = self.policy.call(attempt, deadline)
+            turn, reasons = self.policy.call(attempt, deadline)
         except ModelError as error:
             raise error.with_usage(failed_usage, self.prices.cost(model, failed_usage).usd) from error.__cause__
         usage = turn.usage + failed_usage
         cost = self.prices.cost(model or turn.model, usage)
         return turn.model_copy(
-            update={"usage": usage, "cost_usd": cost.usd, "cost_known": cost.known, "retries": retries}
+            update={
+                "usage": usage,
+                "cost_usd": cost.usd,
+                "cost_known": cost.known,
+                "retries": len(reasons),
+                "retry_reasons": reasons,
+            }
         )

@@ -9,6 +9,12 @@
           - {name: read_file, arguments: {path: pkg/calc.py}}
       - text: "Fixed the sign in add(); the tests pass."
 
+What real models get wrong can be scripted too, so a run can replay it through the real loop: a
+call's `arguments_text` is sent as raw argument text (invalid or truncated JSON, an array, an empty
+string) instead of a mapping, `arguments` may be any YAML value (a non-mapping is sent as its JSON
+text), `name` may be empty or unknown, `{}` is an empty turn (no text, no call), and `delay_s`
+makes the model think that long before answering (batch benchmarks need real think time).
+
 The turn served is chosen by how many assistant messages the conversation already holds (like the
 replay provider), so a resumed run continues at the right turn without any outside bookkeeping;
 when the turns run out the model answers with a final text and no tool call. The file is validated
@@ -18,30 +24,41 @@ Tool-call ids are deterministic: `call_<turn>_<n>` (1-based turn, 0-based call) 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from harness.errors import ScriptError
+from harness.providers.arguments import build_tool_call, safe_turn
 from harness.providers.config import ProviderConfig
 from harness.providers.factory import register_provider
 from harness.types import Message, ModelTurn, ToolCall, ToolSchema
 
 EXHAUSTED_TEXT = "I have nothing more to do."
-_TURN_KEYS = {"text", "tool_calls"}
-_CALL_KEYS = {"name", "arguments", "id"}
+_TURN_KEYS = {"text", "tool_calls", "delay_s"}
+_CALL_KEYS = {"name", "arguments", "arguments_text", "id"}
 
 
 class ScriptedProvider:
     """Answers with the script's turns in order, then with a final text."""
 
-    def __init__(self, turns: Sequence[ModelTurn], *, name: str = "scripted") -> None:
+    def __init__(
+        self,
+        turns: Sequence[ModelTurn],
+        *,
+        name: str = "scripted",
+        delays: Sequence[float] = (),
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.name = name
         self.model = "scripted"
         self.turns = list(turns)
+        self.delays = list(delays) or [0.0] * len(self.turns)
+        self._sleep = sleep
 
     def __repr__(self) -> str:
         return f"ScriptedProvider({self.name!r}, {len(self.turns)} turns)"
@@ -53,7 +70,8 @@ class ScriptedProvider:
             text = path.read_text(encoding="utf-8")
         except OSError as error:
             raise ScriptError(f"cannot read model script {path}: {error.strerror}") from error
-        return cls(parse_script(text, str(path)), name=f"scripted:{path}")
+        turns, delays = parse_script_with_delays(text, str(path))
+        return cls(turns, name=f"scripted:{path}", delays=delays)
 
     def complete(
         self,
@@ -67,12 +85,20 @@ class ScriptedProvider:
         script is used up)."""
         index = sum(1 for message in messages if message.role == "assistant")
         if index < len(self.turns):
+            delay = self.delays[index] if index < len(self.delays) else 0.0
+            if delay > 0:  # think time, never past what the caller has left
+                self._sleep(delay if timeout_s is None else min(delay, timeout_s))
             return self.turns[index]
         return ModelTurn(text=EXHAUSTED_TEXT, stop_reason="end_turn", model=self.model)
 
 
 def parse_script(text: str, source: str = "<script>") -> list[ModelTurn]:
     """Validate the YAML structure node by node (for line numbers), then build the turns."""
+    return parse_script_with_delays(text, source)[0]
+
+
+def parse_script_with_delays(text: str, source: str = "<script>") -> tuple[list[ModelTurn], list[float]]:
+    """The turns and each turn's think time (`delay_s`, 0 when not given)."""
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as error:
@@ -86,14 +112,14 @@ def parse_script(text: str, source: str = "<script>") -> list[ModelTurn]:
     turns_node = fields["turns"]
     if not isinstance(turns_node, SequenceNode):
         raise _error(source, turns_node, "'turns' must be a list of turns")
-    return [_turn(node, source, number) for number, node in enumerate(turns_node.value, start=1)]
+    parsed = [_turn(node, source, number) for number, node in enumerate(turns_node.value, start=1)]
+    return [turn for turn, _ in parsed], [delay for _, delay in parsed]
 
 
-def _turn(node: Node, source: str, number: int) -> ModelTurn:
+def _turn(node: Node, source: str, number: int) -> tuple[ModelTurn, float]:
     fields = _mapping(node, source, f"turn {number}", required=set(), allowed=_TURN_KEYS)
-    if not fields:
-        raise _error(source, node, f"turn {number} needs 'text' and/or 'tool_calls'")
     text = _string(fields["text"], source, "'text'") if "text" in fields else ""
+    delay = _seconds(fields["delay_s"], source) if "delay_s" in fields else 0.0
     calls: list[ToolCall] = []
     if "tool_calls" in fields:
         calls_node = fields["tool_calls"]
@@ -101,22 +127,34 @@ def _turn(node: Node, source: str, number: int) -> ModelTurn:
             raise _error(source, calls_node, "'tool_calls' must be a list")
         for index, call_node in enumerate(calls_node.value):
             calls.append(_call(call_node, source, f"call_{number}_{index}"))
-    return ModelTurn(text=text, tool_calls=calls, stop_reason="tool_use" if calls else "end_turn", model="scripted")
+    turn = ModelTurn(text=text, tool_calls=calls, stop_reason="tool_use" if calls else "end_turn", model="scripted")
+    return safe_turn(turn), delay
 
 
 def _call(node: Node, source: str, default_id: str) -> ToolCall:
     fields = _mapping(node, source, "a tool call", required={"name"}, allowed=_CALL_KEYS)
     name = _string(fields["name"], source, "'name'")
-    if not name:
-        raise _error(source, fields["name"], "'name' must not be empty")
-    arguments: dict[str, Any] = {}
-    if "arguments" in fields:
-        args_node = fields["arguments"]
-        if not isinstance(args_node, MappingNode):
-            raise _error(source, args_node, "'arguments' must be a mapping (use {} for none)")
-        arguments = yaml.SafeLoader("").construct_document(args_node)
     call_id = _string(fields["id"], source, "'id'") if "id" in fields else default_id
-    return ToolCall(id=call_id, name=name, arguments=arguments)
+    if "arguments" in fields and "arguments_text" in fields:
+        raise _error(source, fields["arguments_text"], "give 'arguments' or 'arguments_text', not both")
+    if "arguments_text" in fields:  # exactly what a model would stream: parsed as a model's text is
+        return build_tool_call(call_id, name, _string(fields["arguments_text"], source, "'arguments_text'"))
+    if "arguments" not in fields:
+        return ToolCall(id=call_id, name=name, arguments={})
+    value = yaml.SafeLoader("").construct_document(fields["arguments"])
+    if isinstance(value, dict):
+        return ToolCall(id=call_id, name=name, arguments=value)
+    return build_tool_call(call_id, name, json.dumps(value, default=str))
+
+
+def _seconds(node: Node, source: str) -> float:
+    try:
+        value = float(node.value) if isinstance(node, ScalarNode) else -1.0
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 3600:
+        raise _error(source, node, "'delay_s' must be a number of seconds between 0 and 3600")
+    return value
 
 
 def _mapping(node: Node, source: str, what: str, *, required: set[str], allowed: set[str]) -> dict[str, Node]:

@@ -107,6 +107,12 @@ def build_tool(marked: ToolFunction) -> Tool:
     model = create_model(f"{fn.__name__}_args", __config__=ConfigDict(extra="forbid"), **fields)
 
     def request(args: BaseModel) -> GateRequest:
+        for param in (*marked.paths, *([marked.command] if marked.command else [])):
+            value = getattr(args, param)
+            if isinstance(value, str) and "\x00" in value:  # ValueError: answered as invalid_arguments
+                raise ValueError(
+                    f"{param} contains a NUL byte, which no path or command line can hold; send it without"
+                )
         values = [getattr(args, p) for p in marked.paths]
         paths = [v for v in values if isinstance(v, str)]
         if marked.targets is not None:

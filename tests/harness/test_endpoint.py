@@ -65,3 +65,13 @@ def test_run_reaches_the_server_named_by_the_environment_only(harness, tmp_path)
     leaks = [path for path in harness.state_dir.rglob("*") if path.is_file() and KEY.encode() in path.read_bytes()]
     assert leaks == []
     assert any(path.name == "trajectory.jsonl" for path in harness.state_dir.rglob("*")), os.listdir(harness.state_dir)
+
+
+def test_a_vendor_endpoint_without_a_key_is_refused_before_anything_starts(harness, tmp_path):
+    env = {k: v for k, v in harness.env.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
+    harness.env = {**env, "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    for model, variable in (("openai:gpt-4.1", "OPENAI_API_KEY"), ("anthropic:claude-sonnet-4-6", "ANTHROPIC_API_KEY")):
+        ran = harness.run(model, session="nokey", verify=None)
+        assert ran.code == 77, ran.stdout + ran.stderr
+        assert variable in ran.stderr and len(ran.stderr.strip().splitlines()) == 1
+        assert not harness.state_dir.exists() or not any(harness.state_dir.iterdir()), "no session was made"

@@ -159,3 +159,30 @@ def test_ctrl_c_mid_turn_then_resume_neither_loses_nor_duplicates_the_turn(tmp_p
     assert result.outcome == "verified" and result.steps == 2
     entries = read_state(session.dir, RunState).context.entries
     assert [e.message.role for e in entries] == ["system", "user", "assistant", "tool", "tool", "tool", "assistant"]
+
+
+def test_malformed_turns_go_through_the_real_loop_to_a_precise_outcome(tmp_path):
+    text = """
+turns:
+  - tool_calls:
+      - {name: read_file, arguments_text: 'path equals calc'}
+      - {name: '', arguments: {}}
+      - {name: no_such_tool, arguments: {x: 1}}
+      - {name: read_file, arguments: [1, 2]}
+      - {name: run_command, arguments: {command: "ls \\0 calc"}}
+      - {name: read_file, arguments: {path: "calc/\\0ops.py"}}
+  - {}
+"""
+    result, folder = run(tmp_path, scripted(text), verify="false", max_verify_rounds=2)
+    assert result.outcome == "failed_verification" and result.steps >= 2
+    kinds = [r.error_kind for r in read_records(folder) if r.kind == "tool"]
+    assert kinds == [
+        "invalid_json",
+        "unknown_tool",
+        "unknown_tool",
+        "invalid_json",
+        "invalid_arguments",
+        "invalid_arguments",
+    ]
+    texts = [r.text for r in read_records(folder) if r.kind == "tool"]
+    assert "NUL byte" in texts[4] and "NUL byte" in texts[5]

@@ -96,3 +96,97 @@ def test_cost_limit_counts_priced_usage(harness, server, tmp_path):
     assert result["cost_usd"] == pytest.approx(4.0)
     state = read_state(harness.session_dir(result["session_id"]), RunState)
     assert state.spent.cost_usd == pytest.approx(4.0)
+
+
+def test_a_refusal_reaches_the_trajectory_and_the_next_turn(harness, server, tmp_path):
+    from tests.providers.wire_server import Reply, openai_chunk, sse_data
+
+    refusal = Reply(
+        events=[
+            sse_data(openai_chunk({"role": "assistant", "refusal": "I won't do that."})),
+            sse_data(openai_chunk({}, finish="stop")),
+            b"data: [DONE]\n\n",
+        ]
+    )
+    server.push(refusal, openai_turn("Done now."))
+    ran = harness.run(
+        "openai:wire-model",
+        "--config",
+        config_file(tmp_path, server),
+        "--max-verify-rounds",
+        "2",
+        session="refused",
+        env={"WIRE_KEY": KEY},
+    )
+    assert ran.code == 11, ran.stdout + ran.stderr  # verification decides; the refusal changed nothing
+    [first, *_] = [r.turn for r in read_records(harness.session_dir("refused")) if r.kind == "turn"]
+    assert (first.stop_reason, first.refusal) == ("refusal", "I won't do that.")
+    resent = [m for m in server.requests[1].body["messages"] if m["role"] == "assistant"]
+    assert resent[0]["content"] == "I won't do that."
+
+
+def test_a_tool_call_the_server_could_not_parse_is_fed_back_like_invalid_json(harness, server, tmp_path):
+    from tests.providers.wire_server import Reply, openai_chunk, sse_data, sse_event
+
+    failed = {
+        "error": {
+            "message": "Failed to call a function.",
+            "type": "invalid_request_error",
+            "code": "tool_use_failed",
+            "failed_generation": '{"name": "read_file", "arguments": {',
+        }
+    }
+    server.push(
+        Reply(events=[sse_data(openai_chunk({"role": "assistant", "content": ""})), sse_event("error", failed)]),
+        openai_turn("Nothing to change."),
+    )
+    ran = harness.run(
+        "openai:wire-model",
+        "--config",
+        config_file(tmp_path, server),
+        verify=None,
+        session="groq",
+        env={"WIRE_KEY": KEY},
+    )
+    assert ran.code == 10, ran.stdout + ran.stderr
+    [tool] = [r for r in read_records(harness.session_dir("groq")) if r.kind == "tool"]
+    assert tool.error_kind == "invalid_json" and "could not parse" in tool.text
+    answer = [m for m in server.requests[1].body["messages"] if m["role"] == "tool"]
+    assert answer and answer[0]["content"].startswith("ERROR[invalid_json]")
+
+
+def test_a_whole_run_on_a_strict_reasoning_server(harness, server, tmp_path):
+    from tests.providers.wire_server import Reply, deepseek_thinking_check, openai_chunk, sse_data
+
+    server.require(deepseek_thinking_check)
+    chunks = [
+        openai_chunk({"role": "assistant", "reasoning_content": "Read ops.py before changing it."}),
+        openai_chunk(
+            {
+                "tool_calls": [
+                    {"index": 0, "id": "c1", "function": {"name": "read_file", "arguments": '{"path": "calc/ops.py"}'}}
+                ]
+            }
+        ),
+        openai_chunk({}, finish="tool_calls"),
+        openai_chunk(None, usage=openai_usage(50, 20)),
+    ]
+    server.push(Reply(events=[sse_data(c) for c in chunks] + [b"data: [DONE]\n\n"]), openai_turn("Nothing to change."))
+    ran = harness.run(
+        "openai:deepseek-reasoner",
+        "--config",
+        config_file(tmp_path, server),
+        "--thinking",
+        "high",
+        verify=None,
+        session="thinks",
+        env={"WIRE_KEY": KEY},
+    )
+    assert ran.code == 10, ran.stdout + ran.stderr
+    assert server.requests[0].body["reasoning_effort"] == "high"
+    [assistant] = [m for m in server.requests[1].body["messages"] if m["role"] == "assistant"]
+    assert assistant["reasoning_content"] == "Read ops.py before changing it."
+    [first, _] = [r.turn for r in read_records(harness.session_dir("thinks")) if r.kind == "turn"]
+    assert first.reasoning is not None and first.reasoning.text == "Read ops.py before changing it."
+    shown = harness("show", "thinks", env={"COLUMNS": "250"})
+    assert "thinking: Read ops.py before changing it." in shown.stdout

@@ -95,8 +95,22 @@ def test_check_without_key_for_vendor_endpoint_exits_77():
     assert done.returncode == 77 and "ANTHROPIC_API_KEY" in done.stderr
 
 
-def test_check_529_is_not_retried_by_check(wire):
-    wire.push(anthropic_error(529, "overloaded_error", "Overloaded"))
+def test_check_goes_through_the_one_retry_policy_and_says_so(wire):
+    wire.push(
+        openai_error(429, "slow down", code="rate_limit_exceeded", headers={"retry-after": "1"}),
+        openai_turn("", [("c1", "ping", '{"text": "pong"}')]),
+    )
+    done = run("models", "check", "--base-url", wire.openai_base_url, env={"OPENAI_API_KEY": KEY})
+    assert done.returncode == 0, done.stderr
+    assert "retried:        1 time(s)" in done.stdout and "429" in done.stdout and len(wire.requests) == 2
+    wire.push(openai_turn("pong"))
+    again = run("models", "check", "--base-url", wire.openai_base_url, "--json", env={"OPENAI_API_KEY": KEY})
+    report = json.loads(again.stdout)
+    assert report["retries"] == 0 and report["retry_reasons"] == []
+
+
+def test_check_gives_up_after_its_short_retry_budget(wire):
+    wire.push(*[anthropic_error(529, "overloaded_error", "Overloaded") for _ in range(4)])
     done = run(
         "models",
         "check",
@@ -106,7 +120,7 @@ def test_check_529_is_not_retried_by_check(wire):
         wire.anthropic_base_url,
         env={"ANTHROPIC_API_KEY": KEY},
     )
-    assert done.returncode == 69 and "overloaded" in done.stderr.lower() and len(wire.requests) == 1
+    assert done.returncode == 69 and "overloaded" in done.stderr.lower() and len(wire.requests) == 4
 
 
 def test_bench_provider_json():

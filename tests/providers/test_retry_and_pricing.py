@@ -77,7 +77,7 @@ def test_success_reports_retry_count():
 
     sleeps = SleepRecorder()
     policy = RetryPolicy(RetryConfig(initial_backoff_s=1, jitter=0), sleep=sleeps)
-    assert policy.call(attempt) == ("ok", 2)
+    assert policy.call(attempt) == ("ok", ["ModelUnavailable: x", "ModelRateLimited: y"])
     assert sleeps.waits == [1, 3] == policy.waits and policy.session_retries == 2
 
 

@@ -61,9 +61,9 @@ def test_empty_turn_list_answers_final_text_at_once():
         ("turns:\n  - text: ok\n   bad: [\n", 3, "invalid YAML"),
         ("turns:\n  - text: 42\n", 2, "'text' must be a string"),
         ("turns:\n  - tool_calls:\n      - arguments: {}\n", 3, "missing name"),
-        ("turns:\n  - tool_calls:\n      - {name: x, arguments: [1]}\n", 3, "'arguments' must be a mapping"),
+        ("turns:\n  - tool_calls:\n      - {name: x, arguments: {}, arguments_text: '{}'}\n", 3, "not both"),
+        ("turns:\n  - {delay_s: -1}\n", 2, "'delay_s' must be a number"),
         ("turns:\n  - tool_calls: {name: x}\n", 2, "'tool_calls' must be a list"),
-        ("turns:\n  - {}\n", 2, "needs 'text' and/or 'tool_calls'"),
         ("turns:\n  - text: a\n    text: b\n", 3, "duplicate key 'text'"),
         ("turn:\n  - text: a\n", 1, "unknown key 'turn'"),
         ("turns: hello\n", 1, "'turns' must be a list"),
@@ -98,3 +98,41 @@ def test_the_turn_follows_the_conversation_not_a_call_counter():
     assert provider.complete(answered, [], max_tokens=1).text == "two"
     assert provider.complete(answered, [], max_tokens=1).text == "two"  # asking again changes nothing
     assert provider.complete(PROMPT, [], max_tokens=1).text == "one"
+
+
+MALFORMED = """
+turns:
+  - tool_calls:
+      - {name: read_file, arguments_text: '{"path": "calc/ops.py"'}
+      - {name: read_file, arguments_text: 'path equals calc'}
+      - {name: read_file, arguments: [1, 2]}
+      - {name: read_file, arguments_text: ''}
+      - {name: '', arguments: {}}
+      - {name: no_such_tool, arguments: {x: 1}}
+  - {}
+  - {text: late, delay_s: 0.25}
+"""
+
+
+def test_a_script_can_say_what_real_models_get_wrong():
+    waits: list[float] = []
+    args, kwargs = _turns_and_delays(MALFORMED)
+    provider = ScriptedProvider(*args, **kwargs, sleep=waits.append)
+    first = provider.complete(PROMPT, [], max_tokens=1)
+    repaired, broken, array, empty, nameless, unknown = first.tool_calls
+    assert repaired.arguments == {"path": "calc/ops.py"} and repaired.parse_error is None  # safely repaired
+    assert broken.parse_error == "arguments are not valid JSON" and broken.raw_arguments == "path equals calc"
+    assert array.parse_error == "arguments must be a JSON object"
+    assert empty.arguments == {} and empty.parse_error is None
+    assert nameless.name == "" and unknown.name == "no_such_tool"
+    empty_turn = provider.complete([*PROMPT, Message(role="assistant", content="")], [], max_tokens=1)
+    assert (empty_turn.text, empty_turn.tool_calls, empty_turn.stop_reason) == ("", [], "end_turn")
+    late = provider.complete([*PROMPT, *[Message(role="assistant", content="")] * 2], [], max_tokens=1, timeout_s=0.1)
+    assert late.text == "late" and waits == [0.1], "think time never outlasts what the caller has left"
+
+
+def _turns_and_delays(text: str):
+    from harness.providers.scripted import parse_script_with_delays
+
+    turns, delays = parse_script_with_delays(text)
+    return (turns,), {"delays": delays}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -47,6 +47,7 @@ class WireServer:
     def __init__(self) -> None:
         self.requests: list[Recorded] = []
         self._replies: list[Reply] = []
+        self._checks: list[Callable[[Recorded], Reply | None]] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
@@ -65,6 +66,11 @@ class WireServer:
     def anthropic_base_url(self) -> str:
         return self.url
 
+    def require(self, check: Callable[[Recorded], Reply | None]) -> None:
+        """Answer every request `check` objects to with its reply (as a strict server would), before
+        any scripted reply is used."""
+        self._checks.append(check)
+
     def push(self, *replies: Reply) -> None:
         with self._lock:
             self._replies.extend(replies)
@@ -77,6 +83,10 @@ class WireServer:
     def _next(self, recorded: Recorded) -> Reply:
         with self._lock:
             self.requests.append(recorded)
+            for check in self._checks:
+                refusal = check(recorded)
+                if refusal is not None:
+                    return refusal
             if self._replies:
                 return self._replies.pop(0)
         return Reply(status=599, body=b'{"error": {"message": "wire server: no scripted reply left"}}')
@@ -239,8 +249,10 @@ def anthropic_events(
     cache_read: int = 0,
     cache_write: int = 0,
     model: str = "claude-sonnet-4-6",
+    thinking: Sequence[dict[str, str]] = (),
 ) -> list[bytes]:
-    """The SSE frames of one Messages stream (text block first, then one block per tool call)."""
+    """The SSE frames of one Messages stream (thinking blocks first, then the text block, then one
+    block per tool call). A thinking entry is {"thinking": text, "signature": sig} or {"redacted": data}."""
     usage = {
         "input_tokens": input_tokens,
         "output_tokens": 1,
@@ -262,6 +274,17 @@ def anthropic_events(
         sse_event("ping", {"type": "ping"}),
     ]
     index = 0
+    for block in thinking:
+        if "redacted" in block:
+            frames.append(_block_start(index, {"type": "redacted_thinking", "data": block["redacted"]}))
+        else:
+            frames.append(_block_start(index, {"type": "thinking", "thinking": "", "signature": ""}))
+            frames += [
+                _block_delta(index, {"type": "thinking_delta", "thinking": p}) for p in split(block["thinking"], 2)
+            ]
+            frames.append(_block_delta(index, {"type": "signature_delta", "signature": block["signature"]}))
+        frames.append(sse_event("content_block_stop", {"type": "content_block_stop", "index": index}))
+        index += 1
     if text:
         frames.append(_block_start(index, {"type": "text", "text": ""}))
         frames += [_block_delta(index, {"type": "text_delta", "text": p}) for p in split(text, pieces)]
@@ -311,3 +334,34 @@ def _block_start(index: int, block: dict[str, Any]) -> bytes:
 
 def _block_delta(index: int, delta: dict[str, Any]) -> bytes:
     return sse_event("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
+
+
+# --- strict servers -------------------------------------------------------------------------------
+
+
+def deepseek_thinking_check(recorded: Recorded) -> Reply | None:
+    """DeepSeek's thinking mode: an assistant message that made tool calls must carry its
+    reasoning_content back (an empty one will do), else HTTP 400."""
+    for message in recorded.body.get("messages", []) if isinstance(recorded.body, dict) else []:
+        if message.get("role") == "assistant" and message.get("tool_calls") and "reasoning_content" not in message:
+            return openai_error(400, "The reasoning_content in the thinking mode must be passed back to the API.")
+    return None
+
+
+def anthropic_thinking_check(recorded: Recorded) -> Reply | None:
+    """Extended thinking: with thinking on, the last assistant turn must start with its thinking or
+    redacted_thinking blocks, unchanged (the signature is checked), else HTTP 400."""
+    body = recorded.body if isinstance(recorded.body, dict) else {}
+    if not body.get("thinking"):
+        return None
+    assistants = [m for m in body.get("messages", []) if m.get("role") == "assistant"]
+    if not assistants:
+        return None
+    first = (assistants[-1].get("content") or [{}])[0]
+    if first.get("type") not in ("thinking", "redacted_thinking") or (
+        first.get("type") == "thinking" and not str(first.get("signature", "")).startswith("sig-")
+    ):
+        message = "messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found `tool_use`."
+        body_out = {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+        return Reply(status=400, body=json.dumps(body_out).encode())
+    return None

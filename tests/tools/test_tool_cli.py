@@ -65,6 +65,21 @@ def test_tool_runs_inside_a_session_and_commits_writes(
     assert bad.returncode == 65 and bad.stdout.startswith("ERROR[invalid_json]")
     missing = cli("tool", "no-such-session", "read_file", "--args", "{}", "--state-dir", str(state), env=env)
     assert missing.returncode == 66
+    surrogate = cli(
+        "tool", session.id, "read_file", "--args", '{"path": "calc/\\ud800.py"}', "--state-dir", str(state), env=env
+    )
+    assert surrogate.returncode != 0 and "Traceback" not in surrogate.stderr and "\ufffd" in surrogate.stdout
+    nul = cli(
+        "tool",
+        session.id,
+        "run_command",
+        "--args",
+        '{"command": "ls \\u0000 calc"}',
+        "--state-dir",
+        str(state),
+        env=env,
+    )
+    assert nul.returncode == 65 and nul.stdout.startswith("ERROR[invalid_arguments]") and "NUL" in nul.stdout
 
 
 @pytest.mark.docker
