@@ -117,7 +117,7 @@ class UnattendedApprover:
         deadline = time.monotonic() + timeout_s
         while True:
             try:
-                text = path.read_text(encoding="utf-8").strip().lower()
+                text = path.read_text(encoding="utf-8", errors="replace").strip().lower()
             except FileNotFoundError:
                 text = ""
             if text:

@@ -50,12 +50,40 @@ class Rejected(ValueError):
     """A path or command that no rule may allow; the message is the reason."""
 
 
+_INVISIBLE_CATEGORIES = {"Cf", "Zl", "Zp", "Cs", "Co", "Cn"}
+_BLANK_LETTERS = {0x115F, 0x1160, 0x3164, 0xFFA0, 0x2800, 0x034F, 0x17B4, 0x17B5}
+"""Characters that render as nothing although their category says otherwise (Hangul fillers,
+braille blank, the combining grapheme joiner, Khmer inherent vowels)."""
+
+
+def invisible(ch: str) -> bool:
+    """A character a reader cannot see: format (bidi controls, zero-width), separators other than
+    the plain space, private or unassigned code points, variation selectors, blank letters."""
+    point = ord(ch)
+    category = unicodedata.category(ch)
+    return (
+        category in _INVISIBLE_CATEGORIES
+        or (category == "Zs" and ch != " ")
+        or point in _BLANK_LETTERS
+        or 0xFE00 <= point <= 0xFE0F
+        or 0x180B <= point <= 0x180F
+        or 0xE0100 <= point <= 0xE01EF
+    )
+
+
 def normalize_path(path: str) -> str:
     """The path relative to /workspace in canonical posix form ('.' for the root), or Rejected."""
     if "\x00" in path:
         raise Rejected("path contains a NUL byte")
     if any(unicodedata.category(ch) == "Cc" for ch in path):
         raise Rejected("path contains control characters")
+    hidden = next((ch for ch in path if invisible(ch)), None)
+    if hidden is not None:
+        name = unicodedata.name(hidden, "unnamed")
+        raise Rejected(
+            f"path contains an invisible character ({name}, U+{ord(hidden):04X}): it would make the diff a person "
+            "reviews show a name other than the real one; use visible characters only"
+        )
     if unicodedata.normalize("NFKC", path) != path:
         raise Rejected("path contains unicode look-alike characters (not NFKC-normal)")
     if not path.strip():

@@ -46,6 +46,9 @@ class ExitCode(IntEnum):
     """The sandbox image is not present locally (images are never pulled): build or load it."""
     RUNTIME_MISSING = 72
     """The requested container runtime (e.g. runsc) is not registered with the engine."""
+    STORAGE = 74
+    """Run outcome `state_error`, or any command: a write under the state directory failed (disk
+    full, over quota, read-only, I/O error); committed steps stay resumable."""
     MODEL_AUTH = 77
     """The model endpoint rejected the API key (or the account's spend limit is reached)."""
     CONFIG = 78

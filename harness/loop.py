@@ -10,17 +10,19 @@ Stops are exceptions carrying their payload; the trajectory is closed in a `fina
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness import recovery
+from harness import recovery, storage
 from harness.budget import Budget
 from harness.context import Context
 from harness.errors import ModelError, Stop
 from harness.outcome import RunResult, RunState
 from harness.seams import Provider, RegistryLike, Sandbox, SessionLike, VerifierLike
+from harness.storage import is_storage_failure
 from harness.tools.registry import ToolContext
 from harness.trajectory import OutcomeRecord, StepRecord, ToolRecord, Trajectory, TurnRecord, VerifyRecord, write_state
 from harness.types import ModelTurn, ToolCall
@@ -89,6 +91,11 @@ class Agent:
                 outcome, detail = "limit:wall_clock", f"the model call ran into the wall clock ({detail})"
         except SandboxError as error:
             outcome, detail = "sandbox_error", f"{type(error).__name__}: {error}"
+        except OSError as error:
+            if not is_storage_failure(error):
+                detail = f"internal error {type(error).__name__}: {error}"
+                raise
+            outcome, detail = "state_error", storage.describe(error, self.session.dir)
         except KeyboardInterrupt:
             self.sandbox.close()  # kills the container of the call in flight
             outcome, detail = "interrupted", "stopped by Ctrl-C; resume with `harness resume`"
@@ -247,13 +254,31 @@ class Agent:
             patch=str(patch_path) if patch_path else None,
             session_dir=str(self.session.dir),
         )
-        self.trajectory.append(
-            OutcomeRecord(outcome=outcome, detail=detail, evidence=evidence, exit_code=result.exit_code), durable=True
-        )
-        # Interrupted, model/sandbox errors and limits stay resumable; a decided outcome is final.
-        # The state written is the last committed one (never a half-done step), plus the result.
-        final = self._committed.model_copy(update={"finished": outcome in FINAL_OUTCOMES, "result": result})
-        final.spent = final.spent.model_copy(update={"elapsed_s": spent.elapsed_s})
-        write_state(self.session.dir, final, self.secrets)
-        self.trajectory.close()
+        try:
+            self.trajectory.append(
+                OutcomeRecord(outcome=outcome, detail=detail, evidence=evidence, exit_code=result.exit_code),
+                durable=True,
+            )
+            # Interrupted, model/sandbox errors and limits stay resumable; a decided outcome is final.
+            # The state written is the last committed one (never a half-done step), plus the result.
+            final = self._committed.model_copy(update={"finished": outcome in FINAL_OUTCOMES, "result": result})
+            final.spent = final.spent.model_copy(update={"elapsed_s": spent.elapsed_s})
+            write_state(self.session.dir, final, self.secrets)
+        except OSError as error:
+            if not is_storage_failure(error):
+                raise
+            # The disk failed while recording the end: the last committed state stays as it was
+            # (resumable), and the result says why the end is not on record.
+            result = RunResult.of(
+                self.state,
+                "state_error",
+                storage.describe(error, self.session.dir),
+                evidence,
+                spent,
+                patch=None,
+                session_dir=str(self.session.dir),
+            )
+        finally:
+            with contextlib.suppress(OSError):  # closing flushes: a full disk already said so above
+                self.trajectory.close()
         return result

@@ -16,6 +16,7 @@ OUTCOME_EXIT_CODES: dict[str, int] = {
     "stuck": 12,
     "limit": 13,
     "model_error": 14,
+    "state_error": 74,
     "sandbox_error": 125,
     "interrupted": 130,
 }

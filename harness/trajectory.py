@@ -11,6 +11,7 @@ Known secret values are replaced by `***` before anything reaches the disk.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Sequence
@@ -19,9 +20,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from harness.errors import SessionError
 from harness.gate import Decision
 from harness.types import Message, ModelTurn, ToolCall, ToolSchema
 from sandbox.envelope import Envelope
+from sandbox.errors import at_path
 from sandbox.layout import SessionFolder
 from sandbox.session.steplog import read_lines, write_text_atomic
 
@@ -154,9 +157,11 @@ class Trajectory:
     def __init__(self, session_dir: Path, secrets: Sequence[str] = ()) -> None:
         self.path = SessionFolder(Path(session_dir)).trajectory
         self._secrets = [s for s in secrets if s and len(s) >= 4]
-        _cut_torn_tail(self.path)
+        torn = _cut_torn_tail(self.path)
         self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - held open until close()
         self._sent: list[Message] = []
+        if torn:  # a crash cut the last record short: it is dropped, and the drop is on record
+            self.append(EventRecord(event="torn_tail", detail=f"dropped an unfinished last record ({torn} bytes)"))
 
     def append_request(
         self, step: int, messages: list[Message], tools: Sequence[ToolSchema], estimated_tokens: int
@@ -181,21 +186,36 @@ class Trajectory:
         line = record.model_dump_json()
         for secret in self._secrets:
             line = line.replace(secret, "***")
-        self._file.write(line + "\n")
-        self._file.flush()
-        if durable:
-            os.fsync(self._file.fileno())
+        try:
+            self._file.write(line + "\n")
+            self._file.flush()
+            if durable:
+                os.fsync(self._file.fileno())
+        except OSError as error:  # a torn line at most: readers drop it, the next writer cuts it
+            raise at_path(error, self.path) from None
 
     def close(self) -> None:
         if not self._file.closed:
-            self._file.flush()
-            os.fsync(self._file.fileno())
-            self._file.close()
+            try:
+                self._file.flush()
+                os.fsync(self._file.fileno())
+            except OSError as error:
+                raise at_path(error, self.path) from None
+            finally:
+                with contextlib.suppress(OSError):
+                    self._file.close()
 
 
 def read_records(session_dir: Path) -> list[Any]:
-    """All records of a session, tolerating a torn (unterminated or unparsable) last line."""
-    return [_RECORD.validate_python(raw) for raw in read_lines(SessionFolder(Path(session_dir)).trajectory)]
+    """All records of a session, tolerating a torn last line (cut anywhere, inside a UTF-8 sequence
+    too); damage before it is a SessionError naming the file and line."""
+    path = SessionFolder(Path(session_dir)).trajectory
+    try:
+        return [_RECORD.validate_python(raw) for raw in read_lines(path)]
+    except ValueError as error:  # ValidationError too: a record that is JSON but not ours
+        raise SessionError(
+            f"the trajectory {path} is damaged and cannot be read back: {error}".splitlines()[0]
+        ) from None
 
 
 def write_state(session_dir: Path, state: BaseModel, secrets: Sequence[str] = ()) -> None:
@@ -212,14 +232,20 @@ def read_state(session_dir: Path, model: type[M]) -> M | None:
     path = SessionFolder(Path(session_dir)).state
     if not path.exists():
         return None
-    return model.model_validate_json(path.read_text(encoding="utf-8"))
+    try:
+        return model.model_validate_json(path.read_bytes())
+    except (OSError, ValueError) as error:
+        raise SessionError(f"{path} is damaged and cannot be read back ({type(error).__name__})") from None
 
 
-def _cut_torn_tail(path: Path) -> None:
+def _cut_torn_tail(path: Path) -> int:
+    """Cut an unfinished last line (bytes after the last newline); how many bytes were cut."""
     if not path.exists() or path.stat().st_size == 0:
-        return
+        return 0
     with open(path, "rb+") as handle:
         data = handle.read()
         if data.endswith(b"\n"):
-            return
-        handle.truncate(data.rfind(b"\n") + 1)
+            return 0
+        keep = data.rfind(b"\n") + 1
+        handle.truncate(keep)
+        return len(data) - keep

@@ -9,7 +9,19 @@ of `harness.errors.ExitCode`; a test checks they agree), so callers decide by cl
 
 from __future__ import annotations
 
+import errno
 from typing import ClassVar
+
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS})
+"""A write failed because the disk did (full, over quota, failing, read-only): never wrapped as a
+sandbox error, so the caller sees the OSError itself (harness ends the run `state_error`)."""
+
+
+def at_path(error: OSError, path: object) -> OSError:
+    """The same OSError naming the file it was writing (buffered writes raise without a filename)."""
+    if error.filename is not None:
+        return error
+    return type(error)(error.errno, error.strerror, str(path))
 
 
 class SandboxError(Exception):

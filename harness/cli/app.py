@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 from harness.cli import environment
 from harness.cli.environment import docker_host, state_dir
 from harness.errors import ExitCode, HarnessError
+from harness.storage import describe, is_storage_failure
 from sandbox.errors import SandboxError
 
 __all__ = ["ExitCode", "app", "bench_app", "console", "docker_host", "err_console", "fail", "reported", "state_dir"]
@@ -65,6 +66,8 @@ def exit_code_for(error: BaseException) -> int:
     code = getattr(error, "exit_code", None)
     if isinstance(code, int):
         return code
+    if is_storage_failure(error):
+        return ExitCode.STORAGE
     if isinstance(error, FileNotFoundError):
         return ExitCode.NOT_FOUND
     if isinstance(error, ValueError):
@@ -99,7 +102,8 @@ def main() -> None:
         from rich.markup import escape
 
         # Raised outside a command's `reported()` block: still one line and the class's exit code.
-        err_console.print(f"[bold red]error:[/] {escape(str(error))}", soft_wrap=True)
+        text = describe(error) if isinstance(error, OSError) and is_storage_failure(error) else str(error)
+        err_console.print(f"[bold red]error:[/] {escape(text)}", soft_wrap=True)
         sys.exit(exit_code_for(error))
     except Exception as error:
         if environment.show_tracebacks():

@@ -54,7 +54,10 @@ def run_command(
     envelope = ctx.sandbox.run(
         argv, workspace=ctx.workspace, spec=ctx.call_spec(), mounts=ctx.mounts, commit_changes=ctx.commit_changes
     )
-    if argv[0] == "timeout" and envelope.exit_code == 124 and envelope.status != "timeout":
+    asked = timeout is not None and argv[:3] == ["timeout", "-k", "2"]
+    # 124: TERM ended it; 137 after the whole timeout: it trapped TERM and the KILL that follows did.
+    ran_out = envelope.exit_code == 124 or (envelope.exit_code == 137 and envelope.duration_ms >= (timeout or 0) * 1000)
+    if asked and ran_out and envelope.status not in ("timeout", "oom_killed"):
         raise ToolError(
             "timeout",
             f"the command was killed after {timeout}s (the timeout you asked for)\n{envelope.render()}",

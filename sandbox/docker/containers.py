@@ -273,8 +273,9 @@ class DockerSandbox:
                 time.sleep(0.02)
         if code is None:
             return 137, "exit_nonzero"
-        if code == 124 and past_deadline:
-            return 124, "timeout"  # the inner `timeout` fired: the host kill did not happen first
+        if code in (124, 137) and past_deadline:
+            # The inner `timeout` fired first (TERM, or KILL after a trapped TERM): it is the deadline.
+            return 124, "timeout"
         if code == 137 and self._oom_killed(cid):
             return 137, "oom_killed"
         return code, "ok" if code == 0 else "exit_nonzero"

@@ -66,7 +66,7 @@ class Session:
         self.info = info
         self.step_images = images
         self._store: SnapshotStore | None = None
-        self.records = [StepRecord(**r) for r in steplog.read_lines(self.paths.steps)]
+        self.records = self._read_steps()
         if not self.records:
             raise SessionNotFound(f"session {info.id} has no committed step; remove it: harness session rm {info.id}")
 
@@ -137,6 +137,12 @@ class Session:
             raise SessionNotFound(f"session {session_id} is unreadable: {error}") from None
         return cls(folder, info, images)
 
+    def _read_steps(self) -> list[StepRecord]:
+        try:
+            return [StepRecord(**r) for r in steplog.read_lines(self.paths.steps)]
+        except (ValueError, TypeError) as error:
+            raise SnapshotError(f"session {self.info.id}: its step log is damaged: {error}".splitlines()[0]) from None
+
     @property
     def store(self) -> SnapshotStore:
         """The snapshot store, opened on first use (show/diff never load the stat index)."""
@@ -200,7 +206,7 @@ class Session:
         with open(self.paths.lock, "a") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
-                self.records = [StepRecord(**r) for r in steplog.read_lines(self.paths.steps)]
+                self.records = self._read_steps()
                 yield
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from sandbox.errors import at_path
 
 
 def _fsync_dir(path: Path) -> None:
@@ -25,11 +28,18 @@ def write_text_atomic(path: Path, text: str) -> None:
     """Replace path atomically with text: temp file, fsync, rename, fsync the directory."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except OSError as error:
+        tmp.unlink(missing_ok=True)  # a failed write (disk full, I/O error) leaves the old file and no debris
+        raise at_path(error, path) from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     _fsync_dir(path.parent)
 
 
@@ -39,33 +49,60 @@ def write_json(path: Path, data: Any) -> None:
 
 
 def read_json(path: Path) -> Any:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+    """A JSON document; ValueError naming the file when it is not valid UTF-8 JSON (torn or damaged)."""
+    raw = Path(path).read_bytes()
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except ValueError as error:  # UnicodeDecodeError and JSONDecodeError both
+        raise ValueError(f"{path} is damaged ({len(raw)} bytes, {type(error).__name__}: {error})") from None
 
 
 def read_lines(path: Path) -> list[dict[str, Any]]:
     """Every complete record of a JSONL log; a torn or garbled last line is ignored."""
+    return read_log(path).records
+
+
+@dataclass(frozen=True)
+class Log:
+    """What a JSONL log holds: its complete records, and the torn last line a crash left, if any."""
+
+    records: list[Any]
+    torn: bytes = b""
+    """The bytes of an unfinished last line (cut anywhere, inside a UTF-8 sequence too)."""
+
+
+def read_log(path: Path) -> Log:
+    """Split on bytes, decode per line: a tear anywhere in the last line (a crash mid-write) drops
+    only that line, and says so; a bad line before it is damage, reported as ValueError."""
     try:
         raw = Path(path).read_bytes()
     except FileNotFoundError:
-        return []
+        return Log([])
     lines = raw.split(b"\n")
     records = []
     for index, line in enumerate(lines):
         if not line.strip():
             continue
         try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            if index >= len(lines) - 2 and not raw.endswith(b"\n"):
-                break  # torn tail of a crashed append
-            raise
-    return records
+            records.append(json.loads(line.decode("utf-8")))
+        except ValueError as error:  # invalid JSON or a UTF-8 sequence cut short
+            if index == len(lines) - 1:  # no newline after it: the torn tail of a crashed append
+                return Log(records, line)
+            raise ValueError(f"{path}: line {index + 1} is damaged ({error})") from None
+    return Log(records)
 
 
 def append_line(path: Path, record: dict[str, Any]) -> None:
     """Append one record durably, cutting off a torn tail left by a crash first."""
     path = Path(path)
     line = (json.dumps(record, sort_keys=True) + "\n").encode()
+    try:
+        _append(path, line)
+    except OSError as error:
+        raise at_path(error, path) from None
+
+
+def _append(path: Path, line: bytes) -> None:
     with open(path, "ab+") as handle:
         size = handle.seek(0, os.SEEK_END)
         if size:

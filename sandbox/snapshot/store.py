@@ -26,7 +26,7 @@ from pathlib import Path
 import pathspec
 from pydantic import BaseModel, ConfigDict, Field
 
-from sandbox.errors import SnapshotError
+from sandbox.errors import STORAGE_ERRNOS, SnapshotError, at_path
 from sandbox.owner import hand_over
 from sandbox.snapshot.objects import DIR, LARGE, LINK, REG, ObjectStore, TreeEntry
 from sandbox.snapshot.watch import Watcher, start
@@ -96,6 +96,8 @@ class SnapshotStore:
             except FileNotFoundError:
                 tree = self._full()  # a directory vanished under an event we had not read yet
         except OSError as error:
+            if error.errno in STORAGE_ERRNOS:
+                raise at_path(error, self.dir) from None
             raise SnapshotError(f"cannot snapshot {self.workspace}: {error}") from error
         self.objects.sync(self.config.durable)
         self._root_tree = tree
@@ -257,6 +259,8 @@ class SnapshotStore:
         try:
             self._apply("", current, tree)
         except OSError as error:
+            if error.errno in STORAGE_ERRNOS:
+                raise at_path(error, self.workspace) from None
             raise SnapshotError(f"cannot restore {self.workspace}: {error}") from error
         after = self.snapshot()
         if after != tree:

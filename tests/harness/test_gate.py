@@ -186,3 +186,26 @@ def test_default_deny_for_unknown_tier_combination() -> None:
 def test_gate_is_pure() -> None:
     gate = Gate()
     assert gate.check(command("rm x")) == gate.check(command("rm x"))
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "adv\u202egnp.py",
+        "te\u200dsts/test_x.py",
+        ".git\u200b/config",
+        "a\u00a0b.py",
+        "x\u3164y.py",
+        "f\ufe0f.py",
+        "line\u2028break.py",
+        "priv\ue000.py",
+    ],
+)
+def test_paths_with_invisible_characters_are_refused(path):
+    decision = Gate(GateConfig()).check(GateRequest(tool="read_file", tier="read", paths=(path,)))
+    assert decision.action == "deny" and decision.rule == "path-syntax" and "invisible character" in decision.reason
+
+
+@pytest.mark.parametrize("path", ["ok/ünïcödé.py", "dir/file name.txt", "日本/語.py", "emoji_🙂.txt"])
+def test_visible_unicode_paths_still_pass(path):
+    assert Gate(GateConfig()).check(GateRequest(tool="read_file", tier="read", paths=(path,))).action == "allow"

@@ -36,7 +36,7 @@ def test_torn_last_line_is_dropped_and_cut_before_the_next_append(tmp_path):
     traj = Trajectory(tmp_path)
     traj.append(EventRecord(event="two"))
     traj.close()
-    assert [r.event for r in read_records(tmp_path)] == ["one", "two"]
+    assert [r.event for r in read_records(tmp_path)] == ["one", "torn_tail", "two"]  # the drop is on record
     assert all(json.loads(line) for line in (tmp_path / TRAJECTORY_FILE).read_text().splitlines())
 
 

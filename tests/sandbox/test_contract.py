@@ -49,6 +49,13 @@ def test_timeout_is_status_timeout(any_sandbox, workspace: Path, spec: SandboxSp
     assert env.duration_ms < 15_000
 
 
+def test_a_command_that_traps_sigterm_is_still_a_timeout(any_sandbox, workspace: Path, spec: SandboxSpec) -> None:
+    trap = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('trapped', flush=True); time.sleep(60)"
+    env = any_sandbox.run(["python3", "-c", trap], workspace=workspace, spec=spec.model_copy(update={"timeout_s": 1.5}))
+    assert (env.exit_code, env.status) == (124, "timeout"), env.render()
+    assert env.stdout == "trapped\n" and env.duration_ms < 15_000
+
+
 def test_output_is_capped_with_an_exact_marker(any_sandbox, workspace: Path, spec: SandboxSpec) -> None:
     capped = spec.model_copy(update={"stdout_cap": 1000})
     env = any_sandbox.run(

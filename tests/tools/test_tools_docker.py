@@ -109,6 +109,14 @@ def test_run_command_timeout_and_output_limit(box: DockerSandbox, repo_ws: Path)
     ctx = ctx_for(box, repo_ws, output_ceiling=64 * 1024)
     slow = run(ctx, "run_command", command="sleep 30", timeout=1)
     assert slow.error_kind == "timeout" and slow.text.startswith("ERROR[timeout]: ")
+    trapping = ctx_for(box, repo_ws, allowed_programs=[*PROGRAMS, "python3"])
+    trapped = run(
+        trapping,
+        "run_command",
+        command="python3 -c 'import signal,time; signal.signal(15, signal.SIG_IGN); time.sleep(30)'",
+        timeout=1,
+    )
+    assert trapped.error_kind == "timeout" and "the timeout you asked for" in trapped.text, trapped.text
     flood = run(ctx, "run_command", command="cat /dev/zero")
     assert flood.error_kind == "output_limit" and flood.text.startswith("ERROR[output_limit]: ")
 
