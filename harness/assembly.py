@@ -261,7 +261,7 @@ def build_agent(
     context = Context(
         config.context,
         system_prompt(config.verify),
-        task_message(state.task),
+        task_message(state.task, session.info.left_out),
         state.context if state.context.entries else None,
     )
     verifier = Verifier(sandbox, config.verify, mounts=context_tools.mounts) if config.verify else None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 SYSTEM_PROMPT = """\
 You are a careful software engineer working in a repository mounted at /workspace inside a \
 disposable sandbox with no network. You act only through the tools provided.
@@ -25,5 +27,11 @@ def system_prompt(verify: str | None) -> str:
     return SYSTEM_PROMPT.format(verify=f"`{verify}`" if verify else "(no verify command: say how you checked)")
 
 
-def task_message(task: str) -> str:
-    return f"Task:\n{task.strip()}"
+def task_message(task: str, left_out: Sequence[str] = ()) -> str:
+    """The task, and the repository files that are not in the workspace (with why), if any."""
+    text = f"Task:\n{task.strip()}"
+    if left_out:
+        text += "\n\nNot in your workspace (left out when the repository was copied):\n" + "\n".join(
+            f"- {item}" for item in left_out
+        )
+    return text

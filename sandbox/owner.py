@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from sandbox.tree import walk
+
 SANDBOX_UID = 10001
 """uid/gid of the `sandbox` user baked into Dockerfile.sandbox."""
 
@@ -29,6 +31,6 @@ def hand_over(path: Path) -> None:
     os.lchown(path, SANDBOX_UID, SANDBOX_UID)
     if path.is_symlink() or not path.is_dir():
         return
-    for root, dirs, files in os.walk(path, followlinks=False):
+    for root, dirs, files in walk(path):
         for name in dirs + files:
             os.lchown(os.path.join(root, name), SANDBOX_UID, SANDBOX_UID)

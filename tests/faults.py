@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import socket
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -78,3 +79,76 @@ def tear(path: Path, at: int) -> bytes:
     data = path.read_bytes()
     path.write_bytes(data[:at])
     return data[at:]
+
+
+class EngineProxy:
+    """A unix socket that forwards to the real Docker engine and can be cut and restored: to harness
+    (pointed at it through DOCKER_HOST) the engine goes away mid-run and comes back. Stopping closes
+    the listener and every open connection, as a dying engine does."""
+
+    def __init__(self, path: Path, engine: str = "/var/run/docker.sock") -> None:
+        import threading
+
+        self.path, self.engine = Path(path), engine
+        self._threading = threading
+        self._server: socket.socket | None = None
+        self._open: list[socket.socket] = []
+        self._lock = threading.Lock()
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.path}"
+
+    def start(self) -> None:
+        self.path.unlink(missing_ok=True)
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        server.bind(str(self.path))
+        server.listen(64)
+        self._server = server
+        self._threading.Thread(target=self._accept, args=(server,), daemon=True).start()
+
+    def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            with contextlib.suppress(OSError):
+                server.shutdown(socket.SHUT_RDWR)
+            server.close()
+        with self._lock:
+            doomed, self._open = self._open, []
+        for conn in doomed:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+            conn.close()
+        self.path.unlink(missing_ok=True)
+
+    def _accept(self, server: socket.socket) -> None:
+        while self._server is server:
+            try:
+                client, _ = server.accept()
+            except OSError:
+                return
+            upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                upstream.connect(self.engine)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._open += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                self._threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+    def __enter__(self) -> EngineProxy:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -59,6 +59,7 @@ def execute(path: Path, command: list[str], spec: SandboxSpec, keep: Path | None
     from sandbox.docker.containers import DockerSandbox
     from sandbox.docker.engine import connect
     from sandbox.session.workspace import copy_repository
+    from sandbox.tree import copy_tree, remove_tree
 
     client = connect(docker_host())
     scratch = Path(tempfile.mkdtemp(prefix="harness-exec-"))
@@ -68,10 +69,10 @@ def execute(path: Path, command: list[str], spec: SandboxSpec, keep: Path | None
         with DockerSandbox(client, run_id=environment.run_id("cli"), pool_size=0, share_netns=False) as box:
             envelope = box.run(command, workspace=workspace, spec=spec)
         if keep is not None:
-            shutil.copytree(workspace, keep, symlinks=True)
+            copy_tree(workspace, keep)
         return envelope
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        remove_tree(scratch, ignore_errors=True)
         client.close()
 
 
@@ -167,10 +168,11 @@ def doctor() -> None:
         + ("" if "runsc" in runtimes else "  (runsc/gVisor not registered: optional)")
     )
     for name in runtimes:
-        if unenforced := unenforced_limits(options[name]):  # a note, not a problem: the user chose this registration
+        # A note, not a problem: the user chose this runtime and its registration.
+        if unenforced := unenforced_limits(options[name], name):
             console.print(
-                f"note: runtime {name} runs with --ignore-cgroups here: {', '.join(unenforced)} "
-                "limits are not enforced under it (the wall clock and output caps are); envelopes record this"
+                f"note: under runtime {name} these are not enforced here: {', '.join(unenforced)} "
+                "(the wall clock and output caps are; gVisor's own devices are hidden); envelopes record this"
             )
     if "runc" not in runtimes:
         problems.append("runtime runc is missing: reinstall the engine (apt-get install docker.io)")

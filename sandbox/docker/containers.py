@@ -98,7 +98,7 @@ class DockerSandbox:
             finally:
                 self.pool.release(cid)
         self.pool.prewarm(key, config, family=spec.image)  # after the call: a start would slow it down
-        unenforced = unenforced_limits((self._runtimes or {}).get(spec.runtime, []))
+        unenforced = unenforced_limits((self._runtimes or {}).get(spec.runtime, []), spec.runtime)
         return Envelope.of(
             outcome,
             limits=posture(spec, user, unenforced),

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -51,6 +53,8 @@ def container_config(
         "init": True,
         "runtime": spec.runtime,
     }
+    if spec.runtime == "runsc":
+        _hide_gvisor_devices(host)
     return {
         "image": image_id,
         "command": list(KEEPALIVE),
@@ -60,6 +64,28 @@ def container_config(
         "labels": dict(labels),
         "host_config": host,
     }
+
+
+GVISOR_HIDDEN_DEVICES = ("/dev/net/tun", "/dev/fuse")
+"""Devices gVisor provides that runc does not (a TUN device and FUSE, both emulated): hidden from
+calls so the posture is one whatever the runtime. /dev/net becomes an empty read-only tmpfs;
+/dev/fuse an empty read-only file."""
+
+
+def _hide_gvisor_devices(host: dict[str, Any]) -> None:
+    host["tmpfs"] = {**host["tmpfs"], "/dev/net": "ro,nosuid,nodev,noexec,size=4k,mode=0555"}
+    host["binds"] = {**host["binds"], str(_empty_file()): {"bind": "/dev/fuse", "mode": "ro"}}
+
+
+def _empty_file() -> Path:
+    """A read-only empty file owned by this process, bound over /dev/fuse under gVisor."""
+    path = Path(tempfile.gettempdir()) / f"harness-empty-{os.getuid()}"
+    if not path.is_file() or path.stat().st_size:
+        fd, tmp = tempfile.mkstemp(dir=path.parent)
+        os.close(fd)
+        os.chmod(tmp, 0o444)
+        os.replace(tmp, path)
+    return path
 
 
 def config_key(config: dict[str, Any]) -> str:

@@ -14,7 +14,6 @@ never finished (no session.json) are leftovers too.
 from __future__ import annotations
 
 import contextlib
-import shutil
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -30,6 +29,7 @@ from sandbox import labels
 from sandbox.docker.engine import translate
 from sandbox.docker.ids import object_id
 from sandbox.layout import SessionFolder
+from sandbox.tree import remove_tree
 
 UNFINISHED_AFTER_S = 3600.0
 """A session folder without session.json this old is a crashed create, not one in progress."""
@@ -148,7 +148,7 @@ def remove_leftovers(client: docker.DockerClient | None, leftovers: SessionLefto
     """Remove what find_session_leftovers found; returns what was removed (folders, image ids)."""
     removed: list[str] = []
     for folder in leftovers.folders:
-        shutil.rmtree(folder, ignore_errors=True)
+        remove_tree(folder, ignore_errors=True)
         removed.append(str(folder))
     if client is not None:
         # Newest first would need the dates; a parent that still has a child fails now and is

@@ -26,6 +26,9 @@ class SessionConfig(BaseModel):
     """Allow network during setup only (`--setup-network`); tool calls never get it from here."""
     writable_root: bool = False
     """Tool calls get a writable root; a call that changed the container filesystem becomes the image."""
+    max_file_bytes: int | None = 512 * 1024**2
+    """Repository files larger than this are left out of the workspace (and named in `left_out`);
+    None copies every file whatever its size."""
 
 
 class SetupRecord(BaseModel):
@@ -64,6 +67,8 @@ class SessionInfo(BaseModel):
     spec: SandboxSpec
     config: SessionConfig
     setup: SetupRecord | None = None
+    left_out: list[str] = Field(default_factory=list)
+    """Repository files not copied into the workspace, each `path (why)`; the model is told."""
 
 
 Prepare = Callable[[Path], SetupRecord]

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import shutil
 import time
 import uuid
 from collections.abc import Iterator
@@ -40,6 +39,7 @@ from sandbox.snapshot.diff import SnapshotDiff
 from sandbox.snapshot.objects import ObjectStore
 from sandbox.snapshot.store import SnapshotStore
 from sandbox.spec import SandboxSpec
+from sandbox.tree import remove_tree
 
 __all__ = [
     "Prepare",
@@ -95,7 +95,8 @@ class Session:
             raise WorkspaceError(f"session {sid} already exists in {state_dir}")
         config = config or SessionConfig()
         try:
-            copy_repository(Path(repo), paths.workspace)
+            left_out: list[str] = []
+            copy_repository(Path(repo), paths.workspace, max_file_bytes=config.max_file_bytes, left_out=left_out)
             setup = prepare(paths.workspace) if prepare is not None else None
             image = setup.image if setup else spec.image
             info = SessionInfo(
@@ -107,6 +108,7 @@ class Session:
                 ),
                 config=config,
                 setup=setup,
+                left_out=left_out,
             )
             if ready is not None:
                 ready(paths.workspace, _call_spec(info, image))
@@ -119,7 +121,7 @@ class Session:
             steplog.append_line(paths.steps, record.model_dump())
             steplog.write_json(paths.info, info.model_dump(mode="json"))
         except BaseException:
-            shutil.rmtree(folder, ignore_errors=True)
+            remove_tree(folder, ignore_errors=True)
             raise
         return cls(folder, info, images)
 
@@ -323,7 +325,7 @@ class Session:
         self.close()
         if self.step_images is not None:
             self.step_images.remove(self.id, self.dir.parent)
-        shutil.rmtree(self.dir)
+        remove_tree(self.dir)
 
 
 def list_sessions(state_dir: Path) -> list[SessionInfo]:

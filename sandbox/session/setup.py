@@ -16,7 +16,6 @@ import fnmatch
 import hashlib
 import json
 import os
-import shutil
 import tempfile
 import time
 from collections.abc import Sequence
@@ -33,6 +32,7 @@ from sandbox.owner import SANDBOX_UID
 from sandbox.session.session import Prepare, Ready, Session, SessionConfig, SetupRecord, StepImages
 from sandbox.session.workspace import copy_repository
 from sandbox.spec import SandboxSpec
+from sandbox.tree import remove_tree, walk
 
 DEPENDENCY_FILES = (
     "pyproject.toml",
@@ -60,7 +60,7 @@ SETUP_TIMEOUT_S = 900.0
 def dependency_digest(workspace: Path) -> str:
     """sha256 over (path, content) of every dependency file, never following links or entering .git."""
     found: list[tuple[str, bytes]] = []
-    for folder, dirs, files in os.walk(workspace, followlinks=False):
+    for folder, dirs, files in walk(workspace):
         dirs[:] = [d for d in dirs if d.lower() != ".git"]
         for name in files:
             path = os.path.join(folder, name)
@@ -124,7 +124,7 @@ def prepare_environment(
         config["host_config"]["cap_add"] = list(SETUP_CAPS)
         image, mode = _run_and_commit(client, config, commands, key, run_id, timeout_s)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        remove_tree(scratch, ignore_errors=True)
     return SetupRecord(
         image=image, key=key, cached=False, network_mode=mode, duration_ms=int((time.monotonic() - started) * 1000)
     )

@@ -15,10 +15,19 @@ from pathlib import Path
 
 from sandbox.errors import WorkspaceError
 from sandbox.owner import hand_over
+from sandbox.tree import walk
+
+MAX_FILE_BYTES = 512 * 1024**2
+"""Files larger than this (by apparent size: a sparse file counts as what it would become) are left
+out of a workspace, by default: one 4 GB sparse file must not cost 4 GB of disk in every session."""
 
 
-def copy_repository(src: Path, dst: Path) -> int:
-    """Copy the tree at src into dst (which must not exist). Returns the number of entries copied."""
+def copy_repository(
+    src: Path, dst: Path, *, max_file_bytes: int | None = MAX_FILE_BYTES, left_out: list[str] | None = None
+) -> int:
+    """Copy the tree at src into dst (which must not exist). Returns the number of entries copied.
+
+    Files above max_file_bytes are not copied; each is appended to left_out as `path (why)`."""
     src = Path(src)
     if not src.exists():
         raise WorkspaceError(f"repository path does not exist: {src}")
@@ -29,15 +38,33 @@ def copy_repository(src: Path, dst: Path) -> int:
         raise WorkspaceError(f"workspace already exists: {dst}")
     dst.mkdir(parents=True)
     count = 0
-    for root, dirs, files in os.walk(src, followlinks=False):
-        rel = Path(root).relative_to(src)
-        target_root = dst / rel
+    for root, dirs, files in walk(src):  # no recursion: a repository may nest thousands deep
+        target_root = dst / os.path.relpath(root, src)
         for name in dirs + files:
-            count += _copy_entry(Path(root) / name, target_root / name)
-        # os.walk lists symlinked dirs in `dirs` but does not descend with followlinks=False.
+            source = Path(root) / name
+            if max_file_bytes is not None and name in files and _too_big(source, max_file_bytes, src, left_out):
+                continue
+            count += _copy_entry(source, target_root / name)
     shutil.copystat(src, dst, follow_symlinks=False)
     hand_over(dst)
     return count
+
+
+def _too_big(source: Path, limit: int, root: Path, left_out: list[str] | None) -> bool:
+    st = source.lstat()
+    if not stat.S_ISREG(st.st_mode) or st.st_size <= limit:
+        return False
+    sparse = " sparse," if st.st_blocks * 512 < st.st_size // 2 else ""
+    if left_out is not None:
+        left_out.append(f"{source.relative_to(root)} ({_size(st.st_size)},{sparse} over the {_size(limit)} limit)")
+    return True
+
+
+def _size(count: int) -> str:
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count} B"
 
 
 def _copy_entry(source: Path, target: Path) -> int:

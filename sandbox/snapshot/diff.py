@@ -13,12 +13,15 @@ import difflib
 import os
 import subprocess
 import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from sandbox.errors import SnapshotError
 from sandbox.snapshot.objects import DIR, EMPTY_TREE, LARGE, LINK, ObjectStore, TreeEntry
+from sandbox.tree import PostOrder, post_order
 
 ChangeKind = Literal["added", "deleted", "modified", "mode", "type"]
 
@@ -55,13 +58,38 @@ def _kind(mode: int) -> int:
     return mode & 0o170000
 
 
-def compare(store: ObjectStore, a: str, b: str, rel: str = "") -> list[tuple[str, TreeEntry | None, TreeEntry | None]]:
-    """(path, old entry, new entry) for every non-directory entry that differs, plus dir mode changes."""
+Changed = tuple[str, "TreeEntry | None", "TreeEntry | None"]
+
+
+def compare(store: ObjectStore, a: str, b: str, rel: str = "") -> list[Changed]:
+    """(path, old entry, new entry) for every non-directory entry that differs, plus dir mode changes,
+    in path order. Subtrees are compared with an explicit stack (no recursion, however deep)."""
+    out: list[Changed] = []
+    stack = [_compare_one(store, a, b, rel)]
+    while stack:
+        item = next(stack[-1], None)
+        if item is None:
+            stack.pop()
+        elif isinstance(item, _Subtree):
+            stack.append(_compare_one(store, item.a, item.b, item.rel))
+        else:
+            out.append(item)
+    return out
+
+
+@dataclass(frozen=True)
+class _Subtree:
+    a: str
+    b: str
+    rel: str
+
+
+def _compare_one(store: ObjectStore, a: str, b: str, rel: str) -> Iterator[Changed | _Subtree]:
+    """One directory level: its changes, and the subtrees to compare in their place."""
     if a == b:
-        return []
+        return
     old = {e.name: e for e in store.tree(a)} if a else {}
     new = {e.name: e for e in store.tree(b)} if b else {}
-    out: list[tuple[str, TreeEntry | None, TreeEntry | None]] = []
     for name in sorted(old.keys() | new.keys()):
         x, y = old.get(name), new.get(name)
         if x == y:
@@ -72,14 +100,13 @@ def compare(store: ObjectStore, a: str, b: str, rel: str = "") -> list[tuple[str
         x_tree = x.oid if x is not None and x_dir else ""
         y_tree = y.oid if y is not None and y_dir else ""
         if x is not None and y is not None and x_dir and y_dir and x.mode != y.mode:
-            out.append((path + "/", x, y))
+            yield (path + "/", x, y)
         if x_dir != y_dir and (x_tree or y_tree) == EMPTY_TREE:
-            out.append((path + "/", x if x_dir else None, y if y_dir else None))  # empty dirs show too
+            yield (path + "/", x if x_dir else None, y if y_dir else None)  # empty dirs show too
         if x_dir or y_dir:
-            out.extend(compare(store, x_tree, y_tree, path))
+            yield _Subtree(x_tree, y_tree, path)
         if (x is not None and not x_dir) or (y is not None and not y_dir):
-            out.append((path, None if x_dir else x, None if y_dir else y))
-    return out
+            yield (path, None if x_dir else x, None if y_dir else y)
 
 
 def _content(store: ObjectStore, entry: TreeEntry | None) -> bytes | None:
@@ -125,6 +152,12 @@ def _excluded(entry: TreeEntry) -> bool:
 
 def _filtered(store: ObjectStore, tree: str, rel: str, drop: set[str], memo: dict[tuple[str, str], str]) -> str:
     """The same tree without nested `.git` directories, large-file pointers and paths in drop."""
+    return post_order(_filtered_walk(store, tree, rel, drop, memo))
+
+
+def _filtered_walk(
+    store: ObjectStore, tree: str, rel: str, drop: set[str], memo: dict[tuple[str, str], str]
+) -> PostOrder[str]:
     if (tree, rel) in memo:
         return memo[(tree, rel)]
     kept = []
@@ -133,7 +166,7 @@ def _filtered(store: ObjectStore, tree: str, rel: str, drop: set[str], memo: dic
         if _excluded(entry) or path in drop:
             continue
         if _kind(entry.mode) == DIR:
-            entry = entry._replace(oid=_filtered(store, entry.oid, path, drop, memo))
+            entry = entry._replace(oid=(yield _filtered_walk(store, entry.oid, path, drop, memo)))
         kept.append(entry)
     memo[(tree, rel)] = store.write_tree(kept)
     return memo[(tree, rel)]

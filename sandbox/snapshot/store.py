@@ -21,6 +21,7 @@ import pickle
 import shutil
 import stat
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pathspec
@@ -30,6 +31,7 @@ from sandbox.errors import STORAGE_ERRNOS, SnapshotError, at_path
 from sandbox.owner import hand_over
 from sandbox.snapshot.objects import DIR, LARGE, LINK, REG, ObjectStore, TreeEntry
 from sandbox.snapshot.watch import Watcher, start
+from sandbox.tree import PostOrder, post_order, remove_tree
 
 _RACY_NS = 50_000_000
 """File timestamps are coarse (jiffies): a file whose ctime is this close to the walk may still
@@ -59,6 +61,19 @@ class _Dir:
         self.entries = entries
         self.tree = tree
         self.skipped = skipped
+
+
+@dataclass(frozen=True)
+class _Sub:
+    """A directory entry whose tree id its own walk must compute first."""
+
+    mode: int
+    walk: _Walk
+    key: tuple | None
+
+
+_Walk = PostOrder[str]
+"""One directory's walk: yields its subdirectories' walks, is sent their tree ids, returns its own."""
 
 
 def _join(rel: str, name: str) -> str:
@@ -107,7 +122,7 @@ class SnapshotStore:
         if self._watcher is None and self.config.watch:
             self._watcher = start(str(self.workspace))
         self._closure = set()
-        tree = self._scan("", full=True)
+        tree = post_order(self._scan("", full=True))
         self.save_index()
         return tree
 
@@ -120,17 +135,17 @@ class SnapshotStore:
                 rel = rel.rpartition("/")[0]
                 closure.add(rel)
         self._closure, self._dirty = closure, dirty
-        return self._build("")
+        return post_order(self._build(""))
 
-    def _build(self, rel: str) -> str:
+    def _build(self, rel: str) -> _Walk:
         state = self._dirs.get(rel)
         if rel in self._dirty or state is None:
-            return self._scan(rel, full=state is None)
+            return (yield self._scan(rel, full=state is None))
         changed = False
         for name, (mode, oid, key) in list(state.entries.items()):
             child = _join(rel, os.fsdecode(name))
             if mode & 0o170000 == DIR and child in self._closure:
-                new = self._build(child)
+                new = yield self._build(child)
                 if new != oid:
                     state.entries[name] = (mode, new, key)
                     changed = True
@@ -138,7 +153,7 @@ class SnapshotStore:
             state.tree = self._write_tree(state.entries)
         return state.tree
 
-    def _scan(self, rel: str, full: bool) -> str:
+    def _scan(self, rel: str, full: bool) -> _Walk:
         """List one directory again, re-hashing only entries whose stat changed."""
         if self._watcher is not None:
             self._watcher.add(rel)
@@ -154,6 +169,8 @@ class SnapshotStore:
                     skipped.append(child)
                     continue
                 entry = self._entry(rel, child, st, prev_entries.get(name), full)
+                if isinstance(entry, _Sub):  # a directory whose tree id must be worked out first
+                    entry = (entry.mode, (yield entry.walk), entry.key)
                 if entry is None:
                     skipped.append(child)
                 else:
@@ -172,7 +189,8 @@ class SnapshotStore:
             same = prev is not None and prev[2] == (st.st_ino,) and child in self._dirs
             oid = self._dirs[child].tree if same and not full and child not in self._closure else None
             if oid is None:
-                oid = self._build(child) if same and not full else self._scan(child, full=True)
+                walk = self._build(child) if same and not full else self._scan(child, full=True)
+                return _Sub(DIR | perm, walk, (st.st_ino,))
             return (DIR | perm, oid, (st.st_ino,))
         if kind == stat.S_IFLNK:
             target = os.readlink(os.path.join(os.fsencode(self.workspace), os.fsencode(child)))
@@ -257,7 +275,7 @@ class SnapshotStore:
             return
         self.objects.tree(tree)  # fail before touching anything when the target is unknown
         try:
-            self._apply("", current, tree)
+            self._apply(current, tree)
         except OSError as error:
             if error.errno in STORAGE_ERRNOS:
                 raise at_path(error, self.workspace) from None
@@ -266,44 +284,59 @@ class SnapshotStore:
         if after != tree:
             raise SnapshotError(f"restore of {tree[:12]} produced {after[:12]}: the workspace changed meanwhile")
 
-    def _apply(self, rel: str, current: str, target: str) -> None:
-        have = {e.name: e for e in self.objects.tree(current)}
-        want = {e.name: e for e in self.objects.tree(target)}
-        base = os.path.join(os.fsencode(self.workspace), os.fsencode(rel)) if rel else os.fsencode(self.workspace)
-        for name in have.keys() - want.keys():
-            _remove(os.path.join(base, name))
-        for name, entry in want.items():
-            old = have.get(name)
-            if old == entry:
-                continue
-            path = os.path.join(base, name)
-            if old is not None and old.mode & 0o170000 == DIR and entry.mode & 0o170000 == DIR:
-                if old.oid != entry.oid:
-                    self._apply(_join(rel, os.fsdecode(name)), old.oid, entry.oid)
-                os.chmod(path, entry.mode & 0o777, follow_symlinks=False)
-                continue
-            _remove(path)
-            self._materialize(path, entry)
-            hand_over(Path(os.fsdecode(path)))
+    def _apply(self, current: str, target: str) -> None:
+        """Change the workspace from tree `current` to tree `target`, directory by directory (an
+        explicit work list); modes of directories are set last, deepest first, so a directory made
+        read-only still gets its contents."""
+        work = [("", current, target)]
+        modes: list[tuple[bytes, int]] = []
+        while work:
+            rel, have_oid, want_oid = work.pop()
+            have = {e.name: e for e in self.objects.tree(have_oid)}
+            want = {e.name: e for e in self.objects.tree(want_oid)}
+            base = os.path.join(os.fsencode(self.workspace), os.fsencode(rel)) if rel else os.fsencode(self.workspace)
+            for name in have.keys() - want.keys():
+                _remove(os.path.join(base, name))
+            for name, entry in want.items():
+                old = have.get(name)
+                if old == entry:
+                    continue
+                path = os.path.join(base, name)
+                if old is not None and old.mode & 0o170000 == DIR and entry.mode & 0o170000 == DIR:
+                    if old.oid != entry.oid:
+                        work.append((_join(rel, os.fsdecode(name)), old.oid, entry.oid))
+                    modes.append((path, entry.mode & 0o777))
+                    continue
+                _remove(path)
+                self._materialize(path, entry)
+                hand_over(Path(os.fsdecode(path)))
+        for path, mode in reversed(modes):
+            os.chmod(path, mode, follow_symlinks=False)
 
-    def _materialize(self, path: bytes, entry: TreeEntry) -> None:
-        kind = entry.mode & 0o170000
-        if kind == DIR:
-            os.mkdir(path, 0o700)
-            for child in self.objects.tree(entry.oid):
-                self._materialize(os.path.join(path, child.name), child)
-            os.chmod(path, entry.mode & 0o777)
-        elif kind == LINK:
-            os.symlink(self.objects.read(entry.oid, b"blob"), path)
-        elif entry.mode & LARGE:
-            digest = self.objects.read(entry.oid, b"blob").split(b"\n")[1].split(b" ")[1].decode()
-            shutil.copyfile(self.dir / "large" / digest, os.fsdecode(path), follow_symlinks=False)
-            os.chmod(path, entry.mode & 0o777)
-        else:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(self.objects.read(entry.oid, b"blob"))
-                os.fchmod(handle.fileno(), entry.mode & 0o777)
+    def _materialize(self, top: bytes, top_entry: TreeEntry) -> None:
+        """Write an entry (a whole directory tree, iteratively) where nothing is."""
+        work = [(top, top_entry)]
+        modes: list[tuple[bytes, int]] = []
+        while work:
+            path, entry = work.pop()
+            kind = entry.mode & 0o170000
+            if kind == DIR:
+                os.mkdir(path, 0o700)
+                work.extend((os.path.join(path, child.name), child) for child in self.objects.tree(entry.oid))
+                modes.append((path, entry.mode & 0o777))
+            elif kind == LINK:
+                os.symlink(self.objects.read(entry.oid, b"blob"), path)
+            elif entry.mode & LARGE:
+                digest = self.objects.read(entry.oid, b"blob").split(b"\n")[1].split(b" ")[1].decode()
+                shutil.copyfile(self.dir / "large" / digest, os.fsdecode(path), follow_symlinks=False)
+                os.chmod(path, entry.mode & 0o777)
+            else:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(self.objects.read(entry.oid, b"blob"))
+                    os.fchmod(handle.fileno(), entry.mode & 0o777)
+        for path, mode in reversed(modes):
+            os.chmod(path, mode)
 
 
 def _remove(path: bytes) -> None:
@@ -313,6 +346,6 @@ def _remove(path: bytes) -> None:
     except FileNotFoundError:
         return
     if stat.S_ISDIR(st.st_mode):
-        shutil.rmtree(path)
+        remove_tree(os.fsdecode(path))
     else:
         os.unlink(path)

@@ -60,13 +60,38 @@ def test_a_call_runs_under_gvisor_with_the_same_posture(
         # Honest posture: a runsc registered with --ignore-cgroups (needed on cgroup-v1 hosts) does not
         # enforce the cgroup limits, and the envelope says so; runc enforces them all.
         ignores = "--ignore-cgroups" in runtime_options(docker_client)["runsc"]
-        assert envelope.limits.unenforced == (["memory", "cpus", "pids"] if ignores else [])
+        assert envelope.limits.unenforced == [*(["memory", "cpus", "pids"] if ignores else []), "mknod"]
         box.pool.wait_idle()
         made = find_containers(docker_client, test_label)
         assert made and all(c.attrs["HostConfig"]["Runtime"] == "runsc" for c in made)
         assert all(c.labels["harness.kind"] != "netns" for c in made)  # gVisor keeps its own network stack
         assert all(c.attrs["HostConfig"]["NetworkMode"] == "none" for c in made)
         assert box.run(["true"], workspace=workspace, spec=spec).limits.unenforced == []  # runc enforces them all
+
+
+DEVICES = """
+import os
+for path in ("/dev/net/tun", "/dev/fuse"):
+    try:
+        fd = os.open(path, os.O_RDWR)
+        os.close(fd)
+        print(path, "opened")
+    except OSError as error:
+        print(path, "refused", error.errno)
+print("fuse is a device:", os.path.exists("/dev/fuse") and not os.path.isfile("/dev/fuse"))
+"""
+
+
+def test_gvisors_own_devices_are_hidden_as_runc_has_none(gvisor, docker_client, run_label, workspace, spec) -> None:
+    with DockerSandbox(docker_client, run_id=run_label, pool_size=0) as box:
+        for runtime in ("runc", "runsc"):
+            envelope = box.run(
+                ["python3", "-c", DEVICES], workspace=workspace, spec=spec.model_copy(update={"runtime": runtime})
+            )
+            assert envelope.exit_code == 0, envelope.render()
+            assert "/dev/net/tun opened" not in envelope.stdout, (runtime, envelope.stdout)
+            assert "/dev/fuse opened" not in envelope.stdout or "fuse is a device: False" in envelope.stdout
+            assert "fuse is a device: False" in envelope.stdout, (runtime, envelope.stdout)
 
 
 def test_the_wall_clock_kills_background_children_under_gvisor(
