@@ -219,12 +219,12 @@ class DockerSandbox:
     def _exec(self, cid: str, argv: list[str], spec: SandboxSpec, stdin: bytes | None) -> CallOutcome:
         # `timeout` inside is the second line; the host kills the whole container at spec.timeout_s.
         command = ["timeout", "-k", "2", f"{spec.timeout_s + 1:g}s", *argv]
-        try:
-            exec_id = self._api.exec_create(cid, command, stdin=stdin is not None, stdout=True, stderr=True)["Id"]
-        except docker.errors.APIError as error:
-            if error.status_code in (404, 409):
-                raise _ContainerGone() from None
-            with translate("starting the command"):
+        with translate("starting the command"):  # an engine gone away is EngineUnavailable, as anywhere
+            try:
+                exec_id = self._api.exec_create(cid, command, stdin=stdin is not None, stdout=True, stderr=True)["Id"]
+            except docker.errors.APIError as error:
+                if error.status_code in (404, 409):
+                    raise _ContainerGone() from None
                 raise
         with translate("starting the command"):
             started = time.monotonic()

@@ -63,6 +63,10 @@ def translate(what: str = "engine call") -> Iterator[None]:
         raise EngineUnavailable(f"{what}: lost the Docker engine ({type(error).__name__}); {ENGINE_FIX}") from None
     except docker.errors.DockerException as error:
         raise SandboxError(f"{what}: {error}") from None
+    except requests.exceptions.RequestException as error:  # a read timeout, a broken chunked answer
+        raise EngineUnavailable(
+            f"{what}: the engine connection failed ({type(error).__name__}); {ENGINE_FIX}"
+        ) from None
 
 
 def _explain(error: docker.errors.APIError) -> str:
