@@ -1,0 +1,119 @@
+"""The batch directory, the source of truth of a batch: one record per task-run (task x model x run
+index), written atomically; a rerun skips what is recorded. Sessions live in `sessions/` beside the
+records, so any task-run can be shown, exported or resumed like a single run."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sandbox.session.steplog import read_json, write_text_atomic
+
+
+def model_slug(model: str) -> str:
+    """A file-name-safe, unique name for a model spec (`scripted:/long/path.yaml` included)."""
+    readable = re.sub(r"[^A-Za-z0-9_.-]+", "_", model.split("/")[-1])[:40].strip("_") or "model"
+    return f"{readable}-{hashlib.sha256(model.encode()).hexdigest()[:6]}"
+
+
+class TaskRunKey(BaseModel):
+    """Which task-run: the task, the model, the run index (0-based)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    task_id: str
+    model: str
+    run_index: int
+
+    @property
+    def session_id(self) -> str:
+        """The session of this task-run (one per task-run, stable across reruns)."""
+        raw = f"{self.task_id}-{model_slug(self.model)}-{self.run_index}"
+        safe = re.sub(r"[^A-Za-z0-9_-]", "_", raw)
+        if safe != raw:  # keep ids that differ only in the replaced characters apart
+            safe = f"{safe[:110]}-{hashlib.sha256(raw.encode()).hexdigest()[:6]}"
+        return safe[:120]
+
+    def __str__(self) -> str:
+        return f"{self.task_id} × {self.model} #{self.run_index}"
+
+
+class Attempt(BaseModel):
+    """One try at a task-run (a sandbox or endpoint failure is retried as a new attempt)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    outcome: str
+    detail: str = ""
+    duration_s: float = 0.0
+
+
+class TaskRunRecord(BaseModel):
+    """What one task-run came to."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: TaskRunKey
+    status: Literal["done", "never_started", "gave_up"]
+    """done: it ran to an outcome; never_started: the global budget was spent first; gave_up: every
+    attempt ended in a sandbox or endpoint failure."""
+    outcome: str = ""
+    exit_code: int | None = None
+    verified: bool = False
+    detail: str = ""
+    steps: int = 0
+    turns: int = 0
+    """Model turns that called tools."""
+    tokens: dict[str, int] = Field(default_factory=dict)
+    cost_usd: float = 0.0
+    duration_s: float = 0.0
+    first_tool: str | None = None
+    verify_rounds: int = 0
+    session_id: str = ""
+    session_dir: str = ""
+    patch: str | None = None
+    """The final change (the session's change.patch)."""
+    attempts: list[Attempt] = Field(default_factory=list)
+    category: str = ""
+    tags: dict[str, Any] = Field(default_factory=dict)
+    first_tools: list[str] = Field(default_factory=list)
+
+
+class BatchDir:
+    """`<out>/runs/<task>/<model slug>/<k>.json` records and `<out>/sessions/`."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.sessions = self.root / "sessions"
+
+    def record_path(self, key: TaskRunKey) -> Path:
+        return self.root / "runs" / key.task_id / model_slug(key.model) / f"{key.run_index}.json"
+
+    def read(self, key: TaskRunKey) -> TaskRunRecord | None:
+        """The record of a task-run, None when it has none (or only an unreadable one)."""
+        path = self.record_path(key)
+        if not path.is_file():
+            return None
+        try:
+            return TaskRunRecord.model_validate(read_json(path))
+        except ValueError:
+            return None  # damaged: the task-run is done again, its session resumed
+
+    def write(self, record: TaskRunRecord) -> None:
+        path = self.record_path(record.key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, record.model_dump_json(indent=1))
+
+    def records(self) -> list[TaskRunRecord]:
+        """Every readable record, in path order."""
+        found = []
+        for path in sorted((self.root / "runs").glob("*/*/*.json")):
+            try:
+                found.append(TaskRunRecord.model_validate(read_json(path)))
+            except ValueError:
+                continue
+        return found

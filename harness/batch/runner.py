@@ -1,0 +1,235 @@
+"""The batch client: plan the task-runs (tasks x models x runs), skip the recorded ones, hand the rest
+to a Dask cluster (a local one bound to 127.0.0.1 by default, or an existing scheduler), and write
+each task-run's record as it comes back. Dask decides placement and reruns the work of a dead
+worker; this adds only what Dask does not know: session slots, the global budget, records, resume.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness.batch.records import BatchDir, TaskRunKey, TaskRunRecord
+from harness.batch.tasks import TasksFile
+from harness.batch.worker import TaskRunSpec, run_task
+from harness.errors import UsageError
+
+SESSION_RESOURCE = "sessions"
+"""The Dask worker resource a task-run holds: a worker serving N sessions advertises N."""
+
+
+class BatchBudget(BaseModel):
+    """The global budget: once spent, no new task-run starts; running ones are capped by what is left."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_cost_usd: float | None = Field(None, ge=0)
+    max_tokens: int | None = Field(None, ge=1)
+    max_hours: float | None = Field(None, gt=0)
+
+
+class BatchEvent(BaseModel):
+    """What the progress display (or `--json`) is told."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["planned", "started", "finished", "never_started", "summary"]
+    key: TaskRunKey | None = None
+    record: TaskRunRecord | None = None
+    queued: int = 0
+    running: int = 0
+    done: int = 0
+    failed: int = 0
+    cost_usd: float = 0.0
+
+
+class BatchSummary(BaseModel):
+    """The end of a batch."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    planned: int
+    skipped: int
+    """Already recorded by an earlier run of the same command."""
+    ran: int
+    verified: int
+    never_started: int
+    gave_up: int
+    cost_usd: float
+    tokens: int
+    elapsed_s: float
+
+
+def plan(tasks: TasksFile, models: list[str], runs: int | None) -> list[tuple[TaskRunKey, Any]]:
+    """Every task-run of the batch, task by task."""
+    models = models or tasks.defaults.model
+    if not models:
+        raise UsageError("no model: pass --model PROVIDER:MODEL (repeatable) or set defaults.model in the tasks file")
+    out = []
+    for task in tasks.tasks:
+        count = runs or task.runs or tasks.defaults.runs
+        out += [(TaskRunKey(task_id=task.id, model=model, run_index=k), task) for model in models for k in range(count)]
+    return out
+
+
+@contextmanager
+def dask_client(cluster: str | None, workers: int) -> Iterator[Any]:
+    """A client of the given scheduler, or of a local cluster on 127.0.0.1 (one session per worker)."""
+    from distributed import Client, LocalCluster
+
+    if cluster:
+        with Client(cluster, timeout="20s") as client:
+            yield client
+        return
+    with (
+        LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+            resources={SESSION_RESOURCE: 1},
+            silence_logs=40,
+        ) as local,
+        Client(local) as client,
+    ):
+        yield client
+
+
+def run_batch(
+    tasks: TasksFile,
+    out: Path,
+    *,
+    models: list[str],
+    runs: int | None,
+    workers: int,
+    budget: BatchBudget,
+    run_id: str,
+    cluster: str | None = None,
+    docker_host: str | None = None,
+    api_keys: dict[str, str] | None = None,
+    on_event: Callable[[BatchEvent], None] = lambda event: None,
+) -> BatchSummary:
+    """Run every task-run not yet recorded in out; records are written as results arrive."""
+    from distributed import as_completed
+
+    started = time.monotonic()
+    batch = BatchDir(out)
+    batch.sessions.mkdir(parents=True, exist_ok=True)
+    planned = plan(tasks, models, runs)
+    todo = [(key, task) for key, task in planned if not _finished(batch.read(key))]
+    skipped = len(planned) - len(todo)
+    spent_cost, spent_tokens, counts = 0.0, 0, {"ran": 0, "verified": 0, "never": 0, "gave_up": 0}
+    on_event(BatchEvent(kind="planned", queued=len(todo), done=skipped))
+
+    def spec(key: TaskRunKey, task: Any) -> TaskRunSpec:
+        left_cost = None if budget.max_cost_usd is None else max(0.0, budget.max_cost_usd - spent_cost)
+        left_tokens = None if budget.max_tokens is None else max(1, budget.max_tokens - spent_tokens)
+        return TaskRunSpec(
+            key=key,
+            task=task,
+            defaults=tasks.defaults,
+            sessions=batch.sessions.resolve(),
+            run_id=run_id,
+            docker_host=docker_host,
+            api_key=(api_keys or {}).get(key.model.split(":")[0]),
+            max_cost_usd=left_cost,
+            max_tokens=left_tokens,
+        )
+
+    def exhausted() -> str | None:
+        if budget.max_cost_usd is not None and spent_cost >= budget.max_cost_usd:
+            return f"the batch's cost budget (${budget.max_cost_usd:g}) was spent"
+        if budget.max_tokens is not None and spent_tokens >= budget.max_tokens:
+            return f"the batch's token budget ({budget.max_tokens}) was spent"
+        if budget.max_hours is not None and time.monotonic() - started >= budget.max_hours * 3600:
+            return f"the batch's wall clock ({budget.max_hours:g} h) ran out"
+        return None
+
+    with dask_client(cluster, workers) as client:
+        slots = max(1, _slots(client) or workers)
+        queue = list(todo)
+        running: dict[Any, TaskRunKey] = {}
+        pending = as_completed()
+
+        def submit_more() -> None:
+            while queue and len(running) < slots and exhausted() is None:
+                key, task = queue.pop(0)
+                future = client.submit(
+                    run_task,
+                    spec(key, task),
+                    key=f"taskrun-{key.session_id}-{run_id}",
+                    pure=False,
+                    resources={SESSION_RESOURCE: 1},
+                )
+                running[future] = key
+                pending.add(future)
+                on_event(BatchEvent(kind="started", key=key, queued=len(queue), running=len(running)))
+
+        submit_more()
+        for future in pending:
+            key = running.pop(future)
+            record: TaskRunRecord = future.result()
+            batch.write(record)
+            spent_cost += record.cost_usd
+            spent_tokens += sum(record.tokens.values()) - record.tokens.get("cached", 0)
+            counts["ran"] += 1
+            counts["verified"] += record.verified
+            counts["gave_up"] += record.status == "gave_up"
+            on_event(
+                BatchEvent(
+                    kind="finished",
+                    key=key,
+                    record=record,
+                    queued=len(queue),
+                    running=len(running),
+                    done=skipped + counts["ran"],
+                    failed=counts["gave_up"],
+                    cost_usd=spent_cost,
+                )
+            )
+            submit_more()
+        why = exhausted()
+        for key, task in queue:  # the budget stopped scheduling: say so in each record
+            never = TaskRunRecord(
+                key=key,
+                status="never_started",
+                outcome="never_started",
+                detail=why or "",
+                session_id=key.session_id,
+                category=task.tags.category,
+                tags=task.tags.model_dump(),
+                first_tools=task.first_tools,
+            )
+            batch.write(never)
+            counts["never"] += 1
+            on_event(BatchEvent(kind="never_started", key=key, record=never))
+    summary = BatchSummary(
+        planned=len(planned),
+        skipped=skipped,
+        ran=counts["ran"],
+        verified=counts["verified"],
+        never_started=counts["never"],
+        gave_up=counts["gave_up"],
+        cost_usd=round(spent_cost, 6),
+        tokens=spent_tokens,
+        elapsed_s=round(time.monotonic() - started, 3),
+    )
+    on_event(BatchEvent(kind="summary", done=summary.skipped + summary.ran, cost_usd=summary.cost_usd))
+    return summary
+
+
+def _finished(record: TaskRunRecord | None) -> bool:
+    """Done for good: ran to an outcome. Never-started and given-up task-runs run again."""
+    return record is not None and record.status == "done"
+
+
+def _slots(client: Any) -> int:
+    """Session slots the cluster's workers advertise in all."""
+    info = client.scheduler_info()
+    return int(sum(w.get("resources", {}).get(SESSION_RESOURCE, 0) for w in info.get("workers", {}).values()))

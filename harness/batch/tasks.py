@@ -1,0 +1,178 @@
+"""The tasks file: YAML (a mapping with `defaults` and `tasks`) or JSONL (one task per line), validated
+by pydantic. An error names the file, the line and the field; nothing starts until the whole file is
+valid. Repository paths are relative to the tasks file."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from harness.errors import ConfigError
+
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+
+
+class TaskLimits(BaseModel):
+    """Per-task limits (each overrides the batch default, which overrides the run default)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_steps: int | None = Field(None, ge=1, le=10_000)
+    max_cost_usd: float | None = Field(None, ge=0)
+    max_tokens: int | None = Field(None, ge=1)
+    timeout_min: float | None = Field(None, gt=0)
+
+
+class Tags(BaseModel):
+    """What a report groups task-runs by."""
+
+    model_config = ConfigDict(extra="allow")
+
+    category: str = "uncategorised"
+    long_context: bool = False
+
+
+class TaskDefaults(BaseModel):
+    """Batch-level defaults at the top of the file; every task may override each."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    verify: str | None = None
+    setup: list[str] = Field(default_factory=list)
+    setup_network: bool = False
+    image: str = "py311"
+    runtime: str = "runc"
+    read_only: list[str] = Field(default_factory=lambda: ["tests/"])
+    """Gitignore-style paths no tool may write (the tests, by default)."""
+    limits: TaskLimits = Field(default_factory=TaskLimits)
+    runs: int = Field(1, ge=1, le=100)
+    """k: how many times each task runs with each model (pass@k)."""
+    model: list[str] = Field(default_factory=list)
+    """Models to run every task with (flags `--model` override)."""
+
+
+class Task(BaseModel):
+    """One task of the file (fields left out take the batch defaults)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    repo: Path
+    task: str = Field(min_length=1)
+    verify: str | None = None
+    setup: list[str] | None = None
+    setup_network: bool | None = None
+    image: str | None = None
+    runtime: str | None = None
+    read_only: list[str] | None = None
+    limits: TaskLimits = Field(default_factory=TaskLimits)
+    tags: Tags = Field(default_factory=Tags)
+    first_tools: list[str] = Field(default_factory=list)
+    """The tools that count as a sensible first call (the report's first-tool accuracy)."""
+    runs: int | None = Field(None, ge=1, le=100)
+    line: int = 0
+    """Where the task starts in the file (for messages); set by the loader."""
+
+    @field_validator("id")
+    @classmethod
+    def _safe_id(cls, value: str) -> str:
+        if not _ID.match(value):
+            raise ValueError("use letters, digits, '.', '-' and '_' (at most 100), starting with a letter or digit")
+        return value
+
+
+class TasksFile(BaseModel):
+    """The whole file, defaults applied by `resolved()`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: Path
+    defaults: TaskDefaults = Field(default_factory=TaskDefaults)
+    tasks: list[Task]
+
+
+def load_tasks(path: Path) -> TasksFile:
+    """Read and validate a tasks file; ConfigError `FILE:LINE: field: problem` on the first error."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"cannot read the tasks file {path}: {error}") from None
+    if path.suffix.lower() == ".jsonl":
+        defaults, entries = TaskDefaults(), _jsonl(path, text)
+    else:
+        defaults, entries = _yaml(path, text)
+    tasks: list[Task] = []
+    seen: dict[str, int] = {}
+    for line, raw in entries:
+        task = _validated(Task, {**raw, "line": line}, path, line)
+        if task.id in seen:
+            raise ConfigError(f"{path}:{line}: id: {task.id!r} is already the id of the task on line {seen[task.id]}")
+        seen[task.id] = line
+        repo = task.repo if task.repo.is_absolute() else (path.parent / task.repo)
+        if not repo.is_dir():
+            raise ConfigError(f"{path}:{line}: repo: {task.repo} is not a directory (paths are relative to the file)")
+        tasks.append(task.model_copy(update={"repo": repo.resolve()}))
+    if not tasks:
+        raise ConfigError(f"{path}:1: tasks: the file holds no task")
+    return TasksFile(source=path.resolve(), defaults=defaults, tasks=tasks)
+
+
+def _validated(model: type[Any], data: Any, path: Path, line: int) -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "task"
+        raise ConfigError(f"{path}:{line}: {where}: {first['msg']}") from None
+
+
+def _jsonl(path: Path, text: str) -> list[tuple[int, Any]]:
+    entries = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            value = json.loads(line)
+        except ValueError as error:
+            raise ConfigError(f"{path}:{number}: not a JSON object ({error})") from None
+        if not isinstance(value, dict):
+            raise ConfigError(f"{path}:{number}: each line must be one JSON object (a task)")
+        entries.append((number, value))
+    return entries
+
+
+def _yaml(path: Path, text: str) -> tuple[TaskDefaults, list[tuple[int, Any]]]:
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else 1
+        raise ConfigError(f"{path}:{line}: invalid YAML: {getattr(error, 'problem', None) or error}") from None
+    if not isinstance(root, MappingNode):
+        raise ConfigError(f"{path}:1: expected a mapping with `tasks:` (and optionally `defaults:`)")
+    fields = {key.value: value for key, value in root.value if isinstance(key, ScalarNode)}
+    unknown = set(fields) - {"defaults", "tasks"}
+    if unknown:
+        node = next(value for key, value in root.value if key.value in unknown)
+        raise ConfigError(f"{path}:{node.start_mark.line}: unknown key {sorted(unknown)[0]!r} (defaults, tasks)")
+    defaults = TaskDefaults()
+    if "defaults" in fields:
+        defaults = _validated(
+            TaskDefaults, _construct(fields["defaults"]), path, fields["defaults"].start_mark.line + 1
+        )
+    tasks = fields.get("tasks")
+    if not isinstance(tasks, SequenceNode):
+        line = tasks.start_mark.line + 1 if tasks is not None else 1
+        raise ConfigError(f"{path}:{line}: tasks: must be a list of tasks")
+    return defaults, [(node.start_mark.line + 1, _construct(node)) for node in tasks.value]
+
+
+def _construct(node: Node) -> Any:
+    return yaml.SafeLoader("").construct_document(node)

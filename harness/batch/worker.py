@@ -1,0 +1,162 @@
+"""One task-run, executed in a Dask worker process through the composition root: a new session, or
+the existing one resumed (a rerun after a crash continues where it stopped). A sandbox failure or an
+endpoint that cannot be reached is retried with backoff as a new attempt; task outcomes are results
+and are never retried."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from harness import assembly
+from harness.batch.records import Attempt, TaskRunKey, TaskRunRecord
+from harness.batch.tasks import Task, TaskDefaults
+from harness.config import RunConfig, with_overrides
+from harness.errors import HarnessError, ModelUnavailable
+from harness.outcome import RunResult, RunState
+from harness.trajectory import read_records, read_state
+from sandbox.errors import EngineUnavailable, SandboxError
+from sandbox.layout import session_folder
+
+RETRIED_OUTCOMES = {"sandbox_error"}
+"""Outcomes that say the machine failed, not the agent: retried as new attempts."""
+
+
+class TaskRunSpec(BaseModel):
+    """Everything a worker needs to run one task-run (sent to it by the client)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: TaskRunKey
+    task: Task
+    defaults: TaskDefaults
+    sessions: Path
+    run_id: str
+    docker_host: str | None = None
+    api_key: str | None = None
+    max_cost_usd: float | None = None
+    """What is left of the batch's cost budget when this task-run starts (caps the run's own)."""
+    max_tokens: int | None = None
+    attempts: int = 3
+    backoff_s: float = 2.0
+
+
+def run_config(spec: TaskRunSpec) -> RunConfig:
+    """The RunConfig of one task-run: task fields over batch defaults over run defaults."""
+    task, defaults = spec.task, spec.defaults
+    limits = {**defaults.limits.model_dump(exclude_none=True), **task.limits.model_dump(exclude_none=True)}
+    if spec.max_cost_usd is not None:
+        limits["max_cost_usd"] = min(limits.get("max_cost_usd", spec.max_cost_usd), spec.max_cost_usd)
+    if spec.max_tokens is not None:
+        limits["max_tokens"] = min(limits.get("max_tokens", spec.max_tokens), spec.max_tokens)
+    overrides = {
+        "model": spec.key.model,
+        "image": task.image or defaults.image,
+        "verify": task.verify if task.verify is not None else defaults.verify,
+        "setup": task.setup if task.setup is not None else defaults.setup,
+        "setup_network": task.setup_network if task.setup_network is not None else defaults.setup_network,
+        "sandbox.runtime": task.runtime or defaults.runtime,
+        "gate.read_only_paths": task.read_only if task.read_only is not None else defaults.read_only,
+        "approval": "unattended",
+        **{f"limits.{name}": value for name, value in limits.items()},
+    }
+    return with_overrides({}, overrides, f"{spec.task.id} (line {spec.task.line})")
+
+
+def run_task(spec: TaskRunSpec) -> TaskRunRecord:
+    """Run (or resume) one task-run to an outcome; never raises for what the run did."""
+    runtime = assembly.Runtime(run_id=spec.run_id, docker_host=spec.docker_host, api_key=spec.api_key)
+    attempts: list[Attempt] = []
+    result: RunResult | None = None
+    for number in range(spec.attempts):
+        started = time.monotonic()
+        try:
+            result = _attempt(spec, runtime)
+            attempts.append(
+                Attempt(outcome=result.outcome, detail=result.detail, duration_s=round(time.monotonic() - started, 3))
+            )
+            if not _retried(result):
+                break
+        except (EngineUnavailable, ModelUnavailable) as error:  # the machine, not the agent: try again
+            attempts.append(
+                Attempt(
+                    outcome="sandbox_error" if isinstance(error, EngineUnavailable) else "model_error",
+                    detail=f"{type(error).__name__}: {error}",
+                    duration_s=round(time.monotonic() - started, 3),
+                )
+            )
+        except (HarnessError, SandboxError) as error:  # it cannot start (bad config, no key, no image): a result
+            return _record(spec, [*attempts, Attempt(outcome="config_error", detail=str(error))], None, "gave_up")
+        if number + 1 < spec.attempts:
+            time.sleep(spec.backoff_s * 2**number)
+    done = result is not None and not _retried(result)
+    return _record(spec, attempts, result, "done" if done else "gave_up")
+
+
+def _retried(result: RunResult) -> bool:
+    """The machine failed, not the agent: the sandbox, or an endpoint that could not be reached."""
+    unreachable = result.outcome == "model_error" and "cannot reach the model endpoint" in result.detail
+    return result.outcome in RETRIED_OUTCOMES or unreachable
+
+
+def _attempt(spec: TaskRunSpec, runtime: assembly.Runtime) -> RunResult:
+    folder = session_folder(spec.sessions, spec.key.session_id)
+    state = read_state(folder.root, RunState) if folder.state.exists() else None
+    if state is not None and state.finished and state.result is not None:
+        return state.result  # finished before the record was written: the result is on disk
+    if state is not None:
+        return assembly.resume_run(spec.key.session_id, spec.sessions, runtime)
+    if folder.root.exists():  # a create that never finished: start over
+        from sandbox.tree import remove_tree
+
+        remove_tree(folder.root)
+    config = run_config(spec)
+    return assembly.start_run(spec.task.repo, spec.task.task, config, spec.sessions, runtime, spec.key.session_id)
+
+
+def _record(
+    spec: TaskRunSpec, attempts: list[Attempt], result: RunResult | None, status: Literal["done", "gave_up"]
+) -> TaskRunRecord:
+    folder = session_folder(spec.sessions, spec.key.session_id)
+    record = TaskRunRecord(
+        key=spec.key,
+        status=status,
+        attempts=attempts,
+        session_id=spec.key.session_id,
+        session_dir=str(folder.root),
+        category=spec.task.tags.category,
+        tags=spec.task.tags.model_dump(),
+        first_tools=spec.task.first_tools,
+    )
+    if result is None:
+        last = attempts[-1] if attempts else Attempt(outcome="gave_up")
+        return record.model_copy(update={"outcome": last.outcome, "detail": last.detail})
+    turns, first_tool = _turns(folder.root)
+    patch = Path(result.patch).read_text(encoding="utf-8", errors="replace") if result.patch else None
+    return record.model_copy(
+        update={
+            "outcome": result.outcome,
+            "exit_code": result.exit_code,
+            "verified": result.verified,
+            "detail": result.detail,
+            "steps": result.steps,
+            "turns": turns,
+            "tokens": result.tokens,
+            "cost_usd": result.cost_usd,
+            "duration_s": result.elapsed_s,
+            "first_tool": first_tool,
+            "verify_rounds": result.verify_rounds,
+            "patch": patch,
+        }
+    )
+
+
+def _turns(session_dir: Path) -> tuple[int, str | None]:
+    """Model turns that called tools, and the first tool called."""
+    turns = [record.turn for record in read_records(session_dir) if record.kind == "turn"]
+    with_calls = [turn for turn in turns if turn.tool_calls]
+    first = with_calls[0].tool_calls[0].name if with_calls else None
+    return len(with_calls), first

@@ -1,0 +1,118 @@
+"""`harness batch TASKS --out DIR` (every task of a tasks file with each model, on a Dask cluster) and
+`harness worker SCHEDULER` (a machine serving a batch cluster).
+
+Exit codes: 0 the batch ran to its end (whatever the outcomes: they are in the records and the
+report); 64 bad flags; 78 an invalid tasks file (the message names the line and field); 125 no
+engine; 130 interrupted (the same command again continues).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import typer
+
+from harness.cli import environment
+from harness.cli.app import app, console, err_console, reported
+
+
+@app.command("batch")
+def batch(
+    tasks_file: Path = typer.Argument(..., metavar="TASKS", help="Tasks file (YAML or JSONL)."),
+    out: Path = typer.Option(..., "--out", help="Batch directory: records, sessions (rerun to continue)."),
+    model: list[str] = typer.Option([], "--model", help="PROVIDER:MODEL (repeatable: every task with each)."),
+    runs: int | None = typer.Option(None, "--runs", min=1, max=100, help="Runs per task and model (pass@k)."),
+    workers: int = typer.Option(2, "--workers", min=1, max=256, help="Concurrent sessions on the local cluster."),
+    max_cost: float | None = typer.Option(None, "--max-cost", min=0, help="Global spend limit in USD."),
+    max_tokens: int | None = typer.Option(None, "--max-tokens", min=1, help="Global token limit."),
+    max_hours: float | None = typer.Option(None, "--max-hours", min=0.0001, help="Global wall-clock limit in hours."),
+    cluster: str | None = typer.Option(None, "--cluster", help="An existing Dask scheduler, tcp://HOST:8786."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON line per event instead of the progress lines."),
+) -> None:
+    """Run every task-run not yet recorded in DIR; the records are the source of truth."""
+    from harness.batch.runner import BatchBudget, BatchEvent, run_batch
+    from harness.batch.tasks import load_tasks
+
+    def show(event: BatchEvent) -> None:
+        if json_out:
+            print(event.model_dump_json(exclude_none=True), flush=True)
+        elif event.kind == "finished" and event.record is not None:
+            mark = "[green]✓[/]" if event.record.verified else "[yellow]·[/]"
+            console.print(
+                f"{mark} {event.key}  {event.record.outcome}  ${event.record.cost_usd:.4f}  "
+                f"[dim]done {event.done}, running {event.running}, queued {event.queued}[/]"
+            )
+        elif event.kind == "planned":
+            console.print(f"{event.queued} task-run(s) to run, {event.done} already recorded")
+
+    with reported():
+        tasks = load_tasks(tasks_file)
+        keys = {
+            spec.split(":", 1)[0]: os.environ.get(variable)
+            for spec in (model or tasks.defaults.model)
+            if (variable := environment.DEFAULT_KEY_ENV.get(spec.split(":", 1)[0]))
+        }
+        summary = run_batch(
+            tasks,
+            out.resolve(),
+            models=list(model),
+            runs=runs,
+            workers=workers,
+            budget=BatchBudget(max_cost_usd=max_cost, max_tokens=max_tokens, max_hours=max_hours),
+            run_id=environment.run_id("batch"),
+            cluster=cluster,
+            docker_host=environment.docker_host(),
+            api_keys={k: v for k, v in keys.items() if v},
+            on_event=show,
+        )
+    if json_out:
+        print(json.dumps({"kind": "result", **summary.model_dump()}))
+    else:
+        err_console.print(
+            f"{summary.ran} ran ({summary.verified} verified), {summary.skipped} already recorded, "
+            f"{summary.never_started} never started, {summary.gave_up} gave up; "
+            f"${summary.cost_usd:.4f}, {summary.elapsed_s:.1f}s; records in {out}"
+        )
+
+
+@app.command("worker")
+def worker(
+    scheduler: str = typer.Argument(..., metavar="SCHEDULER", help="The Dask scheduler, tcp://HOST:8786."),
+    sessions: int = typer.Option(2, "--sessions", min=1, max=256, help="Sessions this machine serves at once."),
+    host: str | None = typer.Option(None, "--host", help="Address to serve on (default: the scheduler's choice)."),
+) -> None:
+    """Serve a batch cluster: check this machine (engine, images), then run as a Dask worker with
+    SESSIONS session slots. Run one per machine, next to its Docker engine."""
+    import shutil
+
+    from harness.cli.app import ExitCode, fail
+    from sandbox.docker import images
+    from sandbox.docker.engine import connect
+
+    with reported():
+        client = connect(environment.docker_host())
+        stale = [row.name for row in images.list_images(client) if row.status != "current"]
+    if stale:
+        fail(f"images not current on this machine: {', '.join(stale)}; run `harness images build`", ExitCode.SANDBOX)
+    dask = shutil.which("dask") or str(Path(sys.executable).with_name("dask"))
+    argv = [
+        dask,
+        "worker",
+        scheduler,
+        "--nthreads",
+        "1",
+        "--nworkers",
+        str(sessions),
+        "--resources",
+        "sessions=1",
+        "--no-dashboard",
+        "--name",
+        f"harness-{os.getpid()}",
+    ]
+    if host:
+        argv += ["--host", host]
+    err_console.print(f"serving {sessions} session(s) for {scheduler}")
+    os.execv(argv[0], argv)  # the Dask worker takes over this process (signals, restarts, logs)

@@ -1,0 +1,106 @@
+"""`harness batch` on a real Dask cluster on 127.0.0.1 and the real engine: scripted tasks that verify,
+fail, or are blocked by the gate; the same command again does nothing; a spent global budget stops scheduling and
+says so in the records; no container is left."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.batch.records import BatchDir
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "calc"
+FIX = ROOT / "examples" / "calc-fix.yaml"
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(600)]
+
+
+def _tasks(tmp_path: Path, count: int) -> Path:
+    tasks = []
+    for n in range(count):
+        kind = ("verified", "failing", "blocked")[n % 3]
+        task = {
+            "id": f"t{n}-{kind}",
+            "repo": str(EXAMPLE),
+            "task": "Fix the failing tests in calc.",
+            "tags": {"category": kind},
+        }
+        if kind == "failing":
+            task["verify"] = "false"
+            task["limits"] = {"max_steps": 8}
+        if kind == "blocked":  # the fix is refused by the gate: the tests stay red
+            task["read_only"] = ["tests/", "calc/"]
+        tasks.append(task)
+    path = tmp_path / "tasks.yaml"
+    path.write_text(
+        yaml.safe_dump({"defaults": {"verify": "python3 -m pytest -q", "model": [f"scripted:{FIX}"]}, "tasks": tasks})
+    )
+    return path
+
+
+def _batch(*args: str, label: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HARNESS_RUN_ID": label}
+    return subprocess.run(
+        [sys.executable, "-c", "from harness.cli import main; main()", "batch", *args, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=500,
+        env=env,
+        cwd=ROOT,
+    )
+
+
+def _result(done: subprocess.CompletedProcess[str]) -> dict:
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_batch_runs_every_task_once_and_again_does_nothing(tmp_path, run_label, docker_client):
+    tasks = _tasks(tmp_path, 6)
+    out = tmp_path / "out"
+    first = _batch(str(tasks), "--out", str(out), "--workers", "2", label=run_label)
+    assert first.returncode == 0, first.stdout + first.stderr
+    summary = _result(first)
+    assert (summary["planned"], summary["ran"], summary["skipped"]) == (6, 6, 0)
+    records = {r.key.task_id: r for r in BatchDir(out).records()}
+    assert len(records) == 6 and all(r.status == "done" for r in records.values())
+    assert {r.outcome for k, r in records.items() if "verified" in k} == {"verified"}
+    assert {r.outcome for k, r in records.items() if "failing" in k} <= {"failed_verification", "stuck"}
+    assert {r.outcome for k, r in records.items() if "blocked" in k} <= {"failed_verification", "stuck"}
+    verified = records["t0-verified"]
+    assert (
+        verified.turns >= 3
+        and verified.first_tool == "run_tests"
+        and verified.patch
+        and "+    return a + b" in verified.patch
+    )
+    assert Path(verified.session_dir, "trajectory.jsonl").is_file()
+    again = _batch(str(tasks), "--out", str(out), "--workers", "2", label=run_label)
+    assert again.returncode == 0 and (_result(again)["ran"], _result(again)["skipped"]) == (0, 6)
+    mine = docker_client.containers.list(all=True, filters={"label": f"harness.run={run_label}"}, ignore_removed=True)
+    assert [c for c in mine if c.labels.get("harness.kind") != "bench"] == []
+
+
+def test_a_spent_budget_stops_scheduling_and_the_records_say_so(tmp_path, run_label):
+    tasks = _tasks(tmp_path, 6)
+    out = tmp_path / "out"
+    capped = _batch(str(tasks), "--out", str(out), "--workers", "1", "--max-hours", "0.0003", label=run_label)
+    assert capped.returncode == 0, capped.stdout + capped.stderr
+    summary = _result(capped)
+    assert summary["never_started"] >= 1 and summary["ran"] + summary["never_started"] == 6
+    never = [r for r in BatchDir(out).records() if r.status == "never_started"]
+    assert never and all("wall clock" in r.detail for r in never)
+    rest = _batch(str(tasks), "--out", str(out), "--workers", "2", label=run_label)
+    assert _result(rest)["ran"] == summary["never_started"], "the never-started ones run on the next invocation"
+
+
+def test_a_broken_tasks_file_fails_with_the_line_and_starts_nothing(tmp_path, run_label):
+    path = tmp_path / "tasks.yaml"
+    path.write_text(f"tasks:\n  - {{id: a, repo: {EXAMPLE}, task: x}}\n  - {{id: a, repo: {EXAMPLE}, task: y}}\n")
+    done = _batch(str(path), "--out", str(tmp_path / "out"), label=run_label)
+    assert done.returncode == 78 and f"{path}:3: id:" in done.stderr and not (tmp_path / "out").exists()

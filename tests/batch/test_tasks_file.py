@@ -1,0 +1,71 @@
+"""The tasks file: validated whole before anything starts; an error names the file, the line, the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.batch.tasks import load_tasks
+from harness.errors import ConfigError
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "calc"
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_defaults_apply_and_repos_resolve_relative_to_the_file(tmp_path: Path) -> None:
+    (tmp_path / "repos").mkdir()
+    (tmp_path / "repos" / "calc").symlink_to(EXAMPLE)
+    path = write(
+        tmp_path,
+        "tasks.yaml",
+        """
+defaults:
+  verify: python3 -m pytest -q
+  runs: 2
+  limits: {max_steps: 12}
+tasks:
+  - {id: a, repo: repos/calc, task: Fix it., tags: {category: bugfix, long_context: true}, first_tools: [run_tests]}
+  - {id: b, repo: repos/calc, task: Fix it too., runs: 1, limits: {max_steps: 3}}
+""",
+    )
+    tasks = load_tasks(path)
+    assert [t.id for t in tasks.tasks] == ["a", "b"] and tasks.defaults.runs == 2
+    assert tasks.tasks[0].repo == EXAMPLE.resolve() and tasks.tasks[0].tags.long_context
+    assert tasks.tasks[1].limits.max_steps == 3 and tasks.tasks[0].line == 7
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("tasks:\n  - {id: a, repo: %s, task: x}\n  - {id: a, repo: %s, task: y}\n", ":3: id: 'a' is already"),
+        ("tasks:\n  - {id: a, repo: %s, task: x}\n  - {id: b, repo: %s, task: y, runs: 0}\n", ":3: runs:"),
+        ("tasks:\n  - {id: a, repo: %s, task: x, limits: {max_stepz: 3}}\n", ":2: limits.max_stepz:"),
+        ("tasks:\n  - {id: a, repo: nowhere, task: x}\n", ":2: repo: nowhere is not a directory"),
+        ("tasks:\n  - {id: 'a b', repo: %s, task: x}\n", ":2: id:"),
+        ("tasks:\n  - {id: a, repo: %s}\n", ":2: task:"),
+        ("defaults:\n  runs: many\ntasks:\n  - {id: a, repo: %s, task: x}\n", ":2: runs:"),
+        ("task:\n  - {id: a}\n", "unknown key 'task'"),
+        ("tasks: [\n", "invalid YAML"),
+        ("tasks: []\n", "holds no task"),
+    ],
+)
+def test_a_broken_file_fails_with_the_line_and_field(tmp_path: Path, text: str, where: str) -> None:
+    path = write(tmp_path, "tasks.yaml", text.replace("%s", str(EXAMPLE)))
+    with pytest.raises(ConfigError) as raised:
+        load_tasks(path)
+    assert str(raised.value).startswith(str(path)) and where in str(raised.value), str(raised.value)
+
+
+def test_jsonl_names_the_line(tmp_path: Path) -> None:
+    good = f'{{"id": "a", "repo": "{EXAMPLE}", "task": "x"}}'
+    path = write(tmp_path, "tasks.jsonl", f'{good}\n\n{{"id": "b", "repo": "{EXAMPLE}", "task": 1}}\n')
+    with pytest.raises(ConfigError, match=r"tasks\.jsonl:3: task:"):
+        load_tasks(path)
+    write(tmp_path, "ok.jsonl", good + "\n")
+    assert [t.id for t in load_tasks(tmp_path / "ok.jsonl").tasks] == ["a"]
