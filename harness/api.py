@@ -12,7 +12,8 @@ These are thin, typed doors into `harness.assembly`, the same composition root t
 run started here is the run `harness run` makes: same sandbox, gate, budgets and records, and
 `harness show`, `resume`, `export` work on its session. Nothing here reads environment variables:
 pass the key (and anything else) explicitly. Errors are `harness.errors.HarnessError` or
-`sandbox.errors.SandboxError` subclasses; what the agent did is in the `RunResult`, never raised.
+`sandbox.errors.SandboxError` subclasses (or an `OSError` when the disk under `state_dir` fails
+before a run starts); what the agent did is in the `RunResult`, never raised.
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ from harness.tools.registry import Registry, ToolContext
 from harness.trajectory import StartRecord, Trajectory, read_state, write_state
 from harness.verify import Verifier
 from sandbox.layout import SessionFolder
+from sandbox.session.steplog import write_text_atomic
 from sandbox.spec import Mount, SandboxSpec
 
 if TYPE_CHECKING:
@@ -301,7 +302,7 @@ def start_run(
     with open_sandbox(runtime, session_id) as sandbox:
         check_image(sandbox, config.image)
         session = create_session(Path(repo), sessions, config, sandbox, session_id)
-        session.paths.run_config.write_text(config.model_dump_json(indent=1), encoding="utf-8")
+        write_text_atomic(session.paths.run_config, config.model_dump_json(indent=1))
         state = RunState(session_id=session.id, task=task, model=config.model or "", snapshot_step=session.step)
         write_state(session.dir, state, runtime.secrets)
         _start_record(session, config, state, Path(repo), resumed=False, runtime=runtime)

@@ -8,7 +8,6 @@ the error, never a parallel table. `sandbox.errors` classes carry the same value
 
 from __future__ import annotations
 
-import copy
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -122,7 +121,11 @@ class ModelError(HarnessError, RuntimeError):
 
     def with_usage(self: _M, usage: Usage | None, cost_usd: float | None = None) -> _M:
         """The same error carrying usage (and its cost); the original is left as it was."""
-        made = copy.copy(self)
+        # A fresh instance through the ordinary constructor (every ModelError takes its message
+        # first), not copy.copy: libraries that install their own exception pickling (distributed
+        # installs tblib's) break copying errors that have two builtin bases.
+        made = type(self)(*self.args[:1])
+        made.__dict__.update(self.__dict__)
         made.usage = usage
         made.cost_usd = self.cost_usd if cost_usd is None else cost_usd
         made.__traceback__ = None

@@ -44,8 +44,10 @@ class CallOutcome(BaseModel):
     stdout: str
     stderr: str
     stdout_bytes: int = 0
+    """Total stdout bytes the command wrote (kept + dropped)."""
     stderr_bytes: int = 0
     stdout_dropped: int = 0
+    """Bytes of stdout dropped from the middle (head and tail are kept)."""
     stderr_dropped: int = 0
     truncated: bool = False
 
@@ -68,27 +70,16 @@ class CallOutcome(BaseModel):
         )
 
 
-class Envelope(BaseModel):
-    """What a command did. Non-zero exits, timeouts, OOM kills and output floods are all data here.
+class Envelope(CallOutcome):
+    """What a command did (its CallOutcome) and the posture it ran under. Non-zero exits, timeouts,
+    OOM kills and output floods are all data here.
 
     exit_code conventions: the command's own code; 124 when the wall clock killed it; 137 when the
     OOM killer did (or SIGKILL otherwise).
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=False)
 
-    exit_code: int
-    status: Status
-    duration_ms: int
-    stdout: str
-    stderr: str
-    stdout_bytes: int = 0
-    """Total stdout bytes the command wrote (kept + dropped)."""
-    stderr_bytes: int = 0
-    stdout_dropped: int = 0
-    """Bytes of stdout dropped from the middle (head and tail are kept)."""
-    stderr_dropped: int = 0
-    truncated: bool = False
     limits: Posture
     image_id: str
     runtime: str

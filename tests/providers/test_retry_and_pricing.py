@@ -146,3 +146,19 @@ def test_no_retry_waits_or_starts_past_the_deadline():
     with pytest.raises(RetryBudgetExhausted) as caught:  # without a deadline the call budget is what ends it
         RetryPolicy(RetryConfig(max_retries_per_call=1), sleep=lambda s: None).call(attempt)
     assert "call retry budget spent" in str(caught.value)
+
+
+def test_errors_carry_usage_even_with_tblib_pickling_installed():
+    """distributed installs tblib's exception pickling; copying an error must not depend on it."""
+    from tblib import pickling_support
+
+    from harness.errors import ModelAuthError, ModelUnavailable
+    from harness.types import Usage
+
+    pickling_support.install()
+    for error in (ModelUnavailable("gone", retry_after=2.0), ModelAuthError("no")):
+        made = error.with_usage(Usage(input_tokens=5), 0.25)
+        assert type(made) is type(error) and str(made) == str(error) and made.usage.input_tokens == 5
+        assert made.cost_usd == 0.25 and error.usage is None
+    assert made.__class__ is ModelAuthError
+    assert ModelUnavailable("x", retry_after=3).with_usage(None).retry_after == 3
