@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
 from rich.prompt import Confirm
 
+from harness.errors import SessionError, UsageError
 from harness.gate import Decision, GateRequest
 from sandbox.session.steplog import write_text_atomic
 
@@ -129,3 +130,62 @@ class UnattendedApprover:
 
 def _write_json(path: Path, data: object) -> None:
     write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True))
+
+
+class PendingApproval(BaseModel):
+    """A request an unattended run is waiting on (`harness approvals list`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    """`<session>:<call>`: what `harness approvals allow|deny` takes."""
+    session_id: str
+    summary: str
+    rule: str
+    reason: str
+    age_s: float
+    timeout_s: float
+
+
+def pending_approvals(state_dir: Path) -> list[PendingApproval]:
+    """Requests of every session in state_dir that have neither a decision nor an answer yet."""
+    found = []
+    now = time.time()
+    for request in sorted(Path(state_dir).glob("*/approvals/*.request.json")):
+        base = request.with_name(request.name.removesuffix(".request.json"))
+        if base.with_suffix(".decision.json").exists() or base.with_suffix(".answer").exists():
+            continue
+        try:
+            data = json.loads(request.read_text(encoding="utf-8", errors="replace"))
+        except ValueError:
+            continue
+        session = request.parent.parent.name
+        asked = data.get("asked") or {}
+        found.append(
+            PendingApproval(
+                id=f"{session}:{base.name}",
+                session_id=session,
+                summary=str(data.get("summary")),
+                rule=str(asked.get("rule", "")),
+                reason=str(asked.get("reason", "")),
+                age_s=round(now - request.stat().st_mtime, 1),
+                timeout_s=float(data.get("timeout_s") or 0),
+            )
+        )
+    return found
+
+
+def answer_approval(state_dir: Path, approval_id: str, action: str) -> Path:
+    """Write the answer (allow or deny) the waiting run reads; SessionError for an unknown id."""
+    if action not in ("allow", "deny"):
+        raise UsageError(f"an answer is allow or deny, not {action!r}")
+    session, _, name = approval_id.partition(":")
+    folder = Path(state_dir) / session / "approvals"
+    request = folder / f"{name}.request.json"
+    if not session or not name or "/" in approval_id or not request.is_file():
+        raise SessionError(f"no approval request {approval_id!r} in {state_dir} (see: harness approvals list)")
+    if (folder / f"{name}.decision.json").exists():
+        raise SessionError(f"approval {approval_id} was already decided (or timed out)")
+    answer = folder / f"{name}.answer"
+    write_text_atomic(answer, action + "\n")
+    return answer

@@ -65,6 +65,19 @@ class BatchSummary(BaseModel):
     elapsed_s: float
 
 
+def default_workers(session_memory: int = 1024**3) -> int:
+    """Concurrent sessions for a local cluster: twice the cores (a model's think time overlaps
+    other sessions' work), no more than free memory allows at one session's limit plus its worker's
+    own ~200 MB, at most 16."""
+    import os
+
+    import psutil
+
+    cores = os.cpu_count() or 1
+    room = max(1, (psutil.virtual_memory().available - 1024**3) // (session_memory + 200 * 1024**2))
+    return int(max(1, min(2 * cores, room, 16)))
+
+
 def plan(tasks: TasksFile, models: list[str], runs: int | None) -> list[tuple[TaskRunKey, Any]]:
     """Every task-run of the batch, task by task."""
     models = models or tasks.defaults.model
@@ -114,8 +127,11 @@ def run_batch(
     docker_host: str | None = None,
     api_keys: dict[str, str] | None = None,
     on_event: Callable[[BatchEvent], None] = lambda event: None,
+    stopping: Callable[[], bool] = lambda: False,
 ) -> BatchSummary:
-    """Run every task-run not yet recorded in out; records are written as results arrive."""
+    """Run every task-run not yet recorded in out; records are written as results arrive. Once
+    `stopping()` says so, no new task-run starts and the running ones finish (the rest stay
+    unrecorded: the next invocation runs them)."""
     from distributed import as_completed
 
     started = time.monotonic()
@@ -158,7 +174,7 @@ def run_batch(
         pending = as_completed()
 
         def submit_more() -> None:
-            while queue and len(running) < slots and exhausted() is None:
+            while queue and len(running) < slots and exhausted() is None and not stopping():
                 key, task = queue.pop(0)
                 future = client.submit(
                     run_task,
@@ -195,7 +211,7 @@ def run_batch(
             )
             submit_more()
         why = exhausted()
-        for key, task in queue:  # the budget stopped scheduling: say so in each record
+        for key, task in queue if why else []:  # the budget stopped scheduling: say so in each record
             never = TaskRunRecord(
                 key=key,
                 status="never_started",

@@ -25,7 +25,13 @@ def batch(
     out: Path = typer.Option(..., "--out", help="Batch directory: records, sessions (rerun to continue)."),
     model: list[str] = typer.Option([], "--model", help="PROVIDER:MODEL (repeatable: every task with each)."),
     runs: int | None = typer.Option(None, "--runs", min=1, max=100, help="Runs per task and model (pass@k)."),
-    workers: int = typer.Option(2, "--workers", min=1, max=256, help="Concurrent sessions on the local cluster."),
+    workers: int | None = typer.Option(
+        None,
+        "--workers",
+        min=1,
+        max=256,
+        help="Concurrent sessions on a local cluster [default: from cores and memory].",
+    ),
     max_cost: float | None = typer.Option(None, "--max-cost", min=0, help="Global spend limit in USD."),
     max_tokens: int | None = typer.Option(None, "--max-tokens", min=1, help="Global token limit."),
     max_hours: float | None = typer.Option(None, "--max-hours", min=0.0001, help="Global wall-clock limit in hours."),
@@ -33,8 +39,18 @@ def batch(
     json_out: bool = typer.Option(False, "--json", help="One JSON line per event instead of the progress lines."),
 ) -> None:
     """Run every task-run not yet recorded in DIR; the records are the source of truth."""
-    from harness.batch.runner import BatchBudget, BatchEvent, run_batch
+    import signal
+
+    from harness.batch.runner import BatchBudget, BatchEvent, default_workers, run_batch
     from harness.batch.tasks import load_tasks
+
+    interrupts = [0]
+
+    def on_interrupt(signum: int, frame: object) -> None:
+        interrupts[0] += 1
+        if interrupts[0] > 1:
+            raise KeyboardInterrupt  # the second: the running sessions stop too (they resume next time)
+        err_console.print("stopping: no new task-run starts, running ones finish (Ctrl-C again to interrupt them)")
 
     def show(event: BatchEvent) -> None:
         if json_out:
@@ -48,6 +64,7 @@ def batch(
         elif event.kind == "planned":
             console.print(f"{event.queued} task-run(s) to run, {event.done} already recorded")
 
+    previous = signal.signal(signal.SIGINT, on_interrupt)
     with reported():
         tasks = load_tasks(tasks_file)
         keys = {
@@ -60,14 +77,16 @@ def batch(
             out.resolve(),
             models=list(model),
             runs=runs,
-            workers=workers,
+            workers=workers or default_workers(),
             budget=BatchBudget(max_cost_usd=max_cost, max_tokens=max_tokens, max_hours=max_hours),
             run_id=environment.run_id("batch"),
             cluster=cluster,
             docker_host=environment.docker_host(),
             api_keys={k: v for k, v in keys.items() if v},
             on_event=show,
+            stopping=lambda: interrupts[0] > 0,
         )
+    signal.signal(signal.SIGINT, previous)
     if json_out:
         print(json.dumps({"kind": "result", **summary.model_dump()}))
     else:
@@ -116,3 +135,51 @@ def worker(
         argv += ["--host", host]
     err_console.print(f"serving {sessions} session(s) for {scheduler}")
     os.execv(argv[0], argv)  # the Dask worker takes over this process (signals, restarts, logs)
+
+
+approvals_app = typer.Typer(
+    help="Answer the approval requests unattended runs and batches wait on.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(approvals_app, name="approvals")
+_STATE = typer.Option(None, "--state-dir", help="Where the sessions are (a batch's: DIR/sessions).")
+
+
+@approvals_app.command("list")
+def approvals_list(state: Path | None = _STATE, json_out: bool = typer.Option(False, "--json")) -> None:
+    """Requests still waiting for an answer (a request not answered in time is denied)."""
+    from harness.approve import pending_approvals
+
+    found = pending_approvals(environment.state_dir(state))
+    if json_out:
+        print(json.dumps([p.model_dump() for p in found]))
+        return
+    for item in found:
+        console.print(
+            f"{item.id}  {item.summary}  [dim](rule {item.rule}; waiting {item.age_s:.0f}s of "
+            f"{item.timeout_s:.0f}s)[/]",
+            soft_wrap=True,
+        )
+    if not found:
+        console.print("no approval is waiting")
+
+
+@approvals_app.command("allow")
+def approvals_allow(approval_id: str = typer.Argument(..., metavar="ID"), state: Path | None = _STATE) -> None:
+    """Let the waiting call run."""
+    _answer(approval_id, "allow", state)
+
+
+@approvals_app.command("deny")
+def approvals_deny(approval_id: str = typer.Argument(..., metavar="ID"), state: Path | None = _STATE) -> None:
+    """Refuse the waiting call."""
+    _answer(approval_id, "deny", state)
+
+
+def _answer(approval_id: str, action: str, state: Path | None) -> None:
+    from harness.approve import answer_approval
+
+    with reported():
+        answer_approval(environment.state_dir(state), approval_id, action)
+    console.print(f"{approval_id}: {action}")

@@ -174,3 +174,42 @@ def bench_startup(
         f"harness exec PATH -- true {result.exec.median_ms:.0f} ms vs docker run --rm --network none "
         f"{result.docker_run.median_ms:.0f} ms: {result.exec_over_docker_run:.2f}x (target <= 1)"
     )
+
+
+@bench_app.command("batch")
+def bench_batch(
+    tasks: int = typer.Option(24, "--tasks", min=2, max=500, help="Scripted tasks in the batch."),
+    think: float = typer.Option(1.0, "--think", min=0, max=30, help="Seconds the model thinks per turn."),
+    workers: list[int] = typer.Option([1, 4, 8], "--workers", min=1, max=64, help="Worker counts (repeatable)."),
+    image: str = typer.Option("py311", "--image", help="Image of the tasks and of the bare engine runs."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Batch speedup over one worker, memory per concurrent session, container starts/s vs the engine's."""
+    from harness.bench.batch import measure
+    from sandbox.docker.engine import resolve_image
+
+    with reported():
+        client = _client()
+        ref, _ = resolve_image(client, image)
+        result = measure(
+            client,
+            ref,
+            run_id=environment.run_id("bench"),
+            docker_host=environment.docker_host(),
+            tasks=tasks,
+            think_s=think,
+            workers=tuple(sorted(set(workers))),
+        )
+    if as_json:
+        print(result.model_dump_json())
+        return
+    for run in result.runs:
+        console.print(
+            f"{run.workers} worker(s): {run.seconds:.1f} s, {run.verified}/{result.tasks} verified, "
+            f"peak {run.peak_mb:.0f} MB ({run.mb_per_session:.0f} MB per session), "
+            f"{run.starts_per_s:.1f} container starts/s"
+        )
+    console.print(
+        f"speedup {result.runs[-1].workers} over {result.runs[0].workers} worker(s): {result.speedup:.2f}x "
+        f"(target at 8 over 1: >= 6); engine ceiling {result.engine_starts_per_s:.1f} bare runs/s"
+    )

@@ -104,3 +104,44 @@ def test_a_broken_tasks_file_fails_with_the_line_and_starts_nothing(tmp_path, ru
     path.write_text(f"tasks:\n  - {{id: a, repo: {EXAMPLE}, task: x}}\n  - {{id: a, repo: {EXAMPLE}, task: y}}\n")
     done = _batch(str(path), "--out", str(tmp_path / "out"), label=run_label)
     assert done.returncode == 78 and f"{path}:3: id:" in done.stderr and not (tmp_path / "out").exists()
+
+
+def test_the_first_ctrl_c_stops_scheduling_and_the_rerun_finishes_each_task_once(tmp_path, run_label):
+    import signal
+    import time
+
+    tasks = _tasks(tmp_path, 5)
+    out = tmp_path / "out"
+    env = {**os.environ, "HARNESS_RUN_ID": run_label}
+    batch = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from harness.cli import main; main()",
+            "batch",
+            str(tasks),
+            "--out",
+            str(out),
+            "--workers",
+            "1",
+            "--json",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not list((out / "runs").glob("*/*/*.json")):
+        time.sleep(0.2)
+    batch.send_signal(signal.SIGINT)
+    stdout, stderr = batch.communicate(timeout=300)
+    assert batch.returncode == 0 and "stopping" in stderr, stdout + stderr
+    first = json.loads(stdout.strip().splitlines()[-1])
+    assert 1 <= first["ran"] < 5 and first["never_started"] == 0
+    rest = _batch(str(tasks), "--out", str(out), "--workers", "2", label=run_label)
+    assert _result(rest)["ran"] == 5 - first["ran"] and _result(rest)["skipped"] == first["ran"]
+    assert sorted(r.key.task_id for r in BatchDir(out).records()) == sorted(
+        f"t{n}-{k}" for n, k in enumerate(["verified", "failing", "blocked", "verified", "failing"])
+    )

@@ -113,3 +113,51 @@ def test_on_a_terminal_the_person_is_asked(harness, script, tmp_path):
     }
     assert not record.is_error and "ops.py" in record.text
     assert not (harness.session_dir("tty") / "approvals").exists()  # the unattended backend was not used
+
+
+def test_a_person_answers_from_another_terminal_with_harness_approvals(harness, script, tmp_path):
+    model = script(turn("Listing.", ("run_command", {"command": "ls calc"})), turn("Listed it."))
+    args = [
+        "run",
+        "--image",
+        "py311",
+        "--model",
+        model,
+        str(EXAMPLE),
+        "--task",
+        TASK,
+        "--session",
+        "queued",
+        "--config",
+        config(tmp_path, timeout=120),
+        "--json",
+    ]
+    child = subprocess.Popen(
+        [sys.executable, "-c", "from harness.cli import main; main()", *args],
+        cwd=ROOT,
+        env=harness.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        pending: list = []
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and not pending:
+            listed = harness("approvals", "list", "--json")
+            pending = json.loads(listed.stdout or "[]")
+            time.sleep(0.3)
+        assert len(pending) == 1 and pending[0]["summary"] == "run_command [exec]: ls calc", pending
+        assert harness("approvals", "allow", "queued:nope").code == 66
+        allowed = harness("approvals", "allow", pending[0]["id"])
+        assert allowed.code == 0, allowed.stderr
+        out, err = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 10, out + err
+    [record] = tool_records(harness.session_dir("queued"))
+    assert record.decision is not None and record.decision.action == "allow"
+    assert record.decision.rule == "ask-ls/unattended" and not record.is_error
+    assert json.loads(harness("approvals", "list", "--json").stdout) == []
+    assert harness("approvals", "deny", pending[0]["id"]).code == 66, "a decided request takes no answer"

@@ -1,0 +1,205 @@
+"""`harness bench batch`: a batch of scripted tasks whose model thinks (a scripted delay per turn, as
+real models do), at several worker counts, side by side in one run: the speedup over one worker,
+the peak memory of the batch (controller plus workers) per concurrent session, and the sustained
+container starts per second against the engine's own ceiling (many bare `docker run` in parallel).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import psutil
+import yaml
+from pydantic import BaseModel
+
+from harness.batch.runner import BatchBudget, run_batch
+from harness.batch.tasks import load_tasks
+from harness.bench.measure import ratio
+from harness.bench.run import EXAMPLE
+from sandbox import labels
+
+VERIFY = "python3 -m pytest -q"
+
+
+class WorkersRun(BaseModel):
+    """One batch at one worker count."""
+
+    workers: int
+    seconds: float
+    verified: int
+    peak_mb: float
+    """Peak resident memory of the controller and all its worker processes together."""
+    mb_per_session: float
+    container_starts: int
+    starts_per_s: float
+
+
+class BatchBench(BaseModel):
+    """Result of `harness bench batch`."""
+
+    tasks: int
+    think_s: float
+    runs: list[WorkersRun]
+    speedup: float
+    """Seconds at the fewest workers / seconds at the most (target at 8 over 1: at least 6)."""
+    engine_starts_per_s: float
+    """What the engine sustains on its own: bare `docker run` of `true`, in parallel."""
+
+
+def _script(folder: Path, think_s: float) -> Path:
+    turns = [
+        {
+            "text": "Running the tests first.",
+            "delay_s": think_s,
+            "tool_calls": [{"name": "run_tests", "arguments": {}}],
+        },
+        {
+            "text": "Reading the code.",
+            "delay_s": think_s,
+            "tool_calls": [{"name": "read_file", "arguments": {"path": "calc/ops.py"}}],
+        },
+        {
+            "text": "Fixing add().",
+            "delay_s": think_s,
+            "tool_calls": [
+                {
+                    "name": "apply_patch",
+                    "arguments": {
+                        "path": "calc/ops.py",
+                        "old_text": "    return a - b\n\n\ndef subtract",
+                        "new_text": "    return a + b\n\n\ndef subtract",
+                    },
+                }
+            ],
+        },
+        {"text": "Fixed add(); the tests pass.", "delay_s": think_s},
+    ]
+    path = folder / "thinking.yaml"
+    path.write_text(yaml.safe_dump({"turns": turns}))
+    return path
+
+
+def _tasks(folder: Path, count: int) -> Path:
+    tasks = [
+        {"id": f"t{n}", "repo": str(EXAMPLE / "calc"), "task": "Fix the failing tests in calc."} for n in range(count)
+    ]
+    path = folder / "tasks.yaml"
+    path.write_text(yaml.safe_dump({"defaults": {"verify": VERIFY}, "tasks": tasks}))
+    return path
+
+
+class _Sampler:
+    """Peak RSS of this process and its descendants, and container starts seen on the engine."""
+
+    def __init__(self, client: object, run_id: str) -> None:
+        self.peak = 0
+        self.starts: set[str] = set()
+        self._client, self._run_id = client, run_id
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> _Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _loop(self) -> None:
+        me = psutil.Process()
+        while not self._stop.wait(0.2):
+            total = 0
+            for process in [me, *me.children(recursive=True)]:
+                try:
+                    total += process.memory_info().rss
+                except psutil.Error:
+                    continue
+            self.peak = max(self.peak, total)
+            try:
+                found = self._client.api.containers(all=True, filters={"label": f"{labels.RUN}={self._run_id}"})  # type: ignore[attr-defined]
+            except Exception:  # noqa: BLE001 - a listing that fails only loses one sample
+                continue
+            self.starts |= {c["Id"] for c in found}
+
+
+def _engine_ceiling(image_ref: str, run_id: str, seconds: float = 8.0, parallel: int = 8) -> float:
+    """Bare `docker run --rm` of `true`, `parallel` at a time for `seconds`: runs completed per second."""
+    docker = shutil.which("docker")
+    if docker is None:
+        return 0.0
+    done, deadline = [0], time.monotonic() + seconds
+
+    def loop() -> None:
+        while time.monotonic() < deadline:
+            subprocess.run(
+                [docker, "run", "--rm", "--network", "none", "--label", f"{labels.RUN}={run_id}", image_ref, "true"],
+                capture_output=True,
+                check=False,
+            )
+            done[0] += 1
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(parallel) as pool:
+        for _ in range(parallel):
+            pool.submit(loop)
+    return round(done[0] / (time.monotonic() - started), 2)
+
+
+def measure(
+    client: object,
+    image_ref: str,
+    *,
+    run_id: str,
+    docker_host: str | None,
+    tasks: int = 24,
+    think_s: float = 1.0,
+    workers: tuple[int, ...] = (1, 4, 8),
+) -> BatchBench:
+    """Run the same batch once per worker count, then measure the engine's own start rate."""
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="harness-bench-batch-") as tmp:
+        folder = Path(tmp)
+        model = f"scripted:{_script(folder, think_s)}"
+        tasks_file = load_tasks(_tasks(folder, tasks))
+        for count in workers:
+            out = folder / f"out-{count}"
+            label = f"{run_id}-w{count}"
+            with _Sampler(client, label) as sampler:
+                started = time.monotonic()
+                summary = run_batch(
+                    tasks_file,
+                    out,
+                    models=[model],
+                    runs=1,
+                    workers=count,
+                    budget=BatchBudget(),
+                    run_id=label,
+                    docker_host=docker_host,
+                )
+                seconds = time.monotonic() - started
+            runs.append(
+                WorkersRun(
+                    workers=count,
+                    seconds=round(seconds, 2),
+                    verified=summary.verified,
+                    peak_mb=round(sampler.peak / 1024**2, 1),
+                    mb_per_session=round(sampler.peak / 1024**2 / count, 1),
+                    container_starts=len(sampler.starts),
+                    starts_per_s=round(len(sampler.starts) / seconds, 2),
+                )
+            )
+    ceiling = _engine_ceiling(image_ref, run_id)
+    return BatchBench(
+        tasks=tasks,
+        think_s=think_s,
+        runs=runs,
+        speedup=ratio(runs[0].seconds, runs[-1].seconds),
+        engine_starts_per_s=ceiling,
+    )
