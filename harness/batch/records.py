@@ -81,6 +81,14 @@ class TaskRunRecord(BaseModel):
     category: str = ""
     tags: dict[str, Any] = Field(default_factory=dict)
     first_tools: list[str] = Field(default_factory=list)
+    read_only: list[str] = Field(default_factory=lambda: ["tests/"])
+    """The task's read-only paths (what counts as its tests in the report)."""
+    max_files: int | None = None
+    max_lines: int | None = None
+    peak_context_tokens: int = 0
+    """The largest prompt the run sent (estimated), for long-context success by size."""
+    tool_errors: dict[str, int] = Field(default_factory=dict)
+    """Error kinds of the run's failed tool calls, counted."""
 
 
 class BatchDir:

@@ -75,6 +75,10 @@ class Task(BaseModel):
     tags: Tags = Field(default_factory=Tags)
     first_tools: list[str] = Field(default_factory=list)
     """The tools that count as a sensible first call (the report's first-tool accuracy)."""
+    max_files: int | None = Field(None, ge=1)
+    """The change may touch at most this many files to count as completed (the report)."""
+    max_lines: int | None = Field(None, ge=1)
+    """The change may add and remove at most this many lines to count as completed."""
     runs: int | None = Field(None, ge=1, le=100)
     line: int = 0
     """Where the task starts in the file (for messages); set by the loader."""

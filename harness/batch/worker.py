@@ -130,11 +130,14 @@ def _record(
         category=spec.task.tags.category,
         tags=spec.task.tags.model_dump(),
         first_tools=spec.task.first_tools,
+        read_only=spec.task.read_only if spec.task.read_only is not None else spec.defaults.read_only,
+        max_files=spec.task.max_files,
+        max_lines=spec.task.max_lines,
     )
     if result is None:
         last = attempts[-1] if attempts else Attempt(outcome="gave_up")
         return record.model_copy(update={"outcome": last.outcome, "detail": last.detail})
-    turns, first_tool = _turns(folder.root)
+    turns, first_tool, peak, errors = _trajectory_facts(folder.root)
     patch = Path(result.patch).read_text(encoding="utf-8", errors="replace") if result.patch else None
     return record.model_copy(
         update={
@@ -149,14 +152,22 @@ def _record(
             "duration_s": result.elapsed_s,
             "first_tool": first_tool,
             "verify_rounds": result.verify_rounds,
+            "peak_context_tokens": peak,
+            "tool_errors": errors,
             "patch": patch,
         }
     )
 
 
-def _turns(session_dir: Path) -> tuple[int, str | None]:
-    """Model turns that called tools, and the first tool called."""
-    turns = [record.turn for record in read_records(session_dir) if record.kind == "turn"]
+def _trajectory_facts(session_dir: Path) -> tuple[int, str | None, int, dict[str, int]]:
+    """Model turns that called tools, the first tool called, the largest prompt, tool error kinds."""
+    records = read_records(session_dir)
+    turns = [record.turn for record in records if record.kind == "turn"]
     with_calls = [turn for turn in turns if turn.tool_calls]
     first = with_calls[0].tool_calls[0].name if with_calls else None
-    return len(with_calls), first
+    peak = max((record.estimated_tokens for record in records if record.kind == "request"), default=0)
+    errors: dict[str, int] = {}
+    for record in records:
+        if record.kind == "tool" and record.error_kind:
+            errors[record.error_kind] = errors.get(record.error_kind, 0) + 1
+    return len(with_calls), first, peak, errors

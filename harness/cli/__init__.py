@@ -8,6 +8,7 @@ from harness.cli import (  # noqa: F401
     batch_cmds,
     bench_cmds,
     model_cmds,
+    report_cmds,
     run_cmds,
     sandbox_cmds,
     session_cmds,

@@ -87,6 +87,7 @@ def batch(
             stopping=lambda: interrupts[0] > 0,
         )
     signal.signal(signal.SIGINT, previous)
+    _write_reports(out)
     if json_out:
         print(json.dumps({"kind": "result", **summary.model_dump()}))
     else:
@@ -95,6 +96,18 @@ def batch(
             f"{summary.never_started} never started, {summary.gave_up} gave up; "
             f"${summary.cost_usd:.4f}, {summary.elapsed_s:.1f}s; records in {out}"
         )
+
+
+def _write_reports(out: Path) -> None:
+    """report.json and report.md beside the records, at the end of every batch."""
+    from harness.batch.records import BatchDir
+    from harness.report.metrics import report
+    from harness.report.render import as_json, as_markdown
+    from sandbox.session.steplog import write_text_atomic
+
+    made = report(BatchDir(out).records(), source=str(out))
+    write_text_atomic(out / "report.json", as_json([made]))
+    write_text_atomic(out / "report.md", as_markdown([made]))
 
 
 @app.command("worker")

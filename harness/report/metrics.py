@@ -1,0 +1,188 @@
+"""The five numbers people compare coding agents by, from batch records: completion rate, tool-call
+turns, first-tool accuracy, cost per task, long-context success; per model and category, with
+pass@k, where it failed, and a note wherever n is too small to lean on."""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness.batch.records import TaskRunRecord
+from harness.report.patchstats import patch_stats
+
+EXPLORING = {"read_file", "list_dir", "search_code", "git_status", "git_diff", "git_log", "run_tests", "run_command"}
+"""First calls that count as sensible where a task names none: look, or run the tests, first."""
+WRITING = {"apply_patch", "write_file"}
+LONG_CONTEXT_TOKENS = 32_000
+"""A task-run whose largest prompt passed this counts as long-context by size."""
+SMALL_N = 10
+"""Below this many task-runs a figure carries a note that n is small."""
+
+
+class Completion(BaseModel):
+    """Whether a task-run counts as completed, and if not, why."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    completed: bool
+    why: str = ""
+
+
+def completion(record: TaskRunRecord) -> Completion:
+    """Verified, with the tests untouched, no assertion removed, and the change within the task's size."""
+    if not record.verified:
+        return Completion(completed=False, why=record.outcome or record.status)
+    stats = patch_stats(record.patch, record.read_only)
+    if stats.removed_assertions:
+        return Completion(completed=False, why=f"removed {stats.removed_assertions} assertion(s) from the tests")
+    if stats.test_files:
+        return Completion(completed=False, why=f"edited the tests ({', '.join(stats.test_files[:3])})")
+    if record.max_files is not None and len(stats.files) > record.max_files:
+        return Completion(completed=False, why=f"touched {len(stats.files)} files (at most {record.max_files})")
+    if record.max_lines is not None and stats.lines_changed > record.max_lines:
+        return Completion(completed=False, why=f"changed {stats.lines_changed} lines (at most {record.max_lines})")
+    return Completion(completed=True)
+
+
+class FirstTool(BaseModel):
+    """Whether the first tool call was sensible, and by which rule."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sensible: bool | None
+    """None when the run made no tool call."""
+    rule: str
+
+
+def first_tool(record: TaskRunRecord) -> FirstTool:
+    if record.first_tool is None:
+        return FirstTool(sensible=None, rule="no tool call")
+    if record.first_tools:
+        return FirstTool(sensible=record.first_tool in record.first_tools, rule="the task's first_tools")
+    if record.first_tool in WRITING:
+        return FirstTool(sensible=False, rule="default: writing before reading")
+    return FirstTool(sensible=record.first_tool in EXPLORING, rule="default: explore or run the tests first")
+
+
+class Figures(BaseModel):
+    """The numbers of one group of task-runs (a model, a category, a whole batch)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_runs: int
+    completed: int
+    completion_rate: float | None
+    turns_mean: float | None
+    """Tool-call turns of completed task-runs."""
+    turns_median: float | None
+    first_tool_accuracy: float | None
+    first_tool_rules: dict[str, int] = Field(default_factory=dict)
+    cost_total_usd: float
+    cost_per_run_usd: float | None
+    long_context_tagged: float | None
+    """Completion on task-runs of tasks tagged long_context."""
+    long_context_by_size: float | None
+    """Completion on task-runs whose largest prompt passed LONG_CONTEXT_TOKENS."""
+    pass_at_k: float | None
+    """Share of tasks with at least one completed run (k = the runs per task)."""
+    k: int
+    note: str = ""
+    """Said when n is small."""
+
+
+class Failures(BaseModel):
+    """Where it failed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    outcomes: dict[str, int]
+    """Task-runs that did not complete, by why (failed_verification, stuck, limit:*, edited the tests...)."""
+    tool_errors: dict[str, int]
+    """Tool error kinds over all task-runs, most frequent first."""
+
+
+class Report(BaseModel):
+    """One batch's report."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: str
+    overall: Figures
+    by_model: dict[str, Figures]
+    by_category: dict[str, Figures]
+    failures: Failures
+    never_started: int
+    per_task: dict[str, dict[str, float]] = Field(default_factory=dict)
+    """Per task: median cost and turns, completion share over its runs."""
+
+
+def figures(records: Sequence[TaskRunRecord]) -> Figures:
+    ran = [r for r in records if r.status != "never_started"]
+    done = [(r, completion(r)) for r in ran]
+    completed = [r for r, c in done if c.completed]
+    firsts = [first_tool(r) for r in ran]
+    judged = [f for f in firsts if f.sensible is not None]
+    turns = [r.turns for r in completed]
+    tagged = [c.completed for r, c in done if r.tags.get("long_context")]
+    by_size = [c.completed for r, c in done if r.peak_context_tokens >= LONG_CONTEXT_TOKENS]
+    tasks: dict[str, list[bool]] = {}
+    for record, verdict in done:
+        tasks.setdefault(record.key.task_id, []).append(verdict.completed)
+    cost = sum(r.cost_usd for r in ran)
+    return Figures(
+        task_runs=len(ran),
+        completed=len(completed),
+        completion_rate=_share(len(completed), len(ran)),
+        turns_mean=round(statistics.mean(turns), 2) if turns else None,
+        turns_median=statistics.median(turns) if turns else None,
+        first_tool_accuracy=_share(sum(1 for f in judged if f.sensible), len(judged)),
+        first_tool_rules=dict(Counter(f.rule for f in firsts)),
+        cost_total_usd=round(cost, 6),
+        cost_per_run_usd=round(cost / len(ran), 6) if ran else None,
+        long_context_tagged=_share(sum(tagged), len(tagged)),
+        long_context_by_size=_share(sum(by_size), len(by_size)),
+        pass_at_k=_share(sum(1 for runs in tasks.values() if any(runs)), len(tasks)),
+        k=max((len(runs) for runs in tasks.values()), default=0),
+        note=f"n={len(ran)}: small, read with care" if 0 < len(ran) < SMALL_N else ("no task-run" if not ran else ""),
+    )
+
+
+def report(records: Iterable[TaskRunRecord], source: str = "") -> Report:
+    """The report of a batch's records."""
+    records = list(records)
+    ran = [r for r in records if r.status != "never_started"]
+    failed = Counter(c.why for c in (completion(r) for r in ran) if not c.completed)
+    errors: Counter[str] = Counter()
+    for record in ran:
+        errors.update(record.tool_errors)
+    per_task: dict[str, dict[str, float]] = {}
+    for task_id in sorted({r.key.task_id for r in ran}):
+        runs = [r for r in ran if r.key.task_id == task_id]
+        per_task[task_id] = {
+            "runs": len(runs),
+            "completed_share": _share(sum(completion(r).completed for r in runs), len(runs)) or 0.0,
+            "median_cost_usd": statistics.median(r.cost_usd for r in runs),
+            "median_turns": statistics.median(r.turns for r in runs),
+        }
+    return Report(
+        source=source,
+        overall=figures(records),
+        by_model={
+            model: figures([r for r in records if r.key.model == model])
+            for model in sorted({r.key.model for r in records})
+        },
+        by_category={
+            cat: figures([r for r in records if (r.category or "uncategorised") == cat])
+            for cat in sorted({r.category or "uncategorised" for r in records})
+        },
+        failures=Failures(outcomes=dict(failed.most_common()), tool_errors=dict(errors.most_common())),
+        never_started=sum(1 for r in records if r.status == "never_started"),
+        per_task=per_task,
+    )
+
+
+def _share(part: int, whole: int) -> float | None:
+    return round(part / whole, 4) if whole else None

@@ -1,0 +1,101 @@
+"""Reports as Markdown (one column per batch when several are compared, with the differences to the
+first) and as JSON."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from harness.report.metrics import Figures, Report
+
+ROWS: list[tuple[str, str]] = [
+    ("task-runs", "task_runs"),
+    ("completion rate", "completion_rate"),
+    ("pass@k", "pass_at_k"),
+    ("tool-call turns (mean, completed)", "turns_mean"),
+    ("tool-call turns (median, completed)", "turns_median"),
+    ("first-tool accuracy", "first_tool_accuracy"),
+    ("cost per task-run (USD)", "cost_per_run_usd"),
+    ("cost total (USD)", "cost_total_usd"),
+    ("long-context success (tagged)", "long_context_tagged"),
+    ("long-context success (by prompt size)", "long_context_by_size"),
+]
+_RATES = {"completion_rate", "pass_at_k", "first_tool_accuracy", "long_context_tagged", "long_context_by_size"}
+
+
+def as_json(reports: Sequence[Report]) -> str:
+    return json.dumps([r.model_dump(mode="json") for r in reports], indent=1)
+
+
+def as_markdown(reports: Sequence[Report]) -> str:
+    """One table of the headline figures (a column per report), then each report's groups and failures."""
+    names = [r.source or f"batch {n + 1}" for n, r in enumerate(reports)]
+    lines = [
+        "# harness report",
+        "",
+        "| figure | " + " | ".join(_escape(n) for n in names) + " |",
+        "| --- | " + " | ".join("---" for _ in names) + " |",
+    ]
+    for label, field in ROWS:
+        cells = []
+        for n, report in enumerate(reports):
+            value = getattr(report.overall, field)
+            cell = _format(field, value)
+            if n and value is not None and getattr(reports[0].overall, field) is not None:
+                cell += _delta(field, value, getattr(reports[0].overall, field))
+            cells.append(cell)
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    notes = [f"{name}: {r.overall.note}" for name, r in zip(names, reports, strict=True) if r.overall.note]
+    if notes:
+        lines += ["", *(f"> {_escape(note)}" for note in notes)]
+    for name, report in zip(names, reports, strict=True):
+        lines += ["", f"## {_escape(name)}", ""]
+        lines += [*_groups("by model", report.by_model), "", *_groups("by category", report.by_category)]
+        rules = ", ".join(f"{rule}: {count}" for rule, count in report.overall.first_tool_rules.items())
+        lines += ["", f"First-tool rule applied: {_escape(rules) or 'none'}."]
+        if report.never_started:
+            lines.append(f"{report.never_started} task-run(s) never started (the batch budget was spent).")
+        lines += ["", "### Where it failed", ""]
+        lines += [f"- {_escape(why)}: {count}" for why, count in report.failures.outcomes.items()] or ["- nothing"]
+        if report.failures.tool_errors:
+            errors = ", ".join(f"{kind} {count}" for kind, count in report.failures.tool_errors.items())
+            lines += ["", f"Tool errors: {_escape(errors)}."]
+    return "\n".join(lines) + "\n"
+
+
+def _groups(title: str, groups: dict[str, Figures]) -> list[str]:
+    lines = [
+        f"| {title} | task-runs | completion | pass@k (k) | turns (median) | first tool | cost/run | note |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, fig in groups.items():
+        lines.append(
+            f"| {_escape(name)} | {fig.task_runs} | {_format('completion_rate', fig.completion_rate)} | "
+            f"{_format('pass_at_k', fig.pass_at_k)} ({fig.k}) | {_format('turns_median', fig.turns_median)} | "
+            f"{_format('first_tool_accuracy', fig.first_tool_accuracy)} | "
+            f"{_format('cost_per_run_usd', fig.cost_per_run_usd)} | {_escape(fig.note)} |"
+        )
+    return lines
+
+
+def _format(field: str, value: float | int | None) -> str:
+    if value is None:
+        return "–"
+    if field in _RATES:
+        return f"{100 * value:.1f}%"
+    if field.startswith("cost"):
+        return f"${value:.4f}"
+    return f"{value:g}"
+
+
+def _delta(field: str, value: float, first: float) -> str:
+    if field in _RATES:
+        return f" ({100 * (value - first):+.1f} pt)"
+    if field.startswith("cost") and first:
+        return f" ({value / first:.2f}×)"
+    return f" ({value - first:+g})"
+
+
+def _escape(text: str) -> str:
+    """Text from a model or a repository, made inert in Markdown tables (and in HTML renderers of it)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|").replace("\n", " ")

@@ -1,0 +1,112 @@
+"""Every metric of the report on hand-built batch records, edge cases included: no completed run, k
+runs per task, no tool call at all, an assertion removed to turn the tests green, tests edited, a
+change over the task's allowed size, two batches side by side, hostile text kept inert."""
+
+from __future__ import annotations
+
+from harness.batch.records import TaskRunKey, TaskRunRecord
+from harness.report.metrics import completion, first_tool, report
+from harness.report.render import as_json, as_markdown
+
+FIX = """diff --git a/calc/ops.py b/calc/ops.py
+--- a/calc/ops.py
++++ b/calc/ops.py
+@@ -1,2 +1,2 @@
+-    return a - b
++    return a + b
+"""
+CHEAT = """diff --git a/tests/test_ops.py b/tests/test_ops.py
+--- a/tests/test_ops.py
++++ b/tests/test_ops.py
+@@ -1,3 +1,2 @@
+ def test_add():
+-    assert add(2, 3) == 5
++    pass
+"""
+
+
+def rec(
+    task: str,
+    k: int = 0,
+    *,
+    model: str = "m",
+    verified: bool = True,
+    patch: str | None = FIX,
+    turns: int = 3,
+    first: str | None = "read_file",
+    cost: float = 0.01,
+    **fields: object,
+) -> TaskRunRecord:
+    return TaskRunRecord(
+        key=TaskRunKey(task_id=task, model=model, run_index=k),
+        status="done",
+        outcome="verified" if verified else "failed_verification",
+        verified=verified,
+        patch=patch,
+        turns=turns,
+        first_tool=first,
+        cost_usd=cost,
+        **fields,
+    )
+
+
+def test_completion_needs_untouched_tests_and_a_change_within_size():
+    assert completion(rec("a")).completed
+    cheat = completion(rec("a", patch=CHEAT))
+    assert not cheat.completed and "removed 1 assertion" in cheat.why
+    edited = completion(rec("a", patch=CHEAT.replace("-    assert add(2, 3) == 5\n", "")))
+    assert not edited.completed and "edited the tests" in edited.why
+    assert not completion(rec("a", max_lines=1)).completed and completion(rec("a", max_lines=2)).completed
+    two_files = FIX + FIX.replace("calc/ops.py", "calc/more.py")
+    assert (
+        completion(rec("a", max_files=1)).completed and not completion(rec("a", patch=two_files, max_files=1)).completed
+    )
+
+
+def test_first_tool_rules_say_which_applied():
+    assert first_tool(rec("a", first="run_tests", first_tools=["run_tests"])).rule == "the task's first_tools"
+    assert first_tool(rec("a", first="read_file", first_tools=["run_tests"])).sensible is False
+    assert first_tool(rec("a", first="write_file")).model_dump() == {
+        "sensible": False,
+        "rule": "default: writing before reading",
+    }
+    assert first_tool(rec("a", first="search_code")).sensible is True
+    assert first_tool(rec("a", first=None)).sensible is None
+
+
+def test_figures_with_k_runs_per_task_and_pass_at_k():
+    records = [
+        rec("a", 0),
+        rec("a", 1, verified=False),
+        rec("b", 0, verified=False),
+        rec("b", 1, verified=False),
+        rec("c", 0, turns=5, tags={"long_context": True}, peak_context_tokens=50_000),
+    ]
+    made = report(records, "night")
+    overall = made.overall
+    assert (overall.task_runs, overall.completed, overall.completion_rate) == (5, 2, 0.4)
+    assert overall.pass_at_k == round(2 / 3, 4) and overall.k == 2
+    assert overall.turns_mean == 4 and overall.turns_median == 4
+    assert overall.long_context_tagged == 1.0 and overall.long_context_by_size == 1.0
+    assert overall.cost_total_usd == 0.05 and overall.cost_per_run_usd == 0.01
+    assert "small" in overall.note and made.failures.outcomes == {"failed_verification": 3}
+    assert made.per_task["a"]["completed_share"] == 0.5
+
+
+def test_no_completed_run_and_no_run_at_all():
+    none_done = report([rec("a", verified=False, first=None)]).overall
+    assert none_done.completed == 0 and none_done.turns_mean is None and none_done.first_tool_accuracy is None
+    never = TaskRunRecord(key=TaskRunKey(task_id="z", model="m", run_index=0), status="never_started")
+    empty = report([never])
+    assert empty.overall.task_runs == 0 and empty.overall.completion_rate is None and empty.never_started == 1
+    assert "no task-run" in empty.overall.note
+
+
+def test_two_batches_side_by_side_with_the_differences_and_hostile_text_inert():
+    first = report([rec("a", cost=0.02), rec("b", verified=False)], "before")
+    second = report([rec("a", cost=0.01), rec("b", cost=0.01, model="<script>alert(1)</script>|x")], "after")
+    text = as_markdown([first, second])
+    assert "| completion rate | 50.0% | 100.0% (+50.0 pt) |" in text
+    assert "0.67×" in text or "0.50×" in text
+    assert "<script>" not in text and "&lt;script&gt;alert(1)&lt;/script&gt;\\|x" in text
+    assert '"completion_rate": 0.5' in as_json([first])
