@@ -281,6 +281,7 @@ def build_agent(
         state=state,
         max_turn_tokens=config.limits.max_turn_tokens,
         max_verify_rounds=config.limits.max_verify_rounds,
+        repetition=config.repetition,
         on_phase=runtime.on_phase,
         secrets=runtime.secrets,
     )

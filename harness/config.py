@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from harness.errors import ConfigError
 from harness.gate import GateConfig
 from harness.providers.config import ProviderConfig
+from harness.repetition import RepetitionConfig
 from sandbox.spec import SandboxSpec
 
 CONFIG_FILE_NAME = "config.toml"
@@ -85,6 +86,8 @@ class RunConfig(BaseModel):
     setup_network: bool = False
     """Allow network for the setup commands only (never for tool calls)."""
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    repetition: RepetitionConfig = Field(default_factory=RepetitionConfig)
+    """When repeated calls get a note, and when they end the run `stuck`."""
     """Run budgets."""
     gate: GateConfig = Field(default_factory=GateConfig)
     """Permission gate: read-only paths (default tests/), protected paths, allowed programs, rules."""

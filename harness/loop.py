@@ -21,6 +21,7 @@ from harness.budget import Budget
 from harness.context import Context
 from harness.errors import ModelError, Stop
 from harness.outcome import RunResult, RunState
+from harness.repetition import NOTE, RepetitionConfig
 from harness.seams import Provider, RegistryLike, Sandbox, SessionLike, VerifierLike
 from harness.storage import is_storage_failure
 from harness.tools.registry import ToolContext
@@ -54,6 +55,7 @@ class Agent:
         state: RunState,
         max_turn_tokens: int = 4096,
         max_verify_rounds: int = 3,
+        repetition: RepetitionConfig | None = None,
         on_phase: Callable[[str], None] = lambda phase: None,
         secrets: Sequence[str] = (),
     ) -> None:
@@ -61,6 +63,7 @@ class Agent:
         self.session, self.sandbox, self.verifier, self.verify_spec = session, sandbox, verifier, verify_spec
         self.budget, self.context, self.trajectory, self.state = budget, context, trajectory, state
         self.max_turn_tokens, self.max_verify_rounds = max_turn_tokens, max_verify_rounds
+        self.repetition = repetition or RepetitionConfig()
         self.on_phase, self.secrets = on_phase, secrets
         self.tools = registry.schemas()
         if not state.context.entries:
@@ -129,14 +132,22 @@ class Agent:
             self.state.awaiting_verify = True
             self._commit(step, wrote=False, committed_image=None)
             return
-        wrote, image = False, None
+        wrote, image, repeated = False, None, None
         for call, record in zip(turn.tool_calls, self._run_calls(step, turn.tool_calls, attempt, reuse), strict=False):
-            self.context.add_tool_result(call, record.text, record.is_error)
+            self.state.repetition = self.state.repetition.observe(step, call, record.text)
+            verdict = self.state.repetition.verdict(self.repetition)
+            text = record.text + NOTE.format(what=verdict[1]) if verdict is not None else record.text
+            self.context.add_tool_result(call, text, record.is_error)
+            repeated = verdict if verdict is not None and verdict[0] == "stuck" else repeated
             self._observe_failure(record)
             wrote = wrote or record.wrote
             if record.envelope is not None and record.envelope.committed_image:
                 image = record.envelope.committed_image
         self._commit(step, wrote=wrote, committed_image=image)
+        if repeated is not None:
+            recent = self.state.repetition
+            evidence = [f"step {s}: {label}" for s, label in zip(recent.steps[-6:], recent.labels[-6:], strict=True)]
+            raise Stop("stuck", repeated[1], evidence)
         if self.state.streak.count >= TOOL_FAILURE_STREAK:
             streak = self.state.streak
             raise Stop("stuck", f"{streak.name} failed {streak.count} times in a row", streak.evidence)

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.budget import Spent
 from harness.context import ContextState
+from harness.repetition import Repetition
 
 OUTCOME_EXIT_CODES: dict[str, int] = {
     "verified": 0,
@@ -64,6 +65,8 @@ class RunState(BaseModel):
     verify_rounds: int = 0
     last_failing: list[str] | None = None
     streak: ToolStreak = Field(default_factory=ToolStreak)
+    repetition: Repetition = Field(default_factory=Repetition)
+    """Fingerprints of the latest calls: what the loop-catcher counts (kept across a resume)."""
     finished: bool = False
     result: RunResult | None = None
 

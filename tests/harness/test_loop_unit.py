@@ -186,3 +186,31 @@ turns:
     ]
     texts = [r.text for r in read_records(folder) if r.kind == "tool"]
     assert "NUL byte" in texts[4] and "NUL byte" in texts[5]
+
+
+def test_reading_the_same_unchanged_file_over_and_over_is_noted_then_stuck(tmp_path):
+    text = "turns:\n" + "  - tool_calls: [{name: run_command, arguments: {command: ls calc}}]\n" * 150
+    provider = scripted(text)
+    result, folder = run(tmp_path, provider, max_steps=200)
+    assert result.outcome == "stuck" and result.steps == 6, (result.outcome, result.steps, result.detail)
+    assert "same result 6 times in a row" in result.detail and len(result.evidence) == 6
+    sent = read_state(folder, RunState).context.entries
+    tool_texts = [e.message.content for e in sent if e.message.role == "tool"]
+    assert "NOTE from the harness" not in tool_texts[1] and "NOTE from the harness" in tool_texts[2]
+
+
+def test_a_short_cycle_of_calls_is_caught_too(tmp_path):
+    a = "{name: run_command, arguments: {command: ls calc}}"
+    b = "{name: run_command, arguments: {command: ls tests}}"
+    text = "turns:\n" + f"  - tool_calls: [{a}]\n  - tool_calls: [{b}]\n" * 40
+    result, _ = run(tmp_path, scripted(text), max_steps=200)
+    assert result.outcome == "stuck" and result.steps == 8 and "repeated 4 times" in result.detail
+
+
+def test_a_call_whose_result_changes_is_no_repetition():
+    from harness.repetition import Repetition, RepetitionConfig
+
+    memory, call = Repetition(), ToolCall(id="c", name="run_tests")
+    for n in range(10):
+        memory = memory.observe(n, call, f"exit_code=1 ... {n} failed")
+    assert memory.verdict(RepetitionConfig()) is None and memory.repeats() == (1, 1)
