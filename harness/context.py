@@ -12,6 +12,7 @@ the input tokens the provider reports for each call.
 from __future__ import annotations
 
 import json
+import re
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -43,6 +44,15 @@ class ContextState(BaseModel):
     entries: list[Entry] = Field(default_factory=list)
     chars_per_token: float = 4.0
     folds: int = 0
+
+
+_VOLATILE = re.compile(r" duration=\d+ms")
+
+
+def stable(text: str) -> str:
+    """A tool result as the model reads it: without what changes between two identical calls (a call's
+    duration), so a re-read of an unchanged file looks unchanged. The envelope on disk keeps it."""
+    return _VOLATILE.sub("", text)
 
 
 def slim(text: str, max_chars: int) -> str:
@@ -119,7 +129,7 @@ class Context:
         self._entries.append(Entry(message=message))
 
     def add_tool_result(self, call: ToolCall, text: str, is_error: bool) -> None:
-        text = slim(text, self.config.tool_result_chars)
+        text = slim(stable(text), self.config.tool_result_chars)
         message = Message(role="tool", content=text, tool_call_id=call.id, name=call.name, is_error=is_error)
         self._entries.append(Entry(message=message, label=call_label(call), lines=text.count("\n") + 1))
 

@@ -64,6 +64,10 @@ class ProviderConfig(BaseModel):
     """OpenAI-compatible only: which request field carries the limit (o-series models need the second)."""
     retry: RetryConfig = Field(default_factory=RetryConfig)
     """The retry policy."""
+    temperature: float | None = Field(default=0.2, ge=0, le=2)
+    """OpenAI-compatible only: the sampling temperature, sent where the model takes one (not to
+    reasoning models, nor with reasoning_effort set); None sends none (the server's default). The
+    Anthropic SDK takes none, so Anthropic models keep their default."""
     reasoning_effort: Literal["low", "medium", "high"] | None = None
     """Turn thinking on (`--thinking`): OpenAI-compatible `reasoning_effort`; for Anthropic an
     extended-thinking budget of 1k / 4k / 16k tokens. None leaves the model's default."""

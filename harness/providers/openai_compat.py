@@ -31,6 +31,8 @@ from harness.providers.stream import drain, sdk_timeout, transport_error
 from harness.types import Message, ModelTurn, Reasoning, StopReason, ToolCall, ToolSchema, Usage
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+NO_TEMPERATURE = ("o1", "o3", "o4", "gpt-5", "deepseek-reasoner")
+"""Reasoning models that refuse a sampling temperature."""
 _STOP_REASONS: dict[str, StopReason] = {
     "stop": "end_turn",
     "tool_calls": "tool_use",
@@ -88,6 +90,8 @@ class OpenAICompatProvider:
             request["tools"] = [t.openai() for t in tools]
         if self.config.reasoning_effort:
             request["reasoning_effort"] = self.config.reasoning_effort
+        elif self.config.temperature is not None and not self.model.lower().startswith(NO_TEMPERATURE):
+            request["temperature"] = self.config.temperature
         assembly = StreamAssembly({t.name for t in tools})
         latency_ms = drain(
             lambda timeout: _WireAnswer(self._client.chat.completions.create(**request, timeout=timeout)),

@@ -240,3 +240,27 @@ def test_reasoning_is_never_sent_to_the_official_api(wire):
 def test_turn_is_a_model_turn(wire):
     wire.push(openai_turn("x"))
     assert isinstance(provider(wire).complete(PROMPT, [TOOL], max_tokens=5), ModelTurn)
+
+
+def test_a_default_temperature_is_sent_where_the_model_takes_one(wire):
+    wire.push(openai_turn("a"), openai_turn("b"), openai_turn("c"), openai_turn("d"))
+    provider(wire).complete(PROMPT, [TOOL], max_tokens=5)
+    make_provider("openai:o3-mini", ProviderConfig(base_url=wire.openai_base_url), api_key=KEY).complete(
+        PROMPT, [TOOL], max_tokens=5
+    )
+    provider(wire, reasoning_effort="low").complete(PROMPT, [TOOL], max_tokens=5)
+    provider(wire, temperature=None).complete(PROMPT, [TOOL], max_tokens=5)
+    sent = [request.body.get("temperature") for request in wire.requests]
+    assert sent == [0.2, None, None, None]
+
+
+def test_the_model_reads_no_durations():
+    from harness.config import ContextConfig
+    from harness.context import Context
+
+    context = Context(ContextConfig(), "s", "t")
+    call = ToolCall(id="c", name="run_tests")
+    context.add_tool_result(call, "exit_code=0 status=ok duration=742ms\n--- stdout ---\n4 passed", is_error=False)
+    context.add_tool_result(call, "exit_code=0 status=ok duration=803ms\n--- stdout ---\n4 passed", is_error=False)
+    first, second = [m.content for m in context.messages() if m.role == "tool"]
+    assert first == second == "exit_code=0 status=ok\n--- stdout ---\n4 passed"
