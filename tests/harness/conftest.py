@@ -36,6 +36,23 @@ class Ran:
         return json.loads(self.stdout)
 
 
+CLI = [sys.executable, "-c", "from harness.cli import main; main()"]
+
+
+def run_args(
+    model: str, *extra: str, session: str | None = None, verify: str | None = VERIFY, json_out: bool = True
+) -> list[str]:
+    """`harness run` of the example with model (and the extra flags)."""
+    args = ["run", "--image", "py311", "--model", model, str(EXAMPLE), "--task", TASK, *extra]
+    if json_out:
+        args.append("--json")
+    if verify:
+        args += ["--verify", verify]
+    if session:
+        args += ["--session", session]
+    return args
+
+
 class Harness:
     """Runs the harness CLI in a child process against one state dir."""
 
@@ -45,11 +62,14 @@ class Harness:
         self.env.pop("HARNESS_CRASH_AT", None)
 
     def __call__(self, *args: str, env: dict[str, str] | None = None, timeout: float = 240) -> Ran:
-        command = [sys.executable, "-c", "from harness.cli import main; main()", *args]
         done = subprocess.run(
-            command, cwd=ROOT, env={**self.env, **(env or {})}, capture_output=True, text=True, timeout=timeout
+            [*CLI, *args], cwd=ROOT, env={**self.env, **(env or {})}, capture_output=True, text=True, timeout=timeout
         )
         return Ran(done.returncode, done.stdout, done.stderr)
+
+    def start(self, *args: str, env: dict[str, str] | None = None, **popen: Any) -> subprocess.Popen:
+        """The CLI in the background (for tests that act while it runs); popen sets its streams."""
+        return subprocess.Popen([*CLI, *args], cwd=ROOT, env={**self.env, **(env or {})}, **popen)
 
     def run(
         self,
@@ -59,12 +79,7 @@ class Harness:
         env: dict[str, str] | None = None,
         verify: str | None = VERIFY,
     ) -> Ran:
-        args = ["run", "--image", "py311", "--model", model, str(EXAMPLE), "--task", TASK, "--json", *extra]
-        if verify:
-            args += ["--verify", verify]
-        if session:
-            args += ["--session", session]
-        return self(*args, env=env)
+        return self(*run_args(model, *extra, session=session, verify=verify), env=env)
 
     def session_dir(self, session: str) -> Path:
         return self.state_dir / session

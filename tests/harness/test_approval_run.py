@@ -10,14 +10,13 @@ import pty
 import re
 import select
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from harness.trajectory import read_records
-from tests.harness.conftest import EXAMPLE, ROOT, TASK, turn
+from tests.harness.conftest import run_args, turn
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
 GATE = """approval_timeout_s = {timeout}
@@ -60,30 +59,9 @@ def test_unattended_ask_is_denied_after_the_timeout_and_recorded(harness, script
 
 def test_on_a_terminal_the_person_is_asked(harness, script, tmp_path):
     model = script(turn("Listing.", ("run_command", {"command": "ls calc"})), turn("Listed it."))
-    args = [
-        "run",
-        "--image",
-        "py311",
-        "--model",
-        model,
-        str(EXAMPLE),
-        "--task",
-        TASK,
-        "--session",
-        "tty",
-        "--config",
-        config(tmp_path, timeout=0),
-    ]
+    args = run_args(model, "--config", config(tmp_path, timeout=0), session="tty", verify=None, json_out=False)
     master, slave = pty.openpty()
-    child = subprocess.Popen(
-        [sys.executable, "-c", "from harness.cli import main; main()", *args],
-        cwd=ROOT,
-        env={**harness.env, "COLUMNS": "200"},
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        close_fds=True,
-    )
+    child = harness.start(*args, env={"COLUMNS": "200"}, stdin=slave, stdout=slave, stderr=slave, close_fds=True)
     os.close(slave)
     screen, answered = b"", False
     try:
@@ -117,29 +95,8 @@ def test_on_a_terminal_the_person_is_asked(harness, script, tmp_path):
 
 def test_a_person_answers_from_another_terminal_with_harness_approvals(harness, script, tmp_path):
     model = script(turn("Listing.", ("run_command", {"command": "ls calc"})), turn("Listed it."))
-    args = [
-        "run",
-        "--image",
-        "py311",
-        "--model",
-        model,
-        str(EXAMPLE),
-        "--task",
-        TASK,
-        "--session",
-        "queued",
-        "--config",
-        config(tmp_path, timeout=120),
-        "--json",
-    ]
-    child = subprocess.Popen(
-        [sys.executable, "-c", "from harness.cli import main; main()", *args],
-        cwd=ROOT,
-        env=harness.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    args = run_args(model, "--config", config(tmp_path, timeout=120), session="queued", verify=None)
+    child = harness.start(*args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         pending: list = []
         deadline = time.monotonic() + 90

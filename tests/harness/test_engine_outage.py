@@ -5,14 +5,13 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 
 import pytest
 
 from harness.trajectory import read_records
 from tests.faults import EngineProxy
-from tests.harness.conftest import ADD_FIX, EXAMPLE, ROOT, TASK, VERIFY, turn
+from tests.harness.conftest import ADD_FIX, run_args, turn
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
 
@@ -24,29 +23,9 @@ def test_an_engine_outage_ends_sandbox_error_and_resume_continues(harness, scrip
         turn("Fixed add(); the tests pass."),
     )
     with EngineProxy(tmp_path / "engine.sock") as proxy:
-        env = {**harness.env, "DOCKER_HOST": proxy.url}
-        args = [
-            "run",
-            "--image",
-            "py311",
-            "--model",
-            model,
-            str(EXAMPLE),
-            "--task",
-            TASK,
-            "--verify",
-            VERIFY,
-            "--session",
-            "outage",
-            "--json",
-        ]
-        child = subprocess.Popen(
-            [sys.executable, "-c", "from harness.cli import main; main()", *args],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+        args = run_args(model, session="outage")
+        child = harness.start(
+            *args, env={"DOCKER_HOST": proxy.url}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
         folder = harness.session_dir("outage")
         deadline = time.monotonic() + 120
