@@ -18,7 +18,7 @@ from typing import Any
 
 from harness import recovery, storage
 from harness.budget import Budget
-from harness.context import Context
+from harness.context import Context, stable
 from harness.errors import ModelError, Stop
 from harness.outcome import RunResult, RunState
 from harness.repetition import NOTE, RepetitionConfig
@@ -134,9 +134,10 @@ class Agent:
             return
         wrote, image, repeated = False, None, None
         for call, record in zip(turn.tool_calls, self._run_calls(step, turn.tool_calls, attempt, reuse), strict=False):
-            self.state.repetition = self.state.repetition.observe(step, call, record.text)
+            seen = stable(record.text)  # what the model reads, and what a repetition is judged by
+            self.state.repetition = self.state.repetition.observe(step, call, seen)
             verdict = self.state.repetition.verdict(self.repetition)
-            text = record.text + NOTE.format(what=verdict[1]) if verdict is not None else record.text
+            text = seen + NOTE.format(what=verdict[1]) if verdict is not None else seen
             self.context.add_tool_result(call, text, record.is_error)
             repeated = verdict if verdict is not None and verdict[0] == "stuck" else repeated
             self._observe_failure(record)

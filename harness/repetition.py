@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.types import ToolCall
 
 KEEP = 24
-_VOLATILE = re.compile(r"duration=\d+ms")
 
 
 class RepetitionConfig(BaseModel):
@@ -46,10 +44,10 @@ class Repetition(BaseModel):
     steps: list[int] = Field(default_factory=list)
 
     def observe(self, step: int, call: ToolCall, text: str) -> Repetition:
-        """The memory after one more call."""
-        stable = _VOLATILE.sub("", text)  # a duration is no change in the result
+        """The memory after one more call; text is the result as the model reads it
+        (`context.stable`: a duration is no change in the result)."""
         fingerprint = hashlib.sha256(
-            json.dumps([call.name, call.arguments, call.raw_arguments, stable], sort_keys=True, default=str).encode()
+            json.dumps([call.name, call.arguments, call.raw_arguments, text], sort_keys=True, default=str).encode()
         ).hexdigest()[:16]
         label = f"{call.name}({', '.join(f'{k}={v!r}' for k, v in list(call.arguments.items())[:2])})"[:120]
         return Repetition(

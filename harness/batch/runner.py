@@ -167,6 +167,23 @@ def run_batch(
             return f"the batch's wall clock ({budget.max_hours:g} h) ran out"
         return None
 
+    def finish() -> BatchSummary:
+        summary = BatchSummary(
+            planned=len(planned),
+            skipped=skipped,
+            ran=counts["ran"],
+            verified=counts["verified"],
+            never_started=counts["never"],
+            gave_up=counts["gave_up"],
+            cost_usd=round(spent_cost, 6),
+            tokens=spent_tokens,
+            elapsed_s=round(time.monotonic() - started, 3),
+        )
+        on_event(BatchEvent(kind="summary", done=summary.skipped + summary.ran, cost_usd=summary.cost_usd))
+        return summary
+
+    if not todo:  # everything is recorded already: no cluster to start
+        return finish()
     with dask_client(cluster, workers) as client:
         slots = max(1, _slots(client) or workers)
         queue = list(todo)
@@ -225,19 +242,7 @@ def run_batch(
             batch.write(never)
             counts["never"] += 1
             on_event(BatchEvent(kind="never_started", key=key, record=never))
-    summary = BatchSummary(
-        planned=len(planned),
-        skipped=skipped,
-        ran=counts["ran"],
-        verified=counts["verified"],
-        never_started=counts["never"],
-        gave_up=counts["gave_up"],
-        cost_usd=round(spent_cost, 6),
-        tokens=spent_tokens,
-        elapsed_s=round(time.monotonic() - started, 3),
-    )
-    on_event(BatchEvent(kind="summary", done=summary.skipped + summary.ran, cost_usd=summary.cost_usd))
-    return summary
+    return finish()
 
 
 def _finished(record: TaskRunRecord | None) -> bool:
