@@ -7,9 +7,13 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: setup deps engine images check test demo bench clean-containers
+.PHONY: setup deps engine images browser check test demo bench clean-containers
 
 setup: deps engine images
+
+# Debian's chromium and chromedriver, for the report pages' browser tests (only `make test` needs them).
+browser:
+	@bash scripts/ensure-browser.sh
 
 deps: $(VENV)/.installed
 
@@ -33,7 +37,7 @@ check: deps
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: setup check
+test: setup browser check
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 demo: setup

@@ -118,6 +118,8 @@ class Context:
         self._folds = state.folds
         self.estimator = TokenEstimator(state.chars_per_token)
         self._last_chars = 0
+        self.last_fold = ""
+        """What the last prepare() folded, for the trajectory ("" when it folded nothing)."""
 
     def state(self) -> ContextState:
         return ContextState(
@@ -143,8 +145,14 @@ class Context:
         """The messages for the next call, folding old tool results if the budget asks for it."""
         budget = self.config.budget_tokens
         chars = self.estimator.chars(self.messages(), tools)
+        self.last_fold = ""
         if self.estimator.estimate(chars) > self.config.fold_at * budget:
+            before, folded = self.estimator.estimate(chars), sum(e.folded for e in self._entries)
             chars = self._fold(tools, target=budget // 2)
+            self.last_fold = (
+                f"folded {sum(e.folded for e in self._entries) - folded} old tool result(s): "
+                f"~{before} -> ~{self.estimator.estimate(chars)} tokens (budget {budget})"
+            )
             if self.estimator.estimate(chars) > budget:
                 raise LimitReached(
                     "context", f"~{self.estimator.estimate(chars)} tokens after folding, budget {budget}"

@@ -21,11 +21,21 @@ from harness.budget import Budget
 from harness.context import Context, stable
 from harness.errors import ModelError, Stop
 from harness.outcome import RunResult, RunState
+from harness.prompt import obstacle_line
 from harness.repetition import NOTE, RepetitionConfig
 from harness.seams import Provider, RegistryLike, Sandbox, SessionLike, VerifierLike
 from harness.storage import is_storage_failure
 from harness.tools.registry import ToolContext
-from harness.trajectory import OutcomeRecord, StepRecord, ToolRecord, Trajectory, TurnRecord, VerifyRecord, write_state
+from harness.trajectory import (
+    EventRecord,
+    OutcomeRecord,
+    StepRecord,
+    ToolRecord,
+    Trajectory,
+    TurnRecord,
+    VerifyRecord,
+    write_state,
+)
 from harness.types import ModelTurn, ToolCall
 from harness.verify import feedback
 from sandbox.errors import SandboxError
@@ -113,6 +123,8 @@ class Agent:
 
     def _step(self, step: int) -> None:
         messages = self.context.prepare(self.tools)
+        if self.context.last_fold:
+            self.trajectory.append(EventRecord(event="context_folded", detail=self.context.last_fold))
         self.trajectory.append_request(step, messages, self.tools, self.context.estimate_tokens(self.tools))
         deadline = self.budget.deadline()  # the model call (and its retries) ends with the wall clock
         turn: ModelTurn = self.provider.complete(
@@ -129,6 +141,9 @@ class Agent:
         self.context.observe_usage(turn.usage.input_tokens)
         self.context.add_turn(turn)
         if not turn.tool_calls:
+            obstacle = obstacle_line(turn.text)
+            if obstacle:  # asked for in the final reply (see the system prompt); the report groups them
+                self.trajectory.append(EventRecord(event="obstacle", detail=obstacle))
             self.state.awaiting_verify = True
             self._commit(step, wrote=False, committed_image=None)
             return

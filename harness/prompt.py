@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 SYSTEM_PROMPT = """\
@@ -19,12 +20,25 @@ the same failing call.
 5. Never invent file contents, test results or APIs. If you do not know, say "I am not sure" \
 and explain what you would need to find out.
 6. When you are done, reply WITHOUT any tool call. End with exactly three sentences: what you \
-changed, why, and how you verified it. Your work is then checked by running: {verify}
+changed, why, and how you verified it. Then add one last line that starts with "Biggest obstacle:" \
+and names what made this task hardest for you (or "none"). Your work is then checked by running: {verify}
 """
+OBSTACLE = re.compile(r"^[\W_]*biggest obstacle[\W_]*?[:\-\u2013\u2014]\s*(?P<line>.+)$", re.IGNORECASE)
+NO_OBSTACLE = {"none", "n/a", "na", "nothing", "no obstacle", "-"}
 
 
 def system_prompt(verify: str | None) -> str:
     return SYSTEM_PROMPT.format(verify=f"`{verify}`" if verify else "(no verify command: say how you checked)")
+
+
+def obstacle_line(text: str) -> str:
+    """The model's "Biggest obstacle: ..." line from its final reply ("" when it gave none or "none")."""
+    for line in reversed(text.splitlines()):
+        found = OBSTACLE.match(line.strip())
+        if found:
+            said = " ".join(found["line"].strip().strip("*_`").split())[:300]
+            return "" if said.lower().rstrip(".!") in NO_OBSTACLE else said
+    return ""
 
 
 def task_message(task: str, left_out: Sequence[str] = ()) -> str:

@@ -106,6 +106,8 @@ class FakeSandbox:
             target = target.rstrip("/")
             if arg == target or arg.startswith(target + "/"):
                 return str(source) + arg[len(target) :]
+            if arg.endswith(f"={target}"):  # key=/workspace (the file tools' runner names its root so)
+                return arg[: -len(target)] + str(source)
             arg = arg.replace(f"={target}/", f"={source}/").replace(f" {target}/", f" {source}/")
         return arg
 

@@ -2,7 +2,7 @@
 
 `<state_dir>/<session id>/` holds what the sandbox side writes (`session.json`, `steps.jsonl`,
 `workspace/`, `store/`, `lock`) and what the controller writes beside it (`run.json`,
-`trajectory.jsonl`, `state.json`, `approvals/`, `change.patch`). Both sides, the CLI and the
+`trajectory.jsonl`, `state.json`, `approvals/`, `change.patch`, `view.html`). Both sides, the CLI and the
 leftover finder name these paths through `SessionFolder`, never by hand.
 """
 
@@ -68,6 +68,11 @@ class SessionFolder:
     def patch(self) -> Path:
         """change.patch: the final change, written when a run ends."""
         return self.root / "change.patch"
+
+    @property
+    def view(self) -> Path:
+        """view.html: the trajectory page `harness view` writes (nothing reads it back)."""
+        return self.root / "view.html"
 
 
 def session_folder(state_dir: Path, session_id: str) -> SessionFolder:

@@ -89,6 +89,8 @@ class TaskRunRecord(BaseModel):
     """The largest prompt the run sent (estimated), for long-context success by size."""
     tool_errors: dict[str, int] = Field(default_factory=dict)
     """Error kinds of the run's failed tool calls, counted."""
+    obstacle: str = ""
+    """The model's own line on its biggest obstacle, from its final turn (empty when it gave none)."""
 
 
 class BatchDir:

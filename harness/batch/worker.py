@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
@@ -137,7 +137,7 @@ def _record(
     if result is None:
         last = attempts[-1] if attempts else Attempt(outcome="gave_up")
         return record.model_copy(update={"outcome": last.outcome, "detail": last.detail})
-    turns, first_tool, peak, errors = _trajectory_facts(folder.root)
+    facts = _trajectory_facts(folder.root)
     patch = Path(result.patch).read_text(encoding="utf-8", errors="replace") if result.patch else None
     return record.model_copy(
         update={
@@ -146,28 +146,45 @@ def _record(
             "verified": result.verified,
             "detail": result.detail,
             "steps": result.steps,
-            "turns": turns,
+            "turns": facts.turns,
             "tokens": result.tokens,
             "cost_usd": result.cost_usd,
             "duration_s": result.elapsed_s,
-            "first_tool": first_tool,
+            "first_tool": facts.first_tool,
             "verify_rounds": result.verify_rounds,
-            "peak_context_tokens": peak,
-            "tool_errors": errors,
+            "peak_context_tokens": facts.peak_context_tokens,
+            "tool_errors": facts.tool_errors,
+            "obstacle": facts.obstacle,
             "patch": patch,
         }
     )
 
 
-def _trajectory_facts(session_dir: Path) -> tuple[int, str | None, int, dict[str, int]]:
-    """Model turns that called tools, the first tool called, the largest prompt, tool error kinds."""
+class _Facts(NamedTuple):
+    turns: int
+    """Model turns that called tools."""
+    first_tool: str | None
+    peak_context_tokens: int
+    """The largest prompt sent (estimated)."""
+    tool_errors: dict[str, int]
+    obstacle: str
+    """The model's last "Biggest obstacle" line."""
+
+
+def _trajectory_facts(session_dir: Path) -> _Facts:
+    """What the report needs from a session's trajectory."""
     records = read_records(session_dir)
     turns = [record.turn for record in records if record.kind == "turn"]
     with_calls = [turn for turn in turns if turn.tool_calls]
-    first = with_calls[0].tool_calls[0].name if with_calls else None
-    peak = max((record.estimated_tokens for record in records if record.kind == "request"), default=0)
     errors: dict[str, int] = {}
     for record in records:
         if record.kind == "tool" and record.error_kind:
             errors[record.error_kind] = errors.get(record.error_kind, 0) + 1
-    return len(with_calls), first, peak, errors
+    obstacles = [record.detail for record in records if record.kind == "event" and record.event == "obstacle"]
+    return _Facts(
+        turns=len(with_calls),
+        first_tool=with_calls[0].tool_calls[0].name if with_calls else None,
+        peak_context_tokens=max((record.estimated_tokens for record in records if record.kind == "request"), default=0),
+        tool_errors=errors,
+        obstacle=obstacles[-1] if obstacles else "",
+    )

@@ -99,8 +99,10 @@ def batch(
 
 
 def _write_reports(out: Path) -> None:
-    """report.json and report.md beside the records, at the end of every batch."""
+    """report.json, report.md and report.html (with a page per task-run) beside the records, at the
+    end of every batch."""
     from harness.batch.records import BatchDir
+    from harness.report import pages
     from harness.report.metrics import report
     from harness.report.render import as_json, as_markdown
     from sandbox.session.steplog import write_text_atomic
@@ -108,6 +110,7 @@ def _write_reports(out: Path) -> None:
     made = report(BatchDir(out).records(), source=str(out))
     write_text_atomic(out / "report.json", as_json([made]))
     write_text_atomic(out / "report.md", as_markdown([made]))
+    pages.write_batch(out)
 
 
 @app.command("worker")

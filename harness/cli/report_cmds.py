@@ -1,36 +1,126 @@
-"""`harness report DIR [DIR2 ...] [--format md|json] [-o FILE]`: the numbers of one or more batches."""
+"""`harness report DIR [DIR2 ...] [--format md|json|html] [-o FILE]`: the numbers of one or more
+batches; `harness view SESSION|DIR`: the report and trajectory pages, written and opened, or served
+on 127.0.0.1."""
 
 from __future__ import annotations
 
+import webbrowser
 from pathlib import Path
 
 import typer
 
-from harness.cli.app import ExitCode, app, console, fail, reported
+from harness.cli.app import ExitCode, app, console, err_console, fail, reported, state_dir
+from sandbox.layout import SessionFolder
+
+_FORMATS = ("md", "json", "html")
 
 
 @app.command("report")
 def report_command(
     dirs: list[Path] = typer.Argument(..., metavar="DIR...", help="Batch directories (several: side by side)."),
-    fmt: str = typer.Option("md", "--format", help="md or json."),
-    output: Path | None = typer.Option(None, "-o", "--output", help="Write here instead of printing."),
+    fmt: str = typer.Option("md", "--format", help="md, json or html."),
+    output: Path | None = typer.Option(
+        None, "-o", "--output", help="Write here instead of printing (html: default DIR/report.html)."
+    ),
 ) -> None:
     """Completion, turns, first-tool accuracy, cost and long-context success, per model and category."""
     from harness.batch.records import BatchDir
     from harness.report.metrics import report
     from harness.report.render import as_json, as_markdown
 
-    if fmt not in ("md", "json"):
-        fail(f"--format must be md or json, not {fmt!r}", ExitCode.USAGE)
+    if fmt not in _FORMATS:
+        fail(f"--format must be one of {', '.join(_FORMATS)}, not {fmt!r}", ExitCode.USAGE)
+    for folder in dirs:
+        _check_batch(folder)
     with reported():
-        reports = []
-        for folder in dirs:
-            if not (folder / "runs").is_dir():
-                fail(f"{folder} is no batch directory (no runs/ in it)", ExitCode.NOT_FOUND)
-            reports.append(report(BatchDir(folder).records(), source=str(folder)))
+        if fmt == "html":
+            from harness.report import pages
+
+            if output is None and len(dirs) > 1:
+                fail("several batches in one html report need -o FILE", ExitCode.USAGE)
+            written = pages.write_report(dirs, output) if output else pages.write_batch(dirs[0])
+            console.print(f"wrote {written}", soft_wrap=True)
+            return
+        reports = [report(BatchDir(folder).records(), source=str(folder)) for folder in dirs]
         text = as_json(reports) if fmt == "json" else as_markdown(reports)
     if output is None:
         console.out(text, highlight=False)
     else:
         output.write_text(text, encoding="utf-8")
-        console.print(f"wrote {output}")
+        console.print(f"wrote {output}", soft_wrap=True)
+
+
+@app.command("view")
+def view_command(
+    target: str = typer.Argument(
+        ..., metavar="SESSION|DIR", help="A session id, a session folder, or a batch directory."
+    ),
+    state: Path | None = typer.Option(
+        None, "--state-dir", help="Where sessions live (default: $HARNESS_STATE_DIR or the per-user data dir)."
+    ),
+    serve: bool = typer.Option(False, "--serve", help="Serve the pages on 127.0.0.1 (re-read on every reload)."),
+    port: int = typer.Option(0, "--port", min=0, max=65535, help="Port for --serve [default: any free one]."),
+    open_browser: bool = typer.Option(True, "--open/--no-open", help="Open the page in a browser."),
+) -> None:
+    """Every step of a session (model text, calls, gate, envelope, diff, verify rounds, final patch),
+    or a batch's report with a page per task-run."""
+    from harness.report import pages
+
+    folder, batch = _resolve(target, state)
+    with reported():
+        if serve:
+            _serve(folder, batch, port, open_browser)
+            return
+        if batch:
+            written = pages.write_batch(folder)
+        else:
+            written = SessionFolder(folder).view
+            from sandbox.session.steplog import write_text_atomic
+
+            write_text_atomic(written, pages.session_page(folder))
+    console.print(f"wrote {written}", soft_wrap=True)
+    if open_browser and not webbrowser.open(written.resolve().as_uri()):
+        err_console.print("no browser to open it here: open the file above")
+
+
+def _resolve(target: str, state: Path | None) -> tuple[Path, bool]:
+    """(folder, is a batch) for a batch directory, a session folder or a session id."""
+    path = Path(target).expanduser()
+    if (path / "runs").is_dir():
+        return path.resolve(), True
+    if SessionFolder(path).trajectory.is_file():
+        return path.resolve(), False
+    if "/" not in target and not target.startswith("."):
+        folder = state_dir(state) / target
+        if SessionFolder(folder).trajectory.is_file():
+            return folder, False
+        if folder.is_dir():
+            fail(f"session {target} has no trajectory (it never ran a task)", ExitCode.NOT_FOUND)
+    fail(
+        f"{target} is no batch directory (no runs/), session folder (no trajectory.jsonl) "
+        "or session id (see: harness session list)",
+        ExitCode.NOT_FOUND,
+    )
+
+
+def _check_batch(folder: Path) -> None:
+    if not (folder / "runs").is_dir():
+        fail(f"{folder} is no batch directory (no runs/ in it)", ExitCode.NOT_FOUND)
+
+
+def _serve(folder: Path, batch: bool, port: int, open_browser: bool) -> None:
+    from harness.report.serve import Server, routes
+
+    try:
+        server = Server(routes(folder, batch=batch), port)
+    except OSError as error:
+        fail(f"cannot serve on 127.0.0.1:{port}: {error.strerror or error}", ExitCode.USAGE)
+    console.print(f"serving {folder} at {server.url} (Ctrl-C stops)", soft_wrap=True)
+    if open_browser:
+        webbrowser.open(server.url)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        console.print("stopped")
+    finally:
+        server.close()

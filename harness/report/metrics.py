@@ -4,6 +4,7 @@ pass@k, where it failed, and a note wherever n is too small to lean on."""
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -102,6 +103,9 @@ class Failures(BaseModel):
     """Task-runs that did not complete, by why (failed_verification, stuck, limit:*, edited the tests...)."""
     tool_errors: dict[str, int]
     """Tool error kinds over all task-runs, most frequent first."""
+    obstacles: dict[str, int] = Field(default_factory=dict)
+    """The models' own end-of-task lines on their biggest obstacle, grouped (case and punctuation
+    aside), most frequent first."""
 
 
 class Report(BaseModel):
@@ -178,10 +182,27 @@ def report(records: Iterable[TaskRunRecord], source: str = "") -> Report:
             cat: figures([r for r in records if (r.category or "uncategorised") == cat])
             for cat in sorted({r.category or "uncategorised" for r in records})
         },
-        failures=Failures(outcomes=dict(failed.most_common()), tool_errors=dict(errors.most_common())),
+        failures=Failures(
+            outcomes=dict(failed.most_common()),
+            tool_errors=dict(errors.most_common()),
+            obstacles=obstacles([r.obstacle for r in ran]),
+        ),
         never_started=sum(1 for r in records if r.status == "never_started"),
         per_task=per_task,
     )
+
+
+def obstacles(lines: Iterable[str]) -> dict[str, int]:
+    """Obstacle lines grouped by their words (case, spacing and punctuation aside); each group is
+    shown by its most common spelling, most frequent group first."""
+    groups: dict[str, Counter[str]] = {}
+    for line in lines:
+        text = " ".join(line.split())
+        if not text:
+            continue
+        groups.setdefault(" ".join(re.findall(r"\w+", text.lower())), Counter())[text] += 1
+    ranked = sorted(groups.values(), key=lambda spellings: (-sum(spellings.values()), spellings.most_common(1)[0][0]))
+    return {spellings.most_common(1)[0][0]: sum(spellings.values()) for spellings in ranked}
 
 
 def _share(part: int, whole: int) -> float | None:

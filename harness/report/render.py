@@ -20,7 +20,7 @@ ROWS: list[tuple[str, str]] = [
     ("long-context success (tagged)", "long_context_tagged"),
     ("long-context success (by prompt size)", "long_context_by_size"),
 ]
-_RATES = {"completion_rate", "pass_at_k", "first_tool_accuracy", "long_context_tagged", "long_context_by_size"}
+RATES = {"completion_rate", "pass_at_k", "first_tool_accuracy", "long_context_tagged", "long_context_by_size"}
 
 
 def as_json(reports: Sequence[Report]) -> str:
@@ -40,9 +40,9 @@ def as_markdown(reports: Sequence[Report]) -> str:
         cells = []
         for n, report in enumerate(reports):
             value = getattr(report.overall, field)
-            cell = _format(field, value)
+            cell = format_value(field, value)
             if n and value is not None and getattr(reports[0].overall, field) is not None:
-                cell += _delta(field, value, getattr(reports[0].overall, field))
+                cell += delta(field, value, getattr(reports[0].overall, field))
             cells.append(cell)
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     notes = [f"{name}: {r.overall.note}" for name, r in zip(names, reports, strict=True) if r.overall.note]
@@ -60,6 +60,9 @@ def as_markdown(reports: Sequence[Report]) -> str:
         if report.failures.tool_errors:
             errors = ", ".join(f"{kind} {count}" for kind, count in report.failures.tool_errors.items())
             lines += ["", f"Tool errors: {_escape(errors)}."]
+        if report.failures.obstacles:
+            lines += ["", "### The models' biggest obstacles", ""]
+            lines += [f"- {_escape(line)}: {count}" for line, count in report.failures.obstacles.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -70,26 +73,26 @@ def _groups(title: str, groups: dict[str, Figures]) -> list[str]:
     ]
     for name, fig in groups.items():
         lines.append(
-            f"| {_escape(name)} | {fig.task_runs} | {_format('completion_rate', fig.completion_rate)} | "
-            f"{_format('pass_at_k', fig.pass_at_k)} ({fig.k}) | {_format('turns_median', fig.turns_median)} | "
-            f"{_format('first_tool_accuracy', fig.first_tool_accuracy)} | "
-            f"{_format('cost_per_run_usd', fig.cost_per_run_usd)} | {_escape(fig.note)} |"
+            f"| {_escape(name)} | {fig.task_runs} | {format_value('completion_rate', fig.completion_rate)} | "
+            f"{format_value('pass_at_k', fig.pass_at_k)} ({fig.k}) | {format_value('turns_median', fig.turns_median)} | "
+            f"{format_value('first_tool_accuracy', fig.first_tool_accuracy)} | "
+            f"{format_value('cost_per_run_usd', fig.cost_per_run_usd)} | {_escape(fig.note)} |"
         )
     return lines
 
 
-def _format(field: str, value: float | int | None) -> str:
+def format_value(field: str, value: float | int | None) -> str:
     if value is None:
         return "–"
-    if field in _RATES:
+    if field in RATES:
         return f"{100 * value:.1f}%"
     if field.startswith("cost"):
         return f"${value:.4f}"
     return f"{value:g}"
 
 
-def _delta(field: str, value: float, first: float) -> str:
-    if field in _RATES:
+def delta(field: str, value: float, first: float) -> str:
+    if field in RATES:
         return f" ({100 * (value - first):+.1f} pt)"
     if field.startswith("cost") and first:
         return f" ({value / first:.2f}×)"

@@ -80,7 +80,11 @@ def test_a_batch_runs_every_task_once_and_again_does_nothing(tmp_path, run_label
         and "+    return a + b" in verified.patch
     )
     assert Path(verified.session_dir, "trajectory.jsonl").is_file()
+    assert verified.obstacle.startswith("telling whether mean()")  # the final reply's line, via the loop
     assert "| completion rate | " in (out / "report.md").read_text() and (out / "report.json").is_file()
+    report_html = (out / "report.html").read_text(encoding="utf-8")
+    assert "telling whether mean()" in report_html and f"pages/{verified.session_id}.html" in report_html
+    assert (out / "pages" / f"{verified.session_id}.html").is_file()
     again = _batch(str(tasks), "--out", str(out), "--workers", "2", label=run_label)
     assert again.returncode == 0 and (_result(again)["ran"], _result(again)["skipped"]) == (0, 6)
     mine = docker_client.containers.list(all=True, filters={"label": f"harness.run={run_label}"}, ignore_removed=True)

@@ -1,0 +1,119 @@
+"""Where the pages go: a batch directory gets `report.html` and `pages/<session>.html` (one per
+task-run, linked from the report); a single session gets one page. Pages are written atomically,
+and a task-run's page is rewritten only when its session changed since."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+
+from harness.batch.records import BatchDir, TaskRunRecord
+from harness.report import report_page, session_view, trajectory_page
+from harness.report.html import relative_href
+from harness.report.metrics import report
+from sandbox.layout import SessionFolder
+from sandbox.session.steplog import write_text_atomic
+
+_DOCTYPE = "<!DOCTYPE html>\n"
+PAGES = "pages"
+REPORT = "report.html"
+
+
+def session_dir(batch: BatchDir, record: TaskRunRecord) -> Path | None:
+    """The session folder of a task-run (beside the records, wherever the batch was moved)."""
+    if not record.session_id:
+        return None
+    here = batch.sessions / record.session_id
+    if SessionFolder(here).trajectory.is_file():
+        return here
+    there = Path(record.session_dir) if record.session_dir else None
+    return there if there is not None and SessionFolder(there).trajectory.is_file() else None
+
+
+def page_path(batch: BatchDir, record: TaskRunRecord) -> Path:
+    return batch.root / PAGES / f"{record.key.session_id}.html"
+
+
+def session_page(folder: Path, *, back: str | None = None) -> str:
+    """The trajectory page of the session in folder, as it is now."""
+    return trajectory_page.render(session_view.load(folder), back=back)
+
+
+def batch_report(dirs: Sequence[Path], *, page_dir: Path, linked: bool = True) -> str:
+    """The report page of one or more batch directories, for a page that lives in page_dir."""
+    batches = []
+    for root in dirs:
+        batch = BatchDir(root)
+        records = batch.records()
+
+        def href(record: TaskRunRecord, batch: BatchDir = batch) -> str | None:
+            if not linked or session_dir(batch, record) is None:
+                return None
+            return relative_href(page_path(batch, record), page_dir)
+
+        batches.append(report_page.Batch(report(records, source=str(root)), records, href))
+    return report_page.render(batches)
+
+
+def write_session_pages(root: Path) -> int:
+    """Write (or refresh) the trajectory page of every task-run of a batch; how many were written."""
+    batch = BatchDir(root)
+    written = 0
+    for record in batch.records():
+        folder = session_dir(batch, record)
+        if folder is None:
+            continue
+        target = page_path(batch, record)
+        if _fresh(target, folder):
+            continue
+        source = _source(folder)  # before reading: a change while the page is made makes it stale
+        target.parent.mkdir(parents=True, exist_ok=True)
+        back = relative_href(batch.root / REPORT, target.parent)
+        write_text_atomic(target, _stamped(session_page(folder, back=back), source))
+        written += 1
+    return written
+
+
+def write_batch(root: Path) -> Path:
+    """report.html and every task-run's page in a batch directory; the report's path."""
+    write_session_pages(root)
+    target = Path(root) / REPORT
+    write_text_atomic(target, batch_report([Path(root)], page_dir=Path(root)))
+    return target
+
+
+def write_report(dirs: Sequence[Path], output: Path) -> Path:
+    """One report page of several batches at output, with each batch's task-run pages refreshed."""
+    for root in dirs:
+        write_session_pages(root)
+    write_text_atomic(output, batch_report(dirs, page_dir=output.resolve().parent))
+    return output
+
+
+def _source(folder: Path) -> str:
+    """What a session's page was made from: size and mtime of each file it shows (the trajectory is
+    append-only, so any new record changes its size)."""
+    paths = SessionFolder(folder)
+    parts = []
+    for path in (paths.trajectory, paths.patch, paths.steps):
+        try:
+            stat = path.stat()
+            parts.append(f"{stat.st_size}:{stat.st_mtime_ns}")
+        except FileNotFoundError:
+            parts.append("-")
+    return hashlib.sha256(" ".join(parts).encode()).hexdigest()[:16]
+
+
+def _stamped(html: str, source: str) -> str:
+    return html.replace(_DOCTYPE, f"{_DOCTYPE}<!-- harness source {source} -->\n", 1)
+
+
+def _fresh(page: Path, folder: Path) -> bool:
+    """The page was made from the session as it is now."""
+    try:
+        with open(page, encoding="utf-8", errors="replace") as handle:
+            head = handle.read(128)
+    except FileNotFoundError:
+        return False
+    return f"<!-- harness source {_source(folder)} -->" in head

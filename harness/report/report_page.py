@@ -1,0 +1,138 @@
+"""A report as one self-contained page: the headline figures side by side (a column per batch, with
+the differences to the first), charts of outcomes, turns and cost, the groups by model and category,
+where it failed, and every task-run in a sortable table linking to its trajectory page."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from harness.batch.records import TaskRunRecord
+from harness.report import charts
+from harness.report.html import esc, page, table
+from harness.report.metrics import Figures, Report, completion, first_tool
+from harness.report.render import ROWS, delta, format_value
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One batch on the page: its report, its records, and where each task-run's page is."""
+
+    report: Report
+    records: list[TaskRunRecord]
+    href: Callable[[TaskRunRecord], str | None]
+    """A relative link to a task-run's trajectory page, None when it has none."""
+
+
+def render(batches: Sequence[Batch]) -> str:
+    names = [b.report.source or f"batch {n + 1}" for n, b in enumerate(batches)]
+    parts = [_headline(batches, names)]
+    for name, batch in zip(names, batches, strict=True):
+        parts.append(_batch(name, batch, several=len(batches) > 1))
+    return page("harness report", "\n".join(parts))
+
+
+def _headline(batches: Sequence[Batch], names: list[str]) -> str:
+    rows = []
+    for label, field in ROWS:
+        cells: list[tuple[str, object]] = [(esc(label), label)]
+        first = getattr(batches[0].report.overall, field)
+        for n, batch in enumerate(batches):
+            value = getattr(batch.report.overall, field)
+            text = format_value(field, value)
+            if n and value is not None and first is not None:
+                text += delta(field, value, first)
+            cells.append((esc(text), value))
+        rows.append(cells)
+    notes = [
+        f"{name}: {b.report.overall.note}" for name, b in zip(names, batches, strict=True) if b.report.overall.note
+    ]
+    html = "<h2>Headline figures</h2>" + table(["figure", *names], rows, sortable=False, classes="headline")
+    return html + "".join(f'<p class="warn">{esc(note)}</p>' for note in notes)
+
+
+def _batch(name: str, batch: Batch, *, several: bool) -> str:
+    report, ran = batch.report, [r for r in batch.records if r.status != "never_started"]
+    verdicts = [(record, completion(record)) for record in ran]
+    outcomes = Counter("completed" if c.completed else c.why for _, c in verdicts)
+    parts = [f"<h2>{esc(name)}</h2>" if several else ""]
+    parts.append('<div class="charts">')
+    parts.append(charts.bars("Outcomes (task-runs)", outcomes.most_common()))
+    parts.append(
+        charts.histogram("Tool-call turns (completed)", [float(r.turns) for r, c in verdicts if c.completed], bins=8)
+    )
+    parts.append(charts.histogram("Cost per task-run", [r.cost_usd for r in ran], bins=8, unit=" USD"))
+    parts.append("</div>")
+    parts.append("<h3>By model</h3>" + _groups(report.by_model))
+    parts.append("<h3>By category</h3>" + _groups(report.by_category))
+    rules = ", ".join(f"{rule}: {count}" for rule, count in report.overall.first_tool_rules.items())
+    parts.append(f'<p class="muted">First-tool rule applied: {esc(rules or "none")}.</p>')
+    if report.never_started:
+        parts.append(f"<p>{report.never_started} task-run(s) never started (the batch budget was spent).</p>")
+    parts.append("<h3>Where it failed</h3>")
+    failures = report.failures
+    parts.append(_counts(failures.outcomes, "why", "nothing failed"))
+    if failures.tool_errors:
+        parts.append("<h3>Recurring tool errors</h3>" + _counts(failures.tool_errors, "error kind", ""))
+    if failures.obstacles:
+        parts.append(
+            "<h3>The models' biggest obstacles (their own words)</h3>" + _counts(failures.obstacles, "obstacle", "")
+        )
+    parts.append("<h3>Task-runs</h3>" + _runs(batch, verdicts))
+    return "\n".join(parts)
+
+
+def _groups(groups: dict[str, Figures]) -> str:
+    headers = ["group", "task-runs", "completion", "pass@k", "k", "turns (median)", "first tool", "cost/run", "note"]
+    rows = []
+    for name, fig in groups.items():
+        rows.append(
+            [
+                (esc(name), name),
+                (str(fig.task_runs), fig.task_runs),
+                (format_value("completion_rate", fig.completion_rate), fig.completion_rate),
+                (format_value("pass_at_k", fig.pass_at_k), fig.pass_at_k),
+                (str(fig.k), fig.k),
+                (format_value("turns_median", fig.turns_median), fig.turns_median),
+                (format_value("first_tool_accuracy", fig.first_tool_accuracy), fig.first_tool_accuracy),
+                (format_value("cost_per_run_usd", fig.cost_per_run_usd), fig.cost_per_run_usd),
+                (esc(fig.note), fig.note),
+            ]
+        )
+    return table(headers, rows)
+
+
+def _counts(counts: dict[str, int], what: str, empty: str) -> str:
+    if not counts:
+        return f'<p class="muted">{esc(empty)}</p>'
+    return table([what, "task-runs"], [[(esc(k), k), (str(v), v)] for k, v in counts.items()])
+
+
+def _runs(batch: Batch, verdicts: list) -> str:
+    headers = ["task", "model", "run", "category", "outcome", "completed", "turns", "first tool", "cost (USD)"]
+    headers += ["seconds", "peak context", "trajectory"]
+    rows = []
+    for record, verdict in verdicts:
+        first = first_tool(record)
+        mark = {True: '<span class="ok">yes</span>', False: '<span class="bad">no</span>', None: "–"}[first.sensible]
+        href = batch.href(record)
+        link = f'<a href="{esc(href)}">steps</a>' if href else '<span class="muted">none</span>'
+        done = '<span class="ok">yes</span>' if verdict.completed else f'<span class="bad">no</span> {esc(verdict.why)}'
+        rows.append(
+            [
+                (esc(record.key.task_id), record.key.task_id),
+                (esc(record.key.model), record.key.model),
+                (str(record.key.run_index), record.key.run_index),
+                (esc(record.category), record.category),
+                (esc(record.outcome or record.status), record.outcome or record.status),
+                (done, int(verdict.completed)),
+                (str(record.turns), record.turns),
+                (f"{esc(record.first_tool or '–')} {mark}", record.first_tool or ""),
+                (f"{record.cost_usd:.4f}", record.cost_usd),
+                (f"{record.duration_s:.1f}", record.duration_s),
+                (str(record.peak_context_tokens), record.peak_context_tokens),
+                (link, record.key.session_id),
+            ]
+        )
+    return table(headers, rows, classes="runs")

@@ -1,0 +1,162 @@
+"""A session read back for a person: its trajectory grouped by step, each step's diff from the
+snapshot store, the verify rounds, the outcome and the final patch. Read-only: nothing here writes
+to the session, so it works on a session that is still running (what is not committed yet is not
+shown yet)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.errors import SessionError
+from harness.outcome import RunState
+from harness.steps import StepMap
+from harness.trajectory import (
+    EventRecord,
+    OutcomeRecord,
+    RequestRecord,
+    StartRecord,
+    StepRecord,
+    ToolRecord,
+    TurnRecord,
+    VerifyRecord,
+    read_records,
+    read_state,
+)
+from harness.types import ModelTurn
+from sandbox.errors import SandboxError
+from sandbox.layout import SessionFolder
+
+MAX_DIFF_CHARS = 200_000
+"""A step's diff beyond this is cut, with a note saying how much was left out."""
+
+
+@dataclass
+class StepView:
+    step: int
+    turn: ModelTurn | None = None
+    calls: list[ToolRecord] = field(default_factory=list)
+    events: list[EventRecord] = field(default_factory=list)
+    verify: list[VerifyRecord] = field(default_factory=list)
+    committed: StepRecord | None = None
+    """None while the step is in flight (a live session) or when a crash cut it."""
+    sent_tokens: int = 0
+    """The prompt of this step's model call: reported input tokens, else the estimate."""
+    diff: str = ""
+    diff_note: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return any(call.is_error for call in self.calls)
+
+
+@dataclass
+class SessionView:
+    session_id: str
+    folder: Path
+    start: StartRecord | None = None
+    steps: list[StepView] = field(default_factory=list)
+    events: list[EventRecord] = field(default_factory=list)
+    """Events before the first step (setup, resume)."""
+    outcome: OutcomeRecord | None = None
+    patch: str = ""
+    problems: list[str] = field(default_factory=list)
+    """What could not be read (a damaged store, a missing session.json): shown, never raised."""
+
+    @property
+    def live(self) -> bool:
+        return self.outcome is None
+
+    @property
+    def cost_usd(self) -> float:
+        committed = [s.committed for s in self.steps if s.committed is not None]
+        return committed[-1].cost_usd if committed else 0.0
+
+
+def load(folder: Path) -> SessionView:
+    """The session in folder, as far as it is written."""
+    folder = Path(folder)
+    view = SessionView(session_id=folder.name, folder=folder)
+    by_step: dict[int, StepView] = {}
+    last: StepView | None = None
+    for record in read_records(folder):
+        if isinstance(record, StartRecord):
+            view.start = view.start or record
+        elif isinstance(record, OutcomeRecord):
+            view.outcome = record
+        elif isinstance(record, RequestRecord | TurnRecord | ToolRecord | StepRecord):
+            last = by_step.setdefault(record.step, StepView(step=record.step))
+            _add(last, record)
+        elif isinstance(record, VerifyRecord):
+            if last is None:
+                last = by_step.setdefault(0, StepView(step=0))
+            last.verify.append(record)
+        elif isinstance(record, EventRecord):
+            (last.events if last is not None else view.events).append(record)
+    view.steps = [by_step[step] for step in sorted(by_step)]
+    if view.start is None:  # a run started through the API without a start record: the state says
+        view.start = _start_of(folder)
+    _add_diffs(view)
+    return view
+
+
+def _start_of(folder: Path) -> StartRecord | None:
+    try:
+        state = read_state(folder, RunState)
+    except SessionError:
+        return None
+    if state is None:
+        return None
+    stamp = SessionFolder(folder).state.stat().st_mtime
+    return StartRecord(ts=stamp, session_id=state.session_id, task=state.task, model=state.model, repo="")
+
+
+def _add(step: StepView, record: RequestRecord | TurnRecord | ToolRecord | StepRecord) -> None:
+    if isinstance(record, RequestRecord):
+        step.sent_tokens = record.estimated_tokens
+    elif isinstance(record, TurnRecord):
+        step.turn = record.turn  # a resumed step's last turn wins
+        if record.turn.usage.input_tokens:
+            step.sent_tokens = record.turn.usage.input_tokens
+    elif isinstance(record, ToolRecord):
+        step.calls.append(record)
+    else:
+        step.committed = record
+
+
+def _add_diffs(view: SessionView) -> None:
+    """Each committed step's change, and the final patch, from the snapshot store (read-only)."""
+    from sandbox.session.session import Session
+
+    paths = SessionFolder(view.folder)
+    try:
+        session = Session.open(view.folder.parent, view.folder.name)
+    except SandboxError as error:
+        view.problems.append(f"no step diffs: {error}")
+        return
+    try:
+        steps = StepMap.of(view.folder, view.session_id, session.step)
+        previous = 0
+        for step in view.steps:
+            if step.committed is None or step.step not in steps.snapshots:
+                continue
+            before, after = steps.snapshot(previous), steps.snapshot(step.step)
+            previous = step.step
+            if before == after:
+                continue
+            result = session.diff(before, after)
+            text = result.text
+            notes = [f"binary: {path}" for path in result.binary]
+            notes += [f"mode: {c.path} {c.old_mode:o} -> {c.new_mode:o}" for c in result.mode_changes]
+            if len(text) > MAX_DIFF_CHARS:
+                notes.append(f"diff cut at {MAX_DIFF_CHARS} of {len(text)} characters (see `harness diff`)")
+                text = text[:MAX_DIFF_CHARS]
+            step.diff, step.diff_note = text, "; ".join(notes)
+        if paths.patch.is_file():
+            view.patch = paths.patch.read_text(encoding="utf-8", errors="replace")
+        else:
+            view.patch = session.export_patch()
+    except (SandboxError, OSError, ValueError) as error:
+        view.problems.append(f"step diffs incomplete: {type(error).__name__}: {error}".splitlines()[0])
+    finally:
+        session.close()

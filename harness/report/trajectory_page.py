@@ -1,0 +1,184 @@
+"""One session's trajectory as a page: every step's model text, each tool call with its arguments,
+the gate's decision and rule, the envelope (exit code first), the step's diff, context events,
+tokens and cost so far, the verify rounds, the outcome and the final patch."""
+
+from __future__ import annotations
+
+import datetime
+import json
+
+from harness.report import charts
+from harness.report.html import esc, page
+from harness.report.session_view import SessionView, StepView
+from harness.trajectory import ToolRecord, VerifyRecord
+
+
+def render(view: SessionView, *, back: str | None = None) -> str:
+    """The page of view; back is a relative link to the report that lists it."""
+    start = view.start
+    parts = []
+    if back:
+        parts.append(f'<p><a href="{esc(back)}">&larr; report</a></p>')
+    facts = [
+        ("session", esc(view.session_id)),
+        ("task", f"<pre>{esc(start.task)}</pre>" if start else '<span class="muted">unknown</span>'),
+        ("model", esc(start.model) if start else ""),
+        ("repository", esc(start.repo) if start else ""),
+        ("started", esc(_when(start.ts)) if start else ""),
+        ("outcome", _outcome(view)),
+        ("steps", str(len(view.steps))),
+        ("cost", f"${view.cost_usd:.4f}"),
+    ]
+    parts.append(_kv(facts))
+    if view.live:
+        parts.append(
+            '<p class="banner">This session has no outcome yet: it is still running, or it stopped without '
+            "one (resume it with <code>harness resume</code>). Reload to see new steps when served with "
+            "<code>harness view --serve</code>; a written page shows the steps as of "
+            f"{esc(_when(None))}.</p>"
+        )
+    parts += [f'<p class="bad">{esc(problem)}</p>' for problem in view.problems]
+    for event in view.events:
+        parts.append(f'<p class="muted">event <b>{esc(event.event)}</b>: {esc(event.detail)}</p>')
+    parts.append(_chart(view))
+    parts.append(
+        '<div class="toolbar"><label><input type="checkbox" id="only-failed"> only failed calls</label> '
+        '<span class="muted">keys: j/k next/previous step, g/G first/last, e next failed call, '
+        "f failed only, d final patch</span></div>"
+    )
+    parts += [_step(step) for step in view.steps]
+    parts.append('<section id="patch" tabindex="-1"><h2>Final patch</h2>')
+    parts.append(_diff(view.patch) if view.patch.strip() else '<p class="muted">no change</p>')
+    parts.append("</section>")
+    title = f"harness · {view.session_id}"
+    return page(title, "\n".join(parts), heading=f"Trajectory of {view.session_id}")
+
+
+def _outcome(view: SessionView) -> str:
+    outcome = view.outcome
+    if outcome is None:
+        return '<span class="badge warn">running or unfinished</span>'
+    css = "ok" if outcome.outcome == "verified" else "bad"
+    text = f'<span class="badge {css}">{esc(outcome.outcome)}</span> exit {outcome.exit_code}'
+    if outcome.detail:
+        text += f" · {esc(outcome.detail)}"
+    if outcome.evidence:
+        text += f"<pre>{esc(_dump(outcome.evidence))}</pre>"
+    return text
+
+
+def _chart(view: SessionView) -> str:
+    steps = [s for s in view.steps if s.committed is not None]
+    return charts.per_step(
+        "Tokens and cost per step",
+        [s.step for s in steps],
+        [float(s.sent_tokens) for s in steps],
+        [s.committed.cost_usd if s.committed else 0.0 for s in steps],
+    )
+
+
+def _step(step: StepView) -> str:
+    classes = "step has-failed" if step.failed else "step"
+    committed = step.committed
+    so_far = (
+        f"{committed.input_tokens} in / {committed.output_tokens} out tokens, ${committed.cost_usd:.4f} so far"
+        if committed
+        else "not committed yet"
+    )
+    parts = [
+        f'<section class="{classes}" id="step-{step.step}" tabindex="-1">',
+        f'<h2>Step {step.step} <span class="muted">· {esc(so_far)} · ~{step.sent_tokens} tokens sent</span></h2>',
+    ]
+    turn = step.turn
+    if turn is not None:
+        meta = f"stop: {turn.stop_reason}, {turn.usage.output_tokens} tokens out, {turn.latency_ms} ms"
+        parts.append(f'<p class="muted">model {esc(turn.model)} · {esc(meta)}</p>')
+        if turn.text.strip():
+            parts.append(f'<pre class="model-text">{esc(turn.text)}</pre>')
+        elif not turn.tool_calls:
+            parts.append('<p class="muted">(empty reply)</p>')
+    parts += [_call(call) for call in step.calls]
+    for event in step.events:
+        parts.append(f'<p class="muted">event <b>{esc(event.event)}</b>: {esc(event.detail)}</p>')
+    if step.diff or step.diff_note:
+        parts.append("<h3>Change in this step</h3>")
+        if step.diff:
+            parts.append(_diff(step.diff))
+        if step.diff_note:
+            parts.append(f'<p class="muted">{esc(step.diff_note)}</p>')
+    parts += [_verify(round_) for round_ in step.verify]
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def _call(call: ToolRecord) -> str:
+    failed = call.is_error
+    status = f"ERROR[{call.error_kind}]" if failed else "ok"
+    attempt = f" · re-run {call.attempt}" if call.attempt else ""
+    summary = (
+        f'<summary><b>{esc(call.name)}</b> <span class="{"bad" if failed else "ok"}">{esc(status)}</span> '
+        f'<span class="muted">{call.duration_ms} ms{esc(attempt)}</span></summary>'
+    )
+    facts = [("arguments", f"<pre>{esc(_dump(call.arguments))}</pre>")]
+    if call.decision is not None:
+        d = call.decision
+        facts.append(("gate", f"<b>{esc(d.action)}</b> by rule <code>{esc(d.rule)}</code> · {esc(d.reason)}"))
+    envelope = call.envelope
+    if envelope is not None:
+        facts.append(("exit code", f'<b class="{"ok" if envelope.exit_code == 0 else "bad"}">{envelope.exit_code}</b>'))
+        facts.append(("status", esc(envelope.status)))
+        facts.append(("duration", f"{envelope.duration_ms} ms"))
+        for name, text, dropped in (
+            ("stdout", envelope.stdout, envelope.stdout_dropped),
+            ("stderr", envelope.stderr, envelope.stderr_dropped),
+        ):
+            if text or dropped:
+                note = f'<p class="warn">truncated: {dropped} bytes left out</p>' if dropped else ""
+                facts.append((name, f"<pre>{esc(text)}</pre>{note}"))
+        if envelope.truncated and not (envelope.stdout_dropped or envelope.stderr_dropped):
+            facts.append(("output", '<span class="warn">truncated</span>'))
+    facts.append(("the model read", f"<pre>{esc(call.text)}</pre>"))
+    classes = "call failed" if failed else "call"
+    open_ = " open" if failed else ""
+    return f'<details class="{classes}" id="call-{esc(call.call_id)}-{call.attempt}"{open_}>{summary}{_kv(facts)}</details>'
+
+
+def _verify(round_: VerifyRecord) -> str:
+    css = "ok" if round_.passed else "bad"
+    head = (
+        f'<h3>Verify round {round_.round}: <span class="{css}">{"passed" if round_.passed else "failed"}</span> '
+        f'<span class="muted">exit {round_.exit_code}, {esc(round_.status)}, {round_.duration_ms} ms</span></h3>'
+    )
+    failing = ""
+    if round_.failing:
+        failing = "<p>failing: " + ", ".join(f"<code>{esc(name)}</code>" for name in round_.failing) + "</p>"
+    return head + failing + (f"<pre>{esc(round_.output)}</pre>" if round_.output else "")
+
+
+def _diff(text: str) -> str:
+    lines = []
+    for line in text.splitlines():
+        if line.startswith(("+++", "---", "diff ", "index ")):
+            lines.append(f"<b>{esc(line)}</b>")
+        elif line.startswith("@@"):
+            lines.append(f'<span class="hunk">{esc(line)}</span>')
+        elif line.startswith("+"):
+            lines.append(f'<span class="add">{esc(line)}</span>')
+        elif line.startswith("-"):
+            lines.append(f'<span class="del">{esc(line)}</span>')
+        else:
+            lines.append(esc(line))
+    return '<pre class="diff">' + "\n".join(lines) + "</pre>"
+
+
+def _kv(facts: list[tuple[str, str]]) -> str:
+    return '<dl class="kv">' + "".join(f"<dt>{esc(k)}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>"
+
+
+def _dump(value: object) -> str:
+    return json.dumps(value, indent=1, ensure_ascii=False, default=str)
+
+
+def _when(stamp: float | None) -> str:
+    moment = datetime.datetime.now() if stamp is None else datetime.datetime.fromtimestamp(stamp)
+    return moment.strftime("%Y-%m-%d %H:%M:%S")

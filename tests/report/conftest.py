@@ -1,0 +1,158 @@
+"""Real sessions for the page tests: a repository full of markup traps, run by a scripted model
+through the real loop, gate, tools and snapshot store (commands on the host FakeSandbox, which the
+pages cannot tell apart from the engine), and a batch directory whose records link to them."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness import assembly
+from harness.assembly import Runtime
+from harness.batch.records import BatchDir, TaskRunKey, TaskRunRecord
+from harness.config import LimitsConfig, RunConfig
+from harness.outcome import RunState
+from harness.providers.scripted import ScriptedProvider
+from harness.types import ModelTurn, ToolCall, Usage
+from sandbox.fake import FakeSandbox
+from sandbox.session.session import Session
+
+HOSTILE = (
+    '<script>window.__pwned = "script";</script>\n'
+    "</textarea></pre><b>bold?</b>\n"
+    "<img src=x onerror=\"window.__pwned = 'img'\">\n"
+    '<a id="evil" href="javascript:window.__pwned = \'link\'">click me</a>\n'
+)
+"""Markup that would run or restyle the page if it were not escaped."""
+
+
+def hostile_repo(root: Path) -> Path:
+    (root / "pkg").mkdir(parents=True)
+    (root / "tests").mkdir()
+    (root / "pkg" / "page.html").write_text(HOSTILE, encoding="utf-8")
+    (root / "pkg" / "mod.py").write_text("def answer():\n    return 41\n", encoding="utf-8")
+    (root / "tests" / "test_mod.py").write_text("def test_answer():\n    assert True\n", encoding="utf-8")
+    return root
+
+
+def _turn(text: str, *calls: tuple[str, dict], tokens: int = 1000, cost: float = 0.01) -> ModelTurn:
+    return ModelTurn(
+        text=text,
+        tool_calls=[ToolCall(id=f"c{i}-{name}", name=name, arguments=args) for i, (name, args) in enumerate(calls)],
+        stop_reason="tool_use" if calls else "end_turn",
+        usage=Usage(input_tokens=tokens, output_tokens=50),
+        cost_usd=cost,
+        model="scripted",
+    )
+
+
+def hostile_turns() -> list[ModelTurn]:
+    fix = {"path": "pkg/mod.py", "old_text": "return 41", "new_text": "return 42  # <script>x()</script>"}
+    return [
+        _turn(f"Reading the page first. {HOSTILE}", ("read_file", {"path": "pkg/page.html"}), tokens=1200),
+        _turn("A file that is not there.", ("read_file", {"path": "missing.py"}), tokens=1500),
+        _turn("Fixing the answer.", ("apply_patch", fix), tokens=1800, cost=0.02),
+        _turn(
+            "I changed answer() to return 42. It returned 41. The tests pass.\n"
+            "Biggest obstacle: the <script> tags in page.html",
+            tokens=2000,
+        ),
+    ]
+
+
+def run_session(
+    repo: Path,
+    state_dir: Path,
+    session_id: str,
+    turns: list[ModelTurn],
+    verify: str = "true",
+    config: RunConfig | None = None,
+) -> Path:
+    """Run turns through the real loop into state_dir/session_id; the session folder."""
+    config = config or RunConfig(model="scripted:hostile", verify=verify, limits=LimitsConfig(max_steps=10))
+    session = Session.create(repo, state_dir, spec=config.spec(), session_id=session_id)
+    state = RunState(session_id=session.id, task=f"Fix it. {HOSTILE}", model="scripted", snapshot_step=session.step)
+    agent = assembly.build_agent(
+        config=config,
+        session=session,
+        sandbox=FakeSandbox(),
+        provider=ScriptedProvider(turns),
+        state=state,
+        runtime=Runtime(run_id="test", on_phase=lambda phase: None),
+    )
+    agent.run()
+    session.close()
+    return Path(session.dir)
+
+
+@pytest.fixture
+def hostile_session(tmp_path: Path) -> Path:
+    return run_session(hostile_repo(tmp_path / "repo-s"), tmp_path / "state", "hostile-1", hostile_turns())
+
+
+def make_batch(root: Path, repo: Path) -> BatchDir:
+    """A batch of three task-runs: one verified with a session, one failed with a session, one with none."""
+    batch = BatchDir(root)
+    good = TaskRunKey(task_id="fix-answer", model="scripted:hostile", run_index=0)
+    bad = TaskRunKey(task_id="fix-answer", model="scripted:/tmp/<b>answer</b>.yaml", run_index=0)
+    lost = TaskRunKey(task_id="lost-task", model="scripted:hostile", run_index=0)
+    good_dir = run_session(repo, batch.sessions, good.session_id, hostile_turns())
+    bad_turns = [_turn("Giving up.\nBiggest obstacle: the <script> tags in page.html.", tokens=900)]
+    bad_dir = run_session(repo, batch.sessions, bad.session_id, bad_turns, verify="false")
+    patch = (good_dir / "change.patch").read_text(encoding="utf-8")
+    for key, folder, verified, cost, turns in ((good, good_dir, True, 0.05, 3), (bad, bad_dir, False, 0.003, 0)):
+        batch.write(
+            TaskRunRecord(
+                key=key,
+                status="done",
+                outcome="verified" if verified else "stuck",
+                verified=verified,
+                session_id=key.session_id,
+                session_dir=str(folder),
+                patch=patch if verified else None,
+                turns=turns,
+                first_tool="read_file" if turns else None,
+                cost_usd=cost,
+                obstacle="the <script> tags in page.html",
+                tool_errors={"not_found": 1} if verified else {},
+            )
+        )
+    batch.write(TaskRunRecord(key=lost, status="gave_up", outcome="sandbox_error", detail="engine went away"))
+    return batch
+
+
+@pytest.fixture
+def hostile_batch(tmp_path: Path) -> BatchDir:
+    return make_batch(tmp_path / "batch", hostile_repo(tmp_path / "repo"))
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[object]:
+    """Debian's headless chromium through its own chromedriver (installed by `make test`)."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not chromium or not driver:
+        pytest.fail(
+            "chromium and chromedriver are not installed: run `make browser` (Debian: chromium chromium-driver)"
+        )
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1200,1000",
+    ):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    session = webdriver.Chrome(options=options, service=Service(executable_path=driver))
+    try:
+        yield session
+    finally:
+        session.quit()
