@@ -7,7 +7,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: setup deps engine images browser check test demo bench clean-containers
+.PHONY: setup deps engine images browser check test demo demo-history bench clean-containers
 
 setup: deps engine images
 
@@ -42,6 +42,16 @@ test: setup browser check
 
 demo: setup
 	$(BIN)/harness run --image py311 --model scripted:examples/calc-fix.yaml examples/calc --task "Fix the failing tests in calc." --verify "python3 -m pytest -q"
+
+# The second demo: benchmark tasks mined from the example's own history, checked in the sandbox, run
+# by the reference model (offline), and the report (100% completion).
+DEMO_DIR ?= /tmp/harness-demo-history
+demo-history: setup
+	rm -rf $(DEMO_DIR) && mkdir -p $(DEMO_DIR)
+	$(BIN)/harness tasks mine examples/mathlib.bundle -o $(DEMO_DIR)/tasks.yaml
+	$(BIN)/harness tasks check $(DEMO_DIR)/tasks.yaml
+	$(BIN)/harness batch $(DEMO_DIR)/tasks.yaml --out $(DEMO_DIR)/batch --model reference:
+	$(BIN)/harness report $(DEMO_DIR)/batch
 
 bench: setup
 	$(BIN)/harness bench startup

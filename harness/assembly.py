@@ -31,7 +31,7 @@ from harness.providers.factory import make_provider
 from harness.providers.protocol import Provider
 from harness.tools.registry import Registry, ToolContext
 from harness.trajectory import StartRecord, Trajectory, read_state, write_state
-from harness.verify import Verifier
+from harness.verify import Verifier, VerifyResult
 from sandbox.layout import SessionFolder
 from sandbox.session.steplog import write_text_atomic
 from sandbox.spec import Mount, SandboxSpec
@@ -81,8 +81,8 @@ class Runtime:
 def absolute_model(spec: str, sessions: Path) -> str:
     """Make file-based model specs independent of the working directory (so resume works anywhere)."""
     prefix, _, target = spec.partition(":")
-    if prefix == "scripted":
-        return f"scripted:{Path(target).expanduser().resolve()}"
+    if prefix in ("scripted", "reference") and target:
+        return f"{prefix}:{Path(target).expanduser().resolve()}"
     if prefix == "replay":
         candidate = Path(target).expanduser()
         directory = candidate if candidate.is_dir() else sessions / target
@@ -310,6 +310,20 @@ def start_run(
         return build_agent(
             config=config, session=session, sandbox=sandbox, provider=provider, state=state, runtime=runtime
         ).run()
+
+
+def verify_once(
+    repo: Path, config: RunConfig, sessions: Path, runtime: Runtime, session_id: str | None = None
+) -> VerifyResult:
+    """The verify command run once on a new session of repo (setup done), no model involved: what
+    `harness tasks check` asks of a task's start state."""
+    if not config.verify:
+        raise UsageError("no verify command to run")
+    with open_sandbox(runtime, session_id) as sandbox:
+        check_image(sandbox, config.image)
+        session = create_session(Path(repo), sessions, config, sandbox, session_id)
+        mounts = tool_mounts(session.workspace, config)
+        return Verifier(sandbox, config.verify, mounts=mounts).run(session.workspace, call_spec(session.spec))
 
 
 def resume_run(session_id: str, sessions: Path, runtime: Runtime, overrides: dict[str, Any] | None = None) -> RunResult:

@@ -79,6 +79,9 @@ class Task(BaseModel):
     """The change may touch at most this many files to count as completed (the report)."""
     max_lines: int | None = Field(None, ge=1)
     """The change may add and remove at most this many lines to count as completed."""
+    reference: Path | None = None
+    """A mined task's reference (`reference.json`): for graders and the `reference:` model only, never
+    shown to the model. Relative to the tasks file."""
     runs: int | None = Field(None, ge=1, le=100)
     line: int = 0
     """Where the task starts in the file (for messages); set by the loader."""
@@ -122,7 +125,15 @@ def load_tasks(path: Path) -> TasksFile:
         repo = task.repo if task.repo.is_absolute() else (path.parent / task.repo)
         if not repo.is_dir():
             raise ConfigError(f"{path}:{line}: repo: {task.repo} is not a directory (paths are relative to the file)")
-        tasks.append(task.model_copy(update={"repo": repo.resolve()}))
+        update: dict[str, Any] = {"repo": repo.resolve()}
+        if task.reference is not None:
+            reference = task.reference if task.reference.is_absolute() else (path.parent / task.reference)
+            if not reference.is_file():
+                raise ConfigError(
+                    f"{path}:{line}: reference: {task.reference} is not a file (paths are relative to the file)"
+                )
+            update["reference"] = reference.resolve()
+        tasks.append(task.model_copy(update=update))
     if not tasks:
         raise ConfigError(f"{path}:1: tasks: the file holds no task")
     return TasksFile(source=path.resolve(), defaults=defaults, tasks=tasks)

@@ -15,12 +15,14 @@ from harness import assembly
 from harness.batch.records import Attempt, TaskRunKey, TaskRunRecord
 from harness.batch.tasks import Task, TaskDefaults
 from harness.config import RunConfig, with_overrides
-from harness.errors import HarnessError, ModelUnavailable
+from harness.errors import ConfigError, HarnessError, ModelUnavailable
 from harness.outcome import RunResult, RunState
 from harness.trajectory import read_records, read_state
 from sandbox.errors import EngineUnavailable, SandboxError
 from sandbox.layout import session_folder
 
+REFERENCE_MODEL = "reference:"
+"""`--model reference:` in a batch: every task runs its own reference change (harness tasks mine)."""
 RETRIED_OUTCOMES = {"sandbox_error"}
 """Outcomes that say the machine failed, not the agent: retried as new attempts."""
 
@@ -52,8 +54,15 @@ def run_config(spec: TaskRunSpec) -> RunConfig:
         limits["max_cost_usd"] = min(limits.get("max_cost_usd", spec.max_cost_usd), spec.max_cost_usd)
     if spec.max_tokens is not None:
         limits["max_tokens"] = min(limits.get("max_tokens", spec.max_tokens), spec.max_tokens)
+    model = spec.key.model
+    if model == REFERENCE_MODEL:  # each mined task names its own reference
+        if task.reference is None:
+            raise ConfigError(
+                f"task {task.id} has no reference (only mined tasks do): --model reference: cannot run it"
+            )
+        model = f"reference:{task.reference}"
     overrides = {
-        "model": spec.key.model,
+        "model": model,
         "image": task.image or defaults.image,
         "verify": task.verify if task.verify is not None else defaults.verify,
         "setup": task.setup if task.setup is not None else defaults.setup,

@@ -12,6 +12,7 @@ from harness.cli import (  # noqa: F401
     run_cmds,
     sandbox_cmds,
     session_cmds,
+    tasks_cmds,
     tool_cmds,
 )
 from harness.cli.app import app, bench_app, main  # noqa: F401

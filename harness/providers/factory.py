@@ -20,6 +20,7 @@ _LAZY_MODULES = {
     "anthropic": "harness.providers.anthropic",
     "scripted": "harness.providers.scripted",
     "replay": "harness.providers.replay",
+    "reference": "harness.providers.reference",
 }
 # Providers that talk to a network endpoint get the retry policy; canned ones do not need it.
 _NETWORK_PREFIXES = {"openai", "anthropic"}
@@ -33,6 +34,11 @@ def register_provider(prefix: str, factory: ProviderFactory) -> None:
 def parse_spec(spec: str) -> tuple[str, str]:
     """Split `prefix:target`; raise ConfigError when the form is wrong."""
     prefix, sep, target = spec.partition(":")
+    if prefix == "reference" and sep and not target:
+        raise ConfigError(
+            "reference: needs a task's reference file: use `harness batch --model reference:` on mined tasks "
+            "(each task names its own), or reference:PATH/reference.json"
+        )
     if not sep or not prefix or not target:
         raise ConfigError(f"model spec {spec!r} must look like openai:MODEL, anthropic:MODEL or scripted:FILE")
     return prefix, target

@@ -1,0 +1,118 @@
+"""`harness tasks mine REPO -o tasks.yaml` and `harness tasks check tasks.yaml`: benchmarks from a
+repository's own history, and only the sound ones kept."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from harness.cli.app import ExitCode, app, console, docker_host, err_console, fail, reported
+
+tasks_app = typer.Typer(
+    help="Benchmark tasks from a repository's history (mine), kept only when sound (check).",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(tasks_app, name="tasks")
+
+
+@tasks_app.command("mine")
+def mine_command(
+    repo: Path = typer.Argument(..., metavar="REPO", help="A working copy, a bare repository or a git bundle."),
+    output: Path = typer.Option(..., "-o", "--output", help="The tasks file to write (states go beside it)."),
+    since: str | None = typer.Option(None, "--since", help="Only commits after this ref or commit."),
+    max_tasks: int = typer.Option(50, "--max", min=1, max=10_000, help="At most this many tasks (newest first)."),
+    paths: list[str] = typer.Option([], "--paths", help="Only commits touching these paths (gitignore-style)."),
+    tests: list[str] = typer.Option(
+        [], "--tests", help="What counts as a test path (gitignore-style; default: Python, JS/TS, Go, Rust layouts)."
+    ),
+    verify: str | None = typer.Option(None, "--verify", help="Verify template; {tests} is the changed test files."),
+    image: str = typer.Option("py311", "--image", help="The image the tasks run in."),
+    as_json: bool = typer.Option(False, "--json", help="Print tasks and skipped commits as JSON."),
+) -> None:
+    """Turn commits that change code and tests into tasks: start at the parent plus the new tests,
+    the message as the task, the changed tests as verify, the rest kept as the reference."""
+    from harness.history import materialize
+    from harness.history.mine import MineOptions, mine
+    from harness.history.reader import History
+
+    if output.suffix.lower() not in (".yaml", ".yml"):
+        fail(f"-o must name a .yaml file, not {output}", ExitCode.USAGE)
+    if verify is not None and "{tests}" not in verify:
+        fail("--verify must contain {tests} (where the changed test files go)", ExitCode.USAGE)
+    with reported(), History.open(repo) as history:
+        options = MineOptions(since=since, max_tasks=max_tasks, paths=paths, tests=tests or None, verify=verify)
+        mined = mine(history, options)
+        if not mined.tasks:
+            reasons = "; ".join(sorted({s.reason for s in mined.skipped})[:5]) or "no commits"
+            fail(f"no commit of {repo} makes a task ({reasons})", ExitCode.NOT_FOUND)
+        output.parent.mkdir(parents=True, exist_ok=True)
+        states = materialize.write(mined, history, output, image=image)
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "tasks": [{"id": t.id, "commit": t.commit, "category": t.category} for t in mined.tasks],
+                    "skipped": [{"commit": s.commit, "subject": s.subject, "reason": s.reason} for s in mined.skipped],
+                    "output": str(output),
+                    "states": str(states),
+                }
+            )
+        )
+        return
+    for task in mined.tasks:
+        console.print(f"task    {task.commit[:8]}  {task.category:<22} {task.subject}", soft_wrap=True, markup=False)
+    for skipped in mined.skipped:
+        console.print(
+            f"skipped {skipped.commit[:8]}  {skipped.reason}: {skipped.subject}", soft_wrap=True, markup=False
+        )
+    console.print(
+        f"wrote {output}: {len(mined.tasks)} task(s), {len(mined.skipped)} commit(s) skipped; states in {states}",
+        soft_wrap=True,
+    )
+
+
+@tasks_app.command("check")
+def check_command(
+    tasks_file: Path = typer.Argument(..., metavar="TASKS", help="A tasks file (from harness tasks mine)."),
+    output: Path | None = typer.Option(None, "-o", "--output", help="Write the sound tasks here [default: TASKS]."),
+    workers: int = typer.Option(2, "--workers", min=1, max=64, help="Tasks checked at once."),
+    as_json: bool = typer.Option(False, "--json", help="Print the verdicts as JSON."),
+) -> None:
+    """Keep the tasks whose verify fails at the start and passes with the reference change (both in
+    the real sandbox); list the others with why."""
+    import yaml
+
+    from harness.assembly import Runtime
+    from harness.batch.tasks import load_tasks
+    from harness.cli.environment import run_id
+    from harness.history import check, materialize
+
+    with reported():
+        tasks = load_tasks(tasks_file)
+        runtime = Runtime(run_id=run_id("check"), docker_host=docker_host())
+
+        def said(verdict: check.Verdict) -> None:
+            if not as_json:
+                mark = "sound  " if verdict.sound else "unsound"
+                err_console.print(f"{mark} {verdict.task_id}: {verdict.reason}", soft_wrap=True, markup=False)
+
+        verdicts = check.check(tasks, runtime, workers=workers, on_verdict=said)
+        raw = yaml.safe_load(tasks_file.read_text(encoding="utf-8"))
+        sound = {v.task_id for v in verdicts if v.sound}
+        kept = [entry for entry in raw.get("tasks", []) if entry.get("id") in sound]
+        target = output or tasks_file
+        if target.resolve().parent != tasks_file.resolve().parent:
+            fail("-o must be in the same directory as TASKS (its repo paths are relative to it)", ExitCode.USAGE)
+        dropped = [f"  {v.task_id}: {v.reason}" for v in verdicts if not v.sound]
+        header = [f"Checked by `harness tasks check`: {len(kept)} of {len(verdicts)} task(s) sound."]
+        header += ["Dropped:", *dropped] if dropped else []
+        materialize.dump(target, header, raw.get("defaults") or {}, kept)
+    if as_json:
+        print(json.dumps({"verdicts": [v.__dict__ for v in verdicts], "output": str(target)}))
+    else:
+        console.print(f"{len(kept)} of {len(verdicts)} task(s) sound; wrote {target}", soft_wrap=True)
+    if not kept:
+        raise typer.Exit(int(ExitCode.FAILED_VERIFICATION))

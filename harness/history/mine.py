@@ -1,0 +1,342 @@
+"""`harness tasks mine`: turn a repository's own commits into benchmark tasks.
+
+A commit makes a task when it changes both code and tests, is no merge, and is not huge. The task
+starts from the parent commit plus the commit's test changes (so its new tests are there, and fail),
+asks in the words of the commit message (diffs, code blocks and trailers stripped), is verified by
+the tests the commit changed (read-only in the session), and keeps the commit's other changes as the
+reference: a patch for graders and the files for the `reference:` model, never shown to the model.
+
+Tags say what kind of change the reference is (category), whether the change needs many files read
+(`long_context`: the files it touches plus the repository files those import, at least
+LONG_CONTEXT_FILES), and how big it is (the report's "change within range" uses max_files/max_lines:
+twice the reference, with a little slack).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+from dulwich.objects import Commit
+
+from harness.history.paths import Classifier, matcher
+from harness.history.reader import GITLINK, SYMLINK, Change, Entry, History, is_binary
+
+LONG_CONTEXT_FILES = 12
+MAX_FILES = 30
+"""A commit touching more files than this is huge (skipped)."""
+MAX_LINES = 800
+"""A commit changing more code lines than this is huge (skipped)."""
+SCAN_LIMIT = 5000
+"""Commits looked at, at most, per mine."""
+TRAILER = re.compile(
+    r"^(signed-off-by|co-authored-by|reviewed-by|acked-by|tested-by|reported-by|suggested-by|helped-by|cc|"
+    r"change-id|fixes|closes|refs|see-also)\s*:",
+    re.IGNORECASE,
+)
+
+
+@dataclass
+class MinedTask:
+    id: str
+    commit: str
+    subject: str
+    task: str
+    verify: str
+    read_only: list[str]
+    category: str
+    long_context: bool
+    files_to_read: int
+    reference_files: int
+    reference_lines: int
+    start: dict[str, Entry]
+    """The start state: the parent's files with the commit's test changes applied."""
+    reference: dict[str, Entry | None]
+    """The commit's other changes: path -> its new entry (None: deleted)."""
+    patch: bytes
+
+    @property
+    def max_files(self) -> int:
+        return max(2 * self.reference_files, self.reference_files + 2)
+
+    @property
+    def max_lines(self) -> int:
+        return max(2 * self.reference_lines, self.reference_lines + 20)
+
+
+@dataclass(frozen=True)
+class Skipped:
+    commit: str
+    subject: str
+    reason: str
+
+
+@dataclass
+class MineOptions:
+    since: str | None = None
+    max_tasks: int = 50
+    paths: Sequence[str] = ()
+    """Only commits touching these (gitignore-style) paths."""
+    tests: Sequence[str] | None = None
+    """What counts as a test path (default: Python, JS/TS, Go and Rust layouts)."""
+    max_files: int = MAX_FILES
+    max_lines: int = MAX_LINES
+    verify: str | None = None
+    """A verify template with {tests} (default: by the language of the tests)."""
+    skipped_limit: int = 1000
+
+
+@dataclass
+class Mined:
+    head: str
+    tasks: list[MinedTask] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+
+
+def mine(history: History, options: MineOptions) -> Mined:
+    """The tasks of history's first-parent line from HEAD back to --since, newest first."""
+    head = history.resolve("HEAD")
+    stop = history.resolve(options.since) if options.since else None
+    classifier = Classifier(options.tests) if options.tests else Classifier()
+    only = matcher(options.paths) if options.paths else None
+    result = Mined(head=head.decode())
+    seen: set[str] = set()
+    for commit in history.first_parents(head, stop, SCAN_LIMIT):
+        if len(result.tasks) >= options.max_tasks:
+            break
+        outcome = _task(history, commit, classifier, only, options)
+        if isinstance(outcome, Skipped):
+            if len(result.skipped) < options.skipped_limit:
+                result.skipped.append(outcome)
+            continue
+        while outcome.id in seen:  # two commits with the same short id and subject
+            outcome.id = outcome.id[:-2] + "-x" if not outcome.id.endswith("-x") else outcome.id + "x"
+        seen.add(outcome.id)
+        result.tasks.append(outcome)
+    return result
+
+
+def _task(
+    history: History, commit: Commit, classifier: Classifier, only: object, options: MineOptions
+) -> MinedTask | Skipped:
+    sha = commit.id.decode()
+    message = commit.message.decode("utf-8", "replace")
+    subject = message.strip().splitlines()[0].strip() if message.strip() else "(no message)"
+
+    def skip(reason: str) -> Skipped:
+        return Skipped(sha, subject, reason)
+
+    if len(commit.parents) > 1:
+        return skip("merge commit")
+    if not commit.parents:
+        return skip("root commit (there is no state before it)")
+    parent = history.commit(commit.parents[0])
+    changes = history.changes(parent, commit)
+    if not changes:
+        return skip("changes nothing")
+    if only is not None and not any(only.match_file(c.path) for c in changes):  # type: ignore[attr-defined]
+        return skip("touches none of --paths")
+    unsafe = [c.path for c in changes if not _safe_path(c.path)]
+    if unsafe:
+        return skip(f"unsafe path {unsafe[0]!r}")
+    kinds = {c.path: classifier.kind(c.path) for c in changes}
+    tests = [c for c in changes if kinds[c.path] == "test"]
+    others = [c for c in changes if kinds[c.path] != "test"]
+    code = [c for c in others if kinds[c.path] in ("code", "manifest")]
+    if not tests and not code:
+        return skip("only docs or lockfiles")
+    if not code:
+        return skip("only tests, docs or lockfiles" if others else "only tests")
+    if not tests:
+        return skip("no test changes (nothing to verify with)")
+    if len(changes) > options.max_files:
+        return skip(f"huge commit ({len(changes)} files, at most {options.max_files})")
+    for change in others:
+        for entry in (change.old, change.new):
+            if entry is not None and entry.mode in (GITLINK, SYMLINK):
+                return skip(f"{change.path}: a symlink or submodule change (the tools cannot make it)")
+        if change.new is not None:
+            data = history.blob(change.new.sha)
+            if is_binary(data):
+                return skip(f"{change.path}: a binary change (the tools cannot make it)")
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError:
+                return skip(f"{change.path}: not UTF-8 text (the tools write UTF-8)")
+    patch = b"".join(history.diff(c) for c in others)
+    lines = _changed_lines(b"".join(history.diff(c) for c in code))
+    if lines > options.max_lines:
+        return skip(f"huge commit ({lines} code lines changed, at most {options.max_lines})")
+    test_files = [c.path for c in tests if c.new is not None and classifier.holds_tests(c.path)]
+    kept_tests = [c.path for c in tests if c.new is not None]
+    if not kept_tests:
+        return skip("its test changes only delete tests")
+    start = history.files(parent.tree)
+    for change in tests:
+        _overlay(start, change)
+    start = {path: entry for path, entry in start.items() if _safe_path(path) and entry.mode != GITLINK}
+    verify = _verify(options.verify, test_files or _test_dirs(kept_tests), start)
+    after = history.files(commit.tree)
+    reading = _files_to_read(history, [start, after], [c.path for c in code] + kept_tests)
+    return MinedTask(
+        id=_task_id(sha, subject),
+        commit=sha,
+        subject=subject,
+        task=_task_text(message, sorted(kept_tests)),
+        verify=verify,
+        read_only=sorted(c.path for c in tests),
+        category=_category(tests, code, kinds),
+        long_context=reading >= LONG_CONTEXT_FILES,
+        files_to_read=reading,
+        reference_files=len(code),
+        reference_lines=lines,
+        start=start,
+        reference={c.path: c.new for c in others},
+        patch=patch,
+    )
+
+
+def _safe_path(path: str) -> bool:
+    parts = path.split("/")
+    return all(p not in ("", ".", "..") and p.lower() != ".git" and "\0" not in p for p in parts)
+
+
+def _overlay(files: dict[str, Entry], change: Change) -> None:
+    """Apply one change to a flat tree, keeping it a tree (no file under a file's path)."""
+    files.pop(change.path, None)
+    if change.new is None:
+        return
+    prefix = change.path + "/"
+    for path in [p for p in files if p.startswith(prefix)]:
+        del files[path]
+    parts = change.path.split("/")
+    for depth in range(1, len(parts)):
+        files.pop("/".join(parts[:depth]), None)
+    files[change.path] = change.new
+
+
+def _changed_lines(diff: bytes) -> int:
+    return sum(
+        1
+        for line in diff.splitlines()
+        if (line.startswith(b"+") and not line.startswith(b"+++"))
+        or (line.startswith(b"-") and not line.startswith(b"---"))
+    )
+
+
+def _category(tests: list[Change], code: list[Change], kinds: Mapping[str, str]) -> str:
+    """dependency-adaptation (a manifest or lockfile changed with the code), tests-added (the commit's
+    tests are all new files: new behaviour), else single-file-fix or cross-file-change."""
+    if any(kinds[path] in ("manifest", "lock") for path in kinds):
+        return "dependency-adaptation"
+    if all(c.old is None for c in tests):
+        return "tests-added"
+    return "single-file-fix" if len(code) == 1 else "cross-file-change"
+
+
+def _test_dirs(paths: list[str]) -> list[str]:
+    return sorted({str(PurePosixPath(p).parent) for p in paths})
+
+
+def _verify(template: str | None, tests: list[str], start: dict[str, Entry]) -> str:
+    quoted = " ".join(shlex.quote(t) for t in tests)
+    if template:
+        return template.replace("{tests}", quoted)
+    if any(t.endswith(".go") for t in tests):
+        packages = sorted({"./" + str(PurePosixPath(t).parent) for t in tests})
+        return "go test " + " ".join(shlex.quote(p if p != "./." else ".") for p in packages)
+    if any(t.endswith(".rs") for t in tests):
+        names = [PurePosixPath(t).stem for t in tests if t.startswith("tests/") and t.endswith(".rs")]
+        return "cargo test " + " ".join(f"--test {shlex.quote(n)}" for n in names) if names else "cargo test"
+    if any(re.search(r"\.(test|spec)\.[cm]?[jt]sx?$", t) for t in tests):
+        return f"npx --no-install jest {quoted}" if "package.json" in start else f"node --test {quoted}"
+    return f"python3 -m pytest -q {quoted}"
+
+
+_IMPORT = re.compile(r"^\s*(?:from\s+(\.*[\w.]*)\s+import\s+([\w, ]+)|import\s+([\w.]+))", re.MULTILINE)
+
+
+def _files_to_read(history: History, trees: list[dict[str, Entry]], touched: list[str]) -> int:
+    """The files a change needs read: those it touches, and the repository modules they import
+    before or after the change (Python imports resolved against the tree, `src/` layouts too)."""
+    needed = set(touched)
+    for files in trees:
+        for path in touched:
+            entry = files.get(path)
+            if entry is None or not path.endswith(".py") or entry.mode == SYMLINK:
+                continue
+            text = history.blob(entry.sha).decode("utf-8", "replace")
+            for name in _imported(path, text):
+                resolved = _module_file(name, files)
+                if resolved:
+                    needed.add(resolved)
+    return len(needed)
+
+
+def _imported(path: str, text: str) -> list[str]:
+    names = []
+    for found in _IMPORT.finditer(text):
+        module, imported, plain = found.group(1), found.group(2), found.group(3)
+        if plain:
+            names.append(plain)
+        elif module is not None:
+            base = _relative(path, module) if module.startswith(".") else module
+            names.append(base)
+            names += [f"{base}.{name.strip()}" for name in (imported or "").split(",") if name.strip()]
+    return names
+
+
+def _relative(path: str, module: str) -> str:
+    dots = len(module) - len(module.lstrip("."))
+    package = PurePosixPath(path).parent.parts
+    package = package[: len(package) - (dots - 1)] if dots > 1 else package
+    rest = module.lstrip(".")
+    return ".".join([*package, *([rest] if rest else [])])
+
+
+def _module_file(name: str, files: dict[str, Entry]) -> str | None:
+    base = name.strip(".").replace(".", "/")
+    if not base:
+        return None
+    for root in ("", "src/", "lib/"):
+        for candidate in (f"{root}{base}.py", f"{root}{base}/__init__.py"):
+            if candidate in files:
+                return candidate
+    return None
+
+
+def _task_id(sha: str, subject: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", subject.lower()).strip("-")[:48].strip("-")
+    return f"{sha[:8]}-{slug}" if slug else sha[:8]
+
+
+def _task_text(message: str, tests: list[str]) -> str:
+    """The commit message as a task: no diff, no code blocks, no trailers; then which tests decide."""
+    lines = message.replace("\r\n", "\n").split("\n")
+    kept: list[str] = []
+    fenced = False
+    for line in lines:
+        stripped = line.strip()
+        if stripped.startswith("diff --git") or stripped == "---" or stripped.startswith(("+++ ", "--- a/", "@@ ")):
+            break  # a patch pasted into the message: everything after it is the answer
+        if stripped.startswith(("```", "~~~")):
+            if not fenced:
+                kept.append("[code left out]")
+            fenced = not fenced
+            continue
+        if fenced or TRAILER.match(stripped):
+            continue
+        if line.startswith(("    ", "\t")) and stripped:
+            if not kept or kept[-1] != "[code left out]":
+                kept.append("[code left out]")
+            continue
+        kept.append(line.rstrip())
+    text = re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip() or "(the commit has no message)"
+    listed = ", ".join(tests[:10]) + (f" and {len(tests) - 10} more" if len(tests) > 10 else "")
+    return (
+        f"{text}\n\nThis change is checked by the tests in {listed}, which fail now. They are read-only: "
+        "change the code so that they pass."
+    )

@@ -1,0 +1,57 @@
+"""The second demo end to end in the real sandbox: mine the example's history, check the tasks
+(unsound ones dropped with why), run a batch with the reference model offline, and the report says
+100% completion."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.batch.records import BatchDir
+from tests.harness.conftest import Harness
+from tests.history.conftest import BUNDLE
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+
+def test_mine_check_batch_with_the_reference_model_and_report(tmp_path: Path, run_label: str, docker_client) -> None:
+    harness = Harness(tmp_path / "state", run_label)
+    tasks = tmp_path / "bench" / "tasks.yaml"
+    mined = harness("tasks", "mine", str(BUNDLE), "-o", str(tasks), "--json")
+    assert mined.code == 0, mined.stderr
+    ids = [t["id"] for t in json.loads(mined.stdout)["tasks"]]
+    assert len(ids) == 7
+    broken = next(i for i in ids if "fix-add" in i)  # its reference now changes nothing useful
+    reference = tasks.parent / "tasks.tasks" / broken / "reference.json"
+    data = json.loads(reference.read_text())
+    data["files"]["mathlib/ops.py"]["content"] = data["files"]["mathlib/ops.py"]["content"].replace("a + b", "a * b")
+    reference.write_text(json.dumps(data))
+
+    checked = harness("tasks", "check", str(tasks), "--workers", "3", "--json")
+    assert checked.code == 0, checked.stderr
+    verdicts = {v["task_id"]: v for v in json.loads(checked.stdout)["verdicts"]}
+    assert verdicts[broken]["reason"].startswith("fails after the reference")
+    refactor = next(i for i in ids if "name-the-loop-variable" in i)
+    assert verdicts[refactor]["reason"].startswith("passes already at the start state")
+    sound = sorted(i for i, v in verdicts.items() if v["sound"])
+    assert len(sound) == 5
+    kept = yaml.safe_load(tasks.read_text())
+    assert sorted(t["id"] for t in kept["tasks"]) == sound
+    assert "Dropped:" in tasks.read_text() and broken in tasks.read_text()
+
+    out = tmp_path / "batch"
+    ran = harness("batch", str(tasks), "--out", str(out), "--model", "reference:", "--workers", "3", "--json")
+    assert ran.code == 0, ran.stdout + ran.stderr
+    records = BatchDir(out).records()
+    assert len(records) == 5 and all(r.verified for r in records)
+    report = harness("report", str(out), "--format", "json")
+    figures = json.loads(report.stdout)[0]["overall"]
+    assert figures["completion_rate"] == 1.0 and figures["task_runs"] == 5 and figures["first_tool_accuracy"] == 1.0
+    by_category = json.loads(report.stdout)[0]["by_category"]
+    assert {"tests-added", "cross-file-change", "dependency-adaptation"} <= set(by_category)
+    assert (out / "report.html").is_file()
+    mine = docker_client.containers.list(all=True, filters={"label": f"harness.run={run_label}"}, ignore_removed=True)
+    assert [c for c in mine if c.labels.get("harness.kind") != "bench"] == []
