@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,15 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
 def test_mine_check_batch_with_the_reference_model_and_report(tmp_path: Path, run_label: str, docker_client) -> None:
+    label = f"{run_label}-mined-{uuid.uuid4().hex[:6]}"  # this test's containers only (others may be going away)
+    try:
+        _mine_check_batch_report(tmp_path, label, docker_client)
+    finally:
+        for container in docker_client.containers.list(all=True, filters={"label": f"harness.run={label}"}):
+            container.remove(force=True)
+
+
+def _mine_check_batch_report(tmp_path: Path, run_label: str, docker_client) -> None:
     harness = Harness(tmp_path / "state", run_label)
     tasks = tmp_path / "bench" / "tasks.yaml"
     mined = harness("tasks", "mine", str(BUNDLE), "-o", str(tasks), "--json")
