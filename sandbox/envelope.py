@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict
 from sandbox.output import CappedOutput
 
 Status = Literal["ok", "exit_nonzero", "timeout", "oom_killed", "output_limit"]
+CallPath = Literal["stub", "exec", "host"]
 
 
 class Posture(BaseModel):
@@ -50,10 +51,19 @@ class CallOutcome(BaseModel):
     """Bytes of stdout dropped from the middle (head and tail are kept)."""
     stderr_dropped: int = 0
     truncated: bool = False
+    call_path: CallPath = "exec"
+    """How the command reached its container: `stub` (the pre-started container's first process,
+    over its attached stream), `exec` (`docker exec`, where no stub can run), `host` (FakeSandbox)."""
 
     @classmethod
     def captured(
-        cls, exit_code: int, status: Status, duration_ms: int, out: CappedOutput, err: CappedOutput
+        cls,
+        exit_code: int,
+        status: Status,
+        duration_ms: int,
+        out: CappedOutput,
+        err: CappedOutput,
+        call_path: CallPath = "exec",
     ) -> CallOutcome:
         """The outcome of a call whose output went through two head+tail captures."""
         return cls(
@@ -67,6 +77,7 @@ class CallOutcome(BaseModel):
             stdout_dropped=out.dropped,
             stderr_dropped=err.dropped,
             truncated=out.truncated or err.truncated,
+            call_path=call_path,
         )
 
 

@@ -123,7 +123,9 @@ class FakeSandbox:
     ) -> Envelope:
         if stderr_text is not None:
             err.feed(stderr_text.encode())
-        outcome = CallOutcome.captured(code, status, int((time.monotonic() - started) * 1000), out, err)
+        outcome = CallOutcome.captured(
+            code, status, int((time.monotonic() - started) * 1000), out, err, call_path="host"
+        )
         limits = posture(spec.model_copy(update={"network": "host"}), str(os.getuid()))
         return Envelope.of(outcome, limits=limits, image_id="fake", runtime="fake")
 

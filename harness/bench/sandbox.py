@@ -10,6 +10,8 @@ between calls.
 from __future__ import annotations
 
 import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import docker
@@ -39,6 +41,12 @@ class SandboxBench(BaseModel):
     exec_ms: float
     pooled_over_exec: float
     pooled_over_cold: float
+    call_path: str
+    """How the pooled calls reached their containers (`stub`, or `exec` where no stub can run)."""
+    starts_per_s: float
+    """Pre-started containers the engine delivers per second, with the pool's own concurrency."""
+    sustained_calls_per_s: float
+    """Back-to-back pooled calls per second with no pause for the pool to refill: the refill is the limit."""
     note: str = (
         "pooled: the pool refills and used containers are removed between calls, outside the timed "
         "region (as when the model thinks between calls)"
@@ -80,9 +88,13 @@ def measure(client: docker.DockerClient, *, run_id: str, image: str = "py311", c
 
         try:
             box.prewarm(workspace=workspace, spec=spec)
+            call_path = box.run(COMMAND, workspace=workspace, spec=spec).call_path
+            box.pool.wait_idle()
             samples = side_by_side(
                 {"pooled": pooled, "cold": cold, "exec": exec_once}, rounds=calls, between=box.pool.wait_idle
             )
+            starts = _starts_per_s(box, workspace, spec, count=max(8, calls // 2))
+            sustained = _sustained_calls_per_s(box, workspace, spec, count=max(10, calls))
         finally:
             api.remove_container(long_lived, force=True)
     stats = {name: latency(values) for name, values in samples.items()}
@@ -98,4 +110,30 @@ def measure(client: docker.DockerClient, *, run_id: str, image: str = "py311", c
         exec_ms=c,
         pooled_over_exec=ratio(a, c),
         pooled_over_cold=ratio(a, b),
+        call_path=call_path,
+        starts_per_s=starts,
+        sustained_calls_per_s=sustained,
     )
+
+
+def _starts_per_s(box: DockerSandbox, workspace: Path, spec: SandboxSpec, count: int) -> float:
+    """Containers started (ready for a call) per second at the pool's own concurrency."""
+    box.pool.wait_idle()
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=box.pool.starters) as pool:
+        cids = list(pool.map(lambda _: box.start_one(workspace=workspace, spec=spec), range(count)))
+    elapsed = time.perf_counter() - started
+    for cid in cids:
+        box.discard(cid)
+    box.pool.wait_idle()
+    return round(count / elapsed, 2)
+
+
+def _sustained_calls_per_s(box: DockerSandbox, workspace: Path, spec: SandboxSpec, count: int) -> float:
+    box.pool.wait_idle()
+    started = time.perf_counter()
+    for _ in range(count):
+        box.run(COMMAND, workspace=workspace, spec=spec)
+    elapsed = time.perf_counter() - started
+    box.pool.wait_idle()
+    return round(count / elapsed, 2)

@@ -1,26 +1,30 @@
 """DockerSandbox: every call in a fresh hardened container, pre-started by the warm pool.
 
-A call execs `timeout -k 2 <T+1>s argv` into a running single-use container; output is streamed
-(demultiplexed) through `CappedOutput`; the host enforces the wall clock, the output ceiling and the
-end of the call by killing the whole container, so background and daemonized children die with it.
+A pre-started container's first process is the call stub (`stub.py`), attached before it started:
+a call sends the command down that stream and reads framed output and the exit status back
+(`stubcall.py`). Where the stub cannot run (an image without python3), the container runs KEEPALIVE
+and the call execs `timeout -k 2 <T+1>s argv` into it instead; the envelope records which. Output
+goes through `CappedOutput`; the host enforces the wall clock, the output ceiling and the end of the
+call by killing the whole container, so background and daemonized children die with it.
 The container is then removed off the critical path. A `network: none` call container joins its
 session's empty network namespace (`sandbox.docker.netns`) instead of paying for a new one. Engine errors
 are translated by `sandbox.docker.engine.translate`.
 
-Longer than most modules (~300 lines) because a call's life is one sequence that reads best in one
-place: acquire a warm container, exec with the host-side watch, demultiplex and cap the stream,
+Longer than most modules because a call's life is one sequence that reads best in one place:
+acquire a warm container, run the command (stub or exec) under the host-side watch, cap the output,
 classify the exit (timeout, OOM, output limit), commit a writable root, release.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import docker
 import requests
@@ -31,12 +35,18 @@ from sandbox.docker import hardening, netns
 from sandbox.docker.call import CallWatch, cgroup_oom_killed, rootfs_changed, send_stdin, shut
 from sandbox.docker.engine import resolve_image, runtime_options, translate, unenforced_limits
 from sandbox.docker.pool import PoolConfig, WarmPool
+from sandbox.docker.stubcall import STUB_DIR, StubLost, StubStream
 from sandbox.envelope import CallOutcome, Envelope, Status
 from sandbox.errors import RuntimeUnavailable, SandboxError, SpecError, WorkspaceError
 from sandbox.output import CappedOutput
 from sandbox.owner import container_user
 from sandbox.spec import Mount, SandboxSpec, posture
 
+STUB_LOST = "\n[harness: the call ended without an exit status: the call stub was killed from inside the container]\n"
+STUB_RUNTIMES = frozenset({"runc"})
+"""Runtimes whose calls go through the stub. Under gVisor (runsc) a process may open a non-dumpable
+process's descriptors through /proc, so a command could write into the stub's stream: its calls go
+by `docker exec`."""
 IMAGE_CACHE_S = 5.0
 """How long a resolved image id is trusted before the engine is asked again (keeps calls lean)."""
 
@@ -56,8 +66,14 @@ class DockerSandbox:
         pool_size: int = 2,
         session_id: str | None = None,
         share_netns: bool = True,
+        call_path: Literal["auto", "exec"] = "auto",
     ) -> None:
         self.client, self.run_id, self.session_id = client, run_id, session_id
+        self.call_path = call_path
+        self._streams: dict[str, StubStream] = {}
+        """Pre-started stub containers' attached streams, by container id (taken by the call)."""
+        self._no_stub: set[str] = set()
+        """Images in which the stub cannot run (no python3, no prctl): calls by `docker exec`."""
         self._api = client.api
         self._holders = netns.NetnsHolders(self._api, translate, self._remove) if share_netns else None
         self._lock = threading.Lock()
@@ -84,8 +100,13 @@ class DockerSandbox:
         committed = None
         for attempt in range(2):
             cid = self.pool.acquire(key, config, family=spec.image)
+            with self._lock:
+                stream = self._streams.pop(cid, None)
             try:
-                outcome = self._exec(cid, list(argv), spec, stdin)
+                if stream is not None:
+                    outcome = self._stub_call(cid, stream, list(argv), spec, stdin)
+                else:
+                    outcome = self._exec(cid, list(argv), spec, stdin)
                 if commit_changes and not spec.read_only_root:
                     committed = self._commit(cid, spec, mounts)
                 break
@@ -111,6 +132,16 @@ class DockerSandbox:
         """Start single-use containers for these arguments in the background."""
         key, config, _, _ = self._prepare(workspace, spec, mounts)
         self.pool.prewarm(key, config, family=spec.image)
+
+    def start_one(self, *, workspace: Path, spec: SandboxSpec, mounts: Sequence[Mount] = ()) -> str:
+        """Start one container exactly as the pool would, outside it (for measuring the engine's start
+        rate); give it back with `discard`."""
+        _, config, _, _ = self._prepare(workspace, spec, mounts)
+        return self._start(config, "bench")
+
+    def discard(self, cid: str) -> None:
+        """Remove a container from `start_one` off the caller's path."""
+        self.pool.release(cid)
 
     def close(self) -> None:
         """Kill and remove every container this sandbox still owns."""
@@ -141,7 +172,8 @@ class DockerSandbox:
         self._check_runtime(spec.runtime)
         image_id = self._image_id(spec.image)
         user = spec.user or container_user()
-        config = hardening.container_config(image_id, spec, workspace, mounts, user, self._labels(spec))
+        stub = self.call_path == "auto" and spec.runtime in STUB_RUNTIMES and image_id not in self._no_stub
+        config = hardening.container_config(image_id, spec, workspace, mounts, user, self._labels(spec), stub=stub)
         return hardening.config_key(config), config, image_id, user
 
     def _labels(self, spec: SandboxSpec) -> dict[str, str]:
@@ -171,6 +203,15 @@ class DockerSandbox:
             )
 
     def _start(self, config: dict[str, Any], kind: str) -> str:
+        """A pre-started container for config (the pool's start); where the stub cannot run in its
+        image, the same container with KEEPALIVE instead, and that image's calls go by exec."""
+        try:
+            return self._start_config(config, kind)
+        except _NoStub:
+            self._no_stub.add(config["image"])
+        return self._start_config(hardening.without_stub(config), kind)
+
+    def _start_config(self, config: dict[str, Any], kind: str) -> str:
         if self._holders is None or not netns.shares(config["host_config"]):
             with translate("starting a sandbox container"):
                 return self._create_and_start(config, kind)
@@ -189,16 +230,35 @@ class DockerSandbox:
         cid = self._api.create_container(**{**config, "labels": labels, "host_config": host}, detach=True)["Id"]
         with self._lock:
             self._owned.add(cid)
+        stream = None
         try:
+            if hardening.is_stub(config):  # attached before the start: nothing the stub says is missed
+                stream = StubStream(
+                    self._api.attach_socket(cid, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
+                )
             self._api.start(cid)
         except BaseException as error:
+            if stream is not None:
+                stream.close()
             self._remove(cid)
             if holder_may_be_gone and netns.holder_gone(error):
                 raise _HolderGone() from None
             raise
+        if stream is not None:
+            if not stream.hello():
+                stream.close()
+                self._remove(cid)
+                raise _NoStub()
+            self._api._disable_socket_timeout(stream.sock)  # type: ignore[attr-defined]
+            with self._lock:
+                self._streams[cid] = stream
         return cid
 
     def _remove(self, cid: str) -> None:
+        with self._lock:
+            stream = self._streams.pop(cid, None)
+        if stream is not None:
+            stream.close()
         with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError, requests.exceptions.RequestException):
             self._api.remove_container(cid, force=True)
         with self._lock:
@@ -253,6 +313,64 @@ class DockerSandbox:
         exit_code, status = self._outcome(cid, exec_id, watch.reason, duration_ms >= spec.timeout_s * 1000)
         return CallOutcome.captured(exit_code, status, duration_ms, out, err)
 
+    def _stub_call(
+        self, cid: str, stream: StubStream, argv: list[str], spec: SandboxSpec, stdin: bytes | None
+    ) -> CallOutcome:
+        """One call through the stub: the request down the attached stream, framed output and the
+        exit status back. The host's watch still kills the whole container at the deadline or the
+        output ceiling; a stream that ends without the exit frame means the stub was killed."""
+        started = time.monotonic()
+        try:
+            stream.request(argv, stdin)
+        except OSError:
+            stream.close()
+            raise _ContainerGone() from None
+
+        def end() -> None:  # our end of the stream first: an engine blocked writing to it would not stop the container
+            shut(stream.sock)
+            self._kill(cid)
+
+        watch = CallWatch(end, lambda: False, spec.timeout_s, abort=lambda: shut(stream.sock))
+        out, err = CappedOutput(spec.stdout_cap), CappedOutput(spec.stderr_cap)
+        code: int | None = None
+        try:
+            if next(stream.messages(), (b"", b""))[0] != b"A":
+                raise StubLost()
+        except (StubLost, OSError):
+            stream.close()
+            watch.finish()
+            raise _ContainerGone() from None  # it died before the call reached it: a fresh one is tried
+        try:
+            for kind, payload in stream.messages():
+                if kind == b"X":
+                    code = int(json.loads(payload)["exit"])
+                    break
+                (err if kind == b"E" else out).feed(payload)
+                if out.total + err.total > spec.output_ceiling:
+                    watch.stop("output_limit")
+                    break
+        except (StubLost, OSError, ValueError, KeyError, TypeError):
+            pass  # killed under us (the watch reason says why), or the stub itself was killed
+        finally:
+            stream.close()
+            watch.finish()
+        duration_ms = int((time.monotonic() - started) * 1000)
+        status: Status
+        if watch.reason == "timeout":
+            code, status = 124, "timeout"
+        elif watch.reason == "output_limit":
+            code, status = 137, "output_limit"
+        elif code is None:
+            oom = self._oom_killed(cid)
+            code, status = 137, "oom_killed" if oom else "exit_nonzero"
+            if not oom:
+                err.feed(STUB_LOST.encode())
+        elif code == 137 and self._oom_killed(cid):
+            status = "oom_killed"
+        else:
+            status = "ok" if code == 0 else "exit_nonzero"
+        return CallOutcome.captured(code, status, duration_ms, out, err, call_path="stub")
+
     def _oom_killed(self, cid: str) -> bool:
         with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
             if self._api.inspect_container(cid)["State"].get("OOMKilled"):
@@ -281,7 +399,7 @@ class DockerSandbox:
         return code, "ok" if code == 0 else "exit_nonzero"
 
     def _commit(self, cid: str, spec: SandboxSpec, mounts: Sequence[Mount]) -> str | None:
-        keep_out = ("/tmp", spec.workdir, *(m.target for m in mounts))
+        keep_out = ("/tmp", spec.workdir, STUB_DIR, *(m.target for m in mounts))
         with translate("comparing the container filesystem"):
             changes = self._api.diff(cid) or []
         if not rootfs_changed([c["Path"] for c in changes], keep_out):
@@ -294,6 +412,10 @@ class DockerSandbox:
         with translate("committing the container filesystem"):
             result = self._api.commit(cid, changes=[f'LABEL {k}="{v}"' for k, v in labels.items()], pause=True)
         return result["Id"]
+
+
+class _NoStub(Exception):
+    """The stub did not say hello in a new container (its image has no usable python3)."""
 
 
 class _ContainerGone(Exception):

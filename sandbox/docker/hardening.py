@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from sandbox.docker.stubcall import STUB_ARGV, STUB_TARGET, stub_source
 from sandbox.spec import Mount, SandboxSpec
 
 ENVIRONMENT = {
@@ -32,12 +33,24 @@ KEEPALIVE = ["sleep", "infinity"]
 
 
 def container_config(
-    image_id: str, spec: SandboxSpec, workspace: Path, mounts: Sequence[Mount], user: str, labels: dict[str, str]
+    image_id: str,
+    spec: SandboxSpec,
+    workspace: Path,
+    mounts: Sequence[Mount],
+    user: str,
+    labels: dict[str, str],
+    *,
+    stub: bool = False,
 ) -> dict[str, Any]:
-    """Keyword arguments for `APIClient.create_container` (host_config as create_host_config kwargs)."""
+    """Keyword arguments for `APIClient.create_container` (host_config as create_host_config kwargs).
+
+    stub: the first process is the call stub (bound read-only, stdin kept open for the one request),
+    else KEEPALIVE for calls by `docker exec`."""
     binds = {str(Path(workspace).resolve()): {"bind": spec.workdir, "mode": "rw"}}
     for mount in mounts:
         binds[str(Path(mount.source).resolve())] = {"bind": mount.target, "mode": "ro" if mount.read_only else "rw"}
+    if stub:
+        binds[str(stub_source())] = {"bind": STUB_TARGET, "mode": "ro"}
     host = {
         "binds": binds,
         "network_mode": spec.network,
@@ -55,15 +68,30 @@ def container_config(
     }
     if spec.runtime == "runsc":
         _hide_gvisor_devices(host)
-    return {
+    config: dict[str, Any] = {
         "image": image_id,
-        "command": list(KEEPALIVE),
+        "command": list(STUB_ARGV if stub else KEEPALIVE),
         "user": user,
         "environment": dict(ENVIRONMENT),
         "working_dir": spec.workdir,
         "labels": dict(labels),
         "host_config": host,
     }
+    if stub:
+        config["stdin_open"] = True
+    return config
+
+
+def is_stub(config: dict[str, Any]) -> bool:
+    return bool(config.get("stdin_open"))
+
+
+def without_stub(config: dict[str, Any]) -> dict[str, Any]:
+    """The same container with KEEPALIVE as its first process (calls by `docker exec`)."""
+    host = dict(config["host_config"])
+    host["binds"] = {source: bind for source, bind in host["binds"].items() if bind["bind"] != STUB_TARGET}
+    plain = {key: value for key, value in config.items() if key != "stdin_open"}
+    return {**plain, "command": list(KEEPALIVE), "host_config": host}
 
 
 GVISOR_HIDDEN_DEVICES = ("/dev/net/tun", "/dev/fuse")

@@ -22,6 +22,7 @@ from typing import Any
 import docker
 
 from sandbox import labels
+from sandbox.docker.hardening import KEEPALIVE
 from sandbox.errors import SandboxError
 
 SHARED_RUNTIMES = ("runc",)
@@ -87,7 +88,7 @@ class NetnsHolders:
             host = self._api.create_host_config(**HOLDER_HOST, runtime=config["host_config"].get("runtime"))
             cid = self._api.create_container(
                 config["image"],
-                list(config["command"]),
+                list(KEEPALIVE),  # never the call stub: nothing attaches to a holder
                 user=config["user"],
                 labels=holder_labels,
                 host_config=host,

@@ -26,6 +26,10 @@ Remove = Callable[[str], None]
 """remove(container id): kill and remove, ignoring containers already gone."""
 
 
+STARTERS = 2
+"""Containers started at once in the background (more only contend for the engine on small hosts)."""
+
+
 class PoolConfig(BaseModel):
     """Sizing of the warm pool."""
 
@@ -52,7 +56,8 @@ class WarmPool:
         self._pending: dict[str, int] = {}
         self._busy = 0
         self._closed = False
-        self._starter = ThreadPoolExecutor(max_workers=2, thread_name_prefix="harness-pool-start")
+        self.starters = STARTERS
+        self._starter = ThreadPoolExecutor(max_workers=self.starters, thread_name_prefix="harness-pool-start")
         self._reaper = ThreadPoolExecutor(max_workers=2, thread_name_prefix="harness-pool-remove")
 
     def acquire(self, key: str, config: dict[str, Any], family: str = "") -> str:

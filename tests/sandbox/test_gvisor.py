@@ -57,6 +57,8 @@ def test_a_call_runs_under_gvisor_with_the_same_posture(
         assert "Starting gVisor" in envelope.stdout  # gVisor's own kernel log, not the host's
         assert "connect 0" not in envelope.stdout and "root-fs" in envelope.stdout and "uid 0" not in envelope.stdout
         assert envelope.runtime == "runsc" and envelope.limits.runtime == "runsc" and envelope.limits.network == "none"
+        # gVisor's /proc lets a same-user process open a non-dumpable one's descriptors: no stub there
+        assert envelope.call_path == "exec"
         # Honest posture: a runsc registered with --ignore-cgroups (needed on cgroup-v1 hosts) does not
         # enforce the cgroup limits, and the envelope says so; runc enforces them all.
         ignores = "--ignore-cgroups" in runtime_options(docker_client)["runsc"]
@@ -66,7 +68,8 @@ def test_a_call_runs_under_gvisor_with_the_same_posture(
         assert made and all(c.attrs["HostConfig"]["Runtime"] == "runsc" for c in made)
         assert all(c.labels["harness.kind"] != "netns" for c in made)  # gVisor keeps its own network stack
         assert all(c.attrs["HostConfig"]["NetworkMode"] == "none" for c in made)
-        assert box.run(["true"], workspace=workspace, spec=spec).limits.unenforced == []  # runc enforces them all
+        under_runc = box.run(["true"], workspace=workspace, spec=spec)
+        assert under_runc.limits.unenforced == [] and under_runc.call_path == "stub"  # runc enforces them all
 
 
 DEVICES = """
