@@ -16,21 +16,33 @@ Line = Annotated[int, Field(ge=1, le=10_000_000)]
 
 
 @tool("read", paths=("path",))
-def read_file(ctx: ToolContext, path: str, start_line: Line | None = None, end_line: Line | None = None) -> Outcome:
+def read_file(
+    ctx: ToolContext,
+    path: str,
+    start_line: Line | None = None,
+    end_line: Line | None = None,
+    pattern: Annotated[str | None, Field(min_length=1, max_length=500)] = None,
+    context: Annotated[int, Field(ge=0, le=20)] = 2,
+) -> Outcome:
     """Read a text file of the workspace, with numbered lines (at most 800 lines per call).
 
     Output starts `OK read_file <path>: lines a-b of N`; when more remains it ends with
-    `[TRUNCATED: lines a-b of N shown; continue with start_line=b+1]`. Binary files are refused.
-    Use it to look at code before editing it, and to re-read a region after an edit.
-    Do NOT use it to find where something is defined (use search_code) or to see what files exist
-    (use list_dir).
+    `[TRUNCATED: lines a-b of N shown; continue with start_line=b+1]`. With `pattern`, only the
+    lines matching it (and `context` lines around each) are shown, groups separated by `--`, and the
+    header says how many lines matched. Binary files are refused.
+    Use it to look at code before editing it, to re-read a region after an edit, and (with pattern)
+    to see every place a name appears in one long file. Do NOT use it to find which file defines
+    something (use search_code) or to see what files exist (use list_dir).
 
     Args:
       path: file path relative to the workspace root (e.g. `src/app.py`); must stay inside it.
-      start_line: first line to show, 1-based (default 1).
+      start_line: first line to show (or to search from, with pattern), 1-based (default 1).
       end_line: last line to show, inclusive (default: start_line + 799 or the end of the file).
+      pattern: optional Python regular expression; only matching lines and their context are shown.
+      context: lines shown before and after each match when pattern is given (0-20, default 2).
     """
-    answer, envelope = call_runner(ctx, "read_file", {"path": path, "start_line": start_line, "end_line": end_line})
+    args = {"path": path, "start_line": start_line, "end_line": end_line, "pattern": pattern, "context": context}
+    answer, envelope = call_runner(ctx, "read_file", args)
     return Outcome(answer["text"], envelope)
 
 

@@ -286,6 +286,8 @@ def op_read_file(space: Space, args: dict, max_bytes: int) -> dict:
     end = min(int(args.get("end_line") or total), total)
     if end < start:
         raise Failure("invalid_arguments", f"end_line={end} is before start_line={start}. Use end_line >= start_line.")
+    if args.get("pattern"):
+        return _read_matching(path, lines, start, end, str(args["pattern"]), int(args.get("context") or 0), max_bytes)
     shown: "list[str]" = []
     budget, last = max_bytes, start - 1
     for number in range(start, min(end, start + MAX_LINES - 1) + 1):
@@ -302,6 +304,51 @@ def op_read_file(space: Space, args: dict, max_bytes: int) -> dict:
     body = "\n".join([head, *shown])
     if last < end:
         body += f"\n[TRUNCATED: lines {start}-{last} of {total} shown; continue with start_line={last + 1}]"
+    return {"ok": True, "text": body}
+
+
+def _numbered(number: int, line: str) -> str:
+    line = line.rstrip("\r")
+    if len(line) > MAX_LINE_CHARS:
+        line = line[:MAX_LINE_CHARS] + f" [line truncated: {len(line)} chars]"
+    return f"{number:6}\t{line}"
+
+
+def _read_matching(
+    path: str, lines: "list[str]", start: int, end: int, pattern: str, context: int, max_bytes: int
+) -> dict:
+    """The lines of start..end matching pattern, each with `context` lines around it."""
+    import re
+
+    try:
+        regex = re.compile(pattern)
+    except re.error as error:
+        raise Failure("invalid_arguments", f"pattern {pattern!r} is not a valid regular expression: {error}.") from None
+    total = len(lines)
+    hits = [n for n in range(start, end + 1) if regex.search(lines[n - 1])]
+    where = f"lines {start}-{end} of {total}"
+    if not hits:
+        return {"ok": True, "text": f"OK read_file {path}: no line matches '{pattern}' ({where} searched)"}
+    wanted: "list[int]" = []
+    for n in hits:
+        for m in range(max(start, n - context), min(end, n + context) + 1):
+            if not wanted or m > wanted[-1]:
+                wanted.append(m)
+    shown: "list[str]" = []
+    budget, previous, last = max_bytes, None, None
+    for count, n in enumerate(wanted):
+        entry = _numbered(n, lines[n - 1])
+        if previous is not None and n != previous + 1:
+            entry = "--\n" + entry
+        budget -= len(entry.encode("utf-8", "replace")) + 1
+        if (budget < 0 and shown) or count >= MAX_LINES:
+            break
+        shown.append(entry)
+        previous = last = n
+    head = f"OK read_file {path}: {len(hits)} line(s) match '{pattern}' ({where} searched)"
+    body = "\n".join([head, *shown])
+    if last is not None and last < wanted[-1]:
+        body += f"\n[TRUNCATED: matches shown up to line {last}; continue with start_line={last + 1}]"
     return {"ok": True, "text": body}
 
 

@@ -118,6 +118,23 @@ def test_read_file_truncates_at_800_lines_with_exact_marker(root: Path) -> None:
     assert window.splitlines()[1:] == ["    10\tline 10", "    11\tline 11", "    12\tline 12"]
 
 
+def test_read_file_with_a_pattern_shows_matches_with_context_and_says_how_many(root: Path) -> None:
+    (root / "big.txt").write_text("".join(f"{'needle' if n in (10, 12, 500) else 'hay'} {n}\n" for n in range(1, 1001)))
+    text = call(root, "read_file", path="big.txt", pattern=r"^needle", context=1)["text"]
+    lines = text.splitlines()
+    assert lines[0] == "OK read_file big.txt: 3 line(s) match '^needle' (lines 1-1000 of 1000 searched)"
+    assert lines[1:] == [
+        "     9\thay 9", "    10\tneedle 10", "    11\thay 11", "    12\tneedle 12", "    13\thay 13",
+        "--", "   499\thay 499", "   500\tneedle 500", "   501\thay 501",
+    ]  # fmt: skip
+    window = call(root, "read_file", path="big.txt", pattern="needle", context=0, start_line=11, end_line=600)
+    assert window["text"].splitlines()[1:] == ["    12\tneedle 12", "--", "   500\tneedle 500"]
+    none = call(root, "read_file", path="big.txt", pattern="absent")["text"]
+    assert none == "OK read_file big.txt: no line matches 'absent' (lines 1-1000 of 1000 searched)"
+    bad = call(root, "read_file", path="big.txt", pattern="(")
+    assert bad["ok"] is False and bad["kind"] == "invalid_arguments" and "not a valid regular expression" in bad["text"]
+
+
 def test_read_file_byte_budget_marks_truncation(root: Path) -> None:
     (root / "wide.txt").write_text(("x" * 500 + "\n") * 200)
     text = call(root, "read_file", path="wide.txt")["text"]

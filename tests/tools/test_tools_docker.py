@@ -42,6 +42,12 @@ def test_read_file_happy_stable_and_truncated(box: DockerSandbox, repo_ws: Path)
     (repo_ws / "calc" / "long.py").write_text("".join(f"x{n} = {n}\n" for n in range(1, 901)))
     long = run(ctx, "read_file", path="calc/long.py")
     assert long.text.endswith("[TRUNCATED: lines 1-800 of 900 shown; continue with start_line=801]")
+    matching = run(ctx, "read_file", path="calc/long.py", pattern=r"^x45\d = ", context=0)
+    assert (
+        matching.text.splitlines()[0]
+        == "OK read_file calc/long.py: 10 line(s) match '^x45\\d = ' (lines 1-900 of 900 searched)"
+    )
+    assert matching.text.splitlines()[1] == "   450\tx450 = 450"
     (repo_ws / "blob.bin").write_bytes(b"\x00\x01binary")
     binary = run(ctx, "read_file", path="blob.bin")
     assert binary.error_kind == "execution_error" and "binary file" in binary.text
