@@ -61,6 +61,15 @@ class ContextConfig(BaseModel):
     """Most recent tool results never folded."""
     tool_result_chars: int = Field(24_000, ge=500)
     """Largest tool result kept in the conversation (head and tail beyond it)."""
+    fold: bool = True
+    """Fold old tool results (the second tier); off only to measure the naive loop."""
+    summarize_at: float = Field(0.95, gt=0, le=1)
+    """Fraction of the budget that, still passed after folding, has the older middle of the
+    conversation replaced by a summary the model writes (the third tier)."""
+    summaries: bool = True
+    keep_recent_turns: int = Field(3, ge=1, le=50)
+    """Most recent model turns (with their tool results) a summary never replaces."""
+    summary_max_tokens: int = Field(1500, ge=200, le=16_000)
 
 
 class RunConfig(BaseModel):

@@ -18,9 +18,40 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.config import ContextConfig
 from harness.errors import LimitReached
-from harness.types import Message, ModelTurn, ToolCall, ToolSchema
+from harness.types import SUMMARY_REQUEST, Message, ModelTurn, ToolCall, ToolSchema
 
 _MESSAGE_OVERHEAD_CHARS = 16
+HEAD = 2
+"""The pinned head: the system prompt and the task."""
+SUMMARY_PROMPT = f"""{SUMMARY_REQUEST}
+You are summarising the older part of your own work on a coding task, so you can go on with less \
+context. Write plain text with exactly these four sections:
+Done: what was done and concluded, naming the files read and what was found in each.
+Open: what is still open.
+Excluded: the directions already tried and ruled out, one per line starting with "- " (or "- none").
+Next: the next step.
+Be specific (file names, function names, test names); do not invent anything."""
+
+
+def excluded_directions(text: str) -> list[str]:
+    """The bullet lines of a summary's `Excluded:` section (none when it says none)."""
+    found, inside = [], False
+    for line in text.splitlines():
+        stripped = line.strip()
+        header = re.match(r"^(done|open|excluded|next)\s*:\s*(.*)$", stripped, re.IGNORECASE)
+        if header:
+            inside = header.group(1).lower() == "excluded"
+            rest = header.group(2).strip()
+            if inside and rest and rest.lower().strip(".- ") not in ("none", ""):
+                found.append(rest.lstrip("- ").strip())
+            continue
+        if inside and stripped.startswith(("-", "*")):
+            item = stripped.lstrip("-* ").strip()
+            if item and item.lower().rstrip(".") != "none":
+                found.append(item)
+    return found
+
+
 _LABEL_ARGS = ("path", "pattern", "command", "selector", "glob")
 
 
@@ -44,6 +75,11 @@ class ContextState(BaseModel):
     entries: list[Entry] = Field(default_factory=list)
     chars_per_token: float = 4.0
     folds: int = 0
+    summaries: int = 0
+    summarised_turns: int = 0
+    """Model turns the summaries replaced so far (the marker of the summary message says it too)."""
+    excluded: list[str] = Field(default_factory=list)
+    """Directions tried and excluded, accumulated across summaries."""
 
 
 _VOLATILE = re.compile(r" duration=\d+ms")
@@ -116,6 +152,14 @@ class Context:
             )
         self._entries = [entry.model_copy() for entry in state.entries]
         self._folds = state.folds
+        self._summaries, self._summarised, self._excluded = (
+            state.summaries,
+            state.summarised_turns,
+            list(state.excluded),
+        )
+        self.needs_summary = False
+        """Set by prepare(): folding was not enough; the loop asks the model for a summary, then
+        calls apply_summary() and prepare() again."""
         self.estimator = TokenEstimator(state.chars_per_token)
         self._last_chars = 0
         self.last_fold = ""
@@ -123,7 +167,12 @@ class Context:
 
     def state(self) -> ContextState:
         return ContextState(
-            entries=list(self._entries), chars_per_token=self.estimator.chars_per_token, folds=self._folds
+            entries=list(self._entries),
+            chars_per_token=self.estimator.chars_per_token,
+            folds=self._folds,
+            summaries=self._summaries,
+            summarised_turns=self._summarised,
+            excluded=list(self._excluded),
         )
 
     def add_turn(self, turn: ModelTurn) -> None:
@@ -145,20 +194,79 @@ class Context:
         """The messages for the next call, folding old tool results if the budget asks for it."""
         budget = self.config.budget_tokens
         chars = self.estimator.chars(self.messages(), tools)
-        self.last_fold = ""
-        if self.estimator.estimate(chars) > self.config.fold_at * budget:
+        self.last_fold, self.needs_summary = "", False
+        if self.config.fold and self.estimator.estimate(chars) > self.config.fold_at * budget:
             before, folded = self.estimator.estimate(chars), sum(e.folded for e in self._entries)
             chars = self._fold(tools, target=budget // 2)
             self.last_fold = (
                 f"folded {sum(e.folded for e in self._entries) - folded} old tool result(s): "
                 f"~{before} -> ~{self.estimator.estimate(chars)} tokens (budget {budget})"
             )
-            if self.estimator.estimate(chars) > budget:
-                raise LimitReached(
-                    "context", f"~{self.estimator.estimate(chars)} tokens after folding, budget {budget}"
-                )
+        estimate = self.estimator.estimate(chars)
+        if self.config.summaries and estimate > self.config.summarize_at * budget and self._middle() is not None:
+            self.needs_summary = True
+        elif estimate > budget:
+            what = "after folding" if self.config.fold else "(folding off)"
+            raise LimitReached("context", f"~{estimate} tokens {what}, budget {budget}")
         self._last_chars = chars
         return self.messages()
+
+    # --- the third tier: a summary of the older middle --------------------------------------
+
+    def _middle(self) -> tuple[int, int] | None:
+        """[start, end) of the entries a summary replaces: after the pinned head (and any earlier
+        summary is inside it), up to the last `keep_recent_turns` model turns; None when there is
+        no model turn to summarise."""
+        turns = [i for i, e in enumerate(self._entries) if e.message.role == "assistant" and i >= HEAD]
+        if len(turns) <= self.config.keep_recent_turns:
+            return None
+        end = turns[-self.config.keep_recent_turns]
+        return (HEAD, end) if any(i < end for i in turns) else None
+
+    def summary_request(self) -> list[Message]:
+        """The messages of the summary call: what the model is to write, and the middle to summarise."""
+        middle = self._middle()
+        if middle is None:
+            raise LimitReached("context", "nothing left to summarise")
+        start, end = middle
+        through = self._summarised + sum(1 for e in self._entries[start:end] if e.message.role == "assistant")
+        lines = [f"Model turns 1-{through} to summarise:"]
+        for entry in self._entries[start:end]:
+            message = entry.message
+            if message.role == "assistant":
+                if message.content.strip():
+                    lines.append(f"assistant: {slim(message.content, 4000)}")
+                lines += [f"call: {call_label(call)}" for call in message.tool_calls]
+            elif message.role == "tool":
+                lines.append(f"result of {entry.label or message.name}: {slim(message.content, 1500)}")
+            else:
+                lines.append(f"{message.role}: {slim(message.content, 6000)}")
+        if self._excluded:
+            lines.append("Directions already excluded earlier: " + "; ".join(self._excluded))
+        return [
+            Message(role="system", content=SUMMARY_PROMPT),
+            Message(role="user", content="\n".join(lines)),
+        ]
+
+    def apply_summary(self, text: str) -> tuple[int, list[str]]:
+        """Replace the middle with the summary; (model turns now summarised, excluded directions)."""
+        middle = self._middle()
+        if middle is None:
+            raise LimitReached("context", "nothing left to summarise")
+        start, end = middle
+        self._summarised += sum(1 for e in self._entries[start:end] if e.message.role == "assistant")
+        for direction in excluded_directions(text):
+            if direction.lower() not in {d.lower() for d in self._excluded}:
+                self._excluded.append(direction)
+        body = text.strip()
+        if self._excluded:
+            body += "\n\nExcluded directions so far (do not go back to them):\n" + "\n".join(
+                f"- {d}" for d in self._excluded
+            )
+        content = f"[harness summary of model turns 1-{self._summarised}]\n{body}"
+        self._entries[start:end] = [Entry(message=Message(role="user", content=content), label="summary")]
+        self._summaries += 1
+        return self._summarised, list(self._excluded)
 
     def observe_usage(self, input_tokens: int) -> None:
         """Calibrate the estimate with the input tokens the provider reported for the last call."""

@@ -19,7 +19,7 @@ from typing import Any
 from harness import recovery, storage
 from harness.budget import Budget
 from harness.context import Context, stable
-from harness.errors import ModelError, Stop
+from harness.errors import LimitReached, ModelError, Stop
 from harness.outcome import RunResult, RunState
 from harness.prompt import obstacle_line
 from harness.repetition import NOTE, RepetitionConfig
@@ -30,13 +30,14 @@ from harness.trajectory import (
     EventRecord,
     OutcomeRecord,
     StepRecord,
+    SummaryRecord,
     ToolRecord,
     Trajectory,
     TurnRecord,
     VerifyRecord,
     write_state,
 )
-from harness.types import ModelTurn, ToolCall
+from harness.types import Message, ModelTurn, ToolCall
 from harness.verify import feedback
 from sandbox.errors import SandboxError
 from sandbox.layout import SessionFolder
@@ -122,9 +123,7 @@ class Agent:
     # --- one step -------------------------------------------------------------------------------
 
     def _step(self, step: int) -> None:
-        messages = self.context.prepare(self.tools)
-        if self.context.last_fold:
-            self.trajectory.append(EventRecord(event="context_folded", detail=self.context.last_fold))
+        messages = self._prepared(step)
         self.trajectory.append_request(step, messages, self.tools, self.context.estimate_tokens(self.tools))
         deadline = self.budget.deadline()  # the model call (and its retries) ends with the wall clock
         turn: ModelTurn = self.provider.complete(
@@ -134,6 +133,44 @@ class Agent:
         self.trajectory.append(TurnRecord(step=step, turn=turn), durable=True)
         self.on_phase("turn_recorded")
         self._take_turn(step, turn, attempt=0, reuse={})
+
+    def _prepared(self, step: int) -> list[Message]:
+        """The messages of the next call: folded (second tier) and, when that is not enough,
+        summarised (third tier) by a separate, metered model call."""
+        messages = self.context.prepare(self.tools)
+        if self.context.last_fold:
+            self.trajectory.append(EventRecord(event="context_folded", detail=self.context.last_fold))
+        if not self.context.needs_summary:
+            return messages
+        before = self.context.estimate_tokens(self.tools)
+        request = self.context.summary_request()
+        deadline = self.budget.deadline()
+        try:
+            turn = self.provider.complete(
+                request, [], max_tokens=self.context.config.summary_max_tokens, timeout_s=deadline.left_s
+            )
+        except ModelError as error:
+            self.budget.charge(error.usage, error.cost_usd)
+            raise LimitReached("context", f"~{before} tokens and the summary call failed ({error})") from None
+        self.budget.charge(turn.usage, turn.cost_usd)
+        if not turn.text.strip():
+            raise LimitReached("context", f"~{before} tokens and the summary came back empty")
+        through, excluded = self.context.apply_summary(turn.text)
+        self.trajectory.append(
+            SummaryRecord(
+                step=step,
+                through_turn=through,
+                text=turn.text,
+                excluded=excluded,
+                input_tokens=turn.usage.input_tokens,
+                output_tokens=turn.usage.output_tokens,
+                cost_usd=turn.cost_usd,
+                before_tokens=before,
+                after_tokens=self.context.estimate_tokens(self.tools),
+            ),
+            durable=True,
+        )
+        return self.context.prepare(self.tools)  # a context still too big after it ends limit:context
 
     def _take_turn(self, step: int, turn: ModelTurn, attempt: int, reuse: dict[str, ToolRecord]) -> None:
         self.budget.charge_turn(turn)

@@ -127,6 +127,25 @@ class VerifyRecord(_Record):
     output: str = ""
 
 
+class SummaryRecord(_Record):
+    """The third context tier: the older middle of the conversation replaced by the model's summary
+    (the full history stays in this file)."""
+
+    kind: Literal["summary"] = "summary"
+    step: int
+    """The step whose request needed it."""
+    through_turn: int
+    """Model turns 1..through_turn are summarised (by this summary and the ones before it)."""
+    text: str
+    excluded: list[str] = Field(default_factory=list)
+    """Directions excluded so far (accumulated across summaries)."""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    before_tokens: int = 0
+    after_tokens: int = 0
+
+
 class EventRecord(_Record):
     """Anything else worth a line: resumed, interrupted, setup ran, context folded."""
 
@@ -144,7 +163,15 @@ class OutcomeRecord(_Record):
 
 
 Record = Annotated[
-    StartRecord | RequestRecord | TurnRecord | ToolRecord | StepRecord | VerifyRecord | EventRecord | OutcomeRecord,
+    StartRecord
+    | RequestRecord
+    | TurnRecord
+    | ToolRecord
+    | StepRecord
+    | VerifyRecord
+    | SummaryRecord
+    | EventRecord
+    | OutcomeRecord,
     Field(discriminator="kind"),
 ]
 _RECORD = TypeAdapter(Record)

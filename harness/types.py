@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -135,3 +137,26 @@ class ToolSchema(BaseModel):
     def anthropic(self) -> dict[str, Any]:
         """Anthropic Messages `tools` entry."""
         return {"name": self.name, "description": self.description, "input_schema": self.parameters}
+
+
+SUMMARY_REQUEST = "[harness: summarise the conversation]"
+"""The first line of the system prompt of a summary request (the third context tier): canned
+models (scripted, replay) recognise a summary request by it."""
+SUMMARY_MARK = re.compile(r"^\[harness summary of model turns 1-(\d+)\]")
+"""The first line of the message that replaced the older middle of a conversation."""
+
+
+def is_summary_request(messages: Sequence[Message]) -> bool:
+    return bool(messages) and messages[0].role == "system" and messages[0].content.startswith(SUMMARY_REQUEST)
+
+
+def turns_so_far(messages: Sequence[Message]) -> int:
+    """Model turns the conversation has had: the assistant messages in it, plus those a summary replaced
+    (canned models index their turns by it, so a summary does not make them repeat themselves)."""
+    summarised = 0
+    for message in messages:
+        if message.role == "user":
+            found = SUMMARY_MARK.match(message.content)
+            if found:
+                summarised = int(found.group(1))
+    return summarised + sum(1 for message in messages if message.role == "assistant")

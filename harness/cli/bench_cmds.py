@@ -181,6 +181,28 @@ def bench_startup(
     )
 
 
+@bench_app.command("context")
+def bench_context(as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
+    """A long task (30 files, ~150k tokens) under a 32k budget: with the context tiers vs the naive loop."""
+    from harness.bench.context import measure
+    from harness.config import RunConfig
+
+    with reported():
+        result = measure(environment.runtime(RunConfig(), prefix="bench"))
+    if as_json:
+        print(result.model_dump_json())
+        return
+    console.print(f"{result.files} files, ~{result.content_tokens} tokens of content, budget {result.budget_tokens}")
+    for run in (result.tiers, result.naive_same_budget, result.naive_same_steps):
+        console.print(
+            f"{run.mode:<28} {run.outcome:<14} {run.steps:>3} steps  {run.input_tokens:>9} input tokens  "
+            f"{run.folds} folds  {run.summaries} summaries (~{run.summary_input_tokens} tokens, ${run.summary_cost_usd:.4f})",
+            soft_wrap=True,
+        )
+    verdict = "ok" if result.tiers_over_naive <= 0.4 else "over the 0.4 target"
+    console.print(f"input tokens, tiers / naive run to the same step: {result.tiers_over_naive:.3f} ({verdict})")
+
+
 @bench_app.command("batch")
 def bench_batch(
     tasks: int = typer.Option(24, "--tasks", min=2, max=500, help="Scripted tasks in the batch."),

@@ -96,6 +96,13 @@ def render_steps(console: Console, session_dir: Path) -> None:
         elif record.kind == "verify":
             status = "[green]passed[/]" if record.passed else "[red]failed[/]"
             console.print(f"verify {record.round}  exit {record.exit_code}: {status}")
+        elif record.kind == "summary":
+            excluded = f"; excluded: {escape('; '.join(record.excluded))}" if record.excluded else ""
+            console.print(
+                f"step {record.step:>2}  [cyan]summary[/] of model turns 1-{record.through_turn}: "
+                f"~{record.before_tokens} -> ~{record.after_tokens} tokens{excluded}",
+                soft_wrap=True,
+            )
     if final:
         console.print(f"[bold]model:[/] {escape(final.strip())}", soft_wrap=True)
 

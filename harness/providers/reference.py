@@ -17,7 +17,8 @@ from typing import Any
 from harness.errors import ConfigError
 from harness.providers.config import ProviderConfig
 from harness.providers.factory import register_provider
-from harness.types import Message, ModelTurn, ToolCall, ToolSchema
+from harness.providers.scripted import mechanical_summary
+from harness.types import Message, ModelTurn, ToolCall, ToolSchema, is_summary_request, turns_so_far
 
 DONE = (
     "I applied the reference change of this task. It is the change the original commit made. "
@@ -50,7 +51,9 @@ class ReferenceProvider:
         max_tokens: int,
         timeout_s: float | None = None,
     ) -> ModelTurn:
-        index = sum(1 for message in messages if message.role == "assistant")
+        if is_summary_request(messages):
+            return ModelTurn(text=mechanical_summary(messages), stop_reason="end_turn", model=self.model)
+        index = turns_so_far(messages)
         if index < len(self.turns):
             return self.turns[index]
         return ModelTurn(text=DONE, stop_reason="end_turn", model=self.model)

@@ -8,16 +8,22 @@ When the recording runs out, the model answers with a final text and no tool cal
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.errors import ConfigError
+from harness.errors import ConfigError, ModelBadResponse
 from harness.providers.config import ProviderConfig
 from harness.providers.factory import register_provider
 from harness.trajectory import TRAJECTORY_FILE, read_records
-from harness.types import Message, ModelTurn, ToolSchema, Usage
+from harness.types import Message, ModelTurn, ToolSchema, Usage, is_summary_request, turns_so_far
 
 EXHAUSTED_TEXT = "The recorded session has no more turns."
+
+
+def recorded_summaries(session_dir: Path) -> dict[int, str]:
+    """The summaries a session's model wrote, by the model turn they summarise through."""
+    return {record.through_turn: record.text for record in read_records(session_dir) if record.kind == "summary"}
 
 
 def recorded_turns(session_dir: Path) -> list[ModelTurn]:
@@ -32,15 +38,19 @@ def recorded_turns(session_dir: Path) -> list[ModelTurn]:
 class ReplayProvider:
     """Serves a recorded session's model turns."""
 
-    def __init__(self, turns: Sequence[ModelTurn], *, name: str = "replay") -> None:
+    def __init__(
+        self, turns: Sequence[ModelTurn], *, name: str = "replay", summaries: dict[int, str] | None = None
+    ) -> None:
         self.name = name
         self.turns = [turn.model_copy(update={"usage": Usage(), "cost_usd": 0.0, "retries": 0}) for turn in turns]
+        self.summaries = dict(summaries or {})
 
     @classmethod
     def from_session(cls, session_dir: Path) -> ReplayProvider:
         if not (Path(session_dir) / TRAJECTORY_FILE).is_file():
             raise ConfigError(f"replay: no recorded trajectory in {session_dir}")
-        return cls(recorded_turns(Path(session_dir)), name=f"replay:{session_dir}")
+        folder = Path(session_dir)
+        return cls(recorded_turns(folder), name=f"replay:{session_dir}", summaries=recorded_summaries(folder))
 
     def complete(
         self,
@@ -50,7 +60,13 @@ class ReplayProvider:
         max_tokens: int,
         timeout_s: float | None = None,
     ) -> ModelTurn:
-        index = sum(1 for message in messages if message.role == "assistant")
+        if is_summary_request(messages):
+            found = re.match(r"Model turns 1-(\d+)", messages[-1].content)
+            text = self.summaries.get(int(found.group(1))) if found else None
+            if text is None:
+                raise ModelBadResponse("replay: the recorded session made no summary at this point")
+            return ModelTurn(text=text, stop_reason="end_turn", model="replay")
+        index = turns_so_far(messages)
         if index < len(self.turns):
             return self.turns[index]
         return ModelTurn(text=EXHAUSTED_TEXT, stop_reason="end_turn", model="replay")

@@ -36,7 +36,7 @@ from harness.errors import ScriptError
 from harness.providers.arguments import build_tool_call, safe_turn
 from harness.providers.config import ProviderConfig
 from harness.providers.factory import register_provider
-from harness.types import Message, ModelTurn, ToolCall, ToolSchema
+from harness.types import Message, ModelTurn, ToolCall, ToolSchema, is_summary_request, turns_so_far
 
 EXHAUSTED_TEXT = "I have nothing more to do."
 _TURN_KEYS = {"text", "tool_calls", "delay_s"}
@@ -83,13 +83,28 @@ class ScriptedProvider:
     ) -> ModelTurn:
         """The turn after the ones the conversation already holds (a final text-only turn once the
         script is used up)."""
-        index = sum(1 for message in messages if message.role == "assistant")
+        if is_summary_request(messages):
+            return ModelTurn(text=mechanical_summary(messages), stop_reason="end_turn", model=self.model)
+        index = turns_so_far(messages)
         if index < len(self.turns):
             delay = self.delays[index] if index < len(self.delays) else 0.0
             if delay > 0:  # think time, never past what the caller has left
                 self._sleep(delay if timeout_s is None else min(delay, timeout_s))
             return self.turns[index]
         return ModelTurn(text=EXHAUSTED_TEXT, stop_reason="end_turn", model=self.model)
+
+
+def mechanical_summary(messages: Sequence[Message]) -> str:
+    """A canned model's answer to a summary request: the calls of the summarised turns, as the
+    request lists them (nothing invented, nothing concluded)."""
+    lines = messages[-1].content.splitlines() if messages else []
+    calls = [line.removeprefix("call: ") for line in lines if line.startswith("call: ")]
+    first = lines[0] if lines else "Model turns to summarise:"
+    done = ", ".join(calls[:40]) + (f" and {len(calls) - 40} more" if len(calls) > 40 else "")
+    return (
+        f"Done: {first.removesuffix(' to summarise:').lower()} made these calls: {done or 'none'}.\n"
+        "Open: the task is not finished.\nExcluded:\n- none\nNext: continue with the task."
+    )
 
 
 def parse_script(text: str, source: str = "<script>") -> list[ModelTurn]:

@@ -17,6 +17,7 @@ from harness.trajectory import (
     RequestRecord,
     StartRecord,
     StepRecord,
+    SummaryRecord,
     ToolRecord,
     TurnRecord,
     VerifyRecord,
@@ -38,6 +39,8 @@ class StepView:
     calls: list[ToolRecord] = field(default_factory=list)
     events: list[EventRecord] = field(default_factory=list)
     verify: list[VerifyRecord] = field(default_factory=list)
+    summaries: list[SummaryRecord] = field(default_factory=list)
+    """Third-tier summaries made before this step's model call."""
     committed: StepRecord | None = None
     """None while the step is in flight (a live session) or when a crash cut it."""
     sent_tokens: int = 0
@@ -87,6 +90,8 @@ def load(folder: Path) -> SessionView:
         elif isinstance(record, RequestRecord | TurnRecord | ToolRecord | StepRecord):
             last = by_step.setdefault(record.step, StepView(step=record.step))
             _add(last, record)
+        elif isinstance(record, SummaryRecord):
+            by_step.setdefault(record.step, StepView(step=record.step)).summaries.append(record)
         elif isinstance(record, VerifyRecord):
             if last is None:
                 last = by_step.setdefault(0, StepView(step=0))

@@ -89,6 +89,16 @@ def _step(step: StepView) -> str:
         f'<section class="{classes}" id="step-{step.step}" tabindex="-1">',
         f'<h2>Step {step.step} <span class="muted">· {esc(so_far)} · ~{step.sent_tokens} tokens sent</span></h2>',
     ]
+    for summary in step.summaries:
+        excluded = "".join(f"<li>{esc(d)}</li>" for d in summary.excluded)
+        parts.append(
+            f'<div class="summary"><h3>Context summary of model turns 1-{summary.through_turn} '
+            f'<span class="muted">~{summary.before_tokens} &rarr; ~{summary.after_tokens} tokens, '
+            f"{summary.input_tokens} in / {summary.output_tokens} out, ${summary.cost_usd:.4f}</span></h3>"
+            f"<pre>{esc(summary.text)}</pre>"
+            + (f"<p>Excluded directions so far:</p><ul>{excluded}</ul>" if excluded else "")
+            + "</div>"
+        )
     turn = step.turn
     if turn is not None:
         meta = f"stop: {turn.stop_reason}, {turn.usage.output_tokens} tokens out, {turn.latency_ms} ms"
