@@ -251,6 +251,7 @@ def tool_context(
         test_command=test_command or config.test_cmd or config.verify,
         commit_changes=writable,
         follow=(lambda: session.spec) if writable else None,
+        timeouts=dict(config.tools.timeouts),
     )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -72,6 +72,22 @@ class ContextConfig(BaseModel):
     summary_max_tokens: int = Field(1500, ge=200, le=16_000)
 
 
+DEFAULT_TOOL_TIMEOUTS = {"read": 30.0, "write": 60.0, "run_tests": 1800.0}
+"""Reads get seconds, tests get minutes; other tools (run_command, git) the sandbox's timeout_s."""
+
+
+class ToolsConfig(BaseModel):
+    """How long each tool's calls may take."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    timeouts: dict[str, Annotated[float, Field(gt=0, le=24 * 3600)]] = Field(
+        default_factory=lambda: dict(DEFAULT_TOOL_TIMEOUTS)
+    )
+    """Seconds per call, by tool name (`run_tests`) or tier (`read`, `write`, `exec`); every call is
+    still capped by the run's wall clock (`limits.timeout_min`)."""
+
+
 class RunConfig(BaseModel):
     """Everything `harness run` needs, from the config file and flags."""
 
@@ -107,6 +123,8 @@ class RunConfig(BaseModel):
     """Unattended approval: seconds to wait for an answer file before denying."""
     context: ContextConfig = Field(default_factory=ContextConfig)
     """Prompt budget and compaction."""
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    """Per-tool timeouts."""
     sandbox: SandboxSpec = Field(default_factory=SandboxSpec)
     """Container posture and limits for tool calls (image is taken from `image`)."""
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)

@@ -7,6 +7,7 @@ except SandboxError (the sandbox could not run at all), which the loop decides a
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -92,10 +93,23 @@ class ToolContext:
     deadline: Deadline = UNLIMITED
     """The run's wall clock left when this turn's calls started: caps each call's timeout and how
     long an unattended approval waits."""
+    timeouts: dict[str, float] = field(default_factory=dict)
+    """Seconds a call may take, by tool name or tier (`read`, `write`, `exec`); a tool in neither
+    gets the spec's timeout. Always capped by the wall clock left."""
+    call_timeout_s: float | None = None
+    """This call's own timeout (set by the registry from `timeouts` before the tool runs)."""
 
     def call_spec(self) -> SandboxSpec:
-        """The spec this call runs with (its timeout never beyond the wall clock left)."""
-        return self.deadline.cap(self.follow() if self.follow is not None else self.spec)
+        """The spec this call runs with: its tool's timeout, never beyond the wall clock left."""
+        spec = self.follow() if self.follow is not None else self.spec
+        if self.call_timeout_s is not None:
+            spec = spec.model_copy(update={"timeout_s": self.call_timeout_s})
+        return self.deadline.cap(spec)
+
+    def for_tool(self, name: str, tier: str) -> ToolContext:
+        """This context for one call of tool `name` (its timeout from `timeouts`)."""
+        seconds = self.timeouts.get(name, self.timeouts.get(tier))
+        return self if seconds is None else dataclasses.replace(self, call_timeout_s=seconds)
 
     @property
     def allow_writes(self) -> bool:
@@ -208,7 +222,8 @@ class Registry:
     def _run(self, call: ToolCall, ready: _Ready, ctx: ToolContext) -> ToolResult:
         base = dict(call_id=call.id, name=call.name, decision=ready.decision)
         try:
-            outcome = ready.tool.fn(ctx, **{k: getattr(ready.args, k) for k in type(ready.args).model_fields})
+            args = {k: getattr(ready.args, k) for k in type(ready.args).model_fields}
+            outcome = ready.tool.fn(ctx.for_tool(ready.tool.name, ready.tool.tier), **args)
         except ToolError as error:
             return ToolResult(
                 **base,
