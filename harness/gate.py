@@ -77,6 +77,12 @@ class Rule(BaseModel):
     """Program names; when set, the command's program (after unwrapping) must be one of them."""
 
 
+GENERATED_PATHS = (
+    "*_pb2.py", "*_pb2_grpc.py", "*_pb2.pyi", "*.pb.go", "*.pb.cc", "*.pb.h", "*.min.js", "*.min.css",
+    "*.generated.*", "*.g.dart", "*.designer.cs", "package-lock.json", "yarn.lock", "poetry.lock", "Cargo.lock",
+)  # fmt: skip
+
+
 class GateConfig(BaseModel):
     """Policy of the permission gate for one session."""
 
@@ -88,6 +94,9 @@ class GateConfig(BaseModel):
     """Gitignore-style patterns no tool may write (also mounted read-only into the container)."""
     protected_paths: list[str] = Field(default_factory=lambda: [".git/", ".harness/"])
     """Patterns no tool may read or write."""
+    generated_paths: list[str] = Field(default_factory=lambda: list(GENERATED_PATHS))
+    """Files apply_patch and write_file refuse as generated (besides any whose first lines say
+    "generated ... do not edit"); the refusal points at their source when it can be found."""
     allowed_programs: list[str] = Field(default_factory=lambda: list(DEFAULT_PROGRAMS))
     """Programs run_command may start (bare names, checked on the parsed argv)."""
     write_programs: list[str] = Field(default_factory=lambda: ["mkdir", "touch", "cp", "mv", "rm"])

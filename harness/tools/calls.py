@@ -66,6 +66,7 @@ def call_runner(
         "max_bytes": TEXT_BUDGET,
         "read_only": ctx.gate.config.read_only_paths,
         "protected": ctx.gate.config.protected_paths,
+        "generated": ctx.gate.config.generated_paths,
         "args": args,
     }
     items = runner.encode_request(request)
