@@ -267,6 +267,7 @@ def build_agent(
         state.context if state.context.entries else None,
     )
     verifier = Verifier(sandbox, config.verify, mounts=context_tools.mounts) if config.verify else None
+    checks = [Verifier(sandbox, command, mounts=context_tools.mounts) for command in config.checks]
     prewarm(config, sandbox, session.workspace, session.spec)  # a no-op when create_session did it already
     return Agent(
         provider=provider,
@@ -276,6 +277,7 @@ def build_agent(
         sandbox=sandbox,
         verifier=verifier,
         verify_spec=lambda: call_spec(session.spec),
+        checks=checks,
         budget=Budget(config.limits, state.spent),
         context=context,
         trajectory=Trajectory(session.dir, runtime.secrets),

@@ -104,6 +104,9 @@ class RunConfig(BaseModel):
     """Sandbox image for every tool call."""
     verify: str | None = None
     """Shell command that decides 'done' (exit 0 only); None = outcome `unverified`."""
+    checks: list[str] = Field(default_factory=list)
+    """Commands run after verify passes (a linter, a type check, a security scan), in order; the
+    outcome is `verified` only when every one exits 0, and a failing one goes back to the model."""
     test_cmd: str | None = None
     """Command the run_tests tool runs; defaults to the verify command."""
     setup: list[str] = Field(default_factory=list)

@@ -38,7 +38,7 @@ from harness.trajectory import (
     write_state,
 )
 from harness.types import Message, ModelTurn, ToolCall
-from harness.verify import feedback
+from harness.verify import VerifyResult, feedback
 from sandbox.errors import SandboxError
 from sandbox.layout import SessionFolder
 from sandbox.spec import SandboxSpec
@@ -60,6 +60,7 @@ class Agent:
         sandbox: Sandbox,
         verifier: VerifierLike | None,
         verify_spec: Callable[[], SandboxSpec],
+        checks: Sequence[VerifierLike] = (),
         budget: Budget,
         context: Context,
         trajectory: Trajectory,
@@ -72,6 +73,8 @@ class Agent:
     ) -> None:
         self.provider, self.registry, self.tool_context = provider, registry, tool_context
         self.session, self.sandbox, self.verifier, self.verify_spec = session, sandbox, verifier, verify_spec
+        self.checks = list(checks)
+        """Layers after verify (a linter, a type check, a scan): verified only when every one passes."""
         self.budget, self.context, self.trajectory, self.state = budget, context, trajectory, state
         self.max_turn_tokens, self.max_verify_rounds = max_turn_tokens, max_verify_rounds
         self.repetition = repetition or RepetitionConfig()
@@ -268,10 +271,36 @@ class Agent:
         spec = self.budget.deadline().cap(self.verify_spec())  # before the round is counted: a stop spends none
         self.state.verify_rounds += 1
         rounds = self.state.verify_rounds
-        result = self.verifier.run(self.session.workspace, spec)
+        result, layer = self.verifier.run(self.session.workspace, spec), "verify"
+        self._record_round(rounds, result, layer)
+        if result.passed:
+            for number, check in enumerate(self.checks, start=1):
+                result, layer = check.run(self.session.workspace, spec), f"check {number} of {len(self.checks)}"
+                self._record_round(rounds, result, layer)
+                if not result.passed:
+                    break
+            else:
+                passed = f"; {len(self.checks)} check(s) passed" if self.checks else ""
+                raise Stop("verified", f"`{self.verifier_command()}` exited 0{passed}")
+        if rounds >= self.max_verify_rounds:
+            what = f"`{result.command}`" + ("" if layer == "verify" else f" ({layer})")
+            raise Stop("failed_verification", f"{what} still fails after {rounds} round(s)", result.failing)
+        if self.state.last_failing == result.failing:
+            raise Stop("stuck", "the same tests failed in 2 verification rounds in a row", result.failing)
+        self.state.last_failing = result.failing
+        self.state.awaiting_verify = False
+        self.context.add_user(feedback(result, rounds, self.max_verify_rounds, layer))
+        self._save()
+
+    def verifier_command(self) -> str:
+        return getattr(self.verifier, "command", "verify")
+
+    def _record_round(self, rounds: int, result: VerifyResult, layer: str) -> None:
         self.trajectory.append(
             VerifyRecord(
                 round=rounds,
+                layer=layer,
+                command=result.command,
                 passed=result.passed,
                 exit_code=result.exit_code,
                 status=result.status,
@@ -281,16 +310,6 @@ class Agent:
             ),
             durable=True,
         )
-        if result.passed:
-            raise Stop("verified", f"`{result.command}` exited 0")
-        if rounds >= self.max_verify_rounds:
-            raise Stop("failed_verification", f"`{result.command}` still fails after {rounds} round(s)", result.failing)
-        if self.state.last_failing == result.failing:
-            raise Stop("stuck", "the same tests failed in 2 verification rounds in a row", result.failing)
-        self.state.last_failing = result.failing
-        self.state.awaiting_verify = False
-        self.context.add_user(feedback(result, rounds, self.max_verify_rounds))
-        self._save()
 
     # --- bookkeeping ----------------------------------------------------------------------------
 

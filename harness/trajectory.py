@@ -119,6 +119,9 @@ class StepRecord(_Record):
 class VerifyRecord(_Record):
     kind: Literal["verify"] = "verify"
     round: int
+    layer: str = "verify"
+    """`verify`, or `check N of M` for the layers after it."""
+    command: str = ""
     passed: bool
     exit_code: int
     status: str

@@ -77,10 +77,11 @@ def result_from_envelope(command: str, envelope: Envelope) -> VerifyResult:
     )
 
 
-def feedback(result: VerifyResult, round_number: int, max_rounds: int) -> str:
-    """The structured message a failed verification sends back to the model."""
+def feedback(result: VerifyResult, round_number: int, max_rounds: int, layer: str = "verify") -> str:
+    """The structured message a failed verification (or a failed check after it) sends the model."""
+    what = "VERIFICATION FAILED" if layer == "verify" else f"CHECK FAILED ({layer}; the tests passed)"
     lines = [
-        f"VERIFICATION FAILED (round {round_number} of {max_rounds}): `{result.command}` "
+        f"{what} (round {round_number} of {max_rounds}): `{result.command}` "
         f"exited {result.exit_code} (status {result.status}). The task is not done until it exits 0.",
         f"Failing ({len(result.failing)}):",
         *[f"- {name}" for name in result.failing[:50]],

@@ -44,6 +44,8 @@ class TaskDefaults(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     verify: str | None = None
+    checks: list[str] = Field(default_factory=list)
+    """Commands that must also exit 0 after verify passes (see RunConfig.checks)."""
     setup: list[str] = Field(default_factory=list)
     setup_network: bool = False
     image: str = "py311"
@@ -66,6 +68,7 @@ class Task(BaseModel):
     repo: Path
     task: str = Field(min_length=1)
     verify: str | None = None
+    checks: list[str] | None = None
     setup: list[str] | None = None
     setup_network: bool | None = None
     image: str | None = None

@@ -65,6 +65,7 @@ def run_config(spec: TaskRunSpec) -> RunConfig:
         "model": model,
         "image": task.image or defaults.image,
         "verify": task.verify if task.verify is not None else defaults.verify,
+        "checks": task.checks if task.checks is not None else defaults.checks,
         "setup": task.setup if task.setup is not None else defaults.setup,
         "setup_network": task.setup_network if task.setup_network is not None else defaults.setup_network,
         "sandbox.runtime": task.runtime or defaults.runtime,

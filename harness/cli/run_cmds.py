@@ -41,6 +41,9 @@ def run(
     test_cmd: str | None = typer.Option(
         None, "--test-cmd", help="Command run_tests runs (default: the verify command)."
     ),
+    checks: list[str] | None = typer.Option(
+        None, "--check", help="Command that must also exit 0 after verify passes: a linter, a type check (repeatable)."
+    ),
     max_steps: int | None = typer.Option(None, "--max-steps", help="Model turns allowed (default 40)."),
     max_cost: float | None = typer.Option(None, "--max-cost", help="Spend limit in USD."),
     max_tokens: int | None = typer.Option(None, "--max-tokens", help="Input+output token limit for the run."),
@@ -79,6 +82,7 @@ def run(
             "base_url": base_url,
             "verify": verify,
             "test_cmd": test_cmd,
+            "checks": checks or None,
             "setup": setup or None,
             "setup_network": setup_network,
             "limits.max_steps": max_steps,

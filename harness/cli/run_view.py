@@ -95,7 +95,8 @@ def render_steps(console: Console, session_dir: Path) -> None:
             console.print(f"step {record.step:>2}  {mark} {escape(record.name):<12} {_clip(first, 90)}", soft_wrap=True)
         elif record.kind == "verify":
             status = "[green]passed[/]" if record.passed else "[red]failed[/]"
-            console.print(f"verify {record.round}  exit {record.exit_code}: {status}")
+            layer = "" if record.layer == "verify" else f" {escape(record.layer)} `{escape(record.command)}`"
+            console.print(f"verify {record.round}{layer}  exit {record.exit_code}: {status}", soft_wrap=True)
         elif record.kind == "summary":
             excluded = f"; excluded: {escape('; '.join(record.excluded))}" if record.excluded else ""
             console.print(

@@ -156,13 +156,18 @@ def _call(call: ToolRecord) -> str:
 def _verify(round_: VerifyRecord) -> str:
     css = "ok" if round_.passed else "bad"
     head = (
-        f'<h3>Verify round {round_.round}: <span class="{css}">{"passed" if round_.passed else "failed"}</span> '
+        f"<h3>Verify round {round_.round}{_layer(round_)}: "
+        f'<span class="{css}">{"passed" if round_.passed else "failed"}</span> '
         f'<span class="muted">exit {round_.exit_code}, {esc(round_.status)}, {round_.duration_ms} ms</span></h3>'
     )
     failing = ""
     if round_.failing:
         failing = "<p>failing: " + ", ".join(f"<code>{esc(name)}</code>" for name in round_.failing) + "</p>"
     return head + failing + (f"<pre>{esc(round_.output)}</pre>" if round_.output else "")
+
+
+def _layer(round_: VerifyRecord) -> str:
+    return "" if round_.layer == "verify" else f" ({esc(round_.layer)}: <code>{esc(round_.command)}</code>)"
 
 
 def _diff(text: str) -> str:
