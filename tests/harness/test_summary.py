@@ -152,3 +152,34 @@ def test_excluded_directions_and_turn_counting():
         Message(role="assistant", content="a"),
     ]
     assert turns_so_far(messages) == 8
+
+
+def test_a_run_interrupted_right_after_a_summary_resumes_without_repeating_itself(tmp_path):
+    provider = Summarising(reading_turns())
+    cfg = config()
+    session = Session.create(repo(tmp_path), tmp_path / "state", spec=cfg.spec(), session_id="r")
+    folder = Path(session.dir)
+
+    def crash(phase: str) -> None:  # Ctrl-C as soon as the first summarised step's turn is on record
+        if phase == "turn_recorded" and summaries(folder):
+            raise KeyboardInterrupt
+
+    state = RunState(session_id=session.id, task="Find the bug.", model="scripted:x", snapshot_step=session.step)
+    first = assembly.build_agent(
+        config=cfg, session=session, sandbox=FakeSandbox(), provider=provider, state=state,
+        runtime=Runtime(run_id="t", on_phase=crash),
+    ).run()  # fmt: skip
+    assert first.outcome == "interrupted"
+    resumed = assembly.build_agent(
+        config=cfg,
+        session=Session.open(tmp_path / "state", "r"),
+        sandbox=FakeSandbox(),
+        provider=provider,
+        state=read_state(folder, RunState),
+        runtime=Runtime(run_id="t"),
+    ).run()
+    assert resumed.outcome == "verified", resumed.detail
+    reads = [r.arguments["path"] for r in read_records(folder) if r.kind == "tool"]
+    assert sorted(set(reads)) == [f"src/m{n}.py" for n in range(FILES)]
+    assert len(reads) == FILES  # each once: the interrupted turn's call ran on resume, nothing was redone
+    assert read_state(folder, RunState).context.summarised_turns >= summaries(folder)[0].through_turn
