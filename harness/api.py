@@ -61,7 +61,9 @@ def run(
     """Let a model work on a copy of `repo` until `verify` passes, a limit is hit, or it gives up.
 
     - `model`: `openai:MODEL`, `anthropic:MODEL`, `scripted:FILE` or `replay:SESSION`.
-    - `verify`: the command that decides "done" (exit 0); without one the outcome is `unverified`.
+    - `verify`: the command that decides "done" (exit 0); without one, the one the repository's layout
+      names is used (pytest, npm test, go test, cargo test, make test), and with none the outcome is
+      `unverified`.
     - `image`: the sandbox image of every tool call (`harness images build` makes `py311`).
     - `setup`: commands run once before the first step (with network only if `setup_network`).
     - `max_steps`, `max_cost_usd`, `timeout_min`: limits over the whole run.

@@ -31,7 +31,7 @@ from harness.providers.factory import make_provider
 from harness.providers.protocol import Provider
 from harness.tools.registry import Registry, ToolContext
 from harness.trajectory import StartRecord, Trajectory, read_state, write_state
-from harness.verify import Verifier, VerifyResult
+from harness.verify import Verifier, VerifyResult, detect_verify
 from sandbox.layout import SessionFolder
 from sandbox.session.steplog import write_text_atomic
 from sandbox.spec import Mount, SandboxSpec
@@ -301,7 +301,7 @@ def start_run(
         raise UsageError("no model: pass --model PROVIDER:MODEL or set model in the config file")
     if not Path(repo).is_dir():
         raise NotFoundError(f"repository path does not exist: {repo}")
-    config = config.model_copy(update={"model": absolute_model(config.model, sessions)})
+    config = with_verify(config.model_copy(update={"model": absolute_model(config.model, sessions)}), Path(repo))
     provider = build_provider(config, runtime)
     with open_sandbox(runtime, session_id) as sandbox:
         check_image(sandbox, config.image)
@@ -313,6 +313,18 @@ def start_run(
         return build_agent(
             config=config, session=session, sandbox=sandbox, provider=provider, state=state, runtime=runtime
         ).run()
+
+
+def with_verify(config: RunConfig, repo: Path) -> RunConfig:
+    """config with the repository's own test command as verify when none was given (and detection
+    is on); where it came from is kept in `verify_source`."""
+    if config.verify or not config.detect_verify:
+        return config
+    found = detect_verify(repo)
+    if found is None:
+        return config
+    command, why = found
+    return config.model_copy(update={"verify": command, "verify_source": f"detected: {why}"})
 
 
 def verify_once(

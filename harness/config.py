@@ -104,6 +104,11 @@ class RunConfig(BaseModel):
     """Sandbox image for every tool call."""
     verify: str | None = None
     """Shell command that decides 'done' (exit 0 only); None = outcome `unverified`."""
+    detect_verify: bool = True
+    """With no verify command, use the one the repository's layout names (pytest, npm test, go test,
+    cargo test, make test); `--no-verify` turns it off (the run then ends `unverified`)."""
+    verify_source: str = ""
+    """Where the verify command came from: empty (given), or `detected: <why>`."""
     checks: list[str] = Field(default_factory=list)
     """Commands run after verify passes (a linter, a type check, a security scan), in order; the
     outcome is `verified` only when every one exits 0, and a failing one goes back to the model."""

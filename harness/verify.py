@@ -91,3 +91,62 @@ def feedback(result: VerifyResult, round_number: int, max_rounds: int, layer: st
         'three-sentence account. If you cannot fix it, say "I am not sure" and explain why.',
     ]
     return "\n".join(lines)
+
+
+_MAX_MANIFEST = 256 * 1024
+NPM_PLACEHOLDER = "no test specified"
+
+
+def detect_verify(repo: Path) -> tuple[str, str] | None:
+    """(command, why) of the test command a repository's layout names, or None. Only regular files
+    are read (never through a symlink), and only small ones: the repository is untrusted."""
+    root = Path(repo)
+
+    def text(name: str) -> str | None:
+        path = root / name
+        try:
+            if path.is_symlink() or not path.is_file() or path.stat().st_size > _MAX_MANIFEST:
+                return None
+            return path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+
+    python_tests = _python_tests(root)
+    pytest_config = next(
+        (n for n in ("pytest.ini", "pyproject.toml", "setup.cfg", "tox.ini") if "pytest" in (text(n) or "")), None
+    )
+    if python_tests or pytest_config:
+        found = [f for f in (python_tests, pytest_config) if f]
+        return "python3 -m pytest -q", f"Python tests ({' and '.join(found)})"
+    package = text("package.json")
+    if package:
+        import json
+
+        try:
+            scripts = json.loads(package).get("scripts") or {}
+        except (ValueError, AttributeError):
+            scripts = {}
+        test = scripts.get("test") if isinstance(scripts, dict) else None
+        if isinstance(test, str) and test.strip() and NPM_PLACEHOLDER not in test:
+            return "npm test --silent", "package.json has a test script"
+    if text("go.mod") is not None:
+        return "go test ./...", "go.mod"
+    if text("Cargo.toml") is not None:
+        return "cargo test", "Cargo.toml"
+    makefile = text("Makefile") or text("makefile")
+    if makefile and any(line.startswith("test:") for line in makefile.splitlines()):
+        return "make test", "the Makefile has a test target"
+    return None
+
+
+def _python_tests(root: Path) -> str | None:
+    for folder in ("tests", "test"):
+        directory = root / folder
+        if directory.is_dir() and not directory.is_symlink():
+            try:
+                names = [entry.name for entry in directory.iterdir()][:5000]
+            except OSError:
+                continue
+            if any(n.endswith(".py") and (n.startswith("test_") or n.endswith("_test.py")) for n in names):
+                return f"{folder}/test_*.py"
+    return None

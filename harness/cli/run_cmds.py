@@ -37,7 +37,10 @@ def run(
     image: str | None = typer.Option(None, "--image", help="Sandbox image for every tool call (default py311)."),
     base_url: str | None = typer.Option(None, "--base-url", help="Model endpoint (vLLM, llama.cpp, Ollama, proxy)."),
     session: str | None = typer.Option(None, "--session", help="Session id to create (default: generated)."),
-    verify: str | None = typer.Option(None, "--verify", help="Command that decides 'done' (exit 0 only)."),
+    verify: str | None = typer.Option(
+        None, "--verify", help="Command that decides 'done' (exit 0 only; default: detected from the repository)."
+    ),
+    no_verify: bool = typer.Option(False, "--no-verify", help="No verify command, none detected: ends `unverified`."),
     test_cmd: str | None = typer.Option(
         None, "--test-cmd", help="Command run_tests runs (default: the verify command)."
     ),
@@ -94,11 +97,19 @@ def run(
             "sandbox.runtime": runtime,
             "thinking": thinking,
         }
+        if no_verify and verify:
+            fail("--verify and --no-verify contradict each other", ExitCode.USAGE)
+        if no_verify:
+            overrides["detect_verify"] = False
         config = load_config(config_file, overrides, repo=path)
         if not config.model:
             fail("no model: pass --model PROVIDER:MODEL or set model in the config file", ExitCode.USAGE)
         if not path.is_dir():
             fail(f"repository path does not exist: {path}", ExitCode.NOT_FOUND)
+        if path.is_dir():
+            config = assembly.with_verify(config, path)
+        if config.verify_source:
+            err_console.print(f"verify: `{config.verify}` ({config.verify_source})", soft_wrap=True, markup=False)
         outside = environment.runtime(config, interactive=_interactive(json_out))
         result = _terminable(lambda: assembly.start_run(path, task, config, sessions, outside, session))
     _report(result, json_out)

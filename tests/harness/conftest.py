@@ -48,6 +48,8 @@ def run_args(
         args.append("--json")
     if verify:
         args += ["--verify", verify]
+    else:
+        args.append("--no-verify")  # no verify command, and none detected from the example's layout
     if session:
         args += ["--session", session]
     return args

@@ -99,6 +99,16 @@ def test_limits_end_the_run_with_a_structured_outcome(harness, flags, which, ste
     assert "Traceback" not in ran.stderr
 
 
+def test_without_a_verify_command_the_repositorys_own_is_detected_and_said(harness):
+    ran = harness(
+        "run", "--image", "py311", "--model", f"scripted:{FIX_SCRIPT}", str(EXAMPLE), "--task", "Fix it.", "--json"
+    )
+    assert ran.code == 0 and ran.json()["outcome"] == "verified", ran.stdout + ran.stderr
+    assert "verify: `python3 -m pytest -q` (detected: Python tests (tests/test_*.py and pyproject.toml))" in ran.stderr
+    ran = harness("run", "--model", "x:y", str(EXAMPLE), "--task", "t", "--verify", "true", "--no-verify")
+    assert ran.code == 64 and "contradict" in ran.stderr
+
+
 def test_no_verify_command_is_unverified(harness):
     ran = harness.run(f"scripted:{FIX_SCRIPT}", "--test-cmd", "python3 -m pytest -q", verify=None)
     assert ran.code == 10 and ran.json()["outcome"] == "unverified"

@@ -1,3 +1,5 @@
+from pathlib import Path
+
 from harness.verify import failing_tests, feedback, result_from_envelope
 from sandbox.envelope import Envelope, Posture
 
@@ -58,3 +60,31 @@ def test_feedback_is_structured_for_the_model():
     text = feedback(result_from_envelope("python3 -m pytest -q", envelope(1, PYTEST_OUT)), 1, 3)
     assert text.startswith("VERIFICATION FAILED (round 1 of 3): `python3 -m pytest -q` exited 1")
     assert "- tests/test_ops.py::test_add" in text and "I am not sure" in text
+
+
+def test_the_verify_command_is_detected_from_the_layout(tmp_path):
+    from harness.verify import detect_verify
+
+    def repo(name: str, files: dict[str, str]) -> Path:
+        root = tmp_path / name
+        for path, text in files.items():
+            (root / path).parent.mkdir(parents=True, exist_ok=True)
+            (root / path).write_text(text)
+        root.mkdir(exist_ok=True)
+        return root
+
+    assert detect_verify(repo("py", {"tests/test_a.py": "", "pyproject.toml": "[tool.pytest.ini_options]\n"})) == (
+        "python3 -m pytest -q",
+        "Python tests (tests/test_*.py and pyproject.toml)",
+    )
+    assert detect_verify(repo("npm", {"package.json": '{"scripts": {"test": "jest"}}'}))[0] == "npm test --silent"
+    placeholder = '{"scripts": {"test": "echo \\"Error: no test specified\\" && exit 1"}}'
+    assert detect_verify(repo("npm0", {"package.json": placeholder})) is None
+    assert detect_verify(repo("go", {"go.mod": "module x\n"})) == ("go test ./...", "go.mod")
+    assert detect_verify(repo("rs", {"Cargo.toml": "[package]\n"})) == ("cargo test", "Cargo.toml")
+    assert detect_verify(repo("mk", {"Makefile": "all:\n\ttrue\ntest:\n\ttrue\n"}))[0] == "make test"
+    assert detect_verify(repo("none", {"README.md": "hi"})) is None
+    linked = repo("link", {})
+    (tmp_path / "elsewhere.json").write_text('{"scripts": {"test": "jest"}}')
+    (linked / "package.json").symlink_to(tmp_path / "elsewhere.json")
+    assert detect_verify(linked) is None  # never read through a symlink
