@@ -104,6 +104,8 @@ def test_harness_run_on_a_full_disk_says_so_in_one_line(tmp_path, run_label):
                 str(EXAMPLE),
                 "--task",
                 "t",
+                "--verify",  # given, so stderr holds nothing but the error (no detection header)
+                "python3 -m pytest -q",
                 "--state-dir",
                 str(small / "sessions"),
             ],
