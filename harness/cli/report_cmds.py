@@ -71,13 +71,7 @@ def view_command(
         if serve:
             _serve(folder, batch, port, open_browser)
             return
-        if batch:
-            written = pages.write_batch(folder)
-        else:
-            written = SessionFolder(folder).view
-            from sandbox.session.steplog import write_text_atomic
-
-            write_text_atomic(written, pages.session_page(folder))
+        written = pages.write_batch(folder) if batch else pages.write_session(folder)
     console.print(f"wrote {written}", soft_wrap=True)
     if open_browser and not webbrowser.open(written.resolve().as_uri()):
         err_console.print("no browser to open it here: open the file above")

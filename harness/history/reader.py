@@ -86,11 +86,10 @@ class History:
     def _bundle(cls, path: Path) -> History:
         """A bundle's pack, indexed into a scratch object store (removed when the process ends)."""
         try:
-            with open(path, "rb") as handle:
-                bundle = read_bundle(handle)
-                refs = {bytes(name): bytes(sha) for name, sha in bundle.references.items()}
-                bundle.close()
             raw = path.read_bytes()
+            bundle = read_bundle(io.BytesIO(raw))
+            refs = {bytes(name): bytes(sha) for name, sha in bundle.references.items()}
+            bundle.close()
             pack = raw[raw.index(b"\n\n") + 2 :]
             if not pack.startswith(b"PACK"):
                 raise ValueError("no pack after the header")

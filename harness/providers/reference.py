@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError
 from harness.providers.config import ProviderConfig
 from harness.providers.factory import register_provider
-from harness.providers.scripted import mechanical_summary
-from harness.types import Message, ModelTurn, ToolCall, ToolSchema, is_summary_request, turns_so_far
+from harness.providers.scripted import ScriptedProvider
+from harness.types import ModelTurn, ToolCall
 
 DONE = (
     "I applied the reference change of this task. It is the change the original commit made. "
@@ -26,37 +25,17 @@ DONE = (
 )
 
 
-class ReferenceProvider:
-    """Answers with the turns that make one reference change."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-            files: dict[str, Any] = data["files"]
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            raise ConfigError(f"reference:{path}: not a readable reference file ({type(error).__name__})") from None
-        self.name = f"reference:{self.path}"
-        self.model = "reference"
-        self.turns = _turns(files)
-
-    def __repr__(self) -> str:
-        return f"ReferenceProvider({self.path})"
-
-    def complete(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolSchema],
-        *,
-        max_tokens: int,
-        timeout_s: float | None = None,
-    ) -> ModelTurn:
-        if is_summary_request(messages):
-            return ModelTurn(text=mechanical_summary(messages), stop_reason="end_turn", model=self.model)
-        index = turns_so_far(messages)
-        if index < len(self.turns):
-            return self.turns[index]
-        return ModelTurn(text=DONE, stop_reason="end_turn", model=self.model)
+def reference_provider(path: Path) -> ScriptedProvider:
+    """A canned model that makes the reference change in `path` (a mined task's reference.json), then
+    says it is done: the scripted model's machinery with turns computed from the reference."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        files: dict[str, Any] = data["files"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ConfigError(f"reference:{path}: not a readable reference file ({type(error).__name__})") from None
+    turns = [*_turns(files), ModelTurn(text=DONE, stop_reason="end_turn", model="reference")]
+    return ScriptedProvider(turns, name=f"reference:{path}")
 
 
 def _turns(files: dict[str, Any]) -> list[ModelTurn]:
@@ -91,8 +70,8 @@ def _call(call_id: str, name: str, arguments: dict[str, Any]) -> ToolCall:
     return ToolCall(id=call_id, name=name, arguments=arguments)
 
 
-def _factory(target: str, config: ProviderConfig, api_key: str | None) -> ReferenceProvider:
-    return ReferenceProvider(Path(target).expanduser())
+def _factory(target: str, config: ProviderConfig, api_key: str | None) -> ScriptedProvider:
+    return reference_provider(Path(target).expanduser())
 
 
 register_provider("reference", _factory)

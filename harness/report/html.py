@@ -82,13 +82,6 @@ def table(
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
-def link(href: str, text: str) -> str:
-    """A link to one of our own pages (relative path or http path; never a scheme from content)."""
-    if ":" in href.split("/", 1)[0]:
-        raise ValueError(f"not a relative link: {href!r}")
-    return f'<a href="{esc(href)}">{esc(text)}</a>'
-
-
 def relative_href(target: Path, from_dir: Path) -> str:
     """A relative URL from a page in from_dir to target (path segments percent-encoded)."""
     rel = os.path.relpath(target, from_dir)

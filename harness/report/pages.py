@@ -75,6 +75,13 @@ def write_session_pages(root: Path) -> int:
     return written
 
 
+def write_session(folder: Path) -> Path:
+    """One session's page, `view.html` in its folder; its path."""
+    target = SessionFolder(folder).view
+    write_text_atomic(target, session_page(folder))
+    return target
+
+
 def write_batch(root: Path) -> Path:
     """report.html and every task-run's page in a batch directory; the report's path."""
     write_session_pages(root)

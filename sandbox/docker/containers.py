@@ -47,6 +47,8 @@ STUB_RUNTIMES = frozenset({"runc"})
 """Runtimes whose calls go through the stub. Under gVisor (runsc) a process may open a non-dumpable
 process's descriptors through /proc, so a command could write into the stub's stream: its calls go
 by `docker exec`."""
+_ENDED_BY_WATCH: dict[str, tuple[int, Status]] = {"timeout": (124, "timeout"), "output_limit": (137, "output_limit")}
+"""How a call the host watch ended comes out, whichever way the command reached its container."""
 IMAGE_CACHE_S = 5.0
 """How long a resolved image id is trusted before the engine is asked again (keeps calls lean)."""
 
@@ -356,19 +358,14 @@ class DockerSandbox:
             watch.finish()
         duration_ms = int((time.monotonic() - started) * 1000)
         status: Status
-        if watch.reason == "timeout":
-            code, status = 124, "timeout"
-        elif watch.reason == "output_limit":
-            code, status = 137, "output_limit"
-        elif code is None:
-            oom = self._oom_killed(cid)
-            code, status = 137, "oom_killed" if oom else "exit_nonzero"
-            if not oom:
-                err.feed(STUB_LOST.encode())
-        elif code == 137 and self._oom_killed(cid):
-            status = "oom_killed"
+        ended = _ENDED_BY_WATCH.get(watch.reason or "")
+        if ended is not None:
+            code, status = ended
         else:
-            status = "ok" if code == 0 else "exit_nonzero"
+            lost = code is None
+            code, status = self._by_code(cid, 137 if code is None else code)
+            if lost and status != "oom_killed":  # no exit frame and no OOM: the stub was killed
+                err.feed(STUB_LOST.encode())
         return CallOutcome.captured(code, status, duration_ms, out, err, call_path="stub")
 
     def _oom_killed(self, cid: str) -> bool:
@@ -377,11 +374,16 @@ class DockerSandbox:
                 return True
         return cgroup_oom_killed(cid)
 
+    def _by_code(self, cid: str, code: int) -> tuple[int, Status]:
+        """The status of a command that exited with code (137: the OOM killer, if the cgroup says so)."""
+        if code == 137 and self._oom_killed(cid):
+            return 137, "oom_killed"
+        return code, "ok" if code == 0 else "exit_nonzero"
+
     def _outcome(self, cid: str, exec_id: str, reason: str | None, past_deadline: bool) -> tuple[int, Status]:
-        if reason == "timeout":
-            return 124, "timeout"
-        if reason == "output_limit":
-            return 137, "output_limit"
+        ended = _ENDED_BY_WATCH.get(reason or "")
+        if ended is not None:
+            return ended
         code = None
         with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
             for _ in range(50):
@@ -394,9 +396,7 @@ class DockerSandbox:
         if code in (124, 137) and past_deadline:
             # The inner `timeout` fired first (TERM, or KILL after a trapped TERM): it is the deadline.
             return 124, "timeout"
-        if code == 137 and self._oom_killed(cid):
-            return 137, "oom_killed"
-        return code, "ok" if code == 0 else "exit_nonzero"
+        return self._by_code(cid, code)
 
     def _commit(self, cid: str, spec: SandboxSpec, mounts: Sequence[Mount]) -> str | None:
         keep_out = ("/tmp", spec.workdir, STUB_DIR, *(m.target for m in mounts))

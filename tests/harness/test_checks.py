@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness import assembly
-from harness.assembly import Runtime
 from harness.batch.records import TaskRunKey
 from harness.batch.tasks import load_tasks
 from harness.batch.worker import TaskRunSpec, run_config
@@ -15,8 +13,7 @@ from harness.outcome import RunState
 from harness.providers.scripted import ScriptedProvider, parse_script
 from harness.report import pages
 from harness.trajectory import read_records, read_state
-from sandbox.fake import FakeSandbox
-from sandbox.session.session import Session
+from tests.inprocess import fake_run
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "calc"
 FIX_LINT = "turns:\n  - text: done\n  - tool_calls: [{name: write_file, arguments: {path: lint.ok, content: x}}]\n  - text: fixed\n"
@@ -24,17 +21,7 @@ FIX_LINT = "turns:\n  - text: done\n  - tool_calls: [{name: write_file, argument
 
 def run(tmp_path: Path, checks: list[str], script: str = "turns:\n  - text: done\n", rounds: int = 3):
     config = RunConfig(model="scripted:x", verify="true", checks=checks, limits=LimitsConfig(max_verify_rounds=rounds))
-    session = Session.create(EXAMPLE, tmp_path / "state", spec=config.spec())
-    state = RunState(session_id=session.id, task="fix it", model="scripted:x", snapshot_step=session.step)
-    agent = assembly.build_agent(
-        config=config,
-        session=session,
-        sandbox=FakeSandbox(),
-        provider=ScriptedProvider(parse_script(script)),
-        state=state,
-        runtime=Runtime(run_id="t"),
-    )
-    return agent.run(), Path(session.dir)
+    return fake_run(EXAMPLE, tmp_path / "state", ScriptedProvider(parse_script(script)), config)
 
 
 def test_every_layer_must_pass(tmp_path):

@@ -18,6 +18,7 @@ from harness.trajectory import read_records, read_state
 from harness.types import Message, ModelTurn, ToolCall, ToolSchema, Usage
 from sandbox.fake import FakeSandbox
 from sandbox.session.session import Session
+from tests.inprocess import fake_run
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "calc"
 READ = "{name: read_file, arguments: {path: nowhere.py}}"
@@ -46,17 +47,7 @@ class FailingProvider:
 
 def run(tmp_path: Path, provider, verify: str | None = "false", **limits):
     config = RunConfig(model="scripted:x", verify=verify, limits=LimitsConfig(**limits))
-    session = Session.create(EXAMPLE, tmp_path, spec=config.spec())
-    state = RunState(session_id=session.id, task="fix it", model="scripted:x", snapshot_step=session.step)
-    agent = assembly.build_agent(
-        config=config,
-        session=session,
-        sandbox=FakeSandbox(),
-        provider=provider,
-        state=state,
-        runtime=Runtime(run_id="test", on_phase=lambda phase: None),
-    )
-    return agent.run(), session.dir
+    return fake_run(EXAMPLE, tmp_path, provider, config)
 
 
 def scripted(text: str) -> ScriptedProvider:

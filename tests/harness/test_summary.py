@@ -21,6 +21,7 @@ from harness.trajectory import read_records, read_state
 from harness.types import Message, ModelTurn, ToolCall, ToolSchema, Usage, is_summary_request, turns_so_far
 from sandbox.fake import FakeSandbox
 from sandbox.session.session import Session
+from tests.inprocess import fake_run
 
 FILES = 10
 THINKING = "I am weighing where the cache is filled and which caller depends on it. " * 50
@@ -84,12 +85,7 @@ def config(**context: object) -> RunConfig:
 
 def run(tmp_path: Path, provider, cfg: RunConfig, name: str = "s"):
     source = tmp_path / "repo" if (tmp_path / "repo").exists() else repo(tmp_path)
-    session = Session.create(source, tmp_path / "state", spec=cfg.spec(), session_id=name)
-    state = RunState(session_id=session.id, task="Find the bug.", model="scripted:x", snapshot_step=session.step)
-    agent = assembly.build_agent(
-        config=cfg, session=session, sandbox=FakeSandbox(), provider=provider, state=state, runtime=Runtime(run_id="t")
-    )
-    return agent.run(), Path(session.dir)
+    return fake_run(source, tmp_path / "state", provider, cfg, session_id=name, task="Find the bug.")
 
 
 def summaries(folder: Path) -> list:

@@ -255,7 +255,9 @@ def test_the_reference_model_reads_writes_and_deletes_through_the_tools(tmp_path
         ["read_file", "read_file"],
         ["write_file", "write_file", "run_command", "run_command"],
         ["run_tests"],
+        [],  # then it says it is done
     ]
+    assert turns[3].text.endswith("Biggest obstacle: none")
     assert [c.arguments["path"] for c in turns[0].tool_calls] == ["a.py", "old.py"]
     assert turns[1].tool_calls[0].arguments == {"path": "a.py", "content": "A = 1\n", "overwrite": True}
     assert turns[1].tool_calls[2].arguments["command"] == "rm -f -- old.py"

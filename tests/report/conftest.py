@@ -10,15 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import assembly
-from harness.assembly import Runtime
 from harness.batch.records import BatchDir, TaskRunKey, TaskRunRecord
 from harness.config import LimitsConfig, RunConfig
-from harness.outcome import RunState
 from harness.providers.scripted import ScriptedProvider
 from harness.types import ModelTurn, ToolCall, Usage
-from sandbox.fake import FakeSandbox
-from sandbox.session.session import Session
+from tests.inprocess import fake_run
 
 HOSTILE = (
     '<script>window.__pwned = "script";</script>\n'
@@ -73,19 +69,10 @@ def run_session(
 ) -> Path:
     """Run turns through the real loop into state_dir/session_id; the session folder."""
     config = config or RunConfig(model="scripted:hostile", verify=verify, limits=LimitsConfig(max_steps=10))
-    session = Session.create(repo, state_dir, spec=config.spec(), session_id=session_id)
-    state = RunState(session_id=session.id, task=f"Fix it. {HOSTILE}", model="scripted", snapshot_step=session.step)
-    agent = assembly.build_agent(
-        config=config,
-        session=session,
-        sandbox=FakeSandbox(),
-        provider=ScriptedProvider(turns),
-        state=state,
-        runtime=Runtime(run_id="test", on_phase=lambda phase: None),
+    _, folder = fake_run(
+        repo, state_dir, ScriptedProvider(turns), config, session_id=session_id, task=f"Fix it. {HOSTILE}"
     )
-    agent.run()
-    session.close()
-    return Path(session.dir)
+    return folder
 
 
 @pytest.fixture
