@@ -73,6 +73,9 @@ class SandboxSpec(BaseModel):
     """uid:gid to run as; None means the owner of the workspace (never root)."""
     read_only_root: bool = True
     """Read-only root filesystem; only /workspace and /tmp are writable."""
+    tmp_in_root: bool = False
+    """With a writable root only: /tmp is part of the root filesystem instead of a fresh tmpfs, so
+    what a call leaves there is committed with the rest of the root and the next call sees it."""
     workdir: str = "/workspace"
     """Where the workspace is mounted and commands start."""
     labels: dict[str, str] = Field(default_factory=dict)

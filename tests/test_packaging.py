@@ -19,10 +19,23 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _third_party_imports() -> set[str]:
+OPTIONAL = {
+    "harness/integrations/inspect_sandbox.py": "inspect",
+    "harness/integrations/minisweagent.py": "mini",
+    "harness/bench/integrations.py": "inspect,mini",
+}
+"""Modules that may import an extra's packages (and only they: harness without the extras runs)."""
+
+
+def _third_party_imports(paths: list[Path] | None = None) -> set[str]:
     local = {"harness", "sandbox", "unified_diff"}  # unified_diff: the runner's sibling, inside the container
     found: set[str] = set()
-    for path in [*ROOT.glob("harness/**/*.py"), *ROOT.glob("sandbox/**/*.py")]:
+    core = [
+        p
+        for p in [*ROOT.glob("harness/**/*.py"), *ROOT.glob("sandbox/**/*.py")]
+        if str(p.relative_to(ROOT)) not in OPTIONAL
+    ]
+    for path in core if paths is None else paths:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
@@ -34,11 +47,10 @@ def _third_party_imports() -> set[str]:
     return {name for name in found if name not in sys.stdlib_module_names and name not in local}
 
 
-def _declared() -> set[str]:
+def _declared(*extras: str) -> set[str]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    return {
-        re.split(r"[<>=!~\[ ;]", requirement)[0].lower().replace("_", "-") for requirement in project["dependencies"]
-    }
+    requirements = [*project["dependencies"], *(r for extra in extras for r in project["optional-dependencies"][extra])]
+    return {re.split(r"[<>=!~\[ ;]", requirement)[0].lower().replace("_", "-") for requirement in requirements}
 
 
 def test_every_import_is_a_declared_dependency() -> None:
@@ -49,6 +61,15 @@ def test_every_import_is_a_declared_dependency() -> None:
         if not owners & _declared():
             undeclared[module] = sorted(owners)
     assert undeclared == {}, f"imported but not in [project.dependencies]: {undeclared}"
+
+
+def test_the_integrations_import_only_core_and_their_extras() -> None:
+    distributions = importlib.metadata.packages_distributions()
+    for path, extras in OPTIONAL.items():
+        allowed = _declared(*extras.split(","))
+        for module in sorted(_third_party_imports([ROOT / path])):
+            owners = {name.lower().replace("_", "-") for name in distributions.get(module, [module])}
+            assert owners & allowed, f"{path} imports {module}, not declared in its extras ({extras})"
 
 
 @pytest.mark.docker

@@ -240,3 +240,39 @@ def bench_batch(
         f"speedup {result.runs[-1].workers} over {result.runs[0].workers} worker(s): {result.speedup:.2f}x "
         f"(target at 8 over 1: >= 6); engine ceiling {result.engine_starts_per_s:.1f} bare runs/s"
     )
+
+
+@bench_app.command("integrations")
+def bench_integrations(
+    rounds: int = typer.Option(20, "--rounds", min=3, max=500, help="Timed calls per side."),
+    image: str = typer.Option("py311", "--image", help="Image for every side."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Per-call latency of the mini-swe-agent environment and the Inspect sandbox vs what they replace."""
+    from rich.table import Table
+
+    from harness.bench.integrations import measure
+
+    with reported():
+        result = measure(image=image, rounds=rounds, run_id=environment.run_id("bench"))
+    if as_json:
+        print(result.model_dump_json())
+        return
+    table = Table("integration", "harness ms", "p90", "replaces", "its ms", "p90", "ratio")
+    for name, pair in (("mini-swe-agent", result.mini_swe_agent), ("Inspect AI", result.inspect)):
+        table.add_row(
+            name,
+            f"{pair.ours.median_ms:.1f}",
+            f"{pair.ours.p90_ms:.1f}",
+            pair.theirs_is,
+            f"{pair.theirs.median_ms:.1f}",
+            f"{pair.theirs.p90_ms:.1f}",
+            f"{pair.ours_over_theirs:.2f}",
+        )
+    console.print(table)
+    console.print(
+        f"[dim]{rounds} rounds of `cat /etc/hostname` on {result.image}, interleaved (medians); load {result.load_1m}. "
+        "DockerEnvironment: mini-swe-agent's own, `docker exec … bash -lc` into one live container. docker exec "
+        "(live): what Inspect's docker sandbox runs beneath `docker compose exec`, a lower bound for it.[/]",
+        soft_wrap=True,
+    )

@@ -57,7 +57,7 @@ def container_config(
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges"],
         "read_only": spec.read_only_root,
-        "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={spec.tmpfs},mode=1777"},
+        "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={spec.tmpfs},mode=1777"} if tmp_is_tmpfs(spec) else {},
         "mem_limit": spec.memory,
         "memswap_limit": spec.memory,
         "nano_cpus": int(spec.cpus * 1e9),
@@ -80,6 +80,11 @@ def container_config(
     if stub:
         config["stdin_open"] = True
     return config
+
+
+def tmp_is_tmpfs(spec: SandboxSpec) -> bool:
+    """/tmp is a fresh tmpfs per container unless a writable-root spec keeps it in the root."""
+    return spec.read_only_root or not spec.tmp_in_root
 
 
 def is_stub(config: dict[str, Any]) -> bool:

@@ -52,13 +52,13 @@ def _send(kind, payload):
 
 
 def _read_exactly(count):
-    data = b""
+    data = bytearray()  # appended in place: a large stdin arrives in many reads
     while len(data) < count:
-        chunk = os.read(0, count - len(data))
+        chunk = os.read(0, min(count - len(data), 1 << 20))
         if not chunk:
             return None
         data += chunk
-    return data
+    return bytes(data)
 
 
 def _feed(pipe, data):

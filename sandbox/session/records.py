@@ -26,6 +26,9 @@ class SessionConfig(BaseModel):
     """Allow network during setup only (`--setup-network`); tool calls never get it from here."""
     writable_root: bool = False
     """Tool calls get a writable root; a call that changed the container filesystem becomes the image."""
+    keep_tmp: bool = False
+    """With writable_root: /tmp is part of the root (committed with it) instead of a fresh tmpfs per
+    call, so files a call leaves in /tmp (and HOME, which is /tmp) are there for the next."""
     max_file_bytes: int | None = 512 * 1024**2
     """Repository files larger than this are left out of the workspace (and named in `left_out`);
     None copies every file whatever its size."""

@@ -341,4 +341,5 @@ def _call_spec(info: SessionInfo, image: str) -> SandboxSpec:
     update: dict[str, object] = {"image": image}
     if info.config.writable_root:
         update["read_only_root"] = False
+        update["tmp_in_root"] = info.config.keep_tmp
     return info.spec.model_copy(update=update)
