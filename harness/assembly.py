@@ -180,7 +180,12 @@ def create_session(repo: Path, sessions: Path, config: RunConfig, sandbox: Any, 
     from sandbox.session.setup import create_session as new_session
 
     session_config = SessionConfig(
-        setup=list(config.setup), setup_network=config.setup_network, writable_root=not config.sandbox.read_only_root
+        setup=list(config.setup),
+        setup_network=config.setup_network,
+        setup_ca=config.setup_ca,
+        setup_proxy=config.setup_proxy,
+        setup_mounts=list(config.setup_mounts),
+        writable_root=not config.sandbox.read_only_root,
     )
     return new_session(
         repo,
@@ -302,6 +307,7 @@ def start_run(
     if not Path(repo).is_dir():
         raise NotFoundError(f"repository path does not exist: {repo}")
     config = with_verify(config.model_copy(update={"model": absolute_model(config.model, sessions)}), Path(repo))
+    config = with_setup(config, Path(repo))
     provider = build_provider(config, runtime)
     with open_sandbox(runtime, session_id) as sandbox:
         check_image(sandbox, config.image)
@@ -325,6 +331,21 @@ def with_verify(config: RunConfig, repo: Path) -> RunConfig:
         return config
     command, why = found
     return config.model_copy(update={"verify": command, "verify_source": f"detected: {why}"})
+
+
+def with_setup(config: RunConfig, repo: Path) -> RunConfig:
+    """config with `--setup auto` replaced by the install commands the repository's layout names
+    (where they came from kept in `setup_source`); UsageError when it names none."""
+    from harness.detect import AUTO, detect_setup, nothing_to_install
+
+    if AUTO not in config.setup:
+        return config
+    found = detect_setup(repo)
+    if found is None:
+        raise UsageError(nothing_to_install(repo))
+    commands, why = found
+    expanded = [part for command in config.setup for part in (commands if command == AUTO else [command])]
+    return config.model_copy(update={"setup": expanded, "setup_source": f"detected: {why}"})
 
 
 def verify_once(

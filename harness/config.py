@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, model_validator
 
 from harness.errors import ConfigError
 from harness.gate import GateConfig
@@ -118,7 +118,32 @@ class RunConfig(BaseModel):
     """Commands run once before the first step, committed as the session's base image."""
     setup_network: bool = False
     """Allow network for the setup commands only (never for tool calls)."""
+    setup_ca: Path | None = None
+    """PEM CA bundle the setup container trusts (HTTPS through a proxy with its own CA); setup only."""
+    setup_proxy: str | None = None
+    """HTTP(S)_PROXY of the setup commands; setup only, recorded without its password."""
+    setup_mounts: list[str] = Field(default_factory=list)
+    """HOST_DIR:CONTAINER_DIR bound read-only into the setup container (a wheelhouse, a package cache)."""
+    setup_source: str = ""
+    """Where the setup commands came from: empty (given), or `detected: <why>` (`--setup auto`)."""
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
+
+    @field_serializer("setup_proxy")
+    def _redacted(self, value: str | None) -> str | None:
+        from sandbox.session.records import redact_url
+
+        return redact_url(value) if value else value
+
+    @model_validator(mode="after")
+    def _setup_options(self) -> RunConfig:
+        if (self.setup_ca or self.setup_proxy or self.setup_mounts or self.setup_network) and not self.setup:
+            raise ValueError("setup_network, setup_ca, setup_proxy and setup_mounts need setup commands (--setup)")
+        if (self.setup_ca or self.setup_proxy) and not self.setup_network:
+            raise ValueError(
+                "setup_ca and setup_proxy are for a setup with network: add setup_network (--setup-network)"
+            )
+        return self
+
     repetition: RepetitionConfig = Field(default_factory=RepetitionConfig)
     """When repeated calls get a note, and when they end the run `stuck`."""
     """Run budgets."""

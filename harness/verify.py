@@ -93,23 +93,18 @@ def feedback(result: VerifyResult, round_number: int, max_rounds: int, layer: st
     return "\n".join(lines)
 
 
-_MAX_MANIFEST = 256 * 1024
 NPM_PLACEHOLDER = "no test specified"
 
 
 def detect_verify(repo: Path) -> tuple[str, str] | None:
     """(command, why) of the test command a repository's layout names, or None. Only regular files
     are read (never through a symlink), and only small ones: the repository is untrusted."""
+    from harness.detect import manifest
+
     root = Path(repo)
 
     def text(name: str) -> str | None:
-        path = root / name
-        try:
-            if path.is_symlink() or not path.is_file() or path.stat().st_size > _MAX_MANIFEST:
-                return None
-            return path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return None
+        return manifest(root, name)
 
     python_tests = _python_tests(root)
     pytest_config = next(

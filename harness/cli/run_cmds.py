@@ -54,9 +54,20 @@ def run(
     max_verify_rounds: int | None = typer.Option(
         None, "--max-verify-rounds", help="Failed verifications sent back before giving up (default 3)."
     ),
-    setup: list[str] | None = typer.Option(None, "--setup", help="Setup command run once before step 1 (repeatable)."),
+    setup: list[str] | None = typer.Option(
+        None, "--setup", help="Setup command run once before step 1 (repeatable); `auto`: detected from the repository."
+    ),
     setup_network: bool | None = typer.Option(
         None, "--setup-network", help="Allow network for the setup commands only."
+    ),
+    setup_ca: Path | None = typer.Option(
+        None, "--setup-ca", help="PEM CA bundle the setup container trusts (HTTPS through a proxy); setup only."
+    ),
+    setup_proxy: str | None = typer.Option(
+        None, "--setup-proxy", help="HTTP(S) proxy URL for the setup commands only."
+    ),
+    setup_mounts: list[str] | None = typer.Option(
+        None, "--setup-mount", help="HOST_DIR:CONTAINER_DIR bound read-only into the setup container (repeatable)."
     ),
     writable_root: bool = typer.Option(
         False,
@@ -88,6 +99,9 @@ def run(
             "checks": checks or None,
             "setup": setup or None,
             "setup_network": setup_network,
+            "setup_ca": str(setup_ca) if setup_ca else None,
+            "setup_proxy": setup_proxy,
+            "setup_mounts": setup_mounts or None,
             "limits.max_steps": max_steps,
             "limits.max_cost_usd": max_cost,
             "limits.max_tokens": max_tokens,
@@ -106,8 +120,10 @@ def run(
             fail("no model: pass --model PROVIDER:MODEL or set model in the config file", ExitCode.USAGE)
         if not path.is_dir():
             fail(f"repository path does not exist: {path}", ExitCode.NOT_FOUND)
-        if path.is_dir():
-            config = assembly.with_verify(config, path)
+        config = assembly.with_setup(assembly.with_verify(config, path), path)
+        if config.setup_source:
+            shown = " && ".join(config.setup)
+            err_console.print(f"setup: `{shown}` ({config.setup_source})", soft_wrap=True, markup=False)
         if config.verify_source:
             err_console.print(f"verify: `{config.verify}` ({config.verify_source})", soft_wrap=True, markup=False)
         outside = environment.runtime(config, interactive=_interactive(json_out))

@@ -106,9 +106,20 @@ def exec_command(
     keep: Path | None = typer.Option(None, "--keep", help="Copy the resulting workspace to this new directory."),
     session: str | None = typer.Option(None, "--session", help="Create or continue this session: each exec is a step."),
     setup: list[str] = typer.Option(
-        [], "--setup", help="With --session, on create: command run once before step 0 (repeatable)."
+        [],
+        "--setup",
+        help="With --session, on create: command run once before step 0 (repeatable); `auto`: detected.",
     ),
     setup_network: bool = typer.Option(False, "--setup-network", help="Allow network during --setup only."),
+    setup_ca: Path | None = typer.Option(
+        None, "--setup-ca", help="PEM CA bundle the setup container trusts (HTTPS through a proxy); setup only."
+    ),
+    setup_proxy: str | None = typer.Option(
+        None, "--setup-proxy", help="HTTP(S) proxy URL for the setup commands only."
+    ),
+    setup_mounts: list[str] = typer.Option(
+        [], "--setup-mount", help="HOST_DIR:CONTAINER_DIR bound read-only into the setup container (repeatable)."
+    ),
     writable_root: bool = typer.Option(
         False, "--writable-root", help="With --session: writable root; changes become the next step's image."
     ),
@@ -120,11 +131,15 @@ def exec_command(
     )
     if not path.exists():
         fail(f"repository path does not exist: {path}", ExitCode.NOT_FOUND)
-    if (setup or setup_network or writable_root) and session is None:
-        fail("--setup, --setup-network and --writable-root need --session ID", ExitCode.USAGE)
+    asked = setup or setup_network or setup_ca or setup_proxy or setup_mounts or writable_root
+    if asked and session is None:
+        fail(
+            "--setup, --setup-network, --setup-ca, --setup-proxy, --setup-mount and --writable-root need --session ID",
+            ExitCode.USAGE,
+        )
     with reported():
         if session is not None:
-            from harness.cli.session_cmds import exec_in_session
+            from harness.cli.session_cmds import exec_in_session, session_config
 
             envelope = exec_in_session(
                 path,
@@ -132,9 +147,15 @@ def exec_command(
                 spec,
                 session_id=session,
                 state=state,
-                setup=setup,
-                setup_network=setup_network,
-                writable_root=writable_root,
+                config=session_config(
+                    path,
+                    setup=setup,
+                    setup_network=setup_network,
+                    setup_ca=setup_ca,
+                    setup_proxy=setup_proxy,
+                    setup_mounts=setup_mounts,
+                    writable_root=writable_root,
+                ),
                 run_id=environment.run_id("cli"),
             )
         else:

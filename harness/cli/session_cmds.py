@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from harness.cli.app import ExitCode, app, console, docker_host, err_console, fail, reported, state_dir
+from harness.cli.app import app, console, docker_host, err_console, reported, state_dir
 from sandbox.errors import EngineUnavailable
 
 if TYPE_CHECKING:
@@ -196,6 +196,49 @@ def export_command(
         err_console.print(f"wrote {output}")
 
 
+def session_config(
+    path: Path,
+    *,
+    setup: list[str],
+    setup_network: bool,
+    setup_ca: Path | None,
+    setup_proxy: str | None,
+    setup_mounts: list[str],
+    writable_root: bool,
+):
+    """The SessionConfig of `harness exec --session` flags (`--setup auto` expanded, said on stderr)."""
+    from pydantic import ValidationError
+
+    from harness.detect import AUTO, detect_setup, nothing_to_install
+    from harness.errors import UsageError
+    from sandbox.session.session import SessionConfig
+
+    if AUTO in setup:
+        found = detect_setup(path)
+        if found is None:
+            raise UsageError(nothing_to_install(path))
+        commands, why = found
+        setup = [part for command in setup for part in (commands if command == AUTO else [command])]
+        err_console.print(f"setup: `{' && '.join(setup)}` (detected: {why})", soft_wrap=True, markup=False)
+    if (setup_network or setup_ca or setup_proxy or setup_mounts) and not setup:
+        raise UsageError(
+            "--setup-network, --setup-ca, --setup-proxy and --setup-mount need at least one --setup command"
+        )
+    if (setup_ca or setup_proxy) and not setup_network:
+        raise UsageError("--setup-ca and --setup-proxy are for a setup with network: add --setup-network")
+    try:
+        return SessionConfig(
+            setup=setup,
+            setup_network=setup_network,
+            setup_ca=setup_ca,
+            setup_proxy=setup_proxy,
+            setup_mounts=setup_mounts,
+            writable_root=writable_root,
+        )
+    except ValidationError as error:
+        raise UsageError(str(error.errors()[0]["msg"]).removeprefix("Value error, ")) from None
+
+
 def exec_in_session(
     path: Path,
     command: list[str],
@@ -203,9 +246,7 @@ def exec_in_session(
     *,
     session_id: str,
     state: Path | None,
-    setup: list[str],
-    setup_network: bool,
-    writable_root: bool,
+    config,
     run_id: str,
 ):
     """`harness exec --session ID`: create the session from PATH (running --setup once) or continue
@@ -214,7 +255,7 @@ def exec_in_session(
     from sandbox.docker.engine import connect
     from sandbox.docker.step_images import EngineStepImages
     from sandbox.layout import session_folder
-    from sandbox.session.session import Session, SessionConfig
+    from sandbox.session.session import Session
     from sandbox.session.setup import create_session
 
     sessions = state_dir(state)
@@ -222,17 +263,14 @@ def exec_in_session(
     images = EngineStepImages(client)
     with DockerSandbox(client, run_id=run_id, pool_size=0, session_id=session_id, share_netns=False) as box:
         if session_folder(sessions, session_id).info.exists():
-            if setup or setup_network or writable_root:
+            if config.setup or config.writable_root:
                 err_console.print(
-                    f"[yellow]note:[/] session {session_id} exists; --setup, --setup-network and "
+                    f"[yellow]note:[/] session {session_id} exists; the --setup options and "
                     "--writable-root apply only when it is created",
                     soft_wrap=True,
                 )
             session = Session.open(sessions, session_id, images=images)
         else:
-            if setup_network and not setup:
-                fail("--setup-network needs at least one --setup command", ExitCode.USAGE)
-            config = SessionConfig(setup=setup, setup_network=setup_network, writable_root=writable_root)
             session = create_session(
                 path, sessions, spec=spec, config=config, sandbox=box, session_id=session_id, images=images
             )

@@ -64,6 +64,12 @@ class BoxConfig(BaseModel):
     """Commands run once before the first call, in a writable-root container (cached by content)."""
     setup_network: bool = False
     """Network for the setup commands only; calls never have it."""
+    setup_ca: Path | None = None
+    """A PEM CA bundle the setup commands (only they) trust: HTTPS through a proxy with its own CA."""
+    setup_proxy: str | None = None
+    """HTTP(S)_PROXY of the setup commands only."""
+    setup_mounts: list[str] = Field(default_factory=list)
+    """HOST_DIR:CONTAINER_DIR bound read-only into the setup container only (a wheelhouse)."""
     state_dir: Path | None = None
     """Where the session folder goes (default: harness's per-user sessions directory)."""
     keep_session: bool = True
@@ -120,7 +126,7 @@ def load_config(source: str | Path | Mapping[str, object] | BoxConfig | None) ->
     table = data.get("harness", data)
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [harness] must be a table")
-    for key in ("repo", "state_dir"):
+    for key in ("repo", "state_dir", "setup_ca"):
         if isinstance(table.get(key), str):
             table[key] = str((path.parent / table[key]).resolve())
     try:
@@ -202,6 +208,9 @@ class Box:
                     config=SessionConfig(
                         setup=list(self.config.setup),
                         setup_network=self.config.setup_network,
+                        setup_ca=self.config.setup_ca,
+                        setup_proxy=self.config.setup_proxy,
+                        setup_mounts=list(self.config.setup_mounts),
                         writable_root=self.config.writable_root,
                         keep_tmp=self.config.writable_root,
                     ),

@@ -33,7 +33,7 @@ from docker.utils.socket import frames_iter
 from sandbox import labels as labels_of
 from sandbox.docker import hardening, netns
 from sandbox.docker.call import CallWatch, cgroup_oom_killed, rootfs_changed, send_stdin, shut
-from sandbox.docker.engine import resolve_image, runtime_options, translate, unenforced_limits
+from sandbox.docker.engine import image_path, resolve_image, runtime_options, translate, unenforced_limits
 from sandbox.docker.pool import PoolConfig, WarmPool
 from sandbox.docker.stubcall import STUB_DIR, StubLost, StubStream
 from sandbox.envelope import CallOutcome, Envelope, Status
@@ -81,7 +81,7 @@ class DockerSandbox:
         self._holders = netns.NetnsHolders(self._api, translate, self._remove) if share_netns else None
         self._lock = threading.Lock()
         self._owned: set[str] = set()
-        self._images: dict[str, tuple[float, str, str]] = {}
+        self._images: dict[str, tuple[float, str, str | None]] = {}
         self._runtimes: dict[str, list[str]] | None = None
         self.pool = WarmPool(self._start, self._remove, PoolConfig(size=pool_size))
 
@@ -175,10 +175,12 @@ class DockerSandbox:
             if not Path(mount.source).exists():
                 raise WorkspaceError(f"mount source does not exist: {mount.source}")
         self._check_runtime(spec.runtime)
-        image_id = self._image_id(spec.image)
+        image_id, path = self._image(spec.image)
         user = spec.user or container_user()
         stub = self.call_path == "auto" and spec.runtime in STUB_RUNTIMES and image_id not in self._no_stub
-        config = hardening.container_config(image_id, spec, workspace, mounts, user, self._labels(spec), stub=stub)
+        config = hardening.container_config(
+            image_id, spec, workspace, mounts, user, self._labels(spec), stub=stub, path=path
+        )
         return hardening.config_key(config), config, image_id, user
 
     def _labels(self, spec: SandboxSpec) -> dict[str, str]:
@@ -187,16 +189,18 @@ class DockerSandbox:
             labels[labels_of.SESSION] = self.session_id
         return labels
 
-    def _image_id(self, name: str) -> str:
+    def _image(self, name: str) -> tuple[str, str | None]:
+        """(image id, the PATH it declares) for a name, cached for IMAGE_CACHE_S."""
         now = time.monotonic()
         with self._lock:
             hit = self._images.get(name)
         if hit and now - hit[0] < IMAGE_CACHE_S:
-            return hit[2]
-        ref, image_id = resolve_image(self.client, name)
+            return hit[1], hit[2]
+        _, image_id = resolve_image(self.client, name)
+        path = image_path(self.client, image_id)
         with self._lock:
-            self._images[name] = (now, ref, image_id)
-        return image_id
+            self._images[name] = (now, image_id, path)
+        return image_id, path
 
     def _check_runtime(self, runtime: str) -> None:
         if self._runtimes is None:

@@ -91,6 +91,16 @@ def resolve_image(client: docker.DockerClient, name: str) -> tuple[str, str]:
         raise ImageNotFound(f"image {ref} is not present; {hint}") from None
 
 
+def image_path(client: docker.DockerClient, image_id: str) -> str | None:
+    """The PATH the image declares (its own `ENV PATH=...`, e.g. a virtual environment first), or None."""
+    with translate(f"inspecting image {image_id[:19]}"):
+        env = (client.api.inspect_image(image_id).get("Config") or {}).get("Env") or []
+    for item in env:
+        if item.startswith("PATH="):
+            return item[len("PATH=") :] or None
+    return None
+
+
 def available_runtimes(client: docker.DockerClient) -> list[str]:
     """OCI runtimes registered with the engine (e.g. runc, runsc)."""
     return sorted(runtime_options(client))

@@ -41,11 +41,13 @@ def container_config(
     labels: dict[str, str],
     *,
     stub: bool = False,
+    path: str | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments for `APIClient.create_container` (host_config as create_host_config kwargs).
 
     stub: the first process is the call stub (bound read-only, stdin kept open for the one request),
-    else KEEPALIVE for calls by `docker exec`."""
+    else KEEPALIVE for calls by `docker exec`. path: the PATH the image declares, kept instead of the
+    default (an image's own, never the host's)."""
     binds = {str(Path(workspace).resolve()): {"bind": spec.workdir, "mode": "rw"}}
     for mount in mounts:
         binds[str(Path(mount.source).resolve())] = {"bind": mount.target, "mode": "ro" if mount.read_only else "rw"}
@@ -57,7 +59,9 @@ def container_config(
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges"],
         "read_only": spec.read_only_root,
-        "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={spec.tmpfs},mode=1777"} if tmp_is_tmpfs(spec) else {},
+        # exec: the engine's tmpfs default is noexec, which breaks test suites that build and run a
+        # binary or a script in /tmp (go test, pytest's tmp_path) and stops nothing a shell cannot do.
+        "tmpfs": {"/tmp": f"rw,exec,nosuid,nodev,size={spec.tmpfs},mode=1777"} if tmp_is_tmpfs(spec) else {},
         "mem_limit": spec.memory,
         "memswap_limit": spec.memory,
         "nano_cpus": int(spec.cpus * 1e9),
@@ -72,7 +76,7 @@ def container_config(
         "image": image_id,
         "command": list(STUB_ARGV if stub else KEEPALIVE),
         "user": user,
-        "environment": dict(ENVIRONMENT),
+        "environment": {**ENVIRONMENT, "PATH": path} if path else dict(ENVIRONMENT),
         "working_dir": spec.workdir,
         "labels": dict(labels),
         "host_config": host,

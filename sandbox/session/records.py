@@ -3,11 +3,12 @@ the hooks and step-image operations a session is given (injected, so a session n
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
 
 from sandbox.snapshot.store import SnapshotConfig
 from sandbox.spec import SandboxSpec
@@ -24,6 +25,14 @@ class SessionConfig(BaseModel):
     """Commands run once, before step 0, in a container with a writable root (`--setup`)."""
     setup_network: bool = False
     """Allow network during setup only (`--setup-network`); tool calls never get it from here."""
+    setup_ca: Path | None = None
+    """A PEM CA bundle the setup container (and only it) trusts, for HTTPS through a proxy with its own
+    certificate authority (`--setup-ca`); added to the image's own bundle for the setup commands."""
+    setup_proxy: str | None = None
+    """HTTP(S)_PROXY for the setup commands only (`--setup-proxy`); recorded without its password."""
+    setup_mounts: list[str] = Field(default_factory=list)
+    """`HOST_DIR:CONTAINER_DIR` bound read-only into the setup container only (`--setup-mount`): a
+    wheelhouse or a package cache for an offline install."""
     writable_root: bool = False
     """Tool calls get a writable root; a call that changed the container filesystem becomes the image."""
     keep_tmp: bool = False
@@ -32,6 +41,32 @@ class SessionConfig(BaseModel):
     max_file_bytes: int | None = 512 * 1024**2
     """Repository files larger than this are left out of the workspace (and named in `left_out`);
     None copies every file whatever its size."""
+
+    @field_validator("setup_mounts")
+    @classmethod
+    def _mounts(cls, value: list[str]) -> list[str]:
+        for item in value:
+            parse_setup_mount(item)
+        return value
+
+    @field_serializer("setup_proxy")
+    def _redacted(self, value: str | None) -> str | None:
+        return redact_url(value) if value else value
+
+
+def parse_setup_mount(item: str) -> tuple[Path, str]:
+    """(host path, container path) of `HOST_DIR:CONTAINER_DIR`; ValueError says what is wrong."""
+    host, sep, target = item.rpartition(":")
+    if not sep or not host or not target:
+        raise ValueError(f"a setup mount is HOST_DIR:CONTAINER_DIR, not {item!r}")
+    if not target.startswith("/") or target.rstrip("/") in ("", "/workspace") or target.startswith("/workspace/"):
+        raise ValueError(f"setup mount target {target!r} must be an absolute path outside /workspace")
+    return Path(host).expanduser(), target.rstrip("/") or "/"
+
+
+def redact_url(url: str) -> str:
+    """The URL with any password replaced by ***."""
+    return re.sub(r"^([a-zA-Z][a-zA-Z0-9+.-]*://[^:/@]+):[^@/]*@", r"\1:***@", url)
 
 
 class SetupRecord(BaseModel):
@@ -45,6 +80,12 @@ class SetupRecord(BaseModel):
     network_mode: str
     """The setup container's NetworkMode as the engine reported it."""
     duration_ms: int = 0
+    ca_sha256: str | None = None
+    """The setup CA bundle's digest, when one was given."""
+    proxy: str | None = None
+    """The setup proxy (password removed), when one was given."""
+    mounts: list[str] = Field(default_factory=list)
+    """The setup mounts, as given."""
 
 
 class StepRecord(BaseModel):

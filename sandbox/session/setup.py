@@ -26,12 +26,13 @@ import docker
 
 from sandbox import labels
 from sandbox.docker import hardening
-from sandbox.docker.engine import resolve_image, translate
+from sandbox.docker.engine import image_path, resolve_image, translate
 from sandbox.errors import SetupError
 from sandbox.owner import SANDBOX_UID
+from sandbox.session.records import parse_setup_mount, redact_url
 from sandbox.session.session import Prepare, Ready, Session, SessionConfig, SetupRecord, StepImages
 from sandbox.session.workspace import copy_repository
-from sandbox.spec import SandboxSpec
+from sandbox.spec import Mount, SandboxSpec
 from sandbox.tree import remove_tree, walk
 
 DEPENDENCY_FILES = (
@@ -76,8 +77,13 @@ def dependency_digest(workspace: Path) -> str:
     return sha.hexdigest()
 
 
-def cache_key(base_image_id: str, commands: Sequence[str], network: bool, digest: str) -> str:
-    blob = json.dumps({"base": base_image_id, "commands": list(commands), "network": network, "deps": digest})
+def cache_key(
+    base_image_id: str, commands: Sequence[str], network: bool, digest: str, mounts: Sequence[str] = ()
+) -> str:
+    fields: dict[str, object] = {"base": base_image_id, "commands": list(commands), "network": network, "deps": digest}
+    if mounts:  # what a wheelhouse serves decides the result too (named, not hashed: it may be large)
+        fields["mounts"] = list(mounts)
+    blob = json.dumps(fields)
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
@@ -104,34 +110,126 @@ def prepare_environment(
     network: bool = False,
     run_id: str = "setup",
     timeout_s: float = SETUP_TIMEOUT_S,
+    ca: Path | None = None,
+    proxy: str | None = None,
+    mounts: Sequence[str] = (),
 ) -> SetupRecord:
-    """Run commands once on top of spec.image (or reuse the cached result); return step 0's image."""
+    """Run commands once on top of spec.image (or reuse the cached result); return step 0's image.
+
+    ca, proxy and mounts reach the setup container only: the CA bundle (read now, checked to be PEM)
+    joins the image's own bundle for the commands, the proxy is their HTTP(S)_PROXY, the mounts are
+    read-only. Tool calls never see any of them."""
     started = time.monotonic()
+    ca_pem = read_ca(ca) if ca is not None else None
+    binds = [parse_setup_mount(item) for item in mounts]
+    for host, _ in binds:
+        if not host.exists():
+            raise SetupError(f"setup mount source {host} does not exist")
     _, base_id = resolve_image(client, spec.image)
-    key = cache_key(base_id, commands, network, dependency_digest(workspace))
+    key = cache_key(base_id, commands, network, dependency_digest(workspace), list(mounts))
+    extras = {
+        "ca_sha256": hashlib.sha256(ca_pem).hexdigest() if ca_pem is not None else None,
+        "proxy": redact_url(proxy) if proxy else None,
+        "mounts": list(mounts),
+    }
     cached = find_cached(client, key)
     if cached is not None:
         return SetupRecord(
-            image=cached.id, key=key, cached=True, network_mode=cached.labels.get(labels.SETUP_NETWORK, "none")
+            image=cached.id,
+            key=key,
+            cached=True,
+            network_mode=cached.labels.get(labels.SETUP_NETWORK, "none"),
+            **extras,
         )
     scratch = Path(tempfile.mkdtemp(prefix="harness-setup-"))
     try:
         copy_repository(workspace, scratch / "workspace")
         setup_spec = spec.model_copy(update={"read_only_root": False, "network": "bridge" if network else "none"})
+        setup_mounts = [Mount(source=host.resolve(), target=target) for host, target in binds]
+        environment: dict[str, str] = {}
+        if ca_pem is not None:
+            (scratch / "ca").mkdir()
+            (scratch / "ca" / "setup-ca.pem").write_bytes(ca_pem)
+            os.chmod(scratch / "ca", 0o755)
+            setup_mounts.append(Mount(source=scratch / "ca", target=CA_DIR))
+            environment.update(dict.fromkeys(CA_VARIABLES, CA_BUNDLE))
+        if proxy:
+            environment.update(dict.fromkeys(PROXY_VARIABLES, proxy))
+        if network:  # images tell cargo it is offline (tool calls are); setup with network is not
+            environment["CARGO_NET_OFFLINE"] = "false"
         config = hardening.container_config(
-            base_id, setup_spec, scratch / "workspace", (), "0:0", labels.of_run(run_id, "setup")
+            base_id,
+            setup_spec,
+            scratch / "workspace",
+            setup_mounts,
+            "0:0",
+            labels.of_run(run_id, "setup"),
+            path=image_path(client, base_id),
         )
         config["host_config"]["cap_add"] = list(SETUP_CAPS)
-        image, mode = _run_and_commit(client, config, commands, key, run_id, timeout_s)
+        copied = scratch / "workspace"
+        keep_node_modules = (copied / "package.json").is_file() and not (copied / "node_modules").exists()
+        image, mode = _run_and_commit(
+            client, config, commands, key, run_id, timeout_s, environment, ca_pem is not None, keep_node_modules
+        )
     finally:
         remove_tree(scratch, ignore_errors=True)
     return SetupRecord(
-        image=image, key=key, cached=False, network_mode=mode, duration_ms=int((time.monotonic() - started) * 1000)
+        image=image,
+        key=key,
+        cached=False,
+        network_mode=mode,
+        duration_ms=int((time.monotonic() - started) * 1000),
+        **extras,
     )
 
 
+CA_DIR = "/tmp/harness-setup-ca"
+"""Where the setup CA is bound (under /tmp, a tmpfs: nothing of it is committed)."""
+CA_BUNDLE = "/tmp/harness-setup-bundle.pem"
+"""The image's own CA bundle plus the setup CA, made in the setup container before the commands."""
+CA_VARIABLES = (
+    "SSL_CERT_FILE",
+    "REQUESTS_CA_BUNDLE",
+    "PIP_CERT",
+    "NODE_EXTRA_CA_CERTS",
+    "CARGO_HTTP_CAINFO",
+    "GIT_SSL_CAINFO",
+    "CURL_CA_BUNDLE",
+)
+PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
+_BUNDLE = (
+    f"cat /etc/ssl/certs/ca-certificates.crt {CA_DIR}/setup-ca.pem > {CA_BUNDLE} 2>/dev/null"
+    f" || cp {CA_DIR}/setup-ca.pem {CA_BUNDLE}"
+)
+_KEEP_NODE_MODULES = (
+    "if [ -d /workspace/node_modules ] && [ ! -e /node_modules ]; then mv /workspace/node_modules /node_modules; fi"
+)
+"""What setup installs into the workspace's node_modules is kept at /node_modules in the image (the
+workspace copy setup ran on is thrown away); Node and npm look there from /workspace."""
+
+
+def read_ca(path: Path) -> bytes:
+    """The CA bundle's bytes; SetupError unless it is a readable PEM file with a certificate."""
+    try:
+        data = Path(path).expanduser().read_bytes()
+    except OSError as error:
+        raise SetupError(f"cannot read the setup CA bundle {path}: {error.strerror}") from None
+    if b"-----BEGIN CERTIFICATE-----" not in data:
+        raise SetupError(f"the setup CA bundle {path} holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
+    return data
+
+
 def _run_and_commit(
-    client: docker.DockerClient, config: dict, commands: Sequence[str], key: str, run_id: str, timeout_s: float
+    client: docker.DockerClient,
+    config: dict,
+    commands: Sequence[str],
+    key: str,
+    run_id: str,
+    timeout_s: float,
+    environment: dict[str, str],
+    bundle: bool,
+    keep_node_modules: bool,
 ) -> tuple[str, str]:
     api = client.api
     with translate("creating the setup container"):
@@ -141,8 +239,12 @@ def _run_and_commit(
         with translate("starting the setup container"):
             api.start(cid)
             mode = api.inspect_container(cid)["HostConfig"]["NetworkMode"]
+        if bundle:
+            _exec(api, cid, _BUNDLE, timeout_s, {}, what="joining the setup CA to the image's bundle")
         for command in commands:
-            _exec(api, cid, command, timeout_s)
+            _exec(api, cid, command, timeout_s, environment)
+        if keep_node_modules:
+            _exec(api, cid, _KEEP_NODE_MODULES, timeout_s, {}, what="keeping node_modules in the image")
         image_labels = labels.of_run(run_id, "setup", **{labels.SETUP_KEY: key, labels.SETUP_NETWORK: mode})
         changes = [f'LABEL {k}="{v}"' for k, v in image_labels.items()] + [f"USER {SANDBOX_UID}:{SANDBOX_UID}"]
         with translate("committing the setup container"):
@@ -153,16 +255,19 @@ def _run_and_commit(
             api.remove_container(cid, force=True)
 
 
-def _exec(api: docker.APIClient, cid: str, command: str, timeout_s: float) -> None:
+def _exec(
+    api: docker.APIClient, cid: str, command: str, timeout_s: float, environment: dict[str, str], what: str = ""
+) -> None:
     argv = ["timeout", "-k", "5", f"{timeout_s:g}s", "sh", "-c", command]
     with translate("running a setup command"):
-        exec_id = api.exec_create(cid, argv, stdout=True, stderr=True)["Id"]
+        exec_id = api.exec_create(cid, argv, stdout=True, stderr=True, environment=environment or None)["Id"]
         output = api.exec_start(exec_id, stream=False) or b""
         code = api.exec_inspect(exec_id).get("ExitCode")
     if code != 0:
         tail = output.decode("utf-8", "replace").strip().splitlines()[-3:]
         reason = "timed out" if code == 124 else f"exited {code}"
-        raise SetupError(f"setup command {command!r} {reason}: {' | '.join(tail) or 'no output'}")
+        subject = what or f"setup command {command!r}"
+        raise SetupError(f"{subject} {reason}: {' | '.join(tail) or 'no output'}")
 
 
 def make_prepare(sandbox: Any, spec: SandboxSpec, config: SessionConfig) -> Prepare:
@@ -176,6 +281,9 @@ def make_prepare(sandbox: Any, spec: SandboxSpec, config: SessionConfig) -> Prep
             config.setup,
             network=config.setup_network,
             run_id=getattr(sandbox, "run_id", "setup"),
+            ca=config.setup_ca,
+            proxy=config.setup_proxy,
+            mounts=config.setup_mounts,
         )
 
     return prepare

@@ -1,0 +1,84 @@
+"""What a repository's layout says about it: how to install its dependencies (`--setup auto`).
+
+Read the way `harness.verify.detect_verify` reads it (the test command): only regular, small
+files, never through a symlink, nothing executed; the repository is untrusted.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+MAX_MANIFEST = 256 * 1024
+"""Manifests larger than this are not read (a real one is far smaller)."""
+REQUIREMENTS = (
+    "requirements.txt",
+    "requirements-dev.txt",
+    "requirements-test.txt",
+    "requirements_dev.txt",
+    "requirements_test.txt",
+    "dev-requirements.txt",
+    "test-requirements.txt",
+)
+"""Requirement files installed by `--setup auto`, in this order (the tests' own among them)."""
+AUTO = "auto"
+"""The `--setup` value that asks for detection."""
+
+
+def manifest(root: Path, name: str) -> str | None:
+    """The text of root/name when it is a small regular file (never through a symlink), else None."""
+    path = Path(root) / name
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_MANIFEST:
+            return None
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def detect_setup(repo: Path) -> tuple[list[str], str] | None:
+    """(commands, why) that install what the repository declares, or None when it declares nothing:
+    a Python package (`pip install -e .`) and its requirement files, a Node project (`npm ci` with a
+    lockfile, else `npm install`), a Go module (`go mod download`), a Rust crate (`cargo fetch`)."""
+    root = Path(repo)
+    commands: list[str] = []
+    reasons: list[str] = []
+    pyproject = manifest(root, "pyproject.toml")
+    if manifest(root, "setup.py") is not None or (
+        pyproject is not None and re.search(r"^\[(project|build-system|tool\.poetry)\]", pyproject, re.MULTILINE)
+    ):
+        commands.append("python3 -m pip install -e .")
+        reasons.append("setup.py" if manifest(root, "setup.py") is not None else "pyproject.toml declares a package")
+    for name in REQUIREMENTS:
+        if manifest(root, name) is not None:
+            commands.append(f"python3 -m pip install -r {name}")
+            reasons.append(name)
+    package = manifest(root, "package.json")
+    if package is not None and _json_object(package):
+        lock = next((n for n in ("package-lock.json", "npm-shrinkwrap.json") if manifest(root, n) is not None), None)
+        commands.append("npm ci" if lock else "npm install")
+        reasons.append(f"package.json with {lock}" if lock else "package.json without a lockfile")
+    if manifest(root, "go.mod") is not None:
+        commands.append("go mod download")
+        reasons.append("go.mod")
+    if manifest(root, "Cargo.toml") is not None:
+        commands.append("cargo fetch")
+        reasons.append("Cargo.toml")
+    if not commands:
+        return None
+    return commands, ", ".join(reasons)
+
+
+def nothing_to_install(repo: Path) -> str:
+    return (
+        f"--setup auto found nothing to install in {repo}: no setup.py, package pyproject.toml, "
+        "requirements*.txt, package.json, go.mod or Cargo.toml; give the commands with --setup CMD"
+    )
+
+
+def _json_object(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False

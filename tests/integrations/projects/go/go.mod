@@ -1,0 +1,3 @@
+module example.com/harness/mathx
+
+go 1.19

@@ -1,0 +1,5 @@
+function double(value) {
+  return value * 2;
+}
+
+module.exports = { double };
