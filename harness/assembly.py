@@ -353,13 +353,15 @@ def verify_once(
 ) -> VerifyResult:
     """The verify command run once on a new session of repo (setup done), no model involved: what
     `harness tasks check` asks of a task's start state."""
-    if not config.verify:
+    verify = config.verify
+    if not verify:
         raise UsageError("no verify command to run")
+    config = with_setup(config, Path(repo))
     with open_sandbox(runtime, session_id) as sandbox:
         check_image(sandbox, config.image)
         session = create_session(Path(repo), sessions, config, sandbox, session_id)
         mounts = tool_mounts(session.workspace, config)
-        return Verifier(sandbox, config.verify, mounts=mounts).run(session.workspace, call_spec(session.spec))
+        return Verifier(sandbox, verify, mounts=mounts).run(session.workspace, call_spec(session.spec))
 
 
 def resume_run(session_id: str, sessions: Path, runtime: Runtime, overrides: dict[str, Any] | None = None) -> RunResult:

@@ -83,12 +83,28 @@ class ContextState(BaseModel):
 
 
 _VOLATILE = re.compile(r" duration=\d+ms")
+COMMAND_TOOLS = frozenset({"run_command", "run_tests"})
+"""Tools whose result is a command's output (not a file's content): its volatile parts are masked."""
+_OUTPUT_VOLATILE = (
+    # ISO 8601 date-times (2026-12-01T13:45:01.123Z, 2026-12-01 13:45:01,123 +0000)
+    (re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|\s?[+-]\d{2}:?\d{2})?"), "<time>"),
+    # random UUIDs (request ids, temporary names)
+    (re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"), "<uuid>"),
+    # pytest's numbered temporary folders and tempfile's random suffixes under /tmp
+    (re.compile(r"(/pytest-of-[^/\s]+/pytest-)\d+"), r"\1<n>"),
+    (re.compile(r"(/tmp/tmp)[a-z0-9_]{8}\b"), r"\1<random>"),
+)
 
 
-def stable(text: str) -> str:
+def stable(text: str, tool: str | None = None) -> str:
     """A tool result as the model reads it: without what changes between two identical calls (a call's
-    duration), so a re-read of an unchanged file looks unchanged. The envelope on disk keeps it."""
-    return _VOLATILE.sub("", text)
+    duration; in a command's output also date-times, UUIDs and random temporary names), so a repeat of
+    an unchanged call looks unchanged. File contents are never masked; the envelope on disk keeps all."""
+    text = _VOLATILE.sub("", text)
+    if tool in COMMAND_TOOLS:
+        for pattern, mask in _OUTPUT_VOLATILE:
+            text = pattern.sub(mask, text)
+    return text
 
 
 def slim(text: str, max_chars: int) -> str:
@@ -180,7 +196,7 @@ class Context:
         self._entries.append(Entry(message=message))
 
     def add_tool_result(self, call: ToolCall, text: str, is_error: bool) -> None:
-        text = slim(stable(text), self.config.tool_result_chars)
+        text = slim(stable(text, call.name), self.config.tool_result_chars)
         message = Message(role="tool", content=text, tool_call_id=call.id, name=call.name, is_error=is_error)
         self._entries.append(Entry(message=message, label=call_label(call), lines=text.count("\n") + 1))
 
@@ -276,19 +292,26 @@ class Context:
         return self.estimator.estimate(self.estimator.chars(self.messages(), tools))
 
     def _fold(self, tools: list[ToolSchema], target: int) -> int:
+        """Fold tool results, oldest first, until the estimate is at most target. Results the model
+        has not answered yet are never folded; the last `keep_recent` only when folding the older ones
+        cannot reach the target (large results), so that one fold makes room for several steps and the
+        prompt's prefix (the provider's cache) stays the same between folds."""
         tool_indices = [i for i, e in enumerate(self._entries) if e.message.role == "tool"]
         recent = set(tool_indices[-self.config.keep_recent :]) if self.config.keep_recent else set()
+        last_turn = max((i for i, e in enumerate(self._entries) if e.message.role == "assistant"), default=-1)
+        unseen = {i for i in tool_indices if i > last_turn}
         chars = self.estimator.chars(self.messages(), tools)
-        for index in tool_indices:
-            if self.estimator.estimate(chars) <= target:
-                break
-            entry = self._entries[index]
-            if entry.folded or index in recent:
-                continue
-            stub = f"[folded: {entry.label}, {entry.lines} lines]"
-            chars -= len(entry.message.content) - len(stub)
-            self._entries[index] = entry.model_copy(
-                update={"message": entry.message.model_copy(update={"content": stub}), "folded": True}
-            )
+        for kept in (recent | unseen, unseen):
+            for index in tool_indices:
+                if self.estimator.estimate(chars) <= target:
+                    break
+                entry = self._entries[index]
+                if entry.folded or index in kept:
+                    continue
+                stub = f"[folded: {entry.label}, {entry.lines} lines]"
+                chars -= len(entry.message.content) - len(stub)
+                self._entries[index] = entry.model_copy(
+                    update={"message": entry.message.model_copy(update={"content": stub}), "folded": True}
+                )
         self._folds += 1
         return chars

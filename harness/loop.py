@@ -189,7 +189,7 @@ class Agent:
             return
         wrote, image, repeated = False, None, None
         for call, record in zip(turn.tool_calls, self._run_calls(step, turn.tool_calls, attempt, reuse), strict=False):
-            seen = stable(record.text)  # what the model reads, and what a repetition is judged by
+            seen = stable(record.text, call.name)  # what the model reads, and what a repetition is judged by
             self.state.repetition = self.state.repetition.observe(step, call, seen)
             verdict = self.state.repetition.verdict(self.repetition)
             text = seen + NOTE.format(what=verdict[1]) if verdict is not None else seen

@@ -78,7 +78,8 @@ def resolve_image(client: docker.DockerClient, name: str) -> tuple[str, str]:
     harness_names = images.image_names()
     ref = name
     if ":" not in name and "/" not in name and name in harness_names:
-        ref = images.current_ref(client, name)
+        with translate(f"looking up image {name}"):  # an engine gone away is EngineUnavailable here too
+            ref = images.current_ref(client, name)
     try:
         with translate(f"looking up image {ref}"):
             return ref, object_id(client.images.get(ref))

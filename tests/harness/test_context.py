@@ -72,3 +72,42 @@ def test_slim_keeps_head_and_tail_and_says_how_much_was_cut():
 def test_call_label_uses_the_main_argument():
     assert call_label(ToolCall(id="1", name="search_code", arguments={"pattern": "def add"})) == "search_code def add"
     assert call_label(ToolCall(id="1", name="git_status")) == "git_status"
+
+
+def test_large_results_fold_in_one_batch_and_the_unanswered_one_stays():
+    """When the recent window alone is over the fold target (every result is large), one fold takes
+    the recent results too, except the one the model has not answered yet, and the next steps add to
+    an unchanged prefix instead of folding one result per step."""
+    ctx = Context(ContextConfig(budget_tokens=20_000, keep_recent=4), "SYSTEM PROMPT", "Task: fix it")
+    for i in range(3):
+        add_read(ctx, i, lines=1200)  # ~3.5k tokens each: four of them are over half the budget
+    first = ctx.prepare([])
+    assert "[folded" not in "".join(m.content for m in first)  # under fold_at: nothing folds yet
+    add_read(ctx, 3, lines=1200)
+    add_read(ctx, 4, lines=1200)
+    folded = ctx.prepare([])
+    tool = [m.content for m in folded if m.role == "tool"]
+    # Three folded in this one step, two of them from the recent window: oldest first, down to half.
+    assert [c.startswith("[folded") for c in tool] == [True, True, True, False, False]
+    assert ctx.estimate_tokens([]) <= 20_000 // 2
+    add_read(ctx, 5, lines=1200)
+    after = ctx.prepare([])
+    assert after[: len(folded)] == folded  # no fold this step: the prefix the provider cached is intact
+
+
+def test_a_commands_volatile_output_is_masked_but_never_a_files_content():
+    from harness.context import stable
+
+    output = (
+        "exit_code=1 status=exit_nonzero duration=812ms\n"
+        "2026-12-01 13:45:01,123 INFO request 3f2b8c1e-9a4d-4e7b-8c2a-1d5e6f7a8b9c failed\n"
+        "E   FileNotFoundError: /tmp/pytest-of-sandbox/pytest-17/test_x0/data.json and /tmp/tmpab12cd34\n"
+        "commit 1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b\n"
+    )
+    masked = stable(output, "run_tests")
+    assert "duration" not in masked and "<time> INFO request <uuid> failed" in masked
+    assert "/tmp/pytest-of-sandbox/pytest-<n>/test_x0" in masked and "/tmp/tmp<random>" in masked
+    assert "1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b" in masked  # a commit id means something: kept
+    assert stable(output.replace("duration=812ms", "duration=9ms"), "run_tests") == masked
+    content = "created = 2026-12-01T13:45:01Z\nid = 3f2b8c1e-9a4d-4e7b-8c2a-1d5e6f7a8b9c\n"
+    assert stable(content, "read_file") == content  # what a file says is what the model reads
