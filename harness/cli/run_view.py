@@ -108,13 +108,19 @@ def render_steps(console: Console, session_dir: Path) -> None:
         console.print(f"[bold]model:[/] {escape(final.strip())}", soft_wrap=True)
 
 
+def _share(tokens: dict[str, int]) -> str:
+    """The cached share of the input tokens (the provider's prompt cache at work), when any came in."""
+    total = tokens.get("input", 0)
+    return f" ({tokens.get('cached', 0) / total:.0%} of input)" if total else ""
+
+
 def render_summary(console: Console, result: RunResult) -> None:
     style = _STYLE.get(result.outcome, "bold red")
     lines = [
         f"outcome   [{style}]{result.outcome}[/]" + (f" — {escape(result.detail)}" if result.detail else ""),
         f"steps     {result.steps}   verify rounds {result.verify_rounds}",
         f"tokens    in {result.tokens.get('input', 0)}  out {result.tokens.get('output', 0)}"
-        f"  cached {result.tokens.get('cached', 0)}",
+        f"  cached {result.tokens.get('cached', 0)}{_share(result.tokens)}",
         f"cost      ${result.cost_usd:.4f}   elapsed {result.elapsed_s:.1f}s",
         f"session   {result.session_id}  ({result.session_dir})",
         f"patch     {result.patch or '-'}",

@@ -83,6 +83,10 @@ class Figures(BaseModel):
     first_tool_rules: dict[str, int] = Field(default_factory=dict)
     cost_total_usd: float
     cost_per_run_usd: float | None
+    input_tokens_per_run: float | None = None
+    """Mean input tokens per task-run."""
+    cached_share: float | None = None
+    """Share of all input tokens the provider served from its prompt cache."""
     long_context_tagged: float | None
     """Completion on task-runs of tasks tagged long_context."""
     long_context_by_size: float | None
@@ -136,6 +140,7 @@ def figures(records: Sequence[TaskRunRecord]) -> Figures:
     for record, verdict in done:
         tasks.setdefault(record.key.task_id, []).append(verdict.completed)
     cost = sum(r.cost_usd for r in ran)
+    inputs = sum(r.tokens.get("input", 0) for r in ran)
     return Figures(
         task_runs=len(ran),
         completed=len(completed),
@@ -146,6 +151,8 @@ def figures(records: Sequence[TaskRunRecord]) -> Figures:
         first_tool_rules=dict(Counter(f.rule for f in firsts)),
         cost_total_usd=round(cost, 6),
         cost_per_run_usd=round(cost / len(ran), 6) if ran else None,
+        input_tokens_per_run=round(inputs / len(ran), 1) if ran else None,
+        cached_share=_share(sum(r.tokens.get("cached", 0) for r in ran), inputs),
         long_context_tagged=_share(sum(tagged), len(tagged)),
         long_context_by_size=_share(sum(by_size), len(by_size)),
         pass_at_k=_share(sum(1 for runs in tasks.values() if any(runs)), len(tasks)),

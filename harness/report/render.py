@@ -17,10 +17,19 @@ ROWS: list[tuple[str, str]] = [
     ("first-tool accuracy", "first_tool_accuracy"),
     ("cost per task-run (USD)", "cost_per_run_usd"),
     ("cost total (USD)", "cost_total_usd"),
+    ("input tokens per task-run", "input_tokens_per_run"),
+    ("input served from the prompt cache", "cached_share"),
     ("long-context success (tagged)", "long_context_tagged"),
     ("long-context success (by prompt size)", "long_context_by_size"),
 ]
-RATES = {"completion_rate", "pass_at_k", "first_tool_accuracy", "long_context_tagged", "long_context_by_size"}
+RATES = {
+    "completion_rate",
+    "pass_at_k",
+    "first_tool_accuracy",
+    "long_context_tagged",
+    "long_context_by_size",
+    "cached_share",
+}
 
 
 def as_json(reports: Sequence[Report]) -> str:

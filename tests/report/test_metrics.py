@@ -110,3 +110,14 @@ def test_two_batches_side_by_side_with_the_differences_and_hostile_text_inert():
     assert "0.67×" in text or "0.50×" in text
     assert "<script>" not in text and "&lt;script&gt;alert(1)&lt;/script&gt;\\|x" in text
     assert '"completion_rate": 0.5' in as_json([first])
+
+
+def test_input_tokens_per_run_and_the_cached_share():
+    records = [
+        rec("a", 0, tokens={"input": 1000, "output": 50, "cached": 600}),
+        rec("b", 0, tokens={"input": 3000, "output": 70, "cached": 1400}),
+    ]
+    overall = report(records).overall
+    assert overall.input_tokens_per_run == 2000 and overall.cached_share == 0.5
+    assert "| input served from the prompt cache | 50.0% |" in as_markdown([report(records)])
+    assert report([rec("c", 0)]).overall.cached_share is None  # no input counted: no share
