@@ -336,16 +336,10 @@ def with_verify(config: RunConfig, repo: Path) -> RunConfig:
 def with_setup(config: RunConfig, repo: Path) -> RunConfig:
     """config with `--setup auto` replaced by the install commands the repository's layout names
     (where they came from kept in `setup_source`); UsageError when it names none."""
-    from harness.detect import AUTO, detect_setup, nothing_to_install
+    from harness.detect import expand_setup
 
-    if AUTO not in config.setup:
-        return config
-    found = detect_setup(repo)
-    if found is None:
-        raise UsageError(nothing_to_install(repo))
-    commands, why = found
-    expanded = [part for command in config.setup for part in (commands if command == AUTO else [command])]
-    return config.model_copy(update={"setup": expanded, "setup_source": f"detected: {why}"})
+    commands, why = expand_setup(list(config.setup), repo)
+    return config.model_copy(update={"setup": commands, "setup_source": f"detected: {why}"}) if why else config
 
 
 def verify_once(

@@ -136,12 +136,13 @@ class RunConfig(BaseModel):
 
     @model_validator(mode="after")
     def _setup_options(self) -> RunConfig:
-        if (self.setup_ca or self.setup_proxy or self.setup_mounts or self.setup_network) and not self.setup:
-            raise ValueError("setup_network, setup_ca, setup_proxy and setup_mounts need setup commands (--setup)")
-        if (self.setup_ca or self.setup_proxy) and not self.setup_network:
-            raise ValueError(
-                "setup_ca and setup_proxy are for a setup with network: add setup_network (--setup-network)"
-            )
+        from sandbox.session.records import setup_option_problem
+
+        problem = setup_option_problem(
+            self.setup, self.setup_network, self.setup_ca is not None, bool(self.setup_proxy), bool(self.setup_mounts)
+        )
+        if problem:
+            raise ValueError(problem)
         return self
 
     repetition: RepetitionConfig = Field(default_factory=RepetitionConfig)

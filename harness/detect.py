@@ -70,11 +70,21 @@ def detect_setup(repo: Path) -> tuple[list[str], str] | None:
     return commands, ", ".join(reasons)
 
 
-def nothing_to_install(repo: Path) -> str:
-    return (
-        f"--setup auto found nothing to install in {repo}: no setup.py, package pyproject.toml, "
-        "requirements*.txt, package.json, go.mod or Cargo.toml; give the commands with --setup CMD"
-    )
+def expand_setup(setup: list[str], repo: Path) -> tuple[list[str], str]:
+    """The setup commands with each `auto` replaced by what detect_setup finds, and why ("" when no
+    `auto` was asked for); UsageError when the repository declares nothing to install."""
+    from harness.errors import UsageError
+
+    if AUTO not in setup:
+        return setup, ""
+    found = detect_setup(repo)
+    if found is None:
+        raise UsageError(
+            f"--setup auto found nothing to install in {repo}: no setup.py, package pyproject.toml, "
+            "requirements*.txt, package.json, go.mod or Cargo.toml; give the commands with --setup CMD"
+        )
+    commands, why = found
+    return [part for command in setup for part in (commands if command == AUTO else [command])], why
 
 
 def _json_object(text: str) -> bool:

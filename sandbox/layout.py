@@ -70,6 +70,11 @@ class SessionFolder:
         return self.root / "change.patch"
 
     @property
+    def killed(self) -> Path:
+        """killed.json: a batch worker stopped this session past its wall clock and grace (why, when)."""
+        return self.root / "killed.json"
+
+    @property
     def view(self) -> Path:
         """view.html: the trajectory page `harness view` writes (nothing reads it back)."""
         return self.root / "view.html"

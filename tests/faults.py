@@ -138,10 +138,20 @@ class EngineProxy:
             for a, b in ((client, upstream), (upstream, client)):
                 self._threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
 
-    @staticmethod
-    def _pump(source: socket.socket, sink: socket.socket) -> None:
+    def stall(self, stalled: bool = True) -> None:
+        """Stalled: connections stay open and accepted, but nothing passes either way (an engine that
+        hangs instead of going away); False lets everything held through again."""
+        self.stalled = stalled
+
+    stalled = False
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        import time
+
         with contextlib.suppress(OSError):
             while data := source.recv(65536):
+                while self.stalled:
+                    time.sleep(0.05)
                 sink.sendall(data)
         with contextlib.suppress(OSError):
             sink.shutdown(socket.SHUT_WR)

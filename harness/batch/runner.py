@@ -156,6 +156,7 @@ def run_batch(
             api_key=(api_keys or {}).get(key.model.split(":")[0]),
             max_cost_usd=left_cost,
             max_tokens=left_tokens,
+            grace_s=tasks.defaults.grace_s,
         )
 
     def exhausted() -> str | None:

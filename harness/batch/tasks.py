@@ -57,6 +57,8 @@ class TaskDefaults(BaseModel):
     """k: how many times each task runs with each model (pass@k)."""
     model: list[str] = Field(default_factory=list)
     """Models to run every task with (flags `--model` override)."""
+    grace_s: float = Field(60.0, ge=1, le=24 * 3600)
+    """How long a session may run past its wall clock (`limits.timeout_min`) before its worker stops it."""
 
 
 class Task(BaseModel):

@@ -44,6 +44,8 @@ class TaskRunSpec(BaseModel):
     max_tokens: int | None = None
     attempts: int = 3
     backoff_s: float = 2.0
+    grace_s: float = 60.0
+    """How long past its wall clock (`limits.timeout_min`) a session may run before the worker stops it."""
 
 
 def run_config(spec: TaskRunSpec) -> RunConfig:
@@ -77,11 +79,28 @@ def run_config(spec: TaskRunSpec) -> RunConfig:
 
 
 def run_task(spec: TaskRunSpec) -> TaskRunRecord:
-    """Run (or resume) one task-run to an outcome; never raises for what the run did."""
+    """Run (or resume) one task-run to an outcome; never raises for what the run did. A session that
+    outlives its wall clock by the grace period is stopped by the worker (see `Watchdog`)."""
+    folder = session_folder(spec.sessions, spec.key.session_id)
+    killed = _killed(folder.killed)
+    if killed is not None:  # this worker process was ended for it: the record says so, nothing reruns
+        return _record(spec, [Attempt(outcome="killed", detail=killed)], None, "gave_up")
+    limit = run_config(spec).limits.timeout_min
+    watchdog = Watchdog(spec, limit * 60 + spec.grace_s) if limit else None
+    try:
+        return _run_task(spec, watchdog)
+    finally:
+        if watchdog is not None:
+            watchdog.cancel()
+
+
+def _run_task(spec: TaskRunSpec, watchdog: Watchdog | None) -> TaskRunRecord:
     runtime = assembly.Runtime(run_id=spec.run_id, docker_host=spec.docker_host, api_key=spec.api_key)
     attempts: list[Attempt] = []
     result: RunResult | None = None
     for number in range(spec.attempts):
+        if watchdog is not None and watchdog.fired:
+            return _record(spec, [*attempts, Attempt(outcome="killed", detail=watchdog.reason)], None, "gave_up")
         started = time.monotonic()
         try:
             result = _attempt(spec, runtime)
@@ -104,6 +123,71 @@ def run_task(spec: TaskRunSpec) -> TaskRunRecord:
             time.sleep(spec.backoff_s * 2**number)
     done = result is not None and not _retried(result)
     return _record(spec, attempts, result, "done" if done else "gave_up")
+
+
+class Watchdog:
+    """Stops a session that outlived its wall clock (`limits.timeout_min`) by the grace period,
+    whatever it is stuck in: it records why (killed.json in the session folder, which a rerun
+    reads instead of running the task again), removes the session's containers (which ends a call
+    blocked on one), and if the run still has not returned after `exit_after_s`, ends this worker
+    process; the cluster starts a fresh one and the scheduler hands the task-run to a worker, which
+    finds the record of the kill. Other sessions never wait for a hung one."""
+
+    def __init__(self, spec: TaskRunSpec, after_s: float, exit_after_s: float = 10.0) -> None:
+        import threading
+
+        self.spec, self.after_s, self.exit_after_s = spec, after_s, exit_after_s
+        self.fired = False
+        self.reason = ""
+        self._done = threading.Event()
+        self._timer = threading.Timer(after_s, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def cancel(self) -> None:
+        self._done.set()
+        self._timer.cancel()
+
+    def _fire(self) -> None:
+        import os
+        import threading
+
+        from sandbox.session.steplog import write_json
+
+        self.fired = True
+        self.reason = (
+            f"stopped by the batch worker {self.after_s:.0f} s after it started: its wall clock "
+            f"plus {self.spec.grace_s:g} s of grace had passed"
+        )
+        folder = session_folder(self.spec.sessions, self.spec.key.session_id)
+        if folder.root.is_dir():
+            write_json(folder.killed, {"reason": self.reason, "at": time.time()})
+        threading.Thread(target=self._remove_containers, daemon=True).start()
+        if not self._done.wait(self.exit_after_s):
+            os._exit(75)  # the run is stuck past the containers' removal: this process goes, the cluster replaces it
+
+    def _remove_containers(self) -> None:
+        from sandbox import labels
+        from sandbox.docker.engine import connect
+        from sandbox.docker.prune import prune
+
+        try:
+            client = connect(self.spec.docker_host)
+            prune(client, everything=True, extra={labels.SESSION: self.spec.key.session_id})
+        except SandboxError:
+            pass  # an engine that does not answer: the process exit below ends the session anyway
+
+
+def _killed(path: Path) -> str | None:
+    """Why a worker stopped this session (killed.json), or None."""
+    from sandbox.session.steplog import read_json
+
+    if not path.is_file():
+        return None
+    try:
+        return str(read_json(path).get("reason") or "stopped by the batch worker")
+    except (OSError, ValueError, AttributeError, SandboxError):
+        return "stopped by the batch worker"
 
 
 def _retried(result: RunResult) -> bool:

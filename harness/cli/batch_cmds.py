@@ -8,10 +8,12 @@ engine; 130 interrupted (the same command again continues).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -43,6 +45,7 @@ def batch(
 
     from harness.batch.runner import BatchBudget, BatchEvent, default_workers, run_batch
     from harness.batch.tasks import load_tasks
+    from harness.cli.batch_view import finished_line, live_display
 
     interrupts = [0]
 
@@ -52,20 +55,23 @@ def batch(
             raise KeyboardInterrupt  # the second: the running sessions stop too (they resume next time)
         err_console.print("stopping: no new task-run starts, running ones finish (Ctrl-C again to interrupt them)")
 
+    slots = workers or default_workers()
+    live: Any = contextlib.nullcontext()
+    if not json_out and console.is_terminal:
+        _, on_terminal, live = live_display(console, slots)
+
     def show(event: BatchEvent) -> None:
         if json_out:
             print(event.model_dump_json(exclude_none=True), flush=True)
+        elif console.is_terminal:
+            on_terminal(event)
         elif event.kind == "finished" and event.record is not None:
-            mark = "[green]✓[/]" if event.record.verified else "[yellow]·[/]"
-            console.print(
-                f"{mark} {event.key}  {event.record.outcome}  ${event.record.cost_usd:.4f}  "
-                f"[dim]done {event.done}, running {event.running}, queued {event.queued}[/]"
-            )
+            console.print(finished_line(event))
         elif event.kind == "planned":
             console.print(f"{event.queued} task-run(s) to run, {event.done} already recorded")
 
     previous = signal.signal(signal.SIGINT, on_interrupt)
-    with reported():
+    with reported(), live:
         tasks = load_tasks(tasks_file)
         keys = {
             spec.split(":", 1)[0]: os.environ.get(variable)
@@ -77,7 +83,7 @@ def batch(
             out.resolve(),
             models=list(model),
             runs=runs,
-            workers=workers or default_workers(),
+            workers=slots,
             budget=BatchBudget(max_cost_usd=max_cost, max_tokens=max_tokens, max_hours=max_hours),
             run_id=environment.run_id("batch"),
             cluster=cluster,

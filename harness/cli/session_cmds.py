@@ -8,7 +8,7 @@ import datetime
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -196,45 +196,20 @@ def export_command(
         err_console.print(f"wrote {output}")
 
 
-def session_config(
-    path: Path,
-    *,
-    setup: list[str],
-    setup_network: bool,
-    setup_ca: Path | None,
-    setup_proxy: str | None,
-    setup_mounts: list[str],
-    writable_root: bool,
-):
-    """The SessionConfig of `harness exec --session` flags (`--setup auto` expanded, said on stderr)."""
+def session_config(path: Path, *, setup: list[str], **options: Any):
+    """The SessionConfig of `harness exec --session` flags (`--setup auto` expanded, said on stderr);
+    options: setup_network, setup_ca, setup_proxy, setup_mounts, writable_root."""
     from pydantic import ValidationError
 
-    from harness.detect import AUTO, detect_setup, nothing_to_install
+    from harness.detect import expand_setup
     from harness.errors import UsageError
     from sandbox.session.session import SessionConfig
 
-    if AUTO in setup:
-        found = detect_setup(path)
-        if found is None:
-            raise UsageError(nothing_to_install(path))
-        commands, why = found
-        setup = [part for command in setup for part in (commands if command == AUTO else [command])]
+    setup, why = expand_setup(setup, path)
+    if why:
         err_console.print(f"setup: `{' && '.join(setup)}` (detected: {why})", soft_wrap=True, markup=False)
-    if (setup_network or setup_ca or setup_proxy or setup_mounts) and not setup:
-        raise UsageError(
-            "--setup-network, --setup-ca, --setup-proxy and --setup-mount need at least one --setup command"
-        )
-    if (setup_ca or setup_proxy) and not setup_network:
-        raise UsageError("--setup-ca and --setup-proxy are for a setup with network: add --setup-network")
     try:
-        return SessionConfig(
-            setup=setup,
-            setup_network=setup_network,
-            setup_ca=setup_ca,
-            setup_proxy=setup_proxy,
-            setup_mounts=setup_mounts,
-            writable_root=writable_root,
-        )
+        return SessionConfig(setup=setup, **options)
     except ValidationError as error:
         raise UsageError(str(error.errors()[0]["msg"]).removeprefix("Value error, ")) from None
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
 
 from sandbox.snapshot.store import SnapshotConfig
 from sandbox.spec import SandboxSpec
@@ -42,6 +42,15 @@ class SessionConfig(BaseModel):
     """Repository files larger than this are left out of the workspace (and named in `left_out`);
     None copies every file whatever its size."""
 
+    @model_validator(mode="after")
+    def _setup_options(self) -> SessionConfig:
+        problem = setup_option_problem(
+            self.setup, self.setup_network, self.setup_ca is not None, bool(self.setup_proxy), bool(self.setup_mounts)
+        )
+        if problem:
+            raise ValueError(problem)
+        return self
+
     @field_validator("setup_mounts")
     @classmethod
     def _mounts(cls, value: list[str]) -> list[str]:
@@ -52,6 +61,15 @@ class SessionConfig(BaseModel):
     @field_serializer("setup_proxy")
     def _redacted(self, value: str | None) -> str | None:
         return redact_url(value) if value else value
+
+
+def setup_option_problem(setup: list[str], network: bool, ca: bool, proxy: bool, mounts: bool) -> str | None:
+    """What is wrong with a combination of setup options (flags and config keys alike), or None."""
+    if (network or ca or proxy or mounts) and not setup:
+        return "--setup-network, --setup-ca, --setup-proxy and --setup-mount need at least one --setup command"
+    if (ca or proxy) and not network:
+        return "--setup-ca and --setup-proxy are for a setup with network: add --setup-network"
+    return None
 
 
 def parse_setup_mount(item: str) -> tuple[Path, str]:

@@ -150,3 +150,83 @@ def test_the_first_ctrl_c_stops_scheduling_and_the_rerun_finishes_each_task_once
     assert sorted(r.key.task_id for r in BatchDir(out).records()) == sorted(
         f"t{n}-{k}" for n, k in enumerate(["verified", "failing", "blocked", "verified", "failing"])
     )
+
+
+def test_a_batch_client_killed_with_sigkill_leaves_nothing_running_and_the_rerun_finishes(
+    tmp_path, run_label, docker_client
+):
+    """kill -9 of `harness batch` mid-batch (no clean-up of any kind runs): its worker processes go
+    with it, and the same command again finishes every task-run exactly once, resuming the sessions
+    that were cut, and leaves no container behind."""
+    import signal
+    import time
+
+    import psutil
+
+    tasks = _tasks(tmp_path, 6)
+    out = tmp_path / "out"
+    env = {**os.environ, "HARNESS_RUN_ID": run_label}
+    batch = subprocess.Popen(
+        [sys.executable, "-c", "from harness.cli import main; main()", "batch", str(tasks), "--out", str(out),
+         "--workers", "2", "--json"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and not list((out / "runs").glob("*/*/*.json")):
+        time.sleep(0.2)
+    workers = psutil.Process(batch.pid).children(recursive=True)
+    assert workers, "the local cluster's worker processes"
+    batch.send_signal(signal.SIGKILL)
+    batch.wait(timeout=30)
+    _, alive = psutil.wait_procs(workers, timeout=60)
+    assert alive == [], f"worker processes outlived the killed client: {alive}"
+    done_before = len(BatchDir(out).records())
+    assert 1 <= done_before < 6
+
+    rest = _batch(str(tasks), "--out", str(out), "--workers", "2", label=run_label)
+    assert rest.returncode == 0, rest.stderr
+    assert _result(rest)["ran"] == 6 - done_before and _result(rest)["skipped"] == done_before
+    records = BatchDir(out).records()
+    assert sorted(r.key.task_id for r in records) == sorted(
+        f"t{n}-{k}" for n, k in enumerate(["verified", "failing", "blocked"] * 2)
+    )
+    assert {r.key.task_id: r.outcome for r in records if "verified" in r.key.task_id} == {
+        "t0-verified": "verified",
+        "t3-verified": "verified",
+    }
+    left = docker_client.containers.list(all=True, filters={"label": f"harness.run={run_label}"}, ignore_removed=True)
+    assert left == [], [c.labels for c in left]
+
+
+def test_at_a_terminal_the_batch_shows_a_live_panel(tmp_path, run_label):
+    """Under a pseudo-terminal: the panel (counts, cost, time left) is drawn while the batch runs,
+    and each finished task-run still gets its line."""
+    import pty
+    import select
+
+    tasks = _tasks(tmp_path, 2)
+    main, child = pty.openpty()
+    env = {**os.environ, "HARNESS_RUN_ID": run_label, "TERM": "xterm-256color", "COLUMNS": "160"}
+    batch = subprocess.Popen(
+        [sys.executable, "-c", "from harness.cli import main; main()", "batch", str(tasks), "--out",
+         str(tmp_path / "out"), "--workers", "1"],
+        cwd=ROOT, env=env, stdin=child, stdout=child, stderr=child, close_fds=True,
+    )  # fmt: skip
+    os.close(child)
+    seen = b""
+    while True:
+        ready, _, _ = select.select([main], [], [], 300)
+        if not ready:
+            break
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:  # the terminal closed: the batch is over
+            break
+        if not chunk:
+            break
+        seen += chunk
+    assert batch.wait(timeout=60) == 0, seen.decode(errors="replace")[-2000:]
+    os.close(main)
+    text = seen.decode(errors="replace")
+    assert "harness batch" in text and "1 running" in text and "/2 done" in text  # the live panel
+    assert "t0-verified" in text and "verified" in text and "2 ran" in text  # the lines and the summary

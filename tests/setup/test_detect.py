@@ -53,9 +53,9 @@ def test_nothing_to_install_and_untrusted_files(tmp_path: Path) -> None:
 
 
 def test_setup_options_need_setup_and_network() -> None:
-    with pytest.raises(ValueError, match="need setup commands"):
+    with pytest.raises(ValueError, match="need at least one --setup command"):
         RunConfig(setup_mounts=["/w:/wheels"])
-    with pytest.raises(ValueError, match="add setup_network"):
+    with pytest.raises(ValueError, match="add --setup-network"):
         RunConfig(setup=["pip install x"], setup_proxy="http://proxy:3128")
     config = RunConfig(setup=["pip install x"], setup_network=True, setup_proxy="http://me:s3cret-pw@proxy:3128")
     assert "s3cret-pw" not in config.model_dump_json() and config.setup_proxy == "http://me:s3cret-pw@proxy:3128"
@@ -68,7 +68,8 @@ def test_mounts_ca_and_redaction(tmp_path: Path) -> None:
             parse_setup_mount(bad)
     assert redact_url("https://user:s3cret@proxy.example:8080/") == "https://user:***@proxy.example:8080/"
     assert redact_url("http://proxy:3128") == "http://proxy:3128"
-    assert "s3cret" not in SessionConfig(setup_proxy="http://u:s3cret@p:1").model_dump_json()
+    recorded = SessionConfig(setup=["pip install x"], setup_network=True, setup_proxy="http://u:s3cret@p:1")
+    assert "s3cret" not in recorded.model_dump_json()
     (tmp_path / "not.pem").write_text("hello")
     with pytest.raises(SetupError, match="holds no PEM certificate"):
         read_ca(tmp_path / "not.pem")
