@@ -198,6 +198,7 @@ def _retried(result: RunResult) -> bool:
 
 def _attempt(spec: TaskRunSpec, runtime: assembly.Runtime) -> RunResult:
     folder = session_folder(spec.sessions, spec.key.session_id)
+    _prune_crashed(spec)  # a worker killed mid-run (its containers carry its dead pid): whatever comes next
     state = read_state(folder.root, RunState) if folder.state.exists() else None
     if state is not None and state.finished and state.result is not None:
         return state.result  # finished before the record was written: the result is on disk
@@ -209,6 +210,14 @@ def _attempt(spec: TaskRunSpec, runtime: assembly.Runtime) -> RunResult:
         remove_tree(folder.root)
     config = run_config(spec)
     return assembly.start_run(spec.task.repo, spec.task.task, config, spec.sessions, runtime, spec.key.session_id)
+
+
+def _prune_crashed(spec: TaskRunSpec) -> None:
+    """Remove the containers an earlier, dead controller of this session left (never a live one's)."""
+    from sandbox.docker.engine import connect
+    from sandbox.docker.prune import prune_session
+
+    prune_session(connect(spec.docker_host), spec.key.session_id, spec.sessions)
 
 
 def _record(

@@ -44,11 +44,20 @@ class _LazyConsole:
         self._console: Console | None = None
 
     def __getattr__(self, name: str) -> Any:
+        return getattr(self.real(), name)
+
+    def real(self) -> Console:
+        """The Console itself (for what needs the object, not its methods: rich's Live)."""
         if self._console is None:
             from rich.console import Console
 
             self._console = Console(stderr=self._stderr, highlight=False)
-        return getattr(self._console, name)
+        return self._console
+
+
+def real_console(console: Console) -> Console:
+    """The Console behind one of this module's lazy consoles (or the console itself)."""
+    return console.real() if isinstance(console, _LazyConsole) else console
 
 
 console = cast("Console", _LazyConsole(stderr=False))

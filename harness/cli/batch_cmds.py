@@ -18,7 +18,7 @@ from typing import Any
 import typer
 
 from harness.cli import environment
-from harness.cli.app import app, console, err_console, reported
+from harness.cli.app import app, console, err_console, real_console, reported
 
 
 @app.command("batch")
@@ -58,7 +58,7 @@ def batch(
     slots = workers or default_workers()
     live: Any = contextlib.nullcontext()
     if not json_out and console.is_terminal:
-        _, on_terminal, live = live_display(console, slots)
+        _, on_terminal, live = live_display(real_console(console), slots)
 
     def show(event: BatchEvent) -> None:
         if json_out:
