@@ -162,3 +162,78 @@ class EngineProxy:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class SecondEngine:
+    """A second, real Docker engine of the test's own (its own socket, data root, containerd, no
+    bridge network), holding copies of the images a test names: it can be stopped and started again
+    mid-run (a real `dockerd` restart: every container on it stops, connections drop, the socket
+    goes away) without touching the engine other tests share. Root only; skips otherwise."""
+
+    def __init__(self, root: Path, images: list[str]) -> None:
+        self.root, self.images = Path(root), images
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.root / 'docker.sock'}"
+
+    def _env(self) -> dict[str, str]:
+        return {**os.environ, "DOCKER_HOST": self.url}
+
+    def answers(self) -> bool:
+        return subprocess.run(["docker", "info"], env=self._env(), capture_output=True).returncode == 0
+
+    def start(self) -> None:
+        import shutil
+        import time
+
+        if os.geteuid() != 0 or shutil.which("dockerd") is None:
+            pytest.skip("a second engine needs root and dockerd")
+        self.root.mkdir(parents=True, exist_ok=True)
+        (self.root / "daemon.json").write_text("{}\n")
+        log = open(self.root / "dockerd.log", "ab")  # noqa: SIM115 - the engine writes to it while it runs
+        r = self.root
+        self.process = subprocess.Popen(
+            ["dockerd", "--config-file", str(r / "daemon.json"), "--host", self.url, "--data-root", str(r / "data"),
+             "--exec-root", str(r / "exec"), "--pidfile", str(r / "docker.pid"), "--bridge", "none",
+             "--iptables=false", "--ip-masq=false", "--storage-driver", "overlay2"],
+            stdout=log, stderr=log,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not self.answers():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the second engine did not start; see {r / 'dockerd.log'}")
+            time.sleep(0.3)
+
+    def load_images(self) -> None:
+        save = subprocess.Popen(["docker", "save", *self.images], stdout=subprocess.PIPE)
+        loaded = subprocess.run(["docker", "load"], stdin=save.stdout, env=self._env(), capture_output=True)
+        save.wait()
+        if save.returncode or loaded.returncode:
+            raise RuntimeError(f"loading images into the second engine failed: {loaded.stderr.decode()[-300:]}")
+
+    def stop(self) -> None:
+        """SIGTERM to the engine, as a service manager stops it; wait until it has exited."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=90)
+        self.process = None
+
+    def __enter__(self) -> SecondEngine:
+        self.start()
+        self.load_images()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        from sandbox.tree import remove_tree
+
+        if self.process is not None:
+            with contextlib.suppress(OSError):
+                subprocess.run(["docker", "rm", "-f", *self._all()], env=self._env(), capture_output=True, timeout=60)
+        self.stop()
+        remove_tree(self.root, ignore_errors=True)
+
+    def _all(self) -> list[str]:
+        listed = subprocess.run(["docker", "ps", "-aq"], env=self._env(), capture_output=True, text=True)
+        return listed.stdout.split() or ["-"]
