@@ -186,6 +186,7 @@ def create_session(repo: Path, sessions: Path, config: RunConfig, sandbox: Any, 
         setup_proxy=config.setup_proxy,
         setup_mounts=list(config.setup_mounts),
         writable_root=not config.sandbox.read_only_root,
+        workspace_quota=config.workspace_quota,
     )
     return new_session(
         repo,

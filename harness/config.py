@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator, model_validator
 
 from harness.errors import ConfigError
 from harness.gate import GateConfig
 from harness.providers.config import ProviderConfig
 from harness.repetition import RepetitionConfig
-from sandbox.spec import SandboxSpec
+from sandbox.spec import SandboxSpec, parse_size
 
 CONFIG_FILE_NAME = "config.toml"
 
@@ -124,9 +124,17 @@ class RunConfig(BaseModel):
     """HTTP(S)_PROXY of the setup commands; setup only, recorded without its password."""
     setup_mounts: list[str] = Field(default_factory=list)
     """HOST_DIR:CONTAINER_DIR bound read-only into the setup container (a wheelhouse, a package cache)."""
+    workspace_quota: int | None = None
+    """Bytes the session's workspace may hold (`--workspace-quota 2g`; root only): writes past it fail
+    with "No space left on device" and the model is told `workspace full`. None: the host's disk."""
     setup_source: str = ""
     """Where the setup commands came from: empty (given), or `detected: <why>` (`--setup auto`)."""
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
+
+    @field_validator("workspace_quota", mode="before")
+    @classmethod
+    def _quota(cls, value: int | str | None) -> int | None:
+        return None if value is None else parse_size(value)
 
     @field_serializer("setup_proxy")
     def _redacted(self, value: str | None) -> str | None:

@@ -47,6 +47,13 @@ TOOL_FAILURE_STREAK = 3
 FINAL_OUTCOMES = frozenset({"verified", "unverified", "failed_verification", "stuck"})
 
 
+WORKSPACE_FULL = (
+    "\n\nNOTE from the harness: workspace full: the session's workspace quota ({quota} bytes) is used up, "
+    "so writes fail with 'No space left on device'. Remove what you made that is not needed (build "
+    "output, caches, large test data) before going on."
+)
+
+
 class Agent:
     """Drives one session's model through the tool menu until verification decides."""
 
@@ -193,6 +200,9 @@ class Agent:
             self.state.repetition = self.state.repetition.observe(step, call, seen)
             verdict = self.state.repetition.verdict(self.repetition)
             text = seen + NOTE.format(what=verdict[1]) if verdict is not None else seen
+            full = self.session.workspace_full()
+            if full:
+                text += WORKSPACE_FULL.format(quota=full)
             self.context.add_tool_result(call, text, record.is_error)
             repeated = verdict if verdict is not None and verdict[0] == "stuck" else repeated
             self._observe_failure(record)

@@ -165,14 +165,17 @@ class EngineProxy:
 
 
 class SecondEngine:
-    """A second, real Docker engine of the test's own (its own socket, data root, containerd, no
-    bridge network), holding copies of the images a test names: it can be stopped and started again
+    """A second, real Docker engine of the test's own (its own socket, data root, containerd and
+    bridge), holding copies of the images a test names: it can be stopped and started again
     mid-run (a real `dockerd` restart: every container on it stops, connections drop, the socket
     goes away) without touching the engine other tests share. Root only; skips otherwise."""
 
     def __init__(self, root: Path, images: list[str]) -> None:
         self.root, self.images = Path(root), images
         self.process: subprocess.Popen[bytes] | None = None
+        tag = uuid.uuid4().hex[:8]
+        self.bridge = f"hrn{tag}"  # its own bridge: `--bridge none` would delete the shared engine's docker0
+        self.subnet = f"10.254.{int(tag[:2], 16)}.1/24"
 
     @property
     def url(self) -> str:
@@ -192,11 +195,18 @@ class SecondEngine:
             pytest.skip("a second engine needs root and dockerd")
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / "daemon.json").write_text("{}\n")
+        if subprocess.run(["ip", "link", "show", self.bridge], capture_output=True).returncode != 0:
+            for argv in (
+                ["ip", "link", "add", "name", self.bridge, "type", "bridge"],
+                ["ip", "addr", "add", self.subnet, "dev", self.bridge],
+                ["ip", "link", "set", self.bridge, "up"],
+            ):
+                subprocess.run(argv, check=True, capture_output=True)
         log = open(self.root / "dockerd.log", "ab")  # noqa: SIM115 - the engine writes to it while it runs
         r = self.root
         self.process = subprocess.Popen(
             ["dockerd", "--config-file", str(r / "daemon.json"), "--host", self.url, "--data-root", str(r / "data"),
-             "--exec-root", str(r / "exec"), "--pidfile", str(r / "docker.pid"), "--bridge", "none",
+             "--exec-root", str(r / "exec"), "--pidfile", str(r / "docker.pid"), "--bridge", self.bridge,
              "--iptables=false", "--ip-masq=false", "--storage-driver", "overlay2"],
             stdout=log, stderr=log,
         )  # fmt: skip
@@ -232,6 +242,7 @@ class SecondEngine:
             with contextlib.suppress(OSError):
                 subprocess.run(["docker", "rm", "-f", *self._all()], env=self._env(), capture_output=True, timeout=60)
         self.stop()
+        subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
         remove_tree(self.root, ignore_errors=True)
 
     def _all(self) -> list[str]:

@@ -12,7 +12,7 @@ from harness.assembly import Runtime
 from harness.config import RunConfig
 from harness.outcome import RunResult, RunState
 from sandbox.fake import FakeSandbox
-from sandbox.session.session import Session
+from sandbox.session.session import Session, SessionConfig
 
 
 def fake_run(
@@ -24,9 +24,10 @@ def fake_run(
     session_id: str | None = None,
     task: str = "fix it",
     on_phase: Callable[[str], None] = lambda phase: None,
+    session_config: SessionConfig | None = None,
 ) -> tuple[RunResult, Path]:
     """Create a session of repo in state_dir and run provider on it to an outcome; (result, folder)."""
-    session = Session.create(repo, state_dir, spec=config.spec(), session_id=session_id)
+    session = Session.create(repo, state_dir, spec=config.spec(), session_id=session_id, config=session_config)
     state = RunState(session_id=session.id, task=task, model=config.model or "", snapshot_step=session.step)
     agent = assembly.build_agent(
         config=config,

@@ -69,6 +69,9 @@ def run(
     setup_mounts: list[str] | None = typer.Option(
         None, "--setup-mount", help="HOST_DIR:CONTAINER_DIR bound read-only into the setup container (repeatable)."
     ),
+    workspace_quota: str | None = typer.Option(
+        None, "--workspace-quota", help="Bytes the workspace may hold, e.g. 2g (its own filesystem; root only)."
+    ),
     writable_root: bool = typer.Option(
         False,
         "--writable-root",
@@ -102,6 +105,7 @@ def run(
             "setup_ca": str(setup_ca) if setup_ca else None,
             "setup_proxy": setup_proxy,
             "setup_mounts": setup_mounts or None,
+            "workspace_quota": workspace_quota,
             "limits.max_steps": max_steps,
             "limits.max_cost_usd": max_cost,
             "limits.max_tokens": max_tokens,

@@ -123,6 +123,9 @@ def exec_command(
     writable_root: bool = typer.Option(
         False, "--writable-root", help="With --session: writable root; changes become the next step's image."
     ),
+    workspace_quota: str | None = typer.Option(
+        None, "--workspace-quota", help="With --session: bytes the workspace may hold, e.g. 2g (root only)."
+    ),
     state: Path | None = typer.Option(None, "--state-dir", help="Where sessions live."),
 ) -> None:
     """Run CMD in a disposable hardened container on a fresh copy of PATH; exit with its exit code."""
@@ -131,7 +134,7 @@ def exec_command(
     )
     if not path.exists():
         fail(f"repository path does not exist: {path}", ExitCode.NOT_FOUND)
-    asked = setup or setup_network or setup_ca or setup_proxy or setup_mounts or writable_root
+    asked = setup or setup_network or setup_ca or setup_proxy or setup_mounts or writable_root or workspace_quota
     if asked and session is None:
         fail(
             "--setup, --setup-network, --setup-ca, --setup-proxy, --setup-mount and --writable-root need --session ID",
@@ -155,6 +158,7 @@ def exec_command(
                     setup_proxy=setup_proxy,
                     setup_mounts=setup_mounts,
                     writable_root=writable_root,
+                    workspace_quota=workspace_quota,
                 ),
                 run_id=environment.run_id("cli"),
             )

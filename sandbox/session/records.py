@@ -11,7 +11,7 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
 
 from sandbox.snapshot.store import SnapshotConfig
-from sandbox.spec import SandboxSpec
+from sandbox.spec import SandboxSpec, parse_size
 
 
 class SessionConfig(BaseModel):
@@ -38,6 +38,10 @@ class SessionConfig(BaseModel):
     keep_tmp: bool = False
     """With writable_root: /tmp is part of the root (committed with it) instead of a fresh tmpfs per
     call, so files a call leaves in /tmp (and HOME, which is /tmp) are there for the next."""
+    workspace_quota: int | None = None
+    """Bytes the whole workspace may hold (`--workspace-quota 2g`): it becomes a filesystem of that
+    size (sandbox.session.quota; root only), so a call writing past it gets "No space left on device"
+    and the host's disk never fills. None: no limit beyond the host's disk."""
     max_file_bytes: int | None = 512 * 1024**2
     """Repository files larger than this are left out of the workspace (and named in `left_out`);
     None copies every file whatever its size."""
@@ -50,6 +54,11 @@ class SessionConfig(BaseModel):
         if problem:
             raise ValueError(problem)
         return self
+
+    @field_validator("workspace_quota", mode="before")
+    @classmethod
+    def _quota(cls, value: int | str | None) -> int | None:
+        return None if value is None else parse_size(value)
 
     @field_validator("setup_mounts")
     @classmethod

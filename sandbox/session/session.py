@@ -14,6 +14,7 @@ rollback, diff, export), each method short; splitting it would scatter the step-
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import time
 import uuid
@@ -23,7 +24,7 @@ from pathlib import Path
 from sandbox import labels
 from sandbox.errors import PatchConflict, SessionNotFound, SnapshotError, StepOutOfRange, WorkspaceError
 from sandbox.layout import SessionFolder
-from sandbox.session import steplog
+from sandbox.session import quota, steplog
 from sandbox.session.records import (
     Prepare,
     Ready,
@@ -69,6 +70,7 @@ class Session:
         self.records = self._read_steps()
         if not self.records:
             raise SessionNotFound(f"session {info.id} has no committed step; remove it: harness session rm {info.id}")
+        self._owns_mount = bool(info.config.workspace_quota) and quota.mount(self.paths.workspace)
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -94,9 +96,21 @@ class Session:
         if folder.exists():
             raise WorkspaceError(f"session {sid} already exists in {state_dir}")
         config = config or SessionConfig()
+        if config.workspace_quota:
+            quota.check_possible(config.workspace_quota)
         try:
             left_out: list[str] = []
-            copy_repository(Path(repo), paths.workspace, max_file_bytes=config.max_file_bytes, left_out=left_out)
+            if config.workspace_quota:
+                folder.mkdir(parents=True)
+                quota.create(paths.workspace, config.workspace_quota)
+            try:
+                copy_repository(Path(repo), paths.workspace, max_file_bytes=config.max_file_bytes, left_out=left_out)
+            except OSError as error:
+                if config.workspace_quota and error.errno in (errno.ENOSPC, errno.EDQUOT):
+                    raise WorkspaceError(
+                        f"the repository does not fit in the workspace quota of {config.workspace_quota} bytes"
+                    ) from None
+                raise
             setup = prepare(paths.workspace) if prepare is not None else None
             image = setup.image if setup else spec.image
             info = SessionInfo(
@@ -121,9 +135,14 @@ class Session:
             steplog.append_line(paths.steps, record.model_dump())
             steplog.write_json(paths.info, info.model_dump(mode="json"))
         except BaseException:
+            if config.workspace_quota:
+                with contextlib.suppress(WorkspaceError):
+                    quota.unmount(paths.workspace)
             remove_tree(folder, ignore_errors=True)
             raise
-        return cls(folder, info, images)
+        session = cls(folder, info, images)
+        session._owns_mount = bool(config.workspace_quota)  # mounted by this create: unmounted at close
+        return session
 
     @classmethod
     def open(cls, state_dir: Path, session_id: str, images: StepImages | None = None) -> Session:
@@ -158,6 +177,14 @@ class Session:
     def close(self) -> None:
         if self._store is not None and self.dir.exists():
             self._store.close()
+        if self._owns_mount:
+            self._owns_mount = False
+            quota.unmount(self.paths.workspace)
+
+    def workspace_full(self) -> int | None:
+        """The workspace quota (bytes) when it is (nearly) used up; None with room left or no quota."""
+        limit = self.info.config.workspace_quota
+        return limit if limit and quota.is_full(self.paths.workspace) else None
 
     def __enter__(self) -> Session:
         return self
@@ -325,6 +352,8 @@ class Session:
         self.close()
         if self.step_images is not None:
             self.step_images.remove(self.id, self.dir.parent)
+        if self.info.config.workspace_quota:
+            quota.unmount(self.paths.workspace)  # mounted by another holder of the session: gone with it
         remove_tree(self.dir)
 
 

@@ -25,7 +25,8 @@ out of a workspace, by default: one 4 GB sparse file must not cost 4 GB of disk 
 def copy_repository(
     src: Path, dst: Path, *, max_file_bytes: int | None = MAX_FILE_BYTES, left_out: list[str] | None = None
 ) -> int:
-    """Copy the tree at src into dst (which must not exist). Returns the number of entries copied.
+    """Copy the tree at src into dst (which must not exist, or be an empty directory: a workspace
+    filesystem's mount point). Returns the number of entries copied.
 
     Files above max_file_bytes are not copied; each is appended to left_out as `path (why)`."""
     src = Path(src)
@@ -34,9 +35,12 @@ def copy_repository(
     if not src.is_dir() or src.is_symlink():
         raise WorkspaceError(f"repository path is not a directory: {src}")
     dst = Path(dst)
-    if dst.exists():
+    if dst.is_dir() and not dst.is_symlink() and not any(dst.iterdir()):
+        pass  # an empty mount point
+    elif dst.exists() or dst.is_symlink():
         raise WorkspaceError(f"workspace already exists: {dst}")
-    dst.mkdir(parents=True)
+    else:
+        dst.mkdir(parents=True)
     count = 0
     for root, dirs, files in walk(src):  # no recursion: a repository may nest thousands deep
         target_root = dst / os.path.relpath(root, src)
