@@ -57,6 +57,8 @@ class TaskDefaults(BaseModel):
     """k: how many times each task runs with each model (pass@k)."""
     model: list[str] = Field(default_factory=list)
     """Models to run every task with (flags `--model` override)."""
+    workspace_quota: str | None = None
+    """Bytes each session's workspace may hold, e.g. 2g (see RunConfig.workspace_quota; root only)."""
     grace_s: float = Field(60.0, ge=1, le=24 * 3600)
     """How long a session may run past its wall clock (`limits.timeout_min`) before its worker stops it."""
 
@@ -76,6 +78,7 @@ class Task(BaseModel):
     image: str | None = None
     runtime: str | None = None
     read_only: list[str] | None = None
+    workspace_quota: str | None = None
     limits: TaskLimits = Field(default_factory=TaskLimits)
     tags: Tags = Field(default_factory=Tags)
     first_tools: list[str] = Field(default_factory=list)

@@ -72,6 +72,7 @@ def run_config(spec: TaskRunSpec) -> RunConfig:
         "setup_network": task.setup_network if task.setup_network is not None else defaults.setup_network,
         "sandbox.runtime": task.runtime or defaults.runtime,
         "gate.read_only_paths": task.read_only if task.read_only is not None else defaults.read_only,
+        "workspace_quota": task.workspace_quota or defaults.workspace_quota,
         "approval": "unattended",
         **{f"limits.{name}": value for name, value in limits.items()},
     }
