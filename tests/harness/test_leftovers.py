@@ -19,7 +19,8 @@ def _mine(docker_client, harness, session: str) -> list:
 def test_kill_9_early_then_resume_leaves_no_container(harness, docker_client, phase):
     crashed = harness.run(f"scripted:{FIX_SCRIPT}", session="early", env={"HARNESS_CRASH_AT": phase})
     assert crashed.code == -9, crashed.stderr
-    assert _mine(docker_client, harness, "early"), "the crashed run's pool and holder are still there"
+    if phase != "model_answered:1":  # the earliest point: the pool's first creates may not have reached the engine
+        assert _mine(docker_client, harness, "early"), "the crashed run's pool and holder are still there"
     resumed = harness("resume", "early", "--json")
     assert resumed.code == 0 and resumed.json()["outcome"] == "verified", resumed.stdout + resumed.stderr
     assert _mine(docker_client, harness, "early") == []
