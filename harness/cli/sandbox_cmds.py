@@ -137,7 +137,8 @@ def exec_command(
     asked = setup or setup_network or setup_ca or setup_proxy or setup_mounts or writable_root or workspace_quota
     if asked and session is None:
         fail(
-            "--setup, --setup-network, --setup-ca, --setup-proxy, --setup-mount and --writable-root need --session ID",
+            "--setup, --setup-network, --setup-ca, --setup-proxy, --setup-mount, --writable-root and "
+            "--workspace-quota need --session ID",
             ExitCode.USAGE,
         )
     with reported():
