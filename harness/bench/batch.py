@@ -34,8 +34,13 @@ class WorkersRun(BaseModel):
     seconds: float
     verified: int
     peak_mb: float
-    """Peak resident memory of the controller and all its worker processes together."""
+    """Peak resident memory (RSS) of the controller and all its worker processes together; pages the
+    processes share (the interpreter, libraries) count once per process."""
     mb_per_session: float
+    peak_pss_mb: float = 0.0
+    """The same peak as proportional set size: each shared page split among the processes sharing it,
+    so the sum is the memory the batch actually holds."""
+    pss_mb_per_session: float = 0.0
     container_starts: int
     starts_per_s: float
 
@@ -99,6 +104,7 @@ class _Sampler:
 
     def __init__(self, client: object, run_id: str) -> None:
         self.peak = 0
+        self.peak_pss = 0
         self.starts: set[str] = set()
         self._client, self._run_id = client, run_id
         self._stop = threading.Event()
@@ -114,14 +120,22 @@ class _Sampler:
 
     def _loop(self) -> None:
         me = psutil.Process()
+        ticks = 0
         while not self._stop.wait(0.2):
-            total = 0
+            ticks += 1
+            full = ticks % 5 == 0  # PSS reads every process's page map: once a second, not to load the cores
+            total = proportional = 0
             for process in [me, *me.children(recursive=True)]:
                 try:
-                    total += process.memory_info().rss
+                    if full:
+                        info = process.memory_full_info()
+                        total, proportional = total + info.rss, proportional + getattr(info, "pss", info.rss)
+                    else:
+                        total += process.memory_info().rss
                 except psutil.Error:
                     continue
             self.peak = max(self.peak, total)
+            self.peak_pss = max(self.peak_pss, proportional)
             try:
                 found = self._client.api.containers(all=True, filters={"label": f"{labels.RUN}={self._run_id}"})  # type: ignore[attr-defined]
             except Exception:  # noqa: BLE001 - a listing that fails only loses one sample
@@ -191,6 +205,8 @@ def measure(
                     verified=summary.verified,
                     peak_mb=round(sampler.peak / 1024**2, 1),
                     mb_per_session=round(sampler.peak / 1024**2 / count, 1),
+                    peak_pss_mb=round(sampler.peak_pss / 1024**2, 1),
+                    pss_mb_per_session=round(sampler.peak_pss / 1024**2 / count, 1),
                     container_starts=len(sampler.starts),
                     starts_per_s=round(len(sampler.starts) / seconds, 2),
                 )

@@ -233,7 +233,8 @@ def bench_batch(
     for run in result.runs:
         console.print(
             f"{run.workers} worker(s): {run.seconds:.1f} s, {run.verified}/{result.tasks} verified, "
-            f"peak {run.peak_mb:.0f} MB ({run.mb_per_session:.0f} MB per session), "
+            f"peak {run.peak_mb:.0f} MB RSS ({run.mb_per_session:.0f} MB per session), "
+            f"{run.peak_pss_mb:.0f} MB PSS ({run.pss_mb_per_session:.0f} per session), "
             f"{run.starts_per_s:.1f} container starts/s"
         )
     console.print(
