@@ -174,7 +174,10 @@ class Watchdog:
 
         try:
             client = connect(self.spec.docker_host)
-            prune(client, everything=True, extra={labels.SESSION: self.spec.key.session_id})
+            try:
+                prune(client, everything=True, extra={labels.SESSION: self.spec.key.session_id})
+            finally:
+                client.close()
         except SandboxError:
             pass  # an engine that does not answer: the process exit below ends the session anyway
 
@@ -218,7 +221,11 @@ def _prune_crashed(spec: TaskRunSpec) -> None:
     from sandbox.docker.engine import connect
     from sandbox.docker.prune import prune_session
 
-    prune_session(connect(spec.docker_host), spec.key.session_id, spec.sessions)
+    client = connect(spec.docker_host)
+    try:
+        prune_session(client, spec.key.session_id, spec.sessions)
+    finally:
+        client.close()
 
 
 def _record(
