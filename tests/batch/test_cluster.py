@@ -110,8 +110,13 @@ def test_a_worker_killed_mid_task_loses_nothing(cluster, tmp_path, run_label):
     while time.monotonic() < deadline and not (sessions.is_dir() and any(sessions.iterdir())):
         time.sleep(0.1)
     # a worker process (not the nanny that restarts it) dies with its session mid-way
-    processes = [p for p in psutil.Process(worker.pid).children(recursive=True) if "python" in p.name()]
-    victims = [p for p in processes if not p.children()]
+    victims = []
+    for process in psutil.Process(worker.pid).children(recursive=True):
+        try:  # a short-lived child may be gone between the listing and the look at it
+            if "python" in process.name() and not process.children():
+                victims.append(process)
+        except psutil.NoSuchProcess:
+            continue
     assert victims, "no worker process to kill"
     victims[0].kill()
     out, err = batch.communicate(timeout=400)
