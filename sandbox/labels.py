@@ -7,6 +7,8 @@ Values are plain strings, so any engine that keeps labels can carry them.
 
 from __future__ import annotations
 
+import json
+
 RUN = "harness.run"
 """The controller run that made the object (`$HARNESS_RUN_ID` in tests)."""
 PID = "harness.pid"
@@ -37,3 +39,8 @@ def of_run(run_id: str, kind: str | None = None, **extra: str) -> dict[str, str]
 def of_session(session_id: str, state_dir: str) -> dict[str, str]:
     """The labels that tie an object to one session of one state directory."""
     return {SESSION: session_id, STATE: state_dir}
+
+
+def instructions(labels: dict[str, str]) -> list[str]:
+    """`LABEL key="value"` changes for a `docker commit` or `docker import` (values JSON-quoted)."""
+    return [f"LABEL {key}={json.dumps(value)}" for key, value in labels.items()]

@@ -416,7 +416,7 @@ class DockerSandbox:
         if self.session_id:
             labels[labels_of.SESSION] = self.session_id
         with translate("committing the container filesystem"):
-            image = self._api.commit(cid, changes=label_instructions(labels), pause=True)["Id"]
+            image = self._api.commit(cid, changes=labels_of.instructions(labels), pause=True)["Id"]
             layers = self._api.inspect_image(image).get("RootFS", {}).get("Layers") or []
         if len(layers) < MAX_LAYERS:
             return str(image)
@@ -441,7 +441,10 @@ class DockerSandbox:
         writable-root session is squashed (export + import) once its image reaches MAX_LAYERS."""
         with translate("flattening the container filesystem"):
             config = self._api.inspect_image(image).get("Config") or {}
-            changes = [*label_instructions({**(config.get("Labels") or {}), **labels}), *image_config_changes(config)]
+            changes = [
+                *labels_of.instructions({**(config.get("Labels") or {}), **labels}),
+                *image_config_changes(config),
+            ]
             reply = self._api.import_image_from_stream(self._api.export(cid), changes=changes)
         flat = import_result(reply)
         with contextlib.suppress(docker.errors.APIError):
@@ -465,10 +468,6 @@ def list_tree(top: Path) -> list[str] | None:
         return found
     except OSError:
         return None
-
-
-def label_instructions(labels: dict[str, str]) -> list[str]:
-    return [f"LABEL {key}={json.dumps(value)}" for key, value in labels.items()]
 
 
 def image_config_changes(config: dict[str, Any]) -> list[str]:

@@ -23,7 +23,7 @@ FULL_BELOW = 1024**2
 """Free bytes under which the workspace counts as full."""
 
 
-def image_path(workspace: Path) -> Path:
+def image_file(workspace: Path) -> Path:
     """The filesystem image beside the workspace folder."""
     return Path(workspace).parent / "workspace.img"
 
@@ -43,9 +43,9 @@ def check_possible(quota: int) -> None:
 
 
 def create(workspace: Path, quota: int) -> None:
-    """Make the filesystem image (sparse) and mount it at workspace (created, empty)."""
-    check_possible(quota)
-    image = image_path(workspace)
+    """Make the filesystem image (sparse) and mount it at workspace (created, empty); the caller has
+    checked the quota can hold here (`check_possible`, before it made anything)."""
+    image = image_file(workspace)
     with open(image, "wb") as handle:
         handle.truncate(quota)
     _run(["mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal", str(image)], "making the workspace filesystem")
@@ -60,7 +60,7 @@ def mount(workspace: Path) -> bool:
     """Mount the image at workspace unless it is mounted already; True when this call mounted it."""
     if os.path.ismount(workspace):
         return False
-    image = image_path(workspace)
+    image = image_file(workspace)
     if not image.is_file():
         raise WorkspaceError(f"the workspace filesystem {image} is missing")
     _run(["mount", "-o", "loop,nosuid,nodev", str(image), str(workspace)], "mounting the workspace filesystem")

@@ -246,7 +246,7 @@ def _run_and_commit(
         if keep_node_modules:
             _exec(api, cid, _KEEP_NODE_MODULES, timeout_s, {}, what="keeping node_modules in the image")
         image_labels = labels.of_run(run_id, "setup", **{labels.SETUP_KEY: key, labels.SETUP_NETWORK: mode})
-        changes = [f'LABEL {k}="{v}"' for k, v in image_labels.items()] + [f"USER {SANDBOX_UID}:{SANDBOX_UID}"]
+        changes = [*labels.instructions(image_labels), f"USER {SANDBOX_UID}:{SANDBOX_UID}"]
         with translate("committing the setup container"):
             image = api.commit(cid, changes=changes, pause=True)["Id"]
         return image, mode

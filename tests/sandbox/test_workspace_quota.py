@@ -45,7 +45,7 @@ def test_a_call_cannot_write_past_the_quota(tmp_path: Path, docker_client, run_l
         flood = box.run(["dd", "if=/dev/zero", "of=big", "bs=1M", "count=64"], workspace=workspace, spec=session.spec)
         assert flood.exit_code != 0 and "No space left on device" in flood.stderr
         assert session.workspace_full() == QUOTA
-        assert os.stat(quota.image_path(workspace)).st_blocks * 512 <= QUOTA  # the host holds no more than this
+        assert os.stat(quota.image_file(workspace)).st_blocks * 512 <= QUOTA  # the host holds no more than this
         step = session.commit_step("flooded")
         assert box.run(["rm", "big"], workspace=workspace, spec=session.spec).exit_code == 0
         assert session.workspace_full() is None
