@@ -33,7 +33,7 @@ from docker.utils.socket import frames_iter
 from sandbox import labels as labels_of
 from sandbox.docker import hardening, netns
 from sandbox.docker.call import CallWatch, cgroup_oom_killed, rootfs_changed, send_stdin, shut
-from sandbox.docker.engine import image_path, resolve_image, runtime_options, translate, unenforced_limits
+from sandbox.docker.engine import resolve_image_path, runtime_options, translate, unenforced_limits
 from sandbox.docker.pool import PoolConfig, WarmPool
 from sandbox.docker.stubcall import STUB_DIR, StubLost, StubStream
 from sandbox.envelope import CallOutcome, Envelope, Status
@@ -196,8 +196,7 @@ class DockerSandbox:
             hit = self._images.get(name)
         if hit and now - hit[0] < IMAGE_CACHE_S:
             return hit[1], hit[2]
-        _, image_id = resolve_image(self.client, name)
-        path = image_path(self.client, image_id)
+        image_id, path = resolve_image_path(self.client, name)
         with self._lock:
             self._images[name] = (now, image_id, path)
         return image_id, path

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import docker
 import requests
+from docker.models.images import Image
 
 from sandbox.docker import images
 from sandbox.docker.ids import object_id
@@ -75,6 +76,20 @@ def _explain(error: docker.errors.APIError) -> str:
 
 def resolve_image(client: docker.DockerClient, name: str) -> tuple[str, str]:
     """(reference, image id): `py311` means the current harness-built image; refs/ids are used as-is."""
+    ref, image = _lookup(client, name)
+    return ref, object_id(image)
+
+
+def resolve_image_path(client: docker.DockerClient, name: str) -> tuple[str, str | None]:
+    """(image id, the PATH the image declares — its own `ENV PATH=...`, e.g. a virtual environment
+    first — or None), from the one lookup."""
+    _, image = _lookup(client, name)
+    env = (image.attrs.get("Config") or {}).get("Env") or []
+    path = next((item[len("PATH=") :] for item in env if item.startswith("PATH=")), None)
+    return object_id(image), path or None
+
+
+def _lookup(client: docker.DockerClient, name: str) -> tuple[str, Image]:
     harness_names = images.image_names()
     ref = name
     if ":" not in name and "/" not in name and name in harness_names:
@@ -82,7 +97,7 @@ def resolve_image(client: docker.DockerClient, name: str) -> tuple[str, str]:
             ref = images.current_ref(client, name)
     try:
         with translate(f"looking up image {ref}"):
-            return ref, object_id(client.images.get(ref))
+            return ref, client.images.get(ref)
     except ImageNotFound:
         hint = (
             f"run: harness images build {name}"
@@ -90,16 +105,6 @@ def resolve_image(client: docker.DockerClient, name: str) -> tuple[str, str]:
             else "build or load it locally (images are never pulled)"
         )
         raise ImageNotFound(f"image {ref} is not present; {hint}") from None
-
-
-def image_path(client: docker.DockerClient, image_id: str) -> str | None:
-    """The PATH the image declares (its own `ENV PATH=...`, e.g. a virtual environment first), or None."""
-    with translate(f"inspecting image {image_id[:19]}"):
-        env = (client.api.inspect_image(image_id).get("Config") or {}).get("Env") or []
-    for item in env:
-        if item.startswith("PATH="):
-            return item[len("PATH=") :] or None
-    return None
 
 
 def available_runtimes(client: docker.DockerClient) -> list[str]:

@@ -26,7 +26,7 @@ import docker
 
 from sandbox import labels
 from sandbox.docker import hardening
-from sandbox.docker.engine import image_path, resolve_image, translate
+from sandbox.docker.engine import resolve_image_path, translate
 from sandbox.errors import SetupError
 from sandbox.owner import SANDBOX_UID
 from sandbox.session.records import parse_setup_mount, redact_url
@@ -125,7 +125,7 @@ def prepare_environment(
     for host, _ in binds:
         if not host.exists():
             raise SetupError(f"setup mount source {host} does not exist")
-    _, base_id = resolve_image(client, spec.image)
+    base_id, base_path = resolve_image_path(client, spec.image)
     key = cache_key(base_id, commands, network, dependency_digest(workspace), list(mounts))
     extras = {
         "ca_sha256": hashlib.sha256(ca_pem).hexdigest() if ca_pem is not None else None,
@@ -164,7 +164,7 @@ def prepare_environment(
             setup_mounts,
             "0:0",
             labels.of_run(run_id, "setup"),
-            path=image_path(client, base_id),
+            path=base_path,
         )
         config["host_config"]["cap_add"] = list(SETUP_CAPS)
         copied = scratch / "workspace"
