@@ -58,7 +58,10 @@ class Verifier:
         self.mounts = list(mounts)
 
     def run(self, workspace: Path, spec: SandboxSpec) -> VerifyResult:
-        envelope = self.sandbox.run(["/bin/sh", "-c", self.command], workspace=workspace, spec=spec, mounts=self.mounts)
+        # Verification comes when the model says it is done: most often the run's last call.
+        envelope = self.sandbox.run(
+            ["/bin/sh", "-c", self.command], workspace=workspace, spec=spec, mounts=self.mounts, refill=False
+        )
         return result_from_envelope(self.command, envelope)
 
 

@@ -41,6 +41,7 @@ class FakeSandbox:
         mounts: Sequence[Mount] = (),
         stdin: bytes | None = None,
         commit_changes: bool = False,
+        refill: bool = True,
     ) -> Envelope:
         """Run argv on the host in workspace; same statuses and caps as DockerSandbox."""
         if not argv:

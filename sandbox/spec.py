@@ -106,11 +106,14 @@ class Sandbox(Protocol):
         mounts: Sequence[Mount] = (),
         stdin: bytes | None = None,
         commit_changes: bool = False,
+        refill: bool = True,
     ) -> Envelope:
         """Run argv; return its envelope. Raise SandboxError only if it could not run at all.
 
         With commit_changes (writable root only), a container whose filesystem changed outside the
         workspace and /tmp is committed and the new image id is put in `Envelope.committed_image`.
+        `refill=False` says this call is likely the last (a final verification): a sandbox that keeps
+        warm containers starts no replacement for it.
         """
         ...
 

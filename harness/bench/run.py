@@ -84,9 +84,16 @@ class TimedSandbox:
         mounts: Sequence[Mount] = (),
         stdin: bytes | None = None,
         commit_changes: bool = False,
+        refill: bool = True,
     ) -> Envelope:
         envelope = self.inner.run(
-            argv, workspace=workspace, spec=spec, mounts=mounts, stdin=stdin, commit_changes=commit_changes
+            argv,
+            workspace=workspace,
+            spec=spec,
+            mounts=mounts,
+            stdin=stdin,
+            commit_changes=commit_changes,
+            refill=refill,
         )
         end = time.time()
         self.calls.append((list(argv), spec, list(mounts), end - envelope.duration_ms / 1000, end))

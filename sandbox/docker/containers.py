@@ -95,6 +95,7 @@ class DockerSandbox:
         mounts: Sequence[Mount] = (),
         stdin: bytes | None = None,
         commit_changes: bool = False,
+        refill: bool = True,
     ) -> Envelope:
         """Run argv in a fresh container; envelope for anything the command did."""
         if not argv:
@@ -123,7 +124,10 @@ class DockerSandbox:
                 self.pool.release(cid)
         if committed:  # the next call starts from the committed image: warm that one instead
             key, config, _, _ = self._prepare(workspace, spec.model_copy(update={"image": committed}), mounts)
-        self.pool.prewarm(key, config, family=committed or spec.image)  # after the call: a start would slow it
+        if refill:
+            self.pool.prewarm(key, config, family=committed or spec.image)  # after the call: a start would slow it
+        else:
+            self.pool.skip_refill(key)
         unenforced = unenforced_limits((self._runtimes or {}).get(spec.runtime, []), spec.runtime)
         return Envelope.of(
             outcome,

@@ -3,7 +3,11 @@
 A container handed out by `acquire` is never handed out again: after its one call it goes to
 `release`, which kills and removes it in the background. The caller then calls `prewarm` to start a
 replacement in the background — after its call, so the start does not compete with the call for
-the engine — and the next call finds a running container and pays roughly one `exec`. Containers are
+the engine — and the next call finds a running container and pays roughly one `exec`. A key keeps
+one container ready at first and one more (up to `size`) each time a call found none ready: a model
+that thinks between calls needs one, a turn of concurrent calls or a script that calls back to back
+grows the pool, and no session pays for containers it never uses (each costs the engine a start and a
+removal, the limit of a batch on a small host). Containers are
 keyed by their full engine config (image id, limits, workspace, mounts); the least recently used
 keys beyond `max_keys`, and keys of the same family (image name) with an older image id, are
 discarded. Everything the pool starts is labelled by the caller, so a crash leaves nothing that
@@ -36,7 +40,9 @@ class PoolConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     size: int = Field(2, ge=0, le=32)
-    """Running containers kept ready per key (0 disables pre-starting)."""
+    """The most running containers kept ready per key (0 disables pre-starting)."""
+    initial: int = Field(1, ge=0, le=32)
+    """Containers kept ready per key at first (at most size); one more each time a call found none."""
     max_keys: int = Field(2, ge=1, le=16)
     """Distinct container configs kept warm at once; older ones are discarded."""
     join_start_s: float = Field(5.0, ge=0, le=60)
@@ -54,6 +60,12 @@ class WarmPool:
         self._configs: dict[str, dict[str, Any]] = {}
         self._family: dict[str, tuple[str, str]] = {}
         self._pending: dict[str, int] = {}
+        self._target: dict[str, int] = {}
+        """Containers to keep ready per key: from `initial`, grown by the calls that found none."""
+        self._served: set[str] = set()
+        """Keys that handed out a container already (a key's first call never grows its target)."""
+        self._unfilled: set[str] = set()
+        """Keys whose last call asked for no replacement (its next miss is expected, not demand)."""
         self._busy = 0
         self._closed = False
         self.starters = STARTERS
@@ -64,6 +76,7 @@ class WarmPool:
         """A running container for this config, used by the caller for exactly one call."""
         with self._lock:
             self._register(key, config, family)
+            self._grow_if_short(key)
             # A start already under way for this key finishes sooner than a new one would.
             self._lock.wait_for(
                 lambda: self._idle.get(key) or not self._pending.get(key) or self._closed,
@@ -76,16 +89,37 @@ class WarmPool:
         return cid
 
     def prewarm(self, key: str, config: dict[str, Any], family: str = "") -> None:
-        """Start containers in the background until `size` are ready or starting for this key."""
+        """Start containers in the background until the key's target are ready or starting."""
         with self._lock:
             if self._closed:
                 return
             self._register(key, config, family)
-            missing = self.config.size - len(self._idle[key]) - self._pending.get(key, 0)
+            self._unfilled.discard(key)
+            target = self._target.setdefault(key, min(self.config.initial, self.config.size))
+            missing = target - len(self._idle[key]) - self._pending.get(key, 0)
             for _ in range(max(0, missing)):
                 self._pending[key] = self._pending.get(key, 0) + 1
                 self._busy += 1
                 self._starter.submit(self._start_one, key)
+
+    def skip_refill(self, key: str) -> None:
+        """The call just made on key was likely the last (a final verification): no replacement is
+        started, and if another call comes after all, its wait does not grow the key's target."""
+        with self._lock:
+            self._unfilled.add(key)
+
+    def _grow_if_short(self, key: str) -> None:
+        """One more container for key from now on if this call finds none ready (lock held)."""
+        expected = key not in self._served or key in self._unfilled
+        self._served.add(key)
+        self._unfilled.discard(key)
+        if not expected and not self._idle.get(key) and key in self._target:
+            self._target[key] = min(self.config.size, self._target[key] + 1)
+
+    def target(self, key: str) -> int:
+        """Containers the pool now keeps ready for key."""
+        with self._lock:
+            return self._target.get(key, min(self.config.initial, self.config.size))
 
     def release(self, cid: str) -> None:
         """Kill and remove a used container off the caller's critical path."""
@@ -132,6 +166,9 @@ class WarmPool:
             self._reaper.submit(self._remove_one, cid)
         self._configs.pop(key, None)
         self._family.pop(key, None)
+        self._target.pop(key, None)
+        self._served.discard(key)
+        self._unfilled.discard(key)
 
     def _start_one(self, key: str) -> None:
         cid = None

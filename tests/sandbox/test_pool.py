@@ -47,9 +47,9 @@ def test_acquired_containers_are_never_handed_out_twice() -> None:
     assert engine.alive == set()
 
 
-def test_prewarm_fills_to_size_and_acquire_uses_a_warm_one() -> None:
+def test_prewarm_fills_to_the_initial_target_and_acquire_uses_a_warm_one() -> None:
     engine = Engine()
-    pool = WarmPool(engine.start, engine.remove, PoolConfig(size=3))
+    pool = WarmPool(engine.start, engine.remove, PoolConfig(size=3, initial=3))
     pool.prewarm("k", {"image": "i1"})
     pool.wait_idle()
     assert [kind for _, kind in engine.started] == ["pool"] * 3
@@ -58,6 +58,59 @@ def test_prewarm_fills_to_size_and_acquire_uses_a_warm_one() -> None:
     pool.wait_idle()
     assert [kind for _, kind in engine.started].count("call") == 0 and len(engine.started) == 4
     pool.close()
+
+
+def call(pool: WarmPool, engine: Engine, *, refill: bool = True) -> str:
+    """One call as DockerSandbox makes it: acquire, release, then a replacement (or none)."""
+    cid = pool.acquire("k", {"image": "i1"})
+    pool.release(cid)
+    if refill:
+        pool.prewarm("k", {"image": "i1"})
+    else:
+        pool.skip_refill("k")
+    pool.wait_idle()
+    return cid
+
+
+def test_a_pool_keeps_one_ready_while_calls_find_one_and_grows_when_a_call_finds_none() -> None:
+    engine = Engine()
+    pool = WarmPool(engine.start, engine.remove, PoolConfig(size=3))
+    pool.prewarm("k", {"image": "i1"})
+    pool.wait_idle()
+    for _ in range(4):  # a model that thinks between calls: the replacement is always ready in time
+        call(pool, engine)
+    assert pool.target("k") == 1 and len(engine.started) == 5
+    assert [kind for _, kind in engine.started].count("call") == 0
+    both = [pool.acquire("k", {"image": "i1"}) for _ in range(2)]  # a turn of two concurrent calls
+    for cid in both:
+        pool.release(cid)
+    assert pool.target("k") == 2, "the second call found none ready: one more is kept from now on"
+    pool.prewarm("k", {"image": "i1"})
+    pool.wait_idle()
+    assert len(pool._idle["k"]) == 2
+    held = [pool.acquire("k", {"image": "i1"}) for _ in range(3)]
+    assert pool.target("k") == 3, "grows one at a time, never past size"
+    held.append(pool.acquire("k", {"image": "i1"}))
+    assert pool.target("k") == 3
+    for cid in held:
+        pool.release(cid)
+    pool.close()
+    assert engine.alive == set()
+
+
+def test_a_call_that_skips_its_refill_starts_nothing_and_a_later_call_does_not_grow_the_pool() -> None:
+    engine = Engine()
+    pool = WarmPool(engine.start, engine.remove, PoolConfig(size=3))
+    pool.prewarm("k", {"image": "i1"})
+    pool.wait_idle()
+    call(pool, engine)
+    call(pool, engine, refill=False)  # the final verification
+    assert len(engine.started) == 2 and engine.alive == set(), "nothing is left to discard at the end"
+    call(pool, engine)  # verification failed after all: the agent goes on
+    assert pool.target("k") == 1, "that call's wait was the skipped refill, not demand"
+    assert [kind for _, kind in engine.started] == ["pool", "pool", "call", "pool"]
+    pool.close()
+    assert engine.alive == set()
 
 
 def test_stale_image_and_least_recently_used_keys_are_discarded() -> None:

@@ -42,6 +42,7 @@ class CountingSandbox:
         mounts: Sequence[Mount] = (),
         stdin: bytes | None = None,
         commit_changes: bool = False,
+        refill: bool = True,
     ) -> Envelope:
         with self.lock:
             self.active += 1
