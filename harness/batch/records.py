@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import uuid
 from pathlib import Path
 from typing import Any, Literal
 
@@ -75,6 +76,12 @@ class TaskRunRecord(BaseModel):
     verify_rounds: int = 0
     session_id: str = ""
     session_dir: str = ""
+    repo_source: str = "in_place"
+    """in_place: the worker used the repository where it is; fetched: this task-run shipped it to its
+    worker; cached: the copy an earlier task-run shipped to that worker (harness.batch.shipping)."""
+    worker_session: str = ""
+    """HOST:PATH of the whole session (workspace, snapshots) when it lives on a worker without the
+    batch directory; session_dir then holds what came back (trajectory, state, patch)."""
     patch: str | None = None
     """The final change (the session's change.patch)."""
     attempts: list[Attempt] = Field(default_factory=list)
@@ -99,6 +106,22 @@ class BatchDir:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.sessions = self.root / "sessions"
+
+    @property
+    def probe(self) -> Path:
+        """batch-id: the batch's token; a worker that reads it here shares this filesystem."""
+        return self.root / "batch-id"
+
+    def identity(self) -> str:
+        """The batch's token, made on first use and kept (a rerun finds its sessions on the workers)."""
+        if self.probe.is_file():
+            token = self.probe.read_text(encoding="utf-8").strip()
+            if re.fullmatch(r"[0-9a-f]{32}", token):
+                return token
+        token = uuid.uuid4().hex
+        self.root.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(self.probe, token)
+        return token
 
     def record_path(self, key: TaskRunKey) -> Path:
         return self.root / "runs" / key.task_id / model_slug(key.model) / f"{key.run_index}.json"

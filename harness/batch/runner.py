@@ -14,13 +14,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from harness.batch import shipping
 from harness.batch.records import BatchDir, TaskRunKey, TaskRunRecord
-from harness.batch.tasks import TasksFile
-from harness.batch.worker import TaskRunSpec, run_task
+from harness.batch.tasks import Task, TasksFile
+from harness.batch.worker import REFERENCE_MODEL, TaskRunOutput, TaskRunSpec, run_task
 from harness.errors import UsageError
 
 SESSION_RESOURCE = "sessions"
 """The Dask worker resource a task-run holds: a worker serving N sessions advertises N."""
+SHIPMENT_RETRIES = 3
+"""Times a task-run is queued again because the worker holding its shipped repository died."""
 
 
 class BatchBudget(BaseModel):
@@ -137,13 +140,14 @@ def run_batch(
     started = time.monotonic()
     batch = BatchDir(out)
     batch.sessions.mkdir(parents=True, exist_ok=True)
+    batch_id = batch.identity()
     planned = plan(tasks, models, runs)
     todo = [(key, task) for key, task in planned if not _finished(batch.read(key))]
     skipped = len(planned) - len(todo)
     spent_cost, spent_tokens, counts = 0.0, 0, {"ran": 0, "verified": 0, "never": 0, "gave_up": 0}
     on_event(BatchEvent(kind="planned", queued=len(todo), done=skipped))
 
-    def spec(key: TaskRunKey, task: Any) -> TaskRunSpec:
+    def spec(key: TaskRunKey, task: Task, shipper: shipping.Shipper | None) -> TaskRunSpec:
         left_cost = None if budget.max_cost_usd is None else max(0.0, budget.max_cost_usd - spent_cost)
         left_tokens = None if budget.max_tokens is None else max(1, budget.max_tokens - spent_tokens)
         return TaskRunSpec(
@@ -157,6 +161,9 @@ def run_batch(
             max_cost_usd=left_cost,
             max_tokens=left_tokens,
             grace_s=tasks.defaults.grace_s,
+            batch_id=batch_id,
+            probe=batch.probe.resolve(),
+            files=shipper.files(_model_files(key, task)) if shipper else {},
         )
 
     def exhausted() -> str | None:
@@ -187,28 +194,43 @@ def run_batch(
         return finish()
     with dask_client(cluster, workers) as client:
         slots = max(1, _slots(client) or workers)
+        # Workers of a local cluster share this filesystem; a cluster's may not: ship to those.
+        shipper = shipping.Shipper(client) if cluster else None
         queue = list(todo)
-        running: dict[Any, TaskRunKey] = {}
+        running: dict[Any, tuple[TaskRunKey, Task]] = {}
         pending = as_completed()
+        losses: dict[TaskRunKey, int] = {}
 
         def submit_more() -> None:
             while queue and len(running) < slots and exhausted() is None and not stopping():
                 key, task = queue.pop(0)
                 future = client.submit(
                     run_task,
-                    spec(key, task),
-                    key=f"taskrun-{key.session_id}-{run_id}",
+                    spec(key, task, shipper),
+                    shipper.repo(task.repo) if shipper else None,
+                    key=f"taskrun-{key.session_id}-{run_id}-{losses.get(key, 0)}",
                     pure=False,
                     resources={SESSION_RESOURCE: 1},
                 )
-                running[future] = key
+                running[future] = (key, task)
                 pending.add(future)
                 on_event(BatchEvent(kind="started", key=key, queued=len(queue), running=len(running)))
 
         submit_more()
         for future in pending:
-            key = running.pop(future)
-            record: TaskRunRecord = future.result()
+            key, task = running.pop(future)
+            output: TaskRunOutput = future.result()
+            record = output.record
+            if shipper and _lost(record) and losses.get(key, 0) < SHIPMENT_RETRIES:
+                losses[key] = losses.get(key, 0) + 1  # its repository went with a dead worker: ship again
+                shipper.lost(task.repo)
+                queue.insert(0, (key, task))
+                submit_more()
+                continue
+            if output.session_files is not None:
+                folder = batch.sessions / key.session_id
+                shipping.receive_session(output.session_files, folder)
+                record = record.model_copy(update={"session_dir": str(folder.resolve())})
             batch.write(record)
             spent_cost += record.cost_usd
             spent_tokens += sum(record.tokens.values()) - record.tokens.get("cached", 0)
@@ -244,6 +266,19 @@ def run_batch(
             counts["never"] += 1
             on_event(BatchEvent(kind="never_started", key=key, record=never))
     return finish()
+
+
+def _model_files(key: TaskRunKey, task: Task) -> list[Path]:
+    """The files a task-run's model reads: a scripted or reference model's file, a task's reference."""
+    prefix, _, target = key.model.partition(":")
+    found = [Path(target)] if prefix in ("scripted", "reference") and target else []
+    if key.model == REFERENCE_MODEL and task.reference is not None:
+        found.append(task.reference)
+    return found
+
+
+def _lost(record: TaskRunRecord) -> bool:
+    return bool(record.attempts) and record.attempts[-1].outcome == "shipment_lost"
 
 
 def _finished(record: TaskRunRecord | None) -> bool:

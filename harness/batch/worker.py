@@ -12,6 +12,7 @@ from typing import Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict
 
 from harness import assembly
+from harness.batch import shipping
 from harness.batch.records import Attempt, TaskRunKey, TaskRunRecord
 from harness.batch.tasks import Task, TaskDefaults
 from harness.config import RunConfig, with_overrides
@@ -46,6 +47,25 @@ class TaskRunSpec(BaseModel):
     backoff_s: float = 2.0
     grace_s: float = 60.0
     """How long past its wall clock (`limits.timeout_min`) a session may run before the worker stops it."""
+    batch_id: str = ""
+    probe: Path | None = None
+    """The batch directory's probe file (holds batch_id): a worker that reads it shares the client's
+    filesystem; None when the workers run on the client's machine."""
+    files: dict[str, bytes] = {}
+    """The model's file and the task's reference, by their client paths, for a worker that does not
+    see them (sent only to a cluster)."""
+    model: str | None = None
+    """The model spec to run when it is not the key's (a file-based model at this worker's copy)."""
+
+
+class TaskRunOutput(BaseModel):
+    """What a worker sends back: the record, and the session's files when the client cannot see them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    record: TaskRunRecord
+    session_files: bytes | None = None
+    """`shipping.session_files` of the session folder, from a worker without the batch directory."""
 
 
 def run_config(spec: TaskRunSpec) -> RunConfig:
@@ -56,7 +76,7 @@ def run_config(spec: TaskRunSpec) -> RunConfig:
         limits["max_cost_usd"] = min(limits.get("max_cost_usd", spec.max_cost_usd), spec.max_cost_usd)
     if spec.max_tokens is not None:
         limits["max_tokens"] = min(limits.get("max_tokens", spec.max_tokens), spec.max_tokens)
-    model = spec.key.model
+    model = spec.model or spec.key.model
     if model == REFERENCE_MODEL:  # each mined task names its own reference
         if task.reference is None:
             raise ConfigError(
@@ -79,9 +99,46 @@ def run_config(spec: TaskRunSpec) -> RunConfig:
     return with_overrides({}, overrides, f"{spec.task.id} (line {spec.task.line})")
 
 
-def run_task(spec: TaskRunSpec) -> TaskRunRecord:
-    """Run (or resume) one task-run to an outcome; never raises for what the run did. A session that
-    outlives its wall clock by the grace period is stopped by the worker (see `Watchdog`)."""
+def run_task(spec: TaskRunSpec, shipped: shipping.Shipped | None = None) -> TaskRunOutput:
+    """Run (or resume) one task-run to an outcome, where this worker can see its repository (see
+    harness.batch.shipping); never raises for what the run did."""
+    try:
+        spec, where = _placed(spec, shipped)
+    except shipping.ShipmentLost as error:
+        return TaskRunOutput(
+            record=_record(spec, [Attempt(outcome="shipment_lost", detail=str(error))], None, "gave_up")
+        )
+    except (HarnessError, SandboxError, OSError, ValueError) as error:
+        detail = f"this worker could not get the task's files: {error}"
+        return TaskRunOutput(record=_record(spec, [Attempt(outcome="config_error", detail=detail)], None, "gave_up"))
+    record = _run_placed(spec).model_copy(update={"repo_source": where.source})
+    folder = session_folder(spec.sessions, spec.key.session_id).root
+    if where.shared or not folder.is_dir():
+        return TaskRunOutput(record=record)
+    import socket
+
+    record = record.model_copy(update={"worker_session": f"{socket.gethostname()}:{folder}"})
+    return TaskRunOutput(record=record, session_files=shipping.session_files(folder))
+
+
+def _placed(spec: TaskRunSpec, shipped: shipping.Shipped | None) -> tuple[TaskRunSpec, shipping.Place]:
+    """The spec with this worker's sessions folder, repository and model files."""
+    where = shipping.place(spec.sessions, spec.task.repo, probe=spec.probe, batch_id=spec.batch_id, shipped=shipped)
+    if where.shared:
+        return spec, where
+    local = {original: str(shipping.keep_file(content, original)) for original, content in spec.files.items()}
+    prefix, _, target = spec.key.model.partition(":")
+    model = f"{prefix}:{local[target]}" if target in local else None
+    reference = spec.task.reference
+    if reference is not None and str(reference) in local:
+        reference = Path(local[str(reference)])
+    task = spec.task.model_copy(update={"repo": where.repo, "reference": reference})
+    return spec.model_copy(update={"sessions": where.sessions, "task": task, "model": model}), where
+
+
+def _run_placed(spec: TaskRunSpec) -> TaskRunRecord:
+    """Run the task-run; a session that outlives its wall clock by the grace period is stopped by
+    the worker (see `Watchdog`)."""
     folder = session_folder(spec.sessions, spec.key.session_id)
     killed = _killed(folder.killed)
     if killed is not None:  # this worker process was ended for it: the record says so, nothing reruns

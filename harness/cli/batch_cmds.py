@@ -124,6 +124,13 @@ def worker(
     scheduler: str = typer.Argument(..., metavar="SCHEDULER", help="The Dask scheduler, tcp://HOST:8786."),
     sessions: int = typer.Option(2, "--sessions", min=1, max=256, help="Sessions this machine serves at once."),
     host: str | None = typer.Option(None, "--host", help="Address to serve on (default: the scheduler's choice)."),
+    store: Path | None = typer.Option(
+        None,
+        "--store",
+        file_okay=False,
+        help="Where shipped repositories and sessions live when this machine does not see the batch "
+        "directory (default: the user cache folder).",
+    ),
 ) -> None:
     """Serve a batch cluster: check this machine (engine, images), then run as a Dask worker with
     SESSIONS session slots. Run one per machine, next to its Docker engine."""
@@ -155,6 +162,13 @@ def worker(
     ]
     if host:
         argv += ["--host", host]
+    from harness.batch import shipping
+
+    try:
+        shipping.use_store(store or shipping.STORE)
+    except OSError as error:
+        fail(f"cannot use {store or shipping.STORE} as the worker's store: {error.strerror or error}", ExitCode.USAGE)
+    argv += ["--preload", "harness.batch.preload", "--harness-store", str(shipping.STORE)]
     err_console.print(f"serving {sessions} session(s) for {scheduler}")
     os.execv(argv[0], argv)  # the Dask worker takes over this process (signals, restarts, logs)
 

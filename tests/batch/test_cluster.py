@@ -10,12 +10,14 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import yaml
 
 from harness.batch.records import BatchDir
-from tests.batch.test_batch_run import _batch, _result, _tasks
+from tests.batch.test_batch_run import EXAMPLE, FIX, _batch, _result, _tasks
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(600)]
 BIN = Path(sys.executable).parent
@@ -34,8 +36,9 @@ def _workers(address: str) -> int:
         return len(client.scheduler_info()["workers"])
 
 
-@pytest.fixture
-def cluster(run_label):
+@contextmanager
+def serving(run_label: str, *, wrap: list[str] | None = None, extra: list[str] | None = None):
+    """A scheduler and one `harness worker --sessions 2` (its command line prefixed by wrap)."""
     port = _free_port()
     address = f"tcp://127.0.0.1:{port}"
     env = {**os.environ, "HARNESS_RUN_ID": run_label}
@@ -47,7 +50,17 @@ def cluster(run_label):
         env=env,
     )
     worker = subprocess.Popen(
-        [str(BIN / "harness"), "worker", address, "--sessions", "2", "--host", "127.0.0.1"],
+        [
+            *(wrap or []),
+            str(BIN / "harness"),
+            "worker",
+            address,
+            "--sessions",
+            "2",
+            "--host",
+            "127.0.0.1",
+            *(extra or []),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         start_new_session=True,
@@ -69,6 +82,12 @@ def cluster(run_label):
         for process in (worker, scheduler):
             os.killpg(process.pid, signal.SIGTERM)
             process.wait(timeout=30)
+
+
+@pytest.fixture
+def cluster(run_label):
+    with serving(run_label) as running:
+        yield running
 
 
 def test_a_batch_on_a_cluster_of_harness_workers(cluster, tmp_path, run_label):
@@ -123,3 +142,62 @@ def test_a_worker_killed_mid_task_loses_nothing(cluster, tmp_path, run_label):
     assert batch.returncode == 0, out + err
     records = BatchDir(tmp_path / "out").records()
     assert len(records) == 4 and all(r.status == "done" for r in records), [(r.key.task_id, r.status) for r in records]
+
+
+def test_a_worker_that_does_not_see_the_batch_gets_the_repository_once_and_sends_each_session_back(tmp_path, run_label):
+    """The worker runs in its own mount namespace with a tmpfs over the client's folder: it cannot see
+    the repository, the model's script, the tasks file or the batch directory, as on another machine."""
+    import shutil
+
+    from harness.batch.shipping import LEFT_BEHIND
+    from sandbox.tree import copy_tree
+
+    client_side, store = tmp_path / "client", tmp_path / "worker-store"
+    copy_tree(EXAMPLE, client_side / "calc")
+    shutil.copy(FIX, client_side / "fix.yaml")
+    tasks = [
+        {"id": f"t{n}", "repo": str(client_side / "calc"), "task": "Fix the failing tests in calc."} for n in range(4)
+    ]
+    spec = {
+        "defaults": {"verify": "python3 -m pytest -q", "model": [f"scripted:{client_side / 'fix.yaml'}"]},
+        "tasks": tasks,
+    }
+    (client_side / "tasks.yaml").write_text(yaml.safe_dump(spec))
+    out = client_side / "out"
+    hide = [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        'mount -t tmpfs -o size=1m hide "$0" && exec "$@"',
+    ]
+    with serving(run_label, wrap=[*hide, str(client_side)], extra=["--store", str(store)]) as (address, _):
+        first = _batch(str(client_side / "tasks.yaml"), "--out", str(out), "--cluster", address, label=run_label)
+        again = _batch(str(client_side / "tasks.yaml"), "--out", str(out), "--cluster", address, label=run_label)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert _result(first)["ran"] == 4 and _result(first)["verified"] == 4
+    assert again.returncode == 0 and _result(again)["ran"] == 0, "the same command again does nothing"
+    records = BatchDir(out).records()
+    assert sorted(r.repo_source for r in records) == ["cached", "cached", "cached", "fetched"], "shipped once"
+    assert [p.name for p in (store / "repos").iterdir() if not p.name.startswith(".")] != []
+    assert len([p for p in (store / "repos").iterdir() if p.is_dir() and not p.name.startswith(".")]) == 1
+    batch_id = (out / "batch-id").read_text().strip()
+    for record in records:
+        back = Path(record.session_dir)
+        assert back.parent == (out / "sessions").resolve() and (back / "trajectory.jsonl").is_file()
+        assert record.patch and "return a + b" in record.patch
+        assert not any((back / name).exists() for name in LEFT_BEHIND), "workspace and snapshots stay on the worker"
+        host, _, there = record.worker_session.partition(":")
+        assert (
+            host == socket.gethostname() and Path(there) == store.resolve() / "sessions" / batch_id / record.session_id
+        )
+        assert (Path(there) / "workspace" / "calc" / "ops.py").is_file()
+    shown = subprocess.run(
+        [str(BIN / "harness"), "show", records[0].session_id, "--state-dir", str(out / "sessions")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert shown.returncode == 0 and "apply_patch" in shown.stdout, shown.stdout + shown.stderr

@@ -1,0 +1,320 @@
+"""Repositories for workers that do not see them, and sessions back from those workers.
+
+A worker that sees the batch directory (the probe file the client writes there holds the batch's
+token) shares the client's filesystem: it uses each repository in place and writes sessions into
+the batch directory. One that does not (another machine, no shared filesystem) works from its
+*store* (`harness worker --store DIR`): the client packs each repository once (a deterministic tar,
+named by its SHA-256) and scatters it to the cluster; a worker fetches it the first time one of its
+task-runs needs it, unpacks it into `repos/<digest>/` under a lock, and every later task-run on that
+machine uses the copy, so 500 tasks on one repository ship it once per machine. Its sessions live in
+`sessions/<batch>/` of the store (a rerun that lands on the same machine resumes them), and what a
+report needs of each (trajectory, state, patch, step log; not the workspace or snapshot objects,
+which stay on the worker) comes back with the record.
+
+Unpacking trusts nothing in the archive: only directories, regular files and symlinks, relative
+names without `..`, nothing written through a symlink, no set-id bits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import gzip
+import hashlib
+import io
+import os
+import shutil
+import stat
+import tarfile
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import platformdirs
+
+from harness.errors import ConfigError
+from sandbox.session.workspace import MAX_FILE_BYTES
+from sandbox.tree import remove_tree, walk
+
+STORE: Path = platformdirs.user_cache_path("harness") / "worker"
+"""This worker's store; `harness worker --store DIR` sets it at start (see harness.batch.preload)."""
+LEFT_BEHIND = frozenset({"workspace", "store", "lock"})
+"""What of a session folder stays on the worker (large, and only needed to resume or roll back there)."""
+FETCH_TIMEOUT_S = 600.0
+
+Source = Literal["in_place", "fetched", "cached"]
+"""Where a task-run's repository came from: used where it is, brought by this task-run, or the copy
+an earlier task-run brought to this machine."""
+
+
+class ShipmentLost(Exception):
+    """The scattered repository is gone from the cluster (the worker holding it died)."""
+
+
+class Shipped:
+    """A packed repository on the cluster: its digest and the Dask key of its bytes (the client holds
+    the future, which keeps them there). A plain object, so Dask hands it to the task as it is
+    instead of moving the bytes before every task-run; the worker fetches them only when its store
+    lacks the digest."""
+
+    __slots__ = ("digest", "key", "size")
+
+    def __init__(self, digest: str, key: str, size: int) -> None:
+        self.digest, self.key, self.size = digest, key, size
+
+    def data(self, timeout: float) -> bytes:
+        """The bytes, from whichever worker holds them (called inside a task)."""
+        from distributed import Future, get_client
+
+        return bytes(Future(self.key, client=get_client(), state="memory").result(timeout=timeout))
+
+
+def use_store(path: Path) -> None:
+    """Make path this worker process's store (called once, when the worker starts)."""
+    global STORE
+    STORE = Path(path).expanduser().resolve()
+    STORE.mkdir(parents=True, exist_ok=True)
+
+
+# --- the client side ----------------------------------------------------------------------------
+
+
+def pack(root: Path, *, leave: frozenset[str] = frozenset()) -> bytes:
+    """The tree at root as a gzip'd tar whose bytes depend only on the tree (names, contents, modes,
+    modification times): entries in walk order, owners and archive times zeroed. Symlinks are kept
+    as links and never followed; devices, sockets and FIFOs are left out, and so are files over the
+    workspace's size limit and the top-level names in `leave`."""
+    raw = io.BytesIO()
+    with (
+        gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=1, mtime=0) as zipped,
+        tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as archive,
+    ):
+        for folder, dirs, others in walk(root):
+            relative = os.path.relpath(folder, root)
+            if relative == ".":
+                dirs[:] = [name for name in dirs if name not in leave]
+                others = [name for name in others if name not in leave]
+            for name in [*dirs, *others]:
+                path = os.path.join(folder, name)
+                info = _info(path, os.path.normpath(os.path.join(relative, name)))
+                if info is None:
+                    continue
+                if info.isreg():
+                    with open(path, "rb") as handle:
+                        archive.addfile(info, handle)
+                else:
+                    archive.addfile(info)
+    return raw.getvalue()
+
+
+def _info(path: str, name: str) -> tarfile.TarInfo | None:
+    st = os.lstat(path)
+    info = tarfile.TarInfo(name)
+    info.mode, info.mtime = stat.S_IMODE(st.st_mode), int(st.st_mtime)
+    if stat.S_ISDIR(st.st_mode):
+        info.type = tarfile.DIRTYPE
+    elif stat.S_ISLNK(st.st_mode):
+        info.type, info.linkname = tarfile.SYMTYPE, os.readlink(path)
+    elif stat.S_ISREG(st.st_mode) and st.st_size <= MAX_FILE_BYTES:
+        info.size = st.st_size
+    else:
+        return None
+    return info
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class Shipper:
+    """The client's side: each repository packed and scattered once (content addressed: two paths
+    with the same tree share one shipment), each model or reference file read once."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._by_path: dict[Path, Shipped] = {}
+        self._by_digest: dict[str, Shipped] = {}
+        self._futures: dict[str, Any] = {}
+        """By digest: held while the batch runs, so the cluster keeps the bytes."""
+        self._files: dict[str, bytes] = {}
+
+    def repo(self, path: Path) -> Shipped:
+        if path not in self._by_path:
+            if not path.is_dir():
+                raise ConfigError(f"repository path is not a directory: {path}")
+            data = pack(path)
+            name = digest(data)
+            if name not in self._by_digest:
+                self._futures[name] = self._client.scatter(data, hash=False)
+                self._by_digest[name] = Shipped(name, self._futures[name].key, len(data))
+            self._by_path[path] = self._by_digest[name]
+        return self._by_path[path]
+
+    def files(self, paths: list[Path]) -> dict[str, bytes]:
+        """Contents of the files that exist among paths, by path."""
+        for path in paths:
+            if str(path) not in self._files and path.is_file():
+                self._files[str(path)] = path.read_bytes()
+        return {str(path): self._files[str(path)] for path in paths if str(path) in self._files}
+
+    def lost(self, path: Path) -> None:
+        """The shipment of path is gone with a dead worker: the next `repo(path)` ships it again."""
+        shipped = self._by_path.pop(path, None)
+        if shipped is not None:
+            self._by_digest.pop(shipped.digest, None)
+            self._futures.pop(shipped.digest, None)
+            self._by_path = {p: s for p, s in self._by_path.items() if s.digest != shipped.digest}
+
+
+# --- the worker side ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where one task-run works: its sessions folder and its repository."""
+
+    sessions: Path
+    repo: Path
+    source: Source
+    shared: bool
+    """The worker sees the batch directory (nothing is shipped back)."""
+
+
+def shares_batch_dir(probe: Path | None, token: str) -> bool:
+    """Whether this process sees the client's batch directory (its probe file holds the token)."""
+    if probe is None:
+        return True  # a client that wrote no probe runs its workers on its own machine
+    try:
+        return probe.read_text(encoding="utf-8").strip() == token
+    except OSError:
+        return False
+
+
+def place(sessions: Path, repo: Path, *, probe: Path | None, batch_id: str, shipped: Shipped | None) -> Place:
+    """The batch directory and the repository where they are, or this worker's copies."""
+    if shares_batch_dir(probe, batch_id):
+        return Place(sessions, repo, "in_place", shared=True)
+    if shipped is None:
+        raise ConfigError(
+            f"this worker does not see the batch directory (no {probe}) and the repository {repo} was not "
+            "shipped: run the batch with --cluster, or give the workers the same filesystem"
+        )
+    copy, source = fetch(shipped)
+    return Place(STORE / "sessions" / batch_id, copy, source, shared=False)
+
+
+def fetch(shipped: Shipped) -> tuple[Path, Source]:
+    """The store's copy of a shipped repository, fetched and unpacked the first time it is needed on
+    this machine (one fetch even when several worker processes ask at once)."""
+    target = STORE / "repos" / shipped.digest
+    if target.is_dir():
+        return target, "cached"
+    with _locked(STORE / "repos" / f".{shipped.digest}.lock"):
+        if target.is_dir():
+            return target, "cached"
+        try:
+            data = shipped.data(FETCH_TIMEOUT_S)
+        except Exception as error:  # noqa: BLE001 - lost with a dead worker, cancelled, timed out: all the same here
+            raise ShipmentLost(f"{type(error).__name__}: {error}") from None
+        if digest(data) != shipped.digest:
+            raise ShipmentLost("the shipped repository does not match its digest")
+        unpack_into(data, target)
+    return target, "fetched"
+
+
+def keep_file(content: bytes, original: str) -> Path:
+    """A shipped single file (a scripted model, a reference) in the store, named by its digest."""
+    folder = STORE / "files" / digest(content)
+    path = folder / (Path(original).name or "file")
+    if not path.is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        staging = folder / f".{uuid.uuid4().hex[:8]}"
+        staging.write_bytes(content)
+        os.replace(staging, path)
+    return path
+
+
+def unpack_into(data: bytes, target: Path) -> None:
+    """Unpack an archive made by `pack` into target (which must not exist), atomically: a crash
+    leaves only a temporary folder, never a half-filled target."""
+    staging = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}")
+    staging.mkdir(parents=True)
+    try:
+        unpack(data, staging)
+        os.replace(staging, target)
+    except BaseException:
+        remove_tree(staging, ignore_errors=True)
+        raise
+
+
+def unpack(data: bytes, root: Path) -> int:
+    """Unpack into the existing, empty directory root; returns the entries made. Refuses anything
+    but directories, regular files and symlinks, absolute names and `..`, and entries under a
+    symlink or under anything the archive did not make a directory; drops set-id and sticky bits."""
+    made: set[str] = {"."}
+    folders: list[tuple[str, int, int]] = []
+    count = 0
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
+        for info in archive:
+            name = os.path.normpath(info.name)
+            if os.path.isabs(name) or name == "." or name.split(os.sep)[0] == ".." or "\x00" in name:
+                raise ValueError(f"refused archive entry {info.name!r}")
+            if (os.path.dirname(name) or ".") not in made:
+                raise ValueError(f"refused archive entry {info.name!r}: its folder is not one the archive made")
+            path = os.path.join(root, name)
+            mode = info.mode & 0o777
+            if info.isdir():
+                os.mkdir(path, 0o700)
+                made.add(name)
+                folders.append((path, mode, int(info.mtime)))
+            elif info.issym():
+                os.symlink(info.linkname, path)
+            elif info.isreg():
+                source = archive.extractfile(info)
+                if source is None:
+                    raise ValueError(f"refused archive entry {info.name!r}: unreadable")
+                descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                with source, os.fdopen(descriptor, "wb") as handle:
+                    shutil.copyfileobj(source, handle, 1 << 20)
+                os.chmod(path, mode, follow_symlinks=False)
+                os.utime(path, (info.mtime, info.mtime), follow_symlinks=False)
+            else:
+                raise ValueError(f"refused archive entry {info.name!r}: not a file, folder or link")
+            count += 1
+    for path, mode, mtime in reversed(folders):  # deepest first, so a read-only folder is closed last
+        os.chmod(path, mode)
+        os.utime(path, (mtime, mtime))
+    return count
+
+
+def session_files(folder: Path) -> bytes:
+    """What of a session folder goes back to the client (see LEFT_BEHIND)."""
+    return pack(folder, leave=LEFT_BEHIND)
+
+
+def receive_session(data: bytes, folder: Path) -> None:
+    """Put a session's returned files at folder, replacing what an earlier attempt returned."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = folder.with_name(f".{folder.name}.{uuid.uuid4().hex[:8]}")
+    staging.mkdir()
+    try:
+        unpack(data, staging)
+        if folder.exists():
+            remove_tree(folder)
+        os.replace(staging, folder)
+    except BaseException:
+        remove_tree(staging, ignore_errors=True)
+        raise
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
