@@ -110,7 +110,7 @@ def dask_client(cluster: str | None, workers: int) -> Iterator[Any]:
             host="127.0.0.1",
             dashboard_address=None,
             resources={SESSION_RESOURCE: 1},
-            silence_logs=40,
+            silence_logs=50,  # a worker losing the scheduler at shutdown is not news
         ) as local,
         Client(local) as client,
     ):

@@ -43,6 +43,11 @@ class WorkersRun(BaseModel):
     pss_mb_per_session: float = 0.0
     container_starts: int
     starts_per_s: float
+    cpu_s: float = 0.0
+    """CPU time the whole host spent while the batch ran (every process: the batch, the engine, the
+    containers; on a shared machine, its other tenants too)."""
+    cpu_busy: float = 0.0
+    """cpu_s over the cores' time: 1.0 means every core was busy the whole run."""
 
 
 class BatchBench(BaseModel):
@@ -55,6 +60,9 @@ class BatchBench(BaseModel):
     """Seconds at the fewest workers / seconds at the most (target at 8 over 1: at least 6)."""
     engine_starts_per_s: float
     """What the engine sustains on its own: bare `docker run` of `true`, in parallel."""
+    cpu_bound_speedup: float = 0.0
+    """The most speedup this machine's cores allow for this batch: the fewest workers' seconds over
+    the CPU time their run took spread over every core (the same work cannot finish sooner)."""
 
 
 def _script(folder: Path, think_s: float) -> Path:
@@ -111,10 +119,12 @@ class _Sampler:
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     def __enter__(self) -> _Sampler:
+        self._cpu = _busy_cpu_s()
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.cpu_s = _busy_cpu_s() - self._cpu
         self._stop.set()
         self._thread.join(timeout=5)
 
@@ -141,6 +151,12 @@ class _Sampler:
             except Exception:  # noqa: BLE001 - a listing that fails only loses one sample
                 continue
             self.starts |= {c["Id"] for c in found}
+
+
+def _busy_cpu_s() -> float:
+    """CPU seconds the host has spent busy since boot (every core; idle and I/O wait left out)."""
+    times = psutil.cpu_times()
+    return sum(times) - times.idle - getattr(times, "iowait", 0.0)
 
 
 def _engine_ceiling(image_ref: str, run_id: str, seconds: float = 8.0, parallel: int = 8) -> float:
@@ -178,6 +194,7 @@ def measure(
 ) -> BatchBench:
     """Run the same batch once per worker count, then measure the engine's own start rate."""
     runs = []
+    cores = psutil.cpu_count() or 1
     with tempfile.TemporaryDirectory(prefix="harness-bench-batch-") as tmp:
         folder = Path(tmp)
         model = f"scripted:{_script(folder, think_s)}"
@@ -209,6 +226,8 @@ def measure(
                     pss_mb_per_session=round(sampler.peak_pss / 1024**2 / count, 1),
                     container_starts=len(sampler.starts),
                     starts_per_s=round(len(sampler.starts) / seconds, 2),
+                    cpu_s=round(sampler.cpu_s, 1),
+                    cpu_busy=round(sampler.cpu_s / (seconds * cores), 2),
                 )
             )
     ceiling = _engine_ceiling(image_ref, run_id)
@@ -218,4 +237,5 @@ def measure(
         runs=runs,
         speedup=ratio(runs[0].seconds, runs[-1].seconds),
         engine_starts_per_s=ceiling,
+        cpu_bound_speedup=ratio(runs[0].seconds, runs[0].cpu_s / cores) if runs[0].cpu_s else 0.0,
     )

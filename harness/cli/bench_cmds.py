@@ -235,11 +235,13 @@ def bench_batch(
             f"{run.workers} worker(s): {run.seconds:.1f} s, {run.verified}/{result.tasks} verified, "
             f"peak {run.peak_mb:.0f} MB RSS ({run.mb_per_session:.0f} MB per session), "
             f"{run.peak_pss_mb:.0f} MB PSS ({run.pss_mb_per_session:.0f} per session), "
-            f"{run.starts_per_s:.1f} container starts/s"
+            f"{run.container_starts} container starts ({run.starts_per_s:.1f}/s), "
+            f"cores {run.cpu_busy:.0%} busy"
         )
     console.print(
         f"speedup {result.runs[-1].workers} over {result.runs[0].workers} worker(s): {result.speedup:.2f}x "
-        f"(target at 8 over 1: >= 6); engine ceiling {result.engine_starts_per_s:.1f} bare runs/s"
+        f"(target at 8 over 1: >= 6; this machine's cores allow at most {result.cpu_bound_speedup:.2f}x); "
+        f"engine ceiling {result.engine_starts_per_s:.1f} bare runs/s"
     )
 
 
