@@ -68,6 +68,10 @@ class Runtime:
     """Told each loop phase (tests kill the process at one to prove crash safety)."""
     interactive: bool = False
     """A person at the terminal answers `ask` rules; otherwise approvals wait in the session folder."""
+    warm_at_start: int = POOL_SIZE
+    """Warm containers a session starts with; the pool grows toward POOL_SIZE when a call finds none
+    ready. A batch starts with one: its models think between calls, and every container started and
+    never used costs the engine a start and a removal, the limit of a batch on a small host."""
 
     @property
     def secrets(self) -> list[str]:
@@ -135,6 +139,7 @@ def open_sandbox(
         run_id=runtime.run_id,
         session_id=session_id,
         pool_size=pool_size,
+        pool_initial=min(pool_size, runtime.warm_at_start),
         share_netns=share_netns,
     )
 

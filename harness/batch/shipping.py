@@ -68,7 +68,11 @@ class Shipped:
         """The bytes, from whichever worker holds them (called inside a task)."""
         from distributed import Future, get_client
 
-        return bytes(Future(self.key, client=get_client(), state="memory").result(timeout=timeout))
+        # state="memory": the key is already held by the cluster, so the future resolves at once (a bare
+        # Future(key) waits for an update the scheduler never sends this client). The handler table
+        # Future looks it up in is keyed by these names; its annotation says FutureState.
+        future: Future[bytes] = Future(self.key, client=get_client(), state="memory")  # type: ignore[arg-type]
+        return bytes(future.result(timeout=timeout))
 
 
 def use_store(path: Path) -> None:

@@ -153,7 +153,7 @@ def _run_placed(spec: TaskRunSpec) -> TaskRunRecord:
 
 
 def _run_task(spec: TaskRunSpec, watchdog: Watchdog | None) -> TaskRunRecord:
-    runtime = assembly.Runtime(run_id=spec.run_id, docker_host=spec.docker_host, api_key=spec.api_key)
+    runtime = assembly.Runtime(run_id=spec.run_id, docker_host=spec.docker_host, api_key=spec.api_key, warm_at_start=1)
     attempts: list[Attempt] = []
     result: RunResult | None = None
     for number in range(spec.attempts):

@@ -67,6 +67,7 @@ class DockerSandbox:
         *,
         run_id: str,
         pool_size: int = 2,
+        pool_initial: int | None = None,
         session_id: str | None = None,
         share_netns: bool = True,
         call_path: Literal["auto", "exec"] = "auto",
@@ -83,7 +84,8 @@ class DockerSandbox:
         self._owned: set[str] = set()
         self._images: dict[str, tuple[float, str, str | None]] = {}
         self._runtimes: dict[str, list[str]] | None = None
-        self.pool = WarmPool(self._start, self._remove, PoolConfig(size=pool_size))
+        initial = pool_size if pool_initial is None else pool_initial
+        self.pool = WarmPool(self._start, self._remove, PoolConfig(size=pool_size, initial=initial))
 
     # -- the Sandbox protocol -------------------------------------------------------------------
     def run(

@@ -4,10 +4,10 @@ A container handed out by `acquire` is never handed out again: after its one cal
 `release`, which kills and removes it in the background. The caller then calls `prewarm` to start a
 replacement in the background — after its call, so the start does not compete with the call for
 the engine — and the next call finds a running container and pays roughly one `exec`. A key keeps
-one container ready at first and one more (up to `size`) each time a call found none ready: a model
-that thinks between calls needs one, a turn of concurrent calls or a script that calls back to back
-grows the pool, and no session pays for containers it never uses (each costs the engine a start and a
-removal, the limit of a batch on a small host). Containers are
+`initial` containers ready at first and one more (up to `size`) each time a call found none ready:
+a model that thinks between calls needs one, a turn of concurrent calls or a script that calls back
+to back grows the pool, and a session that starts small pays for few containers it never uses (each
+costs the engine a start and a removal, the limit of a batch on a small host). Containers are
 keyed by their full engine config (image id, limits, workspace, mounts); the least recently used
 keys beyond `max_keys`, and keys of the same family (image name) with an older image id, are
 discarded. Everything the pool starts is labelled by the caller, so a crash leaves nothing that
@@ -41,7 +41,7 @@ class PoolConfig(BaseModel):
 
     size: int = Field(2, ge=0, le=32)
     """The most running containers kept ready per key (0 disables pre-starting)."""
-    initial: int = Field(1, ge=0, le=32)
+    initial: int = Field(2, ge=0, le=32)
     """Containers kept ready per key at first (at most size); one more each time a call found none."""
     max_keys: int = Field(2, ge=1, le=16)
     """Distinct container configs kept warm at once; older ones are discarded."""

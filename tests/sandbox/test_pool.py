@@ -74,7 +74,7 @@ def call(pool: WarmPool, engine: Engine, *, refill: bool = True) -> str:
 
 def test_a_pool_keeps_one_ready_while_calls_find_one_and_grows_when_a_call_finds_none() -> None:
     engine = Engine()
-    pool = WarmPool(engine.start, engine.remove, PoolConfig(size=3))
+    pool = WarmPool(engine.start, engine.remove, PoolConfig(size=3, initial=1))
     pool.prewarm("k", {"image": "i1"})
     pool.wait_idle()
     for _ in range(4):  # a model that thinks between calls: the replacement is always ready in time
@@ -100,7 +100,7 @@ def test_a_pool_keeps_one_ready_while_calls_find_one_and_grows_when_a_call_finds
 
 def test_a_call_that_skips_its_refill_starts_nothing_and_a_later_call_does_not_grow_the_pool() -> None:
     engine = Engine()
-    pool = WarmPool(engine.start, engine.remove, PoolConfig(size=3))
+    pool = WarmPool(engine.start, engine.remove, PoolConfig(size=3, initial=1))
     pool.prewarm("k", {"image": "i1"})
     pool.wait_idle()
     call(pool, engine)
