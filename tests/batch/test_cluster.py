@@ -99,6 +99,8 @@ def test_a_batch_on_a_cluster_of_harness_workers(cluster, tmp_path, run_label):
     assert sorted(r.key.task_id for r in BatchDir(tmp_path / "out").records()) == sorted(
         ["t0-verified", "t1-failing", "t2-blocked", "t3-verified"]
     )
+    # the workers see the batch directory: repositories used in place, nothing fetched
+    assert {r.repo_source for r in BatchDir(tmp_path / "out").records()} == {"in_place"}
 
 
 def test_a_worker_killed_mid_task_loses_nothing(cluster, tmp_path, run_label):
