@@ -5,6 +5,7 @@ and are never retried."""
 
 from __future__ import annotations
 
+import socket
 import time
 from pathlib import Path
 from typing import Literal, NamedTuple
@@ -15,6 +16,7 @@ from harness import assembly
 from harness.batch import shipping
 from harness.batch.records import Attempt, TaskRunKey, TaskRunRecord
 from harness.batch.tasks import Task, TaskDefaults
+from harness.batch.watchdog import Watchdog, killed_reason
 from harness.config import RunConfig, with_overrides
 from harness.errors import ConfigError, HarnessError, ModelUnavailable
 from harness.outcome import RunResult, RunState
@@ -50,7 +52,7 @@ class TaskRunSpec(BaseModel):
     batch_id: str = ""
     probe: Path | None = None
     """The batch directory's probe file (holds batch_id): a worker that reads it shares the client's
-    filesystem; None when the workers run on the client's machine."""
+    filesystem (None: taken as shared)."""
     files: dict[str, bytes] = {}
     """The model's file and the task's reference, by their client paths, for a worker that does not
     see them (sent only to a cluster)."""
@@ -115,8 +117,6 @@ def run_task(spec: TaskRunSpec, shipped: shipping.Shipped | None = None) -> Task
     folder = session_folder(spec.sessions, spec.key.session_id).root
     if where.shared or not folder.is_dir():
         return TaskRunOutput(record=record)
-    import socket
-
     record = record.model_copy(update={"worker_session": f"{socket.gethostname()}:{folder}"})
     return TaskRunOutput(record=record, session_files=shipping.session_files(folder))
 
@@ -140,11 +140,15 @@ def _run_placed(spec: TaskRunSpec) -> TaskRunRecord:
     """Run the task-run; a session that outlives its wall clock by the grace period is stopped by
     the worker (see `Watchdog`)."""
     folder = session_folder(spec.sessions, spec.key.session_id)
-    killed = _killed(folder.killed)
+    killed = killed_reason(folder.killed)
     if killed is not None:  # this worker process was ended for it: the record says so, nothing reruns
         return _record(spec, [Attempt(outcome="killed", detail=killed)], None, "gave_up")
     limit = run_config(spec).limits.timeout_min
-    watchdog = Watchdog(spec, limit * 60 + spec.grace_s) if limit else None
+    watchdog = (
+        Watchdog(folder, grace_s=spec.grace_s, after_s=limit * 60 + spec.grace_s, docker_host=spec.docker_host)
+        if limit
+        else None
+    )
     try:
         return _run_task(spec, watchdog)
     finally:
@@ -181,74 +185,6 @@ def _run_task(spec: TaskRunSpec, watchdog: Watchdog | None) -> TaskRunRecord:
             time.sleep(spec.backoff_s * 2**number)
     done = result is not None and not _retried(result)
     return _record(spec, attempts, result, "done" if done else "gave_up")
-
-
-class Watchdog:
-    """Stops a session that outlived its wall clock (`limits.timeout_min`) by the grace period,
-    whatever it is stuck in: it records why (killed.json in the session folder, which a rerun
-    reads instead of running the task again), removes the session's containers (which ends a call
-    blocked on one), and if the run still has not returned after `exit_after_s`, ends this worker
-    process; the cluster starts a fresh one and the scheduler hands the task-run to a worker, which
-    finds the record of the kill. Other sessions never wait for a hung one."""
-
-    def __init__(self, spec: TaskRunSpec, after_s: float, exit_after_s: float = 10.0) -> None:
-        import threading
-
-        self.spec, self.after_s, self.exit_after_s = spec, after_s, exit_after_s
-        self.fired = False
-        self.reason = ""
-        self._done = threading.Event()
-        self._timer = threading.Timer(after_s, self._fire)
-        self._timer.daemon = True
-        self._timer.start()
-
-    def cancel(self) -> None:
-        self._done.set()
-        self._timer.cancel()
-
-    def _fire(self) -> None:
-        import os
-        import threading
-
-        from sandbox.session.steplog import write_json
-
-        self.fired = True
-        self.reason = (
-            f"stopped by the batch worker {self.after_s:.0f} s after it started: its wall clock "
-            f"plus {self.spec.grace_s:g} s of grace had passed"
-        )
-        folder = session_folder(self.spec.sessions, self.spec.key.session_id)
-        if folder.root.is_dir():
-            write_json(folder.killed, {"reason": self.reason, "at": time.time()})
-        threading.Thread(target=self._remove_containers, daemon=True).start()
-        if not self._done.wait(self.exit_after_s):
-            os._exit(75)  # the run is stuck past the containers' removal: this process goes, the cluster replaces it
-
-    def _remove_containers(self) -> None:
-        from sandbox import labels
-        from sandbox.docker.engine import connect
-        from sandbox.docker.prune import prune
-
-        try:
-            client = connect(self.spec.docker_host)
-            try:
-                prune(client, everything=True, extra={labels.SESSION: self.spec.key.session_id})
-            finally:
-                client.close()
-        except SandboxError:
-            pass  # an engine that does not answer: the process exit below ends the session anyway
-
-
-def _killed(path: Path) -> str | None:
-    """Why a worker stopped this session (killed.json), or None."""
-    from sandbox.session.steplog import read_json
-
-    if not path.is_file():
-        return None
-    try:
-        return str(read_json(path).get("reason") or "stopped by the batch worker")
-    except (OSError, ValueError, AttributeError, SandboxError):
-        return "stopped by the batch worker"
 
 
 def _retried(result: RunResult) -> bool:

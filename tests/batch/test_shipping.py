@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.batch import shipping
+from harness.batch import archive, shipping
 
 
 def _tree(root: Path) -> dict[str, tuple]:
@@ -52,22 +52,22 @@ def _repo(root: Path) -> Path:
 
 def test_a_packed_tree_unpacks_to_the_same_tree_and_the_same_tree_packs_to_the_same_bytes(tmp_path: Path) -> None:
     repo = _repo(tmp_path / "repo")
-    data = shipping.pack(repo)
-    assert shipping.pack(repo) == data, "same tree, same bytes: the digest names the content"
+    data = archive.pack(repo)
+    assert archive.pack(repo) == data, "same tree, same bytes: the digest names the content"
     out = tmp_path / "out"
-    shipping.unpack_into(data, out)
+    archive.unpack_into(data, out)
     expected = _tree(repo)
     del expected["fifo"]  # devices, sockets and FIFOs are never shipped (nor copied into workspaces)
     assert _tree(out) == expected
     (repo / "pkg" / "mod.py").write_text("def f():\n    return 2\n")
-    assert shipping.digest(shipping.pack(repo)) != shipping.digest(data)
+    assert archive.digest(archive.pack(repo)) != archive.digest(data)
 
 
 def test_pack_leaves_out_the_named_top_level_entries(tmp_path: Path) -> None:
     repo = _repo(tmp_path / "repo")
     (repo / "workspace").mkdir()
     (repo / "workspace" / "big").write_text("x")
-    shipping.unpack_into(shipping.pack(repo, leave=frozenset({"workspace", "run.sh"})), tmp_path / "out")
+    archive.unpack_into(archive.pack(repo, leave=frozenset({"workspace", "run.sh"})), tmp_path / "out")
     assert not (tmp_path / "out" / "workspace").exists() and not (tmp_path / "out" / "run.sh").exists()
     assert (tmp_path / "out" / "pkg" / "mod.py").is_file()
 
@@ -106,14 +106,14 @@ def _member(name: str, kind: bytes = tarfile.REGTYPE, *, link: str = "", mode: i
 def test_an_archive_that_reaches_outside_or_holds_odd_entries_is_refused(tmp_path: Path, members, why) -> None:
     target = tmp_path / "out"
     with pytest.raises((ValueError, FileExistsError), match=why if why != "exists" else None):
-        shipping.unpack_into(_archive(*members), target)
+        archive.unpack_into(_archive(*members), target)
     assert not target.exists(), "nothing half-made is left where the tree was to be"
     assert [p.name for p in tmp_path.iterdir()] == [], "nor a staging folder"
     assert not Path("/tmp/absolute").exists() and not (tmp_path.parent / "escape").exists()
 
 
 def test_set_id_bits_are_dropped(tmp_path: Path) -> None:
-    shipping.unpack_into(_archive((_member("tool", mode=0o6755), b"#!/bin/sh\n")), tmp_path / "out")
+    archive.unpack_into(_archive((_member("tool", mode=0o6755), b"#!/bin/sh\n")), tmp_path / "out")
     assert stat.S_IMODE((tmp_path / "out" / "tool").stat().st_mode) == 0o755
 
 
@@ -148,8 +148,8 @@ def test_the_store_fetches_a_shipment_once_and_refuses_one_that_does_not_match_i
     tmp_path: Path, monkeypatch
 ) -> None:
     monkeypatch.setattr(shipping, "STORE", tmp_path / "store")
-    data = shipping.pack(_repo(tmp_path / "repo"))
-    shipped = _Arrived(shipping.digest(data), data)
+    data = archive.pack(_repo(tmp_path / "repo"))
+    shipped = _Arrived(archive.digest(data), data)
     first, again = shipping.fetch(shipped), shipping.fetch(shipped)
     assert first[1] == "fetched" and again == (first[0], "cached") and shipped.calls == 1
     assert (first[0] / "pkg" / "mod.py").is_file()
