@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from distributed.diagnostics.plugin import WorkerPlugin
 
 from harness.batch.records import BatchDir
 from tests.batch.test_batch_run import EXAMPLE, FIX, _batch, _result, _tasks
@@ -203,3 +204,75 @@ def test_a_worker_that_does_not_see_the_batch_gets_the_repository_once_and_sends
         timeout=60,
     )
     assert shown.returncode == 0 and "apply_patch" in shown.stdout, shown.stdout + shown.stderr
+
+
+class _Store(WorkerPlugin):
+    """Sets every worker's store, those the nanny restarts included."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def setup(self, worker) -> None:
+        from harness.batch import shipping
+
+        shipping.use_store(self.path)
+
+
+def test_a_shipment_lost_with_its_worker_is_reported_and_shipped_again_it_runs(tmp_path, run_label):
+    """The worker holding a scattered repository is killed before anyone fetched it: the task-run
+    says `shipment_lost` (the client queues it again), and once shipped again it runs. The probe
+    names a file no worker can read, so these local workers act as if on another machine."""
+    from distributed import Client, LocalCluster
+
+    from harness.batch import shipping
+    from harness.batch.records import TaskRunKey
+    from harness.batch.tasks import load_tasks
+    from harness.batch.worker import TaskRunSpec, run_task
+
+    tasks_file = tmp_path / "tasks.yaml"
+    model = f"scripted:{FIX}"
+    tasks_file.write_text(
+        yaml.safe_dump(
+            {
+                "defaults": {"verify": "python3 -m pytest -q"},
+                "tasks": [{"id": "t0", "repo": str(EXAMPLE), "task": "Fix calc."}],
+            }
+        )
+    )
+    loaded = load_tasks(tasks_file)
+    plugin = _Store(tmp_path / "store")
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None, silence_logs=50
+        ) as local,
+        Client(local) as client,
+    ):
+        client.register_plugin(plugin)
+        shipper = shipping.Shipper(client)
+
+        def spec() -> TaskRunSpec:
+            return TaskRunSpec(
+                key=TaskRunKey(task_id="t0", model=model, run_index=0),
+                task=loaded.tasks[0],
+                defaults=loaded.defaults,
+                sessions=tmp_path / "out" / "sessions",
+                run_id=run_label,
+                batch_id="0" * 32,
+                probe=tmp_path / "no-worker-sees-this",
+                files=shipper.files([FIX]),
+            )
+
+        shipped = shipper.repo(EXAMPLE)
+        (holder,) = client.who_has()[shipped.key]
+        os.kill(client.run(os.getpid, workers=[holder])[holder], signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and client.who_has().get(shipped.key):
+            time.sleep(0.2)
+        lost = client.submit(run_task, spec(), shipped, pure=False).result(timeout=120)
+        assert lost.record.attempts[-1].outcome == "shipment_lost" and lost.session_files is None
+        shipper.lost(EXAMPLE)
+        again = shipper.repo(EXAMPLE)
+        assert again.key != shipped.key and again.digest == shipped.digest
+        done = client.submit(run_task, spec(), again, pure=False).result(timeout=300)
+    assert done.record.verified and done.record.repo_source == "fetched", done.record
+    assert done.session_files is not None
