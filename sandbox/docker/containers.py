@@ -229,7 +229,10 @@ class DockerSandbox:
         if self._holders is None or not netns.shares(config["host_config"]):
             with translate("starting a sandbox container"):
                 return self._create_and_start(config, kind)
-        joined = self._holders.join(config)
+        joined = self._holders.join_soon(config)
+        if joined is None:  # the session's first container: its own namespace, the holder starting beside it
+            with translate("starting a sandbox container"):
+                return self._create_and_start(config, kind)
         try:
             with translate("starting a sandbox container"):
                 return self._create_and_start(joined, kind, holder_may_be_gone=True)

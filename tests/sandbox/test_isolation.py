@@ -249,6 +249,8 @@ def test_every_container_carries_the_labels(
     found = find_containers(docker_client, test_label)
     holders = {c.id for c in found if c.labels["harness.kind"] == "netns"}
     assert len(holders) == 1 and len(found) > 1
+    own = [c for c in found if c.id not in holders and c.attrs["HostConfig"]["NetworkMode"] == "none"]
+    assert len(own) <= 1, "only the session's first container starts in a namespace of its own"
     for container in found:
         assert container.labels["harness.run"] == run_label
         assert container.labels["harness.pid"] == str(os.getpid())
@@ -259,7 +261,9 @@ def test_every_container_carries_the_labels(
         assert "no-new-privileges" in host["SecurityOpt"]
         if container.id in holders:  # the namespace holder: network none, nothing mounted
             assert host["NetworkMode"] == "none" and not container.attrs["Mounts"]
-        else:  # a call container: joins the holder's empty namespace
+        elif container in own:  # the first: an empty namespace of its own (the holder was starting)
+            assert host["NetworkMode"] == "none"
+        else:  # every later call container: joins the holder's empty namespace
             assert host["NetworkMode"] == f"container:{next(iter(holders))}"
 
 

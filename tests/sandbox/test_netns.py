@@ -1,5 +1,7 @@
-"""Calls of one session share one empty network namespace (loopback only); other sessions, other
-runtimes and `share_netns=False` do not; a holder that disappears is replaced."""
+"""Calls of one session share one empty network namespace (loopback only) — all but the session's
+first container, which starts in an empty namespace of its own while the holder starts beside it;
+other sessions, other runtimes and `share_netns=False` do not share; a holder that disappears is
+replaced."""
 
 from __future__ import annotations
 
@@ -29,9 +31,11 @@ def test_calls_of_a_session_share_one_namespace_with_only_loopback(
     docker_client, run_label, workspace, spec, test_label
 ) -> None:
     with DockerSandbox(docker_client, run_id=run_label, pool_size=1, session_id="s-one") as box:
-        first, interfaces = _namespace(box, workspace, spec)
-        second, _ = _namespace(box, workspace, spec)
-        assert first == second and interfaces == ["lo"]
+        _, interfaces = _namespace(box, workspace, spec)  # its own: the holder was not up yet
+        assert interfaces == ["lo"]
+        second, interfaces = _namespace(box, workspace, spec)
+        third, _ = _namespace(box, workspace, spec)
+        assert second == third and interfaces == ["lo"]
         [holder] = _holders(docker_client, test_label)
         assert holder.labels["harness.session"] == "s-one" and holder.attrs["HostConfig"]["NetworkMode"] == "none"
     assert find_containers(docker_client, test_label) == []  # close removed the holder too
