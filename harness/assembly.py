@@ -16,7 +16,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from harness.budget import Budget
 from harness.config import RunConfig, with_overrides
@@ -68,10 +68,12 @@ class Runtime:
     """Told each loop phase (tests kill the process at one to prove crash safety)."""
     interactive: bool = False
     """A person at the terminal answers `ask` rules; otherwise approvals wait in the session folder."""
-    warm_at_start: int = POOL_SIZE
-    """Warm containers a session starts with; the pool grows toward POOL_SIZE when a call finds none
-    ready. A batch starts with one: its models think between calls, and every container started and
-    never used costs the engine a start and a removal, the limit of a batch on a small host."""
+    pace: Literal["latency", "throughput"] = "latency"
+    """latency: a session starts POOL_SIZE warm containers, its first beside the network-namespace
+    holder (a person or a script waits on every call). throughput, for batches: one warm container,
+    more only when a call finds none, and the first joins the holder: the models think between calls,
+    and every start (twice the engine's CPU in a namespace of its own) is CPU the other sessions of a
+    small host need."""
 
     @property
     def secrets(self) -> list[str]:
@@ -139,8 +141,9 @@ def open_sandbox(
         run_id=runtime.run_id,
         session_id=session_id,
         pool_size=pool_size,
-        pool_initial=min(pool_size, runtime.warm_at_start),
+        pool_initial=pool_size if runtime.pace == "latency" else min(pool_size, 1),
         share_netns=share_netns,
+        first_apart=runtime.pace == "latency",
     )
 
 

@@ -157,7 +157,9 @@ def _run_placed(spec: TaskRunSpec) -> TaskRunRecord:
 
 
 def _run_task(spec: TaskRunSpec, watchdog: Watchdog | None) -> TaskRunRecord:
-    runtime = assembly.Runtime(run_id=spec.run_id, docker_host=spec.docker_host, api_key=spec.api_key, warm_at_start=1)
+    runtime = assembly.Runtime(
+        run_id=spec.run_id, docker_host=spec.docker_host, api_key=spec.api_key, pace="throughput"
+    )
     attempts: list[Attempt] = []
     result: RunResult | None = None
     for number in range(spec.attempts):

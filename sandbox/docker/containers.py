@@ -59,6 +59,8 @@ class DockerSandbox:
 
     `share_netns=False` gives every call its own empty namespace: right for one-call commands
     (`harness exec`, `harness tool`), where a holder would double the cost of the only start.
+    `first_apart=False` makes even the session's first container wait for the holder (see netns).
+    `pool_initial` is how many warm containers a key starts with (default: pool_size; see pool).
     """
 
     def __init__(
@@ -70,6 +72,7 @@ class DockerSandbox:
         pool_initial: int | None = None,
         session_id: str | None = None,
         share_netns: bool = True,
+        first_apart: bool = True,
         call_path: Literal["auto", "exec"] = "auto",
     ) -> None:
         self.client, self.run_id, self.session_id = client, run_id, session_id
@@ -79,7 +82,7 @@ class DockerSandbox:
         self._no_stub: set[str] = set()
         """Images in which the stub cannot run (no python3, no prctl): calls by `docker exec`."""
         self._api = client.api
-        self._holders = netns.NetnsHolders(self._api, translate, self._remove) if share_netns else None
+        self._holders = netns.NetnsHolders(self._api, translate, self._remove, first_apart) if share_netns else None
         self._lock = threading.Lock()
         self._owned: set[str] = set()
         self._images: dict[str, tuple[float, str, str | None]] = {}

@@ -246,6 +246,8 @@ def test_every_container_carries_the_labels(
 ) -> None:
     docker_sandbox.prewarm(workspace=workspace, spec=spec)
     docker_sandbox.pool.wait_idle()
+    docker_sandbox.run(["true"], workspace=workspace, spec=spec)  # its replacement waits for the holder
+    docker_sandbox.pool.wait_idle()
     found = find_containers(docker_client, test_label)
     holders = {c.id for c in found if c.labels["harness.kind"] == "netns"}
     assert len(holders) == 1 and len(found) > 1

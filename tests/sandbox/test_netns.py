@@ -41,15 +41,30 @@ def test_calls_of_a_session_share_one_namespace_with_only_loopback(
     assert find_containers(docker_client, test_label) == []  # close removed the holder too
 
 
+def test_without_first_apart_even_the_first_call_joins_the_holder(
+    docker_client, run_label, workspace, spec, test_label
+) -> None:
+    with DockerSandbox(docker_client, run_id=run_label, pool_size=0, session_id="s-batch", first_apart=False) as box:
+        first, interfaces = _namespace(box, workspace, spec)
+        assert _namespace(box, workspace, spec)[0] == first and interfaces == ["lo"]
+        assert len(_holders(docker_client, test_label)) == 1
+
+
 def test_sessions_never_share_a_namespace(docker_client, run_label, workspace, spec, test_label) -> None:
+    # Each session's first call runs apart (its namespace freed with it, so its inode number may come
+    # again): compare the later calls, which are in their sessions' holders, alive side by side.
     with (
         DockerSandbox(docker_client, run_id=run_label, pool_size=0, session_id="s-a") as a,
         DockerSandbox(docker_client, run_id=run_label, pool_size=0, session_id="s-b") as b,
     ):
+        for box in (a, b):
+            _namespace(box, workspace, spec)
         assert _namespace(a, workspace, spec)[0] != _namespace(b, workspace, spec)[0]
     # One sandbox serving two sessions (told apart by the session label of their specs) keeps them apart too.
     with DockerSandbox(docker_client, run_id=run_label, pool_size=0) as shared:
         c, d = (spec.model_copy(update={"labels": {**spec.labels, "harness.session": name}}) for name in ("s-c", "s-d"))
+        for scope in (c, d):
+            _namespace(shared, workspace, scope)
         assert _namespace(shared, workspace, c)[0] != _namespace(shared, workspace, d)[0]
         assert _namespace(shared, workspace, c)[0] == _namespace(shared, workspace, c)[0]
         assert len(_holders(docker_client, test_label)) == 2
@@ -58,7 +73,8 @@ def test_sessions_never_share_a_namespace(docker_client, run_label, workspace, s
 def test_a_removed_or_stopped_holder_is_replaced(docker_client, run_label, workspace, spec, test_label) -> None:
     # (Namespace inode numbers are reused once a namespace is freed: compare holders, not inodes.)
     with DockerSandbox(docker_client, run_id=run_label, pool_size=0, session_id="s-gone") as box:
-        _namespace(box, workspace, spec)
+        _namespace(box, workspace, spec)  # apart, the holder starting beside it
+        _namespace(box, workspace, spec)  # in the holder
         [holder] = _holders(docker_client, test_label)
         holder.remove(force=True)  # the engine answers a join with 404
         assert _namespace(box, workspace, spec)[1] == ["lo"]
