@@ -94,7 +94,10 @@ class Shipper:
         if path not in self._by_path:
             if not path.is_dir():
                 raise ConfigError(f"repository path is not a directory: {path}")
-            data = pack(path)
+            try:
+                data = pack(path)
+            except OSError as error:  # an unreadable file, a file that changed while packed
+                raise ConfigError(f"cannot pack {path} to ship it to the workers: {error}") from None
             name = digest(data)
             if name not in self._by_digest:
                 self._futures[name] = self._client.scatter(data, hash=False)
@@ -106,7 +109,10 @@ class Shipper:
         """Contents of the files that exist among paths, by path."""
         for path in paths:
             if str(path) not in self._files and path.is_file():
-                self._files[str(path)] = path.read_bytes()
+                try:
+                    self._files[str(path)] = path.read_bytes()
+                except OSError as error:
+                    raise ConfigError(f"cannot read {path} to ship it to the workers: {error}") from None
         return {str(path): self._files[str(path)] for path in paths if str(path) in self._files}
 
     def lost(self, path: Path) -> None:

@@ -157,3 +157,14 @@ def test_the_store_fetches_a_shipment_once_and_refuses_one_that_does_not_match_i
     with pytest.raises(shipping.ShipmentLost, match="does not match"):
         shipping.fetch(forged)
     assert not (tmp_path / "store" / "repos" / ("0" * 64)).exists()
+
+
+def test_a_repository_that_is_not_there_is_a_clear_error_before_anything_is_shipped(tmp_path: Path) -> None:
+    from harness.errors import ConfigError
+
+    shipper = shipping.Shipper(client=None)  # nothing reaches the cluster before the path is checked
+    with pytest.raises(ConfigError, match="not a directory"):
+        shipper.repo(tmp_path / "missing")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ConfigError, match="not a directory"):
+        shipper.repo(tmp_path / "file")
