@@ -22,6 +22,9 @@ from harness.errors import UsageError
 
 SESSION_RESOURCE = "sessions"
 """The Dask worker resource a task-run holds: a worker serving N sessions advertises N."""
+WORKER_CONFIG = {"distributed.worker.profile.enabled": False}
+"""Dask settings of batch workers: no statistical profiler (it samples every thread every 10 ms for a
+dashboard batches do not run; on a small host that CPU is the batch's limit)."""
 SHIPMENT_RETRIES = 3
 """Times a task-run is queued again because the worker holding its shipped repository died."""
 
@@ -96,6 +99,7 @@ def plan(tasks: TasksFile, models: list[str], runs: int | None) -> list[tuple[Ta
 @contextmanager
 def dask_client(cluster: str | None, workers: int) -> Iterator[Any]:
     """A client of the given scheduler, or of a local cluster on 127.0.0.1 (one session per worker)."""
+    import dask
     from distributed import Client, LocalCluster
 
     if cluster:
@@ -103,6 +107,7 @@ def dask_client(cluster: str | None, workers: int) -> Iterator[Any]:
             yield client
         return
     with (
+        dask.config.set(WORKER_CONFIG),  # the nannies hand it to the worker processes they start
         LocalCluster(
             n_workers=workers,
             threads_per_worker=1,

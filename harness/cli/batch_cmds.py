@@ -170,7 +170,12 @@ def worker(
         fail(f"cannot use {store or shipping.STORE} as the worker's store: {error.strerror or error}", ExitCode.USAGE)
     argv += ["--preload", "harness.batch.preload", "--harness-store", str(shipping.STORE)]
     err_console.print(f"serving {sessions} session(s) for {scheduler}")
-    os.execv(argv[0], argv)  # the Dask worker takes over this process (signals, restarts, logs)
+    from harness.batch.runner import WORKER_CONFIG
+
+    settings = {
+        f"DASK_{key.upper().replace('.', '__').replace('-', '_')}": str(value) for key, value in WORKER_CONFIG.items()
+    }
+    os.execve(argv[0], argv, {**os.environ, **settings})  # the Dask worker takes over this process
 
 
 approvals_app = typer.Typer(
