@@ -71,12 +71,14 @@ def digest(data: bytes) -> str:
 
 
 def unpack_into(data: bytes, target: Path) -> None:
-    """Unpack an archive made by `pack` into target (which must not exist), atomically: a crash
-    leaves only a temporary folder, never a half-filled target."""
+    """Unpack an archive made by `pack` at target, replacing what is there, atomically: a crash or a
+    refused entry leaves only a temporary folder (removed when it can be), never a half-filled target."""
     staging = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}")
     staging.mkdir(parents=True)
     try:
         unpack(data, staging)
+        if target.exists():
+            remove_tree(target)
         os.replace(staging, target)
     except BaseException:
         remove_tree(staging, ignore_errors=True)

@@ -27,9 +27,8 @@ from typing import Any, Literal
 
 import platformdirs
 
-from harness.batch.archive import digest, pack, unpack, unpack_into
+from harness.batch.archive import digest, pack, unpack_into
 from harness.errors import ConfigError
-from sandbox.tree import remove_tree
 
 STORE: Path = platformdirs.user_cache_path("harness") / "worker"
 """This worker's store; `harness worker --store DIR` sets it at start (see harness.batch.preload)."""
@@ -52,10 +51,10 @@ class Shipped:
     instead of moving the bytes before every task-run; the worker fetches them only when its store
     lacks the digest."""
 
-    __slots__ = ("digest", "key", "size")
+    __slots__ = ("digest", "key")
 
-    def __init__(self, digest: str, key: str, size: int) -> None:
-        self.digest, self.key, self.size = digest, key, size
+    def __init__(self, digest: str, key: str) -> None:
+        self.digest, self.key = digest, key
 
     def data(self, timeout: float) -> bytes:
         """The bytes, from whichever worker holds them (called inside a task)."""
@@ -101,7 +100,7 @@ class Shipper:
             name = digest(data)
             if name not in self._by_digest:
                 self._futures[name] = self._client.scatter(data, hash=False)
-                self._by_digest[name] = Shipped(name, self._futures[name].key, len(data))
+                self._by_digest[name] = Shipped(name, self._futures[name].key)
             self._by_path[path] = self._by_digest[name]
         return self._by_path[path]
 
@@ -199,17 +198,7 @@ def session_files(folder: Path) -> bytes:
 
 def receive_session(data: bytes, folder: Path) -> None:
     """Put a session's returned files at folder, replacing what an earlier attempt returned."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = folder.with_name(f".{folder.name}.{uuid.uuid4().hex[:8]}")
-    staging.mkdir()
-    try:
-        unpack(data, staging)
-        if folder.exists():
-            remove_tree(folder)
-        os.replace(staging, folder)
-    except BaseException:
-        remove_tree(staging, ignore_errors=True)
-        raise
+    unpack_into(data, folder)
 
 
 @contextlib.contextmanager

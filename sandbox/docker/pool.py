@@ -95,7 +95,7 @@ class WarmPool:
                 return
             self._register(key, config, family)
             self._unfilled.discard(key)
-            target = self._target.setdefault(key, min(self.config.initial, self.config.size))
+            target = self._target.setdefault(key, self._initial)
             missing = target - len(self._idle[key]) - self._pending.get(key, 0)
             for _ in range(max(0, missing)):
                 self._pending[key] = self._pending.get(key, 0) + 1
@@ -119,7 +119,11 @@ class WarmPool:
     def target(self, key: str) -> int:
         """Containers the pool now keeps ready for key."""
         with self._lock:
-            return self._target.get(key, min(self.config.initial, self.config.size))
+            return self._target.get(key, self._initial)
+
+    @property
+    def _initial(self) -> int:
+        return min(self.config.initial, self.config.size)
 
     def release(self, cid: str) -> None:
         """Kill and remove a used container off the caller's critical path."""

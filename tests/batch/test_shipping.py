@@ -136,7 +136,7 @@ class _Arrived(shipping.Shipped):
     __slots__ = ("calls", "payload")
 
     def __init__(self, digest: str, payload: bytes) -> None:
-        super().__init__(digest, "key", len(payload))
+        super().__init__(digest, "key")
         self.payload, self.calls = payload, 0
 
     def data(self, timeout: float) -> bytes:
