@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 import uuid
 from collections.abc import Iterator
 
@@ -19,6 +20,9 @@ from sandbox.docker.engine import connect
 from sandbox.errors import EngineUnavailable
 
 RUN_ID = f"test-{uuid.uuid4().hex[:12]}"
+os.environ["HARNESS_WARM_DIR"] = tempfile.mkdtemp(prefix="harness-test-warm-")
+"""A warm service the developer runs never serves the tests' one-shot commands (a test that wants one
+starts its own in a folder of its own)."""
 
 
 @pytest.fixture(scope="session")

@@ -2,10 +2,12 @@
 
 - `harness --help` against `python3 -c "import typer"` (the floor of any typer CLI);
 - a one-shot `harness exec PATH -- true` against `docker run --rm --network none IMAGE true` (the
-  floor of any one-call container).
+  floor of any one-call container), twice: warm (a warm service of the bench's own, in a private
+  folder, has the container started before the command) and cold (no service: the command starts
+  its container and waits for it, as every one-shot did before the service).
 
-Both sides are fresh processes of the same interpreter (and the docker CLI), interleaved round by
-round; the figures are medians.
+Every side is a fresh process of the same interpreter (and the docker CLI), interleaved round by
+round; the figures are medians. The warm service is stopped at the end, removing its containers.
 """
 
 from __future__ import annotations
@@ -33,9 +35,13 @@ class StartupBench(BaseModel):
     help_over_typer: float
     """Target: at most 2."""
     exec: Latency | None = None
+    """The one-shot exec with the warm service running."""
     docker_run: Latency | None = None
     exec_over_docker_run: float | None = None
-    """Target: at most 1; None when no docker CLI is installed to compare with."""
+    """Warm one-shot exec / docker run. Target: at most 1; None when no docker CLI is installed to compare with."""
+    cold_exec: Latency | None = None
+    """The one-shot exec without a warm service."""
+    cold_exec_over_docker_run: float | None = None
     image: str = ""
 
 
@@ -68,12 +74,29 @@ def measure(*, image_ref: str, run_id: str, rounds: int = 10) -> StartupBench:
         repo = Path(tmp) / "repo"
         repo.mkdir()
         (repo / "README").write_text("bench\n")
+        warm_env = {**env, "HARNESS_WARM_DIR": str(Path(tmp) / "warm")}
+        cold_env = {**env, "HARNESS_WARM_DIR": str(Path(tmp) / "none")}
         bare = [docker, "run", "--rm", "--network", "none", "--label", f"{labels.RUN}={run_id}", image_ref, "true"]
-        samples = side_by_side(
-            {"exec": lambda: _run([*CLI, "exec", str(repo), "--", "true"], env), "docker_run": lambda: _run(bare)},
-            rounds=rounds,
-        )
-    ours, theirs = latency(samples["exec"]), latency(samples["docker_run"])
+        one_shot = [*CLI, "exec", str(repo), "--image", image_ref, "--", "true"]
+        _run([*CLI, "warm", "start", "--image", image_ref], warm_env)
+        try:
+            samples = side_by_side(
+                {
+                    "exec": lambda: _run(one_shot, warm_env),
+                    "cold": lambda: _run(one_shot, cold_env),
+                    "docker_run": lambda: _run(bare),
+                },
+                rounds=rounds,
+            )
+        finally:
+            _run([*CLI, "warm", "stop"], warm_env)
+    ours, cold, theirs = latency(samples["exec"]), latency(samples["cold"]), latency(samples["docker_run"])
     return result.model_copy(
-        update={"exec": ours, "docker_run": theirs, "exec_over_docker_run": ratio(ours.median_ms, theirs.median_ms)}
+        update={
+            "exec": ours,
+            "docker_run": theirs,
+            "exec_over_docker_run": ratio(ours.median_ms, theirs.median_ms),
+            "cold_exec": cold,
+            "cold_exec_over_docker_run": ratio(cold.median_ms, theirs.median_ms),
+        }
     )

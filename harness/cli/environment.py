@@ -3,7 +3,9 @@
 `$HARNESS_RUN_ID` (the label tests use to find and clean what they made), `$HARNESS_STATE_DIR`,
 `$DOCKER_HOST`, the API key (by the variable the config names, else the vendor's usual one), the
 endpoint fallback `$OPENAI_BASE_URL` / `$ANTHROPIC_BASE_URL`, and the test-only crash point
-`$HARNESS_CRASH_AT`, and `$HARNESS_TRACEBACK` (show an internal error's traceback). The values reach the rest of harness inside an `assembly.Runtime`.
+`$HARNESS_CRASH_AT`, `$HARNESS_TRACEBACK` (show an internal error's traceback), and where the warm
+service lives (`$HARNESS_WARM_DIR`, `$XDG_RUNTIME_DIR`). The values reach the rest of harness inside
+an `assembly.Runtime`.
 """
 
 from __future__ import annotations
@@ -106,4 +108,19 @@ def runtime(config: RunConfig, *, interactive: bool = False, prefix: str = "run"
         key_variable=key_variable(config),
         on_phase=crash_hook(),
         interactive=interactive,
+    )
+
+
+def warm_dir() -> Path:
+    """The warm service's folder for the engine in use: under $HARNESS_WARM_DIR, else
+    $XDG_RUNTIME_DIR/harness-warm, else the user cache folder; one subfolder per engine address."""
+    import hashlib
+
+    base = os.environ.get("HARNESS_WARM_DIR")
+    if not base:
+        runtime = os.environ.get("XDG_RUNTIME_DIR")
+        base = str(Path(runtime) / "harness-warm") if runtime else str(Path.home() / ".cache" / "harness" / "warm")
+    host = docker_host()
+    return Path(base).expanduser() / (
+        "default" if host is None else "engine-" + hashlib.sha256(host.encode()).hexdigest()[:12]
     )

@@ -56,6 +56,9 @@ def execute(path: Path, command: list[str], spec: SandboxSpec, keep: Path | None
     """Run command on a fresh copy of path in one disposable container; optionally keep the copy."""
     if keep is not None and keep.exists():
         fail(f"--keep target already exists: {keep}", ExitCode.USAGE)
+    warm = warm_execute(path, command, spec, keep)
+    if warm is not None:
+        return warm
     from sandbox.docker.containers import DockerSandbox
     from sandbox.docker.engine import connect
     from sandbox.session.workspace import copy_repository
@@ -74,6 +77,28 @@ def execute(path: Path, command: list[str], spec: SandboxSpec, keep: Path | None
     finally:
         remove_tree(scratch, ignore_errors=True)
         client.close()
+
+
+def warm_execute(path: Path, command: list[str], spec: SandboxSpec, keep: Path | None) -> Envelope | None:
+    """The same call through the warm service (a container started before it was needed), or None
+    when no warm service runs for this engine."""
+    from harness.warm import protocol
+    from sandbox.envelope import Envelope
+
+    request = {
+        "op": "exec",
+        "path": str(path.resolve()),
+        "argv": command,
+        "spec": spec.model_dump(mode="json", exclude={"labels"}),
+        "keep": None if keep is None else str(keep.resolve()),
+    }
+    try:
+        reply = protocol.ask(environment.warm_dir(), request)
+    except protocol.Unavailable:
+        return None
+    if "error" in reply:
+        fail(str(reply["error"]), int(reply.get("exit_code", ExitCode.INTERNAL)))
+    return Envelope.model_validate(reply["envelope"])
 
 
 def print_envelope(envelope: Envelope, as_json: bool) -> None:

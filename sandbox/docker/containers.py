@@ -109,22 +109,14 @@ class DockerSandbox:
         committed = None
         for attempt in range(2):
             cid = self.pool.acquire(key, config, family=spec.image)
-            with self._lock:
-                stream = self._streams.pop(cid, None)
             try:
-                if stream is not None:
-                    outcome = self._stub_call(cid, stream, list(argv), spec, stdin)
-                else:
-                    outcome = self._exec(cid, list(argv), spec, stdin)
+                outcome = self._call_once(cid, argv, spec, stdin)
                 if commit_changes and not spec.read_only_root:
                     committed = self._commit(cid, spec, mounts)
                 break
             except _ContainerGone:
                 if attempt:  # a warm container died before use (engine restart?): one fresh retry only
-                    raise SandboxError(
-                        "the sandbox container stopped before the command could start; "
-                        "check the engine with `harness doctor`"
-                    ) from None
+                    raise _gone() from None
             finally:
                 self.pool.release(cid)
         if committed:  # the next call starts from the committed image: warm that one instead
@@ -133,6 +125,50 @@ class DockerSandbox:
             self.pool.prewarm(key, config, family=committed or spec.image)  # after the call: a start would slow it
         else:
             self.pool.skip_refill(key)
+        return self._envelope(outcome, spec, image_id, user, committed)
+
+    def call(
+        self, cid: str, argv: Sequence[str], *, workspace: Path, spec: SandboxSpec, stdin: bytes | None = None
+    ) -> Envelope:
+        """Run argv in a container from `start_one` (same workspace and spec, no mounts), then remove
+        it; if it died before the call, once more in a fresh one started now."""
+        if not argv:
+            raise SpecError("nothing to run: the command is empty")
+        _, config, image_id, user = self._prepare(workspace, spec, ())
+        for attempt in range(2):
+            try:
+                outcome = self._call_once(cid, argv, spec, stdin)
+                break
+            except _ContainerGone:
+                if attempt:
+                    raise _gone() from None
+            finally:
+                self.pool.release(cid)
+            cid = self._start(config, "call")
+        return self._envelope(outcome, spec, image_id, user, None)
+
+    def remove(self, cid: str) -> None:
+        """Kill and remove a container from `start_one` now (one already gone is not an error)."""
+        self._remove(cid)
+
+    def stop(self, cid: str) -> None:
+        """Kill a container now (its call, if one runs, ends as killed); removal stays with its owner."""
+        self._kill(cid)
+
+    def image_id(self, name: str, *, fresh: bool = False) -> str:
+        """The id the engine resolves an image name to (cached for IMAGE_CACHE_S unless fresh)."""
+        return self._image(name, fresh=fresh)[0]
+
+    def _call_once(self, cid: str, argv: Sequence[str], spec: SandboxSpec, stdin: bytes | None) -> CallOutcome:
+        with self._lock:
+            stream = self._streams.pop(cid, None)
+        if stream is not None:
+            return self._stub_call(cid, stream, list(argv), spec, stdin)
+        return self._exec(cid, list(argv), spec, stdin)
+
+    def _envelope(
+        self, outcome: CallOutcome, spec: SandboxSpec, image_id: str, user: str, committed: str | None
+    ) -> Envelope:
         unenforced = unenforced_limits((self._runtimes or {}).get(spec.runtime, []), spec.runtime)
         return Envelope.of(
             outcome,
@@ -147,11 +183,13 @@ class DockerSandbox:
         key, config, _, _ = self._prepare(workspace, spec, mounts)
         self.pool.prewarm(key, config, family=spec.image)
 
-    def start_one(self, *, workspace: Path, spec: SandboxSpec, mounts: Sequence[Mount] = ()) -> str:
-        """Start one container exactly as the pool would, outside it (for measuring the engine's start
-        rate); give it back with `discard`."""
+    def start_one(
+        self, *, workspace: Path, spec: SandboxSpec, mounts: Sequence[Mount] = (), kind: str = "bench"
+    ) -> str:
+        """Start one container exactly as the pool would, outside it (for `call`, or for measuring the
+        engine's start rate); give it back with `call` or `discard`."""
         _, config, _, _ = self._prepare(workspace, spec, mounts)
-        return self._start(config, "bench")
+        return self._start(config, kind)
 
     def discard(self, cid: str) -> None:
         """Remove a container from `start_one` off the caller's path."""
@@ -198,12 +236,12 @@ class DockerSandbox:
             labels[labels_of.SESSION] = self.session_id
         return labels
 
-    def _image(self, name: str) -> tuple[str, str | None]:
-        """(image id, the PATH it declares) for a name, cached for IMAGE_CACHE_S."""
+    def _image(self, name: str, *, fresh: bool = False) -> tuple[str, str | None]:
+        """(image id, the PATH it declares) for a name, cached for IMAGE_CACHE_S (asked anew if fresh)."""
         now = time.monotonic()
         with self._lock:
             hit = self._images.get(name)
-        if hit and now - hit[0] < IMAGE_CACHE_S:
+        if hit and now - hit[0] < IMAGE_CACHE_S and not fresh:
             return hit[1], hit[2]
         image_id, path = resolve_image_path(self.client, name)
         with self._lock:
@@ -507,6 +545,12 @@ def import_result(reply: Any) -> str:
             if isinstance(status, str) and status.startswith("sha256:"):
                 return status
     raise SandboxError(f"the engine did not name the flattened image: {text[-200:]!r}")
+
+
+def _gone() -> SandboxError:
+    return SandboxError(
+        "the sandbox container stopped before the command could start; check the engine with `harness doctor`"
+    )
 
 
 class _NoStub(Exception):

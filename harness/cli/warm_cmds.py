@@ -1,0 +1,111 @@
+"""`harness warm start|serve|status|stop`: the warm service that takes the container start off a
+one-shot `harness exec` (see `harness.warm`).
+
+Exit codes: 0 done (also `start` with a service already running, and `status`/`stop` with none:
+they say so); 64 bad flags, or `serve` with a service already running; 71 an image to keep warm is
+missing; 125 no engine.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from harness.cli import environment
+from harness.cli.app import ExitCode, app, console, docker_host, fail, reported
+
+warm_app = typer.Typer(
+    help="Keep sandbox containers started for one-shot `harness exec` (a resident service).",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(warm_app, name="warm")
+
+IMAGES = typer.Option(["py311"], "--image", help="Image kept warm with the default limits (repeatable).")
+PER_SPEC = typer.Option(2, "--per-spec", min=1, max=8, help="Ready containers per image and limits.")
+IDLE = typer.Option(900.0, "--idle", min=1.0, help="Seconds without a request after which the service exits.")
+
+
+@warm_app.command("start")
+def start(image: list[str] = IMAGES, per_spec: int = PER_SPEC, idle: float = IDLE) -> None:
+    """Start the warm service in the background (one per user and engine) and wait until it answers."""
+    from harness.warm import daemon, protocol
+
+    folder = environment.warm_dir()
+    with reported():
+        _check_images(image)
+        try:
+            running = protocol.ask(folder, {"op": "status"})
+        except protocol.Unavailable:
+            running = None
+        if running is not None:
+            console.print(f"a warm service already runs for this engine (pid {running.get('pid')})")
+            return
+        argv = [sys.executable, "-c", "from harness.cli import main; main()", "warm", "serve"]
+        argv += [f"--image={name}" for name in image] + [f"--per-spec={per_spec}", f"--idle={idle:g}"]
+        try:
+            status = daemon.spawn(folder, argv)
+        except RuntimeError as error:
+            fail(f"the warm service did not start: {error}", ExitCode.SANDBOX)
+    console.print(f"warm service running (pid {status['pid']}, {', '.join(image)}; exits after {idle:g} s idle)")
+    console.print(f"[dim]{folder}[/]", soft_wrap=True)
+
+
+@warm_app.command("serve")
+def serve(image: list[str] = IMAGES, per_spec: int = PER_SPEC, idle: float = IDLE) -> None:
+    """Run the warm service in the foreground until it is idle, stopped or interrupted."""
+    from harness.warm import daemon
+    from harness.warm.service import WarmConfig
+    from sandbox.docker.containers import DockerSandbox
+    from sandbox.docker.engine import connect
+
+    folder = environment.warm_dir()
+    with reported():
+        _check_images(image)
+        box = DockerSandbox(connect(docker_host()), run_id=environment.run_id("warm"), pool_size=0, share_netns=False)
+        try:
+            daemon.serve(
+                folder,
+                WarmConfig(images=image, per_spec=per_spec, idle_s=idle),
+                box,
+                ready=lambda: console.print(f"warm service serving at {folder}", soft_wrap=True),
+            )
+        except daemon.AlreadyRunning as error:
+            fail(str(error), ExitCode.USAGE)
+
+
+@warm_app.command("status")
+def status() -> None:
+    """Whether a warm service runs for this engine, and what it has ready."""
+    from harness.warm import protocol
+
+    folder = environment.warm_dir()
+    try:
+        reply = protocol.ask(folder, {"op": "status"})
+    except protocol.Unavailable as why:
+        console.print(f"no warm service: {why}", soft_wrap=True)
+        return
+    ready = ", ".join(f"{image}: {count}" for image, count in reply.get("ready", {}).items()) or "nothing yet"
+    console.print(f"warm service running (pid {reply.get('pid')}); ready: {ready}", soft_wrap=True)
+
+
+@warm_app.command("stop")
+def stop() -> None:
+    """Stop the warm service for this engine; it removes every container it started."""
+    from harness.warm import daemon
+
+    stopped = daemon.stop(environment.warm_dir())
+    console.print("warm service stopped" if stopped else "no warm service was running")
+
+
+def _check_images(names: list[str]) -> None:
+    """Every image to keep warm exists (ImageNotFound says how to build it), before anything starts."""
+    from sandbox.docker.engine import connect, resolve_image
+
+    client = connect(docker_host())
+    try:
+        for name in names:
+            resolve_image(client, name)
+    finally:
+        client.close()

@@ -1,0 +1,285 @@
+"""The warm service: hardened single-use containers started before a one-shot command needs them.
+
+A one-shot `harness exec PATH -- CMD` pays an interpreter, a container start and a removal; the
+engine's start alone costs what a bare `docker run` does. The service takes the start off the
+command's path: it keeps, for each spec it serves, a few *slots* ready, each an empty directory of
+its own and one container started on it (the workspace bound to that directory, the call stub
+attached and waiting). A request copies the repository into a ready slot's directory (the
+container sees it at once: the bind mount is the directory), runs the command through the stub,
+replies with the envelope, and removes the container and the directory off the reply's path while
+a replacement starts. A slot is used once, like every container harness starts.
+
+The same containers as the cold path: same hardening, limits, posture and envelope, the host's
+watch killing the whole container at its deadline. A slot whose image the engine now resolves to
+another id is discarded, never used. The service serves one user (its socket is 0600 in a 0700
+folder, and a peer of another uid is refused) and one engine; it exits after `idle_s` without a
+request, removing what it started; containers of a service that was killed carry its pid, and the
+next service (or `harness sandbox prune`) removes them.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import socket
+import socketserver
+import struct
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from harness.warm import protocol
+from sandbox.errors import SandboxError
+from sandbox.spec import SandboxSpec
+from sandbox.tree import copy_tree, remove_tree
+
+if TYPE_CHECKING:
+    from sandbox.docker.containers import DockerSandbox
+
+KIND = "warm"
+"""The kind label of the service's containers."""
+MAX_SPECS = 4
+"""Distinct specs kept warm at once (the configured images' defaults first, then the latest asked)."""
+USAGE, NOT_FOUND, INTERNAL = 64, 66, 70
+
+
+class WarmConfig(BaseModel):
+    """What the service keeps ready."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    images: list[str] = Field(default_factory=lambda: ["py311"])
+    """Images kept warm from the start, with the default limits."""
+    per_spec: int = Field(2, ge=1, le=8)
+    """Ready slots per spec (calls arriving faster than the engine starts containers wait for one)."""
+    idle_s: float = Field(900.0, gt=0)
+    """The service exits after this long without a request."""
+
+
+class Slot:
+    """A directory and the container started on it, for exactly one call."""
+
+    def __init__(self, folder: Path, cid: str, image_id: str) -> None:
+        self.folder, self.cid, self.image_id = folder, cid, image_id
+
+
+class WarmService:
+    """Ready slots per spec, and the request handler of the service's socket."""
+
+    def __init__(self, box: DockerSandbox, folder: Path, config: WarmConfig) -> None:
+        self.box, self.folder, self.config = box, folder, config
+        self.slots_dir = folder / protocol.SLOTS
+        self._lock = threading.Condition()
+        self._ready: dict[str, collections.deque[Slot]] = {}
+        self._pending: dict[str, int] = {}
+        self._specs: collections.OrderedDict[str, SandboxSpec] = collections.OrderedDict()
+        self._pinned = {SandboxSpec(image=image).model_dump_json() for image in config.images}
+        self._closed = False
+        self.busy = 0
+        self.last_request = time.monotonic()
+        self._starter = ThreadPoolExecutor(max_workers=2, thread_name_prefix="harness-warm-start")
+        self._cleaner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="harness-warm-clean")
+        for image in config.images:
+            self._keep(SandboxSpec(image=image))
+
+    # -- slots --------------------------------------------------------------------------------------
+    def _keep(self, spec: SandboxSpec) -> str:
+        """Keep spec warm from now on (most recent last; the oldest unpinned beyond MAX_SPECS dropped)."""
+        key = spec.model_dump_json()
+        with self._lock:
+            self._specs[key] = spec
+            self._specs.move_to_end(key)
+            self._ready.setdefault(key, collections.deque())
+            for old in [k for k in self._specs if k not in self._pinned][: max(0, len(self._specs) - MAX_SPECS)]:
+                del self._specs[old]
+                for slot in self._ready.pop(old, ()):
+                    self._clean(slot)
+            self._fill(key)
+        return key
+
+    def _fill(self, key: str) -> None:
+        """Start slots in the background until key has per_spec ready or starting (lock held)."""
+        if self._closed or key not in self._specs:
+            return
+        missing = self.config.per_spec - len(self._ready[key]) - self._pending.get(key, 0)
+        for _ in range(max(0, missing)):
+            self._pending[key] = self._pending.get(key, 0) + 1
+            self._starter.submit(self._start_background, key, self._specs[key])
+
+    def _start_background(self, key: str, spec: SandboxSpec) -> None:
+        slot = None
+        try:
+            slot = self._new_slot(spec)
+        except Exception:  # noqa: BLE001 - a failed background start is retried by the next request
+            slot = None
+        finally:
+            with self._lock:
+                self._pending[key] -= 1
+                keep = slot is not None and not self._closed and key in self._ready
+                if keep and slot is not None:
+                    self._ready[key].append(slot)
+                self._lock.notify_all()
+        if slot is not None and not keep:
+            self._clean(slot)
+
+    def _new_slot(self, spec: SandboxSpec) -> Slot:
+        folder = Path(tempfile.mkdtemp(prefix="slot-", dir=self.slots_dir))
+        try:
+            image_id = self.box.image_id(spec.image)
+            return Slot(folder, self.box.start_one(workspace=folder, spec=spec, kind=KIND), image_id)
+        except BaseException:
+            remove_tree(folder, ignore_errors=True)
+            raise
+
+    def take(self, spec: SandboxSpec) -> Slot:
+        """A ready slot for spec (started now if none is ready or starting); the engine is asked
+        which image id spec.image names now, and slots of another id are discarded."""
+        image_id = self.box.image_id(spec.image, fresh=True)  # a rebuild a moment ago counts
+        key = self._keep(spec)
+        with self._lock:
+            while True:
+                ready = self._ready.get(key, collections.deque())
+                while ready and ready[0].image_id != image_id:
+                    self._clean(ready.popleft())
+                if ready or not self._pending.get(key):
+                    break
+                self._lock.wait(timeout=5.0)
+            slot = ready.popleft() if ready else None
+            self._fill(key)
+        return slot if slot is not None else self._new_slot(spec)
+
+    def _clean(self, slot: Slot) -> None:
+        """Remove a slot's container, then its directory, off the caller's path."""
+
+        def clean() -> None:
+            self.box.remove(slot.cid)
+            remove_tree(slot.folder, ignore_errors=True)
+
+        try:
+            self._cleaner.submit(clean)
+        except RuntimeError:  # shut down already: inline
+            clean()
+
+    def close(self) -> None:
+        """Remove every slot; wait for starts and removals under way."""
+        with self._lock:
+            self._closed = True
+            doomed = [slot for ready in self._ready.values() for slot in ready]
+            self._ready.clear()
+        self._starter.shutdown(wait=True)
+        for slot in doomed:
+            self._clean(slot)
+        self._cleaner.shutdown(wait=True)
+
+    # -- requests -----------------------------------------------------------------------------------
+    def handle(self, request: dict[str, Any], gone: threading.Event) -> dict[str, Any]:
+        """Answer one request; `gone` is set when the client hangs up (its call is then killed)."""
+        op = request.get("op")
+        if op == "status":
+            return {"pid": os.getpid(), "ready": self.ready_counts(), "images": self.config.images}
+        if op == "stop":
+            return {"stopping": True}
+        if op != "exec":
+            return {"refused": f"unknown request {op!r}"}
+        try:
+            return self._exec(request, gone)
+        except SandboxError as error:
+            return {"error": str(error), "exit_code": error.exit_code}
+        except OSError as error:
+            return {"error": f"{error.strerror or error}: {error.filename or ''}".rstrip(": "), "exit_code": INTERNAL}
+
+    def _exec(self, request: dict[str, Any], gone: threading.Event) -> dict[str, Any]:
+        argv, path, keep = request.get("argv"), request.get("path"), request.get("keep")
+        if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+            return {"error": "the command must be a non-empty list of strings", "exit_code": USAGE}
+        if not isinstance(path, str) or not os.path.isabs(path):
+            return {"error": "the repository path must be absolute", "exit_code": USAGE}
+        if not os.path.isdir(path):
+            return {"error": f"repository path does not exist: {path}", "exit_code": NOT_FOUND}
+        if keep is not None and (not isinstance(keep, str) or os.path.lexists(keep)):
+            return {"error": f"--keep target already exists: {keep}", "exit_code": USAGE}
+        try:
+            spec = SandboxSpec(**{**request.get("spec", {}), "labels": {}})
+        except (ValidationError, TypeError) as error:
+            return {"error": f"invalid sandbox spec: {error}", "exit_code": USAGE}
+        from sandbox.session.workspace import copy_repository
+
+        slot = self.take(spec)
+        try:
+            copy_repository(Path(path), slot.folder)
+            watcher = threading.Thread(target=self._kill_when, args=(gone, slot.cid), daemon=True)
+            watcher.start()
+            envelope = self.box.call(slot.cid, argv, workspace=slot.folder, spec=spec)
+            if keep is not None:
+                copy_tree(slot.folder, keep)
+        finally:
+            self._clean(slot)
+        return {"envelope": envelope.model_dump(mode="json"), "headline": envelope.headline()}
+
+    def _kill_when(self, gone: threading.Event, cid: str) -> None:
+        if gone.wait(timeout=None) and not self._closed:
+            self.box.stop(cid)
+
+    def ready_counts(self) -> dict[str, int]:
+        with self._lock:
+            return {self._specs[key].image: len(slots) for key, slots in self._ready.items() if key in self._specs}
+
+
+def peer_uid(sock: socket.socket) -> int:
+    """The uid of the process at the other end of a Unix socket."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[1]
+
+
+class Server(socketserver.ThreadingUnixStreamServer):
+    daemon_threads = True
+    service: WarmService
+    stop: Callable[[], None]
+    """Shut the server down from any thread (set by the daemon)."""
+
+
+class Handler(socketserver.BaseRequestHandler):
+    """One connection: one request, one reply. A peer of another user (but root) is refused."""
+
+    server: Server
+
+    def handle(self) -> None:
+        sock: socket.socket = self.request
+        service = self.server.service
+        if peer_uid(sock) not in (os.getuid(), 0):
+            return
+        with service._lock:
+            service.busy += 1
+            service.last_request = time.monotonic()
+        gone = threading.Event()
+        try:
+            request = protocol.receive(sock)
+            if request.get("protocol") != protocol.PROTOCOL:
+                reply: dict[str, Any] = {"refused": "another protocol"}
+            else:
+                threading.Thread(target=_watch_hangup, args=(sock, gone), daemon=True).start()
+                reply = service.handle(request, gone)
+            with contextlib.suppress(OSError):
+                protocol.send(sock, {**reply, "protocol": protocol.PROTOCOL})
+            if reply.get("stopping"):
+                self.server.stop()
+        except (OSError, EOFError, ValueError):
+            pass  # a client that broke off gets nothing; its call was killed by the hang-up watch
+        finally:
+            with service._lock:
+                service.busy -= 1
+                service.last_request = time.monotonic()
+
+
+def _watch_hangup(sock: socket.socket, gone: threading.Event) -> None:
+    """Set gone when the client closes its end before the reply (a client sends nothing more)."""
+    with contextlib.suppress(OSError):
+        sock.recv(1, socket.MSG_PEEK)
+    gone.set()

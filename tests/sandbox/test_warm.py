@@ -1,0 +1,257 @@
+"""The warm service with the real CLI and engine: a one-shot `harness exec` served by a container
+started before it, the same envelope as the cold path, and nothing left behind however it ends."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.cli import quick
+from harness.warm import protocol
+from sandbox.docker.prune import find_containers
+
+HARNESS = str(Path(sys.executable).parent / "harness")
+pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    path = tmp_path / "repo"
+    path.mkdir()
+    (path / "data.txt").write_text("payload\n")
+    return path
+
+
+class Warm:
+    """The CLI with this test's warm folder and run label."""
+
+    def __init__(self, folder: Path, label: str) -> None:
+        self.label, self.folder = label, folder / "default"
+        self.env = {**os.environ, "HARNESS_WARM_DIR": str(folder), "HARNESS_RUN_ID": label, "COLUMNS": "200"}
+
+    def __call__(self, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        env = {**self.env, **extra}
+        return subprocess.run([HARNESS, *args], capture_output=True, text=True, env=env, timeout=180)
+
+
+@pytest.fixture
+def warm(tmp_path: Path, run_label: str, sandbox_image: str, docker_client):
+    """A warm service of this test in its own folder; stopped (and checked gone) at the end."""
+    cli = Warm(tmp_path / "warm", f"{run_label}-warm-{time.monotonic_ns()}")
+    yield cli
+    cli("warm", "stop")
+    deadline = time.monotonic() + 20
+    while find_containers(docker_client, {"harness.run": cli.label}) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not find_containers(docker_client, {"harness.run": cli.label}), "the service left containers behind"
+
+
+def _ready(cli, count: int = 1, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        reply = protocol.ask(cli.folder, {"op": "status"})
+        if sum(reply["ready"].values()) >= count:
+            return
+        time.sleep(0.1)
+    raise AssertionError("the warm service never had a container ready")
+
+
+@pytest.mark.docker
+def test_one_shot_exec_is_served_by_a_container_started_before_it(warm, repo: Path) -> None:
+    started = warm("warm", "start", "--per-spec", "1")
+    assert started.returncode == 0, started.stderr
+    assert "running" in started.stdout
+    assert stat.S_IMODE(warm.folder.stat().st_mode) == 0o700
+    assert stat.S_IMODE((warm.folder / "warm.sock").stat().st_mode) == 0o600
+    assert warm("warm", "start").stdout.startswith("a warm service already runs")
+    _ready(warm)
+
+    done = warm(
+        "exec", str(repo), "--json", "--", "sh", "-c", "cat data.txt; echo changed > data.txt; echo e >&2; exit 3"
+    )
+    assert done.returncode == 3, done.stderr
+    envelope = json.loads(done.stdout)
+    assert envelope["stdout"] == "payload\n" and envelope["stderr"] == "e\n"
+    assert envelope["status"] == "exit_nonzero" and envelope["call_path"] == "stub"
+    assert (repo / "data.txt").read_text() == "payload\n", "the repository itself is never touched"
+
+    # Without the service (another folder) the same command gives the same envelope but for timings.
+    cold = warm(
+        "exec",
+        str(repo),
+        "--json",
+        "--",
+        "sh",
+        "-c",
+        "cat data.txt; echo e >&2; exit 3",
+        HARNESS_WARM_DIR=str(warm.folder.parent.parent / "none"),
+    )
+    cold_envelope = json.loads(cold.stdout)
+    for key in ("exit_code", "status", "stdout", "stderr", "limits", "image_id", "call_path", "truncated"):
+        assert envelope[key] == cold_envelope[key], key
+
+    # Each call gets a fresh container: nothing one call leaves is seen by the next.
+    _ready(warm)
+    first = warm("exec", str(repo), "--", "sh", "-c", "hostname; touch /tmp/mark")
+    _ready(warm)
+    second = warm("exec", str(repo), "--", "sh", "-c", "hostname; ls /tmp/mark || echo fresh")
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    assert first.stdout.splitlines()[2] != second.stdout.splitlines()[2]
+    assert "fresh" in second.stdout and second.stdout.startswith("exit_code=0 status=ok duration=")
+
+    # Flags the quick path does not take go through the full command line, to the same service.
+    timed_out = warm(
+        "exec",
+        str(repo),
+        "--timeout",
+        "1",
+        "--json",
+        "--keep",
+        str(repo.parent / "kept"),
+        "--",
+        "sh",
+        "-c",
+        "echo kept > k; sleep 30",
+    )
+    assert timed_out.returncode == 124, timed_out.stderr
+    assert json.loads(timed_out.stdout)["status"] == "timeout"
+    assert (repo.parent / "kept" / "k").read_text() == "kept\n"
+
+    missing = warm("exec", str(repo / "nope"), "--", "true")
+    assert (
+        missing.returncode == 66 and missing.stderr.strip() == f"error: repository path does not exist: {repo / 'nope'}"
+    )
+    assert "running" in warm("warm", "status").stdout
+
+
+@pytest.mark.docker
+def test_a_client_that_hangs_up_ends_its_call(warm, repo: Path, docker_client) -> None:
+    assert warm("warm", "start", "--per-spec", "1").returncode == 0
+    _ready(warm)
+    client = subprocess.Popen([HARNESS, "exec", str(repo), "--", "sleep", "77"], env=warm.env)
+    deadline = time.monotonic() + 30
+    while not _sleeping(docker_client, warm.label) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _sleeping(docker_client, warm.label), "the call never started"
+    client.send_signal(signal.SIGKILL)
+    client.wait()
+    deadline = time.monotonic() + 20
+    while _sleeping(docker_client, warm.label) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _sleeping(docker_client, warm.label), "the call outlived its client"
+
+
+def _sleeping(client, label: str) -> bool:
+    for container in find_containers(client, {"harness.run": label}):
+        try:
+            if any("sleep 77" in " ".join(row) for row in container.top().get("Processes") or []):
+                return True
+        except Exception:  # noqa: BLE001 - a container removed under us is not sleeping
+            continue
+    return False
+
+
+@pytest.mark.docker
+def test_a_killed_service_is_replaced_and_its_containers_pruned(warm, repo: Path, docker_client) -> None:
+    assert warm("warm", "start", "--per-spec", "1").returncode == 0
+    _ready(warm)
+    pid = protocol.ask(warm.folder, {"op": "status"})["pid"]
+    os.kill(pid, signal.SIGKILL)
+    time.sleep(0.5)
+    assert find_containers(docker_client, {"harness.run": warm.label, "harness.kind": "warm"})
+
+    cold = warm("exec", str(repo), "--", "cat", "data.txt")  # a dead socket: the cold path, no error
+    assert cold.returncode == 0 and "payload" in cold.stdout, cold.stderr
+    assert "no warm service" in warm("warm", "status").stdout
+
+    assert warm("warm", "start", "--per-spec", "1").returncode == 0
+    leftovers = [
+        c
+        for c in find_containers(docker_client, {"harness.run": warm.label, "harness.kind": "warm"})
+        if c.labels.get("harness.pid") == str(pid)
+    ]
+    assert not leftovers, "the new service removes the killed one's containers"
+    assert warm("exec", str(repo), "--", "cat", "data.txt").stdout.endswith("payload\n")
+
+
+@pytest.mark.docker
+def test_the_service_ends_when_idle_and_follows_a_rebuilt_image(warm, repo: Path, docker_client, tmp_path) -> None:
+    from sandbox.docker.engine import resolve_image
+
+    base, _ = resolve_image(docker_client, "py311")
+    tag = f"harness-warm-test:{warm.label.rsplit('-', 1)[1]}"
+    docker_client.api.tag(base, *tag.split(":"))
+    try:
+        assert warm("warm", "start", "--image", tag, "--per-spec", "1", "--idle", "6").returncode == 0
+        _ready(warm)
+        (tmp_path / "ctx").mkdir()
+        (tmp_path / "ctx" / "Dockerfile").write_text(f"FROM {base}\nLABEL harness.run={warm.label}\n")
+        rebuilt, _ = docker_client.images.build(path=str(tmp_path / "ctx"), tag=tag, rm=True)
+        done = warm("exec", str(repo), "--image", tag, "--json", "--", "true")
+        assert json.loads(done.stdout)["image_id"] == rebuilt.id, "a container of the old image was used"
+
+        deadline = time.monotonic() + 30
+        while (warm.folder / "warm.sock").exists() and time.monotonic() < deadline:
+            time.sleep(0.3)
+        assert not (warm.folder / "warm.sock").exists(), "the idle service did not exit"
+        assert not find_containers(docker_client, {"harness.run": warm.label})
+    finally:
+        docker_client.api.remove_image(tag)
+
+
+def test_the_quick_path_takes_only_the_plain_form() -> None:
+    assert quick.parse(["exec", "repo", "--", "true"]) == ("repo", "py311", False, ["true"])
+    assert quick.parse(["exec", "repo", "--json", "--image", "node", "--", "ls", "-l"]) == (
+        "repo",
+        "node",
+        True,
+        ["ls", "-l"],
+    )
+    assert quick.parse(["exec", "repo", "--image=go", "--", "go", "--json"]) == ("repo", "go", False, ["go", "--json"])
+    for argv in (
+        ["exec", "repo", "true"],  # no --
+        ["exec", "--json", "repo", "--", "true"],  # options first
+        ["exec", "repo", "--keep", "x", "--", "true"],
+        ["exec", "repo", "--session", "s", "--", "true"],
+        ["exec", "repo", "--image", "--", "true"],
+        ["exec", "repo", "--help", "--", "x"],
+        ["exec", "repo", "--"],
+        ["run", "repo", "--", "true"],
+    ):
+        assert quick.parse(argv) is None, argv
+
+
+def test_a_folder_others_can_enter_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "warm"
+    folder.mkdir(mode=0o755)
+    folder.chmod(0o755)
+    with pytest.raises(protocol.Unavailable, match="chmod 700"):
+        protocol.ask(folder, {"op": "status"})
+    folder.chmod(0o700)
+    with pytest.raises(protocol.Unavailable, match="no warm service answers"):
+        protocol.ask(folder, {"op": "status"})
+
+
+def test_messages_are_framed_and_bounded() -> None:
+    left, right = socket.socketpair()
+    with left, right:
+        protocol.send(left, {"op": "status", "x": "\x00\n" * 3})
+        assert protocol.receive(right) == {"op": "status", "x": "\x00\n" * 3}
+        left.sendall((protocol.MAX_MESSAGE + 1).to_bytes(4, "big"))
+        with pytest.raises(ValueError):
+            protocol.receive(right)
+        left.sendall(b"\x00\x00\x00\x02[]")
+        with pytest.raises(ValueError):
+            protocol.receive(right)
+        left.close()
+        with pytest.raises(EOFError):
+            protocol.receive(right)
