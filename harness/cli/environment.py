@@ -4,7 +4,7 @@
 `$DOCKER_HOST`, the API key (by the variable the config names, else the vendor's usual one), the
 endpoint fallback `$OPENAI_BASE_URL` / `$ANTHROPIC_BASE_URL`, and the test-only crash point
 `$HARNESS_CRASH_AT`, `$HARNESS_TRACEBACK` (show an internal error's traceback), and where the warm
-service lives (`$HARNESS_WARM_DIR`, `$XDG_RUNTIME_DIR`). The values reach the rest of harness inside
+service lives (`$HARNESS_WARM_DIR`). The values reach the rest of harness inside
 an `assembly.Runtime`.
 """
 
@@ -112,15 +112,11 @@ def runtime(config: RunConfig, *, interactive: bool = False, prefix: str = "run"
 
 
 def warm_dir() -> Path:
-    """The warm service's folder for the engine in use: under $HARNESS_WARM_DIR, else
-    $XDG_RUNTIME_DIR/harness-warm, else the user cache folder; one subfolder per engine address."""
+    """The warm service's folder for the engine in use: under $HARNESS_WARM_DIR, else the user cache
+    folder (beside the sessions' filesystem, where its slots are made); one subfolder per engine."""
     import hashlib
 
-    base = os.environ.get("HARNESS_WARM_DIR")
-    if not base:
-        runtime = os.environ.get("XDG_RUNTIME_DIR")
-        base = str(Path(runtime) / "harness-warm") if runtime else str(Path.home() / ".cache" / "harness" / "warm")
+    base = os.environ.get("HARNESS_WARM_DIR") or str(Path.home() / ".cache" / "harness" / "warm")
     host = docker_host()
-    return Path(base).expanduser() / (
-        "default" if host is None else "engine-" + hashlib.sha256(host.encode()).hexdigest()[:12]
-    )
+    tag = "default" if host is None else "engine-" + hashlib.sha256(host.encode()).hexdigest()[:12]
+    return Path(base).expanduser() / tag
