@@ -39,6 +39,7 @@ from sandbox.spec import Mount, SandboxSpec
 if TYPE_CHECKING:
     from harness.approve import Approver
     from harness.reissue import ReplayReport
+    from harness.warm.loans import Loan
     from sandbox.docker.containers import DockerSandbox
     from sandbox.session.session import Session
 
@@ -68,6 +69,9 @@ class Runtime:
     """Told each loop phase (tests kill the process at one to prove crash safety)."""
     interactive: bool = False
     """A person at the terminal answers `ask` rules; otherwise approvals wait in the session folder."""
+    warm_dir: Path | None = None
+    """The warm service's folder: a new session of `pace="latency"` borrows its first containers
+    there when a run slot is ready (see harness.warm.loans)."""
     pace: Literal["latency", "throughput"] = "latency"
     """latency: a session starts POOL_SIZE warm containers, its first beside the network-namespace
     holder (a person or a script waits on every call). throughput, for batches: one warm container,
@@ -181,9 +185,52 @@ def prewarm(config: RunConfig, sandbox: Any, workspace: Path, spec: SandboxSpec)
     sandbox.prewarm(workspace=workspace, spec=call_spec(spec), mounts=tool_mounts(workspace, config))
 
 
-def create_session(repo: Path, sessions: Path, config: RunConfig, sandbox: Any, session_id: str | None) -> Session:
-    """A new session from repo: the workspace copy, the setup step (cached), warm containers started
-    as soon as the workspace exists, step 0."""
+def warm_run_request(config: RunConfig, workspace: Path) -> dict[str, Any]:
+    """The run config a session of config on this workspace (or repository) asks the warm service for."""
+    from harness.warm.loans import run_request
+
+    return run_request(call_spec(config.spec()), tool_mounts(workspace, config), workspace)
+
+
+def warm_for(runtime: Runtime) -> Path | None:
+    """Where a new session of this runtime may borrow warm containers (a latency run only: a batch's
+    sessions start their own, spread over its life)."""
+    return runtime.warm_dir if runtime.pace == "latency" else None
+
+
+def borrow(config: RunConfig, sandbox: Any, repo: Path, sessions: Path, warm: Path | None) -> Loan | None:
+    """A warm run slot for a new session of config, when it can use one: the warm service's
+    containers are the session's first (no setup image, no quota filesystem, a read-only root)."""
+    if warm is None or not hasattr(sandbox, "adopt"):
+        return None
+    if config.setup or config.workspace_quota or not config.sandbox.read_only_root:
+        return None
+    from harness.warm.loans import borrow as borrow_slot
+
+    return borrow_slot(warm, warm_run_request(config, repo), sessions)
+
+
+def adopt(loan: Loan, config: RunConfig, sandbox: Any, workspace: Path, spec: SandboxSpec) -> None:
+    """The loan's containers as the session's ready ones, if the workspace has the shape the slot was
+    made for (else they are given back, and the session starts its own)."""
+    if warm_run_request(config, workspace) != loan.request:
+        loan.give_back()
+        return
+    containers, loan.containers = loan.containers, []
+    sandbox.adopt(
+        containers,
+        workspace=workspace,
+        spec=call_spec(spec),
+        mounts=tool_mounts(workspace, config),
+        keep_open=loan.conn,
+    )
+
+
+def create_session(
+    repo: Path, sessions: Path, config: RunConfig, sandbox: Any, session_id: str | None, warm: Path | None = None
+) -> Session:
+    """A new session from repo: the workspace copy (into a borrowed warm slot when one is ready), the
+    setup step (cached), warm containers started as soon as the workspace exists, step 0."""
     from sandbox.session.session import SessionConfig
     from sandbox.session.setup import create_session as new_session
 
@@ -196,16 +243,29 @@ def create_session(repo: Path, sessions: Path, config: RunConfig, sandbox: Any, 
         writable_root=not config.sandbox.read_only_root,
         workspace_quota=config.workspace_quota,
     )
-    return new_session(
-        repo,
-        sessions,
-        spec=config.spec(),
-        config=session_config,
-        sandbox=sandbox,
-        session_id=session_id,
-        images=step_images(sandbox),
-        ready=lambda workspace, spec: prewarm(config, sandbox, workspace, spec),
-    )
+    sessions.mkdir(parents=True, exist_ok=True)
+    loan = borrow(config, sandbox, Path(repo), sessions, warm)
+
+    def ready(workspace: Path, spec: SandboxSpec) -> None:
+        if loan is not None:
+            adopt(loan, config, sandbox, workspace, spec)
+        prewarm(config, sandbox, workspace, spec)
+
+    try:
+        return new_session(
+            repo,
+            sessions,
+            spec=config.spec(),
+            config=session_config,
+            sandbox=sandbox,
+            session_id=session_id,
+            images=step_images(sandbox),
+            ready=ready,
+            workspace_from=loan.folder if loan is not None else None,
+        )
+    finally:
+        if loan is not None and loan.containers:  # not adopted: the session failed before its calls
+            loan.give_back()
 
 
 def open_session(sessions: Path, session_id: str, sandbox: Any = None) -> Session:
@@ -320,7 +380,7 @@ def start_run(
     provider = build_provider(config, runtime)
     with open_sandbox(runtime, session_id) as sandbox:
         check_image(sandbox, config.image)
-        session = create_session(Path(repo), sessions, config, sandbox, session_id)
+        session = create_session(Path(repo), sessions, config, sandbox, session_id, warm_for(runtime))
         write_text_atomic(session.paths.run_config, config.model_dump_json(indent=1))
         state = RunState(session_id=session.id, task=task, model=config.model or "", snapshot_step=session.step)
         write_state(session.dir, state, runtime.secrets)

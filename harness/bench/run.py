@@ -10,14 +10,24 @@ Each round measures, one after the other:
 The run's sandbox is closed (its warm containers removed) before the bare side starts, so neither
 side runs while the other's background work is still going. `run_over_bare` is the median over the
 rounds of (whole example run / bare sum); overheads are pooled over every step of every round.
+3. Warm: the same example run with a warm service of the bench's own (`harness warm start`, in a
+   folder beside the bench's sessions) lending the new session its first containers, started before
+   the session existed. Each round waits until the service has a run slot ready and starts nothing,
+   before the warm run and again before the cold one, so no side shares the engine with its refill.
+   `warm_run_over_bare` is the median of (warm run / the round's bare sum).
+One cold example run before the rounds warms the interpreter (imports, image lookups) and is not counted.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +74,13 @@ class RunBench(BaseModel):
     floor_over_bare: float = 0.0
     """Median over the rounds of (bare + start) / bare: the least run_over_bare a run that starts one
     container can reach on this engine."""
+    warm_run_ms: float | None = None
+    """Median whole example run with a warm service lending the session its first containers."""
+    warm_run_over_bare: float | None = None
+    """Median over the rounds of warm run / bare (None when the warm service could not start)."""
+    warm_ratios: list[float] = []
+    warm_borrowed: int = 0
+    """Containers the warm runs borrowed (the least over the rounds; 0: the warm side never borrowed)."""
 
 
 class Round(BaseModel):
@@ -74,6 +91,8 @@ class Round(BaseModel):
     bare_ms: float
     sandbox_calls: int
     start_ms: float = 0.0
+    warm_run_ms: float = 0.0
+    warm_borrowed: int = 0
 
 
 class TimedSandbox:
@@ -110,15 +129,22 @@ class TimedSandbox:
     def prewarm(self, **kwargs: Any) -> None:
         self.inner.prewarm(**kwargs)
 
+    def adopt(self, containers: Any, **kwargs: Any) -> None:
+        self.inner.adopt(containers, **kwargs)
+
     def close(self) -> None:
         self.inner.close()
 
 
 def measure(runtime: Runtime, rounds: int = 3) -> RunBench:
-    """The example run and its bare commands, `rounds` times back to back."""
-    results = [_round(runtime) for _ in range(rounds)]
+    """The example run and its bare commands, `rounds` times back to back; each round also runs the
+    example with a warm service of the bench's own lending its first containers (see warm_side)."""
+    with tempfile.TemporaryDirectory(prefix="harness-bench-warm-") as tmp, warm_side(runtime, Path(tmp)) as warm:
+        _example(runtime, Path(tmp) / "warm-up", None)
+        results = [_round(runtime, warm) for _ in range(rounds)]
     overheads = sorted(o for r in results for o in r.overheads)
     ratios = [round(r.run_ms / r.bare_ms, 2) for r in results]
+    warm_ratios = [round(r.warm_run_ms / r.bare_ms, 2) for r in results if r.warm_run_ms]
     last = results[-1]
     return RunBench(
         outcome=last.outcome,
@@ -133,33 +159,52 @@ def measure(runtime: Runtime, rounds: int = 3) -> RunBench:
         sandbox_calls=last.sandbox_calls,
         start_ms=round(statistics.median(r.start_ms for r in results), 1),
         floor_over_bare=round(statistics.median((r.bare_ms + r.start_ms) / r.bare_ms for r in results), 2),
+        warm_run_ms=round(statistics.median(r.warm_run_ms for r in results), 1) if warm_ratios else None,
+        warm_run_over_bare=round(statistics.median(warm_ratios), 2) if warm_ratios else None,
+        warm_ratios=warm_ratios,
+        warm_borrowed=min((r.warm_borrowed for r in results), default=0),
     )
 
 
-def _round(runtime: Runtime) -> Round:
-    """One example run and its bare counterpart (the bare side replays the commands the run made)."""
+@contextlib.contextmanager
+def warm_side(runtime: Runtime, folder: Path) -> Iterator[Path | None]:
+    """A warm service in folder (beside the bench's sessions, so its slots can become workspaces),
+    started and stopped by the CLI as a user would; None if it cannot start here."""
+    env = {**os.environ, "HARNESS_WARM_DIR": str(folder), "HARNESS_RUN_ID": runtime.run_id}
+    cli = [sys.executable, "-c", "from harness.cli import main; main()", "warm"]
+    started = subprocess.run([*cli, "start", "--per-spec", "1"], env=env, capture_output=True, check=False)
+    try:
+        yield (folder / "default") if started.returncode == 0 else None
+    finally:
+        subprocess.run([*cli, "stop"], env=env, capture_output=True, check=False)
+
+
+def _settled(warm: Path, timeout_s: float = 60.0) -> None:
+    """Wait until the warm service has its run slot ready and starts nothing (so no side of a round
+    shares the engine with its refill)."""
+    from harness.warm import protocol
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        runs = protocol.ask(warm, {"op": "status"}).get("runs", {})
+        if runs.get("ready") and not runs.get("starting") and not runs.get("out"):
+            return
+        time.sleep(0.1)
+
+
+def _round(runtime: Runtime, warm: Path | None) -> Round:
+    """One example run (cold), one with the warm service, and their bare counterpart (the bare side
+    replays the commands the cold run made)."""
     with tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp:
-        sessions = Path(tmp) / "sessions"
-        config = RunConfig(model=f"scripted:{EXAMPLE / 'calc-fix.yaml'}", verify=VERIFY)
-        sandbox = TimedSandbox(assembly.open_sandbox(runtime, None))
-        client = sandbox.inner.client
-        try:
-            started = time.perf_counter()
-            session = assembly.create_session(EXAMPLE / "calc", sessions, config, sandbox, None)
-            state = RunState(session_id=session.id, task=TASK, model=config.model or "", snapshot_step=session.step)
-            agent = assembly.build_agent(
-                config=config,
-                session=session,
-                sandbox=sandbox,
-                provider=assembly.build_provider(config, runtime),
-                state=state,
-                runtime=runtime,
-            )
-            result = agent.run()
-            run_ms = (time.perf_counter() - started) * 1000
-        finally:
-            sandbox.close()
+        warm_ms, borrowed = 0.0, 0
+        if warm is not None:
+            _settled(warm)
+            warm_run = _example(runtime, Path(tmp) / "warm-sessions", warm)
+            warm_ms, borrowed = warm_run[1], warm_run[4]
+            _settled(warm)
+        result, run_ms, sandbox, session, _ = _example(runtime, Path(tmp) / "sessions", None)
         calls = sandbox.calls
+        client = sandbox.inner.client
         bare_ms = _bare(client, calls, session.workspace, Path(tmp) / "bare", session.spec, runtime.run_id)
         return Round(
             start_ms=_one_start(client, calls[0], session.workspace, runtime.run_id),
@@ -169,7 +214,34 @@ def _round(runtime: Runtime) -> Round:
             run_ms=run_ms,
             bare_ms=bare_ms,
             sandbox_calls=len(calls),
+            warm_run_ms=warm_ms,
+            warm_borrowed=borrowed,
         )
+
+
+def _example(runtime: Runtime, sessions: Path, warm: Path | None) -> tuple[Any, float, TimedSandbox, Any, int]:
+    """The example run from session creation to its result: (result, ms, sandbox, session, containers
+    borrowed from the warm service)."""
+    config = RunConfig(model=f"scripted:{EXAMPLE / 'calc-fix.yaml'}", verify=VERIFY)
+    sandbox = TimedSandbox(assembly.open_sandbox(runtime, None))
+    sessions.mkdir(parents=True)
+    try:
+        started = time.perf_counter()
+        session = assembly.create_session(EXAMPLE / "calc", sessions, config, sandbox, None, warm)
+        state = RunState(session_id=session.id, task=TASK, model=config.model or "", snapshot_step=session.step)
+        agent = assembly.build_agent(
+            config=config,
+            session=session,
+            sandbox=sandbox,
+            provider=assembly.build_provider(config, runtime),
+            state=state,
+            runtime=runtime,
+        )
+        result = agent.run()
+        run_ms = (time.perf_counter() - started) * 1000
+    finally:
+        sandbox.close()
+    return result, run_ms, sandbox, session, sandbox.inner.adopted
 
 
 def _one_start(

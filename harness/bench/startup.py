@@ -78,7 +78,7 @@ def measure(*, image_ref: str, run_id: str, rounds: int = 10) -> StartupBench:
         cold_env = {**env, "HARNESS_WARM_DIR": str(Path(tmp) / "none")}
         bare = [docker, "run", "--rm", "--network", "none", "--label", f"{labels.RUN}={run_id}", image_ref, "true"]
         one_shot = [*CLI, "exec", str(repo), "--image", image_ref, "--", "true"]
-        _run([*CLI, "warm", "start", "--image", image_ref], warm_env)
+        _run([*CLI, "warm", "start", "--image", image_ref, "--per-run", "0"], warm_env)
         try:
             samples = side_by_side(
                 {

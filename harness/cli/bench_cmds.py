@@ -154,6 +154,14 @@ def bench_run(
         f"one container start {result.start_ms:.0f} ms: a run that waits for one cannot go below "
         f"(bare + start) / bare = {result.floor_over_bare} here"
     )
+    if result.warm_run_over_bare is None:
+        console.print("with a warm service: it could not start here")
+        return
+    console.print(
+        f"with a warm service lending the session {result.warm_borrowed} containers started before it: "
+        f"whole run {result.warm_run_ms:.0f} ms, warm_run_over_bare = {result.warm_run_over_bare} "
+        f"(target ≤ 1.3; rounds: {', '.join(map(str, result.warm_ratios))})"
+    )
 
 
 @bench_app.command("startup")

@@ -108,6 +108,7 @@ def runtime(config: RunConfig, *, interactive: bool = False, prefix: str = "run"
         key_variable=key_variable(config),
         on_phase=crash_hook(),
         interactive=interactive,
+        warm_dir=warm_dir(),
     )
 
 

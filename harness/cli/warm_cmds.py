@@ -25,10 +25,13 @@ app.add_typer(warm_app, name="warm")
 IMAGES = typer.Option(["py311"], "--image", help="Image kept warm with the default limits (repeatable).")
 PER_SPEC = typer.Option(2, "--per-spec", min=1, max=8, help="Ready containers per image and limits.")
 IDLE = typer.Option(900.0, "--idle", min=1.0, help="Seconds without a request after which the service exits.")
+PER_RUN = typer.Option(
+    6, "--per-run", min=0, max=16, help="Containers lent to a new `harness run` session (0: none are kept)."
+)
 
 
 @warm_app.command("start")
-def start(image: list[str] = IMAGES, per_spec: int = PER_SPEC, idle: float = IDLE) -> None:
+def start(image: list[str] = IMAGES, per_spec: int = PER_SPEC, idle: float = IDLE, per_run: int = PER_RUN) -> None:
     """Start the warm service in the background (one per user and engine) and wait until it answers."""
     from harness.warm import daemon, protocol
 
@@ -43,7 +46,8 @@ def start(image: list[str] = IMAGES, per_spec: int = PER_SPEC, idle: float = IDL
             console.print(f"a warm service already runs for this engine (pid {running.get('pid')})")
             return
         argv = [sys.executable, "-c", "from harness.cli import main; main()", "warm", "serve"]
-        argv += [f"--image={name}" for name in image] + [f"--per-spec={per_spec}", f"--idle={idle:g}"]
+        argv += [f"--image={name}" for name in image]
+        argv += [f"--per-spec={per_spec}", f"--idle={idle:g}", f"--per-run={per_run}"]
         try:
             status = daemon.spawn(folder, argv)
         except RuntimeError as error:
@@ -53,7 +57,7 @@ def start(image: list[str] = IMAGES, per_spec: int = PER_SPEC, idle: float = IDL
 
 
 @warm_app.command("serve")
-def serve(image: list[str] = IMAGES, per_spec: int = PER_SPEC, idle: float = IDLE) -> None:
+def serve(image: list[str] = IMAGES, per_spec: int = PER_SPEC, idle: float = IDLE, per_run: int = PER_RUN) -> None:
     """Run the warm service in the foreground until it is idle, stopped or interrupted."""
     from harness.warm import daemon
     from harness.warm.service import WarmConfig
@@ -67,7 +71,7 @@ def serve(image: list[str] = IMAGES, per_spec: int = PER_SPEC, idle: float = IDL
         try:
             daemon.serve(
                 folder,
-                WarmConfig(images=image, per_spec=per_spec, idle_s=idle),
+                WarmConfig(images=image, per_spec=per_spec, idle_s=idle, per_run=per_run, runs=_default_runs(image)),
                 box,
                 ready=lambda: console.print(f"warm service serving at {folder}", soft_wrap=True),
             )
@@ -97,6 +101,20 @@ def stop() -> None:
 
     stopped = daemon.stop(environment.warm_dir())
     console.print("warm service stopped" if stopped else "no warm service was running")
+
+
+def _default_runs(images: list[str]) -> list[dict[str, object]]:
+    """The run config a default `harness run --image NAME` on a repository with `tests/` asks for,
+    per image (a request of another shape is kept warm after it is first asked for)."""
+    import tempfile
+    from pathlib import Path
+
+    from harness.assembly import warm_run_request
+    from harness.config import RunConfig
+
+    with tempfile.TemporaryDirectory(prefix="harness-warm-shape-") as tmp:
+        (Path(tmp) / "tests").mkdir()
+        return [warm_run_request(RunConfig(image=name), Path(tmp)) for name in images]
 
 
 def _check_images(names: list[str]) -> None:

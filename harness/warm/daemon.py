@@ -3,7 +3,8 @@
 `serve` runs in the foreground until `idle_s` pass without a request, a `stop` request, or SIGTERM
 / SIGINT; whichever way it ends, it removes every container it started and its socket. `spawn`
 starts it detached (its own session, output to `warm.log` in the folder) and returns once it
-answers; `stop` asks it to end and waits until its lock is free.
+answers; `stop` asks it to end and waits until its lock is free. `Server` and `Handler` are its
+socket: a thread per connection, one request and one reply (a loan keeps its connection open).
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ import contextlib
 import fcntl
 import os
 import signal
+import socket
+import socketserver
+import struct
 import subprocess
 import threading
 import time
@@ -20,7 +24,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from harness.warm import protocol
-from harness.warm.service import KIND, Handler, Server, WarmConfig, WarmService
+from harness.warm.service import KIND, WarmConfig, WarmService
 from sandbox.tree import remove_tree
 
 if TYPE_CHECKING:
@@ -154,3 +158,59 @@ def _tail(log: Path, lines: int = 5) -> str:
     with contextlib.suppress(OSError):
         return "\n".join(log.read_text(errors="replace").strip().splitlines()[-lines:])
     return ""
+
+
+def peer_uid(sock: socket.socket) -> int:
+    """The uid of the process at the other end of a Unix socket."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[1]
+
+
+class Server(socketserver.ThreadingUnixStreamServer):
+    daemon_threads = True
+    service: WarmService
+    stop: Callable[[], None]
+    """Shut the server down from any thread (set by the daemon)."""
+
+
+class Handler(socketserver.BaseRequestHandler):
+    """One connection: one request, one reply. A peer of another user (but root) is refused."""
+
+    server: Server
+
+    def handle(self) -> None:
+        sock: socket.socket = self.request
+        service = self.server.service
+        if peer_uid(sock) not in (os.getuid(), 0):
+            return
+        with service._lock:
+            service.busy += 1
+            service.last_request = time.monotonic()
+        gone = threading.Event()
+        try:
+            request = protocol.receive(sock)
+            if request.get("protocol") == protocol.PROTOCOL and request.get("op") == "lend":
+                service.serve_loan(sock, request)
+                return
+            if request.get("protocol") != protocol.PROTOCOL:
+                reply: dict[str, Any] = {"refused": "another protocol"}
+            else:
+                threading.Thread(target=_watch_hangup, args=(sock, gone), daemon=True).start()
+                reply = service.handle(request, gone)
+            with contextlib.suppress(OSError):
+                protocol.send(sock, {**reply, "protocol": protocol.PROTOCOL})
+            if reply.get("stopping"):
+                self.server.stop()
+        except (OSError, EOFError, ValueError):
+            pass  # a client that broke off gets nothing; its call was killed by the hang-up watch
+        finally:
+            with service._lock:
+                service.busy -= 1
+                service.last_request = time.monotonic()
+
+
+def _watch_hangup(sock: socket.socket, gone: threading.Event) -> None:
+    """Set gone when the client closes its end before the reply (a client sends nothing more)."""
+    with contextlib.suppress(OSError):
+        sock.recv(1, socket.MSG_PEEK)
+    gone.set()

@@ -73,28 +73,82 @@ def _exactly(sock: socket.socket, size: int) -> bytes:
     return b"".join(chunks)
 
 
+def send_fds(sock: socket.socket, message: dict[str, Any], fds: list[int]) -> None:
+    """send, with open file descriptors passed along (SCM_RIGHTS) on its first bytes."""
+    body = json.dumps(message).encode()
+    data = struct.pack(">I", len(body)) + body
+    sent = socket.send_fds(sock, [data], fds)
+    sock.sendall(data[sent:])
+
+
+def receive_fds(sock: socket.socket, max_fds: int = 64) -> tuple[dict[str, Any], list[int]]:
+    """receive, with the descriptors the peer passed (the caller owns and closes them)."""
+    head, fds, _, _ = socket.recv_fds(sock, 4, max_fds)
+    if not head:
+        raise EOFError("the peer closed the connection")
+    head += _exactly(sock, 4 - len(head))
+    size = struct.unpack(">I", head)[0]
+    if size > MAX_MESSAGE:
+        raise ValueError(f"message of {size} bytes")
+    message = json.loads(_exactly(sock, size))
+    if not isinstance(message, dict):
+        raise ValueError("a message must be a JSON object")
+    return message, fds
+
+
 def ask(folder: Path, message: dict[str, Any], *, connect_timeout: float = 2.0) -> dict[str, Any]:
     """Send one request to the service in folder and wait for its reply (as long as it takes: the
     service bounds every call by its own deadline). Unavailable if there is no service to ask, or
     it answers another protocol or refuses the request."""
-    path = private_folder(folder, create=False) / SOCKET
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock = connect(folder, connect_timeout)
     try:
-        sock.settimeout(connect_timeout)
-        try:
-            sock.connect(str(path))
-        except OSError as error:
-            raise Unavailable(f"no warm service answers at {path} ({error.strerror or error})") from None
-        sock.settimeout(None)
         try:
             send(sock, {**message, "protocol": PROTOCOL})
             reply = receive(sock)
         except (OSError, EOFError, ValueError) as error:
-            raise Unavailable(f"the warm service at {path} broke off ({error})") from None
+            raise Unavailable(f"the warm service in {folder} broke off ({error})") from None
     finally:
         sock.close()
+    return checked(reply, folder)
+
+
+def borrow(
+    folder: Path, message: dict[str, Any], *, connect_timeout: float = 2.0
+) -> tuple[dict[str, Any], list[int], socket.socket]:
+    """Like ask, for a request answered with descriptors; the connection stays open and is returned:
+    the service takes back what it lent when it closes."""
+    sock = connect(folder, connect_timeout)
+    try:
+        send(sock, {**message, "protocol": PROTOCOL})
+        reply, fds = receive_fds(sock)
+    except (OSError, EOFError, ValueError) as error:
+        sock.close()
+        raise Unavailable(f"the warm service in {folder} broke off ({error})") from None
+    try:
+        return checked(reply, folder), fds, sock
+    except Unavailable:
+        for fd in fds:
+            os.close(fd)
+        sock.close()
+        raise
+
+
+def connect(folder: Path, timeout: float) -> socket.socket:
+    path = private_folder(folder, create=False) / SOCKET
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    try:
+        sock.connect(str(path))
+    except OSError as error:
+        sock.close()
+        raise Unavailable(f"no warm service answers at {path} ({error.strerror or error})") from None
+    sock.settimeout(None)
+    return sock
+
+
+def checked(reply: dict[str, Any], folder: Path) -> dict[str, Any]:
     if reply.get("protocol") != PROTOCOL:
-        raise Unavailable(f"the warm service at {path} speaks another protocol: restart it (harness warm stop)")
+        raise Unavailable(f"the warm service in {folder} speaks another protocol: restart it (harness warm stop)")
     if reply.get("refused"):
         raise Unavailable(str(reply["refused"]))
     return reply

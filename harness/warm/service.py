@@ -14,7 +14,8 @@ watch killing the whole container at its deadline. A slot whose image the engine
 another id is discarded, never used. The service serves one user (its socket is 0600 in a 0700
 folder, and a peer of another uid is refused) and one engine; it exits after `idle_s` without a
 request, removing what it started; containers of a service that was killed carry its pid, and the
-next service (or `harness sandbox prune`) removes them.
+next service (or `harness sandbox prune`) removes them. Run slots for new sessions to borrow are
+`loans`; the process and its socket are `daemon`.
 """
 
 from __future__ import annotations
@@ -23,12 +24,9 @@ import collections
 import contextlib
 import os
 import socket
-import socketserver
-import struct
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.warm import protocol
+from harness.warm.loans import Loans, close_fds
 from sandbox.errors import SandboxError
 from sandbox.spec import SandboxSpec
 from sandbox.tree import copy_tree, remove_tree
@@ -61,6 +60,10 @@ class WarmConfig(BaseModel):
     """Ready slots per spec (calls arriving faster than the engine starts containers wait for one)."""
     idle_s: float = Field(900.0, gt=0)
     """The service exits after this long without a request."""
+    runs: list[dict[str, Any]] = Field(default_factory=list)
+    """Run configs (`loans.run_request`) kept warm from the start for new sessions to borrow."""
+    per_run: int = Field(6, ge=0, le=16)
+    """Containers in a run slot (0: no run slots at all)."""
 
 
 class Slot:
@@ -88,6 +91,10 @@ class WarmService:
         self._cleaner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="harness-warm-clean")
         for image in config.images:
             self._keep(SandboxSpec(image=image))
+        self.loans = Loans(box, self.slots_dir, config.per_run) if config.per_run else None
+        if self.loans is not None:
+            for request in config.runs:
+                self.loans.keep(request)
 
     # -- slots --------------------------------------------------------------------------------------
     def _keep(self, spec: SandboxSpec) -> str:
@@ -169,6 +176,8 @@ class WarmService:
 
     def close(self) -> None:
         """Remove every slot; wait for starts and removals under way."""
+        if self.loans is not None:
+            self.loans.close()
         with self._lock:
             self._closed = True
             doomed = [slot for ready in self._ready.values() for slot in ready]
@@ -183,7 +192,8 @@ class WarmService:
         """Answer one request; `gone` is set when the client hangs up (its call is then killed)."""
         op = request.get("op")
         if op == "status":
-            return {"pid": os.getpid(), "ready": self.ready_counts(), "images": self.config.images}
+            runs = self.loans.counts() if self.loans is not None else {"ready": 0, "starting": 0, "out": 0}
+            return {"pid": os.getpid(), "ready": self.ready_counts(), "images": self.config.images, "runs": runs}
         if op == "stop":
             return {"stopping": True}
         if op != "exec":
@@ -223,6 +233,35 @@ class WarmService:
             self._clean(slot)
         return {"envelope": envelope.model_dump(mode="json"), "headline": envelope.headline()}
 
+    def serve_loan(self, sock: socket.socket, request: dict[str, Any]) -> None:
+        """Lend a ready run slot (its streams passed with the reply) and take it back when the
+        borrower hangs up; refuse if none is ready (the borrower starts its own containers)."""
+        run = request.get("run")
+        if self.loans is None or not isinstance(run, dict) or not {"spec", "mounts"} <= set(run):
+            protocol.send(sock, {"refused": "no run slots here", "protocol": protocol.PROTOCOL})
+            return
+        try:
+            slot = self.loans.take(run)
+        except (ValueError, TypeError, ValidationError) as error:
+            protocol.send(sock, {"refused": f"invalid run request: {error}", "protocol": protocol.PROTOCOL})
+            return
+        if slot is None:
+            protocol.send(sock, {"refused": "no run slot ready", "protocol": protocol.PROTOCOL})
+            return
+        fds: list[int] = []
+        try:
+            fds = self.loans.lend(slot)
+            reply = {"slot": str(slot.folder), "containers": slot.cids, "protocol": protocol.PROTOCOL}
+            protocol.send_fds(sock, reply, fds)
+            close_fds(fds)
+            fds = []
+            with contextlib.suppress(OSError):
+                while sock.recv(4096):  # until the borrower hangs up
+                    pass
+        finally:
+            close_fds(fds)
+            self.loans.returned(slot)
+
     def _kill_when(self, gone: threading.Event, cid: str) -> None:
         if gone.wait(timeout=None) and not self._closed:
             self.box.stop(cid)
@@ -230,56 +269,3 @@ class WarmService:
     def ready_counts(self) -> dict[str, int]:
         with self._lock:
             return {self._specs[key].image: len(slots) for key, slots in self._ready.items() if key in self._specs}
-
-
-def peer_uid(sock: socket.socket) -> int:
-    """The uid of the process at the other end of a Unix socket."""
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    return struct.unpack("3i", creds)[1]
-
-
-class Server(socketserver.ThreadingUnixStreamServer):
-    daemon_threads = True
-    service: WarmService
-    stop: Callable[[], None]
-    """Shut the server down from any thread (set by the daemon)."""
-
-
-class Handler(socketserver.BaseRequestHandler):
-    """One connection: one request, one reply. A peer of another user (but root) is refused."""
-
-    server: Server
-
-    def handle(self) -> None:
-        sock: socket.socket = self.request
-        service = self.server.service
-        if peer_uid(sock) not in (os.getuid(), 0):
-            return
-        with service._lock:
-            service.busy += 1
-            service.last_request = time.monotonic()
-        gone = threading.Event()
-        try:
-            request = protocol.receive(sock)
-            if request.get("protocol") != protocol.PROTOCOL:
-                reply: dict[str, Any] = {"refused": "another protocol"}
-            else:
-                threading.Thread(target=_watch_hangup, args=(sock, gone), daemon=True).start()
-                reply = service.handle(request, gone)
-            with contextlib.suppress(OSError):
-                protocol.send(sock, {**reply, "protocol": protocol.PROTOCOL})
-            if reply.get("stopping"):
-                self.server.stop()
-        except (OSError, EOFError, ValueError):
-            pass  # a client that broke off gets nothing; its call was killed by the hang-up watch
-        finally:
-            with service._lock:
-                service.busy -= 1
-                service.last_request = time.monotonic()
-
-
-def _watch_hangup(sock: socket.socket, gone: threading.Event) -> None:
-    """Set gone when the client closes its end before the reply (a client sends nothing more)."""
-    with contextlib.suppress(OSError):
-        sock.recv(1, socket.MSG_PEEK)
-    gone.set()

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
 import threading
 import time
 from collections.abc import Sequence
@@ -85,6 +86,9 @@ class DockerSandbox:
         self._holders = netns.NetnsHolders(self._api, translate, self._remove, first_apart) if share_netns else None
         self._lock = threading.Lock()
         self._owned: set[str] = set()
+        self._keep_open: list[Any] = []
+        self.adopted = 0
+        """Containers taken from another process (a warm service's loan)."""
         self._images: dict[str, tuple[float, str, str | None]] = {}
         self._runtimes: dict[str, list[str]] | None = None
         initial = pool_size if pool_initial is None else pool_initial
@@ -147,6 +151,41 @@ class DockerSandbox:
             cid = self._start(config, "call")
         return self._envelope(outcome, spec, image_id, user, None)
 
+    def lend(self, cid: str) -> int:
+        """The attached stream of a stub container from `start_one` as a new file descriptor (for
+        another process to `adopt`); this sandbox forgets the container. SandboxError if it has none."""
+        with self._lock:
+            stream = self._streams.pop(cid, None)
+            self._owned.discard(cid)
+        if stream is None:
+            raise SandboxError(f"container {cid[:12]} has no call stub to lend")
+        fd = os.dup(stream.raw.fileno())
+        stream.close()
+        return fd
+
+    def adopt(
+        self,
+        containers: Sequence[tuple[str, int]],
+        *,
+        workspace: Path,
+        spec: SandboxSpec,
+        mounts: Sequence[Mount] = (),
+        keep_open: Any = None,
+    ) -> None:
+        """Take stub containers another process started (and `lend`-ed) as this sandbox's ready ones
+        for these arguments: the caller vouches that they were made from the same config but for
+        their labels. Each becomes this sandbox's to use once and remove; keep_open (the loan's
+        connection) is closed at `close`, after them."""
+        key, config, _, _ = self._prepare(workspace, spec, mounts)
+        with self._lock:
+            self.adopted += len(containers)
+            for cid, fd in containers:
+                self._streams[cid] = StubStream(socket.socket(fileno=fd))
+                self._owned.add(cid)
+            if keep_open is not None:
+                self._keep_open.append(keep_open)
+        self.pool.adopt(key, config, [cid for cid, _ in containers], family=spec.image)
+
     def remove(self, cid: str) -> None:
         """Kill and remove a container from `start_one` now (one already gone is not an error)."""
         self._remove(cid)
@@ -204,6 +243,9 @@ class DockerSandbox:
             self._remove(cid)
         if self._holders is not None:
             self._holders.close()  # last: the call containers above were still in its namespace
+        for handle in self._keep_open:
+            with contextlib.suppress(OSError):
+                handle.close()
 
     def __enter__(self) -> DockerSandbox:
         return self

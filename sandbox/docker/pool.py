@@ -66,6 +66,8 @@ class WarmPool:
         """Keys that handed out a container already (a key's first call never grows its target)."""
         self._unfilled: set[str] = set()
         """Keys whose last call asked for no replacement (its next miss is expected, not demand)."""
+        self._borrowed: set[str] = set()
+        """Keys holding adopted containers: no refill while more than one is left."""
         self._busy = 0
         self._closed = False
         self.starters = STARTERS
@@ -96,11 +98,26 @@ class WarmPool:
             self._register(key, config, family)
             self._unfilled.discard(key)
             target = self._target.setdefault(key, self._initial)
+            if key in self._borrowed:
+                if len(self._idle[key]) > 1:
+                    return
+                self._borrowed.discard(key)
             missing = target - len(self._idle[key]) - self._pending.get(key, 0)
             for _ in range(max(0, missing)):
                 self._pending[key] = self._pending.get(key, 0) + 1
                 self._busy += 1
                 self._starter.submit(self._start_one, key)
+
+    def adopt(self, key: str, config: dict[str, Any], cids: list[str], family: str = "") -> None:
+        """Take running containers another process started for this config as ready ones. No
+        replacement starts until only one of them is left (a session borrowing enough for its
+        first calls starts none while it has them)."""
+        with self._lock:
+            self._register(key, config, family)
+            self._idle[key].extend(cids)
+            self._target.setdefault(key, self._initial)
+            self._served.add(key)
+            self._borrowed.add(key)
 
     def skip_refill(self, key: str) -> None:
         """The call just made on key was likely the last (a final verification): no replacement is
@@ -173,6 +190,7 @@ class WarmPool:
         self._target.pop(key, None)
         self._served.discard(key)
         self._unfilled.discard(key)
+        self._borrowed.discard(key)
 
     def _start_one(self, key: str) -> None:
         cid = None

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -86,8 +87,12 @@ class Session:
         prepare: Prepare | None = None,
         ready: Ready | None = None,
         images: StepImages | None = None,
+        workspace_from: Path | None = None,
     ) -> Session:
-        """Copy repo into a new session, run environment preparation if given, record step 0."""
+        """Copy repo into a new session, run environment preparation if given, record step 0.
+
+        workspace_from: a directory (on the same filesystem, holding only empty directories) renamed
+        to be the workspace before the copy, such as a borrowed slot whose containers bind it."""
         sid = session_id or uuid.uuid4().hex[:12]
         if not sid.replace("-", "").replace("_", "").isalnum():
             raise WorkspaceError(f"invalid session id {sid!r}: use letters, digits, - and _")
@@ -103,6 +108,9 @@ class Session:
             if config.workspace_quota:
                 folder.mkdir(parents=True)
                 quota.create(paths.workspace, config.workspace_quota)
+            elif workspace_from is not None:
+                folder.mkdir(parents=True)
+                os.rename(workspace_from, paths.workspace)
             try:
                 copy_repository(Path(repo), paths.workspace, max_file_bytes=config.max_file_bytes, left_out=left_out)
             except OSError as error:

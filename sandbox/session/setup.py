@@ -299,10 +299,20 @@ def create_session(
     session_id: str | None = None,
     ready: Ready | None = None,
     images: StepImages | None = None,
+    workspace_from: Path | None = None,
 ) -> Session:
-    """A new session from repo, running its setup commands (if any) once as step 0."""
+    """A new session from repo, running its setup commands (if any) once as step 0 (workspace_from:
+    see Session.create)."""
     sessions.mkdir(parents=True, exist_ok=True)
     prepare = make_prepare(sandbox, spec, config) if config.setup else None
     return Session.create(
-        repo, sessions, spec=spec, session_id=session_id, config=config, prepare=prepare, ready=ready, images=images
+        repo,
+        sessions,
+        spec=spec,
+        session_id=session_id,
+        config=config,
+        prepare=prepare,
+        ready=ready,
+        images=images,
+        workspace_from=workspace_from,
     )

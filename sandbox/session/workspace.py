@@ -25,8 +25,9 @@ out of a workspace, by default: one 4 GB sparse file must not cost 4 GB of disk 
 def copy_repository(
     src: Path, dst: Path, *, max_file_bytes: int | None = MAX_FILE_BYTES, left_out: list[str] | None = None
 ) -> int:
-    """Copy the tree at src into dst (which must not exist, or be an empty directory: a workspace
-    filesystem's mount point). Returns the number of entries copied.
+    """Copy the tree at src into dst (which must not exist, or be a directory holding nothing but
+    empty directories: a workspace filesystem's mount point, or a borrowed slot with its read-only
+    mount points made). Returns the number of entries copied.
 
     Files above max_file_bytes are not copied; each is appended to left_out as `path (why)`."""
     src = Path(src)
@@ -35,8 +36,8 @@ def copy_repository(
     if not src.is_dir() or src.is_symlink():
         raise WorkspaceError(f"repository path is not a directory: {src}")
     dst = Path(dst)
-    if dst.is_dir() and not dst.is_symlink() and not any(dst.iterdir()):
-        pass  # an empty mount point
+    if dst.is_dir() and not dst.is_symlink() and _only_empty_dirs(dst):
+        pass  # an empty mount point, or a slot whose mount points are made
     elif dst.exists() or dst.is_symlink():
         raise WorkspaceError(f"workspace already exists: {dst}")
     else:
@@ -71,12 +72,18 @@ def _size(count: int) -> str:
     return f"{count} B"
 
 
+def _only_empty_dirs(top: Path) -> bool:
+    """True when every entry under top is a directory (not a symlink) and no file is anywhere."""
+    return all(entry.is_dir() and not entry.is_symlink() and _only_empty_dirs(entry) for entry in top.iterdir())
+
+
 def _copy_entry(source: Path, target: Path) -> int:
     st = source.lstat()
     if stat.S_ISLNK(st.st_mode):
         os.symlink(os.readlink(source), target)
     elif stat.S_ISDIR(st.st_mode):
-        target.mkdir()
+        if not (target.is_dir() and not target.is_symlink()):  # else a mount point made for it
+            target.mkdir()
         os.chmod(target, stat.S_IMODE(st.st_mode) | 0o700)
     elif stat.S_ISREG(st.st_mode):
         shutil.copy2(source, target, follow_symlinks=False)

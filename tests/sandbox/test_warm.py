@@ -255,3 +255,110 @@ def test_messages_are_framed_and_bounded() -> None:
         left.close()
         with pytest.raises(EOFError):
             protocol.receive(right)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "calc"
+
+
+def _runs(cli: Warm) -> dict[str, int]:
+    return protocol.ask(cli.folder, {"op": "status"})["runs"]
+
+
+def _run_slot_ready(cli: Warm, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        runs = _runs(cli)
+        if runs["ready"] and not runs["out"] and not runs["starting"]:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"no run slot became ready: {_runs(cli)}")
+
+
+@pytest.mark.docker
+def test_a_new_session_borrows_its_first_containers_and_they_keep_the_posture(warm, tmp_path, docker_client) -> None:
+    from harness import assembly
+    from harness.config import RunConfig
+
+    assert warm("warm", "start", "--per-spec", "1", "--per-run", "3").returncode == 0
+    _run_slot_ready(warm)
+    own = f"{warm.label}-session"
+    runtime = assembly.Runtime(run_id=own, warm_dir=warm.folder)
+    config = RunConfig(model="scripted:/dev/null", verify="python3 -m pytest -q")
+    with assembly.open_sandbox(runtime, None) as sandbox:
+        session = assembly.create_session(EXAMPLE, tmp_path / "sessions", config, sandbox, None, warm.folder)
+        assert sandbox.adopted == 3 and _runs(warm)["out"] == 1
+        spec, mounts = assembly.call_spec(session.spec), assembly.tool_mounts(session.workspace, config)
+        assert any(m.target == "/workspace/tests" for m in mounts)
+        first = sandbox.run(
+            ["sh", "-c", "head -1 calc/ops.py; touch tests/planted"],
+            workspace=session.workspace,
+            spec=spec,
+            mounts=mounts,
+        )
+        assert first.exit_code != 0 and "Read-only file system" in first.stderr, first
+        assert first.stdout and first.call_path == "stub" and first.limits.network == "none"
+        assert not (session.workspace / "tests" / "planted").exists()
+        assert not [
+            c for c in find_containers(docker_client, {"harness.run": own}) if c.labels["harness.kind"] != "netns"
+        ], "the session started containers of its own while it had borrowed ones"
+        second = sandbox.run(
+            ["sh", "-c", "echo made > made.txt"], workspace=session.workspace, spec=spec, mounts=mounts
+        )
+        assert second.exit_code == 0 and (session.workspace / "made.txt").read_text() == "made\n"
+    assert not find_containers(docker_client, {"harness.run": own})
+    _run_slot_ready(warm)  # the loan came back (its unused container removed) and a new slot is ready
+    assert _runs(warm)["lent"] == 1
+
+
+@pytest.mark.docker
+def test_harness_run_borrows_and_a_dead_borrower_gives_everything_back(warm, tmp_path, docker_client) -> None:
+    assert warm("warm", "start", "--per-spec", "1", "--per-run", "3").returncode == 0
+    _run_slot_ready(warm)
+    done = warm(
+        "run",
+        str(EXAMPLE),
+        "--task",
+        "Fix the failing tests in calc.",
+        "--model",
+        f"scripted:{ROOT / 'examples' / 'calc-fix.yaml'}",
+        "--verify",
+        "python3 -m pytest -q",
+        "--state-dir",
+        str(tmp_path / "sessions"),
+        "--json",
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["outcome"] == "verified"
+    _run_slot_ready(warm)
+    assert _runs(warm)["lent"] == 1
+
+    code = (
+        "import sys, time; from pathlib import Path; from harness.warm.loans import borrow\n"
+        "from harness.warm.loans import run_request\n"
+        "import json; request = json.loads(sys.argv[1])\n"
+        "loan = borrow(Path(sys.argv[2]), request, Path(sys.argv[3]))\n"
+        "print(json.dumps([cid for cid, _ in loan.containers]), flush=True); time.sleep(300)\n"
+    )
+    from harness import assembly
+    from harness.config import RunConfig
+
+    shape = tmp_path / "shape"
+    (shape / "tests").mkdir(parents=True)
+    request = assembly.warm_run_request(RunConfig(), shape)
+    borrower = subprocess.Popen(
+        [sys.executable, "-c", code, json.dumps(request), str(warm.folder), str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=warm.env,
+    )
+    lent = json.loads(borrower.stdout.readline())
+    assert len(lent) == 3 and _runs(warm)["out"] == 1
+    borrower.kill()
+    borrower.wait()
+    borrower.stdout.close()
+    deadline = time.monotonic() + 20
+    while any(c.id in lent for c in find_containers(docker_client, {"harness.run": warm.label})):
+        assert time.monotonic() < deadline, "a dead borrower's containers were not removed"
+        time.sleep(0.2)
+    _run_slot_ready(warm)
