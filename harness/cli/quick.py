@@ -18,6 +18,7 @@ from harness.cli import environment
 from harness.warm import protocol
 
 BOLD_GREEN, BOLD_RED, DIM, RESET = "\x1b[1;32m", "\x1b[1;31m", "\x1b[2m", "\x1b[0m"
+INTERNAL = 70
 
 
 def parse(argv: list[str]) -> tuple[str, str, bool, list[str]] | None:
@@ -53,21 +54,30 @@ def run(argv: list[str]) -> int | None:
         reply = protocol.ask(environment.warm_dir(), request)
     except protocol.Unavailable:
         return None
-    if "error" in reply:
-        styled = _styled(sys.stderr, "error:", BOLD_RED)
-        print(f"{styled} {reply['error']}", file=sys.stderr)
-        return int(reply.get("exit_code", 70))
-    envelope: dict[str, Any] = reply["envelope"]
-    if as_json:
-        print(json.dumps(envelope))
-    else:
-        print(_styled(sys.stdout, reply["headline"], BOLD_GREEN if envelope["status"] == "ok" else BOLD_RED))
-        for name in ("stdout", "stderr"):
-            if envelope[name]:
-                print(_styled(sys.stdout, f"--- {name} ---", DIM))
-                print(envelope[name].rstrip("\n"))
-    sys.stdout.flush()
-    return int(envelope["exit_code"])
+    try:
+        if "error" in reply:
+            return _error(str(reply["error"]), int(reply.get("exit_code", INTERNAL)))
+        envelope: dict[str, Any] = reply["envelope"]
+        code = int(envelope["exit_code"])
+        if as_json:
+            print(json.dumps(envelope))
+        else:
+            print(_styled(sys.stdout, str(reply["headline"]), BOLD_GREEN if envelope["status"] == "ok" else BOLD_RED))
+            for name in ("stdout", "stderr"):
+                if envelope[name]:
+                    print(_styled(sys.stdout, f"--- {name} ---", DIM))
+                    print(str(envelope[name]).rstrip("\n"))
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader went away (`| head`): the command's code all the same
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return _error("the warm service sent a malformed reply; restart it (harness warm stop)", INTERNAL)
+    return code
+
+
+def _error(message: str, code: int) -> int:
+    print(f"{_styled(sys.stderr, 'error:', BOLD_RED)} {message}", file=sys.stderr)
+    return code
 
 
 def _styled(stream: Any, text: str, style: str) -> str:

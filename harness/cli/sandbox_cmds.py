@@ -98,7 +98,10 @@ def warm_execute(path: Path, command: list[str], spec: SandboxSpec, keep: Path |
         return None
     if "error" in reply:
         fail(str(reply["error"]), int(reply.get("exit_code", ExitCode.INTERNAL)))
-    return Envelope.model_validate(reply["envelope"])
+    try:
+        return Envelope.model_validate(reply["envelope"])
+    except (KeyError, ValueError):  # pydantic's ValidationError is a ValueError
+        fail("the warm service sent a malformed reply; restart it (harness warm stop)", ExitCode.INTERNAL)
 
 
 def print_envelope(envelope: Envelope, as_json: bool) -> None:

@@ -161,6 +161,8 @@ class DockerSandbox:
             raise SandboxError(f"container {cid[:12]} has no call stub to lend")
         fd = os.dup(stream.raw.fileno())
         stream.close()
+        with contextlib.suppress(OSError):
+            stream.raw.close()  # this process's end only (no shutdown): the new descriptor keeps the stream
         return fd
 
     def adopt(

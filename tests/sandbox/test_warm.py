@@ -52,7 +52,10 @@ def warm(tmp_path: Path, run_label: str, sandbox_image: str, docker_client):
     deadline = time.monotonic() + 20
     while find_containers(docker_client, {"harness.run": cli.label}) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not find_containers(docker_client, {"harness.run": cli.label}), "the service left containers behind"
+    left = find_containers(docker_client, {"harness.run": cli.label})
+    for container in left:  # removed either way: the session's cleanup knows only its own label
+        container.remove(force=True)
+    assert not left, "the service left containers behind"
 
 
 def _ready(cli, count: int = 1, timeout: float = 30.0) -> None:
