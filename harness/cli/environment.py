@@ -121,3 +121,19 @@ def warm_dir() -> Path:
     host = docker_host()
     tag = "default" if host is None else "engine-" + hashlib.sha256(host.encode()).hexdigest()[:12]
     return Path(base).expanduser() / tag
+
+
+WARM_SERVICE_ENV = frozenset(
+    {
+        "PATH", "HOME", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV",
+        "DOCKER_HOST", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY", "DOCKER_API_VERSION", "DOCKER_CONFIG",
+        "HARNESS_RUN_ID", "HARNESS_WARM_DIR", "HARNESS_TRACEBACK",
+    }
+)  # fmt: skip
+"""What a detached warm service inherits from the shell that starts it: enough to find its
+interpreter, its engine and its folders, and nothing else (no API key, whatever its name)."""
+
+
+def warm_service_env() -> dict[str, str]:
+    """The environment `harness warm start` gives the service it detaches."""
+    return {key: value for key, value in os.environ.items() if key in WARM_SERVICE_ENV}

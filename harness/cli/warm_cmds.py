@@ -49,7 +49,7 @@ def start(image: list[str] = IMAGES, per_spec: int = PER_SPEC, idle: float = IDL
         argv += [f"--image={name}" for name in image]
         argv += [f"--per-spec={per_spec}", f"--idle={idle:g}", f"--per-run={per_run}"]
         try:
-            status = daemon.spawn(folder, argv)
+            status = daemon.spawn(folder, argv, env=environment.warm_service_env())
         except RuntimeError as error:
             fail(f"the warm service did not start: {error}", ExitCode.SANDBOX)
     console.print(f"warm service running (pid {status['pid']}, {', '.join(image)}; exits after {idle:g} s idle)")

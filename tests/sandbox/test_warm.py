@@ -365,3 +365,23 @@ def test_harness_run_borrows_and_a_dead_borrower_gives_everything_back(warm, tmp
         assert time.monotonic() < deadline, "a dead borrower's containers were not removed"
         time.sleep(0.2)
     _run_slot_ready(warm)
+
+
+@pytest.mark.docker
+def test_the_detached_service_inherits_no_secret(warm) -> None:
+    started = warm(
+        "warm",
+        "start",
+        "--per-spec",
+        "1",
+        "--per-run",
+        "0",
+        OPENAI_API_KEY="sk-planted-1",
+        HARNESS_API_KEY="sk-planted-2",
+        DOCKER_PASSWORD="sk-planted-3",
+    )
+    assert started.returncode == 0, started.stderr
+    pid = protocol.ask(warm.folder, {"op": "status"})["pid"]
+    environ = Path(f"/proc/{pid}/environ").read_bytes()
+    assert b"sk-planted" not in environ
+    assert f"HARNESS_RUN_ID={warm.label}".encode() in environ and b"PATH=" in environ
