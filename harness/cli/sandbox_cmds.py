@@ -239,11 +239,23 @@ def doctor() -> None:
     console.print(f"free disk at {root}: {free / 1024**3:.1f} GiB")
     if free < 5 * 1024**3:
         problems.append(f"less than 5 GiB free at {root}: run `harness sandbox prune --all` and `docker image prune`")
+    console.print(f"warm service: {_warm_state()}", soft_wrap=True)
     for problem in problems:
         err_console.print(f"[bold red]problem:[/] {problem}", soft_wrap=True)
     if problems:
         raise typer.Exit(int(ExitCode.SANDBOX))
     console.print("[green]all good[/]")
+
+
+def _warm_state() -> str:
+    """One line on the warm service for this engine (not a problem either way: it is optional)."""
+    from harness.warm import protocol
+
+    try:
+        reply = protocol.ask(environment.warm_dir(), {"op": "status"})
+    except protocol.Unavailable:
+        return "not running (optional: `harness warm start` takes the container start off one-shot commands)"
+    return f"running (pid {reply.get('pid')}, images {', '.join(reply.get('images', []))})"
 
 
 def _image_table(rows: list[ImageStatus]) -> Table:

@@ -91,7 +91,13 @@ def status() -> None:
         console.print(f"no warm service: {why}", soft_wrap=True)
         return
     ready = ", ".join(f"{image}: {count}" for image, count in reply.get("ready", {}).items()) or "nothing yet"
-    console.print(f"warm service running (pid {reply.get('pid')}); ready: {ready}", soft_wrap=True)
+    runs = reply.get("runs", {})
+    console.print(f"warm service running (pid {reply.get('pid')}) at {folder}", soft_wrap=True)
+    console.print(f"one-shot containers ready: {ready}", soft_wrap=True)
+    console.print(
+        f"run slots: {runs.get('ready', 0)} ready, {runs.get('starting', 0)} starting, "
+        f"{runs.get('out', 0)} lent now, {runs.get('lent', 0)} lent so far"
+    )
 
 
 @warm_app.command("stop")

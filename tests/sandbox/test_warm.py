@@ -133,7 +133,9 @@ def test_one_shot_exec_is_served_by_a_container_started_before_it(warm, repo: Pa
     assert (
         missing.returncode == 66 and missing.stderr.strip() == f"error: repository path does not exist: {repo / 'nope'}"
     )
-    assert "running" in warm("warm", "status").stdout
+    status = warm("warm", "status").stdout
+    assert "running" in status and "one-shot containers ready" in status and "run slots:" in status
+    assert "warm service: running" in warm("doctor").stdout
 
 
 @pytest.mark.docker
