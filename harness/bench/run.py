@@ -81,6 +81,8 @@ class RunBench(BaseModel):
     warm_ratios: list[float] = []
     warm_borrowed: int = 0
     """Containers the warm runs borrowed (the least over the rounds; 0: the warm side never borrowed)."""
+    warm_outcome: str = ""
+    """The last warm run's outcome (it fixes the example as the cold run does: `verified`)."""
 
 
 class Round(BaseModel):
@@ -93,6 +95,7 @@ class Round(BaseModel):
     start_ms: float = 0.0
     warm_run_ms: float = 0.0
     warm_borrowed: int = 0
+    warm_outcome: str = ""
 
 
 class TimedSandbox:
@@ -163,6 +166,7 @@ def measure(runtime: Runtime, rounds: int = 3) -> RunBench:
         warm_run_over_bare=round(statistics.median(warm_ratios), 2) if warm_ratios else None,
         warm_ratios=warm_ratios,
         warm_borrowed=min((r.warm_borrowed for r in results), default=0),
+        warm_outcome=last.warm_outcome,
     )
 
 
@@ -196,11 +200,11 @@ def _round(runtime: Runtime, warm: Path | None) -> Round:
     """One example run (cold), one with the warm service, and their bare counterpart (the bare side
     replays the commands the cold run made)."""
     with tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp:
-        warm_ms, borrowed = 0.0, 0
+        warm_ms, borrowed, warm_outcome = 0.0, 0, ""
         if warm is not None:
             _settled(warm)
             warm_run = _example(runtime, Path(tmp) / "warm-sessions", warm)
-            warm_ms, borrowed = warm_run[1], warm_run[4]
+            warm_ms, borrowed, warm_outcome = warm_run[1], warm_run[4], warm_run[0].outcome
             _settled(warm)
         result, run_ms, sandbox, session, _ = _example(runtime, Path(tmp) / "sessions", None)
         calls = sandbox.calls
@@ -216,6 +220,7 @@ def _round(runtime: Runtime, warm: Path | None) -> Round:
             sandbox_calls=len(calls),
             warm_run_ms=warm_ms,
             warm_borrowed=borrowed,
+            warm_outcome=warm_outcome,
         )
 
 

@@ -158,7 +158,8 @@ def bench_run(
         console.print("with a warm service: it could not start here")
         return
     console.print(
-        f"with a warm service lending the session {result.warm_borrowed} containers started before it: "
+        f"with a warm service lending the session {result.warm_borrowed} containers started before it "
+        f"({result.warm_outcome}): "
         f"whole run {result.warm_run_ms:.0f} ms, warm_run_over_bare = {result.warm_run_over_bare} "
         f"(target ≤ 1.3; rounds: {', '.join(map(str, result.warm_ratios))})"
     )

@@ -159,10 +159,11 @@ class DockerSandbox:
             self._owned.discard(cid)
         if stream is None:
             raise SandboxError(f"container {cid[:12]} has no call stub to lend")
-        fd = os.dup(stream.raw.fileno())
+        raw = stream.raw
+        fd = os.dup(raw.fileno())
         stream.close()
         with contextlib.suppress(OSError):
-            stream.raw.close()  # this process's end only (no shutdown): the new descriptor keeps the stream
+            raw.close()  # this process's end only (no shutdown): the new descriptor keeps the stream
         return fd
 
     def adopt(

@@ -15,6 +15,9 @@ def test_bench_run_reports_the_ratios_as_json(harness):
     # The reported ratio is the median of the per-round ratios (the mean of two), each run over its bare.
     assert figures["run_over_bare"] == pytest.approx(sum(figures["ratios"]) / 2, abs=0.011)
     assert min(figures["ratios"]) <= figures["run_over_bare"] <= max(figures["ratios"])
+    # The warm side: a warm service of the bench's own lent every round's session its six containers.
+    assert figures["warm_outcome"] == "verified" and figures["warm_borrowed"] == 6
+    assert len(figures["warm_ratios"]) == 2 and figures["warm_run_over_bare"] > 0
 
 
 def test_bench_run_leaves_no_container(harness, docker_client, run_label):
