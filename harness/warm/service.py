@@ -222,14 +222,17 @@ class WarmService:
         from sandbox.session.workspace import copy_repository
 
         slot = self.take(spec)
+        finished = threading.Event()
         try:
             copy_repository(Path(path), slot.folder)
-            watcher = threading.Thread(target=self._kill_when, args=(gone, slot.cid), daemon=True)
+            watcher = threading.Thread(target=self._kill_when, args=(gone, finished, slot.cid), daemon=True)
             watcher.start()
             envelope = self.box.call(slot.cid, argv, workspace=slot.folder, spec=spec)
+            finished.set()
             if keep is not None:
                 copy_tree(slot.folder, keep)
         finally:
+            finished.set()
             self._clean(slot)
         return {"envelope": envelope.model_dump(mode="json"), "headline": envelope.headline()}
 
@@ -262,8 +265,9 @@ class WarmService:
             close_fds(fds)
             self.loans.returned(slot)
 
-    def _kill_when(self, gone: threading.Event, cid: str) -> None:
-        if gone.wait(timeout=None) and not self._closed:
+    def _kill_when(self, gone: threading.Event, finished: threading.Event, cid: str) -> None:
+        """Kill the call's container if its client hangs up before the call is over."""
+        if gone.wait(timeout=None) and not finished.is_set() and not self._closed:
             self.box.stop(cid)
 
     def ready_counts(self) -> dict[str, int]:
