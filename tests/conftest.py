@@ -7,8 +7,10 @@ missing engine fails every docker test instead of skipping it.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import shutil
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -23,6 +25,7 @@ RUN_ID = f"test-{uuid.uuid4().hex[:12]}"
 os.environ["HARNESS_WARM_DIR"] = tempfile.mkdtemp(prefix="harness-test-warm-")
 """A warm service the developer runs never serves the tests' one-shot commands (a test that wants one
 starts its own in a folder of its own)."""
+atexit.register(shutil.rmtree, os.environ["HARNESS_WARM_DIR"], ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
