@@ -387,3 +387,56 @@ def test_the_detached_service_inherits_no_secret(warm) -> None:
     environ = Path(f"/proc/{pid}/environ").read_bytes()
     assert b"sk-planted" not in environ
     assert f"HARNESS_RUN_ID={warm.label}".encode() in environ and b"PATH=" in environ
+
+
+def test_a_slot_of_mount_points_becomes_a_workspace(tmp_path: Path) -> None:
+    from sandbox.errors import WorkspaceError
+    from sandbox.session.session import Session
+    from sandbox.session.workspace import copy_repository
+    from sandbox.spec import SandboxSpec
+
+    slot = tmp_path / "slot"
+    (slot / "tests").mkdir(parents=True)
+    inode = slot.stat().st_ino
+    session = Session.create(EXAMPLE, tmp_path / "sessions", spec=SandboxSpec(), workspace_from=slot)
+    assert not slot.exists() and session.workspace.stat().st_ino == inode, "the slot itself is the workspace"
+    assert (session.workspace / "tests" / "test_ops.py").read_text() == (EXAMPLE / "tests" / "test_ops.py").read_text()
+    assert (session.workspace / "calc" / "ops.py").is_file()
+
+    # Only empty directories may be waiting there: a file (or a link) is never copied over.
+    for planted in ("file", "link"):
+        busy = tmp_path / f"busy-{planted}"
+        (busy / "tests").mkdir(parents=True)
+        if planted == "file":
+            (busy / "tests" / "x").write_text("x")
+        else:
+            (busy / "tests" / "x").symlink_to("/etc")
+        with pytest.raises(WorkspaceError, match="already exists"):
+            copy_repository(EXAMPLE, busy)
+
+
+def test_run_requests_name_workspace_mounts_relatively_and_stay_inside(tmp_path: Path) -> None:
+    from harness.warm.loans import run_key, run_request, slot_mounts
+    from sandbox.spec import Mount, SandboxSpec
+
+    mounts = [
+        Mount(source=Path("/opt/runner.py"), target="/opt/harness/runner.py"),
+        Mount(source=tmp_path / "ws" / "tests", target="/workspace/tests"),
+    ]
+    spec = SandboxSpec(labels={"harness.session": "s1"})
+    request = run_request(spec, mounts, tmp_path / "ws")
+    assert request["mounts"][1] == {"target": "/workspace/tests", "read_only": True, "workspace": "tests"}
+    assert "labels" not in request["spec"]
+    # The same run elsewhere (another session, other labels) names the same slot.
+    other = run_request(
+        spec.model_copy(update={"labels": {}}),
+        [mounts[0], Mount(source=tmp_path / "elsewhere" / "tests", target="/workspace/tests")],
+        tmp_path / "elsewhere",
+    )
+    assert run_key(other) == run_key(request)
+    made = slot_mounts(request, tmp_path / "slot")
+    assert made[1].source == tmp_path / "slot" / "tests" and (tmp_path / "slot" / "tests").is_dir()
+    for bad in ("../escape", "/etc"):
+        hostile = {**request, "mounts": [{"target": "/workspace/x", "read_only": True, "workspace": bad}]}
+        with pytest.raises(ValueError, match="inside the workspace"):
+            slot_mounts(hostile, tmp_path / "slot2")
