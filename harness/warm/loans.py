@@ -116,10 +116,15 @@ class Loans:
         return key
 
     def take(self, request: dict[str, Any]) -> RunSlot | None:
-        """The ready slot for this config, lent out (None if none is ready: nothing starts now)."""
+        """The ready slot for this config, lent out (None if none is ready: nothing starts now). A
+        slot with a container that died waiting (an engine restart, a prune) is discarded, never lent."""
         key = self.keep(request)
         with self._lock:
             slot = self._ready.pop(key, None)
+            if slot is not None and not all(self.box.alive(cid) for cid in slot.cids):
+                self._discard(slot)
+                self._fill()
+                return None
             if slot is not None:
                 self._out += 1
                 self.lent += 1

@@ -147,14 +147,15 @@ class WarmService:
 
     def take(self, spec: SandboxSpec) -> Slot:
         """A ready slot for spec (started now if none is ready or starting); the engine is asked
-        which image id spec.image names now, and slots of another id are discarded."""
+        which image id spec.image names now, and slots of another id, or whose container died while
+        waiting, are discarded."""
         image_id = self.box.image_id(spec.image, fresh=True)  # a rebuild a moment ago counts
         key = self._keep(spec)
         with self._lock:
             while True:
                 ready = self._ready.get(key, collections.deque())
-                while ready and ready[0].image_id != image_id:
-                    self._clean(ready.popleft())
+                while ready and (ready[0].image_id != image_id or not self.box.alive(ready[0].cid)):
+                    self._clean(ready.popleft())  # an older image, or a container that died waiting
                 if ready or not self._pending.get(key):
                     break
                 self._lock.wait(timeout=5.0)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import socket
 import threading
 import time
@@ -150,6 +151,20 @@ class DockerSandbox:
                 self.pool.release(cid)
             cid = self._start(config, "call")
         return self._envelope(outcome, spec, image_id, user, None)
+
+    def alive(self, cid: str) -> bool:
+        """Whether a stub container from `start_one` still waits for its call, asked of its stream
+        alone (no engine round trip): a waiting stub sends nothing, so a stream with anything to
+        read has ended (the container was killed, the engine restarted)."""
+        with self._lock:
+            stream = self._streams.get(cid)
+        if stream is None:
+            return False
+        try:
+            readable, _, _ = select.select([stream.raw], [], [], 0)
+        except (OSError, ValueError):
+            return False
+        return not readable
 
     def lend(self, cid: str) -> int:
         """The attached stream of a stub container from `start_one` as a new file descriptor (for

@@ -440,3 +440,27 @@ def test_run_requests_name_workspace_mounts_relatively_and_stay_inside(tmp_path:
         hostile = {**request, "mounts": [{"target": "/workspace/x", "read_only": True, "workspace": bad}]}
         with pytest.raises(ValueError, match="inside the workspace"):
             slot_mounts(hostile, tmp_path / "slot2")
+
+
+@pytest.mark.docker
+def test_containers_that_died_waiting_are_never_used(warm, repo: Path, tmp_path, docker_client) -> None:
+    from harness import assembly
+    from harness.config import RunConfig
+
+    assert warm("warm", "start", "--per-spec", "1", "--per-run", "2").returncode == 0
+    _run_slot_ready(warm)
+    _ready(warm)
+    for container in find_containers(docker_client, {"harness.run": warm.label, "harness.kind": "warm"}):
+        container.kill()  # as an engine restart or `docker kill` would
+    done = warm("exec", str(repo), "--", "cat", "data.txt")
+    assert done.returncode == 0 and done.stdout.endswith("payload\n"), done.stderr
+
+    runtime = assembly.Runtime(run_id=f"{warm.label}-session", warm_dir=warm.folder)
+    with assembly.open_sandbox(runtime, None) as sandbox:
+        config = RunConfig(model="scripted:/dev/null")
+        session = assembly.create_session(EXAMPLE, tmp_path / "sessions", config, sandbox, None, warm.folder)
+        assert sandbox.adopted == 0, "a slot of dead containers was lent"
+        spec, mounts = assembly.call_spec(session.spec), assembly.tool_mounts(session.workspace, config)
+        assert sandbox.run(["true"], workspace=session.workspace, spec=spec, mounts=mounts).exit_code == 0
+    _run_slot_ready(warm)  # the dead slot was replaced
+    assert _runs(warm)["lent"] == 0
