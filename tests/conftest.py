@@ -53,9 +53,15 @@ def _remove_labelled(client: docker.DockerClient, run_label: str) -> None:
     for container in client.containers.list(all=True, filters=label, ignore_removed=True):
         with contextlib.suppress(docker.errors.APIError):
             container.remove(force=True)
-    for image in client.images.list(filters=label):
-        with contextlib.suppress(docker.errors.APIError):
-            client.images.remove(image.id, force=True)
+    # Newest first, in passes: a step image is a child of the one before it, and the engine refuses
+    # to remove a parent while a child exists (force or not).
+    for _ in range(5):
+        images = sorted(client.images.list(filters=label), key=lambda image: image.attrs.get("Created", ""))
+        if not images:
+            break
+        for image in reversed(images):
+            with contextlib.suppress(docker.errors.APIError):
+                client.images.remove(image.id, force=True)
 
 
 @pytest.fixture(autouse=True)
