@@ -53,9 +53,17 @@ def remove_containers(client: docker.DockerClient, containers: list[Container]) 
 
 
 def orphaned(container: Container) -> bool:
-    """True when the controller process that labelled this container is no longer alive."""
+    """True when the controller process that labelled this container is no longer alive (a zombie
+    counts as gone: a killed detached process whose new parent does not reap it stays one)."""
     pid = container.labels.get(labels.PID, "")
-    return not (pid.isdigit() and psutil.pid_exists(int(pid)))
+    if not pid.isdigit():
+        return True
+    try:
+        return psutil.Process(int(pid)).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.Error:  # not ours to inspect: alive as far as we can tell
+        return False
 
 
 def prune(

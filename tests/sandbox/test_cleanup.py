@@ -30,3 +30,24 @@ def test_orphans_are_told_apart_from_live_runs(docker_client, run_label, sandbox
     ]
     assert remove_containers(docker_client, find_containers(docker_client, test_label)) == 1
     assert find_containers(docker_client, test_label) == []
+
+
+def test_a_zombie_controller_counts_as_gone() -> None:
+    """A SIGKILLed detached controller (the warm service) whose new parent does not reap it stays a
+    zombie: its containers are leftovers all the same, and a live process's are not."""
+    import os
+    import time
+    from types import SimpleNamespace
+
+    from sandbox import labels
+
+    child = os.fork()
+    if child == 0:
+        os._exit(0)
+    try:
+        time.sleep(0.2)  # exited, not yet reaped: a zombie
+        assert orphaned(SimpleNamespace(labels={labels.PID: str(child)}))  # type: ignore[arg-type]
+        assert not orphaned(SimpleNamespace(labels={labels.PID: str(os.getpid())}))  # type: ignore[arg-type]
+        assert orphaned(SimpleNamespace(labels={}))  # type: ignore[arg-type]
+    finally:
+        os.waitpid(child, 0)
