@@ -4,7 +4,9 @@ rollback` can undo."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -14,7 +16,9 @@ import pytest
 import yaml
 
 os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
-os.environ.setdefault("MSWEA_GLOBAL_CONFIG_DIR", tempfile.mkdtemp(prefix="mswea-config-"))
+if "MSWEA_GLOBAL_CONFIG_DIR" not in os.environ:  # its own config folder, removed when the tests end
+    os.environ["MSWEA_GLOBAL_CONFIG_DIR"] = tempfile.mkdtemp(prefix="mswea-config-")
+    atexit.register(shutil.rmtree, os.environ["MSWEA_GLOBAL_CONFIG_DIR"], ignore_errors=True)
 pytest.importorskip("minisweagent", reason="the mini extra is not installed")
 
 from minisweagent.agents.default import DefaultAgent
