@@ -213,17 +213,14 @@ def borrow(config: RunConfig, sandbox: Any, repo: Path, sessions: Path, warm: Pa
 def adopt(loan: Loan, config: RunConfig, sandbox: Any, workspace: Path, spec: SandboxSpec) -> None:
     """The loan's containers as the session's ready ones, if the workspace has the shape the slot was
     made for (else they are given back, and the session starts its own)."""
-    if warm_run_request(config, workspace) != loan.request:
+    from harness.warm.loans import run_request
+
+    calls, mounts = call_spec(spec), tool_mounts(workspace, config)
+    if run_request(calls, mounts, workspace) != loan.request:  # run_request leaves the labels out
         loan.give_back()
         return
     containers, loan.containers = loan.containers, []
-    sandbox.adopt(
-        containers,
-        workspace=workspace,
-        spec=call_spec(spec),
-        mounts=tool_mounts(workspace, config),
-        keep_open=loan.conn,
-    )
+    sandbox.adopt(containers, workspace=workspace, spec=calls, mounts=mounts, keep_open=loan.conn)
 
 
 def create_session(

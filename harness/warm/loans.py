@@ -132,10 +132,7 @@ class Loans:
 
     def returned(self, slot: RunSlot) -> None:
         """A loan ended: remove what is left of its slot, then start replacements if no loan is out."""
-        for cid in slot.cids:
-            self.box.remove(cid)
-        if slot.still_here():  # not taken as a workspace (the borrower gave it back unused)
-            remove_tree(slot.folder, ignore_errors=True)
+        self._discard(slot)
         with self._lock:
             self._out -= 1
             self._fill()
@@ -188,9 +185,11 @@ class Loans:
         return [self.box.lend(cid) for cid in slot.cids]
 
     def _discard(self, slot: RunSlot) -> None:
+        """Remove a slot's containers, and its folder unless a borrower took it as a workspace."""
         for cid in slot.cids:
             self.box.remove(cid)
-        remove_tree(slot.folder, ignore_errors=True)
+        if slot.still_here():
+            remove_tree(slot.folder, ignore_errors=True)
 
     def close(self) -> None:
         with self._lock:

@@ -46,20 +46,29 @@ def private_folder(folder: Path, *, create: bool) -> Path:
     return folder
 
 
-def send(sock: socket.socket, message: dict[str, Any]) -> None:
+def _framed(message: dict[str, Any]) -> bytes:
     body = json.dumps(message).encode()
-    sock.sendall(struct.pack(">I", len(body)) + body)
+    return struct.pack(">I", len(body)) + body
 
 
-def receive(sock: socket.socket) -> dict[str, Any]:
-    """One message; EOFError if the peer closed before a whole one arrived."""
-    size = struct.unpack(">I", _exactly(sock, 4))[0]
+def _body(sock: socket.socket, head: bytes) -> dict[str, Any]:
+    """The message whose 4-byte length head was read: its body, bounded and checked to be an object."""
+    size = struct.unpack(">I", head)[0]
     if size > MAX_MESSAGE:
         raise ValueError(f"message of {size} bytes")
     message = json.loads(_exactly(sock, size))
     if not isinstance(message, dict):
         raise ValueError("a message must be a JSON object")
     return message
+
+
+def send(sock: socket.socket, message: dict[str, Any]) -> None:
+    sock.sendall(_framed(message))
+
+
+def receive(sock: socket.socket) -> dict[str, Any]:
+    """One message; EOFError if the peer closed before a whole one arrived."""
+    return _body(sock, _exactly(sock, 4))
 
 
 def _exactly(sock: socket.socket, size: int) -> bytes:
@@ -75,8 +84,7 @@ def _exactly(sock: socket.socket, size: int) -> bytes:
 
 def send_fds(sock: socket.socket, message: dict[str, Any], fds: list[int]) -> None:
     """send, with open file descriptors passed along (SCM_RIGHTS) on its first bytes."""
-    body = json.dumps(message).encode()
-    data = struct.pack(">I", len(body)) + body
+    data = _framed(message)
     sent = socket.send_fds(sock, [data], fds)
     sock.sendall(data[sent:])
 
@@ -86,14 +94,7 @@ def receive_fds(sock: socket.socket, max_fds: int = 64) -> tuple[dict[str, Any],
     head, fds, _, _ = socket.recv_fds(sock, 4, max_fds)
     if not head:
         raise EOFError("the peer closed the connection")
-    head += _exactly(sock, 4 - len(head))
-    size = struct.unpack(">I", head)[0]
-    if size > MAX_MESSAGE:
-        raise ValueError(f"message of {size} bytes")
-    message = json.loads(_exactly(sock, size))
-    if not isinstance(message, dict):
-        raise ValueError("a message must be a JSON object")
-    return message, fds
+    return _body(sock, head + _exactly(sock, 4 - len(head))), fds
 
 
 def ask(folder: Path, message: dict[str, Any], *, connect_timeout: float = 2.0) -> dict[str, Any]:
