@@ -52,7 +52,7 @@ def drain(
             for event in stream:
                 add(event)
                 if time.monotonic() - started > timeout_s:
-                    raise ModelUnavailable(f"model call exceeded its {timeout_s:g}s timeout")
+                    raise ModelUnavailable(f"model call exceeded its {timeout_s:.3g}s timeout")
     except ModelError as error:
         raise error.with_usage(usage()) from error.__cause__
     except foreign as error:

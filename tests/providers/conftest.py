@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -16,6 +17,14 @@ TOOL = ToolSchema(
     parameters={"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
 )
 PROMPT = [Message(role="system", content="You fix bugs."), Message(role="user", content="Fix calc.")]
+
+
+def stalled_for(error: BaseException) -> float:
+    """The stall bound an error says applied ("no data for 0.496s"): what the call had left, so a
+    little under the limit it was given once the test's own set-up has used some of it."""
+    found = re.search(r"no data for ([0-9.]+)s", str(error))
+    assert found, f"not a stall: {error}"
+    return float(found.group(1))
 
 
 class SleepRecorder:
