@@ -8,10 +8,14 @@ called before each timed call (a pool refill, a quiet pause) outside the timed r
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 
 from pydantic import BaseModel
+
+CLI = [sys.executable, "-c", "from harness.cli import main; main()"]
+"""`harness` as a fresh process of this interpreter (what a bench times, or starts a service with)."""
 
 
 class Latency(BaseModel):

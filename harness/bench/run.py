@@ -24,17 +24,17 @@ import contextlib
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel
 
 from harness import assembly
 from harness.assembly import Runtime
+from harness.bench.measure import CLI
 from harness.config import RunConfig
 from harness.outcome import RunState
 from harness.trajectory import read_records
@@ -174,13 +174,14 @@ def measure(runtime: Runtime, rounds: int = 3) -> RunBench:
 def warm_side(runtime: Runtime, folder: Path) -> Iterator[Path | None]:
     """A warm service in folder (beside the bench's sessions, so its slots can become workspaces),
     started and stopped by the CLI as a user would; None if it cannot start here."""
+    from harness.warm.protocol import engine_folder
+
     env = {**os.environ, "HARNESS_WARM_DIR": str(folder), "HARNESS_RUN_ID": runtime.run_id}
-    cli = [sys.executable, "-c", "from harness.cli import main; main()", "warm"]
-    started = subprocess.run([*cli, "start", "--per-spec", "1"], env=env, capture_output=True, check=False)
+    started = subprocess.run([*CLI, "warm", "start", "--per-spec", "1"], env=env, capture_output=True, check=False)
     try:
-        yield (folder / "default") if started.returncode == 0 else None
+        yield engine_folder(folder, runtime.docker_host) if started.returncode == 0 else None
     finally:
-        subprocess.run([*cli, "stop"], env=env, capture_output=True, check=False)
+        subprocess.run([*CLI, "warm", "stop"], env=env, capture_output=True, check=False)
 
 
 def _settled(warm: Path, timeout_s: float = 60.0) -> None:
@@ -200,33 +201,40 @@ def _round(runtime: Runtime, warm: Path | None) -> Round:
     """One example run (cold), one with the warm service, and their bare counterpart (the bare side
     replays the commands the cold run made)."""
     with tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp:
-        warm_ms, borrowed, warm_outcome = 0.0, 0, ""
+        warm_run = None
         if warm is not None:
             _settled(warm)
             warm_run = _example(runtime, Path(tmp) / "warm-sessions", warm)
-            warm_ms, borrowed, warm_outcome = warm_run[1], warm_run[4], warm_run[0].outcome
             _settled(warm)
-        result, run_ms, sandbox, session, _ = _example(runtime, Path(tmp) / "sessions", None)
-        calls = sandbox.calls
-        client = sandbox.inner.client
+        cold = _example(runtime, Path(tmp) / "sessions", None)
+        calls, client, session = cold.sandbox.calls, cold.sandbox.inner.client, cold.session
         bare_ms = _bare(client, calls, session.workspace, Path(tmp) / "bare", session.spec, runtime.run_id)
         return Round(
             start_ms=_one_start(client, calls[0], session.workspace, runtime.run_id),
-            outcome=result.outcome,
-            steps=result.steps,
+            outcome=cold.result.outcome,
+            steps=cold.result.steps,
             overheads=_overheads(session.dir, calls),
-            run_ms=run_ms,
+            run_ms=cold.ms,
             bare_ms=bare_ms,
             sandbox_calls=len(calls),
-            warm_run_ms=warm_ms,
-            warm_borrowed=borrowed,
-            warm_outcome=warm_outcome,
+            warm_run_ms=warm_run.ms if warm_run else 0.0,
+            warm_borrowed=warm_run.borrowed if warm_run else 0,
+            warm_outcome=warm_run.result.outcome if warm_run else "",
         )
 
 
-def _example(runtime: Runtime, sessions: Path, warm: Path | None) -> tuple[Any, float, TimedSandbox, Any, int]:
-    """The example run from session creation to its result: (result, ms, sandbox, session, containers
-    borrowed from the warm service)."""
+class ExampleRun(NamedTuple):
+    result: Any
+    ms: float
+    """From session creation to the run's result."""
+    sandbox: TimedSandbox
+    session: Any
+    borrowed: int
+    """Containers borrowed from the warm service."""
+
+
+def _example(runtime: Runtime, sessions: Path, warm: Path | None) -> ExampleRun:
+    """The example run, from session creation to its result."""
     config = RunConfig(model=f"scripted:{EXAMPLE / 'calc-fix.yaml'}", verify=VERIFY)
     sandbox = TimedSandbox(assembly.open_sandbox(runtime, None))
     sessions.mkdir(parents=True)
@@ -246,7 +254,7 @@ def _example(runtime: Runtime, sessions: Path, warm: Path | None) -> tuple[Any, 
         run_ms = (time.perf_counter() - started) * 1000
     finally:
         sandbox.close()
-    return result, run_ms, sandbox, session, sandbox.inner.adopted
+    return ExampleRun(result, run_ms, sandbox, session, sandbox.inner.adopted)
 
 
 def _one_start(

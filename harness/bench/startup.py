@@ -20,10 +20,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from harness.bench.measure import Latency, latency, ratio, side_by_side
+from harness.bench.measure import CLI, Latency, latency, ratio, side_by_side
 from sandbox import labels
-
-CLI = [sys.executable, "-c", "from harness.cli import main; main()"]
 
 
 class StartupBench(BaseModel):

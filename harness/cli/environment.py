@@ -115,12 +115,10 @@ def runtime(config: RunConfig, *, interactive: bool = False, prefix: str = "run"
 def warm_dir() -> Path:
     """The warm service's folder for the engine in use: under $HARNESS_WARM_DIR, else the user cache
     folder (beside the sessions' filesystem, where its slots are made); one subfolder per engine."""
-    import hashlib
+    from harness.warm.protocol import engine_folder
 
     base = os.environ.get("HARNESS_WARM_DIR") or str(Path.home() / ".cache" / "harness" / "warm")
-    host = docker_host()
-    tag = "default" if host is None else "engine-" + hashlib.sha256(host.encode()).hexdigest()[:12]
-    return Path(base).expanduser() / tag
+    return engine_folder(Path(base).expanduser(), docker_host())
 
 
 WARM_SERVICE_ENV = frozenset(

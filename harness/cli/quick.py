@@ -49,7 +49,7 @@ def run(argv: list[str]) -> int | None:
     if plain is None:
         return None
     path, image, as_json, command = plain
-    request = {"op": "exec", "path": os.path.abspath(path), "argv": command, "spec": {"image": image}}
+    request = protocol.exec_request(os.path.abspath(path), command, {"image": image})
     try:
         reply = protocol.ask(environment.warm_dir(), request)
     except protocol.Unavailable:

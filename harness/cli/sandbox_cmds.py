@@ -85,13 +85,12 @@ def warm_execute(path: Path, command: list[str], spec: SandboxSpec, keep: Path |
     from harness.warm import protocol
     from sandbox.envelope import Envelope
 
-    request = {
-        "op": "exec",
-        "path": str(path.resolve()),
-        "argv": command,
-        "spec": spec.model_dump(mode="json", exclude={"labels"}),
-        "keep": None if keep is None else str(keep.resolve()),
-    }
+    request = protocol.exec_request(
+        str(path.resolve()),
+        command,
+        spec.model_dump(mode="json", exclude={"labels"}),
+        None if keep is None else str(keep.resolve()),
+    )
     try:
         reply = protocol.ask(environment.warm_dir(), request)
     except protocol.Unavailable:

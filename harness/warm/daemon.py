@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from harness.warm import protocol
-from harness.warm.service import KIND, WarmConfig, WarmService
+from harness.warm.loans import KIND
+from harness.warm.service import WarmConfig, WarmService
 from sandbox.tree import remove_tree
 
 if TYPE_CHECKING:
@@ -109,9 +110,7 @@ def _stopper(server: Server) -> Callable[[], None]:
 def _idle_watch(service: WarmService, idle_s: float, stop: Callable[[], None]) -> None:
     while True:
         time.sleep(min(1.0, idle_s / 4))
-        with service._lock:
-            idle = service.busy == 0 and time.monotonic() - service.last_request > idle_s
-        if idle:
+        if service.idle_for(idle_s):
             stop()
             return
 
@@ -183,30 +182,27 @@ class Handler(socketserver.BaseRequestHandler):
         service = self.server.service
         if peer_uid(sock) not in (os.getuid(), 0):
             return
-        with service._lock:
-            service.busy += 1
-            service.last_request = time.monotonic()
-        gone = threading.Event()
         try:
-            request = protocol.receive(sock)
-            if request.get("protocol") == protocol.PROTOCOL and request.get("op") == "lend":
-                service.serve_loan(sock, request)
-                return
-            if request.get("protocol") != protocol.PROTOCOL:
-                reply: dict[str, Any] = {"refused": "another protocol"}
-            else:
-                threading.Thread(target=_watch_hangup, args=(sock, gone), daemon=True).start()
-                reply = service.handle(request, gone)
-            with contextlib.suppress(OSError):
-                protocol.send(sock, {**reply, "protocol": protocol.PROTOCOL})
-            if reply.get("stopping"):
-                self.server.stop()
+            with service.serving():
+                self._answer(sock, service)
         except (OSError, EOFError, ValueError):
             pass  # a client that broke off gets nothing; its call was killed by the hang-up watch
-        finally:
-            with service._lock:
-                service.busy -= 1
-                service.last_request = time.monotonic()
+
+    def _answer(self, sock: socket.socket, service: WarmService) -> None:
+        request = protocol.receive(sock)
+        if request.get("protocol") == protocol.PROTOCOL and request.get("op") == "lend":
+            service.serve_loan(sock, request)
+            return
+        if request.get("protocol") != protocol.PROTOCOL:
+            reply: dict[str, Any] = {"refused": "another protocol"}
+        else:
+            gone = threading.Event()
+            threading.Thread(target=_watch_hangup, args=(sock, gone), daemon=True).start()
+            reply = service.handle(request, gone)
+        with contextlib.suppress(OSError):
+            protocol.reply(sock, reply)
+        if reply.get("stopping"):
+            self.server.stop()
 
 
 def _watch_hangup(sock: socket.socket, gone: threading.Event) -> None:

@@ -35,6 +35,8 @@ from sandbox.tree import remove_tree
 if TYPE_CHECKING:
     from sandbox.docker.containers import DockerSandbox
 
+KIND = "warm"
+"""The kind label of every container the warm service starts (one-shot slots and run slots)."""
 MAX_RUN_KEYS = 2
 """Distinct run configs kept warm at once (the configured ones first, then the latest asked)."""
 
@@ -174,7 +176,7 @@ class Loans:
             spec = SandboxSpec(**request["spec"])
             mounts = slot_mounts(request, folder)
             for _ in range(self.per_run):
-                slot.cids.append(self.box.start_one(workspace=folder, spec=spec, mounts=mounts, kind="warm"))
+                slot.cids.append(self.box.start_one(workspace=folder, spec=spec, mounts=mounts, kind=KIND))
         except BaseException:
             self._discard(slot)
             raise

@@ -31,6 +31,16 @@ class Unavailable(Exception):
     """No usable warm service here (the caller runs the command the cold way)."""
 
 
+def engine_folder(base: Path, docker_host: str | None) -> Path:
+    """The service folder under base for one engine: `default` for the engine's usual socket, else
+    one named by a digest of the `DOCKER_HOST` address (a service serves one engine)."""
+    if docker_host is None:
+        return base / "default"
+    import hashlib
+
+    return base / ("engine-" + hashlib.sha256(docker_host.encode()).hexdigest()[:12])
+
+
 def private_folder(folder: Path, *, create: bool) -> Path:
     """folder, checked to belong to this user and to be closed to everybody else (created 0700)."""
     if create:
@@ -82,6 +92,15 @@ def _exactly(sock: socket.socket, size: int) -> bytes:
     return b"".join(chunks)
 
 
+def reply(sock: socket.socket, message: dict[str, Any], fds: list[int] | None = None) -> None:
+    """The service's reply to a request, stamped with the protocol it speaks (and fds passed along)."""
+    stamped = {**message, "protocol": PROTOCOL}
+    if fds:
+        send_fds(sock, stamped, fds)
+    else:
+        send(sock, stamped)
+
+
 def send_fds(sock: socket.socket, message: dict[str, Any], fds: list[int]) -> None:
     """send, with open file descriptors passed along (SCM_RIGHTS) on its first bytes."""
     data = _framed(message)
@@ -95,6 +114,12 @@ def receive_fds(sock: socket.socket, max_fds: int = 64) -> tuple[dict[str, Any],
     if not head:
         raise EOFError("the peer closed the connection")
     return _body(sock, head + _exactly(sock, 4 - len(head))), fds
+
+
+def exec_request(path: str, argv: list[str], spec: dict[str, Any], keep: str | None = None) -> dict[str, Any]:
+    """A one-shot call: argv on a fresh copy of the repository at the absolute path, in a container
+    of spec (a `SandboxSpec` without labels, as JSON); the copy kept at keep afterwards if given."""
+    return {"op": "exec", "path": path, "argv": argv, "spec": spec, "keep": keep}
 
 
 def ask(folder: Path, message: dict[str, Any], *, connect_timeout: float = 2.0) -> dict[str, Any]:

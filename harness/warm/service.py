@@ -27,6 +27,7 @@ import socket
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.warm import protocol
-from harness.warm.loans import Loans, close_fds
+from harness.warm.loans import KIND, Loans, close_fds
 from sandbox.errors import SandboxError
 from sandbox.spec import SandboxSpec
 from sandbox.tree import copy_tree, remove_tree
@@ -42,8 +43,6 @@ from sandbox.tree import copy_tree, remove_tree
 if TYPE_CHECKING:
     from sandbox.docker.containers import DockerSandbox
 
-KIND = "warm"
-"""The kind label of the service's containers."""
 MAX_SPECS = 4
 """Distinct specs kept warm at once (the configured images' defaults first, then the latest asked)."""
 USAGE, NOT_FOUND, INTERNAL = 64, 66, 70
@@ -85,8 +84,8 @@ class WarmService:
         self._specs: collections.OrderedDict[str, SandboxSpec] = collections.OrderedDict()
         self._pinned = {SandboxSpec(image=image).model_dump_json() for image in config.images}
         self._closed = False
-        self.busy = 0
-        self.last_request = time.monotonic()
+        self._busy = 0
+        self._last_request = time.monotonic()
         self._starter = ThreadPoolExecutor(max_workers=2, thread_name_prefix="harness-warm-start")
         self._cleaner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="harness-warm-clean")
         for image in config.images:
@@ -189,6 +188,24 @@ class WarmService:
         self._cleaner.shutdown(wait=True)
 
     # -- requests -----------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[None]:
+        """Around one connection: the service is not idle while it is open, nor right after."""
+        with self._lock:
+            self._busy += 1
+            self._last_request = time.monotonic()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._busy -= 1
+                self._last_request = time.monotonic()
+
+    def idle_for(self, idle_s: float) -> bool:
+        """No connection open, and none for idle_s."""
+        with self._lock:
+            return self._busy == 0 and time.monotonic() - self._last_request > idle_s
+
     def handle(self, request: dict[str, Any], gone: threading.Event) -> dict[str, Any]:
         """Answer one request; `gone` is set when the client hangs up (its call is then killed)."""
         op = request.get("op")
@@ -242,21 +259,20 @@ class WarmService:
         borrower hangs up; refuse if none is ready (the borrower starts its own containers)."""
         run = request.get("run")
         if self.loans is None or not isinstance(run, dict) or not {"spec", "mounts"} <= set(run):
-            protocol.send(sock, {"refused": "no run slots here", "protocol": protocol.PROTOCOL})
+            protocol.reply(sock, {"refused": "no run slots here"})
             return
         try:
             slot = self.loans.take(run)
         except (ValueError, TypeError, ValidationError) as error:
-            protocol.send(sock, {"refused": f"invalid run request: {error}", "protocol": protocol.PROTOCOL})
+            protocol.reply(sock, {"refused": f"invalid run request: {error}"})
             return
         if slot is None:
-            protocol.send(sock, {"refused": "no run slot ready", "protocol": protocol.PROTOCOL})
+            protocol.reply(sock, {"refused": "no run slot ready"})
             return
         fds: list[int] = []
         try:
             fds = self.loans.lend(slot)
-            reply = {"slot": str(slot.folder), "containers": slot.cids, "protocol": protocol.PROTOCOL}
-            protocol.send_fds(sock, reply, fds)
+            protocol.reply(sock, {"slot": str(slot.folder), "containers": slot.cids}, fds)
             close_fds(fds)
             fds = []
             with contextlib.suppress(OSError):
