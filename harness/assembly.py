@@ -63,6 +63,9 @@ class Runtime:
     """The model endpoint's key; never logged, never passed into a container."""
     base_url_fallback: str | None = None
     """Endpoint used when neither the flag nor the config file names one (`$OPENAI_BASE_URL`...)."""
+    cloud_fallback: dict[str, str] = field(default_factory=dict)
+    """A `bedrock:`/`vertex:` model's region and project when neither flag nor config file names them
+    (`$AWS_REGION`, `$CLOUD_ML_REGION`, `$ANTHROPIC_VERTEX_PROJECT_ID`)."""
     key_variable: str | None = None
     """Where the key was looked for (named in the error when a vendor endpoint gets none)."""
     on_phase: Callable[[str], None] = _no_phase
@@ -102,16 +105,19 @@ def absolute_model(spec: str, sessions: Path) -> str:
     return spec
 
 
-def provider_settings(config: RunConfig, base_url_fallback: str | None = None) -> ProviderConfig:
+def provider_settings(
+    config: RunConfig, base_url_fallback: str | None = None, cloud_fallback: dict[str, str] | None = None
+) -> ProviderConfig:
     """The provider config with its endpoint resolved: --base-url > config file > the fallback the
-    caller read from the environment > the SDK's vendor default."""
+    caller read from the environment > the SDK's vendor default (a cloud's region and project alike)."""
     settings = config.provider_config()
     if settings.base_url is None and base_url_fallback:
         settings = settings.model_copy(update={"base_url": base_url_fallback})
-    return settings
+    unset = {key: value for key, value in (cloud_fallback or {}).items() if getattr(settings, key) is None}
+    return settings.model_copy(update=unset) if unset else settings
 
 
-VENDOR_PREFIXES = ("openai", "anthropic")
+VENDOR_PREFIXES = ("openai", "openai-responses", "anthropic")
 """Providers whose default endpoint is a vendor's, which answers nothing without a key."""
 
 
@@ -119,7 +125,7 @@ def build_provider(config: RunConfig, runtime: Runtime) -> Provider:
     """The run's provider behind the retry policy (a scripted file is validated here, before any
     container starts). A vendor endpoint without a key is refused here, at once: no session is made
     and no request is sent (a local server named by base_url may need none)."""
-    settings = provider_settings(config, runtime.base_url_fallback)
+    settings = provider_settings(config, runtime.base_url_fallback, runtime.cloud_fallback)
     prefix = (config.model or "").split(":", 1)[0]
     if prefix in VENDOR_PREFIXES and not runtime.api_key and settings.base_url is None:
         where = f"set {runtime.key_variable}" if runtime.key_variable else "pass api_key"
@@ -127,6 +133,19 @@ def build_provider(config: RunConfig, runtime: Runtime) -> Provider:
             f"no API key for {config.model}: {where} (or point base_url at a local server that needs none)"
         )
     return make_provider(config.model or "", settings, api_key=runtime.api_key)
+
+
+def endpoint_warnings(config: RunConfig, runtime: Runtime) -> list[str]:
+    """What the run's model server will do to a long run that the user should hear before it starts:
+    a local Ollama or llama.cpp server that keeps less context than harness budgets."""
+    from harness.providers.local import detect_local_server, may_be_local
+
+    settings = provider_settings(config, runtime.base_url_fallback)
+    prefix, _, model = (config.model or "").partition(":")
+    if prefix not in ("openai", "openai-responses") or not settings.base_url or not may_be_local(settings.base_url):
+        return []
+    server = detect_local_server(settings.base_url, model, config.context.budget_tokens)
+    return [server.warning] if server and server.warning else []
 
 
 # --- sandbox and sessions -----------------------------------------------------------------------

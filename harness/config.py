@@ -97,6 +97,10 @@ class RunConfig(BaseModel):
     """PROVIDER:MODEL, e.g. `openai:gpt-4.1`, `anthropic:claude-sonnet-4-5`, `scripted:FILE`."""
     base_url: str | None = None
     """Endpoint override for this run (beats the provider entry's base_url)."""
+    region: str | None = None
+    """`bedrock:`/`vertex:` models: the cloud region for this run (beats the provider entry's)."""
+    project: str | None = None
+    """`vertex:` models: the Google Cloud project for this run (beats the provider entry's)."""
     thinking: Literal["low", "medium", "high"] | None = None
     """Turn the model's reasoning on for this run (`--thinking`); beats the provider entry's
     reasoning_effort."""
@@ -185,6 +189,7 @@ class RunConfig(BaseModel):
             update["base_url"] = self.base_url
         if self.thinking:
             update["reasoning_effort"] = self.thinking
+        update.update({key: getattr(self, key) for key in ("region", "project") if getattr(self, key)})
         return entry.model_copy(update=update)
 
 

@@ -139,8 +139,11 @@ class TokenEstimator:
             total += len(message.content) + _MESSAGE_OVERHEAD_CHARS
             for call in message.tool_calls:
                 total += len(call.name) + len(json.dumps(call.arguments)) + len(call.raw_arguments or "")
+                total += len(json.dumps(call.provider_data)) if call.provider_data else 0
             if message.reasoning:  # sent back with the turn, so it counts against the budget
-                total += len(message.reasoning.text) + sum(len(json.dumps(b)) for b in message.reasoning.blocks)
+                reasoning = message.reasoning
+                total += len(reasoning.text) + sum(len(json.dumps(b)) for b in reasoning.blocks)
+                total += len(json.dumps(reasoning.extra)) if reasoning.extra else 0
         return total
 
     def estimate(self, chars: int) -> int:

@@ -172,6 +172,22 @@ class ModelBadResponse(ModelError):
     """The server answered with something that is not a valid response (not retried)."""
 
 
+class ModelParameterRejected(ModelError):
+    """The server refused one request parameter by name (`param`), e.g. `max_tokens` on a reasoning
+    model: never retried as it is, though a provider may resend once without that parameter."""
+
+    def __init__(self, message: str, param: str = "", *, usage: Usage | None = None) -> None:
+        super().__init__(message, usage=usage)
+        self.param = param
+
+
+class ModelServerUnsupported(ModelError):
+    """The server cannot do what harness needs (tool calls, streaming) as it is configured: never
+    retried; the message says the one change that fixes it."""
+
+    exit_code: ClassVar[int] = ExitCode.CONFIG
+
+
 class RetryBudgetExhausted(ModelError):
     """The per-call or per-session retry budget ran out; carries the last underlying error."""
 

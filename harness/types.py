@@ -22,6 +22,10 @@ class ToolCall(BaseModel):
     """The argument text as the model sent it, when it was not valid JSON."""
     parse_error: str | None = None
     """Set when the arguments could not be parsed even after repair: answered as `invalid_json`."""
+    provider_data: dict[str, Any] = Field(default_factory=dict)
+    """Opaque fields the server attached to this call (Gemini's `extra_content` with its thought
+    signature, a Responses item id), echoed back exactly with the call; kept through the trajectory,
+    resume and replay."""
 
 
 class Usage(BaseModel):
@@ -64,10 +68,16 @@ class Reasoning(BaseModel):
     text: str = ""
     """The reasoning as text (for people, and for servers that take `reasoning_content` back)."""
     blocks: list[dict[str, Any]] = Field(default_factory=list)
-    """Anthropic content blocks of type thinking / redacted_thinking, unchanged, in order."""
+    """Items to send back unchanged, in order: Anthropic content blocks of type thinking /
+    redacted_thinking, or Responses API output items (reasoning items with their encrypted content,
+    and the places of the turn's message and function calls among them). Each protocol sends back
+    only the kinds it knows."""
+    extra: dict[str, Any] = Field(default_factory=dict)
+    """Opaque fields a server added to the assistant message itself (Gemini's `extra_content` and
+    `thought_signature`), echoed back exactly on that message."""
 
     def __bool__(self) -> bool:
-        return bool(self.text or self.blocks)
+        return bool(self.text or self.blocks or self.extra)
 
 
 class ModelTurn(BaseModel):

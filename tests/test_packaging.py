@@ -23,6 +23,7 @@ OPTIONAL = {
     "harness/integrations/inspect_sandbox.py": "inspect",
     "harness/integrations/minisweagent.py": "mini",
     "harness/bench/integrations.py": "inspect,mini",
+    "harness/providers/anthropic_cloud.py": "bedrock,vertex",
 }
 """Modules that may import an extra's packages (and only they: harness without the extras runs)."""
 

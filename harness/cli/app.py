@@ -65,8 +65,11 @@ err_console = cast("Console", _LazyConsole(stderr=True))
 
 
 def fail(message: str, code: int) -> NoReturn:
-    """Print a one-line error and exit with `code`."""
-    err_console.print(f"[bold red]error:[/] {message}", soft_wrap=True)
+    """Print a one-line error and exit with `code`. The message is data, never markup: it quotes
+    servers, paths and keys' redaction marks (`[redacted]`, `[/docs/models]`)."""
+    from rich.markup import escape
+
+    err_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
     raise typer.Exit(int(code))
 
 
@@ -105,7 +108,9 @@ def main() -> None:
     except typer.TyperException as error:
         ctx = getattr(error, "ctx", None)
         hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
-        err_console.print(f"[bold red]error:[/] {error.format_message()}{hint}", soft_wrap=True)
+        from rich.markup import escape
+
+        err_console.print(f"[bold red]error:[/] {escape(error.format_message() + hint)}", soft_wrap=True)
         sys.exit(int(ExitCode.USAGE))
     except (HarnessError, SandboxError, OSError) as error:
         from rich.markup import escape

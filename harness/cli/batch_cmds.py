@@ -169,7 +169,7 @@ def worker(
     except OSError as error:
         fail(f"cannot use {store or shipping.STORE} as the worker's store: {error.strerror or error}", ExitCode.USAGE)
     argv += ["--preload", "harness.batch.preload", "--harness-store", str(shipping.STORE)]
-    err_console.print(f"serving {sessions} session(s) for {scheduler}")
+    err_console.print(f"serving {sessions} session(s) for {scheduler}", markup=False)
     from harness.batch.runner import WORKER_CONFIG
 
     settings = {
@@ -223,4 +223,4 @@ def _answer(approval_id: str, action: str, state: Path | None) -> None:
 
     with reported():
         answer_approval(environment.state_dir(state), approval_id, action)
-    console.print(f"{approval_id}: {action}")
+    console.print(f"{approval_id}: {action}", markup=False)

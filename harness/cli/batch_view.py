@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 
 from rich.console import Console, Group, RenderableType
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -114,7 +115,7 @@ def finished_line(event: BatchEvent) -> str:
     assert record is not None
     mark = "[green]✓[/]" if record.verified else "[yellow]·[/]"
     return (
-        f"{mark} {event.key}  {record.outcome}  ${record.cost_usd:.4f}  "
+        f"{mark} {escape(str(event.key))}  {record.outcome}  ${record.cost_usd:.4f}  "
         f"[dim]done {event.done}, running {event.running}, queued {event.queued}[/]"
     )
 

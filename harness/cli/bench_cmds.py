@@ -60,12 +60,13 @@ def bench_snapshot(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Snapshot and rollback cost per step, incremental vs full, and 100k vs 10k files."""
+    from rich.markup import escape
     from rich.table import Table
 
     from harness.bench import snapshot as snapshot_bench
 
     result = snapshot_bench.run(
-        files=files, steps=steps, big_files=big, log=lambda line: err_console.print(f"[dim]{line}[/]")
+        files=files, steps=steps, big_files=big, log=lambda line: err_console.print(f"[dim]{escape(line)}[/]")
     )
     if as_json:
         print(result.model_dump_json())

@@ -23,8 +23,24 @@ if TYPE_CHECKING:
     from harness.assembly import Runtime
     from harness.config import RunConfig
 
-DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
-DEFAULT_BASE_URL_ENV = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
+DEFAULT_KEY_ENV = {
+    "openai": "OPENAI_API_KEY",
+    "openai-responses": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "bedrock": "AWS_BEARER_TOKEN_BEDROCK",  # optional: without it, the AWS credential chain signs
+}
+DEFAULT_BASE_URL_ENV = {
+    "openai": "OPENAI_BASE_URL",
+    "openai-responses": "OPENAI_BASE_URL",
+    "anthropic": "ANTHROPIC_BASE_URL",
+    "bedrock": "ANTHROPIC_BEDROCK_BASE_URL",
+    "vertex": "ANTHROPIC_VERTEX_BASE_URL",
+}
+CLOUD_ENV: dict[str, dict[str, tuple[str, ...]]] = {
+    "bedrock": {"region": ("AWS_REGION", "AWS_DEFAULT_REGION")},
+    "vertex": {"region": ("CLOUD_ML_REGION",), "project": ("ANTHROPIC_VERTEX_PROJECT_ID", "GOOGLE_CLOUD_PROJECT")},
+}
+"""Where a cloud's region and project are read when neither flag nor config file names them."""
 CRASH_PHASES = ("model_answered", "turn_recorded", "mid_tool", "mid_snapshot", "after_snapshot")
 
 
@@ -72,6 +88,16 @@ def base_url_fallback(model: str | None) -> str | None:
     return os.environ.get(variable) or None if variable else None
 
 
+def cloud_fallback(model: str | None) -> dict[str, str]:
+    """The region / project of a `bedrock:` or `vertex:` model from the cloud's usual variables."""
+    found: dict[str, str] = {}
+    for setting, variables in CLOUD_ENV.get(vendor(model), {}).items():
+        value = next((os.environ[v] for v in variables if os.environ.get(v)), None)
+        if value:
+            found[setting] = value
+    return found
+
+
 def show_tracebacks() -> bool:
     """$HARNESS_TRACEBACK=1: let an unexpected error's traceback through (for bug reports)."""
     return os.environ.get("HARNESS_TRACEBACK") == "1"
@@ -105,6 +131,7 @@ def runtime(config: RunConfig, *, interactive: bool = False, prefix: str = "run"
         docker_host=docker_host(),
         api_key=api_key(config),
         base_url_fallback=base_url_fallback(config.model),
+        cloud_fallback=cloud_fallback(config.model),
         key_variable=key_variable(config),
         on_phase=crash_hook(),
         interactive=interactive,

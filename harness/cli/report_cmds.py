@@ -39,7 +39,7 @@ def report_command(
             if output is None and len(dirs) > 1:
                 fail("several batches in one html report need -o FILE", ExitCode.USAGE)
             written = pages.write_report(dirs, output) if output else pages.write_batch(dirs[0])
-            console.print(f"wrote {written}", soft_wrap=True)
+            console.print(f"wrote {written}", soft_wrap=True, markup=False)
             return
         reports = [report(BatchDir(folder).records(), source=str(folder)) for folder in dirs]
         text = as_json(reports) if fmt == "json" else as_markdown(reports)
@@ -47,7 +47,7 @@ def report_command(
         console.out(text, highlight=False)
     else:
         output.write_text(text, encoding="utf-8")
-        console.print(f"wrote {output}", soft_wrap=True)
+        console.print(f"wrote {output}", soft_wrap=True, markup=False)
 
 
 @app.command("view")
@@ -72,7 +72,7 @@ def view_command(
             _serve(folder, batch, port, open_browser)
             return
         written = pages.write_batch(folder) if batch else pages.write_session(folder)
-    console.print(f"wrote {written}", soft_wrap=True)
+    console.print(f"wrote {written}", soft_wrap=True, markup=False)
     if open_browser and not webbrowser.open(written.resolve().as_uri()):
         err_console.print("no browser to open it here: open the file above")
 
@@ -109,7 +109,7 @@ def _serve(folder: Path, batch: bool, port: int, open_browser: bool) -> None:
         server = Server(routes(folder, batch=batch), port)
     except OSError as error:
         fail(f"cannot serve on 127.0.0.1:{port}: {error.strerror or error}", ExitCode.USAGE)
-    console.print(f"serving {folder} at {server.url} (Ctrl-C stops)", soft_wrap=True)
+    console.print(f"serving {folder} at {server.url} (Ctrl-C stops)", soft_wrap=True, markup=False)
     if open_browser:
         webbrowser.open(server.url)
     try:

@@ -32,10 +32,14 @@ def run(
     path: Path = typer.Argument(..., help="Repository to work on (copied; the original is never written)."),
     task: str = typer.Option(..., "--task", help="What the agent should do."),
     model: str | None = typer.Option(
-        None, "--model", help="PROVIDER:MODEL: openai:…, anthropic:…, scripted:FILE, replay:SESSION."
+        None,
+        "--model",
+        help="PROVIDER:MODEL: openai:…, openai-responses:…, anthropic:…, bedrock:…, vertex:…, scripted:FILE, replay:SESSION.",
     ),
     image: str | None = typer.Option(None, "--image", help="Sandbox image for every tool call (default py311)."),
     base_url: str | None = typer.Option(None, "--base-url", help="Model endpoint (vLLM, llama.cpp, Ollama, proxy)."),
+    region: str | None = typer.Option(None, "--region", help="bedrock:/vertex: models: the cloud region."),
+    project: str | None = typer.Option(None, "--project", help="vertex: models: the Google Cloud project."),
     session: str | None = typer.Option(None, "--session", help="Session id to create (default: generated)."),
     verify: str | None = typer.Option(
         None, "--verify", help="Command that decides 'done' (exit 0 only; default: detected from the repository)."
@@ -97,6 +101,8 @@ def run(
             "model": model,
             "image": image,
             "base_url": base_url,
+            "region": region,
+            "project": project,
             "verify": verify,
             "test_cmd": test_cmd,
             "checks": checks or None,
@@ -131,6 +137,8 @@ def run(
         if config.verify_source:
             err_console.print(f"verify: `{config.verify}` ({config.verify_source})", soft_wrap=True, markup=False)
         outside = environment.runtime(config, interactive=_interactive(json_out))
+        for warning in assembly.endpoint_warnings(config, outside):
+            err_console.print(f"warning: {warning}", soft_wrap=True, markup=False)
         result = _terminable(lambda: assembly.start_run(path, task, config, sessions, outside, session))
     _report(result, json_out)
 
@@ -208,9 +216,12 @@ def replay(
     if json_out:
         print(report.model_dump_json(indent=2))
     else:
+        from rich.markup import escape
+
         for step in report.steps:
-            mark = "[green]same[/]" if step.same else f"[red]DIVERGED[/] {step.first_difference}"
-            console.print(f"step {step.step:>3}  {step.name:<12} {step.call_id:<14} {mark}", soft_wrap=True)
+            mark = "[green]same[/]" if step.same else f"[red]DIVERGED[/] {escape(step.first_difference)}"
+            named = escape(f"{step.name:<12} {step.call_id:<14}")
+            console.print(f"step {step.step:>3}  {named} {mark}", soft_wrap=True)
         console.print(
             f"{report.diverged} of {len(report.steps)} tool results diverged (replayed in {report.session_id})"
         )
@@ -245,5 +256,5 @@ def _report(result: RunResult, json_out: bool) -> None:
         render_summary(console, result)
         render_patch(console, result.patch)
         if result.outcome in ("interrupted", "model_error", "sandbox_error") or result.outcome.startswith("limit:"):
-            err_console.print(f"resume with: harness resume {result.session_id}")
+            err_console.print(f"resume with: harness resume {result.session_id}", markup=False)
     raise typer.Exit(result.exit_code)

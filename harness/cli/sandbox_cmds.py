@@ -199,6 +199,8 @@ def exec_command(
 @app.command("doctor")
 def doctor() -> None:
     """Check the engine, runtimes, images and free disk; one fix-it line per problem."""
+    from rich.markup import escape
+
     from sandbox.docker import images
     from sandbox.docker.engine import connect, runtime_options, unenforced_limits
     from sandbox.errors import SandboxError
@@ -214,7 +216,10 @@ def doctor() -> None:
         options = runtime_options(client)
         runtimes = sorted(options)
         rows = images.list_images(client)
-    console.print(f"engine: Docker {version.get('Version')} (API {version.get('ApiVersion')}) at {client.api.base_url}")
+    console.print(
+        f"engine: Docker {version.get('Version')} (API {version.get('ApiVersion')}) at {client.api.base_url}",
+        markup=False,
+    )
     console.print(f"cgroups: v{info.get('CgroupVersion', '?')}  storage: {info.get('Driver')}")
     console.print(
         f"runtimes: {', '.join(runtimes)}"
@@ -230,17 +235,17 @@ def doctor() -> None:
     if "runc" not in runtimes:
         problems.append("runtime runc is missing: reinstall the engine (apt-get install docker.io)")
     for row in rows:
-        console.print(f"image {row.name}: {row.status}" + (f" ({row.ref})" if row.ref else ""))
+        console.print(f"image {row.name}: {row.status}" + (f" ({row.ref})" if row.ref else ""), markup=False)
         if row.status != "current":
             problems.append(f"image {row.name} is {row.status}: run `harness images build`")
     root = info.get("DockerRootDir") or "/"
     free = shutil.disk_usage(root if Path(root).exists() else "/").free
-    console.print(f"free disk at {root}: {free / 1024**3:.1f} GiB")
+    console.print(f"free disk at {root}: {free / 1024**3:.1f} GiB", markup=False)
     if free < 5 * 1024**3:
         problems.append(f"less than 5 GiB free at {root}: run `harness sandbox prune --all` and `docker image prune`")
-    console.print(f"warm service: {_warm_state()}", soft_wrap=True)
+    console.print(f"warm service: {_warm_state()}", soft_wrap=True, markup=False)
     for problem in problems:
-        err_console.print(f"[bold red]problem:[/] {problem}", soft_wrap=True)
+        err_console.print(f"[bold red]problem:[/] {escape(problem)}", soft_wrap=True)
     if problems:
         raise typer.Exit(int(ExitCode.SANDBOX))
     console.print("[green]all good[/]")
@@ -269,12 +274,14 @@ def _image_table(rows: list[ImageStatus]) -> Table:
 @images_app.command("build")
 def images_build(name: str | None = typer.Argument(None, help="Image to build (default: all).")) -> None:
     """Build the base (offline if need be), the sandbox layer and the images; current ones are skipped."""
+    from rich.markup import escape
+
     from sandbox.docker import images
     from sandbox.docker.engine import connect, translate
 
     with reported(), translate("building images"):
         client = connect(docker_host(), timeout=1800)
-        rows = images.build(client, name, log=lambda line: err_console.print(f"[dim]{line}[/]"))
+        rows = images.build(client, name, log=lambda line: err_console.print(f"[dim]{escape(line)}[/]"))
     console.print(_image_table(rows))
 
 
@@ -309,5 +316,5 @@ def sandbox_prune(
         gone = remove_leftovers(client, find_session_leftovers(client, state_dir(state)))
     console.print(f"removed {removed} container(s)")
     for item in gone:
-        console.print(f"removed session leftover {item}")
+        console.print(f"removed session leftover {item}", markup=False)
     console.print(f"removed {len(gone)} session leftover(s)")

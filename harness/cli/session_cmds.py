@@ -80,7 +80,7 @@ def session_show(
             records = [{**r.model_dump(), "after_steps": steps.steps_at(r.step)} for r in session.records]
             print(json.dumps({"session": session.info.model_dump(mode="json"), "steps": records}))
             return
-        console.print(f"session {session.id}  repository {session.repo}  workspace {session.workspace}")
+        console.print(f"session {session.id}  repository {session.repo}  workspace {session.workspace}", markup=False)
         if session.info.setup:
             setup = session.info.setup
             console.print(
@@ -130,7 +130,7 @@ def session_rm(session_id: str = typer.Argument(..., metavar="SESSION"), state: 
                 soft_wrap=True,
             )
         session.delete()
-    console.print(f"removed session {session_id}")
+    console.print(f"removed session {session_id}", markup=False)
 
 
 @app.command("diff")
@@ -152,12 +152,12 @@ def diff_command(
         return
     console.out(result.text.rstrip("\n"), highlight=False) if result.text else None
     for path in result.binary:
-        console.print(f"binary: {path}")
+        console.print(f"binary: {path}", markup=False)
     for change in result.mode_changes:
-        console.print(f"mode: {change.path} {change.old_mode:o} -> {change.new_mode:o}")
+        console.print(f"mode: {change.path} {change.old_mode:o} -> {change.new_mode:o}", markup=False)
     for change in result.changes:
         if change.path.endswith("/") and change.kind in ("added", "deleted"):
-            console.print(f"empty directory {change.kind}: {change.path}")
+            console.print(f"empty directory {change.kind}: {change.path}", markup=False)
 
 
 @app.command("rollback")
@@ -193,7 +193,7 @@ def export_command(
     if output is None:
         typer.echo(patch, nl=False)
     else:
-        err_console.print(f"wrote {output}")
+        err_console.print(f"wrote {output}", markup=False)
 
 
 def session_config(path: Path, *, setup: list[str], **options: Any):
@@ -249,7 +249,7 @@ def exec_in_session(
             session = create_session(
                 path, sessions, spec=spec, config=config, sandbox=box, session_id=session_id, images=images
             )
-            err_console.print(f"created session {session.id} (step 0, image {session.image[:19]})")
+            err_console.print(f"created session {session.id} (step 0, image {session.image[:19]})", markup=False)
         with session:
             envelope = box.run(
                 command, workspace=session.workspace, spec=session.spec, commit_changes=session.config.writable_root

@@ -33,6 +33,8 @@ PER_RUN = typer.Option(
 @warm_app.command("start")
 def start(image: list[str] = IMAGES, per_spec: int = PER_SPEC, idle: float = IDLE, per_run: int = PER_RUN) -> None:
     """Start the warm service in the background (one per user and engine) and wait until it answers."""
+    from rich.markup import escape
+
     from harness.warm import daemon, protocol
 
     folder = environment.warm_dir()
@@ -52,8 +54,10 @@ def start(image: list[str] = IMAGES, per_spec: int = PER_SPEC, idle: float = IDL
             status = daemon.spawn(folder, argv, env=environment.warm_service_env())
         except RuntimeError as error:
             fail(f"the warm service did not start: {error}", ExitCode.SANDBOX)
-    console.print(f"warm service running (pid {status['pid']}, {', '.join(image)}; exits after {idle:g} s idle)")
-    console.print(f"[dim]{folder}[/]", soft_wrap=True)
+    console.print(
+        f"warm service running (pid {status['pid']}, {', '.join(image)}; exits after {idle:g} s idle)", markup=False
+    )
+    console.print(f"[dim]{escape(str(folder))}[/]", soft_wrap=True)
 
 
 @warm_app.command("serve")
@@ -73,7 +77,7 @@ def serve(image: list[str] = IMAGES, per_spec: int = PER_SPEC, idle: float = IDL
                 folder,
                 WarmConfig(images=image, per_spec=per_spec, idle_s=idle, per_run=per_run, runs=_default_runs(image)),
                 box,
-                ready=lambda: console.print(f"warm service serving at {folder}", soft_wrap=True),
+                ready=lambda: console.print(f"warm service serving at {folder}", soft_wrap=True, markup=False),
             )
         except daemon.AlreadyRunning as error:
             fail(str(error), ExitCode.USAGE)
@@ -88,11 +92,11 @@ def status() -> None:
     try:
         reply = protocol.ask(folder, {"op": "status"})
     except protocol.Unavailable as why:
-        console.print(f"no warm service: {why}", soft_wrap=True)
+        console.print(f"no warm service: {why}", soft_wrap=True, markup=False)
         return
     ready = ", ".join(f"{image}: {count}" for image, count in reply.get("ready", {}).items()) or "nothing yet"
     runs = reply.get("runs", {})
-    console.print(f"warm service running (pid {reply.get('pid')}) at {folder}", soft_wrap=True)
+    console.print(f"warm service running (pid {reply.get('pid')}) at {folder}", soft_wrap=True, markup=False)
     console.print(f"one-shot containers ready: {ready}", soft_wrap=True)
     console.print(
         f"run slots: {runs.get('ready', 0)} ready, {runs.get('starting', 0)} starting, "

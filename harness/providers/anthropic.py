@@ -8,8 +8,9 @@ Usage is normalised: Anthropic's `input_tokens` excludes cached tokens, ours inc
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import anthropic
 import httpx2
@@ -27,7 +28,7 @@ from harness.providers.arguments import build_tool_call, safe_turn
 from harness.providers.config import ProviderConfig, redact
 from harness.providers.factory import register_provider
 from harness.providers.retry import parse_retry_after
-from harness.providers.sse import WireItem, is_whole_json, read_body
+from harness.providers.sse import WireItem, is_whole_json, read_body, refuse_unreadable
 from harness.providers.stream import drain, sdk_timeout, transport_error
 from harness.types import Message, ModelTurn, Reasoning, StopReason, ToolSchema, Usage
 
@@ -44,7 +45,18 @@ _STOP_REASONS: dict[str, StopReason] = {
 }
 _RETRYABLE_KINDS = {"overloaded_error", "api_error", "timeout_error"}
 THINKING_BUDGETS = {"low": 1024, "medium": 4096, "high": 16384}
-"""Extended-thinking budget per `reasoning_effort` (`--thinking`)."""
+"""Extended-thinking budget per `reasoning_effort` (`--thinking`); with adaptive thinking, the room
+added to the turn's output limit for the thinking the model chooses to do."""
+ADAPTIVE_FROM = (4, 6)
+"""Claude versions from which thinking is adaptive (`thinking: {type: adaptive}` with an effort):
+4.6 takes both forms (the budget is deprecated), 4.7 and later refuse a budget."""
+ADAPTIVE_NAMES = ("mythos", "fable")
+"""Model lines that only think adaptively, whatever their version."""
+INTERLEAVED_BETA = "interleaved-thinking-2025-05-14"
+"""The beta that lets budget-thinking Claude 4 models think between tool calls (adaptive thinking
+interleaves without it)."""
+MAX_BREAKPOINTS = 4
+"""The protocol's limit of cache_control markers per request."""
 _CONTEXT_MARKERS = ("prompt is too long", "context window", "context length", "too many tokens")
 
 
@@ -52,19 +64,31 @@ class AnthropicProvider:
     """Streams a Messages call; returns one typed ModelTurn per call."""
 
     def __init__(
-        self, config: ProviderConfig, *, api_key: str | None, http_client: httpx2.Client | None = None
+        self,
+        config: ProviderConfig,
+        *,
+        api_key: str | None,
+        http_client: httpx2.Client | None = None,
+        cloud: CloudAccess | None = None,
     ) -> None:
-        self.name = f"anthropic:{config.model}"
+        self.name = f"{cloud.prefix if cloud else 'anthropic'}:{config.model}"
         self.model = config.model
         self.config = config
         self._secret = api_key
-        self._client = anthropic.Anthropic(
-            api_key=api_key or "not-needed",
-            base_url=config.base_url or DEFAULT_BASE_URL,
-            timeout=sdk_timeout(config),
-            max_retries=0,
-            http_client=http_client,
-            open_telemetry=False,
+        self._cloud = cloud
+        # The SDK's own client for the vendor's endpoint, or the Bedrock / Vertex one a cloud gives
+        # (same Messages protocol, its own auth); never SDK retries: ours is the only policy.
+        self._client: Any = (
+            cloud.client(config, api_key, http_client)
+            if cloud
+            else anthropic.Anthropic(
+                api_key=api_key or "not-needed",
+                base_url=config.base_url or DEFAULT_BASE_URL,
+                timeout=sdk_timeout(config),
+                max_retries=0,
+                http_client=http_client,
+                open_telemetry=False,
+            )
         )
 
     def __repr__(self) -> str:
@@ -91,9 +115,7 @@ class AnthropicProvider:
         if tools:
             request["tools"] = [t.anthropic() for t in tools]
         if self.config.reasoning_effort:
-            budget = THINKING_BUDGETS[self.config.reasoning_effort]
-            request["thinking"] = {"type": "enabled", "budget_tokens": budget}
-            request["max_tokens"] = max(max_tokens, budget + max_tokens)  # the answer comes after the thinking
+            request.update(thinking_request(self.model, self.config, max_tokens))
         assembly = EventAssembly()
         latency_ms = drain(
             lambda timeout: _Answer(self._client.messages.create(**request, timeout=timeout)),
@@ -101,13 +123,33 @@ class AnthropicProvider:
             assembly.usage,
             config=self.config,
             limit_s=timeout_s,
-            foreign=(anthropic.AnthropicError, httpx2.HTTPError),
+            foreign=(anthropic.AnthropicError, httpx2.HTTPError, *(self._cloud.auth_errors() if self._cloud else ())),
             translate=self._translate,
         )
         return safe_turn(assembly.turn().model_copy(update={"latency_ms": latency_ms}))
 
     def _translate(self, error: BaseException, stall_s: float) -> ModelError:
+        if self._cloud and isinstance(error, self._cloud.auth_errors()):
+            return ModelAuthError(
+                redact(f"{self._cloud.prefix} credentials: {error} ({self._cloud.auth_hint})", self._secret)
+            )
         return translate_error(error, self._secret, stall_s, str(self._client.base_url))
+
+
+class CloudAccess(Protocol):
+    """How a cloud reaches Anthropic models (Bedrock, Vertex AI): its SDK client and its auth."""
+
+    prefix: str
+    auth_hint: str
+    """One line: where the credentials come from and what to set."""
+
+    def client(self, config: ProviderConfig, api_key: str | None, http_client: httpx2.Client | None) -> Any:
+        """The SDK client for this cloud (its own auth), without SDK retries."""
+        ...
+
+    def auth_errors(self) -> tuple[type[BaseException], ...]:
+        """The credential chain's own errors (no credentials, an expired token), raised while signing."""
+        ...
 
 
 class _Answer:
@@ -119,6 +161,7 @@ class _Answer:
 
     def __enter__(self) -> Iterator[Any]:
         response = self._stream.response
+        refuse_unreadable(response.headers.get("content-type", ""), response)
         if is_whole_json(response.headers.get("content-type", "")):
             return read_body((), response.read())
         return iter(self._stream)
@@ -239,15 +282,44 @@ class EventAssembly:
         )
 
 
+def thinking_mode(model: str, config: ProviderConfig) -> str:
+    """`adaptive` or `budget` for this model: the config's choice, else by the model's version
+    (Claude 4.6 and later, and the lines that know nothing else, think adaptively)."""
+    if config.thinking_mode != "auto":
+        return config.thinking_mode
+    if any(line in model.lower() for line in ADAPTIVE_NAMES):
+        return "adaptive"
+    return "adaptive" if claude_version(model) >= ADAPTIVE_FROM else "budget"
+
+
+def claude_version(model: str) -> tuple[int, int]:
+    """(major, minor) read off a Claude model id in any of its spellings (`claude-opus-4-6`,
+    `anthropic.claude-sonnet-4-6`, `claude-3-7-sonnet-20250219`, `claude-opus-4-6@20260101`); (0, 0)
+    when the id names no version."""
+    found = re.search(r"claude-(?:[a-z]+-)?(\d+)(?:[-.](\d{1,2})(?!\d))?", model.lower())
+    return (int(found.group(1)), int(found.group(2) or 0)) if found else (0, 0)
+
+
+def thinking_request(model: str, config: ProviderConfig, max_tokens: int) -> dict[str, Any]:
+    """The request fields that turn thinking on at the configured effort, in the form the model takes.
+    The turn's limit grows by the thinking room (the answer comes after the thinking)."""
+    effort = config.reasoning_effort or "medium"
+    room = THINKING_BUDGETS[effort]
+    if thinking_mode(model, config) == "adaptive":
+        return {"thinking": {"type": "adaptive"}, "output_config": {"effort": effort}, "max_tokens": max_tokens + room}
+    fields: dict[str, Any] = {"thinking": {"type": "enabled", "budget_tokens": room}, "max_tokens": max_tokens + room}
+    if claude_version(model) >= (4, 0):
+        fields["extra_headers"] = {"anthropic-beta": INTERLEAVED_BETA}
+    return fields
+
+
 def to_anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any]]]:
     """(system prompt, Messages API messages) with user-side runs merged into one user message.
 
-    The first non-system message (the task) ends the pinned head; its last block carries the cache
-    breakpoint, so tools + system + task are cached once and read back on every later step.
+    Cache breakpoints (see `mark_cache`): the pinned head, and the conversation's rolling end.
     """
     system = "\n\n".join(m.content for m in messages if m.role == "system" and m.content)
     wire: list[dict[str, Any]] = []
-    head_marked = False
     for message in messages:
         if message.role == "system":
             continue
@@ -255,14 +327,27 @@ def to_anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[dict[s
         blocks = _blocks(message)
         if not blocks:
             continue
-        if not head_marked:
-            blocks[-1]["cache_control"] = dict(CACHE_BREAKPOINT)
-            head_marked = True
         if wire and wire[-1]["role"] == role:
             wire[-1]["content"].extend(blocks)
         else:
             wire.append({"role": role, "content": blocks})
+    mark_cache(wire)
     return system, wire
+
+
+def mark_cache(wire: list[dict[str, Any]]) -> None:
+    """Put the prompt-cache breakpoints (three, within the protocol's four): the end of the first
+    message (tools + system + task, cached once, read on every step), the end of the conversation
+    (this request's prefix is written to the cache for the next one), and the end of the previous
+    user turn (where the last request wrote it: read back, so a long run's history comes from the
+    cache, not only its head)."""
+    marked: set[int] = set()
+    for index in (0, len(wire) - 3, len(wire) - 1):
+        if 0 <= index < len(wire) and index not in marked and len(marked) < MAX_BREAKPOINTS:
+            cacheable = [b for b in wire[index]["content"] if b.get("type") not in ("thinking", "redacted_thinking")]
+            if cacheable:
+                cacheable[-1]["cache_control"] = dict(CACHE_BREAKPOINT)
+                marked.add(index)
 
 
 def _blocks(message: Message) -> list[dict[str, Any]]:
@@ -277,8 +362,9 @@ def _blocks(message: Message) -> list[dict[str, Any]]:
         return [result]
     blocks: list[dict[str, Any]] = []
     if message.role == "assistant" and message.reasoning:
-        # Extended thinking: the turn's thinking and redacted_thinking blocks go back first, unchanged.
-        blocks += [dict(block) for block in message.reasoning.blocks]
+        # Extended thinking: the turn's thinking and redacted_thinking blocks go back first, unchanged
+        # (a turn another protocol made carries items this one does not know: they stay out).
+        blocks += [dict(b) for b in message.reasoning.blocks if b.get("type") in ("thinking", "redacted_thinking")]
     if message.content:
         blocks.append({"type": "text", "text": message.content})
     for call in message.tool_calls:

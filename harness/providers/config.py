@@ -60,8 +60,10 @@ class ProviderConfig(BaseModel):
     """A stream that sends no bytes for this long is a stalled stream: a retryable timeout."""
     max_tokens: int = Field(default=4096, gt=0)
     """Default output-token limit per turn."""
-    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
-    """OpenAI-compatible only: which request field carries the limit (o-series models need the second)."""
+    max_tokens_field: Literal["auto", "max_tokens", "max_completion_tokens"] = "auto"
+    """OpenAI-compatible only: which request field carries the output limit. `auto`: by model family
+    (`max_completion_tokens` for reasoning models, o-series, GPT-5 and Codex, and on OpenAI's own
+    endpoint; `max_tokens` elsewhere), switching once to the other when a server refuses the first."""
     retry: RetryConfig = Field(default_factory=RetryConfig)
     """The retry policy."""
     temperature: float | None = Field(default=0.2, ge=0, le=2)
@@ -71,6 +73,15 @@ class ProviderConfig(BaseModel):
     reasoning_effort: Literal["low", "medium", "high"] | None = None
     """Turn thinking on (`--thinking`): OpenAI-compatible `reasoning_effort`; for Anthropic an
     extended-thinking budget of 1k / 4k / 16k tokens. None leaves the model's default."""
+    thinking_mode: Literal["auto", "adaptive", "budget"] = "auto"
+    """Anthropic only (with `reasoning_effort` set): `adaptive` sends `thinking: {type: adaptive}` and
+    the effort (the newest models refuse a budget); `budget` sends a `budget_tokens` budget (older
+    models know nothing else); `auto` picks by model name (see providers.anthropic.ADAPTIVE_MODELS)."""
+    region: str | None = None
+    """`bedrock:` and `vertex:` only: the cloud region (default: AWS_REGION / the AWS profile's region;
+    for Vertex, CLOUD_ML_REGION, else `us-east5`)."""
+    project: str | None = None
+    """`vertex:` only: the Google Cloud project (default: the credentials' project, ANTHROPIC_VERTEX_PROJECT_ID)."""
     reasoning_echo: Literal["auto", "never", "with_reasoning", "tool_turns"] = "auto"
     """OpenAI-compatible only: when an earlier assistant message carries its `reasoning_content` back.
     `with_reasoning`: when the turn had any; `tool_turns`: on every turn that called tools, empty if
@@ -80,6 +91,21 @@ class ProviderConfig(BaseModel):
     back unchanged, as its protocol requires."""
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     """Price overrides by model name; they win over the genai-prices table."""
+
+
+def check_base_url(url: str | None) -> None:
+    """A base URL must be an http(s) URL with a host: anything else is a config error at once, never
+    a request retried as "cannot reach"."""
+    if url is None:
+        return
+    from urllib.parse import urlsplit
+
+    from harness.errors import ConfigError
+
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        guess = f" (did you mean http://{url.strip()}?)" if "://" not in url else ""
+        raise ConfigError(f"model base URL {url!r} is not an http:// or https:// URL{guess}")
 
 
 def redact(text: str, secret: str | None) -> str:

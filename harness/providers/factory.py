@@ -7,7 +7,7 @@ import importlib
 from collections.abc import Callable
 
 from harness.errors import ConfigError
-from harness.providers.config import ProviderConfig
+from harness.providers.config import ProviderConfig, check_base_url
 from harness.providers.protocol import Provider
 
 ProviderFactory = Callable[[str, ProviderConfig, "str | None"], Provider]
@@ -17,13 +17,16 @@ _FACTORIES: dict[str, ProviderFactory] = {}
 # Providers whose module registers itself on import; imported only when first named.
 _LAZY_MODULES = {
     "openai": "harness.providers.openai_compat",
+    "openai-responses": "harness.providers.openai_responses",
     "anthropic": "harness.providers.anthropic",
+    "bedrock": "harness.providers.anthropic_cloud",
+    "vertex": "harness.providers.anthropic_cloud",
     "scripted": "harness.providers.scripted",
     "replay": "harness.providers.replay",
     "reference": "harness.providers.reference",
 }
 # Providers that talk to a network endpoint get the retry policy; canned ones do not need it.
-_NETWORK_PREFIXES = {"openai", "anthropic"}
+_NETWORK_PREFIXES = {"openai", "openai-responses", "anthropic", "bedrock", "vertex"}
 
 
 def register_provider(prefix: str, factory: ProviderFactory) -> None:
@@ -40,7 +43,10 @@ def parse_spec(spec: str) -> tuple[str, str]:
             "(each task names its own), or reference:PATH/reference.json"
         )
     if not sep or not prefix or not target:
-        raise ConfigError(f"model spec {spec!r} must look like openai:MODEL, anthropic:MODEL or scripted:FILE")
+        raise ConfigError(
+            f"model spec {spec!r} must look like openai:MODEL, openai-responses:MODEL, anthropic:MODEL, "
+            "bedrock:MODEL, vertex:MODEL or scripted:FILE"
+        )
     return prefix, target
 
 
@@ -60,6 +66,7 @@ def make_provider(
 
     prefix, target = parse_spec(spec)
     config = config or ProviderConfig()
+    check_base_url(config.base_url)
     if prefix not in _FACTORIES and prefix in _LAZY_MODULES:
         try:
             importlib.import_module(_LAZY_MODULES[prefix])

@@ -18,7 +18,9 @@ from harness.errors import (
     ModelBadResponse,
     ModelContextLengthError,
     ModelError,
+    ModelParameterRejected,
     ModelRateLimited,
+    ModelServerUnsupported,
     ModelSpendLimitError,
     ModelUnavailable,
 )
@@ -26,13 +28,23 @@ from harness.providers.arguments import build_tool_call, safe_turn
 from harness.providers.config import ProviderConfig, redact
 from harness.providers.factory import register_provider
 from harness.providers.retry import parse_retry_after
-from harness.providers.sse import WireItem, is_whole_json, read_body
+from harness.providers.sse import WireItem, is_whole_json, read_body, refuse_unreadable
 from harness.providers.stream import drain, sdk_timeout, transport_error
 from harness.types import Message, ModelTurn, Reasoning, StopReason, ToolCall, ToolSchema, Usage
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-NO_TEMPERATURE = ("o1", "o3", "o4", "gpt-5", "deepseek-reasoner")
-"""Reasoning models that refuse a sampling temperature."""
+REASONING_FAMILIES = ("o1", "o3", "o4", "gpt-5", "codex", "deepseek-reasoner")
+"""Model families that reason: they take `max_completion_tokens` (not `max_tokens`) and refuse a
+sampling temperature. Matched on the model's name after any `vendor/` routing prefix."""
+LIMIT_FIELDS = ("max_tokens", "max_completion_tokens")
+MESSAGE_FIELDS = frozenset(
+    {"role", "content", "refusal", "tool_calls", "function_call", "audio", "annotations", "name",
+     "reasoning_content", "reasoning"}
+)  # fmt: skip
+"""Fields of an assistant message harness reads; any other a server adds (Gemini's `extra_content`,
+`thought_signature`) is kept on the turn and echoed back exactly."""
+CALL_FIELDS = frozenset({"index", "id", "type", "function"})
+"""Fields of a tool call harness reads; any other is the call's opaque provider data."""
 _STOP_REASONS: dict[str, StopReason] = {
     "stop": "end_turn",
     "tool_calls": "tool_use",
@@ -55,17 +67,8 @@ class OpenAICompatProvider:
         self.config = config
         self._secret = api_key
         self.echo = reasoning_echo(config)
-        # Explicit key and base_url so the SDK never consults the environment; max_retries=0 so the
-        # retry layer is the only retry policy.
-        self._client = openai.OpenAI(
-            api_key=api_key or "not-needed",
-            organization=None,
-            project=None,
-            base_url=config.base_url or DEFAULT_BASE_URL,
-            timeout=sdk_timeout(config),
-            max_retries=0,
-            http_client=http_client,
-        )
+        self.limit_field = limit_field(config)
+        self._client = openai_client(config, api_key, http_client)
 
     def __repr__(self) -> str:
         return f"OpenAICompatProvider({self.name!r})"
@@ -78,23 +81,37 @@ class OpenAICompatProvider:
         max_tokens: int,
         timeout_s: float | None = None,
     ) -> ModelTurn:
-        """Send the conversation, assemble the streamed (or whole) answer into a ModelTurn."""
+        """Send the conversation, assemble the streamed (or whole) answer into a ModelTurn.
+
+        With the limit field left to `auto`, a server that refuses the one chosen by the model's name
+        (a new reasoning model) gets the request once more with the other, and keeps it from then on."""
+        try:
+            return self._complete(messages, tools, max_tokens=max_tokens, timeout_s=timeout_s)
+        except ModelParameterRejected as error:
+            if self.config.max_tokens_field != "auto" or error.param != self.limit_field:
+                raise
+            self.limit_field = next(field for field in LIMIT_FIELDS if field != error.param)
+            return self._complete(messages, tools, max_tokens=max_tokens, timeout_s=timeout_s)
+
+    def _complete(
+        self, messages: Sequence[Message], tools: Sequence[ToolSchema], *, max_tokens: int, timeout_s: float | None
+    ) -> ModelTurn:
         request: dict[str, Any] = {
             "model": self.model,
             "messages": [to_openai_message(m, self.echo) for m in messages],
             "stream": True,
             "stream_options": {"include_usage": True},
-            self.config.max_tokens_field: max_tokens,
+            self.limit_field: max_tokens,
         }
         if tools:
             request["tools"] = [t.openai() for t in tools]
         if self.config.reasoning_effort:
             request["reasoning_effort"] = self.config.reasoning_effort
-        elif self.config.temperature is not None and not self.model.lower().startswith(NO_TEMPERATURE):
+        elif self.config.temperature is not None and not is_reasoning_model(self.model):
             request["temperature"] = self.config.temperature
         assembly = StreamAssembly({t.name for t in tools})
         latency_ms = drain(
-            lambda timeout: _WireAnswer(self._client.chat.completions.create(**request, timeout=timeout)),
+            lambda timeout: WireAnswer(self._client.chat.completions.create(**request, timeout=timeout)),
             assembly.add,
             lambda: assembly.usage,
             config=self.config,
@@ -108,7 +125,21 @@ class OpenAICompatProvider:
         return translate_error(error, self._secret, stall_s, str(self._client.base_url))
 
 
-class _WireAnswer:
+def openai_client(config: ProviderConfig, api_key: str | None, http_client: httpx2.Client | None) -> openai.OpenAI:
+    """The SDK client of both OpenAI protocols: explicit key and base_url so the SDK never consults
+    the environment; max_retries=0 so the retry layer is the only retry policy."""
+    return openai.OpenAI(
+        api_key=api_key or "not-needed",
+        organization=None,
+        project=None,
+        base_url=config.base_url or DEFAULT_BASE_URL,
+        timeout=sdk_timeout(config),
+        max_retries=0,
+        http_client=http_client,
+    )
+
+
+class WireAnswer:
     """The SDK made the request (and raised for an HTTP error status); the body is read here."""
 
     def __init__(self, stream: Any) -> None:
@@ -116,7 +147,9 @@ class _WireAnswer:
         self._response = stream.response
 
     def __enter__(self) -> Iterator[WireItem]:
-        whole = self._response.read() if is_whole_json(self._response.headers.get("content-type", "")) else None
+        kind = self._response.headers.get("content-type", "")
+        refuse_unreadable(kind, self._response)
+        whole = self._response.read() if is_whole_json(kind) else None
         return read_body(self._response.iter_lines(), whole)
 
     def __exit__(self, *exc: object) -> None:
@@ -138,6 +171,8 @@ class StreamAssembly:
         self.model = ""
         self.tool_names = tool_names or set()
         self.failed_call: ToolCall | None = None
+        self.extra: dict[str, Any] = {}  # fields of the message harness does not read, echoed back
+        self.call_data: dict[int, dict[str, Any]] = {}  # slot -> a call's fields harness does not read
 
     def add(self, item: WireItem) -> None:
         """Fold one item of the answer into the turn."""
@@ -188,6 +223,7 @@ class StreamAssembly:
             self.reasoning.append(reasoning)
         for fragment in delta.get("tool_calls") or ():
             self._add_fragment(fragment)
+        self.extra.update({k: v for k, v in delta.items() if k not in MESSAGE_FIELDS and v is not None})
 
     def _add_usage(self, usage: Any) -> None:
         if not isinstance(usage, dict):
@@ -218,6 +254,9 @@ class StreamAssembly:
             call[1] = self._name(call[1], function["name"])
         if function.get("arguments"):
             call[2] += function["arguments"]
+        extra = {k: v for k, v in fragment.items() if k not in CALL_FIELDS and v is not None}
+        if extra:
+            self.call_data.setdefault(slot, {}).update(extra)
 
     def _name(self, so_far: str, piece: str) -> str:
         """The spec sends a call's name once; some servers send the whole name in every fragment, and
@@ -243,7 +282,9 @@ class StreamAssembly:
             raise ModelUnavailable("the model's stream ended before it finished (connection dropped)", usage=self.usage)
         truncated = self.finish_reason == "length"
         calls = [
-            build_tool_call(call_id or f"call_{n}", name, args, truncated=truncated)
+            build_tool_call(call_id or f"call_{n}", name, args, truncated=truncated).model_copy(
+                update={"provider_data": self.call_data.get(n, {})}
+            )
             for n, (call_id, name, args) in enumerate(self.calls)
         ]
         if self.failed_call is not None:
@@ -258,7 +299,7 @@ class StreamAssembly:
         if calls and stop == "end_turn":
             stop = "tool_use"  # some compatible servers say "stop" after tool calls
         text = "".join(self.text) or refusal
-        reasoning = Reasoning(text="".join(self.reasoning)) if self.reasoning else None
+        reasoning = Reasoning(text="".join(self.reasoning), extra=self.extra) if self.reasoning or self.extra else None
         return ModelTurn(
             text=text,
             tool_calls=calls,
@@ -292,6 +333,8 @@ def stream_error(payload: dict[str, Any]) -> ToolCall:
     lowered = f"{code} {kind} {message}".lower()
     if any(marker in lowered for marker in _CONTEXT_MARKERS):
         raise ModelContextLengthError(text)
+    if code in _SPEND_CODES or kind in _SPEND_CODES:
+        raise ModelSpendLimitError(text)
     if status in (401, 403):
         raise ModelAuthError(text)
     if status == 429:
@@ -320,6 +363,21 @@ def _called_name(raw: str) -> str:
     return name if isinstance(name, str) and name else "unparsed_tool_call"
 
 
+def is_reasoning_model(model: str) -> bool:
+    """True for the reasoning families (o-series, GPT-5, Codex, DeepSeek's reasoner), by name."""
+    return model.lower().rsplit("/", 1)[-1].startswith(REASONING_FAMILIES)
+
+
+def limit_field(config: ProviderConfig) -> str:
+    """The request field that carries the output limit: the config's, or with `auto` the one the model
+    family takes (`max_completion_tokens` for reasoning models and on OpenAI's own endpoint, which
+    deprecates `max_tokens`; `max_tokens` for every other compatible server)."""
+    if config.max_tokens_field != "auto":
+        return config.max_tokens_field
+    official = "api.openai.com" in (config.base_url or DEFAULT_BASE_URL).lower()
+    return "max_completion_tokens" if official or is_reasoning_model(config.model) else "max_tokens"
+
+
 def reasoning_echo(config: ProviderConfig) -> str:
     """The reasoning_echo setting with `auto` resolved for the endpoint and model."""
     if config.reasoning_echo != "auto":
@@ -341,18 +399,25 @@ def to_openai_message(message: Message, echo: str = "never") -> dict[str, Any]:
     wire: dict[str, Any] = {"role": "assistant", "content": message.content or None}
     if message.tool_calls:
         wire["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": _arguments_text(c)}}
+            {
+                **c.provider_data,
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": arguments_text(c)},
+            }
             for c in message.tool_calls
         ]
     else:
         wire["content"] = message.content
+    if message.reasoning:
+        wire.update({k: v for k, v in message.reasoning.extra.items() if k not in MESSAGE_FIELDS})
     reasoning = message.reasoning.text if message.reasoning else ""
     if (echo == "with_reasoning" and reasoning) or (echo == "tool_turns" and (message.tool_calls or reasoning)):
         wire["reasoning_content"] = reasoning
     return wire
 
 
-def _arguments_text(call: ToolCall) -> str:
+def arguments_text(call: ToolCall) -> str:
     """What the model sent: its own text when it was not valid JSON (so the echo is faithful)."""
     return (
         call.raw_arguments
@@ -368,6 +433,28 @@ def _error_fields(error: openai.APIError) -> tuple[str, str]:
     code = str(inner.get("code") or error.code or "")
     kind = str(inner.get("type") or error.type or "")
     return code, kind
+
+
+SERVER_CANNOT_DO_TOOLS = "tools param requires --jinja flag"
+"""What a llama.cpp server started without --jinja answers to any request with tools (HTTP 500)."""
+
+
+def _error_param(error: openai.APIError) -> str:
+    body = error.body if isinstance(error.body, dict) else {}
+    nested = body.get("error")
+    inner: dict[str, Any] = nested if isinstance(nested, dict) else body
+    return str(inner.get("param") or getattr(error, "param", None) or "")
+
+
+def not_found_text(error: openai.APIError, endpoint: str, text: str) -> str:
+    """A 404 that names the path asked, and the base URL that was likely meant (most servers serve
+    the OpenAI protocol under /v1)."""
+    url = str(error.request.url) if getattr(error, "request", None) is not None else endpoint
+    hint = ""
+    base = endpoint.rstrip("/")
+    if base and not base.endswith("/v1"):
+        hint = f"; the base URL may lack /v1: try --base-url {base}/v1"
+    return f"{text} (asked POST {url}{hint})"
 
 
 def translate_error(error: BaseException, secret: str | None, stall_s: float = 0, endpoint: str = "") -> ModelError:
@@ -392,6 +479,12 @@ def translate_error(error: BaseException, secret: str | None, stall_s: float = 0
         return ModelBadResponse(text)
     if status in (401, 403):
         return ModelAuthError(text)
+    if status == 404 and code != "model_not_found":
+        return ModelError(redact(not_found_text(error, endpoint, text), secret))
+    if code == "unsupported_parameter":
+        return ModelParameterRejected(text, param=_error_param(error))
+    if SERVER_CANNOT_DO_TOOLS in lowered:
+        return ModelServerUnsupported(redact(f"{text} (a llama.cpp server: start it with --jinja)", secret))
     if code in _SPEND_CODES or kind in _SPEND_CODES:
         return ModelSpendLimitError(text)
     if any(marker in lowered for marker in _CONTEXT_MARKERS):

@@ -16,7 +16,13 @@ from harness.types import Usage
 
 # genai-prices provider ids for our spec prefixes; OpenAI-compatible servers often host other
 # vendors' models, so for those we also let genai-prices guess from the model name.
-_VENDOR_IDS = {"openai": "openai", "anthropic": "anthropic"}
+_VENDOR_IDS = {
+    "openai": "openai",
+    "openai-responses": "openai",
+    "anthropic": "anthropic",
+    "bedrock": "aws",
+    "vertex": "google",
+}
 
 
 class Cost(BaseModel):

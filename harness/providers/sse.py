@@ -67,6 +67,22 @@ def is_whole_json(content_type: str) -> bool:
     return kind.endswith("json") and "event-stream" not in kind
 
 
+def refuse_unreadable(content_type: str, response: Any) -> None:
+    """A 200 that is neither a stream nor JSON (a proxy's or captive portal's HTML login page, a
+    plain-text banner) is no answer and not an outage: say what came back, once, never retried."""
+    kind = content_type.split(";", 1)[0].strip().lower()
+    if not kind.startswith("text/") or kind == "text/event-stream":
+        return  # a stream, JSON, or a cloud's binary framing (Bedrock's vnd.amazon.eventstream)
+    try:
+        head = response.read()[:200].decode("utf-8", "replace")
+    except Exception:  # noqa: BLE001 - the body is only quoted; an unreadable one is quoted as empty
+        head = ""
+    shown = " ".join(head.split())[:120]
+    raise ModelBadResponse(
+        f"the model endpoint answered 200 with {kind}, not a model stream (a proxy or login page?): {shown!r}"
+    )
+
+
 def _json(text: str, what: str) -> Any:
     try:
         return json.loads(text)

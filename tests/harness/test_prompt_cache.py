@@ -56,7 +56,10 @@ def test_consecutive_requests_share_an_identical_prefix(harness, vendor):
         for body in bodies:
             task = body["messages"][0]["content"]
             assert task[-1]["cache_control"] == {"type": "ephemeral"}
-            assert json.dumps(body).count("cache_control") == 1
+            # rolling breakpoints: the head, where the previous request ended, and this one's end
+            assert body["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+            ends = len(body["messages"])
+            assert json.dumps(body).count("cache_control") == len({0, max(ends - 3, 0), ends - 1})
         assert ran.json()["tokens"]["cached"] == 3 * 900  # reported cache reads reach the run's totals
     else:
         assert [m["role"] for m in bodies[0]["messages"]] == ["system", "user"]

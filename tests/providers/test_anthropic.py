@@ -66,11 +66,13 @@ def test_fragmented_stream_and_request_shape(wire):
     assert body["system"] == "You fix bugs." and body["stream"] is True and body["max_tokens"] == 77
     assert body["tools"] == [TOOL.anthropic()]
     assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
-    # the pinned head (tools + system + task) ends in the one prompt-cache breakpoint
+    # the pinned head (tools + system + task) ends in a prompt-cache breakpoint, and so does the
+    # conversation's end (rolling); the assistant turn between carries none
     assert body["messages"][0]["content"] == [
         {"type": "text", "text": "Fix calc.", "cache_control": {"type": "ephemeral"}}
     ]
-    assert "cache_control" not in json.dumps(body["messages"][1:])
+    assert "cache_control" not in json.dumps(body["messages"][1])
+
     assert body["messages"][1]["content"][1] == {
         "type": "tool_use",
         "id": "t1",
@@ -79,7 +81,13 @@ def test_fragmented_stream_and_request_shape(wire):
     }
     assert body["messages"][2]["content"] == [
         {"type": "tool_result", "tool_use_id": "t1", "is_error": False, "content": "exit 0"},
-        {"type": "tool_result", "tool_use_id": "t2", "is_error": True, "content": "no such file"},
+        {
+            "type": "tool_result",
+            "tool_use_id": "t2",
+            "is_error": True,
+            "content": "no such file",
+            "cache_control": {"type": "ephemeral"},
+        },
     ]
 
 

@@ -99,11 +99,13 @@ def test_check_goes_through_the_one_retry_policy_and_says_so(wire):
     wire.push(
         openai_error(429, "slow down", code="rate_limit_exceeded", headers={"retry-after": "1"}),
         openai_turn("", [("c1", "ping", '{"text": "pong"}')]),
+        openai_turn("", [("c1", "ping", '{"text": "pong"}')]),
     )
     done = run("models", "check", "--base-url", wire.openai_base_url, env={"OPENAI_API_KEY": KEY})
     assert done.returncode == 0, done.stderr
-    assert "retried:        1 time(s)" in done.stdout and "429" in done.stdout and len(wire.requests) == 2
-    wire.push(openai_turn("pong"))
+    # the 429, its retry, then the second (cache) request
+    assert "retried:        1 time(s)" in done.stdout and "429" in done.stdout and len(wire.requests) == 3
+    wire.push(openai_turn("pong"), openai_turn("pong"))
     again = run("models", "check", "--base-url", wire.openai_base_url, "--json", env={"OPENAI_API_KEY": KEY})
     report = json.loads(again.stdout)
     assert report["retries"] == 0 and report["retry_reasons"] == []

@@ -90,7 +90,7 @@ def test_anthropic_thinking_blocks_go_back_unchanged_and_first(wire):
         anthropic_turn("Fixed it."),
     )
     model = make_provider(
-        "anthropic:claude-sonnet-4-6",
+        "anthropic:claude-sonnet-4-5",  # a model of the budget form (4.6 and later think adaptively)
         ProviderConfig(base_url=wire.anthropic_base_url, retry=NO_RETRY, reasoning_effort="medium"),
         api_key=KEY,
     )
@@ -103,6 +103,8 @@ def test_anthropic_thinking_blocks_go_back_unchanged_and_first(wire):
     ]
     sent = wire.requests[0].body
     assert sent["thinking"] == {"type": "enabled", "budget_tokens": 4096} and sent["max_tokens"] > 4096
+    # thinking between tool calls (interleaved), which budget-thinking Claude 4 models need a beta for
+    assert wire.requests[0].headers["anthropic-beta"] == "interleaved-thinking-2025-05-14"
     second = model.complete(_continue(context, first, "def add(a, b): return a - b"), [TOOL], max_tokens=1000)
     assert second.text == "Fixed it."
     [assistant] = [m for m in wire.requests[1].body["messages"] if m["role"] == "assistant"]

@@ -39,6 +39,7 @@ class Recorded:
     path: str
     headers: dict[str, str]
     body: Any
+    method: str = "POST"
 
 
 class WireServer:
@@ -46,8 +47,14 @@ class WireServer:
 
     def __init__(self) -> None:
         self.requests: list[Recorded] = []
+        """The POST requests received (model calls, a token refresh, Ollama's /api/show)."""
+        self.gets: list[Recorded] = []
+        """The GET requests received (a client asking what the server is)."""
         self._replies: list[Reply] = []
         self._checks: list[Callable[[Recorded], Reply | None]] = []
+        self.routes: dict[str, Reply] = {}
+        """Fixed answers by path, for any method, before any scripted reply (a server's info pages);
+        a GET of another path is a 404."""
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
@@ -80,9 +87,13 @@ class WireServer:
         with self._lock:
             return len(self._replies)
 
-    def _next(self, recorded: Recorded) -> Reply:
+    def _next(self, recorded: Recorded, method: str = "POST") -> Reply:
         with self._lock:
-            self.requests.append(recorded)
+            (self.gets if method == "GET" else self.requests).append(recorded)
+            if recorded.path in self.routes:
+                return self.routes[recorded.path]
+            if method == "GET":
+                return Reply(status=404, body=b'{"error": "not found"}')
             for check in self._checks:
                 refusal = check(recorded)
                 if refusal is not None:
@@ -120,6 +131,15 @@ def _handler_for(server: WireServer) -> type[BaseHTTPRequestHandler]:
                 self._send(reply)
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (stall tests): expected
+
+        def do_GET(self) -> None:
+            reply = server._next(
+                Recorded(self.path, {k.lower(): v for k, v in self.headers.items()}, None, "GET"), "GET"
+            )
+            try:
+                self._send(reply)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
 
         def _send(self, reply: Reply) -> None:
             self.send_response(reply.status)
@@ -192,15 +212,18 @@ def openai_turn(
     finish: str | None = None,
     usage: dict[str, Any] | None = None,
     raw_chunks: Sequence[dict[str, Any]] = (),
+    call_fields: Callable[[str], dict[str, Any]] | None = None,
     **reply: Any,
 ) -> Reply:
     """A streamed turn: text in `pieces` chunks, then each (id, name, argument text) call in `pieces`
-    argument fragments; `interleave` alternates fragments of parallel calls."""
+    argument fragments; `interleave` alternates fragments of parallel calls; `call_fields(name)` adds
+    fields to each call's first fragment (a vendor's extras, such as Gemini's signatures)."""
     chunks = [openai_chunk({"role": "assistant", "content": ""})]
     chunks += [openai_chunk({"content": part}) for part in split(text, pieces) if part]
     streams = []
     for index, (call_id, name, args) in enumerate(tool_calls):
         head = {"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
+        head.update(call_fields(name) if call_fields else {})
         frags = [{"index": index, "function": {"arguments": part}} for part in split(args, pieces)]
         streams.append([head, *frags])
     if interleave:
@@ -364,4 +387,151 @@ def anthropic_thinking_check(recorded: Recorded) -> Reply | None:
         message = "messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found `tool_use`."
         body_out = {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
         return Reply(status=400, body=json.dumps(body_out).encode())
+    return None
+
+
+def gemini_signature(name: str) -> dict[str, Any]:
+    """The per-call extra Gemini 3 attaches (a fake's signature: `sig-` + the tool's name)."""
+    return {"extra_content": {"google": {"thought_signature": f"sig-{name}"}}}
+
+
+def gemini_signature_check(recorded: Recorded) -> Reply | None:
+    """Gemini 3 through its OpenAI-compatible endpoint (a fake: no recording of it exists): every tool
+    call of an earlier assistant turn must come back with the thought signature it was sent with
+    (`extra_content.google.thought_signature`, `sig-` + the call's name here), else HTTP 400."""
+    for message in recorded.body.get("messages", []) if isinstance(recorded.body, dict) else []:
+        for call in message.get("tool_calls") or ():
+            signature = ((call.get("extra_content") or {}).get("google") or {}).get("thought_signature")
+            if signature != f"sig-{call['function']['name']}":
+                return openai_error(400, "Function call is missing a thought_signature in functionCall parts.")
+    return None
+
+
+# --- OpenAI Responses API -------------------------------------------------------------------------
+
+
+def responses_events(
+    text: str = "",
+    tool_calls: Sequence[tuple[str, str, str]] = (),
+    *,
+    reasoning: str | None = None,
+    pieces: int = 2,
+    status: str = "completed",
+    model: str = "gpt-5.5",
+    usage: dict[str, Any] | None = None,
+) -> list[bytes]:
+    """The SSE frames of one Responses stream (a fake in the recorded streams' shape): an optional
+    reasoning item (`reasoning` is its encrypted content), the message, then one function_call item
+    per (call_id, name, argument text), each item at its own output_index."""
+    frames = [_responses_event("response.created", response=_response(model, "in_progress", []))]
+    items: list[dict[str, Any]] = []
+    if reasoning is not None:
+        item = {"id": f"rs_{len(items)}", "type": "reasoning", "encrypted_content": reasoning, "summary": []}
+        frames += _item_frames(len(items), item)
+        items.append(item)
+    if text:
+        index = len(items)
+        frames.append(_responses_event("response.output_item.added", output_index=index, item={"id": f"msg_{index}", "type": "message", "role": "assistant", "content": []}))  # fmt: skip
+        frames += [
+            _responses_event("response.output_text.delta", output_index=index, content_index=0, delta=part)
+            for part in split(text, pieces)
+        ]
+        item = {"id": f"msg_{index}", "type": "message", "role": "assistant", "status": "completed",
+                "content": [{"type": "output_text", "text": text, "annotations": []}]}  # fmt: skip
+        frames.append(_responses_event("response.output_item.done", output_index=index, item=item))
+        items.append(item)
+    for call_id, name, args in tool_calls:
+        index = len(items)
+        head = {"id": f"fc_{index}", "type": "function_call", "call_id": call_id, "name": name, "arguments": ""}
+        frames.append(_responses_event("response.output_item.added", output_index=index, item=head))
+        frames += [
+            _responses_event("response.function_call_arguments.delta", output_index=index, delta=part)
+            for part in split(args, pieces)
+        ]
+        item = {**head, "arguments": args, "status": "completed"}
+        frames.append(_responses_event("response.output_item.done", output_index=index, item=item))
+        items.append(item)
+    final = _response(model, status, items, usage or {"input_tokens": 50, "output_tokens": 20})
+    if status == "incomplete":
+        final["incomplete_details"] = {"reason": "max_output_tokens"}
+    frames.append(_responses_event(f"response.{status}", response=final))
+    return frames
+
+
+def responses_turn(text: str = "", tool_calls: Sequence[tuple[str, str, str]] = (), **kwargs: Any) -> Reply:
+    return Reply(events=responses_events(text, tool_calls, **kwargs))
+
+
+def responses_reasoning_check(recorded: Recorded) -> Reply | None:
+    """Responses with `store: false` (a strict fake): every reasoning item an earlier turn produced
+    must come back whole (its encrypted content) right before the function call it led to."""
+    body = recorded.body if isinstance(recorded.body, dict) else {}
+    items = body.get("input") or []
+    for n, item in enumerate(items):
+        if item.get("type") == "function_call":
+            before = items[n - 1] if n else {}
+            if before.get("type") != "reasoning" or not before.get("encrypted_content"):
+                message = f"Item '{item.get('call_id')}' of type 'function_call' was provided without its required 'reasoning' item."
+                return openai_error(400, message)
+    return None
+
+
+def _response(
+    model: str, status: str, output: list[dict[str, Any]], usage: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    return {"id": "resp_1", "object": "response", "model": model, "status": status, "output": output,
+            "usage": usage, "incomplete_details": None, "error": None}  # fmt: skip
+
+
+def _responses_event(kind: str, **fields: Any) -> bytes:
+    return sse_event(kind, {"type": kind, **fields})
+
+
+def _item_frames(index: int, item: dict[str, Any]) -> list[bytes]:
+    return [
+        _responses_event("response.output_item.added", output_index=index, item=item),
+        _responses_event("response.output_item.done", output_index=index, item=item),
+    ]
+
+
+# --- AWS event-stream framing (Bedrock's InvokeModelWithResponseStream) -------------------------
+
+
+def aws_event_frame(payload: bytes, headers: dict[str, str]) -> bytes:
+    """One message of the AWS event-stream binary framing: prelude (total and header lengths, CRC),
+    string headers, payload, message CRC."""
+    import struct
+    import zlib
+
+    encoded = b"".join(
+        bytes([len(name)]) + name.encode() + b"\x07" + struct.pack(">H", len(value)) + value.encode()
+        for name, value in headers.items()
+    )
+    total = 12 + len(encoded) + len(payload) + 4
+    prelude = struct.pack(">II", total, len(encoded))
+    head = prelude + struct.pack(">I", zlib.crc32(prelude)) + encoded + payload
+    return head + struct.pack(">I", zlib.crc32(head))
+
+
+def bedrock_stream(sse_frames: Sequence[bytes]) -> Reply:
+    """A Messages stream as Bedrock sends it (a fake: no recording of the streamed form exists): each
+    SSE event's JSON, base64 in a `chunk` event of the AWS event-stream framing."""
+    import base64
+
+    frames = []
+    for frame in sse_frames:
+        data = next(line[6:] for line in frame.decode().splitlines() if line.startswith("data: "))
+        if json.loads(data).get("type") == "ping":
+            continue
+        payload = json.dumps({"bytes": base64.b64encode(data.encode()).decode()}).encode()
+        frames.append(aws_event_frame(payload, {":event-type": "chunk", ":content-type": "application/json", ":message-type": "event"}))  # fmt: skip
+    return Reply(events=frames, headers={"content-type": "application/vnd.amazon.eventstream"})
+
+
+def anthropic_adaptive_check(recorded: Recorded) -> Reply | None:
+    """The newest Claude models (a strict fake): a budget form of thinking is refused with HTTP 400."""
+    body = recorded.body if isinstance(recorded.body, dict) else {}
+    if (body.get("thinking") or {}).get("type") == "enabled":
+        message = "thinking.type.enabled is not supported for this model. Use thinking.type.adaptive and output_config.effort."
+        return anthropic_error(400, "invalid_request_error", message)
     return None
