@@ -437,6 +437,8 @@ def _error_fields(error: openai.APIError) -> tuple[str, str]:
 
 SERVER_CANNOT_DO_TOOLS = "tools param requires --jinja flag"
 """What a llama.cpp server started without --jinja answers to any request with tools (HTTP 500)."""
+MODEL_CANNOT_DO_TOOLS = "does not support tools"
+"""What Ollama answers (HTTP 400) when the model's template has no tool calling."""
 
 
 def _error_param(error: openai.APIError) -> str:
@@ -485,6 +487,9 @@ def translate_error(error: BaseException, secret: str | None, stall_s: float = 0
         return ModelParameterRejected(text, param=_error_param(error))
     if SERVER_CANNOT_DO_TOOLS in lowered:
         return ModelServerUnsupported(redact(f"{text} (a llama.cpp server: start it with --jinja)", secret))
+    if MODEL_CANNOT_DO_TOOLS in lowered:
+        fix = "harness needs tool calls: pick a model that has them (Ollama's library tags them `tools`)"
+        return ModelServerUnsupported(redact(f"{text} ({fix})", secret))
     if code in _SPEND_CODES or kind in _SPEND_CODES:
         return ModelSpendLimitError(text)
     if any(marker in lowered for marker in _CONTEXT_MARKERS):

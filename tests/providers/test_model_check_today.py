@@ -164,3 +164,9 @@ def test_only_addresses_that_may_be_local_servers_are_probed(url, probed):
     from harness.providers.local import may_be_local
 
     assert may_be_local(url) is probed
+
+
+def test_an_ollama_model_without_tool_calls_fails_at_once_with_the_fix(wire):
+    wire.push(openai_error(400, "registry.ollama.ai/library/gemma:2b does not support tools"))
+    done = check(wire, "-m", "openai:gemma:2b", "--base-url", wire.openai_base_url)
+    assert done.returncode == 78 and "pick a model that has them" in done.stderr and len(wire.requests) == 1

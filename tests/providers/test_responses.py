@@ -161,3 +161,30 @@ def test_a_stream_cut_before_the_response_ended_is_retried(wire):
     with pytest.raises(RetryBudgetExhausted, match="ended before it finished"):
         wire.push(Reply(events=frames[:-1]))
         responses(wire).complete(PROMPT, [], max_tokens=10)
+
+
+def test_a_refusal_and_a_failed_response(wire):
+    """Fakes in the recorded streams' shape: a refusal content part, then a response.failed whose
+    error is a server error (retryable, so it is retried and the retry answers)."""
+    from tests.providers.wire_server import sse_event
+
+    refusal = responses_turn("").events
+    item = {"id": "msg_0", "type": "message", "role": "assistant", "content": [{"type": "refusal", "refusal": "I can't help with that."}]}  # fmt: skip
+    refusal.insert(1, sse_event("response.refusal.delta", {"type": "response.refusal.delta", "output_index": 0, "delta": "I can't help with that."}))  # fmt: skip
+    refusal.insert(2, sse_event("response.output_item.done", {"type": "response.output_item.done", "output_index": 0, "item": item}))  # fmt: skip
+    failed = sse_event(
+        "response.failed",
+        {
+            "type": "response.failed",
+            "response": {
+                "status": "failed",
+                "error": {"code": "server_error", "message": "The server had an error."},
+                "usage": {"input_tokens": 7, "output_tokens": 0},
+            },
+        },
+    )
+    wire.push(Reply(events=[refusal[0], failed]), Reply(events=refusal))
+    settings = ProviderConfig(base_url=wire.openai_base_url, retry=RetryConfig(initial_backoff_s=0, max_backoff_s=0))
+    turn = make_provider("openai-responses:gpt-4o", settings, api_key=KEY).complete(PROMPT, [], max_tokens=10)
+    assert turn.stop_reason == "refusal" and turn.refusal == turn.text == "I can't help with that."
+    assert turn.retries == 1 and "The server had an error" in turn.retry_reasons[0]
