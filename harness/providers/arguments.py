@@ -1,8 +1,11 @@
 """What a model sends, made safe at the adapter boundary.
 
 Tool-call argument text -> ToolCall: strict JSON first, a safe json-repair second, else an error.
-"Safe" means: the repaired value is a JSON object, and the text was not cut off at max_tokens
-(repairing a truncated `write_file` would silently write half a file). Strings that are valid JSON
+"Safe" means: only what is unambiguous is repaired (a code fence around the object, single quotes,
+trailing commas), the repaired value is a JSON object, and nothing the model did not close is ever
+completed: a string, array or object left open (text cut off mid-value, whether or not the server
+said it stopped at max_tokens) is an error, because completing a cut-off `write_file` or `apply_patch`
+would silently write half a change. Strings that are valid JSON
 but not valid text (a lone UTF-16 surrogate such as `"\ud800"`) are replaced with U+FFFD wherever
 they occur, in the text and in arguments, and the replacement is recorded on the turn.
 """
@@ -28,14 +31,57 @@ def build_tool_call(call_id: str, name: str, raw: str, *, truncated: bool = Fals
     try:
         value = json.loads(text)
     except ValueError:
-        value = _repair(text) if not truncated else None
+        inner = _unfenced(text)
+        open_part = _left_open(inner)
+        value = _repair(inner) if not truncated and open_part is None else None
         if not isinstance(value, dict):
-            why = "cut off at the output-token limit" if truncated else "not valid JSON"
+            if truncated:
+                why = "cut off at the output-token limit"
+            elif open_part is not None:
+                why = f"cut off: {open_part} was never closed (nothing is completed for the model)"
+            else:
+                why = "not valid JSON"
             return ToolCall(id=call_id, name=name, raw_arguments=raw, parse_error=f"arguments are {why}")
         return ToolCall(id=call_id, name=name, arguments=value, raw_arguments=raw)
     if not isinstance(value, dict):
         return ToolCall(id=call_id, name=name, raw_arguments=raw, parse_error="arguments must be a JSON object")
     return ToolCall(id=call_id, name=name, arguments=value)
+
+
+_FENCE = re.compile(r"^```[\w-]*\s*\n?(.*?)\n?\s*```$", re.DOTALL)
+
+
+def _unfenced(text: str) -> str:
+    """The object inside a Markdown code fence (```json ... ```), or the text as it is."""
+    found = _FENCE.match(text.strip())
+    return found.group(1).strip() if found else text
+
+
+def _left_open(text: str) -> str | None:
+    """What the text leaves open at its end (`a string`, `an object`, `an array`), or None when every
+    string, object and array it starts is closed. Strings in single or double quotes, escapes kept."""
+    stack: list[str] = []
+    quote = ""
+    escaped = False
+    for char in text:
+        if quote:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == quote:
+                quote = ""
+        elif char in "\"'":
+            quote = char
+        elif char in "{[":
+            stack.append(char)
+        elif char in "}]" and stack and stack[-1] == ("{" if char == "}" else "["):
+            stack.pop()
+    if quote:
+        return "a string"
+    if stack:
+        return "an object" if stack[-1] == "{" else "an array"
+    return None
 
 
 def _repair(text: str) -> object:

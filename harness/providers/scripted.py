@@ -12,8 +12,10 @@
 What real models get wrong can be scripted too, so a run can replay it through the real loop: a
 call's `arguments_text` is sent as raw argument text (invalid or truncated JSON, an array, an empty
 string) instead of a mapping, `arguments` may be any YAML value (a non-mapping is sent as its JSON
-text), `name` may be empty or unknown, `{}` is an empty turn (no text, no call), and `delay_s`
-makes the model think that long before answering (batch benchmarks need real think time).
+text), `name` may be empty or unknown, `{}` is an empty turn (no text, no call), `stop_reason:
+max_tokens` says the server stopped the turn at the output-token limit (its calls' argument text is
+then cut off, as a real server's would be), and `delay_s` makes the model think that long before
+answering (batch benchmarks need real think time).
 
 The turn served is chosen by how many assistant messages the conversation already holds (like the
 replay provider), so a resumed run continues at the right turn without any outside bookkeeping;
@@ -39,7 +41,8 @@ from harness.providers.factory import register_provider
 from harness.types import Message, ModelTurn, ToolCall, ToolSchema, is_summary_request, turns_so_far
 
 EXHAUSTED_TEXT = "I have nothing more to do."
-_TURN_KEYS = {"text", "tool_calls", "delay_s"}
+_TURN_KEYS = {"text", "tool_calls", "delay_s", "stop_reason"}
+_STOPS = ("end_turn", "tool_use", "max_tokens")
 _CALL_KEYS = {"name", "arguments", "arguments_text", "id"}
 
 
@@ -135,25 +138,30 @@ def _turn(node: Node, source: str, number: int) -> tuple[ModelTurn, float]:
     fields = _mapping(node, source, f"turn {number}", required=set(), allowed=_TURN_KEYS)
     text = _string(fields["text"], source, "'text'") if "text" in fields else ""
     delay = _seconds(fields["delay_s"], source) if "delay_s" in fields else 0.0
+    stop = _string(fields["stop_reason"], source, "'stop_reason'") if "stop_reason" in fields else ""
+    if stop and stop not in _STOPS:
+        raise _error(source, fields["stop_reason"], f"'stop_reason' must be one of {', '.join(_STOPS)}")
     calls: list[ToolCall] = []
     if "tool_calls" in fields:
         calls_node = fields["tool_calls"]
         if not isinstance(calls_node, SequenceNode):
             raise _error(source, calls_node, "'tool_calls' must be a list")
         for index, call_node in enumerate(calls_node.value):
-            calls.append(_call(call_node, source, f"call_{number}_{index}"))
-    turn = ModelTurn(text=text, tool_calls=calls, stop_reason="tool_use" if calls else "end_turn", model="scripted")
+            calls.append(_call(call_node, source, f"call_{number}_{index}", truncated=stop == "max_tokens"))
+    stop = stop or ("tool_use" if calls else "end_turn")
+    turn = ModelTurn(text=text, tool_calls=calls, stop_reason=stop, model="scripted")
     return safe_turn(turn), delay
 
 
-def _call(node: Node, source: str, default_id: str) -> ToolCall:
+def _call(node: Node, source: str, default_id: str, *, truncated: bool = False) -> ToolCall:
     fields = _mapping(node, source, "a tool call", required={"name"}, allowed=_CALL_KEYS)
     name = _string(fields["name"], source, "'name'")
     call_id = _string(fields["id"], source, "'id'") if "id" in fields else default_id
     if "arguments" in fields and "arguments_text" in fields:
         raise _error(source, fields["arguments_text"], "give 'arguments' or 'arguments_text', not both")
     if "arguments_text" in fields:  # exactly what a model would stream: parsed as a model's text is
-        return build_tool_call(call_id, name, _string(fields["arguments_text"], source, "'arguments_text'"))
+        text = _string(fields["arguments_text"], source, "'arguments_text'")
+        return build_tool_call(call_id, name, text, truncated=truncated)
     if "arguments" not in fields:
         return ToolCall(id=call_id, name=name, arguments={})
     value = yaml.SafeLoader("").construct_document(fields["arguments"])

@@ -47,7 +47,7 @@ def test_provider_failure_is_model_error_then_resume_verifies(harness, server, t
     server.push(
         openai_turn("Running the tests.", [call("c1", "run_tests")]),
         # broken argument JSON: one safely repairable, one not (answered as invalid_json)
-        openai_turn("", [("c2", "read_file", '{"path": "calc/ops.py"'), ("c2b", "read_file", "[1, 2")]),
+        openai_turn("", [("c2", "read_file", '{"path": "calc/ops.py",}'), ("c2b", "read_file", "[1, 2")]),
         openai_error(500, "boom", type="server_error"),
         openai_error(500, "boom", type="server_error"),
     )

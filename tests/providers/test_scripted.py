@@ -103,7 +103,7 @@ def test_the_turn_follows_the_conversation_not_a_call_counter():
 MALFORMED = """
 turns:
   - tool_calls:
-      - {name: read_file, arguments_text: '{"path": "calc/ops.py"'}
+      - {name: read_file, arguments_text: '{"path": "calc/ops.py",}'}
       - {name: read_file, arguments_text: 'path equals calc'}
       - {name: read_file, arguments: [1, 2]}
       - {name: read_file, arguments_text: ''}
@@ -112,6 +112,29 @@ turns:
   - {}
   - {text: late, delay_s: 0.25}
 """
+CUT_OFF = """
+turns:
+  - tool_calls:
+      - {name: apply_patch, arguments_text: '{"path": "pkg/calc.py", "old_text": "# A", "new_text": "# TRUNC'}
+      - {name: write_file, arguments_text: '{"path": "a.py", "content": "x"'}
+      - {name: read_file, arguments_text: '```json\n{"path": "a.py"}\n```'}
+  - stop_reason: max_tokens
+    tool_calls:
+      - {name: read_file, arguments_text: '{"path": "a.py"'}
+"""
+
+
+def test_arguments_the_model_never_closed_are_never_completed():
+    """Cut off mid-string or mid-object (the server said nothing) or at the token limit (it said so):
+    refused either way; only what is unambiguous (a code fence) is repaired."""
+    provider = ScriptedProvider(*_turns_and_delays(CUT_OFF)[0])
+    patch, write, fenced = provider.complete(PROMPT, [], max_tokens=1).tool_calls
+    assert patch.parse_error is not None and "a string was never closed" in patch.parse_error and patch.arguments == {}
+    assert write.parse_error is not None and "an object was never closed" in write.parse_error
+    assert fenced.arguments == {"path": "a.py"} and fenced.parse_error is None
+    limited = provider.complete([*PROMPT, Message(role="assistant", content="")], [], max_tokens=1)
+    assert limited.stop_reason == "max_tokens"
+    assert limited.tool_calls[0].parse_error == "arguments are cut off at the output-token limit"
 
 
 def test_a_script_can_say_what_real_models_get_wrong():
