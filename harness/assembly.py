@@ -23,6 +23,7 @@ from harness.config import RunConfig, with_overrides
 from harness.context import Context
 from harness.errors import ConfigError, ModelAuthError, NotFoundError, SessionError, StateError, UsageError
 from harness.gate import Gate
+from harness.guard import ReadOnlyGuard
 from harness.loop import Agent
 from harness.outcome import RunResult, RunState
 from harness.prompt import system_prompt, task_message
@@ -31,7 +32,7 @@ from harness.providers.factory import make_provider
 from harness.providers.protocol import Provider
 from harness.tools.registry import Registry, ToolContext
 from harness.trajectory import StartRecord, Trajectory, read_state, write_state
-from harness.verify import Verifier, VerifyResult, detect_verify
+from harness.verify import VERIFY_START, Protection, Verifier, VerifyResult, detect_verify
 from sandbox.layout import SessionFolder
 from sandbox.session.steplog import write_text_atomic
 from sandbox.spec import Mount, SandboxSpec
@@ -224,6 +225,10 @@ def borrow(config: RunConfig, sandbox: Any, repo: Path, sessions: Path, warm: Pa
         return None
     if config.setup or config.workspace_quota or not config.sandbox.read_only_root:
         return None
+    from harness.tools.calls import literal_paths, plain_kind
+
+    if any(plain_kind(repo, rel) == "file" for rel in literal_paths(config.gate.read_only_paths)):
+        return None  # a slot's mount points are directories: a read-only file is mounted by the session itself
     from harness.warm.loans import borrow as borrow_slot
 
     return borrow_slot(warm, warm_run_request(config, repo), sessions)
@@ -356,7 +361,10 @@ def build_agent(
         task_message(state.task, session.info.left_out),
         state.context if state.context.entries else None,
     )
-    verifier = Verifier(sandbox, config.verify, mounts=context_tools.mounts) if config.verify else None
+    start_image = session.record(0).image
+    protected = (config.gate.read_only_paths, config.verify_protect)
+    protection = Protection(session, *protected, session.dir.parent / VERIFY_START, start_image)
+    verifier = Verifier(sandbox, config.verify, context_tools.mounts, protection) if config.verify else None
     checks = [Verifier(sandbox, command, mounts=context_tools.mounts) for command in config.checks]
     prewarm(config, sandbox, session.workspace, session.spec)  # a no-op when create_session did it already
     return Agent(
@@ -377,6 +385,7 @@ def build_agent(
         repetition=config.repetition,
         on_phase=runtime.on_phase,
         secrets=runtime.secrets,
+        guard=ReadOnlyGuard(session, config.gate.read_only_paths),
     )
 
 

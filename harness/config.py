@@ -113,6 +113,10 @@ class RunConfig(BaseModel):
     cargo test, make test); `--no-verify` turns it off (the run then ends `unverified`)."""
     verify_source: str = ""
     """Where the verify command came from: empty (given), or `detected: <why>`."""
+    verify_protect: list[str] = Field(default_factory=list)
+    """gitignore-style patterns added to the protected set (the tests and the files that configure how
+    they are found and run, see harness.protect): verification runs them as they were at the start,
+    and a change the agent made to any of them fails it."""
     checks: list[str] = Field(default_factory=list)
     """Commands run after verify passes (a linter, a type check, a security scan), in order; the
     outcome is `verified` only when every one exits 0, and a failing one goes back to the model."""

@@ -20,6 +20,7 @@ from harness import recovery, storage
 from harness.budget import Budget
 from harness.context import Context, stable
 from harness.errors import LimitReached, ModelError, Stop
+from harness.guard import DENIED, ReadOnlyGuard
 from harness.outcome import RunResult, RunState
 from harness.prompt import obstacle_line
 from harness.repetition import NOTE, RepetitionConfig
@@ -77,8 +78,11 @@ class Agent:
         repetition: RepetitionConfig | None = None,
         on_phase: Callable[[str], None] = lambda phase: None,
         secrets: Sequence[str] = (),
+        guard: ReadOnlyGuard | None = None,
     ) -> None:
         self.provider, self.registry, self.tool_context = provider, registry, tool_context
+        self.guard = guard
+        """Puts back what a step changed in read-only paths no mount covers (globs, paths made later)."""
         self.session, self.sandbox, self.verifier, self.verify_spec = session, sandbox, verifier, verify_spec
         self.checks = list(checks)
         """Layers after verify (a linter, a type check, a scan): verified only when every one passes."""
@@ -209,6 +213,10 @@ class Agent:
             wrote = wrote or record.wrote
             if record.envelope is not None and record.envelope.committed_image:
                 image = record.envelope.committed_image
+        denied = self.guard.check() if self.guard is not None and wrote else []
+        if denied:
+            self.trajectory.append(EventRecord(event="read_only_restored", detail=", ".join(denied)))
+            self.context.add_user(DENIED.format(paths=", ".join(denied[:20])))
         self._commit(step, wrote=wrote, committed_image=image)
         if repeated is not None:
             recent = self.state.repetition

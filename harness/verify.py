@@ -7,12 +7,18 @@ can notice a model going round in circles.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
+import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from harness.protect import ProtectedChange, TreeReader, protected_changes
 from sandbox.envelope import Envelope
 from sandbox.spec import Mount, Sandbox, SandboxSpec
 
@@ -39,6 +45,87 @@ class VerifyResult(BaseModel):
     output: str = ""
     """Tail of stdout+stderr, for the model and the trajectory."""
     duration_ms: int = 0
+    protected: list[str] = Field(default_factory=list)
+    """Changes the agent made to the protected set (attempted test edits): each fails verification."""
+    rule: str = ""
+    """The rule the tests that ran broke against the start state (fewer collected, more deselected,
+    skipped or expected to fail); empty when none did, or when nothing could be counted."""
+    counts: str = ""
+    """What ran, as counted from the runner's summary (`12 passed, 1 skipped`); empty when not counted."""
+
+
+class TestCounts(BaseModel):
+    """What a test run's summary line says ran (pytest, unittest, go test -v)."""
+
+    model_config = ConfigDict(extra="forbid")
+    __test__ = False  # not a pytest class, whatever its name
+
+    runner: str
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    skipped: int = 0
+    deselected: int = 0
+    xfailed: int = 0
+    xpassed: int = 0
+
+    @property
+    def collected(self) -> int:
+        return self.passed + self.failed + self.errors + self.skipped + self.xfailed + self.xpassed
+
+    def __str__(self) -> str:
+        fields = ("passed", "failed", "errors", "skipped", "deselected", "xfailed", "xpassed")
+        return ", ".join(f"{getattr(self, f)} {f}" for f in fields if getattr(self, f)) or "nothing ran"
+
+
+_PYTEST_SUMMARY = re.compile(r"^[=\s]*(?:(?:\d+ [a-z]+,? ?)+|no tests ran)\s*(?:in [\d.]+s.*)?[=\s]*$", re.MULTILINE)
+_PYTEST_COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|deselected|xfailed|xpassed)\b")
+_UNITTEST_RAN = re.compile(r"^Ran (\d+) tests? in ", re.MULTILINE)
+_UNITTEST_RESULT = re.compile(r"^(OK|FAILED)(?: \((.*)\))?$", re.MULTILINE)
+_GO = re.compile(r"^\s*--- (PASS|FAIL|SKIP): ", re.MULTILINE)
+
+
+def test_counts(text: str) -> TestCounts | None:
+    """The counts of the last test-run summary in text, or None when no runner's summary is there."""
+    lines = [
+        m.group(0)
+        for m in _PYTEST_SUMMARY.finditer(text)
+        if _PYTEST_COUNT.search(m.group(0)) or "no tests ran" in m.group(0)
+    ]
+    if lines and " in " in lines[-1]:
+        found = {
+            kind.rstrip("s") if kind.startswith("error") else kind: int(n)
+            for n, kind in _PYTEST_COUNT.findall(lines[-1])
+        }
+        return TestCounts(runner="pytest", **{("errors" if k == "error" else k): v for k, v in found.items()})
+    ran, result = _UNITTEST_RAN.findall(text), _UNITTEST_RESULT.findall(text)
+    if ran and result:
+        detail = {key.strip(): value for key, value in re.findall(r"([a-z ]+)=(\d+)", result[-1][1])}
+        failed, errors = int(detail.get("failures", 0)), int(detail.get("errors", 0))
+        skipped, xfailed = int(detail.get("skipped", 0)), int(detail.get("expected failures", 0))
+        xpassed = int(detail.get("unexpected successes", 0))
+        passed = max(int(ran[-1]) - failed - errors - skipped - xfailed - xpassed, 0)
+        return TestCounts(runner="unittest", passed=passed, failed=failed, errors=errors, skipped=skipped, xfailed=xfailed, xpassed=xpassed)  # fmt: skip
+    go = _GO.findall(text)
+    if go:
+        return TestCounts(runner="go", passed=go.count("PASS"), failed=go.count("FAIL"), skipped=go.count("SKIP"))
+    return None
+
+
+def count_rule(start: TestCounts, now: TestCounts) -> str:
+    """The first rule the tests that ran now break against those that ran at the start, or ''."""
+    if start.runner != now.runner:
+        return ""
+    if now.collected < start.collected:
+        return f"fewer tests ran ({now.collected}) than at the start ({start.collected})"
+    for what, before, after in (
+        ("deselected", start.deselected, now.deselected),
+        ("skipped", start.skipped, now.skipped),
+        ("expected to fail (xfail)", start.xfailed + start.xpassed, now.xfailed + now.xpassed),
+    ):
+        if after > before:
+            return f"{after - before} more test(s) {what} than at the start ({before} then, {after} now)"
+    return ""
 
 
 def failing_tests(text: str) -> list[str]:
@@ -49,20 +136,119 @@ def failing_tests(text: str) -> list[str]:
     return sorted(found)
 
 
-class Verifier:
-    """Runs the verify command in a fresh container over the session workspace."""
+VERIFY_START = ".verify-start"
+"""A folder of the state directory: what ran at a start state, counted once per start tree, image and
+command (content-addressed, so every session of the same repository and a batch's reruns share it)."""
+BYTECODE_ENV = ("PYTHONDONTWRITEBYTECODE=1",)
+"""Verification writes no bytecode into the workspace; it reads none either, since the workspace it
+runs on has its caches and `.pyc` files pruned (a planted unchecked-hash `.pyc` runs whatever its
+source says). The image's own bytecode is kept: recompiling the test runner every time would cost
+a second a round."""
 
-    def __init__(self, sandbox: Sandbox, command: str, mounts: Sequence[Mount] = ()) -> None:
+
+class Verifier:
+    """Runs the verify command in a fresh container over the session workspace; with a protection,
+    against the protected set as it was at the start (see `Protection`)."""
+
+    def __init__(
+        self, sandbox: Sandbox, command: str, mounts: Sequence[Mount] = (), protection: Protection | None = None
+    ) -> None:
         self.sandbox = sandbox
         self.command = command
         self.mounts = list(mounts)
+        self.protection = protection
 
     def run(self, workspace: Path, spec: SandboxSpec) -> VerifyResult:
+        if self.protection is None:
+            return self.once(workspace, spec)
+        return self.protection.verify(self.command, lambda: self.once(workspace, spec))
+
+    def once(self, workspace: Path, spec: SandboxSpec) -> VerifyResult:
+        """The command once over the workspace as it is."""
         # Verification comes when the model says it is done: most often the run's last call.
-        envelope = self.sandbox.run(
-            ["/bin/sh", "-c", self.command], workspace=workspace, spec=spec, mounts=self.mounts, refill=False
-        )
+        argv = ["/usr/bin/env", *BYTECODE_ENV, "/bin/sh", "-c", self.command]
+        envelope = self.sandbox.run(argv, workspace=workspace, spec=spec, mounts=self.mounts, refill=False)
         return result_from_envelope(self.command, envelope)
+
+
+class Trees(TreeReader, Protocol):
+    """What verification needs of a session's stored trees (sandbox.session.Session has it all)."""
+
+    @property
+    def start_tree(self) -> str: ...
+
+    def tree_now(self) -> str: ...
+
+    def restore_tree(self, tree: str) -> None: ...
+
+    def graft(self, tree: str, source: str, paths: list[str]) -> str: ...
+
+    def prune(self, tree: str) -> str: ...
+
+
+class Protection:
+    """Verification that cannot be talked round. The workspace is put, for the length of the run, in
+    the state the agent left with the protected set as it was at the start and without generated
+    caches; any change to the protected set fails (an attempted test edit); what ran is counted and
+    compared with what ran at the start (the start's count is taken once and kept in `baseline`);
+    then the workspace is put back exactly as the agent left it."""
+
+    def __init__(self, trees: Trees, read_only: Sequence[str], extra: Sequence[str], counted: Path, image: str) -> None:
+        self.trees = trees
+        self.read_only, self.extra = list(read_only), list(extra)
+        self.counted, self.image = counted, image
+
+    def verify(self, command: str, run: Callable[[], VerifyResult]) -> VerifyResult:
+        start, final = self.trees.start_tree, self.trees.tree_now()
+        changes = protected_changes(self.trees, start, final, self.read_only, self.extra)
+        restored = [c.path for c in changes if c.restored]
+        try:
+            self.trees.restore_tree(self.trees.prune(self.trees.graft(final, start, restored)))
+            result = run()
+            counts = test_counts(result.output)
+            rule = ""
+            if result.passed and counts is not None:
+                at_start = self._start_counts(start, command, run)
+                rule = count_rule(at_start, counts) if at_start is not None else ""
+        finally:
+            self.trees.restore_tree(final)
+        return judged(result, changes, rule, counts)
+
+    def _start_counts(self, start: str, command: str, run: Callable[[], VerifyResult]) -> TestCounts | None:
+        """What ran at the start, counted once per start tree, image and command."""
+        key = {"start": start, "image": self.image, "command": command}
+        path = self.counted / (hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32] + ".json")
+        try:
+            kept = json.loads(path.read_text())
+            if kept.get("key") == key:
+                return TestCounts(**kept["counts"]) if kept.get("counts") else None
+        except (OSError, ValueError, TypeError):
+            pass
+        self.trees.restore_tree(self.trees.prune(start))
+        counts = test_counts(run().output)
+        with contextlib.suppress(OSError):  # a cache: a count that cannot be kept is taken again next time
+            path.parent.mkdir(parents=True, exist_ok=True)
+            temporary = path.with_suffix(f".{os.getpid()}.tmp")
+            temporary.write_text(json.dumps({"key": key, "counts": counts.model_dump() if counts else None}))
+            os.replace(temporary, path)
+        return counts
+
+
+def judged(
+    result: VerifyResult, changes: Sequence[ProtectedChange], rule: str, counts: TestCounts | None
+) -> VerifyResult:
+    """The result with the protected set's changes and the count rule applied: either fails it."""
+    failing = [f"attempted test edit: {change}" for change in changes]
+    if rule:
+        failing.append(f"the tests that ran are not the start's: {rule}")
+    update: dict[str, Any] = {
+        "protected": [str(c) for c in changes],
+        "rule": rule,
+        "counts": str(counts) if counts else "",
+    }
+    if failing:
+        update.update(passed=False, failing=[*failing, *result.failing])
+    return result.model_copy(update=update)
 
 
 def result_from_envelope(command: str, envelope: Envelope) -> VerifyResult:
@@ -83,7 +269,17 @@ def result_from_envelope(command: str, envelope: Envelope) -> VerifyResult:
 def feedback(result: VerifyResult, round_number: int, max_rounds: int, layer: str = "verify") -> str:
     """The structured message a failed verification (or a failed check after it) sends the model."""
     what = "VERIFICATION FAILED" if layer == "verify" else f"CHECK FAILED ({layer}; the tests passed)"
+    protected = (
+        [
+            "You changed files that decide which tests run and how (the tests and their configuration). "
+            "Verification ran them as they were at the start; the task is not done while your changes to "
+            "them remain. Undo these changes:"
+        ]
+        if result.protected
+        else []
+    )
     lines = [
+        *protected,
         f"{what} (round {round_number} of {max_rounds}): `{result.command}` "
         f"exited {result.exit_code} (status {result.status}). The task is not done until it exits 0.",
         f"Failing ({len(result.failing)}):",

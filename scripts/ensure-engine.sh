@@ -37,10 +37,16 @@ path = pathlib.Path("/etc/docker/daemon.json")
 text = path.read_text() if path.exists() else ""
 config = json.loads(text) if text.strip() else {}
 runtimes = config.setdefault("runtimes", {})
+# --oci-seccomp: gVisor loads the calls' seccomp profile (the one that refuses device nodes)
+wanted = ["--network=none", "--ignore-cgroups", "--oci-seccomp"]
 if "runsc" not in runtimes:
-    runtimes["runsc"] = {"path": sys.argv[1], "runtimeArgs": ["--network=none", "--ignore-cgroups"]}
+    runtimes["runsc"] = {"path": sys.argv[1], "runtimeArgs": wanted}
     path.write_text(json.dumps(config, indent=2) + "\n")
     print("setup: registered runsc in /etc/docker/daemon.json", file=sys.stderr)
+elif "--oci-seccomp" not in runtimes["runsc"].setdefault("runtimeArgs", []):
+    runtimes["runsc"]["runtimeArgs"].append("--oci-seccomp")
+    path.write_text(json.dumps(config, indent=2) + "\n")
+    print("setup: runsc now loads the calls' seccomp profile (--oci-seccomp)", file=sys.stderr)
 PY
 }
 

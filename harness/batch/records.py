@@ -5,6 +5,7 @@ records, so any task-run can be shown, exported or resumed like a single run."""
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import uuid
 from pathlib import Path
@@ -122,6 +123,25 @@ class BatchDir:
         self.root.mkdir(parents=True, exist_ok=True)
         write_text_atomic(self.probe, token)
         return token
+
+    @property
+    def models_file(self) -> Path:
+        """models.json: the models the batch was started with (a rerun without --model resumes them)."""
+        return self.root / "models.json"
+
+    def models(self) -> list[str]:
+        """The models this batch directory was run with, else none."""
+        try:
+            found = json.loads(self.models_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return []
+        return [m for m in found if isinstance(m, str) and m] if isinstance(found, list) else []
+
+    def remember_models(self, models: list[str]) -> None:
+        """Keep the batch's models beside its records (once they are known to plan)."""
+        if models != self.models():
+            self.root.mkdir(parents=True, exist_ok=True)
+            write_text_atomic(self.models_file, json.dumps(models))
 
     def record_path(self, key: TaskRunKey) -> Path:
         return self.root / "runs" / key.task_id / model_slug(key.model) / f"{key.run_index}.json"

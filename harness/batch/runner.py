@@ -88,7 +88,10 @@ def plan(tasks: TasksFile, models: list[str], runs: int | None) -> list[tuple[Ta
     """Every task-run of the batch, task by task."""
     models = models or tasks.defaults.model
     if not models:
-        raise UsageError("no model: pass --model PROVIDER:MODEL (repeatable) or set defaults.model in the tasks file")
+        raise UsageError(
+            "no model: pass --model PROVIDER:MODEL (repeatable) or set defaults.model in the tasks file "
+            "(a batch directory remembers its models once it has run)"
+        )
     out = []
     for task in tasks.tasks:
         count = runs or task.runs or tasks.defaults.runs
@@ -146,7 +149,9 @@ def run_batch(
     batch = BatchDir(out)
     batch.sessions.mkdir(parents=True, exist_ok=True)
     batch_id = batch.identity()
+    models = models or tasks.defaults.model or batch.models()  # a rerun resumes the batch's own models
     planned = plan(tasks, models, runs)
+    batch.remember_models(list(models))
     todo = [(key, task) for key, task in planned if not _finished(batch.read(key))]
     skipped = len(planned) - len(todo)
     spent_cost, spent_tokens, counts = 0.0, 0, {"ran": 0, "verified": 0, "never": 0, "gave_up": 0}

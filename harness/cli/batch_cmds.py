@@ -72,10 +72,12 @@ def batch(
 
     previous = signal.signal(signal.SIGINT, on_interrupt)
     with reported(), live:
+        from harness.batch.records import BatchDir
+
         tasks = load_tasks(tasks_file)
         keys = {
             spec.split(":", 1)[0]: os.environ.get(variable)
-            for spec in (model or tasks.defaults.model)
+            for spec in (model or tasks.defaults.model or BatchDir(out).models())
             if (variable := environment.DEFAULT_KEY_ENV.get(spec.split(":", 1)[0]))
         }
         summary = run_batch(

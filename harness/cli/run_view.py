@@ -91,7 +91,8 @@ def render_steps(console: Console, session_dir: Path) -> None:
             final = record.turn.text
         if record.kind == "tool":
             first = record.text.splitlines()[0] if record.text else ""
-            mark = "[red]✗[/]" if record.is_error else "[green]✓[/]"
+            exited = record.envelope is not None and record.envelope.exit_code != 0
+            mark = "[red]✗[/]" if record.is_error else "[yellow]·[/]" if exited else "[green]✓[/]"
             console.print(f"step {record.step:>2}  {mark} {escape(record.name):<12} {_clip(first, 90)}", soft_wrap=True)
         elif record.kind == "verify":
             status = "[green]passed[/]" if record.passed else "[red]failed[/]"

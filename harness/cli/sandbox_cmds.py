@@ -231,6 +231,7 @@ def doctor() -> None:
             console.print(
                 f"note: under runtime {name} these are not enforced here: {', '.join(unenforced)} "
                 "(the wall clock and output caps are; gVisor's own devices are hidden); envelopes record this"
+                + ("; add --oci-seccomp to its runtimeArgs to refuse device nodes" if "mknod" in unenforced else "")
             )
     if "runc" not in runtimes:
         problems.append("runtime runc is missing: reinstall the engine (apt-get install docker.io)")

@@ -90,6 +90,11 @@ def tool_command(
             assembly.open_sandbox(outside, session_id, pool_size=0, share_netns=False) as box,
             assembly.open_session(sessions, session_id, box) as session,
         ):
+            if not (test_command or config.test_cmd or config.verify):
+                # a session no run made (`harness exec --session`): the test command its layout names
+                config = assembly.with_verify(config, session.workspace)
+                if config.verify_source:
+                    err_console.print(f"test command: `{config.verify}` ({config.verify_source})", markup=False)
             ctx = assembly.tool_context(
                 config, session, box, interactive=interactive, gate=Gate(gate_config), test_command=test_command
             )

@@ -41,6 +41,8 @@ def completion(record: TaskRunRecord) -> Completion:
         return Completion(completed=False, why=f"removed {stats.removed_assertions} assertion(s) from the tests")
     if stats.test_files:
         return Completion(completed=False, why=f"edited the tests ({', '.join(stats.test_files[:3])})")
+    if stats.test_config:
+        return Completion(completed=False, why=f"edited the test configuration ({', '.join(stats.test_config[:3])})")
     if record.max_files is not None and len(stats.files) > record.max_files:
         return Completion(completed=False, why=f"touched {len(stats.files)} files (at most {record.max_files})")
     if record.max_lines is not None and stats.lines_changed > record.max_lines:
@@ -135,7 +137,11 @@ def figures(records: Sequence[TaskRunRecord]) -> Figures:
     judged = [f for f in firsts if f.sensible is not None]
     turns = [r.turns for r in completed]
     tagged = [c.completed for r, c in done if r.tags.get("long_context")]
-    by_size = [c.completed for r, c in done if r.peak_context_tokens >= LONG_CONTEXT_TOKENS]
+    # by size: only task-runs of a model that read its prompts (a canned model, the offline reference
+    # or a script, reports no input tokens: its prompt size says nothing of long context)
+    by_size = [
+        c.completed for r, c in done if r.peak_context_tokens >= LONG_CONTEXT_TOKENS and r.tokens.get("input", 0) > 0
+    ]
     tasks: dict[str, list[bool]] = {}
     for record, verdict in done:
         tasks.setdefault(record.key.task_id, []).append(verdict.completed)

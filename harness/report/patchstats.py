@@ -10,6 +10,8 @@ from collections.abc import Sequence
 import pathspec
 from pydantic import BaseModel, ConfigDict
 
+from harness.protect import PROTECTED_FILES
+
 _FILE = re.compile(r"^diff --git a/(.+?) b/(.+)$")
 _TESTISH = re.compile(r"(^|/)(tests?|spec|__tests__)/|(^|/)test_[^/]*\.py$|_test\.(py|go|rs)$|\.(test|spec)\.[jt]sx?$")
 _ASSERT = re.compile(r"\b(assert|expect\(|assertEqual|assert_eq!|t\.Error|self\.assert)")
@@ -25,6 +27,8 @@ class PatchStats(BaseModel):
     test_files: list[str] = []
     """Edited files that are tests (the task's read-only paths, or test-looking names)."""
     removed_assertions: int = 0
+    test_config: list[str] = []
+    """Edited files that configure how tests are found and run (pytest.ini, conftest.py, ...)."""
 
 
 def patch_stats(patch: str | None, read_only: Sequence[str] = ("tests/",)) -> PatchStats:
@@ -48,7 +52,11 @@ def patch_stats(patch: str | None, read_only: Sequence[str] = ("tests/",)) -> Pa
             if line.startswith("-") and _is_test(current, spec) and _ASSERT.search(line):
                 removed_asserts += 1
     tests = [path for path in files if _is_test(path, spec)]
-    return PatchStats(files=files, lines_changed=changed, test_files=tests, removed_assertions=removed_asserts)
+    config = pathspec.PathSpec.from_lines("gitignore", PROTECTED_FILES)
+    configs = [path for path in files if config.match_file(path) and path not in tests]
+    return PatchStats(
+        files=files, lines_changed=changed, test_files=tests, removed_assertions=removed_asserts, test_config=configs
+    )
 
 
 def _is_test(path: str, spec: pathspec.PathSpec) -> bool:

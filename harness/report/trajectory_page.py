@@ -123,10 +123,13 @@ def _step(step: StepView) -> str:
 
 def _call(call: ToolRecord) -> str:
     failed = call.is_error
-    status = f"ERROR[{call.error_kind}]" if failed else "ok"
+    exited = call.envelope.exit_code if call.envelope is not None else 0
+    # a command that ran and exited non-zero (tests that fail) is no tool error, and no success either
+    status = f"ERROR[{call.error_kind}]" if failed else f"exit {exited}" if exited else "ok"
+    css = "bad" if failed or exited else "ok"
     attempt = f" · re-run {call.attempt}" if call.attempt else ""
     summary = (
-        f'<summary><b>{esc(call.name)}</b> <span class="{"bad" if failed else "ok"}">{esc(status)}</span> '
+        f'<summary><b>{esc(call.name)}</b> <span class="{css}">{esc(status)}</span> '
         f'<span class="muted">{call.duration_ms} ms{esc(attempt)}</span></summary>'
     )
     facts = [("arguments", f"<pre>{esc(_dump(call.arguments))}</pre>")]

@@ -25,33 +25,48 @@ ARGV_LIMIT = 96 * 1024
 
 
 def context_mounts(workspace: Path, read_only_paths: Sequence[str]) -> list[Mount]:
-    """The runner and its bytecode (read-only) plus each plain read-only directory, mounted read-only over itself.
+    """The runner and its bytecode (read-only) plus each plain read-only directory or file, mounted
+    read-only over itself, so no command can change them either (a mounted file cannot be written,
+    replaced by a rename or removed).
 
-    Only literal top-level directory patterns (`tests/`, `docs/spec/`) are mounted; glob patterns are
-    enforced by the gate and the runner only. A path that is a symlink (or under one) is never
-    mounted, because the engine would follow it on the host.
+    Only literal patterns (`tests/`, `docs/spec/`, `tests/test_x.py`) are mounted; glob patterns are
+    enforced by the gate and the runner, and for commands by the check after each step (see
+    harness.guard). A path that is a symlink (or under one) is never mounted, because the engine would
+    follow it on the host.
     """
     mounts = runner_mounts()
-    for pattern in read_only_paths:
-        rel = pattern.strip("/")
-        if not rel or any(ch in rel for ch in "*?[!\\") or ".." in rel.split("/"):
-            continue
-        if _plain_dir(Path(workspace), rel):
+    for rel in literal_paths(read_only_paths):
+        kind = plain_kind(Path(workspace), rel)
+        if kind is not None:
             mounts.append(Mount(source=Path(workspace) / rel, target=f"/workspace/{rel}", read_only=True))
     return mounts
 
 
-def _plain_dir(workspace: Path, rel: str) -> bool:
+def literal_paths(patterns: Sequence[str]) -> list[str]:
+    """The patterns that name one path (no glob characters, nothing climbing out), as relative paths."""
+    found = []
+    for pattern in patterns:
+        rel = pattern.strip("/")
+        if rel and not any(ch in rel for ch in "*?[!\\") and ".." not in rel.split("/"):
+            found.append(rel)
+    return found
+
+
+def plain_kind(workspace: Path, rel: str) -> str | None:
+    """`dir` or `file` when rel is a directory or a regular file reached through plain directories
+    only (no symlink anywhere on the way), else None."""
     current = workspace
-    for part in rel.split("/"):
+    parts = rel.split("/")
+    for index, part in enumerate(parts):
         current = current / part
         try:
             mode = os.lstat(current).st_mode
         except OSError:
-            return False
-        if not stat.S_ISDIR(mode):
-            return False
-    return True
+            return None
+        if stat.S_ISDIR(mode):
+            continue
+        return "file" if stat.S_ISREG(mode) and index == len(parts) - 1 else None
+    return "dir"
 
 
 def call_runner(

@@ -37,7 +37,7 @@ from sandbox.docker import hardening, netns
 from sandbox.docker.call import CallWatch, cgroup_oom_killed, rootfs_changed, send_stdin, shut
 from sandbox.docker.engine import resolve_image_path, runtime_options, translate, unenforced_limits
 from sandbox.docker.pool import PoolConfig, WarmPool
-from sandbox.docker.stubcall import STUB_DIR, StubLost, StubStream
+from sandbox.docker.stubcall import NODEV_ARGV, STUB_DIR, StubLost, StubStream
 from sandbox.envelope import CallOutcome, Envelope, Status
 from sandbox.errors import RuntimeUnavailable, SandboxError, SpecError, WorkspaceError
 from sandbox.output import CappedOutput
@@ -397,6 +397,8 @@ class DockerSandbox:
     def _exec(self, cid: str, argv: list[str], spec: SandboxSpec, stdin: bytes | None) -> CallOutcome:
         # `timeout` inside is the second line; the host kills the whole container at spec.timeout_s.
         command = ["timeout", "-k", "2", f"{spec.timeout_s + 1:g}s", *argv]
+        if spec.runtime == "runsc":
+            command = [*NODEV_ARGV, *command]  # gVisor gives an exec'd process no seccomp profile
         with translate("starting the command"):  # an engine gone away is EngineUnavailable, as anywhere
             try:
                 exec_id = self._api.exec_create(cid, command, stdin=stdin is not None, stdout=True, stderr=True)["Id"]

@@ -6,15 +6,17 @@ computed from exactly what the engine would be asked to create.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sandbox.docker.stubcall import STUB_ARGV, STUB_TARGET, stub_source
+from sandbox.docker.stubcall import NODEV_TARGET, STUB_ARGV, STUB_TARGET, nodev_source, stub_source
 from sandbox.spec import Mount, SandboxSpec
 
 ENVIRONMENT = {
@@ -72,6 +74,7 @@ def container_config(
     }
     if spec.runtime == "runsc":
         _hide_gvisor_devices(host)
+        host["security_opt"] = ["no-new-privileges", f"seccomp={GVISOR_SECCOMP}"]
     config: dict[str, Any] = {
         "image": image_id,
         "command": list(STUB_ARGV if stub else KEEPALIVE),
@@ -103,6 +106,38 @@ def without_stub(config: dict[str, Any]) -> dict[str, Any]:
     return {**plain, "command": list(KEEPALIVE), "host_config": host}
 
 
+_FILE_TYPE = 0o170000
+"""The file-type bits of a mode (S_IFMT)."""
+
+
+def _no_device_nodes() -> str:
+    """A seccomp profile that refuses to make character and block device nodes (mknod, mknodat) and
+    allows everything else. Under gVisor a tmpfs ignores `nodev` and mknod needs no CAP_MKNOD, so a
+    call could make `/tmp/fuse` (c 10 229) and reach gVisor's FUSE; runc refuses it already (all
+    capabilities dropped). gVisor loads it only when registered with `--oci-seccomp` (scripts/
+    ensure-engine.sh does; the envelope says `mknod` is unenforced otherwise). Under gVisor no other
+    OCI profile is loaded at all: allowing the rest takes nothing away."""
+    rules = []
+    for name, mode_arg in (("mknod", 1), ("mknodat", 2)):
+        for kind in (stat.S_IFCHR, stat.S_IFBLK):
+            rules.append(
+                {
+                    "names": [name],
+                    "action": "SCMP_ACT_ERRNO",
+                    "errnoRet": errno.EPERM,
+                    "args": [{"index": mode_arg, "value": _FILE_TYPE, "valueTwo": kind, "op": "SCMP_CMP_MASKED_EQ"}],
+                }
+            )
+    profile = {
+        "defaultAction": "SCMP_ACT_ALLOW",
+        "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_AARCH64"],
+        "syscalls": rules,
+    }
+    return json.dumps(profile, separators=(",", ":"))
+
+
+GVISOR_SECCOMP = _no_device_nodes()
+
 GVISOR_HIDDEN_DEVICES = ("/dev/net/tun", "/dev/fuse")
 """Devices gVisor provides that runc does not (a TUN device and FUSE, both emulated): hidden from
 calls so the posture is one whatever the runtime. /dev/net becomes an empty read-only tmpfs;
@@ -111,7 +146,11 @@ calls so the posture is one whatever the runtime. /dev/net becomes an empty read
 
 def _hide_gvisor_devices(host: dict[str, Any]) -> None:
     host["tmpfs"] = {**host["tmpfs"], "/dev/net": "ro,nosuid,nodev,noexec,size=4k,mode=0555"}
-    host["binds"] = {**host["binds"], str(_empty_file()): {"bind": "/dev/fuse", "mode": "ro"}}
+    host["binds"] = {
+        **host["binds"],
+        str(_empty_file()): {"bind": "/dev/fuse", "mode": "ro"},
+        str(nodev_source()): {"bind": NODEV_TARGET, "mode": "ro"},
+    }
 
 
 def _empty_file() -> Path:

@@ -118,7 +118,12 @@ def find_session_leftovers(
     (or one without the label) is never called a leftover here."""
     state_dir = Path(state_dir)
     leftovers = SessionLeftovers()
-    folders = [SessionFolder(p) for p in sorted(state_dir.iterdir()) if p.is_dir()] if state_dir.is_dir() else []
+    # a session id never starts with a dot: dot-folders are the state directory's own (shared caches)
+    folders = (
+        [SessionFolder(p) for p in sorted(state_dir.iterdir()) if p.is_dir() and not p.name.startswith(".")]
+        if state_dir.is_dir()
+        else []
+    )
     now = time.time()
     for folder in folders:
         if not folder.info.exists() and now - folder.root.stat().st_mtime > UNFINISHED_AFTER_S:

@@ -29,6 +29,16 @@ HELLO_TIMEOUT_S = 15.0
 """How long a pool start waits for the stub's hello (a cold interpreter on a loaded machine)."""
 
 
+NODEV_TARGET = f"{STUB_DIR}/nodev.py"
+NODEV_ARGV = ["python3", "-I", "-S", "-B", NODEV_TARGET]
+"""Under gVisor, what a call by `docker exec` runs under: no device nodes (see nodev.py)."""
+
+
+def nodev_source() -> Path:
+    """nodev.py on the host (bound read-only into every gVisor container)."""
+    return Path(__file__).with_name("nodev.py")
+
+
 def stub_source() -> Path:
     """The stub on the host (bound read-only into every stub container)."""
     return Path(__file__).with_name("stub.py")

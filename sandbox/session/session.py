@@ -37,8 +37,9 @@ from sandbox.session.records import (
 )
 from sandbox.session.workspace import copy_repository
 from sandbox.snapshot import diff as snapdiff
+from sandbox.snapshot import edit
 from sandbox.snapshot.diff import SnapshotDiff
-from sandbox.snapshot.objects import ObjectStore
+from sandbox.snapshot.objects import LARGE, ObjectStore
 from sandbox.snapshot.store import SnapshotStore
 from sandbox.spec import SandboxSpec
 from sandbox.tree import remove_tree
@@ -312,6 +313,48 @@ class Session:
         """Throw away uncommitted workspace changes (e.g. after a crash mid-step)."""
         with self._locked():
             self.store.restore(self.records[-1].tree)
+
+    # --- trees, for verification (nothing here appends a step) -----------------------------------
+
+    @property
+    def start_tree(self) -> str:
+        """The workspace tree the session started from (after its setup): step 0."""
+        return self.records[0].tree
+
+    @property
+    def last_tree(self) -> str:
+        """The workspace tree of the last recorded step."""
+        return self.records[-1].tree
+
+    def tree_now(self) -> str:
+        """The workspace's tree as it is now, stored but not recorded as a step."""
+        with self._locked():
+            return self.store.snapshot()
+
+    def restore_tree(self, tree: str) -> None:
+        """Make the workspace byte-identical to a stored tree (no step recorded: verification puts
+        the workspace back where it found it)."""
+        with self._locked():
+            self.store.restore(tree)
+
+    def changed_paths(self, a: str, b: str) -> list[str]:
+        """Every path that differs between two stored trees (directories end in `/`)."""
+        return [path for path, _old, _new in snapdiff.compare(self._objects(), a, b)]
+
+    def read_file(self, tree: str, path: str) -> bytes | None:
+        """A regular file's bytes in a stored tree; None when absent, a directory, a link or large."""
+        entry = edit.entry_at(self._objects(), tree, path)
+        if entry is None or entry.mode & 0o170000 != 0o100000 or entry.mode & LARGE:
+            return None
+        return self._objects().read(entry.oid, b"blob")
+
+    def graft(self, tree: str, source: str, paths: list[str]) -> str:
+        """A stored tree: tree with those paths as they are in source (see sandbox.snapshot.edit)."""
+        return edit.graft(self._objects(), tree, source, paths)
+
+    def prune(self, tree: str) -> str:
+        """A stored tree: tree without generated caches and bytecode."""
+        return edit.prune(self._objects(), tree)
 
     def diff(self, from_step: int = 0, to_step: int | None = None) -> SnapshotDiff:
         """Unified diff, binary and mode changes between two steps (default: import to latest)."""

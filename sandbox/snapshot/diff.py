@@ -20,6 +20,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from sandbox.errors import SnapshotError
+from sandbox.snapshot.edit import generated
 from sandbox.snapshot.objects import DIR, EMPTY_TREE, LARGE, LINK, ObjectStore, TreeEntry
 from sandbox.tree import PostOrder, post_order
 
@@ -123,6 +124,8 @@ def diff(store: ObjectStore, a: str, b: str) -> SnapshotDiff:
     changes: list[Change] = []
     text: list[str] = []
     for path, x, y in compare(store, a, b):
+        if generated(path):
+            continue  # caches and bytecode the tools or the tests wrote: never part of a change
         kind: ChangeKind = "added" if x is None else "deleted" if y is None else "modified"
         if x is not None and y is not None:
             if _kind(x.mode) != _kind(y.mode):
@@ -226,15 +229,17 @@ def git(
 
 def patch(store: ObjectStore, a: str, b: str) -> tuple[str, list[str]]:
     """A `git apply`-able binary patch from a to b, and the changed paths it leaves out."""
+    changed = compare(store, a, b)
     left_out = sorted(
         {
             p
-            for p, x, y in compare(store, a, b)
+            for p, x, y in changed
             if any(_excluded(e) for e in (x, y) if e is not None) or ".git" in p.lower().split("/")
         }
     )
     memo: dict[tuple[str, str], str] = {}
-    drop = set(left_out)  # a path that is large on one side only is left out on both
+    # a path that is large on one side only is left out on both; generated caches silently
+    drop = set(left_out) | {p for p, _x, _y in changed if generated(p)}
     fa, fb = _filtered(store, a, "", drop, memo), _filtered(store, b, "", drop, memo)
     done = git(
         store,

@@ -18,11 +18,11 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
-import shutil
 import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import pathspec
 from pydantic import BaseModel, ConfigDict, Field
@@ -215,16 +215,10 @@ class SnapshotStore:
             return handle.read()
 
     def _store_large(self, child: str) -> str:
-        sha = hashlib.sha256()
         tmp = self.dir / "large" / f".tmp.{os.getpid()}"
         fd = os.open(os.path.join(self.workspace, child), os.O_RDONLY | os.O_NOFOLLOW)
-        size = 0
         with os.fdopen(fd, "rb") as src, open(tmp, "wb") as dst:
-            while chunk := src.read(1 << 20):
-                sha.update(chunk)
-                dst.write(chunk)
-                size += len(chunk)
-        digest = sha.hexdigest()
+            digest, size = copy_sparse(src, dst)
         os.replace(tmp, self.dir / "large" / digest)
         self.objects.written.append(str(self.dir / "large" / digest))  # fsynced with the objects
         return self.objects.write(b"blob", b"harness-large-file\nsha256 %s\nsize %d\n" % (digest.encode(), size))
@@ -328,7 +322,9 @@ class SnapshotStore:
                 os.symlink(self.objects.read(entry.oid, b"blob"), path)
             elif entry.mode & LARGE:
                 digest = self.objects.read(entry.oid, b"blob").split(b"\n")[1].split(b" ")[1].decode()
-                shutil.copyfile(self.dir / "large" / digest, os.fsdecode(path), follow_symlinks=False)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                with open(self.dir / "large" / digest, "rb") as src, os.fdopen(fd, "wb") as dst:
+                    copy_sparse(src, dst)
                 os.chmod(path, entry.mode & 0o777)
             else:
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
@@ -337,6 +333,25 @@ class SnapshotStore:
                     os.fchmod(handle.fileno(), entry.mode & 0o777)
         for path, mode in reversed(modes):
             os.chmod(path, mode)
+
+
+_CHUNK = 1 << 20
+_ZEROS = bytes(_CHUNK)
+
+
+def copy_sparse(src: BinaryIO, dst: BinaryIO) -> tuple[str, int]:
+    """Copy src to dst keeping runs of zeros as holes (a 4 GB sparse file costs what it holds, not
+    4 GB, in the store and in a restored workspace); returns (sha256 of the content, size)."""
+    sha, size = hashlib.sha256(), 0
+    while chunk := src.read(_CHUNK):
+        sha.update(chunk)
+        if chunk == _ZEROS[: len(chunk)]:
+            dst.seek(len(chunk), os.SEEK_CUR)
+        else:
+            dst.write(chunk)
+        size += len(chunk)
+    dst.truncate(size)
+    return sha.hexdigest(), size
 
 
 def _remove(path: bytes) -> None:

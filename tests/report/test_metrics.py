@@ -57,6 +57,10 @@ def test_completion_needs_untouched_tests_and_a_change_within_size():
     edited = completion(rec("a", patch=CHEAT.replace("-    assert add(2, 3) == 5\n", "")))
     assert not edited.completed and "edited the tests" in edited.why
     assert not completion(rec("a", max_lines=1)).completed and completion(rec("a", max_lines=2)).completed
+    # a verified run whose patch adds a pytest.ini (read from the patch alone, not from verification)
+    ini = "diff --git a/pytest.ini b/pytest.ini\nnew file mode 100644\n--- /dev/null\n+++ b/pytest.ini\n@@ -0,0 +1,2 @@\n+[pytest]\n+addopts = -k 'not test_add'\n"
+    configured = completion(rec("a", patch=FIX + ini))
+    assert not configured.completed and configured.why == "edited the test configuration (pytest.ini)"
     two_files = FIX + FIX.replace("calc/ops.py", "calc/more.py")
     assert (
         completion(rec("a", max_files=1)).completed and not completion(rec("a", patch=two_files, max_files=1)).completed
@@ -80,7 +84,7 @@ def test_figures_with_k_runs_per_task_and_pass_at_k():
         rec("a", 1, verified=False),
         rec("b", 0, verified=False),
         rec("b", 1, verified=False),
-        rec("c", 0, turns=5, tags={"long_context": True}, peak_context_tokens=50_000),
+        rec("c", 0, turns=5, tags={"long_context": True}, peak_context_tokens=50_000, tokens={"input": 60_000}),
     ]
     made = report(records, "night")
     overall = made.overall
@@ -91,6 +95,10 @@ def test_figures_with_k_runs_per_task_and_pass_at_k():
     assert overall.cost_total_usd == 0.05 and overall.cost_per_run_usd == 0.01
     assert "small" in overall.note and made.failures.outcomes == {"failed_verification": 3}
     assert made.per_task["a"]["completed_share"] == 0.5
+    # a canned model (the offline reference, a script) reports no input tokens: its prompt size is no
+    # long context, so it is not counted by size (there is nothing to count: no figure)
+    canned = [rec("c", 0, tags={"long_context": True}, peak_context_tokens=50_000)]
+    assert report(canned, "offline").overall.long_context_by_size is None
 
 
 def test_no_completed_run_and_no_run_at_all():

@@ -308,3 +308,29 @@ def test_durable_snapshot_flushes_only_its_own_files(tmp_path: Path, monkeypatch
     assert on_disk <= set(synced), "every new object file, pack and large file is fsynced"
     folders = {str(objects), str(objects / "pack"), str(tmp_path / "store"), *(str(p) for p in objects.glob("??"))}
     assert folders <= set(synced)
+
+
+def test_a_sparse_file_costs_what_it_holds_in_the_store_and_after_a_restore(tmp_path: Path) -> None:
+    """A 256 MiB sparse file (what `truncate -s 256M` makes) with a little data: stored and restored as
+    holes, not as 256 MiB of zeros; the content (and so the snapshot) is the same after the round trip."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    big = ws / "big.img"
+    with open(big, "wb") as handle:
+        handle.truncate(256 * 1024**2)
+        handle.seek(100 * 1024**2)
+        handle.write(b"data in the middle")
+    (ws / "small.txt").write_text("x\n")
+    store = SnapshotStore(ws, tmp_path / "store")
+    first = store.snapshot()
+    [kept] = [p for p in (tmp_path / "store" / "large").iterdir() if not p.name.startswith(".")]
+    assert kept.stat().st_size == 256 * 1024**2 and kept.stat().st_blocks * 512 < 4 * 1024**2
+    big.unlink()
+    (ws / "small.txt").write_text("y\n")
+    store.restore(first)
+    assert big.stat().st_size == 256 * 1024**2 and big.stat().st_blocks * 512 < 4 * 1024**2
+    with open(big, "rb") as handle:
+        handle.seek(100 * 1024**2)
+        assert handle.read(18) == b"data in the middle"
+    assert store.snapshot() == first
+    store.close()

@@ -43,6 +43,10 @@ def test_tool_runs_inside_a_session_and_commits_writes(
     read = cli("tool", session.id, "read_file", "--args", '{"path": "calc/ops.py"}', "--state-dir", str(state), env=env)
     assert read.returncode == 0, read.stderr
     assert read.stdout.startswith("OK read_file calc/ops.py: lines 1-6 of 6")
+    # a session no run made still finds its test command from the layout (pytest here)
+    tested = cli("tool", session.id, "run_tests", "--args", "{}", "--state-dir", str(state), env=env)
+    assert "test command: `python3 -m pytest -q` (detected: Python tests" in tested.stderr, tested.stderr
+    assert "exit_code=1" in tested.stdout and "FAILED tests/test_ops.py::test_add" in tested.stdout
     wrote = cli(
         "tool",
         session.id,
