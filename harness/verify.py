@@ -85,7 +85,7 @@ _UNITTEST_RESULT = re.compile(r"^(OK|FAILED)(?: \((.*)\))?$", re.MULTILINE)
 _GO = re.compile(r"^\s*--- (PASS|FAIL|SKIP): ", re.MULTILINE)
 
 
-def test_counts(text: str) -> TestCounts | None:
+def summary_counts(text: str) -> TestCounts | None:
     """The counts of the last test-run summary in text, or None when no runner's summary is there."""
     lines = [
         m.group(0)
@@ -116,8 +116,6 @@ def count_rule(start: TestCounts, now: TestCounts) -> str:
     """The first rule the tests that ran now break against those that ran at the start, or ''."""
     if start.runner != now.runner:
         return ""
-    if now.collected < start.collected:
-        return f"fewer tests ran ({now.collected}) than at the start ({start.collected})"
     for what, before, after in (
         ("deselected", start.deselected, now.deselected),
         ("skipped", start.skipped, now.skipped),
@@ -125,6 +123,8 @@ def count_rule(start: TestCounts, now: TestCounts) -> str:
     ):
         if after > before:
             return f"{after - before} more test(s) {what} than at the start ({before} then, {after} now)"
+    if now.collected < start.collected:
+        return f"fewer tests ran ({now.collected}) than at the start ({start.collected})"
     return ""
 
 
@@ -205,7 +205,7 @@ class Protection:
         try:
             self.trees.restore_tree(self.trees.prune(self.trees.graft(final, start, restored)))
             result = run()
-            counts = test_counts(result.output)
+            counts = summary_counts(result.output)
             rule = ""
             if result.passed and counts is not None:
                 at_start = self._start_counts(start, command, run)
@@ -225,7 +225,7 @@ class Protection:
         except (OSError, ValueError, TypeError):
             pass
         self.trees.restore_tree(self.trees.prune(start))
-        counts = test_counts(run().output)
+        counts = summary_counts(run().output)
         with contextlib.suppress(OSError):  # a cache: a count that cannot be kept is taken again next time
             path.parent.mkdir(parents=True, exist_ok=True)
             temporary = path.with_suffix(f".{os.getpid()}.tmp")

@@ -334,3 +334,26 @@ def test_a_sparse_file_costs_what_it_holds_in_the_store_and_after_a_restore(tmp_
         assert handle.read(18) == b"data in the middle"
     assert store.snapshot() == first
     store.close()
+
+
+def test_caches_and_bytecode_never_reach_a_diff_or_a_patch(tmp_path: Path) -> None:
+    """What test runs and tools write on their own (.pytest_cache, __pycache__, .pyc) is snapshotted
+    (a rollback restores it) but is never part of a change."""
+    ws = tmp_path / "ws"
+    (ws / "pkg").mkdir(parents=True)
+    (ws / "pkg" / "mod.py").write_text("X = 1\n")
+    store = SnapshotStore(ws, tmp_path / "store")
+    before = store.snapshot()
+    (ws / "pkg" / "mod.py").write_text("X = 2\n")
+    (ws / ".pytest_cache" / "v" / "cache").mkdir(parents=True)
+    (ws / ".pytest_cache" / "v" / "cache" / "lastfailed").write_text("{}\n")
+    (ws / "pkg" / "__pycache__").mkdir()
+    (ws / "pkg" / "__pycache__" / "mod.cpython-311.pyc").write_bytes(b"\x00pyc")
+    (ws / "stray.pyc").write_bytes(b"\x00pyc")
+    after = store.snapshot()
+    assert [c.path for c in snapdiff.diff(store.objects, before, after).changes] == ["pkg/mod.py"]
+    text, left_out = snapdiff.patch(store.objects, before, after)
+    assert "pkg/mod.py" in text and "pytest_cache" not in text and ".pyc" not in text and left_out == []
+    store.restore(before)
+    assert not (ws / ".pytest_cache").exists()  # snapshots hold them: a rollback puts things back exactly
+    store.close()
