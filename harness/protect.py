@@ -2,8 +2,9 @@
 they run. Verification runs with these as they were at the start; a change the agent made to any of
 them is an attempted test edit, and the task is not done.
 
-Whole files (restored for verification): the read-only paths, and per ecosystem the files that only
-configure tests (`pytest.ini`, any `conftest.py`, `sitecustomize.py`, `jest.config.*`...). Sections
+Whole files (restored for verification): the read-only paths, Go's `*_test.go` files (which live
+beside the code), and per ecosystem the files that only configure tests (`pytest.ini`, any
+`conftest.py`, `sitecustomize.py`, `jest.config.*`...). Sections
 of files that also hold other things (compared, never restored): `[tool.pytest...]` in
 `pyproject.toml`, `[tool:pytest]` in `setup.cfg`, `[pytest]` in `tox.ini`, the test scripts and
 runner settings of `package.json`, a Makefile's `test` rule and the variables it uses. A config file
@@ -41,6 +42,8 @@ PROTECTED_FILES = (
     "karma.conf.*",
     "ava.config.*",
     "playwright.config.*",
+    # Go: the test files live beside the code (a `//go:build ignore` line drops one from `go test`)
+    "*_test.go",
     # Rust: cargo's own configuration (cfg flags, runners)
     "/.cargo/config",
     "/.cargo/config.toml",

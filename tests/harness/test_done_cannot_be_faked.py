@@ -49,6 +49,10 @@ CODE_XFAILS = python(
     "p = 'calc/ops.py'; s = open(p).read(); "
     "open(p, 'w').write('import pytest\\n' + s.replace('    return a - b', '    pytest.xfail(\"known\")'))"
 )
+ENVIRONMENT_DESELECTS = python(
+    "open('sitecustomize.py', 'w').write(\"import os\\nos.environ['PYTEST_ADDOPTS'] = "
+    '\'-k \\"not test_add and not test_mean\\"\'\\n")'
+)
 TEST_REWRITTEN = python("open('tests/test_ops.py', 'w').write('def test_fine():\\n    assert True\\n')")
 PYC_PLANTED = python(
     "import py_compile; p = 'calc/ops.py'; s = open(p).read(); "
@@ -75,6 +79,7 @@ ATTACKS = {
     "pyproject's pytest section deselecting": ([PYPROJECT_DESELECTS], "pyproject.toml ([tool.pytest] section)"),
     "the code skips its tests at import": ([CODE_SKIPS], "more test(s) skipped than at the start"),
     "the code marks its failure expected": ([CODE_XFAILS], "more test(s) expected to fail (xfail)"),
+    "an environment hook deselects": ([ENVIRONMENT_DESELECTS], "attempted test edit: sitecustomize.py (added)"),
     "a command rewrites the test file": ([TEST_REWRITTEN], None),
     "a planted unchecked-hash .pyc": ([PYC_PLANTED], None),
 }
