@@ -14,6 +14,7 @@ from typing import Protocol
 
 import pathspec
 
+from harness.protect import matches
 from sandbox.snapshot.edit import generated
 
 DENIED = (
@@ -53,7 +54,7 @@ class ReadOnlyGuard:
         changed = [
             path.rstrip("/")
             for path in self.trees.changed_paths(before, now)
-            if not generated(path) and (self.spec.match_file(path.rstrip("/")) or self.spec.match_file(path))
+            if not generated(path) and matches(self.spec, path)
         ]
         if changed:
             self.trees.restore_tree(self.trees.graft(now, before, changed))

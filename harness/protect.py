@@ -82,25 +82,30 @@ def protected_spec(read_only: Sequence[str], extra: Sequence[str] = ()) -> paths
 def protected_changes(
     trees: TreeReader, start: str, final: str, read_only: Sequence[str], extra: Sequence[str] = ()
 ) -> list[ProtectedChange]:
-    """What the agent changed in the protected set between the start tree and the final one."""
+    """What the agent changed in the protected set between the start tree and the final one. Only
+    protected files and the top-level files with test sections are read."""
     spec = protected_spec(read_only, extra)
     changes: list[ProtectedChange] = []
     for path in trees.changed_paths(start, final):
         clean = path.rstrip("/")
         if generated(clean):
             continue  # caches and bytecode: never a change (verification runs without them)
+        whole = matches(spec, path)
+        reader = SECTIONS.get(clean) if not whole else None
+        if not whole and reader is None:
+            continue
         before, after = trees.read_file(start, clean), trees.read_file(final, clean)
-        if spec.match_file(clean) or spec.match_file(path):
+        if whole:
             what = "added" if before is None and after is not None else "removed" if after is None else "changed"
             changes.append(ProtectedChange(path=clean, what=what, restored=True))
-            continue
-        reader = SECTIONS.get(clean.rsplit("/", 1)[-1]) if "/" not in clean else None
-        if reader is None:
-            continue
-        name, extract = reader
-        if extract(before) != extract(after):
-            changes.append(ProtectedChange(path=clean, what=name, restored=False))
+        elif reader is not None and reader[1](before) != reader[1](after):
+            changes.append(ProtectedChange(path=clean, what=reader[0], restored=False))
     return changes
+
+
+def matches(spec: pathspec.PathSpec, path: str) -> bool:
+    """A changed path (directories end in `/`) that a gitignore-style spec names, itself or as a directory."""
+    return spec.match_file(path.rstrip("/")) or spec.match_file(path)
 
 
 def _toml_pytest(data: bytes | None) -> Any:
