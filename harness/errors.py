@@ -1,61 +1,21 @@
-"""One exception tree for the host side, and the one table of exit codes.
+"""One exception tree for the host side.
 
 Foreign errors (SDK, HTTP) are translated where they occur (providers/stream.py,
 sandbox/docker/engine.py); stop signals carry what the transcript should record. Every class carries
 the exit code the CLI ends with (`exit_code`), so the hierarchy is the classification: the CLI asks
-the error, never a parallel table. `sandbox.errors` classes carry the same values (tested).
+the error, never a parallel table. The codes are the members of `sandbox.exit_code.ExitCode`, the
+one table (re-exported here), which `sandbox.errors` classes carry too.
 """
 
 from __future__ import annotations
 
-from enum import IntEnum
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
+
+from sandbox.exit_code import ExitCode
 
 if TYPE_CHECKING:
-    from harness.types import Usage
+    from harness.types import LimitKind, Outcome, Usage
     from sandbox.envelope import Envelope
-
-
-class ExitCode(IntEnum):
-    """Exit codes of harness itself (`harness exec` otherwise exits with the command's own code)."""
-
-    OK = 0
-    """`harness run`/`resume`: outcome verified."""
-    UNVERIFIED = 10
-    """Run outcome `unverified`: the model finished but no verify command was configured."""
-    FAILED_VERIFICATION = 11
-    """Run outcome `failed_verification`: the verify command still failed after the allowed rounds."""
-    STUCK = 12
-    """Run outcome `stuck`: the circuit breaker tripped (same tool failing, same tests failing)."""
-    LIMIT = 13
-    """Run outcome `limit:<which>`: a step, token, cost, wall-clock or context budget was spent."""
-    MODEL_ERROR = 14
-    """Run outcome `model_error`: the model call failed past the retry policy (run is resumable)."""
-    USAGE = 64
-    """Bad flag, argument or limit."""
-    PATCH_CONFLICT = 65
-    """The exported patch no longer applies to the original repository (it changed since import)."""
-    NOT_FOUND = 66
-    """Repository path, session, step or file does not exist."""
-    MODEL_UNAVAILABLE = 69
-    """The model endpoint failed: unreachable, timed out, rate limited past the retry budget, bad answer."""
-    INTERNAL = 70
-    """An error harness did not classify (a bug: please report it with the message)."""
-    IMAGE_MISSING = 71
-    """The sandbox image is not present locally (images are never pulled): build or load it."""
-    RUNTIME_MISSING = 72
-    """The requested container runtime (e.g. runsc) is not registered with the engine."""
-    STORAGE = 74
-    """Run outcome `state_error`, or any command: a write under the state directory failed (disk
-    full, over quota, read-only, I/O error); committed steps stay resumable."""
-    MODEL_AUTH = 77
-    """The model endpoint rejected the API key (or the account's spend limit is reached)."""
-    CONFIG = 78
-    """Invalid config file or script."""
-    SANDBOX = 125
-    """The sandbox could not run the command: no Docker engine answers, or the engine failed."""
-    INTERRUPTED = 130
-    """Ctrl-C or SIGTERM; a run stopped this way is resumable."""
 
 
 class HarnessError(Exception):
@@ -168,6 +128,11 @@ class ModelUnavailable(ModelError, ConnectionError):
         self.retry_after = retry_after
 
 
+class ModelUnreachable(ModelUnavailable):
+    """The endpoint cannot be reached at all (connection refused, no such host): the machine's
+    network or the server is down, not the model (a batch tries the run again)."""
+
+
 class ModelBadResponse(ModelError):
     """The server answered with something that is not a valid response (not retried)."""
 
@@ -215,7 +180,7 @@ class ToolError(HarnessError):
 class Stop(HarnessError):
     """Ends the run; carries the outcome and the evidence to write to the transcript."""
 
-    def __init__(self, outcome: str, detail: str = "", evidence: Any = None) -> None:
+    def __init__(self, outcome: Outcome, detail: str = "", evidence: Any = None) -> None:
         super().__init__(f"{outcome}: {detail}" if detail else outcome)
         self.outcome = outcome
         self.detail = detail
@@ -225,6 +190,6 @@ class Stop(HarnessError):
 class LimitReached(Stop):
     """A budget limit (steps, tokens, cost, wall clock) was hit."""
 
-    def __init__(self, which: str, detail: str = "") -> None:
-        super().__init__(f"limit:{which}", detail)
+    def __init__(self, which: LimitKind, detail: str = "") -> None:
+        super().__init__(cast("Outcome", f"limit:{which}"), detail)
         self.which = which

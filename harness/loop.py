@@ -21,7 +21,7 @@ from harness.budget import Budget
 from harness.context import Context, stable
 from harness.errors import LimitReached, ModelError, Stop
 from harness.guard import DENIED, ReadOnlyGuard
-from harness.outcome import RunResult, RunState
+from harness.outcome import FINAL_OUTCOMES, RunResult, RunState, machine_cause, outcome_kind
 from harness.prompt import obstacle_line
 from harness.repetition import NOTE, RepetitionConfig
 from harness.seams import Provider, RegistryLike, Sandbox, SessionLike, VerifierLike
@@ -38,14 +38,13 @@ from harness.trajectory import (
     VerifyRecord,
     write_state,
 )
-from harness.types import Message, ModelTurn, ToolCall
+from harness.types import Cause, Message, ModelTurn, Outcome, ToolCall
 from harness.verify import VerifyResult, feedback
 from sandbox.errors import SandboxError
 from sandbox.layout import SessionFolder
 from sandbox.spec import SandboxSpec
 
 TOOL_FAILURE_STREAK = 3
-FINAL_OUTCOMES = frozenset({"verified", "unverified", "failed_verification", "stuck"})
 
 
 WORKSPACE_FULL = (
@@ -97,7 +96,8 @@ class Agent:
         """The state as of the last commit point: what a resume must start from."""
 
     def run(self) -> RunResult:
-        outcome, detail, evidence = "interrupted", "", None
+        outcome: Outcome = "interrupted"
+        detail, evidence, cause = "", None, None
         try:
             pending = recovery.restore(self.session, self.state, self.trajectory)
             if pending is not None:
@@ -113,10 +113,10 @@ class Agent:
         except ModelError as error:
             self.budget.charge(error.usage, error.cost_usd)  # failed calls are billed too
             self._save()  # safe: a failed call added nothing to the conversation
-            outcome, detail = "model_error", f"{type(error).__name__}: {error}"
+            outcome, detail, cause = "model_error", f"{type(error).__name__}: {error}", machine_cause(error)
             remaining = self.budget.remaining_s()
             if remaining is not None and remaining < self.budget.limits.min_call_s:  # cut short by the wall clock
-                outcome, detail = "limit:wall_clock", f"the model call ran into the wall clock ({detail})"
+                outcome, detail, cause = "limit:wall_clock", f"the model call ran into the wall clock ({detail})", None
         except SandboxError as error:
             outcome, detail = "sandbox_error", f"{type(error).__name__}: {error}"
         except OSError as error:
@@ -131,7 +131,7 @@ class Agent:
             detail = f"internal error {type(error).__name__}: {error}"
             raise
         finally:
-            result = self._finish(outcome, detail, evidence)
+            result = self._finish(outcome, detail, evidence, cause)
         return result
 
     # --- one step -------------------------------------------------------------------------------
@@ -337,7 +337,7 @@ class Agent:
         write_state(self.session.dir, self.state, self.secrets)
         self._committed = self.state.model_copy(deep=True)
 
-    def _finish(self, outcome: str, detail: str, evidence: Any) -> RunResult:
+    def _finish(self, outcome: Outcome, detail: str, evidence: Any, cause: Cause | None) -> RunResult:
         patch_path = None
         try:
             patch = self.session.export_patch()
@@ -354,6 +354,7 @@ class Agent:
             spent,
             patch=str(patch_path) if patch_path else None,
             session_dir=str(self.session.dir),
+            cause=cause,
         )
         try:
             self.trajectory.append(
@@ -362,7 +363,9 @@ class Agent:
             )
             # Interrupted, model/sandbox errors and limits stay resumable; a decided outcome is final.
             # The state written is the last committed one (never a half-done step), plus the result.
-            final = self._committed.model_copy(update={"finished": outcome in FINAL_OUTCOMES, "result": result})
+            final = self._committed.model_copy(
+                update={"finished": outcome_kind(outcome) in FINAL_OUTCOMES, "result": result}
+            )
             final.spent = final.spent.model_copy(update={"elapsed_s": spent.elapsed_s})
             write_state(self.session.dir, final, self.secrets)
         except OSError as error:

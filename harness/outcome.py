@@ -2,30 +2,65 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.budget import Spent
 from harness.context import ContextState
+from harness.errors import ModelError, ModelUnreachable, RetryBudgetExhausted
 from harness.repetition import Repetition
+from harness.types import Cause, LimitKind, Outcome, OutcomeKind
+from sandbox.exit_code import ExitCode
 
-OUTCOME_EXIT_CODES: dict[str, int] = {
-    "verified": 0,
-    "unverified": 10,
-    "failed_verification": 11,
-    "stuck": 12,
-    "limit": 13,
-    "model_error": 14,
-    "state_error": 74,
-    "sandbox_error": 125,
-    "interrupted": 130,
+OUTCOMES: frozenset[str] = frozenset(get_args(Outcome))
+
+OUTCOME_EXIT_CODES: dict[OutcomeKind, ExitCode] = {
+    "verified": ExitCode.OK,
+    "unverified": ExitCode.UNVERIFIED,
+    "failed_verification": ExitCode.FAILED_VERIFICATION,
+    "stuck": ExitCode.STUCK,
+    "limit": ExitCode.LIMIT,
+    "model_error": ExitCode.MODEL_ERROR,
+    "state_error": ExitCode.STORAGE,
+    "sandbox_error": ExitCode.SANDBOX,
+    "interrupted": ExitCode.INTERRUPTED,
+    "incomplete": ExitCode.INTERRUPTED,
 }
-"""Exit code of `harness run`/`resume` per outcome; every `limit:<which>` exits 13."""
+"""Exit code of `harness run`/`resume` per outcome kind; every `limit:<which>` exits 13."""
+
+RESUMABLE: frozenset[OutcomeKind] = frozenset({"interrupted", "model_error", "sandbox_error", "limit"})
+"""Stopped short of a decision: `harness run` says how to continue it with `harness resume`."""
+
+FINAL_OUTCOMES: frozenset[OutcomeKind] = frozenset({"verified", "unverified", "failed_verification", "stuck"})
+"""Decided outcomes: a run that ended so is finished (the others stay resumable)."""
 
 
-def exit_code_for_outcome(outcome: str) -> int:
-    return OUTCOME_EXIT_CODES[outcome.split(":", 1)[0]]
+def outcome_kind(outcome: Outcome) -> OutcomeKind:
+    """The outcome without its limit (`limit:steps` is `limit`)."""
+    return cast(OutcomeKind, outcome.split(":", 1)[0])
+
+
+def limit_of(outcome: Outcome) -> LimitKind | None:
+    """Which budget a `limit:<which>` outcome spent (None for the others)."""
+    kind, _, which = outcome.partition(":")
+    return cast(LimitKind, which) if kind == "limit" else None
+
+
+def limit_outcome(which: LimitKind) -> Outcome:
+    """The spelled outcome of a spent budget."""
+    return cast(Outcome, f"limit:{which}")
+
+
+def machine_cause(error: ModelError) -> Cause | None:
+    """Why a failed model call was the machine's fault (decided by the error's class, or by the last
+    error a spent retry budget carries), or None when the model or its account failed."""
+    last = error.last_error if isinstance(error, RetryBudgetExhausted) else error
+    return "endpoint_unreachable" if isinstance(last, ModelUnreachable) else None
+
+
+def exit_code_for_outcome(outcome: Outcome) -> ExitCode:
+    return OUTCOME_EXIT_CODES[outcome_kind(outcome)]
 
 
 class ToolStreak(BaseModel):
@@ -77,10 +112,12 @@ class RunResult(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     session_id: str
-    outcome: str
+    outcome: Outcome
     detail: str = ""
     evidence: Any = None
     exit_code: int
+    cause: Cause | None = None
+    """Set when the machine, not the model, failed the run (see `Cause`)."""
     verified: bool
     steps: int
     tokens: dict[str, int]
@@ -91,17 +128,28 @@ class RunResult(BaseModel):
     """Path of the exported patch (in the session directory)."""
     session_dir: str = ""
 
+    @property
+    def kind(self) -> OutcomeKind:
+        """The outcome without its limit."""
+        return outcome_kind(self.outcome)
+
+    @property
+    def limit(self) -> LimitKind | None:
+        """The budget a `limit:<which>` outcome spent."""
+        return limit_of(self.outcome)
+
     @classmethod
     def of(
         cls,
         state: RunState,
-        outcome: str,
+        outcome: Outcome,
         detail: str,
         evidence: Any,
         spent: Spent,
         *,
         patch: str | None,
         session_dir: str,
+        cause: Cause | None = None,
     ) -> RunResult:
         """The result of a run that ended with `outcome` after `state`'s steps and `spent`."""
         return cls(
@@ -110,6 +158,7 @@ class RunResult(BaseModel):
             detail=detail,
             evidence=evidence,
             exit_code=exit_code_for_outcome(outcome),
+            cause=cause,
             verified=outcome == "verified",
             steps=state.step,
             tokens={"input": spent.input_tokens, "output": spent.output_tokens, "cached": spent.cached_input_tokens},

@@ -55,6 +55,46 @@ class Usage(BaseModel):
         )
 
 
+OutcomeKind = Literal[
+    "verified",
+    "unverified",
+    "failed_verification",
+    "stuck",
+    "limit",
+    "model_error",
+    "state_error",
+    "sandbox_error",
+    "interrupted",
+    "incomplete",
+]
+"""How a run ended, the limit apart (`limit` stands for every `limit:<which>`); `incomplete` is
+what is shown of a run that recorded no end (still running, or killed before it could)."""
+
+LimitKind = Literal["steps", "tokens", "cost", "wall_clock", "context"]
+"""Which budget a `limit` outcome spent."""
+
+Outcome = Literal[
+    "verified",
+    "unverified",
+    "failed_verification",
+    "stuck",
+    "limit:steps",
+    "limit:tokens",
+    "limit:cost",
+    "limit:wall_clock",
+    "limit:context",
+    "model_error",
+    "state_error",
+    "sandbox_error",
+    "interrupted",
+    "incomplete",
+]
+"""An outcome as records, results and reports spell it: the kind, and for a limit which one."""
+
+Cause = Literal["endpoint_unreachable"]
+"""Why a `model_error` was the machine's and not the model's: the endpoint could not be reached
+(connection refused, no such host). A batch tries such a run again."""
+
 StopReason = Literal["end_turn", "tool_use", "max_tokens", "content_filter", "refusal", "other"]
 
 

@@ -3,14 +3,16 @@
 An exception here means the sandbox could not run the command at all; anything the command itself
 did (non-zero exit, timeout, OOM kill, output flood) is data in the `Envelope`, never an exception.
 Docker SDK errors are translated to this tree in exactly one place (`sandbox/docker/engine.py`).
-Every message says what to do next. Each class carries the exit code the CLI ends with (the values
-of `harness.errors.ExitCode`; a test checks they agree), so callers decide by class, never by table.
+Every message says what to do next. Each class carries the exit code the CLI ends with (a member of
+`sandbox.exit_code.ExitCode`, the one table), so callers decide by class, never by table.
 """
 
 from __future__ import annotations
 
 import errno
 from typing import ClassVar
+
+from sandbox.exit_code import ExitCode
 
 STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS})
 """A write failed because the disk did (full, over quota, failing, read-only): never wrapped as a
@@ -27,70 +29,70 @@ def at_path(error: OSError, path: object) -> OSError:
 class SandboxError(Exception):
     """The sandbox could not do what was asked."""
 
-    exit_code: ClassVar[int] = 125
+    exit_code: ClassVar[int] = ExitCode.SANDBOX
 
 
 class EngineUnavailable(SandboxError, ConnectionError):
     """No Docker engine answers on the configured socket."""
 
-    exit_code: ClassVar[int] = 125
+    exit_code: ClassVar[int] = ExitCode.SANDBOX
 
 
 class ImageNotFound(SandboxError, LookupError):
     """The image is not present locally (and is never pulled implicitly)."""
 
-    exit_code: ClassVar[int] = 71
+    exit_code: ClassVar[int] = ExitCode.IMAGE_MISSING
 
 
 class RuntimeUnavailable(SandboxError, LookupError):
     """The requested container runtime (e.g. runsc) is not registered with the engine."""
 
-    exit_code: ClassVar[int] = 72
+    exit_code: ClassVar[int] = ExitCode.RUNTIME_MISSING
 
 
 class SpecError(SandboxError, ValueError):
     """A sandbox limit or option is out of range or contradictory."""
 
-    exit_code: ClassVar[int] = 64
+    exit_code: ClassVar[int] = ExitCode.USAGE
 
 
 class WorkspaceError(SandboxError, OSError):
     """The workspace or repository path is missing, unreadable or unsafe."""
 
-    exit_code: ClassVar[int] = 66
+    exit_code: ClassVar[int] = ExitCode.NOT_FOUND
 
 
 class ImageBuildError(SandboxError, RuntimeError):
     """Building or bootstrapping a sandbox image failed."""
 
-    exit_code: ClassVar[int] = 125
+    exit_code: ClassVar[int] = ExitCode.SANDBOX
 
 
 class SnapshotError(SandboxError, RuntimeError):
     """A snapshot could not be taken, restored or compared."""
 
-    exit_code: ClassVar[int] = 125
+    exit_code: ClassVar[int] = ExitCode.SANDBOX
 
 
 class SessionNotFound(SnapshotError, LookupError):
     """No session with that id exists in the state directory."""
 
-    exit_code: ClassVar[int] = 66
+    exit_code: ClassVar[int] = ExitCode.NOT_FOUND
 
 
 class StepOutOfRange(SnapshotError, IndexError):
     """The requested step does not exist in the session."""
 
-    exit_code: ClassVar[int] = 64
+    exit_code: ClassVar[int] = ExitCode.USAGE
 
 
 class PatchConflict(SnapshotError):
     """The exported patch no longer applies to the original repository (it changed since import)."""
 
-    exit_code: ClassVar[int] = 65
+    exit_code: ClassVar[int] = ExitCode.PATCH_CONFLICT
 
 
 class SetupError(SandboxError, RuntimeError):
     """An environment setup command (`--setup`) failed; the message carries its exit code and output tail."""
 
-    exit_code: ClassVar[int] = 125
+    exit_code: ClassVar[int] = ExitCode.SANDBOX

@@ -21,12 +21,13 @@ from harness.config import RunConfig, with_overrides
 from harness.errors import ConfigError, HarnessError, ModelUnavailable
 from harness.outcome import RunResult, RunState
 from harness.trajectory import read_records, read_state
+from harness.types import OutcomeKind
 from sandbox.errors import EngineUnavailable, SandboxError
 from sandbox.layout import session_folder
 
 REFERENCE_MODEL = "reference:"
 """`--model reference:` in a batch: every task runs its own reference change (harness tasks mine)."""
-RETRIED_OUTCOMES = {"sandbox_error"}
+RETRIED_OUTCOMES: frozenset[OutcomeKind] = frozenset({"sandbox_error"})
 """Outcomes that say the machine failed, not the agent: retried as new attempts."""
 
 
@@ -191,8 +192,7 @@ def _run_task(spec: TaskRunSpec, watchdog: Watchdog | None) -> TaskRunRecord:
 
 def _retried(result: RunResult) -> bool:
     """The machine failed, not the agent: the sandbox, or an endpoint that could not be reached."""
-    unreachable = result.outcome == "model_error" and "cannot reach the model endpoint" in result.detail
-    return result.outcome in RETRIED_OUTCOMES or unreachable
+    return result.kind in RETRIED_OUTCOMES or result.cause == "endpoint_unreachable"
 
 
 def _attempt(spec: TaskRunSpec, runtime: assembly.Runtime) -> RunResult:

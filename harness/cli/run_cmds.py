@@ -1,8 +1,7 @@
 """`harness run`, `harness resume`, `harness replay`, `harness show`: the agent loop end to end.
 
-Exit codes of run/resume are the outcome's (see harness.outcome.OUTCOME_EXIT_CODES): verified 0,
-unverified 10, failed_verification 11, stuck 12, limit:<which> 13, model_error 14,
-sandbox_error 125, interrupted 130; usage/config/not-found errors keep the codes of ExitCode.
+Exit codes of run/resume are the outcome's (`harness.outcome.OUTCOME_EXIT_CODES`, members of the one
+table `ExitCode`); usage, config and not-found errors exit with their class's code.
 """
 
 from __future__ import annotations
@@ -225,7 +224,7 @@ def replay(
         console.print(
             f"{report.diverged} of {len(report.steps)} tool results diverged (replayed in {report.session_id})"
         )
-    raise typer.Exit(0 if report.diverged == 0 else 1)
+    raise typer.Exit(int(ExitCode.OK if report.diverged == 0 else ExitCode.DIVERGED))
 
 
 def _interactive(json_out: bool) -> bool:
@@ -248,6 +247,7 @@ def _interrupt(signum: int, frame: Any) -> None:
 
 def _report(result: RunResult, json_out: bool) -> None:
     from harness.cli.run_view import render_patch, render_steps, render_summary
+    from harness.outcome import RESUMABLE
 
     if json_out:
         print(result.model_dump_json(indent=2))
@@ -255,6 +255,6 @@ def _report(result: RunResult, json_out: bool) -> None:
         render_steps(console, Path(result.session_dir))
         render_summary(console, result)
         render_patch(console, result.patch)
-        if result.outcome in ("interrupted", "model_error", "sandbox_error") or result.outcome.startswith("limit:"):
+        if result.kind in RESUMABLE:
             err_console.print(f"resume with: harness resume {result.session_id}", markup=False)
     raise typer.Exit(result.exit_code)

@@ -15,13 +15,13 @@ tools_app = typer.Typer(help="The tool menu the model sees.", no_args_is_help=Tr
 app.add_typer(tools_app, name="tools")
 
 TOOL_EXIT = {
-    "invalid_json": 65,
-    "invalid_arguments": 65,
-    "unknown_tool": 65,
-    "denied": 77,
-    "timeout": 124,
-    "output_limit": 73,
-    "execution_error": 1,
+    "invalid_json": ExitCode.TOOL_INVALID,
+    "invalid_arguments": ExitCode.TOOL_INVALID,
+    "unknown_tool": ExitCode.TOOL_INVALID,
+    "denied": ExitCode.TOOL_DENIED,
+    "timeout": ExitCode.TOOL_TIMEOUT,
+    "output_limit": ExitCode.TOOL_OUTPUT_LIMIT,
+    "execution_error": ExitCode.FAILED,
 }
 """Exit codes of `harness tool`: 0 OK; the error kind otherwise (also printed on stderr)."""
 
@@ -113,4 +113,4 @@ def tool_command(
     print(result.model_dump_json(indent=2) if json_out else result.text)
     if result.is_error:
         err_console.print(f"error: {result.error_kind}")
-        raise typer.Exit(TOOL_EXIT.get(result.error_kind or "", 1))
+        raise typer.Exit(int(TOOL_EXIT.get(result.error_kind or "", ExitCode.FAILED)))

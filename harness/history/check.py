@@ -81,7 +81,7 @@ def check_task(task: Task, tasks: TasksFile, sessions: Path, runtime: assembly.R
         return Verdict(task.id, False, f"cannot be built: {error}".splitlines()[0])
     if result.outcome == "verified":
         return Verdict(task.id, True, "sound")
-    if result.outcome == "limit:wall_clock":
+    if result.limit == "wall_clock":
         return Verdict(task.id, False, "times out with the reference change")
     folder = sessions / f"{task.id}-reference"
     text = (folder / "trajectory.jsonl").read_text(encoding="utf-8", errors="replace") if folder.is_dir() else ""

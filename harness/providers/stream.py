@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx2
 
-from harness.errors import ModelError, ModelUnavailable
+from harness.errors import ModelError, ModelUnavailable, ModelUnreachable
 from harness.providers.config import ProviderConfig, redact
 from harness.types import Usage
 
@@ -76,7 +76,7 @@ def transport_error(
         return ModelUnavailable(f"model endpoint timed out or stalled (no data for {stall_s:.3g}s)")
     if isinstance(error, (*unreachable, httpx2.TransportError)):
         cause = error.__cause__ or error
-        return ModelUnavailable(
+        return ModelUnreachable(
             redact(f"cannot reach the model endpoint {endpoint}: {cause}".replace("  ", " "), secret)
         )
     return None

@@ -11,7 +11,8 @@ import pytest
 from harness import assembly
 from harness.assembly import Runtime
 from harness.config import LimitsConfig, RunConfig
-from harness.errors import RetryBudgetExhausted
+from harness.batch import worker
+from harness.errors import ModelBadResponse, ModelUnavailable, ModelUnreachable, RetryBudgetExhausted
 from harness.outcome import RunState
 from harness.providers.scripted import ScriptedProvider, parse_script
 from harness.trajectory import read_records, read_state
@@ -99,6 +100,25 @@ def test_exhausted_retry_budget_is_model_error_billed_and_resumable(tmp_path):
     assert [r.kind for r in read_records(folder)][-1] == "outcome"
 
 
+@pytest.mark.parametrize(
+    "error, cause",
+    [
+        (
+            RetryBudgetExhausted("gave up", ModelUnreachable("cannot reach the model endpoint x: refused")),
+            "endpoint_unreachable",
+        ),
+        (ModelUnreachable("the words of the message do not matter"), "endpoint_unreachable"),
+        (RetryBudgetExhausted("cannot reach the model endpoint (said in words)", ModelUnavailable("503")), None),
+        (ModelBadResponse("cannot reach the model endpoint (said in words)"), None),
+    ],
+)
+def test_a_model_error_is_the_machines_by_its_class_never_by_its_words(tmp_path, error, cause):
+    result, _ = run(tmp_path, FailingProvider([], error))
+    assert result.outcome == "model_error" and result.kind == "model_error" and result.limit is None
+    assert result.cause == cause
+    assert worker._retried(result) is (cause is not None), "a batch tries again only what the machine failed"
+
+
 def test_ctrl_c_is_interrupted_with_the_trajectory_closed(tmp_path):
     result, folder = run(tmp_path, FailingProvider([], KeyboardInterrupt()))
     assert result.outcome == "interrupted" and result.exit_code == 130
@@ -112,6 +132,7 @@ def test_each_limit(tmp_path, limits, which):
     turn = ModelTurn(tool_calls=[ToolCall(id="a", name="list_dir")], usage=Usage(input_tokens=5), cost_usd=1.0)
     result, _ = run(tmp_path, FailingProvider([turn, turn.model_copy()], RuntimeError("unreachable")), **limits)
     assert result.outcome == f"limit:{which}" and result.exit_code == 13 and result.steps == 1
+    assert result.kind == "limit" and result.limit == which and result.cause is None
 
 
 def test_ctrl_c_mid_turn_then_resume_neither_loses_nor_duplicates_the_turn(tmp_path):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.errors import ExitCode
 from sandbox.session.session import Session
 from sandbox.spec import SandboxSpec
 
@@ -64,9 +65,13 @@ def test_tool_runs_inside_a_session_and_commits_writes(
     denied = cli(
         "tool", session.id, "read_file", "--args", '{"path": "../../etc/passwd"}', "--state-dir", str(state), env=env
     )
-    assert denied.returncode == 77 and denied.stdout.startswith("ERROR[denied]") and "denied" in denied.stderr
+    assert (
+        denied.returncode == ExitCode.TOOL_DENIED
+        and denied.stdout.startswith("ERROR[denied]")
+        and "denied" in denied.stderr
+    )
     bad = cli("tool", session.id, "read_file", "--args", "{not json", "--state-dir", str(state), env=env)
-    assert bad.returncode == 65 and bad.stdout.startswith("ERROR[invalid_json]")
+    assert bad.returncode == ExitCode.TOOL_INVALID and bad.stdout.startswith("ERROR[invalid_json]")
     missing = cli("tool", "no-such-session", "read_file", "--args", "{}", "--state-dir", str(state), env=env)
     assert missing.returncode == 66
     surrogate = cli(
@@ -83,7 +88,11 @@ def test_tool_runs_inside_a_session_and_commits_writes(
         str(state),
         env=env,
     )
-    assert nul.returncode == 65 and nul.stdout.startswith("ERROR[invalid_arguments]") and "NUL" in nul.stdout
+    assert (
+        nul.returncode == ExitCode.TOOL_INVALID
+        and nul.stdout.startswith("ERROR[invalid_arguments]")
+        and "NUL" in nul.stdout
+    )
 
 
 @pytest.mark.docker
