@@ -10,8 +10,8 @@ import pytest
 
 from harness import assembly
 from harness.assembly import Runtime
-from harness.config import LimitsConfig, RunConfig
 from harness.batch import worker
+from harness.config import LimitsConfig, RunConfig
 from harness.errors import ModelBadResponse, ModelUnavailable, ModelUnreachable, RetryBudgetExhausted
 from harness.outcome import RunState
 from harness.providers.scripted import ScriptedProvider, parse_script
