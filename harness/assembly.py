@@ -30,6 +30,7 @@ from harness.prompt import system_prompt, task_message
 from harness.providers.config import ProviderConfig
 from harness.providers.factory import make_provider
 from harness.providers.protocol import Provider
+from harness.providers.vendor import ModelSpec
 from harness.tools.registry import Registry, ToolContext
 from harness.trajectory import StartRecord, Trajectory, read_state, write_state
 from harness.verify import VERIFY_START, Protection, Verifier, VerifyResult, detect_verify
@@ -94,15 +95,15 @@ class Runtime:
 
 def absolute_model(spec: str, sessions: Path) -> str:
     """Make file-based model specs independent of the working directory (so resume works anywhere)."""
-    prefix, _, target = spec.partition(":")
-    if prefix in ("scripted", "reference") and target:
-        return f"{prefix}:{Path(target).expanduser().resolve()}"
-    if prefix == "replay":
-        candidate = Path(target).expanduser()
-        directory = candidate if candidate.is_dir() else sessions / target
+    model = ModelSpec.of(spec)
+    if model.vendor.file_target and model.target:
+        return model.with_target(str(Path(model.target).expanduser().resolve()))
+    if model.prefix == "replay":
+        candidate = Path(model.target).expanduser()
+        directory = candidate if candidate.is_dir() else sessions / model.target
         if not directory.is_dir():
-            raise ConfigError(f"replay: no session {target!r} in {sessions}")
-        return f"replay:{directory.resolve()}"
+            raise ConfigError(f"replay: no session {model.target!r} in {sessions}")
+        return model.with_target(str(directory.resolve()))
     return spec
 
 
@@ -118,17 +119,12 @@ def provider_settings(
     return settings.model_copy(update=unset) if unset else settings
 
 
-VENDOR_PREFIXES = ("openai", "openai-responses", "anthropic")
-"""Providers whose default endpoint is a vendor's, which answers nothing without a key."""
-
-
 def build_provider(config: RunConfig, runtime: Runtime) -> Provider:
     """The run's provider behind the retry policy (a scripted file is validated here, before any
     container starts). A vendor endpoint without a key is refused here, at once: no session is made
     and no request is sent (a local server named by base_url may need none)."""
     settings = provider_settings(config, runtime.base_url_fallback, runtime.cloud_fallback)
-    prefix = (config.model or "").split(":", 1)[0]
-    if prefix in VENDOR_PREFIXES and not runtime.api_key and settings.base_url is None:
+    if ModelSpec.of(config.model).vendor.key_required and not runtime.api_key and settings.base_url is None:
         where = f"set {runtime.key_variable}" if runtime.key_variable else "pass api_key"
         raise ModelAuthError(
             f"no API key for {config.model}: {where} (or point base_url at a local server that needs none)"
@@ -142,10 +138,10 @@ def endpoint_warnings(config: RunConfig, runtime: Runtime) -> list[str]:
     from harness.providers.local import detect_local_server, may_be_local
 
     settings = provider_settings(config, runtime.base_url_fallback)
-    prefix, _, model = (config.model or "").partition(":")
-    if prefix not in ("openai", "openai-responses") or not settings.base_url or not may_be_local(settings.base_url):
+    model = ModelSpec.of(config.model)
+    if not model.vendor.openai_protocol or not settings.base_url or not may_be_local(settings.base_url):
         return []
-    server = detect_local_server(settings.base_url, model, config.context.budget_tokens)
+    server = detect_local_server(settings.base_url, model.target, config.context.budget_tokens)
     return [server.warning] if server and server.warning else []
 
 

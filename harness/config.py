@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serial
 from harness.errors import ConfigError
 from harness.gate import GateConfig
 from harness.providers.config import ProviderConfig
+from harness.providers.vendor import prefix_of
 from harness.repetition import RepetitionConfig
 from sandbox.spec import SandboxSpec, parse_size
 
@@ -186,8 +187,7 @@ class RunConfig(BaseModel):
 
     def provider_config(self) -> ProviderConfig:
         """The provider settings for this run's model prefix, with the flag's base_url and turn size applied."""
-        prefix = (self.model or "").split(":", 1)[0]
-        entry = self.providers.get(prefix, ProviderConfig())
+        entry = self.providers.get(prefix_of(self.model), ProviderConfig())
         update: dict[str, Any] = {"max_tokens": self.limits.max_turn_tokens}
         if self.base_url:
             update["base_url"] = self.base_url

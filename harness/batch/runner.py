@@ -19,6 +19,7 @@ from harness.batch.records import BatchDir, TaskRunKey, TaskRunRecord
 from harness.batch.tasks import Task, TasksFile
 from harness.batch.worker import REFERENCE_MODEL, TaskRunOutput, TaskRunSpec, run_task
 from harness.errors import UsageError
+from harness.providers.vendor import ModelSpec, prefix_of
 
 SESSION_RESOURCE = "sessions"
 """The Dask worker resource a task-run holds: a worker serving N sessions advertises N."""
@@ -167,7 +168,7 @@ def run_batch(
             sessions=batch.sessions.resolve(),
             run_id=run_id,
             docker_host=docker_host,
-            api_key=(api_keys or {}).get(key.model.split(":")[0]),
+            api_key=(api_keys or {}).get(prefix_of(key.model)),
             max_cost_usd=left_cost,
             max_tokens=left_tokens,
             grace_s=tasks.defaults.grace_s,
@@ -280,8 +281,8 @@ def run_batch(
 
 def _model_files(key: TaskRunKey, task: Task) -> list[Path]:
     """The files a task-run's model reads: a scripted or reference model's file, a task's reference."""
-    prefix, _, target = key.model.partition(":")
-    found = [Path(target)] if prefix in ("scripted", "reference") and target else []
+    model = ModelSpec.of(key.model)
+    found = [Path(model.target)] if model.vendor.file_target and model.target else []
     if key.model == REFERENCE_MODEL and task.reference is not None:
         found.append(task.reference)
     return found

@@ -20,6 +20,7 @@ from harness.batch.watchdog import Watchdog, killed_reason
 from harness.config import RunConfig, with_overrides
 from harness.errors import ConfigError, HarnessError, ModelUnavailable
 from harness.outcome import RunResult, RunState
+from harness.providers.vendor import ModelSpec
 from harness.trajectory import read_records, read_state
 from harness.types import OutcomeKind
 from sandbox.errors import EngineUnavailable, SandboxError
@@ -128,8 +129,8 @@ def _placed(spec: TaskRunSpec, shipped: shipping.Shipped | None) -> tuple[TaskRu
     if where.shared:
         return spec, where
     local = {original: str(shipping.keep_file(content, original)) for original, content in spec.files.items()}
-    prefix, _, target = spec.key.model.partition(":")
-    model = f"{prefix}:{local[target]}" if target in local else None
+    key_model = ModelSpec.of(spec.key.model)
+    model = key_model.with_target(local[key_model.target]) if key_model.target in local else None
     reference = spec.task.reference
     if reference is not None and str(reference) in local:
         reference = Path(local[str(reference)])

@@ -46,6 +46,8 @@ def batch(
     from harness.batch.runner import BatchBudget, BatchEvent, default_workers, run_batch
     from harness.batch.tasks import load_tasks
     from harness.cli.batch_view import finished_line, live_display
+    from harness.config import load_config
+    from harness.providers.vendor import prefix_of
 
     interrupts = [0]
 
@@ -75,10 +77,10 @@ def batch(
         from harness.batch.records import BatchDir
 
         tasks = load_tasks(tasks_file)
+        user_config = load_config(None)  # its provider entries name the keys' variables (`api_key_env`)
         keys = {
-            spec.split(":", 1)[0]: os.environ.get(variable)
+            prefix_of(spec): environment.model_key(spec, user_config)[1]
             for spec in (model or tasks.defaults.model or BatchDir(out).models())
-            if (variable := environment.DEFAULT_KEY_ENV.get(spec.split(":", 1)[0]))
         }
         summary = run_batch(
             tasks,

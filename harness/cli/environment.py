@@ -18,29 +18,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.errors import ConfigError
+from harness.providers.vendor import ModelSpec
 
 if TYPE_CHECKING:
     from harness.assembly import Runtime
     from harness.config import RunConfig
 
-DEFAULT_KEY_ENV = {
-    "openai": "OPENAI_API_KEY",
-    "openai-responses": "OPENAI_API_KEY",
-    "anthropic": "ANTHROPIC_API_KEY",
-    "bedrock": "AWS_BEARER_TOKEN_BEDROCK",  # optional: without it, the AWS credential chain signs
-}
-DEFAULT_BASE_URL_ENV = {
-    "openai": "OPENAI_BASE_URL",
-    "openai-responses": "OPENAI_BASE_URL",
-    "anthropic": "ANTHROPIC_BASE_URL",
-    "bedrock": "ANTHROPIC_BEDROCK_BASE_URL",
-    "vertex": "ANTHROPIC_VERTEX_BASE_URL",
-}
-CLOUD_ENV: dict[str, dict[str, tuple[str, ...]]] = {
-    "bedrock": {"region": ("AWS_REGION", "AWS_DEFAULT_REGION")},
-    "vertex": {"region": ("CLOUD_ML_REGION",), "project": ("ANTHROPIC_VERTEX_PROJECT_ID", "GOOGLE_CLOUD_PROJECT")},
-}
-"""Where a cloud's region and project are read when neither flag nor config file names them."""
 CRASH_PHASES = ("model_answered", "turn_recorded", "mid_tool", "mid_snapshot", "after_snapshot")
 
 
@@ -66,32 +49,35 @@ def state_dir(option: Path | None) -> Path:
     return default_state_dir()
 
 
-def vendor(model: str | None) -> str:
-    """The provider prefix of a model spec (`openai`, `anthropic`, `scripted`...)."""
-    return (model or "").split(":", 1)[0]
-
-
 def key_variable(config: RunConfig) -> str | None:
-    """The environment variable the run's key is read from."""
-    return config.provider_config().api_key_env or DEFAULT_KEY_ENV.get(vendor(config.model))
+    """The environment variable the run's key is read from: its provider entry's `api_key_env`,
+    else the vendor's usual one (`harness.providers.vendor`)."""
+    return config.provider_config().api_key_env or ModelSpec.of(config.model).vendor.key_env
 
 
 def api_key(config: RunConfig) -> str | None:
     """The key for the run's provider, from the environment variable the config names."""
     variable = key_variable(config)
-    return os.environ.get(variable) if variable else None
+    return os.environ.get(variable) or None if variable else None
+
+
+def model_key(model: str, config: RunConfig) -> tuple[str | None, str | None]:
+    """(variable, key) of `model` under config's provider entries: what a command that runs a model
+    other than config's own (a batch's, `models check`) reads, by the same rule as a run."""
+    of_model = config.model_copy(update={"model": model})
+    return key_variable(of_model), api_key(of_model)
 
 
 def base_url_fallback(model: str | None) -> str | None:
     """$OPENAI_BASE_URL / $ANTHROPIC_BASE_URL for that vendor, when set."""
-    variable = DEFAULT_BASE_URL_ENV.get(vendor(model))
+    variable = ModelSpec.of(model).vendor.base_url_env
     return os.environ.get(variable) or None if variable else None
 
 
 def cloud_fallback(model: str | None) -> dict[str, str]:
     """The region / project of a `bedrock:` or `vertex:` model from the cloud's usual variables."""
     found: dict[str, str] = {}
-    for setting, variables in CLOUD_ENV.get(vendor(model), {}).items():
+    for setting, variables in ModelSpec.of(model).vendor.cloud_env.items():
         value = next((os.environ[v] for v in variables if os.environ.get(v)), None)
         if value:
             found[setting] = value

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import typer
 
 from harness.cli import environment
@@ -36,19 +34,18 @@ def check(
     """
     from rich.markup import escape
 
-    from harness.config import ContextConfig
+    from harness.config import ContextConfig, load_config
 
     try:
         from harness.providers.check import check_endpoint
 
-        prefix = environment.vendor(model)
-        variable = environment.DEFAULT_KEY_ENV.get(prefix, "")
+        variable, key = environment.model_key(model, load_config(None))
         cloud = environment.cloud_fallback(model)
         report = check_endpoint(
             model,
             base_url=base_url or environment.base_url_fallback(model),
-            api_key=os.environ.get(variable) or None if variable else None,
-            key_variable=variable,
+            api_key=key,
+            key_variable=variable or "",
             timeout_s=timeout,
             region=region or cloud.get("region"),
             project=project or cloud.get("project"),

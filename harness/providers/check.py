@@ -13,15 +13,15 @@ from pydantic import BaseModel
 
 from harness.errors import ConfigError, ModelAuthError, ModelError
 from harness.providers.config import ProviderConfig, RetryConfig, check_base_url
-from harness.providers.factory import parse_spec
 from harness.providers.local import LocalServer, detect_local_server
 from harness.providers.pricing import PriceTable
 from harness.providers.protocol import Provider
 from harness.providers.retry import RetryingProvider, RetryPolicy
+from harness.providers.vendor import VENDORS, ModelSpec
 from harness.types import Message, ModelTurn, ToolSchema
 
-PROTOCOLS = ("openai", "openai-responses", "anthropic", "bedrock", "vertex")
-KEYLESS = ("bedrock", "vertex")
+PROTOCOLS = tuple(prefix for prefix, vendor in VENDORS.items() if vendor.networked)
+KEYLESS = tuple(prefix for prefix, vendor in VENDORS.items() if vendor.cloud_env)
 """Prefixes whose auth is a cloud's credential chain, not a key harness passes."""
 _PING = ToolSchema(
     name="ping",
@@ -86,7 +86,8 @@ def check_endpoint(
     """Two tiny requests with one tool to the endpoint of spec, and a look at what serves it."""
     import httpx2
 
-    prefix, model = parse_spec(spec)
+    parsed = ModelSpec.parse(spec)
+    prefix, model = parsed.prefix, parsed.target
     if prefix not in PROTOCOLS:
         raise ConfigError(f"models check needs a model of one of {', '.join(PROTOCOLS)}, not {prefix!r}")
     check_base_url(base_url)

@@ -95,6 +95,22 @@ def test_check_without_key_for_vendor_endpoint_exits_77():
     assert done.returncode == 77 and "ANTHROPIC_API_KEY" in done.stderr
 
 
+def test_check_reads_the_key_from_the_variable_the_user_config_names(wire, tmp_path):
+    """`api_key_env` of a provider entry is the key's variable for `models check` too, as for a run."""
+    (tmp_path / "harness").mkdir()
+    (tmp_path / "harness" / "config.toml").write_text('[providers.anthropic]\napi_key_env = "TEAM_CLAUDE_KEY"\n')
+    config_home = {"XDG_CONFIG_HOME": str(tmp_path)}
+    missing = run("models", "check", "-m", "anthropic:claude-sonnet-4-6", env=config_home)
+    assert missing.returncode == 77 and "TEAM_CLAUDE_KEY" in missing.stderr, missing.stderr
+    wire.push(anthropic_turn(text="hi"), anthropic_turn(text="hi"))
+    env = {**config_home, "TEAM_CLAUDE_KEY": KEY, "ANTHROPIC_BASE_URL": wire.anthropic_base_url}
+    run("models", "check", "-m", "anthropic:claude-sonnet-4-6", env=env)
+    sent = [
+        (r.headers.get("x-api-key"), r.headers.get("authorization", "").removeprefix("Bearer ")) for r in wire.requests
+    ]
+    assert sent and all(KEY in keys for keys in sent)
+
+
 def test_check_goes_through_the_one_retry_policy_and_says_so(wire):
     wire.push(
         openai_error(429, "slow down", code="rate_limit_exceeded", headers={"retry-after": "1"}),
