@@ -20,7 +20,7 @@ from rich.prompt import Confirm
 
 from harness.errors import SessionError, UsageError
 from harness.gate import Decision, GateRequest
-from sandbox.session.steplog import write_text_atomic
+from sandbox.durable import write_text_atomic
 
 
 class Approver(Protocol):

@@ -23,10 +23,10 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from harness.errors import SessionError
 from harness.gate import Decision
 from harness.types import Message, ModelTurn, ToolCall, ToolSchema
+from sandbox.durable import read_lines, write_text_atomic
 from sandbox.envelope import Envelope
 from sandbox.errors import at_path
 from sandbox.layout import SessionFolder
-from sandbox.session.steplog import read_lines, write_text_atomic
 
 if TYPE_CHECKING:
     from harness.tools.registry import ToolResult

@@ -15,6 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sandbox.envelope import Envelope, Posture
 
+MAX_FILE_BYTES = 512 * 1024**2
+"""Files larger than this (by apparent size: a sparse file counts as what it would become) are left
+out of a workspace, by default: one 4 GB sparse file must not cost 4 GB of disk in every session."""
+
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 

@@ -19,7 +19,7 @@ import tarfile
 import uuid
 from pathlib import Path
 
-from sandbox.session.workspace import MAX_FILE_BYTES
+from sandbox.spec import MAX_FILE_BYTES
 from sandbox.tree import remove_tree, walk
 
 

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sandbox.session.steplog import read_json, write_text_atomic
+from sandbox.durable import read_json, write_text_atomic
 
 
 def model_slug(model: str) -> str:

@@ -43,7 +43,7 @@ class Watchdog:
         self._timer.cancel()
 
     def _fire(self) -> None:
-        from sandbox.session.steplog import write_json
+        from sandbox.durable import write_json
 
         self.fired = True
         self.reason = (
@@ -58,23 +58,18 @@ class Watchdog:
             os._exit(75)  # the run is stuck past the containers' removal: this process goes, the cluster replaces it
 
     def _remove_containers(self) -> None:
+        from harness.assembly import engine
         from sandbox import labels
-        from sandbox.docker.engine import connect
-        from sandbox.docker.prune import prune
 
         try:
-            client = connect(self.docker_host)
-            try:
-                prune(client, everything=True, extra={labels.SESSION: self.folder.root.name})
-            finally:
-                client.close()
+            engine.prune_containers(self.docker_host, everything=True, extra={labels.SESSION: self.folder.root.name})
         except SandboxError:
             pass  # an engine that does not answer: the process exit below ends the session anyway
 
 
 def killed_reason(path: Path) -> str | None:
     """Why a worker stopped this session (killed.json), or None."""
-    from sandbox.session.steplog import read_json
+    from sandbox.durable import read_json
 
     if not path.is_file():
         return None

@@ -13,6 +13,7 @@ from typing import Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict
 
 from harness import assembly
+from harness.assembly import engine
 from harness.batch import shipping
 from harness.batch.records import Attempt, TaskRunKey, TaskRunRecord
 from harness.batch.tasks import Task, TaskDefaults
@@ -198,10 +199,12 @@ def _retried(result: RunResult) -> bool:
 
 def _attempt(spec: TaskRunSpec, runtime: assembly.Runtime) -> RunResult:
     folder = session_folder(spec.sessions, spec.key.session_id)
-    _prune_crashed(spec)  # a worker killed mid-run (its containers carry its dead pid): whatever comes next
     state = read_state(folder.root, RunState) if folder.state.exists() else None
     if state is not None and state.finished and state.result is not None:
-        return state.result  # finished before the record was written: the result is on disk
+        # finished before the record was written: the result is on disk; what its dead controller
+        # may have left running goes (resume_run and start_run prune the same way themselves)
+        engine.prune_crashed(spec.docker_host, spec.sessions, spec.key.session_id)
+        return state.result
     if state is not None:
         return assembly.resume_run(spec.key.session_id, spec.sessions, runtime)
     if folder.root.exists():  # a create that never finished: start over
@@ -210,18 +213,6 @@ def _attempt(spec: TaskRunSpec, runtime: assembly.Runtime) -> RunResult:
         remove_tree(folder.root)
     config = run_config(spec)
     return assembly.start_run(spec.task.repo, spec.task.task, config, spec.sessions, runtime, spec.key.session_id)
-
-
-def _prune_crashed(spec: TaskRunSpec) -> None:
-    """Remove the containers an earlier, dead controller of this session left (never a live one's)."""
-    from sandbox.docker.engine import connect
-    from sandbox.docker.prune import prune_session
-
-    client = connect(spec.docker_host)
-    try:
-        prune_session(client, spec.key.session_id, spec.sessions)
-    finally:
-        client.close()
 
 
 def _record(

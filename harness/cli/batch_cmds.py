@@ -115,7 +115,7 @@ def _write_reports(out: Path) -> None:
     from harness.report import pages
     from harness.report.metrics import report
     from harness.report.render import as_json, as_markdown
-    from sandbox.session.steplog import write_text_atomic
+    from sandbox.durable import write_text_atomic
 
     made = report(BatchDir(out).records(), source=str(out))
     write_text_atomic(out / "report.json", as_json([made]))
@@ -140,13 +140,11 @@ def worker(
     SESSIONS session slots. Run one per machine, next to its Docker engine."""
     import shutil
 
+    from harness.assembly import engine
     from harness.cli.app import ExitCode, fail
-    from sandbox.docker import images
-    from sandbox.docker.engine import connect
 
     with reported():
-        client = connect(environment.docker_host())
-        stale = [row.name for row in images.list_images(client) if row.status != "current"]
+        stale = [row.name for row in engine.image_rows(environment.docker_host()) if row.status != "current"]
     if stale:
         fail(f"images not current on this machine: {', '.join(stale)}; run `harness images build`", ExitCode.SANDBOX)
     dask = shutil.which("dask") or str(Path(sys.executable).with_name("dask"))

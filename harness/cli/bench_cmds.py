@@ -15,9 +15,9 @@ from harness.cli.app import bench_app, console, err_console, reported
 
 
 def _client() -> Any:
-    from sandbox.docker.engine import connect
+    from harness.assembly import engine
 
-    return connect(environment.docker_host())
+    return engine.connect(environment.docker_host())
 
 
 @bench_app.command("sandbox")
@@ -173,11 +173,11 @@ def bench_startup(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """`harness --help` vs a bare typer import, and a one-shot `harness exec` vs `docker run --rm`."""
+    from harness.assembly.engine import image_ref
     from harness.bench.startup import measure
-    from sandbox.docker.engine import resolve_image
 
     with reported():
-        ref, _ = resolve_image(_client(), image)
+        ref = image_ref(environment.docker_host(), image)
         result = measure(image_ref=ref, run_id=environment.run_id("bench"), rounds=rounds)
     if as_json:
         print(result.model_dump_json())
@@ -230,12 +230,12 @@ def bench_batch(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Batch speedup over one worker, memory per concurrent session, container starts/s vs the engine's."""
+    from harness.assembly.engine import image_ref
     from harness.bench.batch import measure
-    from sandbox.docker.engine import resolve_image
 
     with reported():
         client = _client()
-        ref, _ = resolve_image(client, image)
+        ref = image_ref(client, image)
         result = measure(
             client,
             ref,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +15,7 @@ from harness.cli.app import ExitCode, app, console, docker_host, err_console, fa
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from sandbox.docker.images import ImageStatus
+    from harness.assembly.engine import ImageStatus
     from sandbox.envelope import Envelope
     from sandbox.spec import SandboxSpec
 
@@ -59,24 +58,9 @@ def execute(path: Path, command: list[str], spec: SandboxSpec, keep: Path | None
     warm = warm_execute(path, command, spec, keep)
     if warm is not None:
         return warm
-    from sandbox.docker.containers import DockerSandbox
-    from sandbox.docker.engine import connect
-    from sandbox.session.workspace import copy_repository
-    from sandbox.tree import copy_tree, remove_tree
+    from harness.assembly import engine
 
-    client = connect(docker_host())
-    scratch = Path(tempfile.mkdtemp(prefix="harness-exec-"))
-    try:
-        workspace = scratch / "workspace"
-        copy_repository(path, workspace)
-        with DockerSandbox(client, run_id=environment.run_id("cli"), pool_size=0, share_netns=False) as box:
-            envelope = box.run(command, workspace=workspace, spec=spec)
-        if keep is not None:
-            copy_tree(workspace, keep)
-        return envelope
-    finally:
-        remove_tree(scratch, ignore_errors=True)
-        client.close()
+    return engine.execute_once(docker_host(), environment.run_id("cli"), path, command, spec, keep)
 
 
 def warm_execute(path: Path, command: list[str], spec: SandboxSpec, keep: Path | None) -> Envelope | None:
@@ -189,7 +173,7 @@ def exec_command(
                     workspace_quota=workspace_quota,
                 ),
                 run_id=environment.run_id("cli"),
-            )
+            ).envelope
         else:
             envelope = execute(path, command, spec, keep)
     print_envelope(envelope, as_json)
@@ -201,33 +185,24 @@ def doctor() -> None:
     """Check the engine, runtimes, images and free disk; one fix-it line per problem."""
     from rich.markup import escape
 
-    from sandbox.docker import images
-    from sandbox.docker.engine import connect, runtime_options, unenforced_limits
+    from harness.assembly import engine
     from sandbox.errors import SandboxError
 
     problems: list[str] = []
     try:
-        client = connect(docker_host())
+        facts = engine.engine_facts(docker_host())
     except SandboxError as error:
         fail(str(error), ExitCode.SANDBOX)
-    with reported():
-        version = client.version()
-        info = client.info()
-        options = runtime_options(client)
-        runtimes = sorted(options)
-        rows = images.list_images(client)
-    console.print(
-        f"engine: Docker {version.get('Version')} (API {version.get('ApiVersion')}) at {client.api.base_url}",
-        markup=False,
-    )
-    console.print(f"cgroups: v{info.get('CgroupVersion', '?')}  storage: {info.get('Driver')}")
+    runtimes = sorted(facts.runtimes)
+    console.print(f"engine: Docker {facts.version} (API {facts.api_version}) at {facts.address}", markup=False)
+    console.print(f"cgroups: v{facts.cgroup_version}  storage: {facts.storage_driver}", markup=False)
     console.print(
         f"runtimes: {', '.join(runtimes)}"
         + ("" if "runsc" in runtimes else "  (runsc/gVisor not registered: optional)")
     )
     for name in runtimes:
         # A note, not a problem: the user chose this runtime and its registration.
-        if unenforced := unenforced_limits(options[name], name):
+        if unenforced := facts.unenforced[name]:
             console.print(
                 f"note: under runtime {name} these are not enforced here: {', '.join(unenforced)} "
                 "(the wall clock and output caps are; gVisor's own devices are hidden); envelopes record this"
@@ -235,11 +210,11 @@ def doctor() -> None:
             )
     if "runc" not in runtimes:
         problems.append("runtime runc is missing: reinstall the engine (apt-get install docker.io)")
-    for row in rows:
+    for row in facts.images:
         console.print(f"image {row.name}: {row.status}" + (f" ({row.ref})" if row.ref else ""), markup=False)
         if row.status != "current":
             problems.append(f"image {row.name} is {row.status}: run `harness images build`")
-    root = info.get("DockerRootDir") or "/"
+    root = facts.root_dir
     free = shutil.disk_usage(root if Path(root).exists() else "/").free
     console.print(f"free disk at {root}: {free / 1024**3:.1f} GiB", markup=False)
     if free < 5 * 1024**3:
@@ -277,23 +252,20 @@ def images_build(name: str | None = typer.Argument(None, help="Image to build (d
     """Build the base (offline if need be), the sandbox layer and the images; current ones are skipped."""
     from rich.markup import escape
 
-    from sandbox.docker import images
-    from sandbox.docker.engine import connect, translate
+    from harness.assembly import engine
 
-    with reported(), translate("building images"):
-        client = connect(docker_host(), timeout=1800)
-        rows = images.build(client, name, log=lambda line: err_console.print(f"[dim]{escape(line)}[/]"))
+    with reported():
+        rows = engine.build_images(docker_host(), name, log=lambda line: err_console.print(f"[dim]{escape(line)}[/]"))
     console.print(_image_table(rows))
 
 
 @images_app.command("list")
 def images_list(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List harness images: current, stale (built from older inputs) or missing."""
-    from sandbox.docker import images
-    from sandbox.docker.engine import connect
+    from harness.assembly import engine
 
     with reported():
-        rows = images.list_images(connect(docker_host()))
+        rows = engine.image_rows(docker_host())
     if as_json:
         print(json.dumps([row.model_dump() for row in rows]))
     else:
@@ -308,13 +280,11 @@ def sandbox_prune(
 ) -> None:
     """Remove leftover containers of crashed runs (whose controller process is gone), images of
     deleted sessions of the state directory, and folders of session creates that never finished."""
-    from sandbox.docker.engine import connect
-    from sandbox.docker.prune import find_session_leftovers, prune, remove_leftovers
+    from harness.assembly import engine
 
     with reported():
-        client = connect(docker_host())
-        removed = prune(client, everything=everything, run_id=run)
-        gone = remove_leftovers(client, find_session_leftovers(client, state_dir(state)))
+        removed = engine.prune_containers(docker_host(), everything=everything, run_id=run)
+        gone = engine.prune_leftovers(docker_host(), state_dir(state))
     console.print(f"removed {removed} container(s)")
     for item in gone:
         console.print(f"removed session leftover {item}", markup=False)

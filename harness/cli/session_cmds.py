@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from harness.cli.app import app, console, docker_host, err_console, reported, state_dir
-from sandbox.errors import EngineUnavailable
 
 if TYPE_CHECKING:
+    from harness.assembly.sessions import ExecStep, Session, SessionConfig
     from harness.steps import StepMap
-    from sandbox.session.session import Session
+    from sandbox.spec import SandboxSpec
 
 session_app = typer.Typer(help="List, show and remove sessions.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(session_app, name="session")
@@ -28,11 +28,11 @@ _STATE = typer.Option(
 
 
 @contextlib.contextmanager
-def _opened(state: Path | None, session_id: str) -> Iterator:
-    from sandbox.session.session import Session
+def _opened(state: Path | None, session_id: str) -> Iterator[Session]:
+    from harness.assembly import sessions
 
     with reported():  # StepOutOfRange is a usage error (64), an unknown session 66: see exit_code_for
-        session = Session.open(state_dir(state), session_id)
+        session = sessions.open_session(state_dir(state), session_id)
         with session:
             yield session
 
@@ -48,7 +48,7 @@ def session_list(
     """Sessions in the state directory, oldest first."""
     from rich.table import Table
 
-    from sandbox.session.session import list_sessions
+    from harness.assembly.sessions import list_sessions
 
     infos = list_sessions(state_dir(state))
     if as_json:
@@ -118,18 +118,14 @@ def _step_range(steps: list[int]) -> str:
 @session_app.command("rm")
 def session_rm(session_id: str = typer.Argument(..., metavar="SESSION"), state: Path | None = _STATE) -> None:
     """Delete a session: its workspace, snapshots and the images its steps committed."""
-    from sandbox.docker.engine import connect
-    from sandbox.docker.step_images import EngineStepImages
+    from rich.markup import escape
+
+    from harness.assembly.sessions import remove_session
 
     with _opened(state, session_id) as session:
-        try:
-            session.step_images = EngineStepImages(connect(docker_host()))
-        except EngineUnavailable as error:
-            err_console.print(
-                f"[yellow]warning:[/] images not removed ({error}); `harness sandbox prune` finds them later",
-                soft_wrap=True,
-            )
-        session.delete()
+        warning = remove_session(session, docker_host())
+        if warning:
+            err_console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
     console.print(f"removed session {session_id}", markup=False)
 
 
@@ -196,67 +192,50 @@ def export_command(
         err_console.print(f"wrote {output}", markup=False)
 
 
-def session_config(path: Path, *, setup: list[str], **options: Any):
-    """The SessionConfig of `harness exec --session` flags (`--setup auto` expanded, said on stderr);
-    options: setup_network, setup_ca, setup_proxy, setup_mounts, writable_root."""
-    from pydantic import ValidationError
-
+def session_config(path: Path, *, setup: list[str], **options: Any) -> SessionConfig:
+    """The settings of a session `harness exec --session` creates (`--setup auto` expanded, said on
+    stderr); options: setup_network, setup_ca, setup_proxy, setup_mounts, writable_root, workspace_quota."""
+    from harness.assembly.sessions import session_config as settings
     from harness.detect import expand_setup
-    from harness.errors import UsageError
-    from sandbox.session.session import SessionConfig
 
     setup, why = expand_setup(setup, path)
     if why:
         err_console.print(f"setup: `{' && '.join(setup)}` (detected: {why})", soft_wrap=True, markup=False)
-    try:
-        return SessionConfig(setup=setup, **options)
-    except ValidationError as error:
-        raise UsageError(str(error.errors()[0]["msg"]).removeprefix("Value error, ")) from None
+    return settings(setup=setup, **options)
 
 
 def exec_in_session(
     path: Path,
     command: list[str],
-    spec,
+    spec: SandboxSpec,
     *,
     session_id: str,
     state: Path | None,
-    config,
+    config: SessionConfig,
     run_id: str,
-):
-    """`harness exec --session ID`: create the session from PATH (running --setup once) or continue
-    it; run the command on its workspace and image; record the result as the next step."""
-    from sandbox.docker.containers import DockerSandbox
-    from sandbox.docker.engine import connect
-    from sandbox.docker.step_images import EngineStepImages
-    from sandbox.layout import session_folder
-    from sandbox.session.session import Session
-    from sandbox.session.setup import create_session
+) -> ExecStep:
+    """`harness exec --session ID`: the command as the session's next step (the session made from
+    PATH first when it does not exist), with what happened said on stderr."""
+    from harness.assembly.sessions import exec_step
 
-    sessions = state_dir(state)
-    client = connect(docker_host())
-    images = EngineStepImages(client)
-    with DockerSandbox(client, run_id=run_id, pool_size=0, session_id=session_id, share_netns=False) as box:
-        if session_folder(sessions, session_id).info.exists():
-            if config.setup or config.writable_root:
-                err_console.print(
-                    f"[yellow]note:[/] session {session_id} exists; the --setup options and "
-                    "--writable-root apply only when it is created",
-                    soft_wrap=True,
-                )
-            session = Session.open(sessions, session_id, images=images)
-        else:
-            session = create_session(
-                path, sessions, spec=spec, config=config, sandbox=box, session_id=session_id, images=images
-            )
-            err_console.print(f"created session {session.id} (step 0, image {session.image[:19]})", markup=False)
-        with session:
-            envelope = box.run(
-                command, workspace=session.workspace, spec=session.spec, commit_changes=session.config.writable_root
-            )
-            record = session.commit_step(f"exec {' '.join(command)}"[:200], committed_image=envelope.committed_image)
-            err_console.print(
-                f"session {session.id}: step {record.step}"
-                + (f", image {record.image[:19]}" if envelope.committed_image else "")
-            )
-    return envelope
+    done = exec_step(
+        path,
+        command,
+        spec,
+        session_id=session_id,
+        sessions=state_dir(state),
+        config=config,
+        docker_host=docker_host(),
+        run_id=run_id,
+    )
+    if done.settings_ignored:
+        err_console.print(
+            f"[yellow]note:[/] session {session_id} exists; the --setup options and "
+            "--writable-root apply only when it is created",
+            soft_wrap=True,
+        )
+    if done.created_image is not None:
+        err_console.print(f"created session {done.session_id} (step 0, image {done.created_image[:19]})", markup=False)
+    image = f", image {done.image[:19]}" if done.envelope.committed_image else ""
+    err_console.print(f"session {done.session_id}: step {done.step}{image}", markup=False)
+    return done

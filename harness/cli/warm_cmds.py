@@ -35,11 +35,12 @@ def start(image: list[str] = IMAGES, per_spec: int = PER_SPEC, idle: float = IDL
     """Start the warm service in the background (one per user and engine) and wait until it answers."""
     from rich.markup import escape
 
+    from harness.assembly import engine
     from harness.warm import daemon, protocol
 
     folder = environment.warm_dir()
     with reported():
-        _check_images(image)
+        engine.check_images(docker_host(), image)
         try:
             running = protocol.ask(folder, {"op": "status"})
         except protocol.Unavailable:
@@ -63,15 +64,14 @@ def start(image: list[str] = IMAGES, per_spec: int = PER_SPEC, idle: float = IDL
 @warm_app.command("serve")
 def serve(image: list[str] = IMAGES, per_spec: int = PER_SPEC, idle: float = IDLE, per_run: int = PER_RUN) -> None:
     """Run the warm service in the foreground until it is idle, stopped or interrupted."""
+    from harness.assembly import engine
     from harness.warm import daemon
     from harness.warm.service import WarmConfig
-    from sandbox.docker.containers import DockerSandbox
-    from sandbox.docker.engine import connect
 
     folder = environment.warm_dir()
     with reported():
-        _check_images(image)
-        box = DockerSandbox(connect(docker_host()), run_id=environment.run_id("warm"), pool_size=0, share_netns=False)
+        engine.check_images(docker_host(), image)
+        box = engine.one_shot_sandbox(docker_host(), environment.run_id("warm"))
         try:
             daemon.serve(
                 folder,
@@ -125,15 +125,3 @@ def _default_runs(images: list[str]) -> list[dict[str, object]]:
     with tempfile.TemporaryDirectory(prefix="harness-warm-shape-") as tmp:
         (Path(tmp) / "tests").mkdir()
         return [warm_run_request(RunConfig(image=name), Path(tmp)) for name in images]
-
-
-def _check_images(names: list[str]) -> None:
-    """Every image to keep warm exists (ImageNotFound says how to build it), before anything starts."""
-    from sandbox.docker.engine import connect, resolve_image
-
-    client = connect(docker_host())
-    try:
-        for name in names:
-            resolve_image(client, name)
-    finally:
-        client.close()

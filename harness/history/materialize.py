@@ -15,7 +15,7 @@ import yaml
 from harness.errors import UsageError
 from harness.history.mine import Mined, MinedTask
 from harness.history.reader import SYMLINK, History
-from sandbox.session.steplog import write_text_atomic
+from sandbox.durable import write_text_atomic
 from sandbox.tree import remove_tree
 
 MARKER = ".harness-mined"

@@ -33,9 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sandbox.spec import parse_size
 
 if TYPE_CHECKING:
-    from sandbox.docker.containers import DockerSandbox
     from sandbox.envelope import Envelope
-    from sandbox.session.session import Session
     from sandbox.spec import SandboxSpec
 
 CALL_OUTPUT_CAP = 10 * 1024**2
@@ -183,45 +181,32 @@ class Box:
         self, config: BoxConfig | None = None, *, name: str = "box", labels: Mapping[str, str] | None = None
     ) -> None:
         from harness.api import default_state_dir
-        from sandbox.docker.containers import DockerSandbox
-        from sandbox.docker.engine import connect, resolve_image
-        from sandbox.docker.step_images import EngineStepImages
-        from sandbox.session.session import SessionConfig
-        from sandbox.session.setup import create_session
+        from harness.assembly.sessions import box_session, session_config
 
         self.config = config or BoxConfig()
         self.sessions = (self.config.state_dir or default_state_dir()).resolve()
         session_id = f"{_slug(name)}-{uuid.uuid4().hex[:10]}"
-        client = connect(self.config.docker_host)
-        resolve_image(client, self.config.image)  # a missing image says how to build it, before anything is made
-        self.sandbox: DockerSandbox = DockerSandbox(
-            client, run_id=self.config.run_id or session_id, session_id=session_id, pool_size=2
-        )
         self._lock = threading.Lock()
-        try:
-            with tempfile.TemporaryDirectory(prefix="harness-box-") as empty:
-                repo = self.config.repo if self.config.repo is not None else Path(empty)
-                self.session: Session = create_session(
-                    repo,
-                    self.sessions,
-                    spec=self.config.spec(labels or {}),
-                    config=SessionConfig(
-                        setup=list(self.config.setup),
-                        setup_network=self.config.setup_network,
-                        setup_ca=self.config.setup_ca,
-                        setup_proxy=self.config.setup_proxy,
-                        setup_mounts=list(self.config.setup_mounts),
-                        writable_root=self.config.writable_root,
-                        keep_tmp=self.config.writable_root,
-                    ),
-                    sandbox=self.sandbox,
-                    session_id=session_id,
-                    images=EngineStepImages(client),
-                    ready=lambda workspace, spec: self.sandbox.prewarm(workspace=workspace, spec=spec),
-                )
-        except BaseException:
-            self.sandbox.close()
-            raise
+        with tempfile.TemporaryDirectory(prefix="harness-box-") as empty:
+            repo = self.config.repo if self.config.repo is not None else Path(empty)
+            self.sandbox, self.session = box_session(
+                repo,
+                self.sessions,
+                spec=self.config.spec(labels or {}),
+                config=session_config(
+                    setup=list(self.config.setup),
+                    setup_network=self.config.setup_network,
+                    setup_ca=self.config.setup_ca,
+                    setup_proxy=self.config.setup_proxy,
+                    setup_mounts=list(self.config.setup_mounts),
+                    writable_root=self.config.writable_root,
+                    keep_tmp=self.config.writable_root,
+                ),
+                docker_host=self.config.docker_host,
+                run_id=self.config.run_id or session_id,
+                session_id=session_id,
+                pool_size=2,
+            )
         self.workdir = self.session.spec.workdir
         self.closed = False
 
@@ -322,8 +307,8 @@ class Box:
     def close(self) -> None:
         """Remove every container of the session (by label too, as a safety net); the session folder
         stays unless keep_session is off."""
+        from harness.assembly import engine
         from sandbox import labels
-        from sandbox.docker.prune import prune
         from sandbox.errors import SandboxError
 
         if self.closed:
@@ -332,7 +317,7 @@ class Box:
         try:
             self.sandbox.close()
             with contextlib.suppress(SandboxError):
-                prune(self.sandbox.client, everything=True, extra={labels.SESSION: self.id})
+                engine.prune_containers(self.config.docker_host, everything=True, extra={labels.SESSION: self.id})
         finally:
             if self.config.keep_session:
                 self.session.close()

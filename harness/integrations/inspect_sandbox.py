@@ -79,11 +79,10 @@ class HarnessSandboxEnvironment(SandboxEnvironment):
     @classmethod
     async def cli_cleanup(cls, id: str | None) -> None:
         """Remove containers of harness sandboxes whose Inspect process is gone (a live eval's are kept)."""
-        from sandbox.docker.engine import connect
-        from sandbox.docker.prune import prune
+        from harness.assembly import engine
 
         extra = dict(VIA_LABEL) if id is None else {**VIA_LABEL, "harness.session": id}
-        await anyio.to_thread.run_sync(lambda: prune(connect(), extra=extra))
+        await anyio.to_thread.run_sync(lambda: engine.prune_containers(None, extra=extra))
 
     # --- calls --------------------------------------------------------------------------------------
 

@@ -12,8 +12,8 @@ from harness.batch.records import BatchDir, TaskRunRecord
 from harness.report import report_page, session_view, trajectory_page
 from harness.report.html import relative_href
 from harness.report.metrics import report
+from sandbox.durable import write_text_atomic
 from sandbox.layout import SessionFolder
-from sandbox.session.steplog import write_text_atomic
 
 _DOCTYPE = "<!DOCTYPE html>\n"
 PAGES = "pages"

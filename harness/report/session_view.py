@@ -131,11 +131,11 @@ def _add(step: StepView, record: RequestRecord | TurnRecord | ToolRecord | StepR
 
 def _add_diffs(view: SessionView) -> None:
     """Each committed step's change, and the final patch, from the snapshot store (read-only)."""
-    from sandbox.session.session import Session
+    from harness.assembly.sessions import open_session
 
     paths = SessionFolder(view.folder)
     try:
-        session = Session.open(view.folder.parent, view.folder.name)
+        session = open_session(view.folder.parent, view.folder.name)
     except SandboxError as error:
         view.problems.append(f"no step diffs: {error}")
         return

@@ -76,8 +76,11 @@ class DockerSandbox:
         share_netns: bool = True,
         first_apart: bool = True,
         call_path: Literal["auto", "exec"] = "auto",
+        owns_client: bool = False,
     ) -> None:
         self.client, self.run_id, self.session_id = client, run_id, session_id
+        self._owns_client = owns_client
+        """Close the client with the sandbox (it was connected for this sandbox alone)."""
         self.call_path = call_path
         self._streams: dict[str, StubStream] = {}
         """Pre-started stub containers' attached streams, by container id (taken by the call)."""
@@ -264,6 +267,8 @@ class DockerSandbox:
         for handle in self._keep_open:
             with contextlib.suppress(OSError):
                 handle.close()
+        if self._owns_client:
+            self.client.close()
 
     def __enter__(self) -> DockerSandbox:
         return self

@@ -22,10 +22,10 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from sandbox import labels
+from sandbox import durable, labels
 from sandbox.errors import PatchConflict, SessionNotFound, SnapshotError, StepOutOfRange, WorkspaceError
 from sandbox.layout import SessionFolder
-from sandbox.session import quota, steplog
+from sandbox.session import quota
 from sandbox.session.records import (
     Prepare,
     Ready,
@@ -141,8 +141,8 @@ class Session:
             record = StepRecord(
                 step=0, tree=tree, image=image, time=time.time(), note="import", kind="import", skipped=store.skipped()
             )
-            steplog.append_line(paths.steps, record.model_dump())
-            steplog.write_json(paths.info, info.model_dump(mode="json"))
+            durable.append_line(paths.steps, record.model_dump())
+            durable.write_json(paths.info, info.model_dump(mode="json"))
         except BaseException:
             if config.workspace_quota:
                 with contextlib.suppress(WorkspaceError):
@@ -160,7 +160,7 @@ class Session:
         if "/" in session_id or session_id.startswith("."):
             raise SessionNotFound(f"no session {session_id!r} in {state_dir}")
         try:
-            info = SessionInfo(**steplog.read_json(SessionFolder(folder).info))
+            info = SessionInfo(**durable.read_json(SessionFolder(folder).info))
         except FileNotFoundError:
             raise SessionNotFound(f"no session {session_id!r} in {state_dir} (see: harness session list)") from None
         except ValueError as error:
@@ -169,7 +169,7 @@ class Session:
 
     def _read_steps(self) -> list[StepRecord]:
         try:
-            return [StepRecord(**r) for r in steplog.read_lines(self.paths.steps)]
+            return [StepRecord(**r) for r in durable.read_lines(self.paths.steps)]
         except (ValueError, TypeError) as error:
             raise SnapshotError(f"session {self.info.id}: its step log is damaged: {error}".splitlines()[0]) from None
 
@@ -250,7 +250,7 @@ class Session:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
     def _append(self, record: StepRecord) -> StepRecord:
-        steplog.append_line(self.paths.steps, record.model_dump())
+        durable.append_line(self.paths.steps, record.model_dump())
         self.records.append(record)
         return record
 
@@ -413,7 +413,7 @@ def list_sessions(state_dir: Path) -> list[SessionInfo]:
     found = []
     for folder in sorted(Path(state_dir).glob(f"*/{SessionFolder(Path()).info.name}")):
         with contextlib.suppress(OSError, ValueError):
-            found.append(SessionInfo(**steplog.read_json(folder)))
+            found.append(SessionInfo(**durable.read_json(folder)))
     return sorted(found, key=lambda info: info.created)
 
 

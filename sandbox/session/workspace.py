@@ -15,11 +15,8 @@ from pathlib import Path
 
 from sandbox.errors import WorkspaceError
 from sandbox.owner import hand_over
+from sandbox.spec import MAX_FILE_BYTES
 from sandbox.tree import walk
-
-MAX_FILE_BYTES = 512 * 1024**2
-"""Files larger than this (by apparent size: a sparse file counts as what it would become) are left
-out of a workspace, by default: one 4 GB sparse file must not cost 4 GB of disk in every session."""
 
 
 def copy_repository(

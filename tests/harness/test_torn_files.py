@@ -9,7 +9,7 @@ import json
 import pytest
 
 from harness.trajectory import read_records
-from sandbox.session.steplog import read_log
+from sandbox.durable import read_log
 from tests.harness.conftest import turn
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from harness.assembly import engine
+from harness.assembly.engine import step_images
 from harness.budget import Budget
 from harness.config import RunConfig, with_overrides
 from harness.context import Context
@@ -34,8 +36,8 @@ from harness.providers.vendor import ModelSpec
 from harness.tools.registry import Registry, ToolContext
 from harness.trajectory import StartRecord, Trajectory, read_state, write_state
 from harness.verify import VERIFY_START, Protection, Verifier, VerifyResult, detect_verify
+from sandbox.durable import write_text_atomic
 from sandbox.layout import SessionFolder
-from sandbox.session.steplog import write_text_atomic
 from sandbox.spec import Mount, SandboxSpec
 
 if TYPE_CHECKING:
@@ -153,33 +155,21 @@ def open_sandbox(
 ) -> DockerSandbox:
     """A DockerSandbox on the runtime's engine. `share_netns=False` and `pool_size=0` suit one-call
     commands, where a holder or a warm container would double the cost of the only start."""
-    from sandbox.docker.containers import DockerSandbox
-    from sandbox.docker.engine import connect
-
-    return DockerSandbox(
-        connect(runtime.docker_host),
-        run_id=runtime.run_id,
-        session_id=session_id,
+    return engine.sandbox_for(
+        engine.connect(runtime.docker_host),
+        runtime.run_id,
+        session_id,
         pool_size=pool_size,
         pool_initial=pool_size if runtime.pace == "latency" else min(pool_size, 1),
         share_netns=share_netns,
         first_apart=runtime.pace == "latency",
+        owns_client=True,
     )
-
-
-def step_images(sandbox: Any) -> Any:
-    """The session's step-image operations on the sandbox's engine (None for an engine-less sandbox)."""
-    from sandbox.docker.step_images import EngineStepImages
-
-    client = getattr(sandbox, "client", None)
-    return EngineStepImages(client) if client is not None else None
 
 
 def check_image(sandbox: DockerSandbox, image: str) -> None:
     """Fail before a session is made when the image is missing (ImageNotFound says how to build it)."""
-    from sandbox.docker.engine import resolve_image
-
-    resolve_image(sandbox.client, image)
+    engine.image_ref(sandbox.client, image)
 
 
 def call_spec(spec: SandboxSpec) -> SandboxSpec:
@@ -292,13 +282,6 @@ def open_session(sessions: Path, session_id: str, sandbox: Any = None) -> Sessio
     return Session.open(sessions, session_id, images=step_images(sandbox) if sandbox is not None else None)
 
 
-def prune_crashed(sandbox: DockerSandbox, sessions: Path, session_id: str) -> None:
-    """Remove the containers a crashed run of this session left running (before resuming it)."""
-    from sandbox.docker.prune import prune_session
-
-    prune_session(sandbox.client, session_id, sessions)
-
-
 # --- tools and the agent ------------------------------------------------------------------------
 
 
@@ -399,6 +382,8 @@ def start_run(
     config = with_verify(config.model_copy(update={"model": absolute_model(config.model, sessions)}), Path(repo))
     config = with_setup(config, Path(repo))
     provider = build_provider(config, runtime)
+    if session_id is not None:  # a controller of this id that died (a batch worker killed mid-run) left these
+        engine.prune_crashed(runtime.docker_host, sessions, session_id)
     with open_sandbox(runtime, session_id) as sandbox:
         check_image(sandbox, config.image)
         session = create_session(Path(repo), sessions, config, sandbox, session_id, warm_for(runtime))
@@ -461,7 +446,7 @@ def resume_run(session_id: str, sessions: Path, runtime: Runtime, overrides: dic
     provider = build_provider(config, runtime)
     with open_sandbox(runtime, session_id) as sandbox:
         session = open_session(sessions, session_id, sandbox)
-        prune_crashed(sandbox, sessions, session_id)
+        engine.prune_crashed(runtime.docker_host, sessions, session_id)
         state = state.model_copy(update={"finished": False, "result": None})
         _start_record(session, config, state, session.repo, resumed=True, runtime=runtime)
         return build_agent(

@@ -1,0 +1,231 @@
+"""The composition root's one door to the container engine.
+
+Every engine connection harness makes outside the sandbox package is made here: the sandboxes of
+runs and of one-call commands, the images, the prunes, what `harness doctor` asks of the engine. The
+CLI, the batch worker and the integrations call these functions and never import `sandbox.docker`
+(an import contract keeps it so); the benches may, since they measure the parts on purpose.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import docker
+
+    from sandbox.docker.containers import DockerSandbox
+    from sandbox.docker.images import ImageStatus as ImageStatus
+    from sandbox.envelope import Envelope
+    from sandbox.spec import SandboxSpec
+
+__all__ = [
+    "EngineFacts",
+    "build_images",
+    "connect",
+    "engine_facts",
+    "execute_once",
+    "image_ref",
+    "image_rows",
+    "one_shot_sandbox",
+    "prune_containers",
+    "prune_crashed",
+    "prune_leftovers",
+    "sandbox_for",
+    "step_images",
+]
+
+
+def connect(docker_host: str | None, *, timeout: int = 120) -> docker.DockerClient:
+    """A client of the engine at docker_host (None: the default socket); EngineUnavailable, saying
+    how to start one, when none answers."""
+    from sandbox.docker.engine import connect as connect_engine
+
+    return connect_engine(docker_host, timeout=timeout)
+
+
+@contextlib.contextmanager
+def engine(docker_host: str | None, *, timeout: int = 120) -> Iterator[docker.DockerClient]:
+    """A client for the duration of a block, closed after it."""
+    client = connect(docker_host, timeout=timeout)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def sandbox_for(
+    client: docker.DockerClient,
+    run_id: str,
+    session_id: str | None,
+    *,
+    pool_size: int,
+    pool_initial: int | None = None,
+    share_netns: bool = True,
+    first_apart: bool = True,
+    owns_client: bool = False,
+) -> DockerSandbox:
+    """The one way a DockerSandbox is made: a run's (warm pool, shared namespace holder), or a
+    one-call command's (`pool_size=0, share_netns=False`: a holder or a warm container would double
+    the cost of the only start)."""
+    from sandbox.docker.containers import DockerSandbox
+
+    return DockerSandbox(
+        client,
+        run_id=run_id,
+        session_id=session_id,
+        pool_size=pool_size,
+        pool_initial=pool_size if pool_initial is None else pool_initial,
+        share_netns=share_netns,
+        first_apart=first_apart,
+        owns_client=owns_client,
+    )
+
+
+def one_shot_sandbox(docker_host: str | None, run_id: str, session_id: str | None = None) -> DockerSandbox:
+    """A sandbox for commands that make one call each (`harness exec`, `harness tool`, the warm service)."""
+    return sandbox_for(connect(docker_host), run_id, session_id, pool_size=0, share_netns=False, owns_client=True)
+
+
+def step_images(sandbox: Any) -> Any:
+    """The session's step-image operations on the sandbox's engine (None for an engine-less sandbox)."""
+    from sandbox.docker.step_images import EngineStepImages
+
+    client = getattr(sandbox, "client", None)
+    return EngineStepImages(client) if client is not None else None
+
+
+def engine_step_images(docker_host: str | None) -> Any:
+    """Step-image operations on the engine at docker_host (removing a session removes its images)."""
+    from sandbox.docker.step_images import EngineStepImages
+
+    return EngineStepImages(connect(docker_host))
+
+
+def image_ref(client_or_host: docker.DockerClient | str | None, image: str) -> str:
+    """The local reference of a harness image name or image reference; ImageNotFound (how to build
+    it) when the engine does not hold it."""
+    from sandbox.docker.engine import resolve_image
+
+    if client_or_host is None or isinstance(client_or_host, str):
+        with engine(client_or_host) as client:
+            return resolve_image(client, image)[0]
+    return resolve_image(client_or_host, image)[0]
+
+
+def check_images(docker_host: str | None, names: list[str]) -> None:
+    """Every image exists (ImageNotFound says how to build it), before anything starts."""
+    with engine(docker_host) as client:
+        for name in names:
+            image_ref(client, name)
+
+
+def image_rows(docker_host: str | None) -> list[ImageStatus]:
+    """Every harness image: current, stale (built from older inputs) or missing."""
+    from sandbox.docker import images
+
+    with engine(docker_host) as client:
+        return images.list_images(client)
+
+
+def build_images(docker_host: str | None, name: str | None, log: Callable[[str], None]) -> list[ImageStatus]:
+    """Build the base (offline if need be), the sandbox layer and the images; current ones are skipped."""
+    from sandbox.docker import images
+    from sandbox.docker.engine import translate
+
+    with translate("building images"), engine(docker_host, timeout=1800) as client:
+        return images.build(client, name, log=log)
+
+
+def prune_containers(
+    docker_host: str | None,
+    *,
+    everything: bool = False,
+    run_id: str | None = None,
+    extra: Mapping[str, str] | None = None,
+) -> int:
+    """Remove leftover harness containers (orphaned ones, or all with everything), of one run or
+    carrying extra labels when given; how many went."""
+    from sandbox.docker.prune import prune
+
+    with engine(docker_host) as client:
+        return prune(client, everything=everything, run_id=run_id, extra=extra)
+
+
+def prune_crashed(docker_host: str | None, sessions: Path, session_id: str) -> int:
+    """Remove the containers a crashed controller of this session left running (never a live one's)."""
+    from sandbox.docker.prune import prune_session
+
+    with engine(docker_host) as client:
+        return prune_session(client, session_id, sessions)
+
+
+def prune_leftovers(docker_host: str | None, sessions: Path) -> list[str]:
+    """Remove images of deleted sessions of the state directory and folders of creates that never
+    finished; what went."""
+    from sandbox.docker.prune import find_session_leftovers, remove_leftovers
+
+    with engine(docker_host) as client:
+        return remove_leftovers(client, find_session_leftovers(client, sessions))
+
+
+def execute_once(
+    docker_host: str | None, run_id: str, path: Path, command: list[str], spec: SandboxSpec, keep: Path | None
+) -> Envelope:
+    """Run command on a fresh copy of path in one disposable container; optionally keep the copy."""
+    from sandbox.session.workspace import copy_repository
+    from sandbox.tree import copy_tree, remove_tree
+
+    scratch = Path(tempfile.mkdtemp(prefix="harness-exec-"))
+    try:
+        workspace = scratch / "workspace"
+        copy_repository(path, workspace)
+        with one_shot_sandbox(docker_host, run_id) as box:
+            envelope = box.run(command, workspace=workspace, spec=spec)
+        if keep is not None:
+            copy_tree(workspace, keep)
+        return envelope
+    finally:
+        remove_tree(scratch, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class EngineFacts:
+    """What `harness doctor` reports of the engine."""
+
+    version: str
+    api_version: str
+    address: str
+    cgroup_version: str
+    storage_driver: str
+    root_dir: str
+    runtimes: dict[str, list[str]] = field(default_factory=dict)
+    """Registered runtimes and their arguments."""
+    unenforced: dict[str, list[str]] = field(default_factory=dict)
+    """Per runtime, the limits it does not enforce on this engine."""
+    images: list[ImageStatus] = field(default_factory=list)
+
+
+def engine_facts(docker_host: str | None) -> EngineFacts:
+    """The engine's version, runtimes (and what each leaves unenforced), storage and images."""
+    from sandbox.docker import images
+    from sandbox.docker.engine import runtime_options, translate, unenforced_limits
+
+    with engine(docker_host) as client, translate("asking the engine"):
+        version, info = client.version(), client.info()
+        options = runtime_options(client)
+        return EngineFacts(
+            version=str(version.get("Version")),
+            api_version=str(version.get("ApiVersion")),
+            address=str(client.api.base_url),
+            cgroup_version=str(info.get("CgroupVersion", "?")),
+            storage_driver=str(info.get("Driver")),
+            root_dir=str(info.get("DockerRootDir") or "/"),
+            runtimes=options,
+            unenforced={name: unenforced_limits(args, name) for name, args in options.items()},
+            images=images.list_images(client),
+        )

@@ -1,0 +1,163 @@
+"""The composition root's sessions outside a run: listing and removing them, `harness exec --session`
+(each command a step), and the session an integration drives (`harness.integrations.box`).
+
+The CLI and the integrations reach `sandbox.session` only through here (an import contract keeps it
+so), so a session is made, opened and removed the same way whoever asks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.assembly import engine
+from harness.errors import UsageError
+
+if TYPE_CHECKING:
+    from sandbox.docker.containers import DockerSandbox
+    from sandbox.envelope import Envelope
+    from sandbox.session.session import Session as Session
+    from sandbox.session.session import SessionConfig as SessionConfig
+    from sandbox.session.session import SessionInfo as SessionInfo
+    from sandbox.spec import SandboxSpec
+
+__all__ = ["ExecStep", "Session", "SessionConfig", "SessionInfo", "box_session", "exec_step", "list_sessions"]
+
+
+def list_sessions(sessions: Path) -> list[SessionInfo]:
+    """Every complete session of the state directory, oldest first."""
+    from sandbox.session.session import list_sessions as listed
+
+    return listed(sessions)
+
+
+def open_session(sessions: Path, session_id: str) -> Session:
+    """An existing session at its last complete step, without engine operations (show, diff, export)."""
+    from sandbox.session.session import Session
+
+    return Session.open(sessions, session_id)
+
+
+def remove_session(session: Session, docker_host: str | None) -> str | None:
+    """Delete a session: its folder and the images its steps committed. When no engine answers the
+    folder still goes; the returned warning says the images are left for `harness sandbox prune`."""
+    from sandbox.errors import EngineUnavailable
+
+    warning = None
+    try:
+        session.step_images = engine.engine_step_images(docker_host)
+    except EngineUnavailable as error:
+        warning = f"images not removed ({error}); `harness sandbox prune` finds them later"
+    session.delete()
+    return warning
+
+
+def session_config(*, setup: list[str], **options: Any) -> SessionConfig:
+    """The settings of a new session from flags (setup_network, setup_ca, setup_proxy, setup_mounts,
+    writable_root, workspace_quota); a bad combination is a one-line usage error."""
+    from pydantic import ValidationError
+
+    from sandbox.session.session import SessionConfig
+
+    try:
+        return SessionConfig(setup=setup, **options)
+    except ValidationError as error:
+        raise UsageError(str(error.errors()[0]["msg"]).removeprefix("Value error, ")) from None
+
+
+@dataclass(frozen=True)
+class ExecStep:
+    """What `harness exec --session` did: the command's envelope and the step it became."""
+
+    envelope: Envelope
+    session_id: str
+    step: int
+    image: str
+    created_image: str | None
+    """The image of step 0 when this command made the session (its setup ran, or came from the cache)."""
+    settings_ignored: bool
+    """The session existed, so the setup options and the writable root asked for did not apply."""
+
+
+def exec_step(
+    path: Path,
+    command: list[str],
+    spec: SandboxSpec,
+    *,
+    session_id: str,
+    sessions: Path,
+    config: SessionConfig,
+    docker_host: str | None,
+    run_id: str,
+) -> ExecStep:
+    """`harness exec --session ID`: create the session from path (running its setup once) or
+    continue it; run the command on its workspace and image; record the result as the next step."""
+    from sandbox.layout import session_folder
+    from sandbox.session.session import Session
+    from sandbox.session.setup import create_session
+
+    client = engine.connect(docker_host)
+    images = engine.engine_step_images(docker_host)
+    with engine.sandbox_for(client, run_id, session_id, pool_size=0, share_netns=False, owns_client=True) as box:
+        exists = session_folder(sessions, session_id).info.exists()
+        if exists:
+            session = Session.open(sessions, session_id, images=images)
+        else:
+            session = create_session(
+                path, sessions, spec=spec, config=config, sandbox=box, session_id=session_id, images=images
+            )
+        created_image = None if exists else session.image
+        with session:
+            envelope = box.run(
+                command, workspace=session.workspace, spec=session.spec, commit_changes=session.config.writable_root
+            )
+            record = session.commit_step(f"exec {' '.join(command)}"[:200], committed_image=envelope.committed_image)
+    return ExecStep(
+        envelope=envelope,
+        session_id=session.id,
+        step=record.step,
+        image=record.image,
+        created_image=created_image,
+        settings_ignored=exists and bool(config.setup or config.writable_root),
+    )
+
+
+def box_session(
+    repo: Path,
+    sessions: Path,
+    *,
+    spec: SandboxSpec,
+    config: SessionConfig,
+    docker_host: str | None,
+    run_id: str,
+    session_id: str,
+    pool_size: int,
+) -> tuple[DockerSandbox, Session]:
+    """A session an outside agent loop drives one call at a time (the integrations' box): its
+    sandbox (warm containers from the moment the workspace exists) and the session at step 0. The
+    image is checked first, so a missing one says how to build it before anything is made."""
+    from sandbox.session.setup import create_session
+
+    client = engine.connect(docker_host)
+    engine.image_ref(client, spec.image)
+    box = engine.sandbox_for(client, run_id, session_id, pool_size=pool_size, owns_client=True)
+
+    def ready(workspace: Path, call_spec: SandboxSpec) -> None:
+        box.prewarm(workspace=workspace, spec=call_spec)
+
+    try:
+        session = create_session(
+            repo,
+            sessions,
+            spec=spec,
+            config=config,
+            sandbox=box,
+            session_id=session_id,
+            images=engine.step_images(box),
+            ready=ready,
+        )
+    except BaseException:
+        box.close()
+        raise
+    return box, session
