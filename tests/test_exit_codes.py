@@ -13,7 +13,7 @@ from harness.types import Outcome, OutcomeKind
 from sandbox.exit_code import ExitCode
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCUMENTED = ROOT / "README.md"
+DOCUMENTED = ROOT / "docs" / "cli.md"
 
 
 def documented_table() -> dict[int, str]:
