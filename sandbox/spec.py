@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -127,6 +127,25 @@ class Sandbox(Protocol):
 
     def close(self) -> None:
         """Kill and remove every container this sandbox still owns."""
+        ...
+
+
+@runtime_checkable
+class PooledSandbox(Sandbox, Protocol):
+    """A sandbox whose ready containers may have been started by another process (a warm service's
+    run slot, lent over its socket): it takes them as its own, to use once each and remove."""
+
+    def adopt(
+        self,
+        containers: Sequence[tuple[str, int]],
+        *,
+        workspace: Path,
+        spec: SandboxSpec,
+        mounts: Sequence[Mount] = (),
+        keep_open: Any = None,
+    ) -> None:
+        """Take (container id, attached-stream descriptor) pairs as ready containers for these
+        arguments; keep_open (the loan's connection) is closed at `close`, after them."""
         ...
 
 

@@ -38,7 +38,7 @@ from harness.trajectory import StartRecord, Trajectory, read_state, write_state
 from harness.verify import VERIFY_START, Protection, Verifier, VerifyResult, detect_verify
 from sandbox.durable import write_text_atomic
 from sandbox.layout import SessionFolder
-from sandbox.spec import Mount, SandboxSpec
+from sandbox.spec import Mount, PooledSandbox, Sandbox, SandboxSpec
 
 if TYPE_CHECKING:
     from harness.approve import Approver
@@ -186,7 +186,7 @@ def tool_mounts(workspace: Path, config: RunConfig) -> list[Mount]:
     return builtin.context_mounts(workspace, config.gate.read_only_paths)
 
 
-def prewarm(config: RunConfig, sandbox: Any, workspace: Path, spec: SandboxSpec) -> None:
+def prewarm(config: RunConfig, sandbox: Sandbox, workspace: Path, spec: SandboxSpec) -> None:
     """Start the run's warm containers: tool calls and verification share one config, so one pool."""
     sandbox.prewarm(workspace=workspace, spec=call_spec(spec), mounts=tool_mounts(workspace, config))
 
@@ -204,10 +204,11 @@ def warm_for(runtime: Runtime) -> Path | None:
     return runtime.warm_dir if runtime.pace == "latency" else None
 
 
-def borrow(config: RunConfig, sandbox: Any, repo: Path, sessions: Path, warm: Path | None) -> Loan | None:
+def borrow(config: RunConfig, sandbox: Sandbox, repo: Path, sessions: Path, warm: Path | None) -> Loan | None:
     """A warm run slot for a new session of config, when it can use one: the warm service's
-    containers are the session's first (no setup image, no quota filesystem, a read-only root)."""
-    if warm is None or not hasattr(sandbox, "adopt"):
+    containers are the session's first (no setup image, no quota filesystem, a read-only root), and
+    the sandbox can take containers another process started."""
+    if warm is None or not isinstance(sandbox, PooledSandbox):
         return None
     if config.setup or config.workspace_quota or not config.sandbox.read_only_root:
         return None
@@ -220,7 +221,7 @@ def borrow(config: RunConfig, sandbox: Any, repo: Path, sessions: Path, warm: Pa
     return borrow_slot(warm, warm_run_request(config, repo), sessions)
 
 
-def adopt(loan: Loan, config: RunConfig, sandbox: Any, workspace: Path, spec: SandboxSpec) -> None:
+def adopt(loan: Loan, config: RunConfig, sandbox: PooledSandbox, workspace: Path, spec: SandboxSpec) -> None:
     """The loan's containers as the session's ready ones, if the workspace has the shape the slot was
     made for (else they are given back, and the session starts its own)."""
     from harness.warm.loans import run_request
@@ -234,7 +235,7 @@ def adopt(loan: Loan, config: RunConfig, sandbox: Any, workspace: Path, spec: Sa
 
 
 def create_session(
-    repo: Path, sessions: Path, config: RunConfig, sandbox: Any, session_id: str | None, warm: Path | None = None
+    repo: Path, sessions: Path, config: RunConfig, sandbox: Sandbox, session_id: str | None, warm: Path | None = None
 ) -> Session:
     """A new session from repo: the workspace copy (into a borrowed warm slot when one is ready), the
     setup step (cached), warm containers started as soon as the workspace exists, step 0."""
@@ -254,7 +255,7 @@ def create_session(
     loan = borrow(config, sandbox, Path(repo), sessions, warm)
 
     def ready(workspace: Path, spec: SandboxSpec) -> None:
-        if loan is not None:
+        if loan is not None and isinstance(sandbox, PooledSandbox):  # borrow lends to no other
             adopt(loan, config, sandbox, workspace, spec)
         prewarm(config, sandbox, workspace, spec)
 
@@ -275,7 +276,7 @@ def create_session(
             loan.give_back()
 
 
-def open_session(sessions: Path, session_id: str, sandbox: Any = None) -> Session:
+def open_session(sessions: Path, session_id: str, sandbox: Sandbox | None = None) -> Session:
     """An existing session at its last complete step (with the sandbox's step-image operations)."""
     from sandbox.session.session import Session
 
@@ -306,7 +307,7 @@ def approver(config: RunConfig, session_dir: Path, interactive: bool) -> Approve
 def tool_context(
     config: RunConfig,
     session: Session,
-    sandbox: Any,
+    sandbox: Sandbox,
     *,
     interactive: bool = False,
     gate: Gate | None = None,
@@ -330,7 +331,7 @@ def tool_context(
 
 
 def build_agent(
-    *, config: RunConfig, session: Session, sandbox: Any, provider: Provider, state: RunState, runtime: Runtime
+    *, config: RunConfig, session: Session, sandbox: Sandbox, provider: Provider, state: RunState, runtime: Runtime
 ) -> Agent:
     """An Agent for a new or resumed run (state carries the context and spend of a resumed one)."""
     context_tools = tool_context(config, session, sandbox, interactive=runtime.interactive)

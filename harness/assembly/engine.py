@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import docker
@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from sandbox.docker.containers import DockerSandbox
     from sandbox.docker.images import ImageStatus as ImageStatus
     from sandbox.envelope import Envelope
-    from sandbox.spec import SandboxSpec
+    from sandbox.session.records import StepImages
+    from sandbox.spec import Sandbox, SandboxSpec
 
 __all__ = [
     "EngineFacts",
@@ -91,15 +92,15 @@ def one_shot_sandbox(docker_host: str | None, run_id: str, session_id: str | Non
     return sandbox_for(connect(docker_host), run_id, session_id, pool_size=0, share_netns=False, owns_client=True)
 
 
-def step_images(sandbox: Any) -> Any:
+def step_images(sandbox: Sandbox) -> StepImages | None:
     """The session's step-image operations on the sandbox's engine (None for an engine-less sandbox)."""
+    from sandbox.docker.containers import DockerSandbox
     from sandbox.docker.step_images import EngineStepImages
 
-    client = getattr(sandbox, "client", None)
-    return EngineStepImages(client) if client is not None else None
+    return EngineStepImages(sandbox.client) if isinstance(sandbox, DockerSandbox) else None
 
 
-def engine_step_images(docker_host: str | None) -> Any:
+def engine_step_images(docker_host: str | None) -> StepImages:
     """Step-image operations on the engine at docker_host (removing a session removes its images)."""
     from sandbox.docker.step_images import EngineStepImages
 

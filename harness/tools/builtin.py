@@ -5,12 +5,14 @@ they share (`calls`). There is no commit, push or branch tool: those stay with a
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
+from harness.approve import Approver
+from harness.gate import Gate
 from harness.tools.calls import RUNNER_STDOUT_CAP, context_mounts
 from harness.tools.commands import git_diff, git_log, git_status, run_command, run_tests
 from harness.tools.files import apply_patch, list_dir, read_file, search_code, write_file
 from harness.tools.registry import Registry, ToolContext
+from sandbox.spec import Sandbox, SandboxSpec
 
 __all__ = ["BUILTIN_TOOLS", "RUNNER_STDOUT_CAP", "context_mounts", "default_registry", "make_context"]
 
@@ -29,11 +31,11 @@ BUILTIN_TOOLS = (
 
 
 def make_context(
-    sandbox: Any,
+    sandbox: Sandbox,
     workspace: Path,
-    spec: Any,
-    gate: Any,
-    approver: Any = None,
+    spec: SandboxSpec,
+    gate: Gate,
+    approver: Approver | None = None,
     test_command: list[str] | str | None = None,
     commit_changes: bool = False,
 ) -> ToolContext:

@@ -26,13 +26,14 @@ import docker
 
 from sandbox import labels
 from sandbox.docker import hardening
+from sandbox.docker.containers import DockerSandbox
 from sandbox.docker.engine import resolve_image_path, translate
-from sandbox.errors import SetupError
+from sandbox.errors import SetupError, SpecError
 from sandbox.owner import SANDBOX_UID
 from sandbox.session.records import parse_setup_mount, redact_url
 from sandbox.session.session import Prepare, Ready, Session, SessionConfig, SetupRecord, StepImages
 from sandbox.session.workspace import copy_repository
-from sandbox.spec import Mount, SandboxSpec
+from sandbox.spec import Mount, Sandbox, SandboxSpec
 from sandbox.tree import remove_tree, walk
 
 DEPENDENCY_FILES = (
@@ -270,17 +271,20 @@ def _exec(
         raise SetupError(f"{subject} {reason}: {' | '.join(tail) or 'no output'}")
 
 
-def make_prepare(sandbox: Any, spec: SandboxSpec, config: SessionConfig) -> Prepare:
+def make_prepare(sandbox: Sandbox, spec: SandboxSpec, config: SessionConfig) -> Prepare:
     """The `prepare` hook of Session.create for a DockerSandbox (uses its client and run id)."""
+    if not isinstance(sandbox, DockerSandbox):
+        raise SpecError("setup commands need the Docker engine's sandbox (they are committed as an image)")
+    engine_box = sandbox
 
     def prepare(workspace: Path) -> SetupRecord:
         return prepare_environment(
-            sandbox.client,
+            engine_box.client,
             workspace,
             spec,
             config.setup,
             network=config.setup_network,
-            run_id=getattr(sandbox, "run_id", "setup"),
+            run_id=engine_box.run_id,
             ca=config.setup_ca,
             proxy=config.setup_proxy,
             mounts=config.setup_mounts,
@@ -295,7 +299,7 @@ def create_session(
     *,
     spec: SandboxSpec,
     config: SessionConfig,
-    sandbox: Any,
+    sandbox: Sandbox,
     session_id: str | None = None,
     ready: Ready | None = None,
     images: StepImages | None = None,
