@@ -191,7 +191,7 @@ def _settled(warm: Path, timeout_s: float = 60.0) -> None:
 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        runs = protocol.ask(warm, {"op": "status"}).get("runs", {})
+        runs = protocol.status(warm).runs
         if runs.get("ready") and not runs.get("starting") and not runs.get("out"):
             return
         time.sleep(0.1)

@@ -16,9 +16,11 @@ from typing import Any
 
 from harness.cli import environment
 from harness.warm import protocol
+from harness.warm.messages import ErrorReply, ExecRequest
+from sandbox.exit_code import ExitCode
 
 BOLD_GREEN, BOLD_RED, DIM, RESET = "\x1b[1;32m", "\x1b[1;31m", "\x1b[2m", "\x1b[0m"
-INTERNAL = 70
+MALFORMED = "the warm service sent a malformed reply; restart it (harness warm stop)"
 
 
 def parse(argv: list[str]) -> tuple[str, str, bool, list[str]] | None:
@@ -49,29 +51,29 @@ def run(argv: list[str]) -> int | None:
     if plain is None:
         return None
     path, image, as_json, command = plain
-    request = protocol.exec_request(os.path.abspath(path), command, {"image": image})
+    request = ExecRequest(path=os.path.abspath(path), argv=command, spec={"image": image})
     try:
-        reply = protocol.ask(environment.warm_dir(), request)
+        reply = protocol.execute(environment.warm_dir(), request)
     except protocol.Unavailable:
         return None
+    except ValueError:
+        return _error(MALFORMED, ExitCode.INTERNAL)
+    if isinstance(reply, ErrorReply):
+        return _error(reply.error, reply.exit_code)
+    envelope: dict[str, Any] = reply.envelope
+    code = int(envelope["exit_code"])
     try:
-        if "error" in reply:
-            return _error(str(reply["error"]), int(reply.get("exit_code", INTERNAL)))
-        envelope: dict[str, Any] = reply["envelope"]
-        code = int(envelope["exit_code"])
         if as_json:
             print(json.dumps(envelope))
         else:
-            print(_styled(sys.stdout, str(reply["headline"]), BOLD_GREEN if envelope["status"] == "ok" else BOLD_RED))
+            print(_styled(sys.stdout, reply.headline, BOLD_GREEN if envelope["status"] == "ok" else BOLD_RED))
             for name in ("stdout", "stderr"):
-                if envelope[name]:
+                if envelope.get(name):
                     print(_styled(sys.stdout, f"--- {name} ---", DIM))
                     print(str(envelope[name]).rstrip("\n"))
         sys.stdout.flush()
     except BrokenPipeError:  # the reader went away (`| head`): the command's code all the same
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return _error("the warm service sent a malformed reply; restart it (harness warm stop)", INTERNAL)
     return code
 
 

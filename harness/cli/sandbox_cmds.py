@@ -67,24 +67,28 @@ def warm_execute(path: Path, command: list[str], spec: SandboxSpec, keep: Path |
     """The same call through the warm service (a container started before it was needed), or None
     when no warm service runs for this engine."""
     from harness.warm import protocol
+    from harness.warm.messages import ErrorReply, ExecRequest
     from sandbox.envelope import Envelope
 
-    request = protocol.exec_request(
-        str(path.resolve()),
-        command,
-        spec.model_dump(mode="json", exclude={"labels"}),
-        None if keep is None else str(keep.resolve()),
+    request = ExecRequest(
+        path=str(path.resolve()),
+        argv=command,
+        spec=spec.model_dump(mode="json", exclude={"labels"}),
+        keep=None if keep is None else str(keep.resolve()),
     )
+    malformed = "the warm service sent a malformed reply; restart it (harness warm stop)"
     try:
-        reply = protocol.ask(environment.warm_dir(), request)
+        reply = protocol.execute(environment.warm_dir(), request)
     except protocol.Unavailable:
         return None
-    if "error" in reply:
-        fail(str(reply["error"]), int(reply.get("exit_code", ExitCode.INTERNAL)))
+    except ValueError:
+        fail(malformed, ExitCode.INTERNAL)
+    if isinstance(reply, ErrorReply):
+        fail(reply.error, reply.exit_code)
     try:
-        return Envelope.model_validate(reply["envelope"])
-    except (KeyError, ValueError):  # pydantic's ValidationError is a ValueError
-        fail("the warm service sent a malformed reply; restart it (harness warm stop)", ExitCode.INTERNAL)
+        return Envelope.model_validate(reply.envelope)
+    except ValueError:  # pydantic's ValidationError is a ValueError
+        fail(malformed, ExitCode.INTERNAL)
 
 
 def print_envelope(envelope: Envelope, as_json: bool) -> None:
@@ -232,10 +236,10 @@ def _warm_state() -> str:
     from harness.warm import protocol
 
     try:
-        reply = protocol.ask(environment.warm_dir(), {"op": "status"})
+        reply = protocol.status(environment.warm_dir())
     except protocol.Unavailable:
         return "not running (optional: `harness warm start` takes the container start off one-shot commands)"
-    return f"running (pid {reply.get('pid')}, images {', '.join(reply.get('images', []))})"
+    return f"running (pid {reply.pid}, images {', '.join(reply.images)})"
 
 
 def _image_table(rows: list[ImageStatus]) -> Table:

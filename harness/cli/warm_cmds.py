@@ -42,11 +42,11 @@ def start(image: list[str] = IMAGES, per_spec: int = PER_SPEC, idle: float = IDL
     with reported():
         engine.check_images(docker_host(), image)
         try:
-            running = protocol.ask(folder, {"op": "status"})
+            running = protocol.status(folder)
         except protocol.Unavailable:
             running = None
         if running is not None:
-            console.print(f"a warm service already runs for this engine (pid {running.get('pid')})")
+            console.print(f"a warm service already runs for this engine (pid {running.pid})")
             return
         argv = [sys.executable, "-c", "from harness.cli import main; main()", "warm", "serve"]
         argv += [f"--image={name}" for name in image]
@@ -56,7 +56,7 @@ def start(image: list[str] = IMAGES, per_spec: int = PER_SPEC, idle: float = IDL
         except RuntimeError as error:
             fail(f"the warm service did not start: {error}", ExitCode.SANDBOX)
     console.print(
-        f"warm service running (pid {status['pid']}, {', '.join(image)}; exits after {idle:g} s idle)", markup=False
+        f"warm service running (pid {status.pid}, {', '.join(image)}; exits after {idle:g} s idle)", markup=False
     )
     console.print(f"[dim]{escape(str(folder))}[/]", soft_wrap=True)
 
@@ -90,13 +90,13 @@ def status() -> None:
 
     folder = environment.warm_dir()
     try:
-        reply = protocol.ask(folder, {"op": "status"})
+        reply = protocol.status(folder)
     except protocol.Unavailable as why:
         console.print(f"no warm service: {why}", soft_wrap=True, markup=False)
         return
-    ready = ", ".join(f"{image}: {count}" for image, count in reply.get("ready", {}).items()) or "nothing yet"
-    runs = reply.get("runs", {})
-    console.print(f"warm service running (pid {reply.get('pid')}) at {folder}", soft_wrap=True, markup=False)
+    ready = ", ".join(f"{image}: {count}" for image, count in reply.ready.items()) or "nothing yet"
+    runs = reply.runs
+    console.print(f"warm service running (pid {reply.pid}) at {folder}", soft_wrap=True, markup=False)
     console.print(f"one-shot containers ready: {ready}", soft_wrap=True)
     console.print(
         f"run slots: {runs.get('ready', 0)} ready, {runs.get('starting', 0)} starting, "

@@ -21,10 +21,11 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING
 
 from harness.warm import protocol
 from harness.warm.loans import KIND
+from harness.warm.messages import LendRequest, Refused, Reply, StatusReply, StopReply, request_of
 from harness.warm.service import WarmConfig, WarmService
 from sandbox.tree import remove_tree
 
@@ -115,7 +116,7 @@ def _idle_watch(service: WarmService, idle_s: float, stop: Callable[[], None]) -
             return
 
 
-def spawn(folder: Path, argv: Sequence[str], env: dict[str, str] | None = None) -> dict[str, Any]:
+def spawn(folder: Path, argv: Sequence[str], env: dict[str, str] | None = None) -> StatusReply:
     """Start `argv` (a `harness warm serve` command) detached and return its first status reply.
     RuntimeError with the end of its log if it exits or does not answer in time."""
     protocol.private_folder(folder, create=True)
@@ -129,7 +130,7 @@ def spawn(folder: Path, argv: Sequence[str], env: dict[str, str] | None = None) 
         if process.poll() is not None:
             raise RuntimeError(_tail(log) or f"the warm service exited with code {process.returncode}")
         with contextlib.suppress(protocol.Unavailable):
-            return protocol.ask(folder, {"op": "status"})
+            return protocol.status(folder)
         time.sleep(0.1)
     process.terminate()
     raise RuntimeError(f"the warm service did not answer within {START_TIMEOUT_S:g} s; see {log}")
@@ -138,7 +139,7 @@ def spawn(folder: Path, argv: Sequence[str], env: dict[str, str] | None = None) 
 def stop(folder: Path, timeout_s: float = 60.0) -> bool:
     """Ask the service in folder to end and wait until it has cleaned up; False if none ran."""
     try:
-        protocol.ask(folder, {"op": "stop"})
+        protocol.stop(folder)
     except protocol.Unavailable:
         return False
     deadline = time.monotonic() + timeout_s
@@ -189,19 +190,25 @@ class Handler(socketserver.BaseRequestHandler):
             pass  # a client that broke off gets nothing; its call was killed by the hang-up watch
 
     def _answer(self, sock: socket.socket, service: WarmService) -> None:
-        request = protocol.receive(sock)
-        if request.get("protocol") == protocol.PROTOCOL and request.get("op") == "lend":
-            service.serve_loan(sock, request)
-            return
-        if request.get("protocol") != protocol.PROTOCOL:
-            reply: dict[str, Any] = {"refused": "another protocol"}
+        raw = protocol.receive(sock)
+        reply: Reply
+        if raw.get("protocol") != protocol.PROTOCOL:
+            reply = Refused("another protocol")
         else:
-            gone = threading.Event()
-            threading.Thread(target=_watch_hangup, args=(sock, gone), daemon=True).start()
-            reply = service.handle(request, gone)
+            try:
+                request = request_of(raw)
+            except ValueError as error:
+                reply = Refused(f"invalid request: {error}")
+            else:
+                if isinstance(request, LendRequest):
+                    service.serve_loan(sock, request)
+                    return
+                gone = threading.Event()
+                threading.Thread(target=_watch_hangup, args=(sock, gone), daemon=True).start()
+                reply = service.handle(request, gone)
         with contextlib.suppress(OSError):
             protocol.reply(sock, reply)
-        if reply.get("stopping"):
+        if isinstance(reply, StopReply):
             self.server.stop()
 
 

@@ -230,17 +230,17 @@ def borrow(warm: Path, request: dict[str, Any], sessions: Path) -> Loan | None:
     """A ready run slot of the warm service in folder warm for this run config, or None (no service,
     none ready, or a slot on another filesystem than the sessions, where it cannot be renamed)."""
     from harness.warm import protocol
+    from harness.warm.messages import LendRequest
 
     try:
-        reply, fds, conn = protocol.borrow(warm, {"op": "lend", "run": request})
+        reply, fds, conn = protocol.borrow(warm, LendRequest(run=request))
     except protocol.Unavailable:
         return None
-    cids = reply.get("containers")
-    folder = Path(str(reply.get("slot")))
-    loan = Loan(request, folder, list(zip(cids, fds, strict=False)) if isinstance(cids, list) else [], conn)
+    cids = reply.containers
+    folder = Path(reply.slot)
+    loan = Loan(request, folder, list(zip(cids, fds, strict=False)), conn)
     usable = (
-        isinstance(cids, list)
-        and len(cids) == len(fds)
+        len(cids) == len(fds)
         and folder.is_dir()
         and not folder.is_symlink()
         and folder.stat().st_dev == sessions.stat().st_dev

@@ -17,6 +17,18 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from harness.warm import messages
+from harness.warm.messages import (
+    ErrorReply,
+    ExecReply,
+    ExecRequest,
+    LendRequest,
+    LoanReply,
+    Reply,
+    Request,
+    StatusReply,
+)
+
 PROTOCOL = 1
 """Bumped whenever a request or reply changes shape: a client never talks to another version."""
 SOCKET = "warm.sock"
@@ -92,9 +104,9 @@ def _exactly(sock: socket.socket, size: int) -> bytes:
     return b"".join(chunks)
 
 
-def reply(sock: socket.socket, message: dict[str, Any], fds: list[int] | None = None) -> None:
+def reply(sock: socket.socket, message: Reply, fds: list[int] | None = None) -> None:
     """The service's reply to a request, stamped with the protocol it speaks (and fds passed along)."""
-    stamped = {**message, "protocol": PROTOCOL}
+    stamped = {**messages.wire(message), "protocol": PROTOCOL}
     if fds:
         send_fds(sock, stamped, fds)
     else:
@@ -116,20 +128,14 @@ def receive_fds(sock: socket.socket, max_fds: int = 64) -> tuple[dict[str, Any],
     return _body(sock, head + _exactly(sock, 4 - len(head))), fds
 
 
-def exec_request(path: str, argv: list[str], spec: dict[str, Any], keep: str | None = None) -> dict[str, Any]:
-    """A one-shot call: argv on a fresh copy of the repository at the absolute path, in a container
-    of spec (a `SandboxSpec` without labels, as JSON); the copy kept at keep afterwards if given."""
-    return {"op": "exec", "path": path, "argv": argv, "spec": spec, "keep": keep}
-
-
-def ask(folder: Path, message: dict[str, Any], *, connect_timeout: float = 2.0) -> dict[str, Any]:
+def ask(folder: Path, message: Request, *, connect_timeout: float = 2.0) -> dict[str, Any]:
     """Send one request to the service in folder and wait for its reply (as long as it takes: the
-    service bounds every call by its own deadline). Unavailable if there is no service to ask, or
-    it answers another protocol or refuses the request."""
+    service bounds every call by its own deadline), as the wire object. Unavailable if there is no
+    service to ask, or it answers another protocol or refuses the request."""
     sock = connect(folder, connect_timeout)
     try:
         try:
-            send(sock, {**message, "protocol": PROTOCOL})
+            send(sock, {**messages.wire(message), "protocol": PROTOCOL})
             reply = receive(sock)
         except (OSError, EOFError, ValueError) as error:
             raise Unavailable(f"the warm service in {folder} broke off ({error})") from None
@@ -138,20 +144,43 @@ def ask(folder: Path, message: dict[str, Any], *, connect_timeout: float = 2.0) 
     return checked(reply, folder)
 
 
+def status(folder: Path) -> StatusReply:
+    """What the service in folder has ready; Unavailable without one (or with a malformed answer)."""
+    try:
+        return messages.status_reply_of(ask(folder, messages.StatusRequest()))
+    except ValueError as error:
+        raise Unavailable(f"the warm service in {folder} answered a malformed status ({error})") from None
+
+
+def stop(folder: Path) -> None:
+    """Ask the service in folder to stop; Unavailable without one."""
+    ask(folder, messages.StopRequest())
+
+
+def execute(folder: Path, request: ExecRequest) -> ExecReply | ErrorReply:
+    """A one-shot call answered by the service. Unavailable when none can take it (nothing ran:
+    the caller runs it the cold way); ValueError when the reply is malformed (the command may have
+    run: the caller must not run it again)."""
+    return messages.exec_reply_of(ask(folder, request))
+
+
 def borrow(
-    folder: Path, message: dict[str, Any], *, connect_timeout: float = 2.0
-) -> tuple[dict[str, Any], list[int], socket.socket]:
+    folder: Path, request: LendRequest, *, connect_timeout: float = 2.0
+) -> tuple[LoanReply, list[int], socket.socket]:
     """Like ask, for a request answered with descriptors; the connection stays open and is returned:
     the service takes back what it lent when it closes."""
     sock = connect(folder, connect_timeout)
     try:
-        send(sock, {**message, "protocol": PROTOCOL})
+        send(sock, {**messages.wire(request), "protocol": PROTOCOL})
         reply, fds = receive_fds(sock)
     except (OSError, EOFError, ValueError) as error:
         sock.close()
         raise Unavailable(f"the warm service in {folder} broke off ({error})") from None
     try:
-        return checked(reply, folder), fds, sock
+        try:
+            return messages.loan_reply_of(checked(reply, folder)), fds, sock
+        except ValueError as error:
+            raise Unavailable(f"the warm service in {folder} answered a malformed loan ({error})") from None
     except Unavailable:
         for fd in fds:
             os.close(fd)

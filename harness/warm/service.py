@@ -36,7 +36,21 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.warm import protocol
 from harness.warm.loans import KIND, Loans, close_fds
+from harness.warm.messages import (
+    ErrorReply,
+    ExecReply,
+    ExecRequest,
+    LendRequest,
+    LoanReply,
+    Refused,
+    Reply,
+    StatusReply,
+    StatusRequest,
+    StopReply,
+    StopRequest,
+)
 from sandbox.errors import SandboxError
+from sandbox.exit_code import ExitCode
 from sandbox.spec import SandboxSpec
 from sandbox.tree import copy_tree, remove_tree
 
@@ -45,7 +59,6 @@ if TYPE_CHECKING:
 
 MAX_SPECS = 4
 """Distinct specs kept warm at once (the configured images' defaults first, then the latest asked)."""
-USAGE, NOT_FOUND, INTERNAL = 64, 66, 70
 
 
 class WarmConfig(BaseModel):
@@ -206,37 +219,34 @@ class WarmService:
         with self._lock:
             return self._busy == 0 and time.monotonic() - self._last_request > idle_s
 
-    def handle(self, request: dict[str, Any], gone: threading.Event) -> dict[str, Any]:
+    def handle(self, request: ExecRequest | StatusRequest | StopRequest, gone: threading.Event) -> Reply:
         """Answer one request; `gone` is set when the client hangs up (its call is then killed)."""
-        op = request.get("op")
-        if op == "status":
+        if isinstance(request, StatusRequest):
             runs = self.loans.counts() if self.loans is not None else {"ready": 0, "starting": 0, "out": 0}
-            return {"pid": os.getpid(), "ready": self.ready_counts(), "images": self.config.images, "runs": runs}
-        if op == "stop":
-            return {"stopping": True}
-        if op != "exec":
-            return {"refused": f"unknown request {op!r}"}
+            return StatusReply(pid=os.getpid(), ready=self.ready_counts(), images=list(self.config.images), runs=runs)
+        if isinstance(request, StopRequest):
+            return StopReply()
         try:
             return self._exec(request, gone)
         except SandboxError as error:
-            return {"error": str(error), "exit_code": error.exit_code}
+            return ErrorReply(str(error), error.exit_code)
         except OSError as error:
-            return {"error": f"{error.strerror or error}: {error.filename or ''}".rstrip(": "), "exit_code": INTERNAL}
+            return ErrorReply(f"{error.strerror or error}: {error.filename or ''}".rstrip(": "), ExitCode.INTERNAL)
 
-    def _exec(self, request: dict[str, Any], gone: threading.Event) -> dict[str, Any]:
-        argv, path, keep = request.get("argv"), request.get("path"), request.get("keep")
-        if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
-            return {"error": "the command must be a non-empty list of strings", "exit_code": USAGE}
-        if not isinstance(path, str) or not os.path.isabs(path):
-            return {"error": "the repository path must be absolute", "exit_code": USAGE}
+    def _exec(self, request: ExecRequest, gone: threading.Event) -> ExecReply | ErrorReply:
+        argv, path, keep = request.argv, request.path, request.keep
+        if not argv:
+            return ErrorReply("the command must be a non-empty list of strings", ExitCode.USAGE)
+        if not os.path.isabs(path):
+            return ErrorReply("the repository path must be absolute", ExitCode.USAGE)
         if not os.path.isdir(path):
-            return {"error": f"repository path does not exist: {path}", "exit_code": NOT_FOUND}
-        if keep is not None and (not isinstance(keep, str) or os.path.lexists(keep)):
-            return {"error": f"--keep target already exists: {keep}", "exit_code": USAGE}
+            return ErrorReply(f"repository path does not exist: {path}", ExitCode.NOT_FOUND)
+        if keep is not None and os.path.lexists(keep):
+            return ErrorReply(f"--keep target already exists: {keep}", ExitCode.USAGE)
         try:
-            spec = SandboxSpec(**{**request.get("spec", {}), "labels": {}})
+            spec = SandboxSpec(**{**request.spec, "labels": {}})
         except (ValidationError, TypeError) as error:
-            return {"error": f"invalid sandbox spec: {error}", "exit_code": USAGE}
+            return ErrorReply(f"invalid sandbox spec: {error}", ExitCode.USAGE)
         from sandbox.session.workspace import copy_repository
 
         slot = self.take(spec)
@@ -252,27 +262,26 @@ class WarmService:
         finally:
             finished.set()
             self._clean(slot)
-        return {"envelope": envelope.model_dump(mode="json"), "headline": envelope.headline()}
+        return ExecReply(envelope=envelope.model_dump(mode="json"), headline=envelope.headline())
 
-    def serve_loan(self, sock: socket.socket, request: dict[str, Any]) -> None:
+    def serve_loan(self, sock: socket.socket, request: LendRequest) -> None:
         """Lend a ready run slot (its streams passed with the reply) and take it back when the
         borrower hangs up; refuse if none is ready (the borrower starts its own containers)."""
-        run = request.get("run")
-        if self.loans is None or not isinstance(run, dict) or not {"spec", "mounts"} <= set(run):
-            protocol.reply(sock, {"refused": "no run slots here"})
+        if self.loans is None:
+            protocol.reply(sock, Refused("no run slots here"))
             return
         try:
-            slot = self.loans.take(run)
+            slot = self.loans.take(request.run)
         except (ValueError, TypeError, ValidationError) as error:
-            protocol.reply(sock, {"refused": f"invalid run request: {error}"})
+            protocol.reply(sock, Refused(f"invalid run request: {error}"))
             return
         if slot is None:
-            protocol.reply(sock, {"refused": "no run slot ready"})
+            protocol.reply(sock, Refused("no run slot ready"))
             return
         fds: list[int] = []
         try:
             fds = self.loans.lend(slot)
-            protocol.reply(sock, {"slot": str(slot.folder), "containers": slot.cids}, fds)
+            protocol.reply(sock, LoanReply(slot=str(slot.folder), containers=list(slot.cids)), fds)
             close_fds(fds)
             fds = []
             with contextlib.suppress(OSError):

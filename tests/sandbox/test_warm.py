@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from harness.cli import quick
-from harness.warm import protocol
+from harness.warm import messages, protocol
+from harness.warm.messages import ErrorReply, ExecRequest, LendRequest, request_of
 from sandbox.docker.prune import find_containers
 
 HARNESS = str(Path(sys.executable).parent / "harness")
@@ -61,8 +62,8 @@ def warm(tmp_path: Path, run_label: str, sandbox_image: str, docker_client):
 def _ready(cli, count: int = 1, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        reply = protocol.ask(cli.folder, {"op": "status"})
-        if sum(reply["ready"].values()) >= count:
+        reply = protocol.status(cli.folder)
+        if sum(reply.ready.values()) >= count:
             return
         time.sleep(0.1)
     raise AssertionError("the warm service never had a container ready")
@@ -169,7 +170,7 @@ def _sleeping(client, label: str) -> bool:
 def test_a_killed_service_is_replaced_and_its_containers_pruned(warm, repo: Path, docker_client) -> None:
     assert warm("warm", "start", "--per-spec", "1").returncode == 0
     _ready(warm)
-    pid = protocol.ask(warm.folder, {"op": "status"})["pid"]
+    pid = protocol.status(warm.folder).pid
     os.kill(pid, signal.SIGKILL)
     time.sleep(0.5)
     assert find_containers(docker_client, {"harness.run": warm.label, "harness.kind": "warm"})
@@ -240,10 +241,30 @@ def test_a_folder_others_can_enter_is_refused(tmp_path: Path) -> None:
     folder.mkdir(mode=0o755)
     folder.chmod(0o755)
     with pytest.raises(protocol.Unavailable, match="chmod 700"):
-        protocol.ask(folder, {"op": "status"})
+        protocol.status(folder)
     folder.chmod(0o700)
     with pytest.raises(protocol.Unavailable, match="no warm service answers"):
-        protocol.ask(folder, {"op": "status"})
+        protocol.status(folder)
+
+
+def test_messages_are_typed_both_ways_and_a_malformed_one_names_its_field() -> None:
+    request = ExecRequest(path="/repo", argv=["true"], spec={"image": "py311"})
+    assert request_of(messages.wire(request)) == request
+    assert request_of({"op": "lend", "run": {"spec": {}, "mounts": []}}) == LendRequest(run={"spec": {}, "mounts": []})
+    for bad, field in [
+        ({"op": "exec", "path": "/repo", "argv": "true"}, "argv"),
+        ({"op": "exec", "path": 7, "argv": ["true"]}, "path"),
+        ({"op": "exec", "path": "/repo", "argv": ["true"], "keep": 1}, "keep"),
+        ({"op": "lend", "run": {"spec": {}}}, "spec and mounts"),
+        ({"op": "rm -rf"}, "unknown request"),
+    ]:
+        with pytest.raises(ValueError, match=field):
+            request_of(bad)
+    assert messages.exec_reply_of({"error": "no engine", "exit_code": 125}) == ErrorReply("no engine", 125)
+    with pytest.raises(ValueError, match="exit code"):
+        messages.exec_reply_of({"envelope": {"status": "ok"}, "headline": "ok"})
+    with pytest.raises(ValueError, match="pid"):
+        messages.status_reply_of({"ready": {}})
 
 
 def test_messages_are_framed_and_bounded() -> None:
@@ -267,7 +288,7 @@ EXAMPLE = ROOT / "examples" / "calc"
 
 
 def _runs(cli: Warm) -> dict[str, int]:
-    return protocol.ask(cli.folder, {"op": "status"})["runs"]
+    return protocol.status(cli.folder).runs
 
 
 def _run_slot_ready(cli: Warm, timeout: float = 60.0) -> None:
@@ -383,7 +404,7 @@ def test_the_detached_service_inherits_no_secret(warm) -> None:
         DOCKER_PASSWORD="sk-planted-3",
     )
     assert started.returncode == 0, started.stderr
-    pid = protocol.ask(warm.folder, {"op": "status"})["pid"]
+    pid = protocol.status(warm.folder).pid
     environ = Path(f"/proc/{pid}/environ").read_bytes()
     assert b"sk-planted" not in environ
     assert f"HARNESS_RUN_ID={warm.label}".encode() in environ and b"PATH=" in environ
