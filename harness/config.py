@@ -14,14 +14,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from harness.errors import ConfigError
 from harness.gate import GateConfig
 from harness.providers.config import ProviderConfig
 from harness.providers.vendor import prefix_of
 from harness.repetition import RepetitionConfig
-from sandbox.spec import SandboxSpec, parse_size
+from sandbox.settings import FLAT_KEYS, SessionSettings, lift_flat
+from sandbox.spec import SandboxSpec
 
 CONFIG_FILE_NAME = "config.toml"
 
@@ -123,44 +124,18 @@ class RunConfig(BaseModel):
     outcome is `verified` only when every one exits 0, and a failing one goes back to the model."""
     test_cmd: str | None = None
     """Command the run_tests tool runs; defaults to the verify command."""
-    setup: list[str] = Field(default_factory=list)
-    """Commands run once before the first step, committed as the session's base image."""
-    setup_network: bool = False
-    """Allow network for the setup commands only (never for tool calls)."""
-    setup_ca: Path | None = None
-    """PEM CA bundle the setup container trusts (HTTPS through a proxy with its own CA); setup only."""
-    setup_proxy: str | None = None
-    """HTTP(S)_PROXY of the setup commands; setup only, recorded without its password."""
-    setup_mounts: list[str] = Field(default_factory=list)
-    """HOST_DIR:CONTAINER_DIR bound read-only into the setup container (a wheelhouse, a package cache)."""
-    workspace_quota: int | None = None
-    """Bytes the session's workspace may hold (`--workspace-quota 2g`; root only): writes past it fail
-    with "No space left on device" and the model is told `workspace full`. None: the host's disk."""
+    session: SessionSettings = Field(default_factory=SessionSettings)
+    """How each new session prepares its environment (`setup` commands, their network, CA, proxy and
+    mounts) and how much its workspace may hold (`workspace_quota`, root only): the sandbox's one
+    sub-model. The config file and flags spell its keys flat (`setup = [...]`) or as `[session]`."""
     setup_source: str = ""
     """Where the setup commands came from: empty (given), or `detected: <why>` (`--setup auto`)."""
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
 
-    @field_validator("workspace_quota", mode="before")
+    @model_validator(mode="before")
     @classmethod
-    def _quota(cls, value: int | str | None) -> int | None:
-        return None if value is None else parse_size(value)
-
-    @field_serializer("setup_proxy")
-    def _redacted(self, value: str | None) -> str | None:
-        from sandbox.session.records import redact_url
-
-        return redact_url(value) if value else value
-
-    @model_validator(mode="after")
-    def _setup_options(self) -> RunConfig:
-        from sandbox.session.records import setup_option_problem
-
-        problem = setup_option_problem(
-            self.setup, self.setup_network, self.setup_ca is not None, bool(self.setup_proxy), bool(self.setup_mounts)
-        )
-        if problem:
-            raise ValueError(problem)
-        return self
+    def _flat_session_keys(cls, data: Any) -> Any:
+        return lift_flat(data)
 
     repetition: RepetitionConfig = Field(default_factory=RepetitionConfig)
     """When repeated calls get a note, and when they end the run `stuck`."""
@@ -221,11 +196,15 @@ def load_config(path: Path | None, overrides: dict[str, Any] | None = None, *, r
 
 
 def with_overrides(data: dict[str, Any], overrides: dict[str, Any], source: str = "flags") -> RunConfig:
-    """A RunConfig from data with dotted overrides applied (`limits.max_steps`; None = keep)."""
-    data = copy.deepcopy(data)
+    """A RunConfig from data with dotted overrides applied (`limits.max_steps`; None = keep). The
+    session settings' flat keys (`setup`, `workspace_quota`...) name their place in `session`."""
+    try:
+        data = lift_flat(copy.deepcopy(data))
+    except ValueError as error:
+        raise ConfigError(f"{source}: {error}") from None
     for key, value in overrides.items():
         if value is not None:
-            _set_dotted(data, key, value)
+            _set_dotted(data, f"session.{key}" if key in FLAT_KEYS else key, value)
     try:
         return RunConfig.model_validate(data)
     except ValidationError as error:

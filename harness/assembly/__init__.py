@@ -210,7 +210,7 @@ def borrow(config: RunConfig, sandbox: Sandbox, repo: Path, sessions: Path, warm
     the sandbox can take containers another process started."""
     if warm is None or not isinstance(sandbox, PooledSandbox):
         return None
-    if config.setup or config.workspace_quota or not config.sandbox.read_only_root:
+    if config.session.setup or config.session.workspace_quota or not config.sandbox.read_only_root:
         return None
     from harness.tools.calls import literal_paths, plain_kind
 
@@ -242,15 +242,7 @@ def create_session(
     from sandbox.session.session import SessionConfig
     from sandbox.session.setup import create_session as new_session
 
-    session_config = SessionConfig(
-        setup=list(config.setup),
-        setup_network=config.setup_network,
-        setup_ca=config.setup_ca,
-        setup_proxy=config.setup_proxy,
-        setup_mounts=list(config.setup_mounts),
-        writable_root=not config.sandbox.read_only_root,
-        workspace_quota=config.workspace_quota,
-    )
+    session_config = SessionConfig.of(config.session, writable_root=not config.sandbox.read_only_root)
     sessions.mkdir(parents=True, exist_ok=True)
     loan = borrow(config, sandbox, Path(repo), sessions, warm)
 
@@ -414,8 +406,11 @@ def with_setup(config: RunConfig, repo: Path) -> RunConfig:
     (where they came from kept in `setup_source`); UsageError when it names none."""
     from harness.detect import expand_setup
 
-    commands, why = expand_setup(list(config.setup), repo)
-    return config.model_copy(update={"setup": commands, "setup_source": f"detected: {why}"}) if why else config
+    commands, why = expand_setup(list(config.session.setup), repo)
+    if not why:
+        return config
+    session = config.session.model_copy(update={"setup": commands})
+    return config.model_copy(update={"session": session, "setup_source": f"detected: {why}"})
 
 
 def verify_once(

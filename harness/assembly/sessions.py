@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.assembly import engine
-from harness.errors import UsageError
 
 if TYPE_CHECKING:
     from sandbox.docker.containers import DockerSandbox
@@ -20,6 +19,7 @@ if TYPE_CHECKING:
     from sandbox.session.session import Session as Session
     from sandbox.session.session import SessionConfig as SessionConfig
     from sandbox.session.session import SessionInfo as SessionInfo
+    from sandbox.settings import SessionSettings
     from sandbox.spec import SandboxSpec
 
 __all__ = ["ExecStep", "Session", "SessionConfig", "SessionInfo", "box_session", "exec_step", "list_sessions"]
@@ -53,17 +53,12 @@ def remove_session(session: Session, docker_host: str | None) -> str | None:
     return warning
 
 
-def session_config(*, setup: list[str], **options: Any) -> SessionConfig:
-    """The settings of a new session from flags (setup_network, setup_ca, setup_proxy, setup_mounts,
-    writable_root, workspace_quota); a bad combination is a one-line usage error."""
-    from pydantic import ValidationError
-
+def session_config(settings: SessionSettings, **decided: Any) -> SessionConfig:
+    """The config of a new session made with settings and what the caller decided (writable_root,
+    keep_tmp)."""
     from sandbox.session.session import SessionConfig
 
-    try:
-        return SessionConfig(setup=setup, **options)
-    except ValidationError as error:
-        raise UsageError(str(error.errors()[0]["msg"]).removeprefix("Value error, ")) from None
+    return SessionConfig.of(settings, **decided)
 
 
 @dataclass(frozen=True)

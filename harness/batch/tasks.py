@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from harness.errors import ConfigError
+from sandbox.settings import SessionSettings, lift_flat
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
@@ -43,11 +44,18 @@ class TaskDefaults(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_session_keys(cls, data: Any) -> Any:
+        return lift_flat(data)
+
     verify: str | None = None
     checks: list[str] = Field(default_factory=list)
     """Commands that must also exit 0 after verify passes (see RunConfig.checks)."""
-    setup: list[str] = Field(default_factory=list)
-    setup_network: bool = False
+    session: SessionSettings = Field(default_factory=SessionSettings)
+    """How each session prepares its environment and how much its workspace may hold (see
+    RunConfig.session); the file spells the keys flat (`setup`, `setup_network`, `setup_ca`,
+    `setup_proxy`, `setup_mounts`, `workspace_quota`) or as a `session:` mapping."""
     image: str = "py311"
     runtime: str = "runc"
     read_only: list[str] = Field(default_factory=lambda: ["tests/"])
@@ -57,8 +65,6 @@ class TaskDefaults(BaseModel):
     """k: how many times each task runs with each model (pass@k)."""
     model: list[str] = Field(default_factory=list)
     """Models to run every task with (flags `--model` override)."""
-    workspace_quota: str | None = None
-    """Bytes each session's workspace may hold, e.g. 2g (see RunConfig.workspace_quota; root only)."""
     grace_s: float = Field(60.0, ge=1, le=24 * 3600)
     """How long a session may run past its wall clock (`limits.timeout_min`) before its worker stops it."""
 
@@ -73,12 +79,12 @@ class Task(BaseModel):
     task: str = Field(min_length=1)
     verify: str | None = None
     checks: list[str] | None = None
-    setup: list[str] | None = None
-    setup_network: bool | None = None
+    session: SessionSettings = Field(default_factory=SessionSettings)
+    """The session settings this task runs with: the defaults', with the keys the task gives
+    (flat or in `session:`) over them (merged by `load_tasks`)."""
     image: str | None = None
     runtime: str | None = None
     read_only: list[str] | None = None
-    workspace_quota: str | None = None
     limits: TaskLimits = Field(default_factory=TaskLimits)
     tags: Tags = Field(default_factory=Tags)
     first_tools: list[str] = Field(default_factory=list)
@@ -93,6 +99,11 @@ class Task(BaseModel):
     runs: int | None = Field(None, ge=1, le=100)
     line: int = 0
     """Where the task starts in the file (for messages); set by the loader."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_session_keys(cls, data: Any) -> Any:
+        return lift_flat(data)
 
     @field_validator("id")
     @classmethod
@@ -125,15 +136,16 @@ def load_tasks(path: Path) -> TasksFile:
         defaults, entries = _yaml(path, text)
     tasks: list[Task] = []
     seen: dict[str, int] = {}
+    defaults = defaults.model_copy(update={"session": _anchored(defaults.session, path)})
     for line, raw in entries:
-        task = _validated(Task, {**raw, "line": line}, path, line)
+        task = _validated(Task, {**_with_defaults(raw, defaults, path, line), "line": line}, path, line)
         if task.id in seen:
             raise ConfigError(f"{path}:{line}: id: {task.id!r} is already the id of the task on line {seen[task.id]}")
         seen[task.id] = line
         repo = task.repo if task.repo.is_absolute() else (path.parent / task.repo)
         if not repo.is_dir():
             raise ConfigError(f"{path}:{line}: repo: {task.repo} is not a directory (paths are relative to the file)")
-        update: dict[str, Any] = {"repo": repo.resolve()}
+        update: dict[str, Any] = {"repo": repo.resolve(), "session": _anchored(task.session, path)}
         if task.reference is not None:
             reference = task.reference if task.reference.is_absolute() else (path.parent / task.reference)
             if not reference.is_file():
@@ -147,13 +159,33 @@ def load_tasks(path: Path) -> TasksFile:
     return TasksFile(source=path.resolve(), defaults=defaults, tasks=tasks)
 
 
+def _with_defaults(raw: Any, defaults: TaskDefaults, path: Path, line: int) -> Any:
+    """The raw task with its session settings complete: the defaults' under the keys it gives."""
+    try:
+        lifted = lift_flat(raw)
+    except ValueError as error:
+        raise ConfigError(f"{path}:{line}: {error}") from None
+    if not isinstance(lifted, dict) or not isinstance(lifted.get("session", {}), dict):
+        return lifted  # the model's validation names what is wrong
+    return {**lifted, "session": {**dict(defaults.session), **lifted.get("session", {})}}
+
+
+def _anchored(settings: SessionSettings, path: Path) -> SessionSettings:
+    """settings with a relative setup CA resolved against the tasks file's folder."""
+    ca = settings.setup_ca
+    if ca is None or ca.is_absolute():
+        return settings
+    return settings.model_copy(update={"setup_ca": (path.parent / ca).resolve()})
+
+
 def _validated(model: type[Any], data: Any, path: Path, line: int) -> Any:
     try:
         return model.model_validate(data)
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "task"
-        raise ConfigError(f"{path}:{line}: {where}: {first['msg']}") from None
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise ConfigError(f"{path}:{line}: {where}: {message}") from None
 
 
 def _jsonl(path: Path, text: str) -> list[tuple[int, Any]]:

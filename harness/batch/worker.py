@@ -93,15 +93,12 @@ def run_config(spec: TaskRunSpec) -> RunConfig:
         "image": task.image or defaults.image,
         "verify": task.verify if task.verify is not None else defaults.verify,
         "checks": task.checks if task.checks is not None else defaults.checks,
-        "setup": task.setup if task.setup is not None else defaults.setup,
-        "setup_network": task.setup_network if task.setup_network is not None else defaults.setup_network,
         "sandbox.runtime": task.runtime or defaults.runtime,
         "gate.read_only_paths": task.read_only if task.read_only is not None else defaults.read_only,
-        "workspace_quota": task.workspace_quota or defaults.workspace_quota,
         "approval": "unattended",
         **{f"limits.{name}": value for name, value in limits.items()},
     }
-    return with_overrides({}, overrides, f"{spec.task.id} (line {spec.task.line})")
+    return with_overrides({"session": dict(task.session)}, overrides, f"{spec.task.id} (line {spec.task.line})")
 
 
 def run_task(spec: TaskRunSpec, shipped: shipping.Shipped | None = None) -> TaskRunOutput:

@@ -131,7 +131,7 @@ def run(
             fail(f"repository path does not exist: {path}", ExitCode.NOT_FOUND)
         config = assembly.with_setup(assembly.with_verify(config, path), path)
         if config.setup_source:
-            shown = " && ".join(config.setup)
+            shown = " && ".join(config.session.setup)
             err_console.print(f"setup: `{shown}` ({config.setup_source})", soft_wrap=True, markup=False)
         if config.verify_source:
             err_console.print(f"verify: `{config.verify}` ({config.verify_source})", soft_wrap=True, markup=False)

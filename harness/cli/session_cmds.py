@@ -192,16 +192,24 @@ def export_command(
         err_console.print(f"wrote {output}", markup=False)
 
 
-def session_config(path: Path, *, setup: list[str], **options: Any) -> SessionConfig:
-    """The settings of a session `harness exec --session` creates (`--setup auto` expanded, said on
-    stderr); options: setup_network, setup_ca, setup_proxy, setup_mounts, writable_root, workspace_quota."""
-    from harness.assembly.sessions import session_config as settings
+def session_config(path: Path, *, setup: list[str], writable_root: bool, **options: Any) -> SessionConfig:
+    """The config of a session `harness exec --session` creates (`--setup auto` expanded, said on
+    stderr); options: setup_network, setup_ca, setup_proxy, setup_mounts, workspace_quota."""
+    from pydantic import ValidationError
+
+    from harness.assembly.sessions import session_config as config_of
     from harness.detect import expand_setup
+    from harness.errors import UsageError
+    from sandbox.settings import SessionSettings
 
     setup, why = expand_setup(setup, path)
     if why:
         err_console.print(f"setup: `{' && '.join(setup)}` (detected: {why})", soft_wrap=True, markup=False)
-    return settings(setup=setup, **options)
+    try:
+        settings = SessionSettings(setup=setup, **options)
+    except ValidationError as error:
+        raise UsageError(str(error.errors()[0]["msg"]).removeprefix("Value error, ")) from None
+    return config_of(settings, writable_root=writable_root)
 
 
 def exec_in_session(

@@ -26,10 +26,11 @@ import threading
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from sandbox.settings import SessionSettings, lift_flat
 from sandbox.spec import parse_size
 
 if TYPE_CHECKING:
@@ -58,16 +59,10 @@ class BoxConfig(BaseModel):
     pids: int = Field(256, ge=8, le=65536)
     timeout_s: float = Field(600.0, gt=0, le=24 * 3600)
     """Wall-clock limit of a call that names none."""
-    setup: list[str] = Field(default_factory=list)
-    """Commands run once before the first call, in a writable-root container (cached by content)."""
-    setup_network: bool = False
-    """Network for the setup commands only; calls never have it."""
-    setup_ca: Path | None = None
-    """A PEM CA bundle the setup commands (only they) trust: HTTPS through a proxy with its own CA."""
-    setup_proxy: str | None = None
-    """HTTP(S)_PROXY of the setup commands only."""
-    setup_mounts: list[str] = Field(default_factory=list)
-    """HOST_DIR:CONTAINER_DIR bound read-only into the setup container only (a wheelhouse)."""
+    session: SessionSettings = Field(default_factory=SessionSettings)
+    """Setup commands run once before the first call in a writable-root container (cached by
+    content), what they alone may have (network, CA bundle, proxy, read-only mounts), and a workspace
+    quota: the sandbox's session settings. The keys may be given flat (`setup = [...]`)."""
     state_dir: Path | None = None
     """Where the session folder goes (default: harness's per-user sessions directory)."""
     keep_session: bool = True
@@ -76,6 +71,11 @@ class BoxConfig(BaseModel):
     """The engine's address (default: the local socket)."""
     run_id: str | None = None
     """The `harness.run` label of every container (default: the session id; `harness sandbox prune --run`)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_session_keys(cls, data: Any) -> Any:
+        return lift_flat(data)
 
     @field_validator("memory", mode="before")
     @classmethod
@@ -124,9 +124,10 @@ def load_config(source: str | Path | Mapping[str, object] | BoxConfig | None) ->
     table = data.get("harness", data)
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [harness] must be a table")
-    for key in ("repo", "state_dir", "setup_ca"):
-        if isinstance(table.get(key), str):
-            table[key] = str((path.parent / table[key]).resolve())
+    for where, key in (("", "repo"), ("", "state_dir"), ("", "setup_ca"), ("session", "setup_ca")):
+        holder = table.get(where, {}) if where else table
+        if isinstance(holder, dict) and isinstance(holder.get(key), str):
+            holder[key] = str((path.parent / holder[key]).resolve())
     try:
         return BoxConfig.model_validate(table)
     except ValidationError as error:
@@ -194,13 +195,7 @@ class Box:
                 self.sessions,
                 spec=self.config.spec(labels or {}),
                 config=session_config(
-                    setup=list(self.config.setup),
-                    setup_network=self.config.setup_network,
-                    setup_ca=self.config.setup_ca,
-                    setup_proxy=self.config.setup_proxy,
-                    setup_mounts=list(self.config.setup_mounts),
-                    writable_root=self.config.writable_root,
-                    keep_tmp=self.config.writable_root,
+                    self.config.session, writable_root=self.config.writable_root, keep_tmp=self.config.writable_root
                 ),
                 docker_host=self.config.docker_host,
                 run_id=self.config.run_id or session_id,

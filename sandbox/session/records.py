@@ -3,97 +3,39 @@ the hooks and step-image operations a session is given (injected, so a session n
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
+from sandbox.settings import SessionSettings
 from sandbox.snapshot.store import SnapshotConfig
-from sandbox.spec import SandboxSpec, parse_size
+from sandbox.spec import MAX_FILE_BYTES, SandboxSpec
 
 
-class SessionConfig(BaseModel):
-    """How a session snapshots and prepares its environment."""
+class SessionConfig(SessionSettings):
+    """How a session snapshots and prepares its environment: the settings a user gives
+    (`sandbox.settings.SessionSettings`), and what harness decides with them."""
 
     model_config = ConfigDict(extra="forbid")
 
     snapshot: SnapshotConfig = Field(default_factory=SnapshotConfig)
     """Workspace snapshot options (large-file threshold, ignore list)."""
-    setup: list[str] = Field(default_factory=list)
-    """Commands run once, before step 0, in a container with a writable root (`--setup`)."""
-    setup_network: bool = False
-    """Allow network during setup only (`--setup-network`); tool calls never get it from here."""
-    setup_ca: Path | None = None
-    """A PEM CA bundle the setup container (and only it) trusts, for HTTPS through a proxy with its own
-    certificate authority (`--setup-ca`); added to the image's own bundle for the setup commands."""
-    setup_proxy: str | None = None
-    """HTTP(S)_PROXY for the setup commands only (`--setup-proxy`); recorded without its password."""
-    setup_mounts: list[str] = Field(default_factory=list)
-    """`HOST_DIR:CONTAINER_DIR` bound read-only into the setup container only (`--setup-mount`): a
-    wheelhouse or a package cache for an offline install."""
     writable_root: bool = False
     """Tool calls get a writable root; a call that changed the container filesystem becomes the image."""
     keep_tmp: bool = False
     """With writable_root: /tmp is part of the root (committed with it) instead of a fresh tmpfs per
     call, so files a call leaves in /tmp (and HOME, which is /tmp) are there for the next."""
-    workspace_quota: int | None = None
-    """Bytes the whole workspace may hold (`--workspace-quota 2g`): it becomes a filesystem of that
-    size (sandbox.session.quota; root only), so a call writing past it gets "No space left on device"
-    and the host's disk never fills. None: no limit beyond the host's disk."""
-    max_file_bytes: int | None = 512 * 1024**2
+    max_file_bytes: int | None = MAX_FILE_BYTES
     """Repository files larger than this are left out of the workspace (and named in `left_out`);
     None copies every file whatever its size."""
 
-    @model_validator(mode="after")
-    def _setup_options(self) -> SessionConfig:
-        problem = setup_option_problem(
-            self.setup, self.setup_network, self.setup_ca is not None, bool(self.setup_proxy), bool(self.setup_mounts)
-        )
-        if problem:
-            raise ValueError(problem)
-        return self
-
-    @field_validator("workspace_quota", mode="before")
     @classmethod
-    def _quota(cls, value: int | str | None) -> int | None:
-        return None if value is None else parse_size(value)
-
-    @field_validator("setup_mounts")
-    @classmethod
-    def _mounts(cls, value: list[str]) -> list[str]:
-        for item in value:
-            parse_setup_mount(item)
-        return value
-
-    @field_serializer("setup_proxy")
-    def _redacted(self, value: str | None) -> str | None:
-        return redact_url(value) if value else value
-
-
-def setup_option_problem(setup: list[str], network: bool, ca: bool, proxy: bool, mounts: bool) -> str | None:
-    """What is wrong with a combination of setup options (flags and config keys alike), or None."""
-    if (network or ca or proxy or mounts) and not setup:
-        return "--setup-network, --setup-ca, --setup-proxy and --setup-mount need at least one --setup command"
-    if (ca or proxy) and not network:
-        return "--setup-ca and --setup-proxy are for a setup with network: add --setup-network"
-    return None
-
-
-def parse_setup_mount(item: str) -> tuple[Path, str]:
-    """(host path, container path) of `HOST_DIR:CONTAINER_DIR`; ValueError says what is wrong."""
-    host, sep, target = item.rpartition(":")
-    if not sep or not host or not target:
-        raise ValueError(f"a setup mount is HOST_DIR:CONTAINER_DIR, not {item!r}")
-    if not target.startswith("/") or target.rstrip("/") in ("", "/workspace") or target.startswith("/workspace/"):
-        raise ValueError(f"setup mount target {target!r} must be an absolute path outside /workspace")
-    return Path(host).expanduser(), target.rstrip("/") or "/"
-
-
-def redact_url(url: str) -> str:
-    """The URL with any password replaced by ***."""
-    return re.sub(r"^([a-zA-Z][a-zA-Z0-9+.-]*://[^:/@]+):[^@/]*@", r"\1:***@", url)
+    def of(cls, settings: SessionSettings, **decided: object) -> SessionConfig:
+        """The config of a session made with settings (read field by field: a dump would redact the
+        proxy's password) and what harness decided (writable_root, keep_tmp...)."""
+        return cls.model_validate({**dict(settings), **decided})
 
 
 class SetupRecord(BaseModel):

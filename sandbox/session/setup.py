@@ -30,9 +30,9 @@ from sandbox.docker.containers import DockerSandbox
 from sandbox.docker.engine import resolve_image_path, translate
 from sandbox.errors import SetupError, SpecError
 from sandbox.owner import SANDBOX_UID
-from sandbox.session.records import parse_setup_mount, redact_url
 from sandbox.session.session import Prepare, Ready, Session, SessionConfig, SetupRecord, StepImages
 from sandbox.session.workspace import copy_repository
+from sandbox.settings import parse_setup_mount, redact_url
 from sandbox.spec import Mount, Sandbox, SandboxSpec
 from sandbox.tree import remove_tree, walk
 

@@ -69,3 +69,51 @@ def test_jsonl_names_the_line(tmp_path: Path) -> None:
         load_tasks(path)
     write(tmp_path, "ok.jsonl", good + "\n")
     assert [t.id for t in load_tasks(tmp_path / "ok.jsonl").tasks] == ["a"]
+
+
+def test_session_settings_are_the_defaults_with_what_each_task_gives(tmp_path: Path) -> None:
+    """One sub-model: setup's CA, proxy and mounts are task keys too, a task's keys go over the
+    defaults' one by one, and a relative CA bundle is the file's neighbour."""
+    (tmp_path / "corp.pem").write_text("-----BEGIN CERTIFICATE-----\n")
+    path = write(
+        tmp_path,
+        "tasks.yaml",
+        f"""
+defaults:
+  setup: [python3 -m pip install -e .]
+  workspace_quota: 2g
+tasks:
+  - {{id: plain, repo: {EXAMPLE}, task: x}}
+  - id: proxied
+    repo: {EXAMPLE}
+    task: x
+    setup_network: true
+    setup_ca: corp.pem
+    setup_proxy: http://me:s3cret@proxy.invalid:3128
+    setup_mounts: ["/srv/wheels:/wheels"]
+  - {{id: nested, repo: {EXAMPLE}, task: x, session: {{setup: [npm ci], workspace_quota: 1g}}}}
+""",
+    )
+    plain, proxied, nested = load_tasks(path).tasks
+    assert plain.session.setup == ["python3 -m pip install -e ."] and plain.session.workspace_quota == 2 * 1024**3
+    assert proxied.session.setup == plain.session.setup and proxied.session.setup_network
+    assert proxied.session.setup_ca == (tmp_path / "corp.pem").resolve()
+    assert proxied.session.setup_proxy == "http://me:s3cret@proxy.invalid:3128"
+    assert "s3cret" not in proxied.model_dump_json(), "the proxy's password is never written out"
+    assert nested.session.setup == ["npm ci"] and nested.session.workspace_quota == 1024**3
+
+
+@pytest.mark.parametrize(
+    ("task", "where"),
+    [
+        ("setup: [x]\n    setup_proxy: http://proxy.invalid:1", ":2: session: --setup-ca and --setup-proxy are for"),
+        ("setup_network: true", ":2: session: --setup-network, --setup-ca, --setup-proxy and --setup-mount need"),
+        ("setup: [x]\n    session: {setup: [y]}", ":2: setup given both at the top level and in [session]"),
+        ("setup_mounts: [wheels]", ":2: session.setup_mounts"),
+    ],
+)
+def test_session_settings_that_do_not_go_together_name_the_task(tmp_path: Path, task: str, where: str) -> None:
+    path = write(tmp_path, "tasks.yaml", f"tasks:\n  - id: a\n    repo: {EXAMPLE}\n    task: x\n    {task}\n")
+    with pytest.raises(ConfigError) as raised:
+        load_tasks(path)
+    assert where in str(raised.value)

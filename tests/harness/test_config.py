@@ -48,3 +48,25 @@ def test_never_loaded_from_the_repository_under_test(tmp_path):
     (repo / "config.toml").write_text('verify = "true"\n')
     with pytest.raises(ConfigError, match="inside the repository"):
         load_config(repo / "config.toml", repo=repo)
+
+
+def test_session_settings_are_one_sub_model_spelled_flat_or_as_a_table(tmp_path):
+    from harness.config import with_overrides
+
+    flat = tmp_path / "flat.toml"
+    flat.write_text('setup = ["pip install -e ."]\nsetup_network = true\nworkspace_quota = "2g"\n')
+    table = tmp_path / "table.toml"
+    table.write_text('[session]\nsetup = ["pip install -e ."]\nsetup_network = true\nworkspace_quota = "2g"\n')
+    assert load_config(flat).session == load_config(table).session
+    assert load_config(flat).session.workspace_quota == 2 * 1024**3
+    # a flag goes over the file whichever way the file spells the key
+    assert load_config(table, {"setup": ["npm ci"]}).session.setup == ["npm ci"]
+    # what a run saves (nested) and what earlier runs saved (flat) both read back the same
+    saved = load_config(table).model_dump(mode="json")
+    assert "session" in saved and "setup" not in saved
+    older = {**{k: v for k, v in saved.items() if k != "session"}, **saved["session"]}
+    assert with_overrides(saved, {}).session == with_overrides(older, {}).session == load_config(flat).session
+    both = tmp_path / "both.toml"
+    both.write_text('setup = ["a"]\n[session]\nsetup = ["b"]\n')
+    with pytest.raises(ConfigError, match="given both at the top level and in"):
+        load_config(both)

@@ -9,8 +9,9 @@ import pytest
 from harness.config import RunConfig
 from harness.detect import detect_setup
 from sandbox.errors import SetupError
-from sandbox.session.records import SessionConfig, parse_setup_mount, redact_url
+from sandbox.session.records import SessionConfig
 from sandbox.session.setup import read_ca
+from sandbox.settings import parse_setup_mount, redact_url
 
 
 def _repo(tmp_path: Path, files: dict[str, str]) -> Path:
@@ -58,7 +59,7 @@ def test_setup_options_need_setup_and_network() -> None:
     with pytest.raises(ValueError, match="add --setup-network"):
         RunConfig(setup=["pip install x"], setup_proxy="http://proxy:3128")
     config = RunConfig(setup=["pip install x"], setup_network=True, setup_proxy="http://me:s3cret-pw@proxy:3128")
-    assert "s3cret-pw" not in config.model_dump_json() and config.setup_proxy == "http://me:s3cret-pw@proxy:3128"
+    assert "s3cret-pw" not in config.model_dump_json() and config.session.setup_proxy == "http://me:s3cret-pw@proxy:3128"
 
 
 def test_mounts_ca_and_redaction(tmp_path: Path) -> None:

@@ -1,0 +1,111 @@
+"""What a session is made with, as a user says it: one sub-model every config that makes sessions
+embeds (the run config, the integrations' box config, the tasks file's defaults and tasks).
+
+The setup commands and what they alone may have (network, a CA bundle, a proxy, read-only mounts),
+and the workspace quota. A session's full config (`sandbox.session.records.SessionConfig`) is these
+settings and what harness decides with them. Files and flags spell the keys flat (`setup`,
+`setup_network`, ...): `lift_flat` moves them into the sub-model, so a config reads as it always did.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
+
+from sandbox.spec import parse_size
+
+
+class SessionSettings(BaseModel):
+    """How a new session prepares its environment and how much its workspace may hold."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    setup: list[str] = Field(default_factory=list)
+    """Commands run once, before step 0, in a container with a writable root (`--setup`); the result
+    is the session's base image, cached by content."""
+    setup_network: bool = False
+    """Allow network during setup only (`--setup-network`); tool calls never get it from here."""
+    setup_ca: Path | None = None
+    """A PEM CA bundle the setup container (and only it) trusts, for HTTPS through a proxy with its own
+    certificate authority (`--setup-ca`); added to the image's own bundle for the setup commands."""
+    setup_proxy: str | None = None
+    """HTTP(S)_PROXY for the setup commands only (`--setup-proxy`); recorded without its password."""
+    setup_mounts: list[str] = Field(default_factory=list)
+    """`HOST_DIR:CONTAINER_DIR` bound read-only into the setup container only (`--setup-mount`): a
+    wheelhouse or a package cache for an offline install."""
+    workspace_quota: int | None = None
+    """Bytes the whole workspace may hold (`--workspace-quota 2g`): it becomes a filesystem of that
+    size (sandbox.session.quota; root only), so a call writing past it gets "No space left on device"
+    and the host's disk never fills. None: no limit beyond the host's disk."""
+
+    @model_validator(mode="after")
+    def _setup_options(self) -> SessionSettings:
+        problem = setup_option_problem(
+            self.setup, self.setup_network, self.setup_ca is not None, bool(self.setup_proxy), bool(self.setup_mounts)
+        )
+        if problem:
+            raise ValueError(problem)
+        return self
+
+    @field_validator("workspace_quota", mode="before")
+    @classmethod
+    def _quota(cls, value: int | str | None) -> int | None:
+        return None if value is None else parse_size(value)
+
+    @field_validator("setup_mounts")
+    @classmethod
+    def _mounts(cls, value: list[str]) -> list[str]:
+        for item in value:
+            parse_setup_mount(item)
+        return value
+
+    @field_serializer("setup_proxy")
+    def _redacted(self, value: str | None) -> str | None:
+        return redact_url(value) if value else value
+
+
+FLAT_KEYS = tuple(SessionSettings.model_fields)
+"""The settings' keys as files and flags spell them, at the top level of their config."""
+
+
+def lift_flat(data: Any, into: str = "session") -> Any:
+    """data (a config's raw mapping) with the settings' flat keys moved into its `into` table; a
+    config that names both a flat key and the same key inside the table is refused."""
+    if not isinstance(data, dict) or not any(key in data for key in FLAT_KEYS):
+        return data
+    table = data.get(into, {})
+    if not isinstance(table, dict):
+        return data  # the table's own validation says what is wrong with it
+    both = sorted(key for key in FLAT_KEYS if key in data and key in table)
+    if both:
+        raise ValueError(f"{', '.join(both)} given both at the top level and in [{into}]: keep one")
+    lifted = {key: value for key, value in data.items() if key not in FLAT_KEYS}
+    lifted[into] = {**table, **{key: data[key] for key in FLAT_KEYS if key in data}}
+    return lifted
+
+
+def setup_option_problem(setup: list[str], network: bool, ca: bool, proxy: bool, mounts: bool) -> str | None:
+    """What is wrong with a combination of setup options (flags and config keys alike), or None."""
+    if (network or ca or proxy or mounts) and not setup:
+        return "--setup-network, --setup-ca, --setup-proxy and --setup-mount need at least one --setup command"
+    if (ca or proxy) and not network:
+        return "--setup-ca and --setup-proxy are for a setup with network: add --setup-network"
+    return None
+
+
+def parse_setup_mount(item: str) -> tuple[Path, str]:
+    """(host path, container path) of `HOST_DIR:CONTAINER_DIR`; ValueError says what is wrong."""
+    host, sep, target = item.rpartition(":")
+    if not sep or not host or not target:
+        raise ValueError(f"a setup mount is HOST_DIR:CONTAINER_DIR, not {item!r}")
+    if not target.startswith("/") or target.rstrip("/") in ("", "/workspace") or target.startswith("/workspace/"):
+        raise ValueError(f"setup mount target {target!r} must be an absolute path outside /workspace")
+    return Path(host).expanduser(), target.rstrip("/") or "/"
+
+
+def redact_url(url: str) -> str:
+    """The URL with any password replaced by ***."""
+    return re.sub(r"^([a-zA-Z][a-zA-Z0-9+.-]*://[^:/@]+):[^@/]*@", r"\1:***@", url)
