@@ -3,6 +3,11 @@ disposable hardened container.
 
 The public API is `harness.run`, `harness.resume` and `harness.replay` (see `harness.api`), plus
 the types they return. They are loaded on first use, so `import harness` stays cheap.
+
+The folders are the layers, top down (an import-linter contract keeps the order): `cli/`, `bench/`,
+`integrations/`, `api`, `history/` and `report/`, `batch/`, `assembly/` (the composition root),
+`agent/` (the loop and what it decides with), `config`, `providers/`, `trajectory` and `steps`,
+`tools/`, `policy/`, and the primitives `deadline`, `storage`, `errors`, `types`.
 """
 
 from __future__ import annotations
@@ -10,9 +15,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from harness.agent.outcome import RunResult
     from harness.api import replay, resume, run
     from harness.config import RunConfig
-    from harness.outcome import RunResult
 
 __all__ = ["RunConfig", "RunResult", "replay", "resume", "run"]
 
@@ -21,7 +26,7 @@ _WHERE = {
     "resume": "harness.api",
     "replay": "harness.api",
     "RunConfig": "harness.config",
-    "RunResult": "harness.outcome",
+    "RunResult": "harness.agent.outcome",
 }
 
 

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from harness.agent.outcome import RunResult
+    from harness.agent.reissue import ReplayReport
     from harness.config import RunConfig
-    from harness.outcome import RunResult
-    from harness.reissue import ReplayReport
 
 __all__ = ["default_state_dir", "replay", "resume", "run"]
 

@@ -17,10 +17,9 @@ import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from harness.errors import ConfigError
-from harness.gate import GateConfig
+from harness.policy.gate import GateConfig
 from harness.providers.config import ProviderConfig
 from harness.providers.vendor import prefix_of
-from harness.repetition import RepetitionConfig
 from sandbox.settings import FLAT_KEYS, SessionSettings, lift_flat
 from sandbox.spec import SandboxSpec
 
@@ -74,6 +73,21 @@ class ContextConfig(BaseModel):
     summary_max_tokens: int = Field(1500, ge=200, le=16_000)
 
 
+class RepetitionConfig(BaseModel):
+    """When repetition is pointed out, and when it ends the run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    note_after: int = Field(3, ge=2)
+    """The same call with the same result this many times in a row: the result carries a note."""
+    stuck_after: int = Field(6, ge=2)
+    """...this many times: the run ends `stuck`."""
+    cycle_note_after: int = Field(2, ge=2)
+    """A cycle of 2-3 calls repeated this many times: noted."""
+    cycle_stuck_after: int = Field(4, ge=2)
+    """...this many times: stuck."""
+
+
 DEFAULT_TOOL_TIMEOUTS = {"read": 30.0, "write": 60.0, "run_tests": 1800.0}
 """Reads get seconds, tests get minutes; other tools (run_command, git) the sandbox's timeout_s."""
 
@@ -117,7 +131,7 @@ class RunConfig(BaseModel):
     """Where the verify command came from: empty (given), or `detected: <why>`."""
     verify_protect: list[str] = Field(default_factory=list)
     """gitignore-style patterns added to the protected set (the tests and the files that configure how
-    they are found and run, see harness.protect): verification runs them as they were at the start,
+    they are found and run, see harness.agent.protect): verification runs them as they were at the start,
     and a change the agent made to any of them fails it."""
     checks: list[str] = Field(default_factory=list)
     """Commands run after verify passes (a linter, a type check, a security scan), in order; the

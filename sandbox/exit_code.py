@@ -2,7 +2,7 @@
 
 It sits at the bottom of the import graph (the sandbox never imports harness, and both need it):
 the error classes of `sandbox.errors` and `harness.errors` carry these members as their `exit_code`,
-the run outcomes map to them (`harness.outcome`), `harness tool` answers an error kind with one of
+the run outcomes map to them (`harness.agent.outcome`), `harness tool` answers an error kind with one of
 them, and the documented table (docs/cli.md) is checked against this enum by a test. `harness exec`
 is the one command that otherwise exits with the command's own code.
 """

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from harness import assembly
+from harness.agent.outcome import RunResult, RunState
 from harness.assembly import Runtime
 from harness.config import RunConfig
-from harness.outcome import RunResult, RunState
 from sandbox.fake import FakeSandbox
 from sandbox.session.session import Session, SessionConfig
 

@@ -1,6 +1,6 @@
-"""The shape of the code stays checkable: every harness module is under the "only the CLI is on top"
-contract, every error class carries an exit code of the one table, and no import cycle forms between
-modules."""
+"""The shape of the code stays checkable: every harness package and module has its floor in the layers
+contract, every folder says what it owns, every error class carries an exit code of the one table,
+and no import cycle forms between modules."""
 
 from __future__ import annotations
 
@@ -15,16 +15,27 @@ from sandbox import errors as sandbox_errors
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _contract(name: str) -> dict:
-    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
-    return next(c for c in contracts if c["name"] == name)
+def _contracts() -> list[dict]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
 
 
-def test_every_module_below_the_cli_is_forbidden_to_import_it() -> None:
-    listed = set(_contract("only the CLI is on top: nothing below it imports it")["source_modules"])
+def test_the_layers_contract_places_every_package_and_module_of_harness() -> None:
+    """A new module or package must take its floor: one left out of the layers could import anything."""
+    contract = next(c for c in _contracts() if c["name"].startswith("harness layers"))
+    listed = {name.strip() for layer in contract["layers"] for name in layer.split("|")}
     modules = {f"harness.{p.stem}" for p in (ROOT / "harness").glob("*.py") if p.stem != "__init__"}
     packages = {f"harness.{p.parent.name}" for p in (ROOT / "harness").glob("*/__init__.py")}
-    assert (modules | packages) - {"harness.cli"} == listed
+    assert modules | packages == listed
+    assert contract["layers"][0] == "harness.cli", "only the CLI is on top"
+
+
+def test_every_folder_says_what_it_owns() -> None:
+    """The folder tree is the architecture diagram: each package's docstring names what it owns."""
+    import ast
+
+    for init in [*(ROOT / "harness").glob("*/__init__.py"), *(ROOT / "sandbox").glob("**/__init__.py")]:
+        docstring = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
+        assert docstring and len(docstring) > 60, f"{init.relative_to(ROOT)} says nothing of what it owns"
 
 
 def test_every_error_carries_an_exit_code_of_the_table() -> None:

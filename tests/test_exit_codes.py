@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from harness.agent.outcome import OUTCOME_EXIT_CODES, exit_code_for_outcome
 from harness.cli import tool_cmds
 from harness.errors import ExitCode as HarnessExitCode
-from harness.outcome import OUTCOME_EXIT_CODES, exit_code_for_outcome
 from harness.types import Outcome, OutcomeKind
 from sandbox.exit_code import ExitCode
 

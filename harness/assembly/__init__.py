@@ -18,34 +18,34 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from harness.agent.budget import Budget
+from harness.agent.context import Context
+from harness.agent.guard import ReadOnlyGuard
+from harness.agent.loop import Agent
+from harness.agent.outcome import RunResult, RunState
+from harness.agent.prompt import system_prompt, task_message
+from harness.agent.verify import VERIFY_START, Protection, Verifier, VerifyResult, detect_verify
 from harness.assembly import engine
 from harness.assembly.engine import step_images
-from harness.budget import Budget
 from harness.config import RunConfig, with_overrides
-from harness.context import Context
 from harness.errors import ConfigError, ModelAuthError, NotFoundError, SessionError, StateError, UsageError
-from harness.gate import Gate
-from harness.guard import ReadOnlyGuard
-from harness.loop import Agent
-from harness.outcome import RunResult, RunState
-from harness.prompt import system_prompt, task_message
+from harness.policy.gate import Gate
 from harness.providers.config import ProviderConfig
 from harness.providers.factory import make_provider
 from harness.providers.protocol import Provider
 from harness.providers.vendor import ModelSpec
 from harness.tools.registry import Registry, ToolContext
 from harness.trajectory import StartRecord, Trajectory, read_state, write_state
-from harness.verify import VERIFY_START, Protection, Verifier, VerifyResult, detect_verify
 from sandbox.durable import write_text_atomic
 from sandbox.layout import SessionFolder
 from sandbox.spec import Mount, PooledSandbox, Sandbox, SandboxSpec
 
 if TYPE_CHECKING:
-    from harness.approve import Approver
-    from harness.reissue import ReplayReport
-    from harness.warm.loans import Loan
+    from harness.agent.reissue import ReplayReport
+    from harness.policy.approve import Approver
     from sandbox.docker.containers import DockerSandbox
     from sandbox.session.session import Session
+    from sandbox.warm.loans import Loan
 
 POOL_SIZE = 3
 """Warm containers of a run: a turn with two concurrent reads plus the next call still find one ready."""
@@ -78,7 +78,7 @@ class Runtime:
     """A person at the terminal answers `ask` rules; otherwise approvals wait in the session folder."""
     warm_dir: Path | None = None
     """The warm service's folder: a new session of `pace="latency"` borrows its first containers
-    there when a run slot is ready (see harness.warm.loans)."""
+    there when a run slot is ready (see sandbox.warm.loans)."""
     pace: Literal["latency", "throughput"] = "latency"
     """latency: a session starts POOL_SIZE warm containers, its first beside the network-namespace
     holder (a person or a script waits on every call). throughput, for batches: one warm container,
@@ -193,7 +193,7 @@ def prewarm(config: RunConfig, sandbox: Sandbox, workspace: Path, spec: SandboxS
 
 def warm_run_request(config: RunConfig, workspace: Path) -> dict[str, Any]:
     """The run config a session of config on this workspace (or repository) asks the warm service for."""
-    from harness.warm.loans import run_request
+    from sandbox.warm.loans import run_request
 
     return run_request(call_spec(config.spec()), tool_mounts(workspace, config), workspace)
 
@@ -216,7 +216,7 @@ def borrow(config: RunConfig, sandbox: Sandbox, repo: Path, sessions: Path, warm
 
     if any(plain_kind(repo, rel) == "file" for rel in literal_paths(config.gate.read_only_paths)):
         return None  # a slot's mount points are directories: a read-only file is mounted by the session itself
-    from harness.warm.loans import borrow as borrow_slot
+    from sandbox.warm.loans import borrow as borrow_slot
 
     return borrow_slot(warm, warm_run_request(config, repo), sessions)
 
@@ -224,7 +224,7 @@ def borrow(config: RunConfig, sandbox: Sandbox, repo: Path, sessions: Path, warm
 def adopt(loan: Loan, config: RunConfig, sandbox: PooledSandbox, workspace: Path, spec: SandboxSpec) -> None:
     """The loan's containers as the session's ready ones, if the workspace has the shape the slot was
     made for (else they are given back, and the session starts its own)."""
-    from harness.warm.loans import run_request
+    from sandbox.warm.loans import run_request
 
     calls, mounts = call_spec(spec), tool_mounts(workspace, config)
     if run_request(calls, mounts, workspace) != loan.request:  # run_request leaves the labels out
@@ -287,7 +287,7 @@ def registry() -> Registry:
 
 def approver(config: RunConfig, session_dir: Path, interactive: bool) -> Approver:
     """At a terminal a person answers; otherwise requests wait in the session folder, then deny."""
-    from harness.approve import InteractiveApprover, UnattendedApprover, UnattendedConfig
+    from harness.policy.approve import InteractiveApprover, UnattendedApprover, UnattendedConfig
 
     if config.approval == "interactive" or (config.approval == "auto" and interactive):
         return InteractiveApprover()
@@ -404,7 +404,7 @@ def with_verify(config: RunConfig, repo: Path) -> RunConfig:
 def with_setup(config: RunConfig, repo: Path) -> RunConfig:
     """config with `--setup auto` replaced by the install commands the repository's layout names
     (where they came from kept in `setup_source`); UsageError when it names none."""
-    from harness.detect import expand_setup
+    from harness.agent.detect import expand_setup
 
     commands, why = expand_setup(list(config.session.setup), repo)
     if not why:
@@ -453,7 +453,7 @@ def resume_run(session_id: str, sessions: Path, runtime: Runtime, overrides: dic
 def replay_run(session_id: str, sessions: Path, runtime: Runtime) -> ReplayReport:
     """Re-issue a recorded session's tool calls on a fresh copy of its repository (a new session
     `<id>-replay-<n>` beside the original, kept for inspection)."""
-    from harness.reissue import free_id, recorded_calls, reissue
+    from harness.agent.reissue import free_id, recorded_calls, reissue
 
     config = saved_config(sessions / session_id, {})
     original = open_session(sessions, session_id)

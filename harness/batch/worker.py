@@ -13,6 +13,7 @@ from typing import Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict
 
 from harness import assembly
+from harness.agent.outcome import RunResult, RunState
 from harness.assembly import engine
 from harness.batch import shipping
 from harness.batch.records import Attempt, TaskRunKey, TaskRunRecord
@@ -20,7 +21,6 @@ from harness.batch.tasks import Task, TaskDefaults
 from harness.batch.watchdog import Watchdog, killed_reason
 from harness.config import RunConfig, with_overrides
 from harness.errors import ConfigError, HarnessError, ModelUnavailable
-from harness.outcome import RunResult, RunState
 from harness.providers.vendor import ModelSpec
 from harness.trajectory import read_records, read_state
 from harness.types import OutcomeKind

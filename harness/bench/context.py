@@ -20,9 +20,9 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from harness import assembly
+from harness.agent.outcome import RunState
 from harness.assembly import Runtime
 from harness.config import ContextConfig, LimitsConfig, RunConfig
-from harness.outcome import RunState
 from harness.providers.scripted import ScriptedProvider
 from harness.trajectory import read_records
 from harness.types import ModelTurn, ToolCall

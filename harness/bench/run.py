@@ -33,10 +33,10 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel
 
 from harness import assembly
+from harness.agent.outcome import RunState
 from harness.assembly import Runtime
 from harness.bench.measure import CLI
 from harness.config import RunConfig
-from harness.outcome import RunState
 from harness.trajectory import read_records
 from sandbox import labels
 from sandbox.docker.engine import resolve_image
@@ -174,7 +174,7 @@ def measure(runtime: Runtime, rounds: int = 3) -> RunBench:
 def warm_side(runtime: Runtime, folder: Path) -> Iterator[Path | None]:
     """A warm service in folder (beside the bench's sessions, so its slots can become workspaces),
     started and stopped by the CLI as a user would; None if it cannot start here."""
-    from harness.warm.protocol import engine_folder
+    from sandbox.warm.protocol import engine_folder
 
     env = {**os.environ, "HARNESS_WARM_DIR": str(folder), "HARNESS_RUN_ID": runtime.run_id}
     started = subprocess.run([*CLI, "warm", "start", "--per-spec", "1"], env=env, capture_output=True, check=False)
@@ -187,7 +187,7 @@ def warm_side(runtime: Runtime, folder: Path) -> Iterator[Path | None]:
 def _settled(warm: Path, timeout_s: float = 60.0) -> None:
     """Wait until the warm service has its run slot ready and starts nothing (so no side of a round
     shares the engine with its refill)."""
-    from harness.warm import protocol
+    from sandbox.warm import protocol
 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.bench.measure import median, ratio, side_by_side
-from harness.gate import Gate
+from harness.policy.gate import Gate
 from harness.tools.builtin import default_registry, make_context
 from harness.types import ToolCall
 from sandbox.docker import hardening

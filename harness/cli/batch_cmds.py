@@ -192,7 +192,7 @@ _STATE = typer.Option(None, "--state-dir", help="Where the sessions are (a batch
 @approvals_app.command("list")
 def approvals_list(state: Path | None = _STATE, json_out: bool = typer.Option(False, "--json")) -> None:
     """Requests still waiting for an answer (a request not answered in time is denied)."""
-    from harness.approve import pending_approvals
+    from harness.policy.approve import pending_approvals
 
     found = pending_approvals(environment.state_dir(state))
     if json_out:
@@ -221,7 +221,7 @@ def approvals_deny(approval_id: str = typer.Argument(..., metavar="ID"), state: 
 
 
 def _answer(approval_id: str, action: str, state: Path | None) -> None:
-    from harness.approve import answer_approval
+    from harness.policy.approve import answer_approval
 
     with reported():
         answer_approval(environment.state_dir(state), approval_id, action)

@@ -128,7 +128,7 @@ def runtime(config: RunConfig, *, interactive: bool = False, prefix: str = "run"
 def warm_dir() -> Path:
     """The warm service's folder for the engine in use: under $HARNESS_WARM_DIR, else the user cache
     folder (beside the sessions' filesystem, where its slots are made); one subfolder per engine."""
-    from harness.warm.protocol import engine_folder
+    from sandbox.warm.protocol import engine_folder
 
     base = os.environ.get("HARNESS_WARM_DIR") or str(Path.home() / ".cache" / "harness" / "warm")
     return engine_folder(Path(base).expanduser(), docker_host())

@@ -15,9 +15,9 @@ import sys
 from typing import Any
 
 from harness.cli import environment
-from harness.warm import protocol
-from harness.warm.messages import ErrorReply, ExecRequest
 from sandbox.exit_code import ExitCode
+from sandbox.warm import protocol
+from sandbox.warm.messages import ErrorReply, ExecRequest
 
 BOLD_GREEN, BOLD_RED, DIM, RESET = "\x1b[1;32m", "\x1b[1;31m", "\x1b[2m", "\x1b[0m"
 MALFORMED = "the warm service sent a malformed reply; restart it (harness warm stop)"

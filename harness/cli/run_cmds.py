@@ -1,6 +1,6 @@
 """`harness run`, `harness resume`, `harness replay`, `harness show`: the agent loop end to end.
 
-Exit codes of run/resume are the outcome's (`harness.outcome.OUTCOME_EXIT_CODES`, members of the one
+Exit codes of run/resume are the outcome's (`harness.agent.outcome.OUTCOME_EXIT_CODES`, members of the one
 table `ExitCode`); usage, config and not-found errors exit with their class's code.
 """
 
@@ -18,7 +18,7 @@ from harness.cli import environment
 from harness.cli.app import ExitCode, app, console, err_console, fail, reported, state_dir
 
 if TYPE_CHECKING:
-    from harness.outcome import RunResult
+    from harness.agent.outcome import RunResult
 
 _STATE_DIR = typer.Option(
     None, "--state-dir", help="Where sessions live (default: $HARNESS_STATE_DIR or the per-user data dir)."
@@ -246,8 +246,8 @@ def _interrupt(signum: int, frame: Any) -> None:
 
 
 def _report(result: RunResult, json_out: bool) -> None:
+    from harness.agent.outcome import RESUMABLE
     from harness.cli.run_view import render_patch, render_steps, render_summary
-    from harness.outcome import RESUMABLE
 
     if json_out:
         print(result.model_dump_json(indent=2))

@@ -11,7 +11,7 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
 
-from harness.outcome import RunResult, RunState, exit_code_for_outcome
+from harness.agent.outcome import RunResult, RunState, exit_code_for_outcome
 from harness.trajectory import read_records, read_state
 
 _STYLE = {"verified": "bold green", "unverified": "yellow", "interrupted": "yellow"}

@@ -66,9 +66,9 @@ def execute(path: Path, command: list[str], spec: SandboxSpec, keep: Path | None
 def warm_execute(path: Path, command: list[str], spec: SandboxSpec, keep: Path | None) -> Envelope | None:
     """The same call through the warm service (a container started before it was needed), or None
     when no warm service runs for this engine."""
-    from harness.warm import protocol
-    from harness.warm.messages import ErrorReply, ExecRequest
     from sandbox.envelope import Envelope
+    from sandbox.warm import protocol
+    from sandbox.warm.messages import ErrorReply, ExecRequest
 
     request = ExecRequest(
         path=str(path.resolve()),
@@ -233,7 +233,7 @@ def doctor() -> None:
 
 def _warm_state() -> str:
     """One line on the warm service for this engine (not a problem either way: it is optional)."""
-    from harness.warm import protocol
+    from sandbox.warm import protocol
 
     try:
         reply = protocol.status(environment.warm_dir())

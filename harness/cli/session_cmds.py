@@ -197,8 +197,8 @@ def session_config(path: Path, *, setup: list[str], writable_root: bool, **optio
     stderr); options: setup_network, setup_ca, setup_proxy, setup_mounts, workspace_quota."""
     from pydantic import ValidationError
 
+    from harness.agent.detect import expand_setup
     from harness.assembly.sessions import session_config as config_of
-    from harness.detect import expand_setup
     from harness.errors import UsageError
     from sandbox.settings import SessionSettings
 

@@ -61,7 +61,7 @@ def tool_command(
     """Run one tool inside a session (registry + gate + sandbox) and commit a step if it wrote."""
     from harness import assembly
     from harness.config import RunConfig
-    from harness.gate import Gate
+    from harness.policy.gate import Gate
     from harness.providers.arguments import safe_text, safe_value
     from harness.types import ToolCall
     from sandbox.layout import session_folder

@@ -1,5 +1,5 @@
 """`harness warm start|serve|status|stop`: the warm service that takes the container start off a
-one-shot `harness exec` (see `harness.warm`).
+one-shot `harness exec` (see `sandbox.warm`).
 
 Exit codes: 0 done (also `start` with a service already running, and `status`/`stop` with none:
 they say so); 64 bad flags, or `serve` with a service already running; 71 an image to keep warm is
@@ -36,7 +36,7 @@ def start(image: list[str] = IMAGES, per_spec: int = PER_SPEC, idle: float = IDL
     from rich.markup import escape
 
     from harness.assembly import engine
-    from harness.warm import daemon, protocol
+    from sandbox.warm import daemon, protocol
 
     folder = environment.warm_dir()
     with reported():
@@ -65,8 +65,8 @@ def start(image: list[str] = IMAGES, per_spec: int = PER_SPEC, idle: float = IDL
 def serve(image: list[str] = IMAGES, per_spec: int = PER_SPEC, idle: float = IDLE, per_run: int = PER_RUN) -> None:
     """Run the warm service in the foreground until it is idle, stopped or interrupted."""
     from harness.assembly import engine
-    from harness.warm import daemon
-    from harness.warm.service import WarmConfig
+    from sandbox.warm import daemon
+    from sandbox.warm.service import WarmConfig
 
     folder = environment.warm_dir()
     with reported():
@@ -86,7 +86,7 @@ def serve(image: list[str] = IMAGES, per_spec: int = PER_SPEC, idle: float = IDL
 @warm_app.command("status")
 def status() -> None:
     """Whether a warm service runs for this engine, and what it has ready."""
-    from harness.warm import protocol
+    from sandbox.warm import protocol
 
     folder = environment.warm_dir()
     try:
@@ -107,7 +107,7 @@ def status() -> None:
 @warm_app.command("stop")
 def stop() -> None:
     """Stop the warm service for this engine; it removes every container it started."""
-    from harness.warm import daemon
+    from sandbox.warm import daemon
 
     stopped = daemon.stop(environment.warm_dir())
     console.print("warm service stopped" if stopped else "no warm service was running")

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import assembly
+from harness.agent.verify import VerifyResult
 from harness.batch.records import TaskRunKey
 from harness.batch.tasks import Task, TasksFile
 from harness.batch.worker import REFERENCE_MODEL, TaskRunSpec, run_config
 from harness.errors import HarnessError
-from harness.verify import VerifyResult
 from sandbox.errors import SandboxError
 from sandbox.tree import remove_tree
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import pathspec
 from pydantic import BaseModel, ConfigDict
 
-from harness.protect import PROTECTED_FILES
+from harness.agent.protect import PROTECTED_FILES
 
 _FILE = re.compile(r"^diff --git a/(.+?) b/(.+)$")
 _TESTISH = re.compile(r"(^|/)(tests?|spec|__tests__)/|(^|/)test_[^/]*\.py$|_test\.(py|go|rs)$|\.(test|spec)\.[jt]sx?$")

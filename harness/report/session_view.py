@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.agent.outcome import RunState
 from harness.errors import SessionError
-from harness.outcome import RunState
 from harness.steps import StepMap
 from harness.trajectory import (
     EventRecord,

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.approve import Approver
-from harness.gate import Gate
+from harness.policy.approve import Approver
+from harness.policy.gate import Gate
 from harness.tools.calls import RUNNER_STDOUT_CAP, context_mounts
 from harness.tools.commands import git_diff, git_log, git_status, run_command, run_tests
 from harness.tools.files import apply_patch, list_dir, read_file, search_code, write_file

@@ -31,7 +31,7 @@ def context_mounts(workspace: Path, read_only_paths: Sequence[str]) -> list[Moun
 
     Only literal patterns (`tests/`, `docs/spec/`, `tests/test_x.py`) are mounted; glob patterns are
     enforced by the gate and the runner, and for commands by the check after each step (see
-    harness.guard). A path that is a symlink (or under one) is never mounted, because the engine would
+    harness.agent.guard). A path that is a symlink (or under one) is never mounted, because the engine would
     follow it on the host.
     """
     mounts = runner_mounts()

@@ -8,7 +8,7 @@ from typing import Annotated
 from pydantic import Field
 
 from harness.errors import ToolError
-from harness.gate import Rejected, parse_command
+from harness.policy.gate import Rejected, parse_command
 from harness.tools.calls import call_runner, check_envelope
 from harness.tools.registry import Outcome, ToolContext, tool
 

@@ -18,10 +18,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from harness.approve import Approver
 from harness.deadline import UNLIMITED, Deadline
 from harness.errors import ToolError
-from harness.gate import Decision, Gate
+from harness.policy.approve import Approver
+from harness.policy.gate import Decision, Gate
 from harness.tools.schema import Outcome, Tool, ToolFunction, build_tool, tool
 from harness.types import ToolCall, ToolSchema
 from sandbox.envelope import Envelope

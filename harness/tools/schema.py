@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from harness.gate import GateRequest, Tier
+from harness.policy.gate import GateRequest, Tier
 from harness.types import ToolSchema
 from sandbox.envelope import Envelope
 

@@ -8,9 +8,9 @@ import shutil
 from pathlib import Path
 
 from harness import assembly
+from harness.agent.outcome import RunState
 from harness.assembly import Runtime
 from harness.config import RunConfig
-from harness.outcome import RunState
 from harness.providers.scripted import ScriptedProvider, parse_script
 from sandbox.fake import FakeSandbox
 from sandbox.session.records import SessionConfig

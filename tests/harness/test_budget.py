@@ -1,6 +1,6 @@
 import pytest
 
-from harness.budget import Budget, Spent
+from harness.agent.budget import Budget, Spent
 from harness.config import LimitsConfig
 from harness.errors import LimitReached
 from harness.types import ModelTurn, Usage
@@ -83,8 +83,8 @@ def test_resumed_budget_starts_from_spent():
 
 
 def test_outcome_exit_codes_match_the_cli_exit_codes():
+    from harness.agent.outcome import exit_code_for_outcome
     from harness.cli.app import ExitCode
-    from harness.outcome import exit_code_for_outcome
 
     assert exit_code_for_outcome("verified") == ExitCode.OK
     assert exit_code_for_outcome("unverified") == ExitCode.UNVERIFIED

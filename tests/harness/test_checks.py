@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.agent.outcome import RunState
 from harness.batch.records import TaskRunKey
 from harness.batch.tasks import load_tasks
 from harness.batch.worker import TaskRunSpec, run_config
 from harness.config import LimitsConfig, RunConfig
-from harness.outcome import RunState
 from harness.providers.scripted import ScriptedProvider, parse_script
 from harness.report import pages
 from harness.trajectory import read_records, read_state

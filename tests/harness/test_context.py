@@ -1,5 +1,5 @@
+from harness.agent.context import Context, call_label, slim
 from harness.config import ContextConfig
-from harness.context import Context, call_label, slim
 from harness.types import ModelTurn, ToolCall
 
 
@@ -96,7 +96,7 @@ def test_large_results_fold_in_one_batch_and_the_unanswered_one_stays():
 
 
 def test_a_commands_volatile_output_is_masked_but_never_a_files_content():
-    from harness.context import stable
+    from harness.agent.context import stable
 
     output = (
         "exit_code=1 status=exit_nonzero duration=812ms\n"

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from harness import assembly
+from harness.agent.outcome import RunState
 from harness.assembly import Runtime
 from harness.config import RunConfig
-from harness.outcome import RunState
 from harness.providers.scripted import ScriptedProvider, parse_script
 from harness.trajectory import read_records, read_state
 from sandbox.fake import FakeSandbox

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.gate import Gate, GateConfig, GateRequest, Rejected, Rule, normalize_path, parse_command
+from harness.policy.gate import Gate, GateConfig, GateRequest, Rejected, Rule, normalize_path, parse_command
 
 
 def read(*paths: str) -> GateRequest:

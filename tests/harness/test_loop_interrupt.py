@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from harness.outcome import RunState
+from harness.agent.outcome import RunState
 from harness.trajectory import read_records, read_state
 from tests.harness.conftest import EXAMPLE, ROOT, turn
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.outcome import RunState
+from harness.agent.outcome import RunState
 from harness.trajectory import read_records, read_state
 from tests.harness.conftest import ADD_FIX, turn
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from harness import assembly
+from harness.agent.outcome import RunState
 from harness.assembly import Runtime
 from harness.batch import worker
 from harness.config import LimitsConfig, RunConfig
 from harness.errors import ModelBadResponse, ModelUnavailable, ModelUnreachable, RetryBudgetExhausted
-from harness.outcome import RunState
 from harness.providers.scripted import ScriptedProvider, parse_script
 from harness.trajectory import read_records, read_state
 from harness.types import Message, ModelTurn, ToolCall, ToolSchema, Usage
@@ -220,7 +220,8 @@ def test_a_short_cycle_of_calls_is_caught_too(tmp_path):
 
 
 def test_a_call_whose_result_changes_is_no_repetition():
-    from harness.repetition import Repetition, RepetitionConfig
+    from harness.agent.repetition import Repetition
+    from harness.config import RepetitionConfig
 
     memory, call = Repetition(), ToolCall(id="c", name="run_tests")
     for n in range(10):

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from harness.outcome import RunState
+from harness.agent.outcome import RunState
 from harness.trajectory import TRAJECTORY_FILE, read_records, read_state
 from tests.harness.conftest import ADD_FIX
 from tests.providers.wire_server import WireServer, openai_error, openai_turn, openai_usage

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.protect import protected_changes
-from harness.verify import TestCounts, count_rule, summary_counts
+from harness.agent.protect import protected_changes
+from harness.agent.verify import TestCounts, count_rule, summary_counts
 
 
 class Trees:

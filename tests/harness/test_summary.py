@@ -9,11 +9,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness import assembly
+from harness.agent.context import excluded_directions
+from harness.agent.outcome import RunState
 from harness.assembly import Runtime
 from harness.config import ContextConfig, LimitsConfig, RunConfig
-from harness.context import excluded_directions
 from harness.errors import ModelUnavailable
-from harness.outcome import RunState
 from harness.providers.replay import ReplayProvider
 from harness.providers.scripted import ScriptedProvider
 from harness.report import pages

@@ -1,6 +1,6 @@
 import json
 
-from harness.outcome import RunState
+from harness.agent.outcome import RunState
 from harness.trajectory import (
     STATE_FILE,
     TRAJECTORY_FILE,

@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from harness.verify import failing_tests, feedback, result_from_envelope
+from harness.agent.verify import failing_tests, feedback, result_from_envelope
 from sandbox.envelope import Envelope, Posture
 
 POSTURE = Posture(
@@ -63,7 +63,7 @@ def test_feedback_is_structured_for_the_model():
 
 
 def test_the_verify_command_is_detected_from_the_layout(tmp_path):
-    from harness.verify import detect_verify
+    from harness.agent.verify import detect_verify
 
     def repo(name: str, files: dict[str, str]) -> Path:
         root = tmp_path / name

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from harness import assembly
+from harness.agent.budget import Budget
+from harness.agent.outcome import RunState
 from harness.assembly import Runtime
-from harness.budget import Budget
 from harness.config import LimitsConfig, RunConfig
 from harness.errors import ModelUnavailable, RetryBudgetExhausted
-from harness.outcome import RunState
 from harness.providers.scripted import ScriptedProvider, parse_script
 from harness.trajectory import read_records
 from harness.types import ModelTurn, ToolCall, Usage

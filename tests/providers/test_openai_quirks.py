@@ -255,8 +255,8 @@ def test_a_default_temperature_is_sent_where_the_model_takes_one(wire):
 
 
 def test_the_model_reads_no_durations():
+    from harness.agent.context import Context
     from harness.config import ContextConfig
-    from harness.context import Context
 
     context = Context(ContextConfig(), "s", "t")
     call = ToolCall(id="c", name="run_tests")

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
+from harness.agent.context import Context
 from harness.config import ContextConfig
-from harness.context import Context
 from harness.errors import ModelAuthError, ModelSpendLimitError, RetryBudgetExhausted
 from harness.providers.config import ProviderConfig, RetryConfig
 from harness.providers.factory import make_provider

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from harness.cli import quick
-from harness.warm import messages, protocol
-from harness.warm.messages import ErrorReply, ExecRequest, LendRequest, request_of
 from sandbox.docker.prune import find_containers
+from sandbox.warm import messages, protocol
+from sandbox.warm.messages import ErrorReply, ExecRequest, LendRequest, request_of
 
 HARNESS = str(Path(sys.executable).parent / "harness")
 pytestmark = pytest.mark.timeout(240)
@@ -360,8 +360,8 @@ def test_harness_run_borrows_and_a_dead_borrower_gives_everything_back(warm, tmp
     assert _runs(warm)["lent"] == 1
 
     code = (
-        "import sys, time; from pathlib import Path; from harness.warm.loans import borrow\n"
-        "from harness.warm.loans import run_request\n"
+        "import sys, time; from pathlib import Path; from sandbox.warm.loans import borrow\n"
+        "from sandbox.warm.loans import run_request\n"
         "import json; request = json.loads(sys.argv[1])\n"
         "loan = borrow(Path(sys.argv[2]), request, Path(sys.argv[3]))\n"
         "print(json.dumps([cid for cid, _ in loan.containers]), flush=True); time.sleep(300)\n"
@@ -437,8 +437,8 @@ def test_a_slot_of_mount_points_becomes_a_workspace(tmp_path: Path) -> None:
 
 
 def test_run_requests_name_workspace_mounts_relatively_and_stay_inside(tmp_path: Path) -> None:
-    from harness.warm.loans import run_key, run_request, slot_mounts
     from sandbox.spec import Mount, SandboxSpec
+    from sandbox.warm.loans import run_key, run_request, slot_mounts
 
     mounts = [
         Mount(source=Path("/opt/runner.py"), target="/opt/harness/runner.py"),

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.agent.detect import detect_setup
 from harness.config import RunConfig
-from harness.detect import detect_setup
 from sandbox.errors import SetupError
 from sandbox.session.records import SessionConfig
 from sandbox.session.setup import read_ca
@@ -59,7 +59,9 @@ def test_setup_options_need_setup_and_network() -> None:
     with pytest.raises(ValueError, match="add --setup-network"):
         RunConfig(setup=["pip install x"], setup_proxy="http://proxy:3128")
     config = RunConfig(setup=["pip install x"], setup_network=True, setup_proxy="http://me:s3cret-pw@proxy:3128")
-    assert "s3cret-pw" not in config.model_dump_json() and config.session.setup_proxy == "http://me:s3cret-pw@proxy:3128"
+    assert (
+        "s3cret-pw" not in config.model_dump_json() and config.session.setup_proxy == "http://me:s3cret-pw@proxy:3128"
+    )
 
 
 def test_mounts_ca_and_redaction(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ import itertools
 
 import pytest
 
-from harness.gate import Gate, GateConfig
+from harness.policy.gate import Gate, GateConfig
 from harness.tools import runner
 
 PATTERNS = [

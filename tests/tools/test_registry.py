@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from harness.approve import InteractiveApprover, UnattendedApprover, UnattendedConfig
 from harness.deadline import Deadline
-from harness.gate import Gate, GateConfig, GateRequest
+from harness.policy.approve import InteractiveApprover, UnattendedApprover, UnattendedConfig
+from harness.policy.gate import Gate, GateConfig, GateRequest
 from harness.tools.builtin import default_registry, make_context
 from harness.tools.registry import ToolContext
 from harness.types import ToolCall
@@ -193,7 +193,7 @@ def test_unattended_answer_file_allows(tmp_path: Path) -> None:
     request = GateRequest(tool="run_command", tier="exec", command="make")
     timer = threading.Timer(0.1, lambda: (tmp_path / "c9.answer").write_text("allow\n"))
     timer.start()
-    from harness.gate import Decision
+    from harness.policy.gate import Decision
 
     decision = approver.decide(request, Decision(action="ask", rule="command-ask", reason="r"), "c9")
     timer.join()

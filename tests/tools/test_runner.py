@@ -475,7 +475,7 @@ def test_run_tests_with_a_shell_test_command_keeps_selectors_out_of_the_shell(ro
 def test_diff_create_delete_rename_through_the_sandbox(box: DockerSandbox, repo_ws: Path) -> None:
     import uuid
 
-    from harness.gate import Gate, GateConfig
+    from harness.policy.gate import Gate, GateConfig
     from harness.tools.builtin import default_registry, make_context
     from harness.types import ToolCall
     from sandbox.spec import SandboxSpec
@@ -523,7 +523,7 @@ def test_the_container_loads_the_runner_bytecode_compiled_on_the_host(box: Docke
     # Compiling runner.py costs about as much as python's start-up: a read_file must not pay it.
     import uuid
 
-    from harness.gate import Gate
+    from harness.policy.gate import Gate
     from harness.tools.builtin import make_context
     from harness.tools.launch import RUNNER_ARGV
     from sandbox.spec import SandboxSpec
@@ -546,7 +546,7 @@ def test_the_container_loads_the_runner_bytecode_compiled_on_the_host(box: Docke
 def test_run_command_that_changes_nothing_adds_no_session_step(box: DockerSandbox, tmp_path: Path) -> None:
     import uuid
 
-    from harness.gate import Gate, GateConfig
+    from harness.policy.gate import Gate, GateConfig
     from harness.tools.builtin import default_registry, make_context
     from harness.types import ToolCall
     from sandbox.session.session import Session

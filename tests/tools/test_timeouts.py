@@ -8,7 +8,7 @@ from pathlib import Path
 
 from harness.config import DEFAULT_TOOL_TIMEOUTS, RunConfig
 from harness.deadline import Deadline
-from harness.gate import Gate, GateConfig
+from harness.policy.gate import Gate, GateConfig
 from harness.tools.builtin import default_registry, make_context
 from harness.types import ToolCall
 from sandbox.fake import FakeSandbox

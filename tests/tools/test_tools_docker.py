@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.approve import UnattendedApprover, UnattendedConfig
-from harness.gate import Decision, Gate, GateConfig, GateRequest, Rule
+from harness.policy.approve import UnattendedApprover, UnattendedConfig
+from harness.policy.gate import Decision, Gate, GateConfig, GateRequest, Rule
 from harness.tools.builtin import default_registry, make_context
 from harness.tools.registry import ToolContext, ToolResult
 from harness.types import ToolCall

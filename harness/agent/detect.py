@@ -1,6 +1,6 @@
 """What a repository's layout says about it: how to install its dependencies (`--setup auto`).
 
-Read the way `harness.verify.detect_verify` reads it (the test command): only regular, small
+Read the way `harness.agent.verify.detect_verify` reads it (the test command): only regular, small
 files, never through a symlink, nothing executed; the repository is untrusted.
 """
 

@@ -14,24 +14,10 @@ import json
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from harness.config import RepetitionConfig
 from harness.types import ToolCall
 
 KEEP = 24
-
-
-class RepetitionConfig(BaseModel):
-    """When repetition is pointed out, and when it ends the run."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    note_after: int = Field(3, ge=2)
-    """The same call with the same result this many times in a row: the result carries a note."""
-    stuck_after: int = Field(6, ge=2)
-    """...this many times: the run ends `stuck`."""
-    cycle_note_after: int = Field(2, ge=2)
-    """A cycle of 2-3 calls repeated this many times: noted."""
-    cycle_stuck_after: int = Field(4, ge=2)
-    """...this many times: stuck."""
 
 
 class Repetition(BaseModel):

@@ -18,7 +18,7 @@ from typing import Literal
 import pathspec
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.argv import Rejected, effective_argv, normalize_path, parse_command, program_of
+from harness.policy.argv import Rejected, effective_argv, normalize_path, parse_command, program_of
 
 __all__ = [
     "Decision",

@@ -229,8 +229,8 @@ class Loan:
 def borrow(warm: Path, request: dict[str, Any], sessions: Path) -> Loan | None:
     """A ready run slot of the warm service in folder warm for this run config, or None (no service,
     none ready, or a slot on another filesystem than the sessions, where it cannot be renamed)."""
-    from harness.warm import protocol
-    from harness.warm.messages import LendRequest
+    from sandbox.warm import protocol
+    from sandbox.warm.messages import LendRequest
 
     try:
         reply, fds, conn = protocol.borrow(warm, LendRequest(run=request))

@@ -17,8 +17,8 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from harness.warm import messages
-from harness.warm.messages import (
+from sandbox.warm import messages
+from sandbox.warm.messages import (
     ErrorReply,
     ExecReply,
     ExecRequest,

@@ -6,10 +6,10 @@ from typing import Any, cast, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.budget import Spent
-from harness.context import ContextState
+from harness.agent.budget import Spent
+from harness.agent.context import ContextState
+from harness.agent.repetition import Repetition
 from harness.errors import ModelError, ModelUnreachable, RetryBudgetExhausted
-from harness.repetition import Repetition
 from harness.types import Cause, LimitKind, Outcome, OutcomeKind
 from sandbox.exit_code import ExitCode
 

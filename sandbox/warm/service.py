@@ -34,9 +34,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from harness.warm import protocol
-from harness.warm.loans import KIND, Loans, close_fds
-from harness.warm.messages import (
+from sandbox.errors import SandboxError
+from sandbox.exit_code import ExitCode
+from sandbox.spec import SandboxSpec
+from sandbox.tree import copy_tree, remove_tree
+from sandbox.warm import protocol
+from sandbox.warm.loans import KIND, Loans, close_fds
+from sandbox.warm.messages import (
     ErrorReply,
     ExecReply,
     ExecRequest,
@@ -49,10 +53,6 @@ from harness.warm.messages import (
     StopReply,
     StopRequest,
 )
-from sandbox.errors import SandboxError
-from sandbox.exit_code import ExitCode
-from sandbox.spec import SandboxSpec
-from sandbox.tree import copy_tree, remove_tree
 
 if TYPE_CHECKING:
     from sandbox.docker.containers import DockerSandbox

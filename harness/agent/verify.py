@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.protect import ProtectedChange, TreeReader, protected_changes
+from harness.agent.protect import ProtectedChange, TreeReader, protected_changes
 from sandbox.envelope import Envelope
 from sandbox.spec import Mount, Sandbox, SandboxSpec
 
@@ -298,7 +298,7 @@ NPM_PLACEHOLDER = "no test specified"
 def detect_verify(repo: Path) -> tuple[str, str] | None:
     """(command, why) of the test command a repository's layout names, or None. Only regular files
     are read (never through a symlink), and only small ones: the repository is untrusted."""
-    from harness.detect import manifest
+    from harness.agent.detect import manifest
 
     root = Path(repo)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from harness.seams import RegistryLike, SessionLike
+from harness.agent.seams import RegistryLike, SessionLike
 from harness.tools.registry import ToolContext
 from harness.trajectory import ToolRecord, read_records
 from harness.types import ToolCall

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.prompt import Confirm
 
 from harness.errors import SessionError, UsageError
-from harness.gate import Decision, GateRequest
+from harness.policy.gate import Decision, GateRequest
 from sandbox.durable import write_text_atomic
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from harness.outcome import RunState
-from harness.seams import SessionLike
+from harness.agent.outcome import RunState
+from harness.agent.seams import SessionLike
 from harness.trajectory import EventRecord, ToolRecord, Trajectory, read_records
 from harness.types import ModelTurn
 

@@ -23,11 +23,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from harness.warm import protocol
-from harness.warm.loans import KIND
-from harness.warm.messages import LendRequest, Refused, Reply, StatusReply, StopReply, request_of
-from harness.warm.service import WarmConfig, WarmService
 from sandbox.tree import remove_tree
+from sandbox.warm import protocol
+from sandbox.warm.loans import KIND
+from sandbox.warm.messages import LendRequest, Refused, Reply, StatusReply, StopReply, request_of
+from sandbox.warm.service import WarmConfig, WarmService
 
 if TYPE_CHECKING:
     from sandbox.docker.containers import DockerSandbox

@@ -14,7 +14,7 @@ from typing import Protocol
 
 import pathspec
 
-from harness.protect import matches
+from harness.agent.protect import matches
 from sandbox.snapshot.edit import generated
 
 DENIED = (

@@ -16,15 +16,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness import recovery, storage
-from harness.budget import Budget
-from harness.context import Context, stable
+from harness import storage
+from harness.agent import recovery
+from harness.agent.budget import Budget
+from harness.agent.context import Context, stable
+from harness.agent.guard import DENIED, ReadOnlyGuard
+from harness.agent.outcome import FINAL_OUTCOMES, RunResult, RunState, machine_cause, outcome_kind
+from harness.agent.prompt import obstacle_line
+from harness.agent.repetition import NOTE
+from harness.agent.seams import Provider, RegistryLike, Sandbox, SessionLike, VerifierLike
+from harness.agent.verify import VerifyResult, feedback
+from harness.config import RepetitionConfig
 from harness.errors import LimitReached, ModelError, Stop
-from harness.guard import DENIED, ReadOnlyGuard
-from harness.outcome import FINAL_OUTCOMES, RunResult, RunState, machine_cause, outcome_kind
-from harness.prompt import obstacle_line
-from harness.repetition import NOTE, RepetitionConfig
-from harness.seams import Provider, RegistryLike, Sandbox, SessionLike, VerifierLike
 from harness.storage import is_storage_failure
 from harness.tools.registry import ToolContext
 from harness.trajectory import (
@@ -39,7 +42,6 @@ from harness.trajectory import (
     write_state,
 )
 from harness.types import Cause, Message, ModelTurn, Outcome, ToolCall
-from harness.verify import VerifyResult, feedback
 from sandbox.errors import SandboxError
 from sandbox.layout import SessionFolder
 from sandbox.spec import SandboxSpec

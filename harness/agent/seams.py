@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from harness.agent.verify import VerifyResult
 from harness.providers.protocol import Provider
 from harness.tools.registry import ToolContext, ToolResult
 from harness.types import ToolCall, ToolSchema
-from harness.verify import VerifyResult
 from sandbox.spec import Sandbox, SandboxSpec
 
 __all__ = ["Provider", "RegistryLike", "Sandbox", "SessionLike", "VerifierLike"]
@@ -55,6 +55,6 @@ class RegistryLike(Protocol):
 
 
 class VerifierLike(Protocol):
-    """Decides 'done' (`harness.verify.Verifier`)."""
+    """Decides 'done' (`harness.agent.verify.Verifier`)."""
 
     def run(self, workspace: Path, spec: SandboxSpec) -> VerifyResult: ...
