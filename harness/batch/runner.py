@@ -144,139 +144,172 @@ def run_batch(
     """Run every task-run not yet recorded in out; records are written as results arrive. Once
     `stopping()` says so, no new task-run starts and the running ones finish (the rest stay
     unrecorded: the next invocation runs them)."""
-    from distributed import as_completed
+    batch = BatchRun(
+        tasks, BatchDir(out), models, runs, budget, run_id, docker_host, api_keys or {}, on_event, stopping
+    )
+    if batch.todo:  # everything recorded already: no cluster to start
+        with dask_client(cluster, workers) as client:
+            # Workers of a local cluster share this filesystem; a cluster's may not: ship to those.
+            batch.schedule(client, max(1, _slots(client) or workers), shipping.Shipper(client) if cluster else None)
+    return batch.summary()
 
-    started = time.monotonic()
-    batch = BatchDir(out)
-    batch.sessions.mkdir(parents=True, exist_ok=True)
-    batch_id = batch.identity()
-    models = models or tasks.defaults.model or batch.models()  # a rerun resumes the batch's own models
-    planned = plan(tasks, models, runs)
-    batch.remember_models(list(models))
-    todo = [(key, task) for key, task in planned if not _finished(batch.read(key))]
-    skipped = len(planned) - len(todo)
-    spent_cost, spent_tokens, counts = 0.0, 0, {"ran": 0, "verified": 0, "never": 0, "gave_up": 0}
-    on_event(BatchEvent(kind="planned", queued=len(todo), done=skipped))
 
-    def spec(key: TaskRunKey, task: Task, shipper: shipping.Shipper | None) -> TaskRunSpec:
-        left_cost = None if budget.max_cost_usd is None else max(0.0, budget.max_cost_usd - spent_cost)
-        left_tokens = None if budget.max_tokens is None else max(1, budget.max_tokens - spent_tokens)
+class BatchRun:
+    """One invocation of a batch: what is planned and still to run, what was spent, and the queue."""
+
+    def __init__(
+        self,
+        tasks: TasksFile,
+        batch: BatchDir,
+        models: list[str],
+        runs: int | None,
+        budget: BatchBudget,
+        run_id: str,
+        docker_host: str | None,
+        api_keys: dict[str, str],
+        on_event: Callable[[BatchEvent], None],
+        stopping: Callable[[], bool],
+    ) -> None:
+        self.started = time.monotonic()
+        self.tasks, self.batch, self.budget, self.run_id = tasks, batch, budget, run_id
+        self.docker_host, self.api_keys, self.on_event, self.stopping = docker_host, api_keys, on_event, stopping
+        batch.sessions.mkdir(parents=True, exist_ok=True)
+        self.batch_id = batch.identity()
+        models = models or tasks.defaults.model or batch.models()  # a rerun resumes the batch's own models
+        self.planned = plan(tasks, models, runs)
+        batch.remember_models(list(models))
+        self.todo = [(key, task) for key, task in self.planned if not _finished(batch.read(key))]
+        self.skipped = len(self.planned) - len(self.todo)
+        self.cost_usd, self.tokens = 0.0, 0
+        self.counts = {"ran": 0, "verified": 0, "never": 0, "gave_up": 0}
+        self.queue = list(self.todo)
+        self.running: dict[Any, tuple[TaskRunKey, Task]] = {}
+        self.losses: dict[TaskRunKey, int] = {}
+        on_event(BatchEvent(kind="planned", queued=len(self.todo), done=self.skipped))
+
+    def spec(self, key: TaskRunKey, task: Task, shipper: shipping.Shipper | None) -> TaskRunSpec:
+        """What a worker needs to run one task-run, capped by what is left of the budget."""
+        budget = self.budget
+        left_cost = None if budget.max_cost_usd is None else max(0.0, budget.max_cost_usd - self.cost_usd)
+        left_tokens = None if budget.max_tokens is None else max(1, budget.max_tokens - self.tokens)
         return TaskRunSpec(
             key=key,
             task=task,
-            defaults=tasks.defaults,
-            sessions=batch.sessions.resolve(),
-            run_id=run_id,
-            docker_host=docker_host,
-            api_key=(api_keys or {}).get(prefix_of(key.model)),
+            defaults=self.tasks.defaults,
+            sessions=self.batch.sessions.resolve(),
+            run_id=self.run_id,
+            docker_host=self.docker_host,
+            api_key=self.api_keys.get(prefix_of(key.model)),
             max_cost_usd=left_cost,
             max_tokens=left_tokens,
-            grace_s=tasks.defaults.grace_s,
-            batch_id=batch_id,
-            probe=batch.probe.resolve(),
+            grace_s=self.tasks.defaults.grace_s,
+            batch_id=self.batch_id,
+            probe=self.batch.probe.resolve(),
             files=shipper.files(_model_files(key, task)) if shipper else {},
         )
 
-    def exhausted() -> str | None:
-        if budget.max_cost_usd is not None and spent_cost >= budget.max_cost_usd:
+    def exhausted(self) -> str | None:
+        """Why the global budget allows no new task-run, or None."""
+        budget = self.budget
+        if budget.max_cost_usd is not None and self.cost_usd >= budget.max_cost_usd:
             return f"the batch's cost budget (${budget.max_cost_usd:g}) was spent"
-        if budget.max_tokens is not None and spent_tokens >= budget.max_tokens:
+        if budget.max_tokens is not None and self.tokens >= budget.max_tokens:
             return f"the batch's token budget ({budget.max_tokens}) was spent"
-        if budget.max_hours is not None and time.monotonic() - started >= budget.max_hours * 3600:
+        if budget.max_hours is not None and time.monotonic() - self.started >= budget.max_hours * 3600:
             return f"the batch's wall clock ({budget.max_hours:g} h) ran out"
         return None
 
-    def finish() -> BatchSummary:
-        summary = BatchSummary(
-            planned=len(planned),
-            skipped=skipped,
-            ran=counts["ran"],
-            verified=counts["verified"],
-            never_started=counts["never"],
-            gave_up=counts["gave_up"],
-            cost_usd=round(spent_cost, 6),
-            tokens=spent_tokens,
-            elapsed_s=round(time.monotonic() - started, 3),
-        )
-        on_event(BatchEvent(kind="summary", done=summary.skipped + summary.ran, cost_usd=summary.cost_usd))
-        return summary
+    def schedule(self, client: Any, slots: int, shipper: shipping.Shipper | None) -> None:
+        """Keep slots task-runs running until the queue is empty, the budget spent or a stop asked;
+        record each as it comes back, and why the ones never started did not."""
+        from distributed import as_completed
 
-    if not todo:  # everything is recorded already: no cluster to start
-        return finish()
-    with dask_client(cluster, workers) as client:
-        slots = max(1, _slots(client) or workers)
-        # Workers of a local cluster share this filesystem; a cluster's may not: ship to those.
-        shipper = shipping.Shipper(client) if cluster else None
-        queue = list(todo)
-        running: dict[Any, tuple[TaskRunKey, Task]] = {}
         pending = as_completed()
-        losses: dict[TaskRunKey, int] = {}
-
-        def submit_more() -> None:
-            while queue and len(running) < slots and exhausted() is None and not stopping():
-                key, task = queue.pop(0)
-                future = client.submit(
-                    run_task,
-                    spec(key, task, shipper),
-                    shipper.repo(task.repo) if shipper else None,
-                    key=f"taskrun-{key.session_id}-{run_id}-{losses.get(key, 0)}",
-                    pure=False,
-                    resources={SESSION_RESOURCE: 1},
-                )
-                running[future] = (key, task)
-                pending.add(future)
-                on_event(BatchEvent(kind="started", key=key, queued=len(queue), running=len(running)))
-
-        submit_more()
+        self._submit_more(client, slots, shipper, pending)
         for future in pending:
-            key, task = running.pop(future)
+            key, task = self.running.pop(future)
             output: TaskRunOutput = future.result()
-            record = output.record
-            if shipper and _lost(record) and losses.get(key, 0) < SHIPMENT_RETRIES:
-                losses[key] = losses.get(key, 0) + 1  # its repository went with a dead worker: ship again
+            if shipper and _lost(output.record) and self.losses.get(key, 0) < SHIPMENT_RETRIES:
+                self.losses[key] = self.losses.get(key, 0) + 1  # its repository went with a dead worker: ship again
                 shipper.lost(task.repo)
-                queue.insert(0, (key, task))
-                submit_more()
-                continue
-            if output.session_files is not None:
-                folder = batch.sessions / key.session_id
-                shipping.receive_session(output.session_files, folder)
-                record = record.model_copy(update={"session_dir": str(folder.resolve())})
-            batch.write(record)
-            spent_cost += record.cost_usd
-            spent_tokens += sum(record.tokens.values()) - record.tokens.get("cached", 0)
-            counts["ran"] += 1
-            counts["verified"] += record.verified
-            counts["gave_up"] += record.status == "gave_up"
-            on_event(
-                BatchEvent(
-                    kind="finished",
-                    key=key,
-                    record=record,
-                    queued=len(queue),
-                    running=len(running),
-                    done=skipped + counts["ran"],
-                    failed=counts["gave_up"],
-                    cost_usd=spent_cost,
-                )
+                self.queue.insert(0, (key, task))
+            else:
+                self._record(key, output)
+            self._submit_more(client, slots, shipper, pending)
+        why = self.exhausted()
+        for key, task in self.queue if why else []:  # the budget stopped scheduling: say so in each record
+            self._never_started(key, task, why or "")
+
+    def _submit_more(self, client: Any, slots: int, shipper: shipping.Shipper | None, pending: Any) -> None:
+        while self.queue and len(self.running) < slots and self.exhausted() is None and not self.stopping():
+            key, task = self.queue.pop(0)
+            future = client.submit(
+                run_task,
+                self.spec(key, task, shipper),
+                shipper.repo(task.repo) if shipper else None,
+                key=f"taskrun-{key.session_id}-{self.run_id}-{self.losses.get(key, 0)}",
+                pure=False,
+                resources={SESSION_RESOURCE: 1},
             )
-            submit_more()
-        why = exhausted()
-        for key, task in queue if why else []:  # the budget stopped scheduling: say so in each record
-            never = TaskRunRecord(
+            self.running[future] = (key, task)
+            pending.add(future)
+            self.on_event(BatchEvent(kind="started", key=key, queued=len(self.queue), running=len(self.running)))
+
+    def _record(self, key: TaskRunKey, output: TaskRunOutput) -> None:
+        record = output.record
+        if output.session_files is not None:
+            folder = self.batch.sessions / key.session_id
+            shipping.receive_session(output.session_files, folder)
+            record = record.model_copy(update={"session_dir": str(folder.resolve())})
+        self.batch.write(record)
+        self.cost_usd += record.cost_usd
+        self.tokens += sum(record.tokens.values()) - record.tokens.get("cached", 0)
+        self.counts["ran"] += 1
+        self.counts["verified"] += record.verified
+        self.counts["gave_up"] += record.status == "gave_up"
+        self.on_event(
+            BatchEvent(
+                kind="finished",
                 key=key,
-                status="never_started",
-                outcome="never_started",
-                detail=why or "",
-                session_id=key.session_id,
-                category=task.tags.category,
-                tags=task.tags.model_dump(),
-                first_tools=task.first_tools,
+                record=record,
+                queued=len(self.queue),
+                running=len(self.running),
+                done=self.skipped + self.counts["ran"],
+                failed=self.counts["gave_up"],
+                cost_usd=self.cost_usd,
             )
-            batch.write(never)
-            counts["never"] += 1
-            on_event(BatchEvent(kind="never_started", key=key, record=never))
-    return finish()
+        )
+
+    def _never_started(self, key: TaskRunKey, task: Task, why: str) -> None:
+        never = TaskRunRecord(
+            key=key,
+            status="never_started",
+            outcome="never_started",
+            detail=why,
+            session_id=key.session_id,
+            category=task.tags.category,
+            tags=task.tags.model_dump(),
+            first_tools=task.first_tools,
+        )
+        self.batch.write(never)
+        self.counts["never"] += 1
+        self.on_event(BatchEvent(kind="never_started", key=key, record=never))
+
+    def summary(self) -> BatchSummary:
+        """The end of this invocation (also told to on_event)."""
+        summary = BatchSummary(
+            planned=len(self.planned),
+            skipped=self.skipped,
+            ran=self.counts["ran"],
+            verified=self.counts["verified"],
+            never_started=self.counts["never"],
+            gave_up=self.counts["gave_up"],
+            cost_usd=round(self.cost_usd, 6),
+            tokens=self.tokens,
+            elapsed_s=round(time.monotonic() - self.started, 3),
+        )
+        self.on_event(BatchEvent(kind="summary", done=summary.skipped + summary.ran, cost_usd=summary.cost_usd))
+        return summary
 
 
 def _model_files(key: TaskRunKey, task: Task) -> list[Path]:
