@@ -48,6 +48,15 @@ def docker_client(run_label: str) -> Iterator[docker.DockerClient]:
     client.close()
 
 
+@pytest.fixture(scope="session")
+def sandbox_image(docker_client: docker.DockerClient) -> str:
+    """Make sure py311 is current (a no-op when it is) and return its name."""
+    from sandbox.docker import images
+
+    images.build(docker_client, "py311")
+    return "py311"
+
+
 def _remove_labelled(client: docker.DockerClient, run_label: str) -> None:
     label = {"label": f"harness.run={run_label}"}
     for container in client.containers.list(all=True, filters=label, ignore_removed=True):

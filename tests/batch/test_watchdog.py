@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from harness.batch.records import BatchDir
+from tests.agent.conftest import ADD_FIX, turn
 from tests.faults import EngineProxy
-from tests.harness.conftest import ADD_FIX, turn
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "calc"

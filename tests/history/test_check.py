@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from harness.batch.records import BatchDir
-from tests.harness.conftest import Harness
+from tests.agent.conftest import Harness
 from tests.history.conftest import BUNDLE
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

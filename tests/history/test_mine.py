@@ -20,7 +20,7 @@ from harness.history import materialize
 from harness.history.mine import MineOptions, mine
 from harness.history.reader import History
 from harness.providers.factory import make_provider
-from tests.harness.conftest import Harness
+from tests.agent.conftest import Harness
 from tests.history.conftest import BUNDLE, Repo, history_repo
 
 _OPEN: list[History] = []

@@ -23,7 +23,7 @@ from harness.report.metrics import obstacles, report
 from harness.report.render import as_markdown
 from harness.report.serve import Server, routes
 from harness.trajectory import EventRecord, Trajectory, read_records
-from tests.harness.conftest import Harness
+from tests.agent.conftest import Harness
 from tests.report.conftest import _turn, hostile_repo, run_session
 
 

@@ -9,18 +9,10 @@ from pathlib import Path
 import docker
 import pytest
 
-from sandbox.docker import images
 from sandbox.docker.containers import DockerSandbox
 from sandbox.fake import FakeSandbox
 from sandbox.owner import hand_over
 from sandbox.spec import SandboxSpec
-
-
-@pytest.fixture(scope="session")
-def sandbox_image(docker_client: docker.DockerClient) -> str:
-    """Make sure py311 is current (a no-op when it is) and return its name."""
-    images.build(docker_client, "py311")
-    return "py311"
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import pytest
 
 from harness.agent.outcome import RunState
 from harness.trajectory import read_records, read_state
-from tests.harness.conftest import EXAMPLE, ROOT, turn
+from tests.agent.conftest import EXAMPLE, ROOT, turn
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(180)]
 

@@ -10,8 +10,8 @@ import time
 import pytest
 
 from harness.trajectory import read_records
+from tests.agent.conftest import ADD_FIX, run_args, turn
 from tests.faults import EngineProxy
-from tests.harness.conftest import ADD_FIX, run_args, turn
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
 

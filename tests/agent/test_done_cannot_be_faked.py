@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.trajectory import read_records
-from tests.harness.conftest import EXAMPLE, turn
+from tests.agent.conftest import EXAMPLE, turn
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
 

@@ -10,7 +10,7 @@ import pytest
 
 from harness.trajectory import read_records
 from sandbox.durable import read_log
-from tests.harness.conftest import turn
+from tests.agent.conftest import turn
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
 

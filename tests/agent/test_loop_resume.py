@@ -9,7 +9,7 @@ import pytest
 
 from harness.agent.outcome import RunState
 from harness.trajectory import read_records, read_state
-from tests.harness.conftest import ADD_FIX, turn
+from tests.agent.conftest import ADD_FIX, turn
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
 
@@ -45,7 +45,7 @@ def files(workspace: Path) -> dict[str, bytes]:
 def baseline(tmp_path_factory, run_label):
     import yaml
 
-    from tests.harness.conftest import Harness
+    from tests.agent.conftest import Harness
 
     folder = tmp_path_factory.mktemp("baseline")
     (folder / "s.yaml").write_text(yaml.safe_dump({"turns": STEPS}))

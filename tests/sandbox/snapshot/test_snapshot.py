@@ -13,7 +13,7 @@ from sandbox.errors import SnapshotError
 from sandbox.snapshot import diff as snapdiff
 from sandbox.snapshot import objects as objects_module
 from sandbox.snapshot.store import SnapshotConfig, SnapshotStore
-from tests.sandbox.snapshot_trees import fingerprint, make_repo
+from tests.sandbox.snapshot.snapshot_trees import fingerprint, make_repo
 
 pytestmark = pytest.mark.timeout(60)
 

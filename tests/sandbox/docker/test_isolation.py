@@ -207,7 +207,7 @@ def _tree_digest(root: Path) -> str:
 
 def test_original_repository_is_byte_for_byte_unchanged(docker_sandbox, tmp_path, spec) -> None:
     original = tmp_path / "original"
-    shutil.copytree(Path(__file__).parents[2] / "examples" / "calc", original, symlinks=True)
+    shutil.copytree(Path(__file__).parents[3] / "examples" / "calc", original, symlinks=True)
     (original / "link").symlink_to("calc/ops.py")
     before = _tree_digest(original)
     workspace = tmp_path / "ws"

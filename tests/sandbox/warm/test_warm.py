@@ -283,7 +283,7 @@ def test_messages_are_framed_and_bounded() -> None:
             protocol.receive(right)
 
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "calc"
 
 

@@ -19,7 +19,7 @@ from harness.trajectory import read_records
 from harness.types import ModelTurn, ToolCall, Usage
 from sandbox.fake import FakeSandbox
 from sandbox.session.session import Session, SessionConfig
-from tests.harness.conftest import turn
+from tests.agent.conftest import turn
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "calc"
 SLOW = "python3 -c 'import time; time.sleep(60)'"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness.trajectory import read_records
-from tests.harness.conftest import run_args, turn
+from tests.agent.conftest import run_args, turn
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
 GATE = """approval_timeout_s = {timeout}

@@ -9,7 +9,7 @@ import pytest
 
 from harness.agent.outcome import RunState
 from harness.trajectory import TRAJECTORY_FILE, read_records, read_state
-from tests.harness.conftest import ADD_FIX
+from tests.agent.conftest import ADD_FIX
 from tests.providers.wire_server import WireServer, openai_error, openai_turn, openai_usage
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.harness.conftest import FIX_SCRIPT
+from tests.agent.conftest import FIX_SCRIPT
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
 

@@ -15,8 +15,8 @@ import pytest
 from harness.trajectory import read_records
 from sandbox.docker import images
 from sandbox.docker.engine import resolve_image
+from tests.agent.conftest import ADD_FIX, run_args, turn
 from tests.faults import SecondEngine
-from tests.harness.conftest import ADD_FIX, run_args, turn
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(400)]
 

@@ -21,7 +21,7 @@ from sandbox.docker.engine import available_runtimes, runtime_options
 from sandbox.docker.prune import find_containers
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(240)]
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 PROBE = textwrap.dedent("""
     import os, socket, subprocess

@@ -8,7 +8,7 @@ import pytest
 
 from harness.agent.outcome import RunState
 from harness.trajectory import read_records, read_state
-from tests.harness.conftest import ADD_FIX, EXAMPLE, FIX_SCRIPT, turn
+from tests.agent.conftest import ADD_FIX, EXAMPLE, FIX_SCRIPT, turn
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
 

@@ -14,11 +14,11 @@ import pytest
 from sandbox.errors import SessionNotFound, SnapshotError, StepOutOfRange
 from sandbox.session.session import Session, SessionConfig, list_sessions
 from sandbox.spec import SandboxSpec
-from tests.sandbox.snapshot_trees import fingerprint, make_repo
-from tests.sandbox.test_snapshot import _edits
+from tests.sandbox.snapshot.snapshot_trees import fingerprint, make_repo
+from tests.sandbox.snapshot.test_snapshot import _edits
 
 pytestmark = pytest.mark.timeout(120)
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_round_trip_rollback_and_export_applies_to_original(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from sandbox.session.session import Session
 from sandbox.spec import SandboxSpec
-from tests.sandbox.snapshot_trees import make_repo
+from tests.sandbox.snapshot.snapshot_trees import make_repo
 
 HARNESS = str(Path(sys.executable).parent / "harness")
 pytestmark = pytest.mark.timeout(180)

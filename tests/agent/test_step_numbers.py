@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.harness.conftest import FIX_SCRIPT
+from tests.agent.conftest import FIX_SCRIPT
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
 

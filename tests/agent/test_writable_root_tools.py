@@ -51,7 +51,7 @@ def test_tool_calls_follow_the_committed_image(
 
 
 def test_run_flag_writable_root_commits_each_changed_step(harness, script, docker_client: docker.DockerClient) -> None:
-    from tests.harness.conftest import turn
+    from tests.agent.conftest import turn
 
     model = script(
         turn("", ("run_command", {"command": "touch /var/tmp/built"})),

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.harness.conftest import ADD_FIX
+from tests.agent.conftest import ADD_FIX
 from tests.providers.recordings import recording
 from tests.providers.test_anthropic_today import google_credentials
 from tests.providers.wire_server import (
