@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.errors import ConfigError
-from harness.providers.vendor import ModelSpec
 
 if TYPE_CHECKING:
     from harness.assembly import Runtime
@@ -52,6 +51,8 @@ def state_dir(option: Path | None) -> Path:
 def key_variable(config: RunConfig) -> str | None:
     """The environment variable the run's key is read from: its provider entry's `api_key_env`,
     else the vendor's usual one (`harness.providers.vendor`)."""
+    from harness.providers.vendor import ModelSpec  # here: the quick path imports this module
+
     return config.provider_config().api_key_env or ModelSpec.of(config.model).vendor.key_env
 
 
@@ -70,12 +71,16 @@ def model_key(model: str, config: RunConfig) -> tuple[str | None, str | None]:
 
 def base_url_fallback(model: str | None) -> str | None:
     """$OPENAI_BASE_URL / $ANTHROPIC_BASE_URL for that vendor, when set."""
+    from harness.providers.vendor import ModelSpec
+
     variable = ModelSpec.of(model).vendor.base_url_env
     return os.environ.get(variable) or None if variable else None
 
 
 def cloud_fallback(model: str | None) -> dict[str, str]:
     """The region / project of a `bedrock:` or `vertex:` model from the cloud's usual variables."""
+    from harness.providers.vendor import ModelSpec
+
     found: dict[str, str] = {}
     for setting, variables in ModelSpec.of(model).vendor.cloud_env.items():
         value = next((os.environ[v] for v in variables if os.environ.get(v)), None)

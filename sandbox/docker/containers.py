@@ -34,16 +34,16 @@ from docker.utils.socket import frames_iter
 
 from sandbox import labels as labels_of
 from sandbox.docker import hardening, netns
-from sandbox.docker.call import CallWatch, cgroup_oom_killed, rootfs_changed, send_stdin, shut
+from sandbox.docker.call import CallWatch, cgroup_oom_killed, send_stdin, shut
+from sandbox.docker.commit import commit_root
 from sandbox.docker.engine import resolve_image_path, runtime_options, translate, unenforced_limits
 from sandbox.docker.pool import PoolConfig, WarmPool
-from sandbox.docker.stubcall import NODEV_ARGV, STUB_DIR, StubLost, StubStream
+from sandbox.docker.stubcall import NODEV_ARGV, StubLost, StubStream
 from sandbox.envelope import CallOutcome, Envelope, Status
 from sandbox.errors import RuntimeUnavailable, SandboxError, SpecError, WorkspaceError
 from sandbox.output import CappedOutput
 from sandbox.owner import container_user
 from sandbox.spec import Mount, SandboxSpec, posture
-from sandbox.tree import walk
 
 STUB_LOST = "\n[harness: the call ended without an exit status: the call stub was killed from inside the container]\n"
 STUB_RUNTIMES = frozenset({"runc"})
@@ -120,7 +120,7 @@ class DockerSandbox:
             try:
                 outcome = self._call_once(cid, argv, spec, stdin)
                 if commit_changes and not spec.read_only_root:
-                    committed = self._commit(cid, spec, mounts)
+                    committed = commit_root(self._api, cid, spec, mounts, self._step_labels())
                 break
             except _ContainerGone:
                 if attempt:  # a warm container died before use (engine restart?): one fresh retry only
@@ -300,6 +300,15 @@ class DockerSandbox:
         if self.session_id:
             labels[labels_of.SESSION] = self.session_id
         return labels
+
+    def _step_labels(self) -> dict[str, str]:
+        """The labels of an image a call's changes are committed as (a session's step image). A commit
+        inherits the labels of the image the container ran: the setup cache key is blanked so a step
+        image (which holds the call's changes) is never mistaken for a cached setup."""
+        found = labels_of.of_run(self.run_id, "step", **{labels_of.SETUP_KEY: ""})
+        if self.session_id:
+            found[labels_of.SESSION] = self.session_id
+        return found
 
     def _image(self, name: str, *, fresh: bool = False) -> tuple[str, str | None]:
         """(image id, the PATH it declares) for a name, cached for IMAGE_CACHE_S (asked anew if fresh)."""
@@ -520,98 +529,6 @@ class DockerSandbox:
             # The inner `timeout` fired first (TERM, or KILL after a trapped TERM): it is the deadline.
             return 124, "timeout"
         return self._by_code(cid, code)
-
-    def _commit(self, cid: str, spec: SandboxSpec, mounts: Sequence[Mount]) -> str | None:
-        scratch = ("/tmp",) if hardening.tmp_is_tmpfs(spec) else ()
-        keep_out = (*scratch, spec.workdir, STUB_DIR, *(m.target for m in mounts))
-        if not rootfs_changed(self._changed_paths(cid), keep_out):
-            return None
-        # A commit inherits the labels of the image the container ran: blank the setup cache key so
-        # this step image (which holds the call's changes) is never mistaken for a cached setup.
-        labels = labels_of.of_run(self.run_id, "step", **{labels_of.SETUP_KEY: ""})
-        if self.session_id:
-            labels[labels_of.SESSION] = self.session_id
-        with translate("committing the container filesystem"):
-            image = self._api.commit(cid, changes=labels_of.instructions(labels), pause=True)["Id"]
-            layers = self._api.inspect_image(image).get("RootFS", {}).get("Layers") or []
-        if len(layers) < MAX_LAYERS:
-            return str(image)
-        return self._flatten(cid, image, labels)
-
-    def _changed_paths(self, cid: str) -> list[str]:
-        """Paths the container changed: its overlay2 upper directory listed on this host when it can be
-        read (tens of ms), else the engine's `docker diff` (which walks the whole image: ~0.7 s here)."""
-        with translate("comparing the container filesystem"):
-            driver = self._api.inspect_container(cid).get("GraphDriver") or {}
-            upper = (driver.get("Data") or {}).get("UpperDir") if driver.get("Name") == "overlay2" else None
-            if upper:
-                listed = list_tree(Path(upper))
-                if listed is not None:
-                    return listed
-            return [change["Path"] for change in self._api.diff(cid) or []]
-
-    def _flatten(self, cid: str, image: str, labels: dict[str, str]) -> str:
-        """The container's filesystem as a one-layer image with the committed image's config.
-
-        Each committing call adds a layer and overlay2 stacks at most about 125, so a long
-        writable-root session is squashed (export + import) once its image reaches MAX_LAYERS."""
-        with translate("flattening the container filesystem"):
-            config = self._api.inspect_image(image).get("Config") or {}
-            changes = [
-                *labels_of.instructions({**(config.get("Labels") or {}), **labels}),
-                *image_config_changes(config),
-            ]
-            reply = self._api.import_image_from_stream(self._api.export(cid), changes=changes)
-        flat = import_result(reply)
-        with contextlib.suppress(docker.errors.APIError):
-            self._api.remove_image(image, noprune=False)
-        return flat
-
-
-MAX_LAYERS = 100
-"""A committed step image with this many layers is flattened (overlay2's limit is about 125)."""
-
-
-def list_tree(top: Path) -> list[str] | None:
-    """Every path under top as an absolute path of the container ("/etc/x"), without following
-    symlinks or recursing on the stack; None when top cannot be read here (a remote engine)."""
-    try:
-        if not top.is_dir() or not os.access(top, os.R_OK | os.X_OK):
-            return None
-        found: list[str] = []
-        for folder, dirs, others in walk(top):
-            found.extend("/" + os.path.relpath(os.path.join(folder, name), top) for name in (*dirs, *others))
-        return found
-    except OSError:
-        return None
-
-
-def image_config_changes(config: dict[str, Any]) -> list[str]:
-    """Dockerfile instructions that carry an image's run config (not its labels) over a `docker import`."""
-    changes = []
-    for item in config.get("Env") or []:
-        key, sep, value = item.partition("=")
-        if sep:
-            changes.append(f"ENV {key}={json.dumps(value)}")
-    if config.get("WorkingDir"):
-        changes.append(f"WORKDIR {config['WorkingDir']}")
-    if config.get("User"):
-        changes.append(f"USER {config['User']}")
-    for key, instruction in (("Entrypoint", "ENTRYPOINT"), ("Cmd", "CMD")):
-        if config.get(key):
-            changes.append(f"{instruction} {json.dumps(config[key])}")
-    return changes
-
-
-def import_result(reply: Any) -> str:
-    """The image id a `docker import` reply names (the last status that is an image id)."""
-    text = reply.decode() if isinstance(reply, bytes) else str(reply)
-    for line in reversed(text.splitlines()):
-        with contextlib.suppress(ValueError):
-            status = json.loads(line).get("status", "")
-            if isinstance(status, str) and status.startswith("sha256:"):
-                return status
-    raise SandboxError(f"the engine did not name the flattened image: {text[-200:]!r}")
 
 
 def _gone() -> SandboxError:

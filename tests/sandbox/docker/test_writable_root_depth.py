@@ -9,8 +9,9 @@ from pathlib import Path
 import docker
 import pytest
 
-from sandbox.docker import containers, images
-from sandbox.docker.containers import DockerSandbox, list_tree
+from sandbox.docker import commit, images
+from sandbox.docker.commit import list_tree
+from sandbox.docker.containers import DockerSandbox
 from sandbox.docker.step_images import EngineStepImages
 from sandbox.session.session import Session, SessionConfig
 from sandbox.spec import SandboxSpec
@@ -62,7 +63,7 @@ def test_a_long_chain_of_step_images_is_flattened(
     base_layers = len(
         docker_client.images.get(resolve_image(docker_client, session.image)[1]).attrs["RootFS"]["Layers"]
     )
-    monkeypatch.setattr(containers, "MAX_LAYERS", base_layers + 2)
+    monkeypatch.setattr(commit, "MAX_LAYERS", base_layers + 2)
     with session, DockerSandbox(docker_client, run_id=run_label, pool_size=1, session_id=session.id) as box:
         layers = []
         for n in range(3):
