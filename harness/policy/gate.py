@@ -264,7 +264,7 @@ class Gate:
 def _in_area(spec: pathspec.PathSpec, rel: str) -> bool:
     """Whether rel, or a directory above it, matches: as in git, a file cannot be re-included
     (`!tests/conftest.py`) once a directory above it is matched (`tests/`). The in-container runner
-    decides the same way (`runner.in_area`; tests/tools/test_read_only_agreement.py holds them equal)."""
+    decides the same way (`pathguard.in_area`, in the container; tests/tools/test_read_only_agreement.py holds them equal)."""
     parts = rel.split("/")
     parents = ("/".join(parts[:i]) + "/" for i in range(1, len(parts)))
     return any(spec.match_file(parent) for parent in parents) or spec.match_file(rel) or spec.match_file(rel + "/")

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from harness.errors import ToolError
-from harness.tools import runner
+from harness.tools import fileops, pathguard
 from harness.tools.calls import call_runner
 from harness.tools.registry import Outcome, ToolContext, tool
 
@@ -92,8 +92,8 @@ def _patch_targets(args: Any) -> list[str]:
         if args.old_text is not None or args.new_text is not None:
             raise ToolError("invalid_arguments", "give either diff or old_text/new_text, not both")
         try:
-            return runner.diff_paths(args.diff)
-        except runner.Failure as failure:
+            return fileops.diff_paths(args.diff)
+        except pathguard.Failure as failure:
             raise ToolError(failure.kind, failure.text) from None
     if args.path is None or args.old_text is None or args.new_text is None:
         raise ToolError("invalid_arguments", "apply_patch needs path, old_text and new_text (or a unified diff)")

@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness.tools import runner, unified_diff
+from harness.tools import fileops, pathguard, runner, testrun, unified_diff
 from sandbox.spec import Mount
 
 RUNNER_DIR = "/opt/harness"
@@ -38,10 +38,9 @@ an argument of its own (not inside the code) so a sandbox that maps container pa
 
 
 def runner_mounts() -> list[Mount]:
-    """runner.py and unified_diff.py, read-only, each with its .pyc for this python when one can be made."""
-    return [
-        mount for module in (runner, unified_diff) for mount in _module_mounts(Path(str(module.__file__)).resolve())
-    ]
+    """The runner and its siblings, read-only, each with its .pyc for this python when one can be made."""
+    modules = (runner, pathguard, fileops, testrun, unified_diff)
+    return [mount for module in modules for mount in _module_mounts(Path(str(module.__file__)).resolve())]
 
 
 def _module_mounts(source: Path) -> list[Mount]:

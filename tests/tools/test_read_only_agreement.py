@@ -9,7 +9,7 @@ import itertools
 import pytest
 
 from harness.policy.gate import Gate, GateConfig
-from harness.tools import runner
+from harness.tools import pathguard
 
 PATTERNS = [
     "tests/",
@@ -103,9 +103,9 @@ PATHS = [
     ids=lambda p: " ".join(p),
 )
 def test_gate_and_runner_agree_on_every_path(patterns: list[str]) -> None:
-    gate, inside = Gate(GateConfig(read_only_paths=patterns)), runner.Patterns(patterns)
+    gate, inside = Gate(GateConfig(read_only_paths=patterns)), pathguard.Patterns(patterns)
     disagree = [
-        (path, gate.is_read_only(path)) for path in PATHS if gate.is_read_only(path) != runner.in_area(inside, path)
+        (path, gate.is_read_only(path)) for path in PATHS if gate.is_read_only(path) != pathguard.in_area(inside, path)
     ]
     assert disagree == [], f"gate and runner disagree (path, gate's answer): {disagree}"
 

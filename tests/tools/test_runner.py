@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from harness.tools import runner
+from harness.tools import fileops, pathguard, runner
 
 if TYPE_CHECKING:
     from sandbox.docker.containers import DockerSandbox
@@ -209,7 +209,7 @@ def test_apply_unified_diff_multi_hunk_and_new_file(root: Path) -> None:
     assert answer["ok"], answer
     assert (root / "src/app.py").read_text() == "def f():\n    return 10\n\n\ndef g():\n    return 20\n"
     assert (root / "src/new.py").read_text() == "x = 1\ny = 2\n"
-    assert runner.diff_paths(diff) == ["src/app.py", "src/new.py"]
+    assert fileops.diff_paths(diff) == ["src/app.py", "src/new.py"]
 
 
 GIT_DIFF = """\
@@ -256,7 +256,7 @@ def test_git_diff_renames_deletes_creates_with_modes_and_quoted_paths(root: Path
     (root / "old.txt").write_text("one\ntwo\n")
     (root / "café.txt").write_text("accent\n")
     os.chmod(root / "src/app.py", 0o755)
-    assert runner.diff_paths(GIT_DIFF) == [
+    assert fileops.diff_paths(GIT_DIFF) == [
         "src/app.py",
         "src/main.py",
         "old.txt",
@@ -393,14 +393,14 @@ def test_symlink_aliases_of_protected_and_read_only_areas(root: Path) -> None:
 def test_symlink_swapped_in_after_the_check_is_not_followed(root: Path, tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
-    space = runner.Space({"root": str(root)})
+    space = pathguard.Space({"root": str(root)})
     rel = space.resolve("src/app.py", write=True)  # the check passes...
     os.rename(root / "src", root / "src.real")
     os.symlink(outside, root / "src")  # ...then a directory on the path becomes a symlink
-    with pytest.raises(runner.Failure) as refused:
+    with pytest.raises(pathguard.Failure) as refused:
         space.write_bytes(rel, b"pwned")
     assert refused.value.kind == "denied"
-    with pytest.raises(runner.Failure):
+    with pytest.raises(pathguard.Failure):
         space.read_bytes(rel)
     assert list(outside.iterdir()) == []
 
