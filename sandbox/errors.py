@@ -30,24 +30,29 @@ class SandboxError(Exception):
     """The sandbox could not do what was asked."""
 
     exit_code: ClassVar[int] = ExitCode.SANDBOX
+    infra_cause: ClassVar[str] = "sandbox_failed"
+    """What a run this ends failed on (`harness.types.Cause`): the machine's failure, not the agent's."""
 
 
 class EngineUnavailable(SandboxError, ConnectionError):
     """No Docker engine answers on the configured socket."""
 
     exit_code: ClassVar[int] = ExitCode.SANDBOX
+    infra_cause: ClassVar[str] = "engine_unavailable"
 
 
 class ImageNotFound(SandboxError, LookupError):
     """The image is not present locally (and is never pulled implicitly)."""
 
     exit_code: ClassVar[int] = ExitCode.IMAGE_MISSING
+    infra_cause: ClassVar[str] = "image_missing"
 
 
 class RuntimeUnavailable(SandboxError, LookupError):
     """The requested container runtime (e.g. runsc) is not registered with the engine."""
 
     exit_code: ClassVar[int] = ExitCode.RUNTIME_MISSING
+    infra_cause: ClassVar[str] = "runtime_missing"
 
 
 class SpecError(SandboxError, ValueError):
@@ -60,6 +65,7 @@ class WorkspaceError(SandboxError, OSError):
     """The workspace or repository path is missing, unreadable or unsafe."""
 
     exit_code: ClassVar[int] = ExitCode.NOT_FOUND
+    infra_cause: ClassVar[str] = "workspace_failed"
 
 
 class ImageBuildError(SandboxError, RuntimeError):
@@ -72,6 +78,7 @@ class SnapshotError(SandboxError, RuntimeError):
     """A snapshot could not be taken, restored or compared."""
 
     exit_code: ClassVar[int] = ExitCode.SANDBOX
+    infra_cause: ClassVar[str] = "snapshot_failed"
 
 
 class SessionNotFound(SnapshotError, LookupError):

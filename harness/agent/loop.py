@@ -21,7 +21,7 @@ from harness.agent import recovery
 from harness.agent.budget import Budget
 from harness.agent.context import Context, stable
 from harness.agent.guard import DENIED, ReadOnlyGuard
-from harness.agent.outcome import FINAL_OUTCOMES, RunResult, RunState, machine_cause, outcome_kind
+from harness.agent.outcome import FINAL_OUTCOMES, RunResult, RunState, infra_cause, machine_cause, outcome_kind
 from harness.agent.prompt import obstacle_line
 from harness.agent.repetition import NOTE
 from harness.agent.seams import Provider, RegistryLike, Sandbox, SessionLike, VerifierLike
@@ -120,7 +120,7 @@ class Agent:
             if remaining is not None and remaining < self.budget.limits.min_call_s:  # cut short by the wall clock
                 outcome, detail, cause = "limit:wall_clock", f"the model call ran into the wall clock ({detail})", None
         except SandboxError as error:
-            outcome, detail = "sandbox_error", f"{type(error).__name__}: {error}"
+            outcome, detail, cause = "infra_error", f"{type(error).__name__}: {error}", infra_cause(error)
         except OSError as error:
             if not is_storage_failure(error):
                 detail = f"internal error {type(error).__name__}: {error}"

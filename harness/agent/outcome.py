@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any, cast, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from harness.agent.budget import Spent
 from harness.agent.context import ContextState
 from harness.agent.repetition import Repetition
 from harness.errors import ModelError, ModelUnreachable, RetryBudgetExhausted
-from harness.types import Cause, LimitKind, Outcome, OutcomeKind
+from harness.types import INFRA_CAUSES, Cause, LimitKind, Outcome, OutcomeKind
+from sandbox.errors import SandboxError
 from sandbox.exit_code import ExitCode
 
 OUTCOMES: frozenset[str] = frozenset(get_args(Outcome))
@@ -23,13 +24,13 @@ OUTCOME_EXIT_CODES: dict[OutcomeKind, ExitCode] = {
     "limit": ExitCode.LIMIT,
     "model_error": ExitCode.MODEL_ERROR,
     "state_error": ExitCode.STORAGE,
-    "sandbox_error": ExitCode.SANDBOX,
+    "infra_error": ExitCode.SANDBOX,
     "interrupted": ExitCode.INTERRUPTED,
     "incomplete": ExitCode.INTERRUPTED,
 }
 """Exit code of `harness run`/`resume` per outcome kind; every `limit:<which>` exits 13."""
 
-RESUMABLE: frozenset[OutcomeKind] = frozenset({"interrupted", "model_error", "sandbox_error", "limit"})
+RESUMABLE: frozenset[OutcomeKind] = frozenset({"interrupted", "model_error", "infra_error", "limit"})
 """Stopped short of a decision: `harness run` says how to continue it with `harness resume`."""
 
 FINAL_OUTCOMES: frozenset[OutcomeKind] = frozenset({"verified", "unverified", "failed_verification", "stuck"})
@@ -50,6 +51,22 @@ def limit_of(outcome: Outcome) -> LimitKind | None:
 def limit_outcome(which: LimitKind) -> Outcome:
     """The spelled outcome of a spent budget."""
     return cast(Outcome, f"limit:{which}")
+
+
+LEGACY_OUTCOMES = {"sandbox_error": "infra_error"}
+"""Outcomes as earlier versions spelled them in results and records, and what they are now."""
+
+
+def infra_cause(error: SandboxError) -> Cause:
+    """What the sandbox failed on, as its error's class says."""
+    cause = error.infra_cause
+    return cast(Cause, cause) if cause in INFRA_CAUSES else "sandbox_failed"
+
+
+def is_infra(outcome: str, cause: str | None) -> bool:
+    """Whether a task-run ended by the machine's fault (the sandbox, or an unreachable endpoint):
+    left out of the completion rate, counted apart."""
+    return LEGACY_OUTCOMES.get(outcome, outcome) == "infra_error" or cause in INFRA_CAUSES
 
 
 def machine_cause(error: ModelError) -> Cause | None:
@@ -127,6 +144,11 @@ class RunResult(BaseModel):
     patch: str | None = None
     """Path of the exported patch (in the session directory)."""
     session_dir: str = ""
+
+    @field_validator("outcome", mode="before")
+    @classmethod
+    def _current_spelling(cls, value: Any) -> Any:
+        return LEGACY_OUTCOMES.get(value, value) if isinstance(value, str) else value
 
     @property
     def kind(self) -> OutcomeKind:

@@ -51,6 +51,8 @@ class Attempt(BaseModel):
 
     outcome: str
     detail: str = ""
+    cause: str | None = None
+    """The machine's failure this attempt ended on (`harness.types.Cause`), if it was one."""
     duration_s: float = 0.0
 
 
@@ -64,6 +66,9 @@ class TaskRunRecord(BaseModel):
     """done: it ran to an outcome; never_started: the global budget was spent first; gave_up: every
     attempt ended in a sandbox or endpoint failure."""
     outcome: str = ""
+    cause: str | None = None
+    """Set when the machine failed the task-run, not the agent (`harness.types.Cause`): an
+    infrastructure failure, left out of the report's completion rate and counted apart."""
     exit_code: int | None = None
     verified: bool = False
     detail: str = ""

@@ -13,7 +13,7 @@ from typing import Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict
 
 from harness import assembly
-from harness.agent.outcome import RunResult, RunState
+from harness.agent.outcome import RunResult, RunState, infra_cause, machine_cause
 from harness.assembly import engine
 from harness.batch import shipping
 from harness.batch.records import Attempt, TaskRunKey, TaskRunRecord
@@ -29,7 +29,7 @@ from sandbox.layout import session_folder
 
 REFERENCE_MODEL = "reference:"
 """`--model reference:` in a batch: every task runs its own reference change (harness tasks mine)."""
-RETRIED_OUTCOMES: frozenset[OutcomeKind] = frozenset({"sandbox_error"})
+RETRIED_OUTCOMES: frozenset[OutcomeKind] = frozenset({"infra_error"})
 """Outcomes that say the machine failed, not the agent: retried as new attempts."""
 
 
@@ -169,15 +169,22 @@ def _run_task(spec: TaskRunSpec, watchdog: Watchdog | None) -> TaskRunRecord:
         try:
             result = _attempt(spec, runtime)
             attempts.append(
-                Attempt(outcome=result.outcome, detail=result.detail, duration_s=round(time.monotonic() - started, 3))
+                Attempt(
+                    outcome=result.outcome,
+                    detail=result.detail,
+                    cause=result.cause,
+                    duration_s=round(time.monotonic() - started, 3),
+                )
             )
             if not _retried(result):
                 break
         except (EngineUnavailable, ModelUnavailable) as error:  # the machine, not the agent: try again
+            engine = isinstance(error, EngineUnavailable)
             attempts.append(
                 Attempt(
-                    outcome="sandbox_error" if isinstance(error, EngineUnavailable) else "model_error",
+                    outcome="infra_error" if engine else "model_error",
                     detail=f"{type(error).__name__}: {error}",
+                    cause=infra_cause(error) if isinstance(error, EngineUnavailable) else machine_cause(error),
                     duration_s=round(time.monotonic() - started, 3),
                 )
             )
@@ -231,12 +238,13 @@ def _record(
     )
     if result is None:
         last = attempts[-1] if attempts else Attempt(outcome="gave_up")
-        return record.model_copy(update={"outcome": last.outcome, "detail": last.detail})
+        return record.model_copy(update={"outcome": last.outcome, "detail": last.detail, "cause": last.cause})
     facts = _trajectory_facts(folder.root)
     patch = Path(result.patch).read_text(encoding="utf-8", errors="replace") if result.patch else None
     return record.model_copy(
         update={
             "outcome": result.outcome,
+            "cause": result.cause,
             "exit_code": result.exit_code,
             "verified": result.verified,
             "detail": result.detail,

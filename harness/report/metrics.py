@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from harness.agent.outcome import LEGACY_OUTCOMES, is_infra
 from harness.batch.records import TaskRunRecord
 from harness.report.patchstats import patch_stats
 
@@ -78,6 +79,10 @@ class Figures(BaseModel):
     task_runs: int
     completed: int
     completion_rate: float | None
+    """Completed over the task-runs that did not fail on the machine (infrastructure failures are no
+    verdict on the agent: they are counted apart, `infra_failures`)."""
+    infra_failures: int = 0
+    """Task-runs the machine failed (the sandbox could not run the calls, the endpoint was unreachable)."""
     turns_mean: float | None
     """Tool-call turns of completed task-runs."""
     turns_median: float | None
@@ -125,13 +130,25 @@ class Report(BaseModel):
     by_category: dict[str, Figures]
     failures: Failures
     never_started: int
+    infra_failures: int = 0
+    """Task-runs the machine failed, left out of every completion figure."""
+    infra_causes: dict[str, int] = Field(default_factory=dict)
+    """What they failed on (`engine_unavailable`, `image_missing`, `endpoint_unreachable`...), most
+    frequent first."""
     per_task: dict[str, dict[str, float]] = Field(default_factory=dict)
     """Per task: median cost and turns, completion share over its runs."""
 
 
+def infra_failed(record: TaskRunRecord) -> bool:
+    """The machine, not the agent, ended the task-run (after the batch's retries)."""
+    return not record.verified and is_infra(record.outcome, record.cause)
+
+
 def figures(records: Sequence[TaskRunRecord]) -> Figures:
     ran = [r for r in records if r.status != "never_started"]
-    done = [(r, completion(r)) for r in ran]
+    infra = [r for r in ran if infra_failed(r)]
+    judged_runs = [r for r in ran if not infra_failed(r)]
+    done = [(r, completion(r)) for r in judged_runs]
     completed = [r for r, c in done if c.completed]
     firsts = [first_tool(r) for r in ran]
     judged = [f for f in firsts if f.sensible is not None]
@@ -150,7 +167,8 @@ def figures(records: Sequence[TaskRunRecord]) -> Figures:
     return Figures(
         task_runs=len(ran),
         completed=len(completed),
-        completion_rate=_share(len(completed), len(ran)),
+        completion_rate=_share(len(completed), len(judged_runs)),
+        infra_failures=len(infra),
         turns_mean=round(statistics.mean(turns), 2) if turns else None,
         turns_median=statistics.median(turns) if turns else None,
         first_tool_accuracy=_share(sum(1 for f in judged if f.sensible), len(judged)),
@@ -171,16 +189,18 @@ def report(records: Iterable[TaskRunRecord], source: str = "") -> Report:
     """The report of a batch's records."""
     records = list(records)
     ran = [r for r in records if r.status != "never_started"]
-    failed = Counter(c.why for c in (completion(r) for r in ran) if not c.completed)
+    infra = [r for r in ran if infra_failed(r)]
+    failed = Counter(c.why for c in (completion(r) for r in ran if not infra_failed(r)) if not c.completed)
     errors: Counter[str] = Counter()
     for record in ran:
         errors.update(record.tool_errors)
     per_task: dict[str, dict[str, float]] = {}
     for task_id in sorted({r.key.task_id for r in ran}):
         runs = [r for r in ran if r.key.task_id == task_id]
+        judged = [r for r in runs if not infra_failed(r)]
         per_task[task_id] = {
             "runs": len(runs),
-            "completed_share": _share(sum(completion(r).completed for r in runs), len(runs)) or 0.0,
+            "completed_share": _share(sum(completion(r).completed for r in judged), len(judged)) or 0.0,
             "median_cost_usd": statistics.median(r.cost_usd for r in runs),
             "median_turns": statistics.median(r.turns for r in runs),
         }
@@ -201,6 +221,8 @@ def report(records: Iterable[TaskRunRecord], source: str = "") -> Report:
             obstacles=obstacles([r.obstacle for r in ran]),
         ),
         never_started=sum(1 for r in records if r.status == "never_started"),
+        infra_failures=len(infra),
+        infra_causes=dict(Counter(r.cause or LEGACY_OUTCOMES.get(r.outcome, r.outcome) for r in infra).most_common()),
         per_task=per_task,
     )
 

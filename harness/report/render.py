@@ -10,6 +10,7 @@ from harness.report.metrics import Figures, Report
 
 ROWS: list[tuple[str, str]] = [
     ("task-runs", "task_runs"),
+    ("infrastructure failures (not in the rates)", "infra_failures"),
     ("completion rate", "completion_rate"),
     ("pass@k", "pass_at_k"),
     ("tool-call turns (mean, completed)", "turns_mean"),
@@ -30,6 +31,15 @@ RATES = {
     "long_context_by_size",
     "cached_share",
 }
+
+
+def infra_line(report: Report) -> str:
+    """What the machine failed, said above the figures: those task-runs are no verdict on the agent."""
+    causes = ", ".join(f"{cause} {count}" for cause, count in report.infra_causes.items())
+    return (
+        f"{report.infra_failures} task-run(s) failed on the infrastructure, not the agent ({causes}); "
+        "left out of the completion rates"
+    )
 
 
 def as_json(reports: Sequence[Report]) -> str:
@@ -55,6 +65,7 @@ def as_markdown(reports: Sequence[Report]) -> str:
             cells.append(cell)
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     notes = [f"{name}: {r.overall.note}" for name, r in zip(names, reports, strict=True) if r.overall.note]
+    notes += [f"{name}: {infra_line(r)}" for name, r in zip(names, reports, strict=True) if r.infra_failures]
     if notes:
         lines += ["", *(f"> {_escape(note)}" for note in notes)]
     for name, report in zip(names, reports, strict=True):

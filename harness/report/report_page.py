@@ -12,7 +12,7 @@ from harness.batch.records import TaskRunRecord
 from harness.report import charts
 from harness.report.html import esc, page, table
 from harness.report.metrics import Figures, Report, completion, first_tool
-from harness.report.render import ROWS, delta, format_value
+from harness.report.render import ROWS, delta, format_value, infra_line
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,9 @@ def _headline(batches: Sequence[Batch], names: list[str]) -> str:
         rows.append(cells)
     notes = [
         f"{name}: {b.report.overall.note}" for name, b in zip(names, batches, strict=True) if b.report.overall.note
+    ]
+    notes += [
+        f"{name}: {infra_line(b.report)}" for name, b in zip(names, batches, strict=True) if b.report.infra_failures
     ]
     html = "<h2>Headline figures</h2>" + table(["figure", *names], rows, sortable=False, classes="headline")
     return html + "".join(f'<p class="warn">{esc(note)}</p>' for note in notes)

@@ -124,7 +124,7 @@ class DockerSandbox:
                 break
             except _ContainerGone:
                 if attempt:  # a warm container died before use (engine restart?): one fresh retry only
-                    raise _gone() from None
+                    raise self._gone() from None
             finally:
                 self.pool.release(cid)
         if committed:  # the next call starts from the committed image: warm that one instead
@@ -149,7 +149,7 @@ class DockerSandbox:
                 break
             except _ContainerGone:
                 if attempt:
-                    raise _gone() from None
+                    raise self._gone() from None
             finally:
                 self.pool.release(cid)
             cid = self._start(config, "call")
@@ -300,6 +300,16 @@ class DockerSandbox:
         if self.session_id:
             labels[labels_of.SESSION] = self.session_id
         return labels
+
+    def _gone(self) -> SandboxError:
+        """Why a call's container stopped before the command could start, twice: an engine that no
+        longer answers is EngineUnavailable (raised by the ping: the class says it, not the words),
+        anything else a SandboxError."""
+        with translate("asking the engine after a container stopped"):
+            self._api.ping()
+        return SandboxError(
+            "the sandbox container stopped before the command could start; check the engine with `harness doctor`"
+        )
 
     def _step_labels(self) -> dict[str, str]:
         """The labels of an image a call's changes are committed as (a session's step image). A commit
@@ -529,12 +539,6 @@ class DockerSandbox:
             # The inner `timeout` fired first (TERM, or KILL after a trapped TERM): it is the deadline.
             return 124, "timeout"
         return self._by_code(cid, code)
-
-
-def _gone() -> SandboxError:
-    return SandboxError(
-        "the sandbox container stopped before the command could start; check the engine with `harness doctor`"
-    )
 
 
 class _NoStub(Exception):

@@ -92,5 +92,5 @@ def test_outcome_exit_codes_match_the_cli_exit_codes():
     assert exit_code_for_outcome("stuck") == ExitCode.STUCK
     assert exit_code_for_outcome("limit:cost") == ExitCode.LIMIT
     assert exit_code_for_outcome("model_error") == ExitCode.MODEL_ERROR
-    assert exit_code_for_outcome("sandbox_error") == ExitCode.SANDBOX
+    assert exit_code_for_outcome("infra_error") == ExitCode.SANDBOX
     assert exit_code_for_outcome("interrupted") == ExitCode.INTERRUPTED

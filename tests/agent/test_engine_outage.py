@@ -1,9 +1,11 @@
-"""The Docker engine goes away mid-run and comes back: the run ends `sandbox_error` in one line (exit
-125), nothing recorded is lost, and `harness resume` finishes the run once the engine answers again.
-(The outage is a real cut of the engine's socket, through tests.faults.EngineProxy.)"""
+"""The Docker engine goes away mid-run and comes back: the run ends `infra_error` (cause
+`engine_unavailable`) in one line (exit 125) within seconds, the model is not called again after the
+failure, nothing recorded is lost, and `harness resume` finishes the run once the engine answers
+again. (The outage is a real cut of the engine's socket, through tests.faults.EngineProxy.)"""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 
@@ -16,7 +18,7 @@ from tests.faults import EngineProxy
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
 
 
-def test_an_engine_outage_ends_sandbox_error_and_resume_continues(harness, script, tmp_path, docker_client):
+def test_an_engine_outage_ends_infra_error_and_resume_continues(harness, script, tmp_path, docker_client):
     model = script(
         turn("Running the tests.", ("run_tests", {})),
         {**turn("Fixing it.", ("apply_patch", ADD_FIX)), "delay_s": 4},  # the engine goes away meanwhile
@@ -34,11 +36,18 @@ def test_an_engine_outage_ends_sandbox_error_and_resume_continues(harness, scrip
         ):
             time.sleep(0.2)
         proxy.stop()  # the engine is gone while the model "thinks" about step 2
+        cut = time.monotonic()
         out, err = child.communicate(timeout=120)
+        ended_in = time.monotonic() - cut
         assert child.returncode == 125, out + err
-        assert '"outcome": "sandbox_error"' in out and "Traceback" not in err
-        tools = [(r.step, r.name) for r in read_records(folder) if r.kind == "tool"]
+        result = json.loads(out)
+        assert result["outcome"] == "infra_error" and result["cause"] == "engine_unavailable", out
+        assert "Traceback" not in err and ended_in < 60, f"the run ended {ended_in:.0f} s after the engine went"
+        records = read_records(folder)
+        tools = [(r.step, r.name) for r in records if r.kind == "tool"]
         assert (1, "run_tests") in tools, "what was recorded before the outage is kept"
+        turns = [r.step for r in records if r.kind == "turn"]
+        assert max(turns) == 2, "no model call after the sandbox failed (the step-2 turn was already answered)"
         proxy.start()  # the engine is back
         resumed = harness("resume", "outage", "--json", env={"DOCKER_HOST": proxy.url})
     assert resumed.code == 0 and resumed.json()["outcome"] == "verified", resumed.stdout + resumed.stderr

@@ -1,5 +1,5 @@
 """A real Docker engine restart mid-run (a second engine of the test's own, stopped with SIGTERM as a
-service manager does, then started again): the run ends `sandbox_error` in one line (exit 125),
+service manager does, then started again): the run ends `infra_error` in one line (exit 125),
 nothing recorded is lost, `harness resume` finishes the run once the engine is back, and no
 container of the session is left on the engine."""
 
@@ -47,7 +47,7 @@ def test_a_real_engine_restart_mid_run_then_resume(harness, script, docker_clien
         engine.stop()  # every container on it stops; the socket goes away
         out, err = child.communicate(timeout=120)
         assert child.returncode == 125, out + err
-        assert '"outcome": "sandbox_error"' in out and "Traceback" not in err
+        assert '"outcome": "infra_error"' in out and '"cause": "engine_unavailable"' in out and "Traceback" not in err
         tools = [(r.step, r.name) for r in read_records(folder) if r.kind == "tool"]
         assert (1, "run_tests") in tools, "what was recorded before the restart is kept"
 

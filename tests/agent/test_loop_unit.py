@@ -9,14 +9,16 @@ from pathlib import Path
 import pytest
 
 from harness import assembly
-from harness.agent.outcome import RunState
+from harness.agent.outcome import RunResult, RunState
 from harness.assembly import Runtime
 from harness.batch import worker
 from harness.config import LimitsConfig, RunConfig
 from harness.errors import ModelBadResponse, ModelUnavailable, ModelUnreachable, RetryBudgetExhausted
 from harness.providers.scripted import ScriptedProvider, parse_script
 from harness.trajectory import read_records, read_state
-from harness.types import Message, ModelTurn, ToolCall, ToolSchema, Usage
+from harness.types import INFRA_CAUSES, Message, ModelTurn, ToolCall, ToolSchema, Usage
+from sandbox import errors as sandbox_errors
+from sandbox.errors import EngineUnavailable, ImageNotFound, SandboxError
 from sandbox.fake import FakeSandbox
 from sandbox.session.session import Session
 from tests.inprocess import fake_run
@@ -117,6 +119,44 @@ def test_a_model_error_is_the_machines_by_its_class_never_by_its_words(tmp_path,
     assert result.outcome == "model_error" and result.kind == "model_error" and result.limit is None
     assert result.cause == cause
     assert worker._retried(result) is (cause is not None), "a batch tries again only what the machine failed"
+
+
+@pytest.mark.parametrize(
+    "error, cause",
+    [
+        (EngineUnavailable("no engine answers"), "engine_unavailable"),
+        (ImageNotFound("image py311 is gone"), "image_missing"),
+        (SandboxError("the container would not start"), "sandbox_failed"),
+    ],
+)
+def test_a_sandbox_that_cannot_run_ends_infra_error_with_its_cause_and_no_more_model_calls(tmp_path, error, cause):
+    provider = FailingProvider([], error)
+    result, folder = run(tmp_path, provider)
+    assert result.outcome == "infra_error" and result.exit_code == 125 and result.cause == cause
+    assert worker._retried(result), "a batch tries it again as a new attempt"
+    assert not read_state(folder, RunState).finished, "resumable once the machine is back"
+
+
+def test_every_sandbox_error_names_a_cause_the_report_knows():
+    classes = [c for c in vars(sandbox_errors).values() if isinstance(c, type) and issubclass(c, SandboxError)]
+    assert len(classes) >= 8 and {c.infra_cause for c in classes} <= INFRA_CAUSES
+
+
+def test_results_and_records_of_earlier_versions_still_read():
+    spent = {"input": 0, "output": 0, "cached": 0}
+    old = RunResult.model_validate(
+        {
+            "session_id": "s",
+            "outcome": "sandbox_error",
+            "exit_code": 125,
+            "verified": False,
+            "steps": 1,
+            "tokens": spent,
+            "cost_usd": 0.0,
+            "elapsed_s": 1.0,
+        }
+    )
+    assert old.outcome == "infra_error" and old.kind == "infra_error"
 
 
 def test_ctrl_c_is_interrupted_with_the_trajectory_closed(tmp_path):

@@ -37,10 +37,9 @@ def rec(
     cost: float = 0.01,
     **fields: object,
 ) -> TaskRunRecord:
+    fields = {"status": "done", "outcome": "verified" if verified else "failed_verification", **fields}
     return TaskRunRecord(
         key=TaskRunKey(task_id=task, model=model, run_index=k),
-        status="done",
-        outcome="verified" if verified else "failed_verification",
         verified=verified,
         patch=patch,
         turns=turns,
@@ -129,3 +128,32 @@ def test_input_tokens_per_run_and_the_cached_share():
     assert overall.input_tokens_per_run == 2000 and overall.cached_share == 0.5
     assert "| input served from the prompt cache | 50.0% |" in as_markdown([report(records)])
     assert report([rec("c", 0)]).overall.cached_share is None  # no input counted: no share
+
+
+def test_infrastructure_failures_are_counted_apart_and_left_out_of_the_rates():
+    """A task-run the machine failed is no verdict on the agent (the SWE-bench rule): out of the
+    completion rate's denominator and pass@k, counted with its cause on top, in the JSON under infra_."""
+    records = [
+        rec("a"),
+        rec("b", verified=False, outcome="failed_verification", patch=None),
+        rec("c", verified=False, outcome="infra_error", cause="engine_unavailable", patch=None, status="gave_up"),
+        rec("d", verified=False, outcome="infra_error", cause="image_missing", patch=None, status="gave_up"),
+        rec("e", verified=False, outcome="model_error", cause="endpoint_unreachable", patch=None),
+        rec("f", verified=False, outcome="sandbox_error", patch=None),  # as records of earlier versions say it
+    ]
+    made = report(records, "night")
+    assert made.overall.task_runs == 6 and made.overall.infra_failures == 4
+    assert made.overall.completion_rate == 0.5 and made.overall.pass_at_k == 0.5, "1 of the 2 the agent had"
+    assert made.infra_failures == 4
+    assert made.infra_causes == {
+        "engine_unavailable": 1,
+        "image_missing": 1,
+        "endpoint_unreachable": 1,
+        "infra_error": 1,
+    }
+    assert made.failures.outcomes == {"failed_verification": 1}, "where the agent failed, not the machine"
+    data = as_json([made])
+    assert '"infra_failures": 4' in data and '"infra_causes"' in data
+    markdown = as_markdown([made])
+    assert "4 task-run(s) failed on the infrastructure, not the agent (engine_unavailable 1" in markdown
+    assert markdown.index("failed on the infrastructure") < markdown.index("## night"), "said on top"
