@@ -29,7 +29,14 @@ OPTIONAL = {
 
 
 def _third_party_imports(paths: list[Path] | None = None) -> set[str]:
-    local = {"harness", "sandbox", "unified_diff", "pathguard", "fileops", "testrun"}  # the runner's siblings, inside the container
+    local = {
+        "harness",
+        "sandbox",
+        "unified_diff",
+        "pathguard",
+        "fileops",
+        "testrun",
+    }  # the runner's siblings, inside the container
     found: set[str] = set()
     core = [
         p
