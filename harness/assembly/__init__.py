@@ -6,8 +6,10 @@ benches, the public API (`harness.api`) and the batch worker. Nothing here reads
 prints: what comes from outside the config (the run id, the engine address, the API key, the
 endpoint fallback, the crash hook) arrives in a `Runtime` that the caller fills in.
 
-About 350 lines on purpose: one composition root means every way of building a run is here, side
-by side (STYLE.md 14); each function is a few lines.
+The root owns two doors beside this module: `engine` (every engine connection, the one way a
+DockerSandbox is made, images, prunes) and `sessions` (sessions outside a run: list, remove, `harness
+exec --session`, the integrations' box). Runs are here, side by side (STYLE.md 14); each function is
+a few lines.
 """
 
 from __future__ import annotations
