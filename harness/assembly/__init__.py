@@ -435,6 +435,8 @@ def resume_run(session_id: str, sessions: Path, runtime: Runtime, overrides: dic
     """Continue a crashed, interrupted or failed run from its last complete step (limits may be raised
     through overrides such as `{"limits.max_steps": 60}`)."""
     folder = SessionFolder(sessions / session_id)
+    if folder.root.is_dir():  # first: a crashed controller's containers go even if its files are damaged
+        engine.prune_crashed(runtime.docker_host, sessions, session_id)
     config = saved_config(folder.root, overrides or {})
     state = read_state(folder.root, RunState)
     if state is None:
@@ -444,7 +446,6 @@ def resume_run(session_id: str, sessions: Path, runtime: Runtime, overrides: dic
     provider = build_provider(config, runtime)
     with open_sandbox(runtime, session_id) as sandbox:
         session = open_session(sessions, session_id, sandbox)
-        engine.prune_crashed(runtime.docker_host, sessions, session_id)
         state = state.model_copy(update={"finished": False, "result": None})
         _start_record(session, config, state, session.repo, resumed=True, runtime=runtime)
         return build_agent(

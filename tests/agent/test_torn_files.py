@@ -46,7 +46,7 @@ def test_resume_after_a_tear_inside_a_utf8_character(harness, script, cut_at, do
 
 
 @pytest.mark.parametrize("name", ["state.json", "run.json", "session.json", "steps.jsonl", "trajectory.jsonl"])
-def test_a_damaged_file_stops_resume_with_one_line(harness, script, name):
+def test_a_damaged_file_stops_resume_with_one_line(harness, script, name, docker_client):
     crashed = harness.run(script(*STEPS), session="bad", verify=None, env={"HARNESS_CRASH_AT": "turn_recorded:2"})
     assert crashed.code == -9
     path = harness.session_dir("bad") / name
@@ -57,3 +57,11 @@ def test_a_damaged_file_stops_resume_with_one_line(harness, script, name):
     assert resumed.code in (64, 66, 125), resumed.stdout + resumed.stderr
     assert "Traceback" not in resumed.stderr and len(resumed.stderr.strip().splitlines()) <= 2, resumed.stderr
     assert "damaged" in resumed.stderr or "unreadable" in resumed.stderr, resumed.stderr
+    # What the killed run left on the engine (its controller is gone) goes with a prune, even though
+    # the session's files are damaged; the resume itself already pruned it when it got that far.
+    pruned = harness("sandbox", "prune", "--run", harness.env["HARNESS_RUN_ID"])
+    assert pruned.code == 0, pruned.stderr
+    left = docker_client.containers.list(
+        all=True, filters={"label": ["harness.session=bad", f"harness.run={harness.env['HARNESS_RUN_ID']}"]}
+    )
+    assert left == [], [c.labels for c in left]
