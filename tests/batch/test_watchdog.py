@@ -72,3 +72,12 @@ def test_a_hung_session_is_stopped_after_its_grace_and_recorded(tmp_path, run_la
     assert record.outcome == "killed" and "wall clock plus 2 s of grace" in record.detail
     assert (sessions / record.session_id / "killed.json").is_file()
     assert elapsed < 60, f"the hung session held the batch for {elapsed:.0f} s"
+    # The worker went while every engine call hung, so what the session had started is still there,
+    # its controller dead: a prune (as after any crash) removes it.
+    pruned = subprocess.run(
+        [sys.executable, "-c", "from harness.cli import main; main()", "sandbox", "prune", "--run", run_label],
+        cwd=ROOT, env={**os.environ, "HARNESS_RUN_ID": run_label}, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert pruned.returncode == 0, pruned.stderr
+    left = docker_client.containers.list(all=True, filters={"label": f"harness.session={record.session_id}"})
+    assert left == [], [c.labels for c in left]
