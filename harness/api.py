@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from harness.agent.outcome import RunResult
     from harness.agent.reissue import ReplayReport
     from harness.config import RunConfig
+    from harness.telemetry.config import TelemetryConfig
 
 __all__ = ["default_state_dir", "replay", "resume", "run"]
 
@@ -57,6 +58,7 @@ def run(
     config: RunConfig | None = None,
     run_id: str | None = None,
     docker_host: str | None = None,
+    telemetry: TelemetryConfig | None = None,
 ) -> RunResult:
     """Let a model work on a copy of `repo` until `verify` passes, a limit is hit, or it gives up.
 
@@ -71,11 +73,14 @@ def run(
     - `state_dir`: where the session folder goes (default `default_state_dir()`).
     - `config`: a full `RunConfig` to start from; the keyword arguments above override it.
     - `run_id`: the label of every container the run makes (`harness sandbox prune --run ID`).
+    - `telemetry`: where the run's OpenTelemetry spans go (`TelemetryConfig(endpoint=..., file=...)`;
+      the standard OTEL_* variables are read by the CLI only).
 
     Returns the `RunResult`: outcome, exit code, steps, tokens, cost, the patch's path.
     """
     from harness import assembly
     from harness.config import RunConfig, with_overrides
+    from harness.telemetry.config import TelemetryConfig
 
     overrides: dict[str, Any] = {
         "model": model,
@@ -91,7 +96,10 @@ def run(
     chosen = with_overrides((config or RunConfig()).model_dump(mode="json"), overrides, "harness.run")
     sessions = Path(state_dir) if state_dir is not None else default_state_dir()
     runtime = assembly.Runtime(
-        run_id=run_id or f"api-{uuid.uuid4().hex[:12]}", docker_host=docker_host, api_key=api_key
+        run_id=run_id or f"api-{uuid.uuid4().hex[:12]}",
+        docker_host=docker_host,
+        api_key=api_key,
+        telemetry=telemetry or TelemetryConfig(),
     )
     return assembly.start_run(Path(repo), task, chosen, sessions.resolve(), runtime, session_id)
 
@@ -106,13 +114,18 @@ def resume(
     timeout_min: float | None = None,
     run_id: str | None = None,
     docker_host: str | None = None,
+    telemetry: TelemetryConfig | None = None,
 ) -> RunResult:
     """Continue a crashed, interrupted or failed run from its last complete step (limits may be raised)."""
     from harness import assembly
+    from harness.telemetry.config import TelemetryConfig
 
     sessions = (Path(state_dir) if state_dir is not None else default_state_dir()).resolve()
     runtime = assembly.Runtime(
-        run_id=run_id or f"api-{uuid.uuid4().hex[:12]}", docker_host=docker_host, api_key=api_key
+        run_id=run_id or f"api-{uuid.uuid4().hex[:12]}",
+        docker_host=docker_host,
+        api_key=api_key,
+        telemetry=telemetry or TelemetryConfig(),
     )
     overrides = {"limits.max_steps": max_steps, "limits.max_cost_usd": max_cost_usd, "limits.timeout_min": timeout_min}
     return assembly.resume_run(session_id, sessions, runtime, overrides)

@@ -16,13 +16,13 @@ import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from harness.errors import SessionError
 from harness.policy.gate import Decision
-from harness.types import Message, ModelTurn, ToolCall, ToolSchema
+from harness.types import Cause, Message, ModelTurn, ToolCall, ToolSchema
 from sandbox.durable import read_lines, write_text_atomic
 from sandbox.envelope import Envelope
 from sandbox.errors import at_path
@@ -163,6 +163,8 @@ class OutcomeRecord(_Record):
     detail: str = ""
     evidence: Any = None
     exit_code: int = 0
+    cause: Cause | None = None
+    """Why the machine, not the agent, ended the run (see `harness.types.Cause`)."""
 
 
 Record = Annotated[
@@ -181,12 +183,23 @@ _RECORD = TypeAdapter(Record)
 M = TypeVar("M", bound=BaseModel)
 
 
+class TrajectoryObserver(Protocol):
+    """Told every record once it is on disk (telemetry builds its spans so), and told the end."""
+
+    def observe(self, record: Any) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class Trajectory:
     """Appends records to one session's JSONL file."""
 
-    def __init__(self, session_dir: Path, secrets: Sequence[str] = ()) -> None:
+    def __init__(
+        self, session_dir: Path, secrets: Sequence[str] = (), observers: Sequence[TrajectoryObserver] = ()
+    ) -> None:
         self.path = SessionFolder(Path(session_dir)).trajectory
         self._secrets = [s for s in secrets if s and len(s) >= 4]
+        self._observers = list(observers)
         torn = _cut_torn_tail(self.path)
         self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - held open until close()
         self._sent: list[Message] = []
@@ -223,8 +236,13 @@ class Trajectory:
                 os.fsync(self._file.fileno())
         except OSError as error:  # a torn line at most: readers drop it, the next writer cuts it
             raise at_path(error, self.path) from None
+        for observer in self._observers:
+            observer.observe(record)
 
     def close(self) -> None:
+        for observer in self._observers:
+            observer.close()
+        self._observers = []
         if not self._file.closed:
             try:
                 self._file.flush()

@@ -360,7 +360,9 @@ class Agent:
         )
         try:
             self.trajectory.append(
-                OutcomeRecord(outcome=outcome, detail=detail, evidence=evidence, exit_code=result.exit_code),
+                OutcomeRecord(
+                    outcome=outcome, detail=detail, evidence=evidence, exit_code=result.exit_code, cause=result.cause
+                ),
                 durable=True,
             )
             # Interrupted, model/sandbox errors and limits stay resumable; a decided outcome is final.

@@ -36,8 +36,9 @@ from harness.providers.config import ProviderConfig
 from harness.providers.factory import make_provider
 from harness.providers.protocol import Provider
 from harness.providers.vendor import ModelSpec
+from harness.telemetry.config import TelemetryConfig
 from harness.tools.registry import Registry, ToolContext
-from harness.trajectory import StartRecord, Trajectory, read_state, write_state
+from harness.trajectory import StartRecord, Trajectory, TrajectoryObserver, read_state, write_state
 from sandbox.durable import write_text_atomic
 from sandbox.layout import SessionFolder
 from sandbox.spec import Mount, PooledSandbox, Sandbox, SandboxSpec
@@ -87,6 +88,10 @@ class Runtime:
     more only when a call finds none, and the first joins the holder: the models think between calls,
     and every start (twice the engine's CPU in a namespace of its own) is CPU the other sessions of a
     small host need."""
+    telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
+    """Where the run's OpenTelemetry spans go (nowhere by default)."""
+    trace_parent: dict[str, str] = field(default_factory=dict)
+    """The W3C trace context the run span is a child of (a batch's task-run), empty for a root."""
 
     @property
     def secrets(self) -> list[str]:
@@ -325,7 +330,14 @@ def tool_context(
 
 
 def build_agent(
-    *, config: RunConfig, session: Session, sandbox: Sandbox, provider: Provider, state: RunState, runtime: Runtime
+    *,
+    config: RunConfig,
+    session: Session,
+    sandbox: Sandbox,
+    provider: Provider,
+    state: RunState,
+    runtime: Runtime,
+    resumed: bool = False,
 ) -> Agent:
     """An Agent for a new or resumed run (state carries the context and spend of a resumed one)."""
     context_tools = tool_context(config, session, sandbox, interactive=runtime.interactive)
@@ -352,7 +364,7 @@ def build_agent(
         checks=checks,
         budget=Budget(config.limits, state.spent),
         context=context,
-        trajectory=Trajectory(session.dir, runtime.secrets),
+        trajectory=Trajectory(session.dir, runtime.secrets, observers(config, state, runtime, resumed)),
         state=state,
         max_turn_tokens=config.limits.max_turn_tokens,
         max_verify_rounds=config.limits.max_verify_rounds,
@@ -361,6 +373,24 @@ def build_agent(
         secrets=runtime.secrets,
         guard=ReadOnlyGuard(session, config.gate.read_only_paths),
     )
+
+
+def observers(config: RunConfig, state: RunState, runtime: Runtime, resumed: bool) -> list[TrajectoryObserver]:
+    """What watches the run's trajectory besides its file: the OpenTelemetry spans, when asked for."""
+    if not runtime.telemetry.enabled:
+        return []
+    from harness.telemetry.spans import RunSpans
+
+    spans = RunSpans(
+        runtime.telemetry,
+        session_id=state.session_id,
+        model=config.model or "",
+        task=state.task,
+        resumed=resumed,
+        parent=runtime.trace_parent,
+        secrets=runtime.secrets,
+    )
+    return [spans]
 
 
 # --- whole runs ---------------------------------------------------------------------------------
@@ -449,7 +479,13 @@ def resume_run(session_id: str, sessions: Path, runtime: Runtime, overrides: dic
         state = state.model_copy(update={"finished": False, "result": None})
         _start_record(session, config, state, session.repo, resumed=True, runtime=runtime)
         return build_agent(
-            config=config, session=session, sandbox=sandbox, provider=provider, state=state, runtime=runtime
+            config=config,
+            session=session,
+            sandbox=sandbox,
+            provider=provider,
+            state=state,
+            runtime=runtime,
+            resumed=True,
         ).run()
 
 

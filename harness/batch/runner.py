@@ -20,6 +20,8 @@ from harness.batch.tasks import Task, TasksFile
 from harness.batch.worker import REFERENCE_MODEL, TaskRunOutput, TaskRunSpec, run_task
 from harness.errors import UsageError
 from harness.providers.vendor import ModelSpec, prefix_of
+from harness.telemetry.config import TelemetryConfig
+from harness.telemetry.traced import traced
 
 SESSION_RESOURCE = "sessions"
 """The Dask worker resource a task-run holds: a worker serving N sessions advertises N."""
@@ -140,18 +142,28 @@ def run_batch(
     api_keys: dict[str, str] | None = None,
     on_event: Callable[[BatchEvent], None] = lambda event: None,
     stopping: Callable[[], bool] = lambda: False,
+    telemetry: TelemetryConfig | None = None,
 ) -> BatchSummary:
     """Run every task-run not yet recorded in out; records are written as results arrive. Once
     `stopping()` says so, no new task-run starts and the running ones finish (the rest stay
-    unrecorded: the next invocation runs them)."""
+    unrecorded: the next invocation runs them). With telemetry on, the batch is one span, the trace
+    parent of every task-run's span on whichever worker runs it."""
+    telemetry = telemetry or TelemetryConfig()
     batch = BatchRun(
         tasks, BatchDir(out), models, runs, budget, run_id, docker_host, api_keys or {}, on_event, stopping
     )
-    if batch.todo:  # everything recorded already: no cluster to start
-        with dask_client(cluster, workers) as client:
-            # Workers of a local cluster share this filesystem; a cluster's may not: ship to those.
-            batch.schedule(client, max(1, _slots(client) or workers), shipping.Shipper(client) if cluster else None)
-    return batch.summary()
+    batch.telemetry = telemetry
+    with traced(
+        telemetry, "harness.batch", harness__batch__id=batch.batch_id, harness__batch__planned=len(batch.planned)
+    ) as span:
+        batch.trace_parent = span.carrier
+        if batch.todo:  # everything recorded already: no cluster to start
+            with dask_client(cluster, workers) as client:
+                # Workers of a local cluster share this filesystem; a cluster's may not: ship to those.
+                batch.schedule(client, max(1, _slots(client) or workers), shipping.Shipper(client) if cluster else None)
+        summary = batch.summary()
+        span.set(**{f"harness__batch__{name}": value for name, value in summary.model_dump().items()})
+    return summary
 
 
 class BatchRun:
@@ -185,6 +197,9 @@ class BatchRun:
         self.queue = list(self.todo)
         self.running: dict[Any, tuple[TaskRunKey, Task]] = {}
         self.losses: dict[TaskRunKey, int] = {}
+        self.telemetry = TelemetryConfig()
+        self.trace_parent: dict[str, str] = {}
+        """The batch span's trace context, handed to every task-run."""
         on_event(BatchEvent(kind="planned", queued=len(self.todo), done=self.skipped))
 
     def spec(self, key: TaskRunKey, task: Task, shipper: shipping.Shipper | None) -> TaskRunSpec:
@@ -206,6 +221,8 @@ class BatchRun:
             batch_id=self.batch_id,
             probe=self.batch.probe.resolve(),
             files=shipper.files(_model_files(key, task)) if shipper else {},
+            telemetry=self.telemetry,
+            trace_parent=self.trace_parent,
         )
 
     def exhausted(self) -> str | None:

@@ -22,6 +22,8 @@ from harness.batch.watchdog import Watchdog, killed_reason
 from harness.config import RunConfig, with_overrides
 from harness.errors import ConfigError, HarnessError, ModelUnavailable
 from harness.providers.vendor import ModelSpec
+from harness.telemetry.config import TelemetryConfig
+from harness.telemetry.traced import traced
 from harness.trajectory import read_records, read_state
 from harness.types import OutcomeKind
 from sandbox.errors import EngineUnavailable, SandboxError
@@ -61,6 +63,10 @@ class TaskRunSpec(BaseModel):
     see them (sent only to a cluster)."""
     model: str | None = None
     """The model spec to run when it is not the key's (a file-based model at this worker's copy)."""
+    telemetry: TelemetryConfig = TelemetryConfig()
+    """Where the task-run's spans go (the client's settings: its flags and OTEL_* variables)."""
+    trace_parent: dict[str, str] = {}
+    """The batch span's W3C trace context: the task-run's span is its child."""
 
 
 class TaskRunOutput(BaseModel):
@@ -149,8 +155,26 @@ def _run_placed(spec: TaskRunSpec) -> TaskRunRecord:
         if limit
         else None
     )
+    key = spec.key
     try:
-        return _run_task(spec, watchdog)
+        with traced(
+            spec.telemetry,
+            "harness.task_run",
+            parent=spec.trace_parent,
+            harness__task__id=key.task_id,
+            harness__task__model=key.model,
+            harness__task__run_index=key.run_index,
+            harness__session__id=key.session_id,
+            harness__worker=socket.gethostname(),
+        ) as span:
+            record = _run_task(spec.model_copy(update={"trace_parent": span.carrier}), watchdog)
+            span.set(
+                harness__status=record.status,
+                harness__outcome=record.outcome,
+                harness__cause=record.cause,
+                harness__attempts=len(record.attempts),
+            )
+            return record
     finally:
         if watchdog is not None:
             watchdog.cancel()
@@ -158,7 +182,12 @@ def _run_placed(spec: TaskRunSpec) -> TaskRunRecord:
 
 def _run_task(spec: TaskRunSpec, watchdog: Watchdog | None) -> TaskRunRecord:
     runtime = assembly.Runtime(
-        run_id=spec.run_id, docker_host=spec.docker_host, api_key=spec.api_key, pace="throughput"
+        run_id=spec.run_id,
+        docker_host=spec.docker_host,
+        api_key=spec.api_key,
+        pace="throughput",
+        telemetry=spec.telemetry,
+        trace_parent=spec.trace_parent,
     )
     attempts: list[Attempt] = []
     result: RunResult | None = None

@@ -18,7 +18,20 @@ from harness.errors import ExitCode, HarnessError
 from harness.storage import describe, is_storage_failure
 from sandbox.errors import SandboxError
 
-__all__ = ["ExitCode", "app", "bench_app", "console", "docker_host", "err_console", "fail", "reported", "state_dir"]
+__all__ = [
+    "OTEL_CONTENT",
+    "OTEL_ENDPOINT",
+    "OTEL_FILE",
+    "ExitCode",
+    "app",
+    "bench_app",
+    "console",
+    "docker_host",
+    "err_console",
+    "fail",
+    "reported",
+    "state_dir",
+]
 
 app = typer.Typer(
     name="harness",
@@ -53,6 +66,18 @@ class _LazyConsole:
 
             self._console = Console(stderr=self._stderr, highlight=False)
         return self._console
+
+
+# The OpenTelemetry flags of the commands that run agents (run, resume, batch).
+OTEL_ENDPOINT = typer.Option(
+    None,
+    "--otel-endpoint",
+    help="Send OpenTelemetry spans over OTLP/HTTP to this URL (default: $OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT).",
+)
+OTEL_FILE = typer.Option(None, "--otel-file", help="Append the spans as OTLP JSON lines to this file.")
+OTEL_CONTENT = typer.Option(
+    False, "--otel-content", help="Put prompts, replies, tool arguments and output in the spans (off: counts only)."
+)
 
 
 def real_console(console: Console) -> Console:

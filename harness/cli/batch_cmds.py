@@ -18,7 +18,7 @@ from typing import Any
 import typer
 
 from harness.cli import environment
-from harness.cli.app import app, console, err_console, real_console, reported
+from harness.cli.app import OTEL_CONTENT, OTEL_ENDPOINT, OTEL_FILE, app, console, err_console, real_console, reported
 
 
 @app.command("batch")
@@ -38,6 +38,9 @@ def batch(
     max_tokens: int | None = typer.Option(None, "--max-tokens", min=1, help="Global token limit."),
     max_hours: float | None = typer.Option(None, "--max-hours", min=0.0001, help="Global wall-clock limit in hours."),
     cluster: str | None = typer.Option(None, "--cluster", help="An existing Dask scheduler, tcp://HOST:8786."),
+    otel_endpoint: str | None = OTEL_ENDPOINT,
+    otel_file: Path | None = OTEL_FILE,
+    otel_content: bool = OTEL_CONTENT,
     json_out: bool = typer.Option(False, "--json", help="One JSON line per event instead of the progress lines."),
 ) -> None:
     """Run every task-run not yet recorded in DIR; the records are the source of truth."""
@@ -95,6 +98,7 @@ def batch(
             api_keys={k: v for k, v in keys.items() if v},
             on_event=show,
             stopping=lambda: interrupts[0] > 0,
+            telemetry=environment.telemetry(otel_endpoint, otel_file, otel_content),
         )
     signal.signal(signal.SIGINT, previous)
     _write_reports(out)

@@ -3,9 +3,10 @@
 `$HARNESS_RUN_ID` (the label tests use to find and clean what they made), `$HARNESS_STATE_DIR`,
 `$DOCKER_HOST`, the API key (by the variable the config names, else the vendor's usual one), the
 endpoint fallback `$OPENAI_BASE_URL` / `$ANTHROPIC_BASE_URL`, and the test-only crash point
-`$HARNESS_CRASH_AT`, `$HARNESS_TRACEBACK` (show an internal error's traceback), and where the warm
-service lives (`$HARNESS_WARM_DIR`). The values reach the rest of harness inside
-an `assembly.Runtime`.
+`$HARNESS_CRASH_AT`, `$HARNESS_TRACEBACK` (show an internal error's traceback), where the warm
+service lives (`$HARNESS_WARM_DIR`), and the OpenTelemetry exporter's standard variables
+(`$OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT`, `..._HEADERS`, `..._PROTOCOL`, `$OTEL_SDK_DISABLED`). The
+values reach the rest of harness inside an `assembly.Runtime`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from harness.errors import ConfigError
 if TYPE_CHECKING:
     from harness.assembly import Runtime
     from harness.config import RunConfig
+    from harness.telemetry.config import TelemetryConfig
 
 CRASH_PHASES = ("model_answered", "turn_recorded", "mid_tool", "mid_snapshot", "after_snapshot")
 
@@ -113,11 +115,58 @@ def crash_hook() -> Callable[[str], None]:
     return hook
 
 
-def runtime(config: RunConfig, *, interactive: bool = False, prefix: str = "run") -> Runtime:
-    """The Runtime of a run of config, filled from the environment."""
+def telemetry(endpoint: str | None = None, file: Path | None = None, content: bool = False) -> TelemetryConfig:
+    """Where spans go: --otel-endpoint, else the standard OTLP variables (a traces endpoint as is, a base
+    endpoint with /v1/traces); --otel-file beside or instead. `OTEL_SDK_DISABLED=true` turns the
+    variables off (never the flags). Only OTLP over HTTP (protobuf) is spoken."""
+    from harness.telemetry.config import TelemetryConfig, parse_headers, traces_url
+
+    signal_specific = False
+    if endpoint is None and os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() != "true":
+        endpoint = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or None
+        signal_specific = endpoint is not None
+        endpoint = endpoint or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None
+    headers: dict[str, str] = {}
+    if endpoint is not None:
+        if not endpoint.strip().lower().startswith(("http://", "https://")):
+            raise ConfigError(
+                f"OTLP endpoint {endpoint!r} is not an http:// or https:// URL (OTLP/HTTP, e.g. port 4318)"
+            )
+        protocol = (
+            os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or ""
+        )
+        if protocol and protocol.strip() != "http/protobuf":
+            raise ConfigError(
+                f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol.strip()}: harness exports OTLP over HTTP only "
+                "(http/protobuf); point the endpoint at the collector's HTTP port (4318) and unset the protocol"
+            )
+        variable = (
+            "OTEL_EXPORTER_OTLP_TRACES_HEADERS"
+            if os.environ.get("OTEL_EXPORTER_OTLP_TRACES_HEADERS")
+            else "OTEL_EXPORTER_OTLP_HEADERS"
+        )
+        try:
+            headers = parse_headers(os.environ.get(variable, ""))
+        except ValueError as error:
+            raise ConfigError(f"{variable}: {error}") from None
+        endpoint = traces_url(endpoint, signal_specific=signal_specific)
+    if file is not None:
+        file = file.expanduser().resolve()
+        if not file.parent.is_dir():
+            raise ConfigError(f"--otel-file {file}: its folder does not exist")
+    return TelemetryConfig(endpoint=endpoint, headers=headers, file=file, content=content)
+
+
+def runtime(
+    config: RunConfig, *, interactive: bool = False, prefix: str = "run", spans: TelemetryConfig | None = None
+) -> Runtime:
+    """The Runtime of a run of config, filled from the environment (spans: `telemetry()`'s answer,
+    for the commands that export them)."""
     from harness.assembly import Runtime
+    from harness.telemetry.config import TelemetryConfig
 
     return Runtime(
+        telemetry=spans or TelemetryConfig(),
         run_id=run_id(prefix),
         docker_host=docker_host(),
         api_key=api_key(config),

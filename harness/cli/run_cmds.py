@@ -15,7 +15,18 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from harness.cli import environment
-from harness.cli.app import ExitCode, app, console, err_console, fail, reported, state_dir
+from harness.cli.app import (
+    OTEL_CONTENT,
+    OTEL_ENDPOINT,
+    OTEL_FILE,
+    ExitCode,
+    app,
+    console,
+    err_console,
+    fail,
+    reported,
+    state_dir,
+)
 
 if TYPE_CHECKING:
     from harness.agent.outcome import RunResult
@@ -88,6 +99,9 @@ def run(
     ),
     state_dir_opt: Path | None = _STATE_DIR,
     config_file: Path | None = typer.Option(None, "--config", help="Config file (default: the per-user config.toml)."),
+    otel_endpoint: str | None = OTEL_ENDPOINT,
+    otel_file: Path | None = OTEL_FILE,
+    otel_content: bool = OTEL_CONTENT,
     json_out: bool = _JSON,
 ) -> None:
     """Drive a model through the tool menu until the verify command passes, a limit is hit, or it gives up."""
@@ -135,7 +149,8 @@ def run(
             err_console.print(f"setup: `{shown}` ({config.setup_source})", soft_wrap=True, markup=False)
         if config.verify_source:
             err_console.print(f"verify: `{config.verify}` ({config.verify_source})", soft_wrap=True, markup=False)
-        outside = environment.runtime(config, interactive=_interactive(json_out))
+        spans = environment.telemetry(otel_endpoint, otel_file, otel_content)
+        outside = environment.runtime(config, interactive=_interactive(json_out), spans=spans)
         for warning in assembly.endpoint_warnings(config, outside):
             err_console.print(f"warning: {warning}", soft_wrap=True, markup=False)
         result = _terminable(lambda: assembly.start_run(path, task, config, sessions, outside, session))
@@ -150,6 +165,9 @@ def resume(
     max_tokens: int | None = typer.Option(None, "--max-tokens", help="Raise the token limit."),
     timeout_min: float | None = typer.Option(None, "--timeout-min", help="Raise the wall-clock limit."),
     state_dir_opt: Path | None = _STATE_DIR,
+    otel_endpoint: str | None = OTEL_ENDPOINT,
+    otel_file: Path | None = OTEL_FILE,
+    otel_content: bool = OTEL_CONTENT,
     json_out: bool = _JSON,
 ) -> None:
     """Continue a crashed, interrupted or failed run from its last complete step."""
@@ -164,7 +182,8 @@ def resume(
     }
     with reported():
         config = assembly.saved_config(sessions / session, overrides)
-        outside = environment.runtime(config, interactive=_interactive(json_out))
+        spans = environment.telemetry(otel_endpoint, otel_file, otel_content)
+        outside = environment.runtime(config, interactive=_interactive(json_out), spans=spans)
         result = _terminable(lambda: assembly.resume_run(session, sessions, outside, overrides))
     _report(result, json_out)
 

@@ -28,6 +28,7 @@ from tests.providers.wire_server import (
     responses_reasoning_check,
     responses_turn,
 )
+from tests.telemetry.receiver import Receiver
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
 KEY = "sk-test-e2e-0123456789abcdef"
@@ -120,11 +121,15 @@ CASES = {
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_the_example_is_verified_through_each_protocol(harness, tmp_path, monkeypatch, case):
-    with WireServer() as server:
+    content = ["--otel-content"] if case == "openai-gpt5" else []  # one run shows content, the rest counts
+    with WireServer() as server, Receiver() as receiver:
         model, flags, env = CASES[case](server, tmp_path, monkeypatch)
-        ran = harness.run(model, *flags, env={"OPENAI_API_KEY": KEY, "ANTHROPIC_API_KEY": KEY, **env})
+        keys = {"OPENAI_API_KEY": KEY, "ANTHROPIC_API_KEY": KEY, **env}
+        ran = harness.run(model, *flags, "--otel-endpoint", receiver.url, *content, env=keys)
         posts = [post for post in server.requests if post.path != "/token"]  # Vertex's token refresh aside
+        spans = receiver.spans()
     assert ran.code == 0, ran.stdout + ran.stderr
+    _check_spans(case, model, spans, bool(content))
     result = ran.json()
     assert result["outcome"] == "verified" and result["steps"] == 3
     assert len(posts) == 3, [p.path for p in posts]  # no request refused by the strict server, none retried
@@ -135,3 +140,30 @@ def test_the_example_is_verified_through_each_protocol(harness, tmp_path, monkey
         assert posts[-1].path.startswith("/v1/projects/proj-1/locations/europe-west4/publishers/anthropic/models/")
     if case == "anthropic-adaptive":
         assert result["tokens"]["cached"] == 1700
+
+
+PROVIDER_NAMES = {
+    "openai": "openai",
+    "openai-responses": "openai",
+    "anthropic": "anthropic",
+    "bedrock": "aws.bedrock",
+    "vertex": "gcp.vertex_ai",
+}
+
+
+def _check_spans(case: str, model: str, spans: list, content: bool) -> None:
+    """The run's GenAI spans name the vendor and the model and count what the server reported; the
+    key is in none of them, even with --otel-content; content only with it."""
+    prefix, _, name = model.partition(":")
+    chats = [s for s in spans if s["name"] == f"chat {name}"]
+    assert len(chats) == 3, [s["name"] for s in spans]
+    assert {s["attributes"]["gen_ai.provider.name"] for s in chats} == {PROVIDER_NAMES[prefix]}
+    assert {s["attributes"]["gen_ai.request.model"] for s in chats} == {name}
+    assert [s["attributes"]["gen_ai.response.finish_reasons"] for s in chats][-1] == ["end_turn"]
+    assert all(s["attributes"]["gen_ai.usage.output_tokens"] > 0 for s in chats)
+    if case == "anthropic-adaptive":
+        cached = [s["attributes"]["gen_ai.usage.cache_read.input_tokens"] for s in chats]
+        assert cached == [0, 800, 900]
+    shown = json.dumps([s["attributes"] for s in spans])
+    assert KEY not in shown and KEY[:12] not in shown, "a key is never in a span"
+    assert (DONE in shown) is content and ("return a + b" in shown) is content

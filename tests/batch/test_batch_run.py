@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from harness.batch.records import BatchDir
+from tests.telemetry.receiver import Receiver
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "calc"
@@ -63,8 +64,13 @@ def _result(done: subprocess.CompletedProcess[str]) -> dict:
 def test_a_batch_runs_every_task_once_and_again_does_nothing(tmp_path, run_label, docker_client):
     tasks = _tasks(tmp_path, 6)
     out = tmp_path / "out"
-    first = _batch(str(tasks), "--out", str(out), "--workers", "2", label=run_label)
+    with Receiver() as receiver:  # the batch's spans, from the client and from both workers
+        first = _batch(
+            str(tasks), "--out", str(out), "--workers", "2", "--otel-endpoint", receiver.url, label=run_label
+        )
+        spans = receiver.spans()
     assert first.returncode == 0, first.stdout + first.stderr
+    _check_trace(spans, BatchDir(out).records())
     summary = _result(first)
     assert (summary["planned"], summary["ran"], summary["skipped"]) == (6, 6, 0)
     records = {r.key.task_id: r for r in BatchDir(out).records()}
@@ -89,6 +95,30 @@ def test_a_batch_runs_every_task_once_and_again_does_nothing(tmp_path, run_label
     assert again.returncode == 0 and (_result(again)["ran"], _result(again)["skipped"]) == (0, 6)
     mine = docker_client.containers.list(all=True, filters={"label": f"harness.run={run_label}"}, ignore_removed=True)
     assert [c for c in mine if c.labels.get("harness.kind") != "bench"] == []
+
+
+def _check_trace(spans: list, records: list) -> None:
+    """One trace: the batch span (the client's) is the parent of a task-run span per task-run (made by
+    the worker processes, the context carried with each task), each the parent of its run's span,
+    itself the parent of the model, tool and verify spans."""
+    batches = [s for s in spans if s["name"] == "harness.batch"]
+    assert len(batches) == 1 and batches[0]["parent_id"] == ""
+    batch = batches[0]
+    assert batch["attributes"]["harness.batch.planned"] == 6 and batch["attributes"]["harness.batch.ran"] == 6
+    assert {s["trace_id"] for s in spans} == {batch["trace_id"]}
+    task_runs = {s["attributes"]["harness.session.id"]: s for s in spans if s["name"] == "harness.task_run"}
+    assert set(task_runs) == {r.session_id for r in records}
+    assert all(s["parent_id"] == batch["span_id"] for s in task_runs.values())
+    workers = {s["resource"]["service.instance.id"] for s in task_runs.values()}
+    assert len(workers) == 2 and batch["resource"]["service.instance.id"] not in workers, "two workers and the client"
+    for record in records:
+        task_run = task_runs[record.session_id]
+        assert task_run["attributes"]["harness.outcome"] == record.outcome
+        runs = [s for s in spans if s["name"] == "invoke_agent harness" and s["parent_id"] == task_run["span_id"]]
+        assert len(runs) == 1 and runs[0]["attributes"]["harness.outcome"] == record.outcome
+        inner = [s for s in spans if s["parent_id"] == runs[0]["span_id"]]
+        assert sum(s["name"].startswith("chat ") for s in inner) == record.steps
+        assert any(s["name"].startswith("execute_tool ") for s in inner) and any(s["name"] == "verify" for s in inner)
 
 
 def test_a_spent_budget_stops_scheduling_and_the_records_say_so(tmp_path, run_label):

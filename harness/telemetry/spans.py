@@ -1,0 +1,262 @@
+"""A run's spans, made from its trajectory as it is written: the run (`invoke_agent harness`), each
+model call (`chat MODEL`, GenAI semantic conventions), each tool call (`execute_tool NAME`) and each
+verification round. Every record the loop appends passes through `RunSpans.observe`, so run,
+resume and a batch's worker make the same spans without the loop knowing.
+
+Nothing the model or the repository wrote is an attribute unless `content` is on; keys never are
+(the run's secrets are scrubbed from content too)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.providers.vendor import ModelSpec
+from harness.telemetry import export
+from harness.telemetry.config import TelemetryConfig
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
+    from harness.trajectory import ToolRecord, TurnRecord, VerifyRecord
+
+PROVIDERS = {
+    "openai": "openai",
+    "openai-responses": "openai",
+    "anthropic": "anthropic",
+    "bedrock": "aws.bedrock",
+    "vertex": "gcp.vertex_ai",
+}
+"""gen_ai.provider.name by model prefix; harness's offline models are `harness.<prefix>`."""
+FAILED_OUTCOMES = frozenset({"model_error", "infra_error", "state_error"})
+CONTENT_CHARS = 16_000
+
+
+def _ns(seconds: float) -> int:
+    return int(seconds * 1e9)
+
+
+class RunSpans:
+    """Turns one run's trajectory records into spans, as they are appended."""
+
+    def __init__(
+        self,
+        config: TelemetryConfig,
+        *,
+        session_id: str,
+        model: str,
+        task: str,
+        resumed: bool,
+        parent: Mapping[str, str] | None = None,
+        secrets: Sequence[str] = (),
+    ) -> None:
+        self.config, self.session_id, self.secrets = config, session_id, [s for s in secrets if s]
+        spec = ModelSpec.of(model)
+        self.provider_name = PROVIDERS.get(spec.prefix, f"harness.{spec.prefix or 'unknown'}")
+        self.model = (Path(spec.target).name if spec.vendor.file_target else spec.target) or model
+        """The model's name (a scripted or reference file by its name only: no host path in a span)."""
+        self._tracer = export.tracer(config)
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": "harness",
+            "gen_ai.conversation.id": session_id,
+            "gen_ai.provider.name": self.provider_name,
+            "gen_ai.request.model": self.model,
+            "harness.session.id": session_id,
+            "harness.resumed": resumed,
+        }
+        if config.content:
+            attributes["harness.task"] = self._text(task)
+        self.run = self._tracer.start_span(
+            "invoke_agent harness", context=export.parent(parent or {}), attributes=attributes
+        )
+        self._context = _context_of(self.run)
+        self._request_ts: float | None = None
+        self._totals: dict[str, Any] = {}
+        self._tools: list[tuple[Span, float]] = []
+        """Tool spans of the step in progress: ended when the step's snapshot is known."""
+        self._ended = False
+
+    # --- the records ------------------------------------------------------------------------------
+
+    def observe(self, record: Any) -> None:
+        """One appended trajectory record (never raises: telemetry must not stop a run)."""
+        if self._ended:
+            return
+        with contextlib.suppress(Exception):
+            handler = getattr(self, f"_on_{record.kind}", None)
+            if handler is not None:
+                handler(record)
+
+    def _on_request(self, record: Any) -> None:
+        self._request_ts = record.ts
+        self._request_messages = record.messages if self.config.content else []
+
+    def _on_turn(self, record: TurnRecord) -> None:
+        turn = record.turn
+        started = self._request_ts if self._request_ts is not None else record.ts - turn.latency_ms / 1000
+        self._request_ts = None
+        usage = turn.usage
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": self.provider_name,
+            "gen_ai.system": self.provider_name,
+            "gen_ai.request.model": self.model,
+            "gen_ai.conversation.id": self.session_id,
+            "gen_ai.response.finish_reasons": [turn.stop_reason],
+            "gen_ai.usage.input_tokens": usage.input_tokens,
+            "gen_ai.usage.output_tokens": usage.output_tokens,
+            "gen_ai.usage.cache_read.input_tokens": usage.cached_input_tokens,
+            "gen_ai.usage.cache_creation.input_tokens": usage.cache_write_tokens,
+            "gen_ai.usage.reasoning.output_tokens": usage.reasoning_tokens,
+            "harness.cost_usd": turn.cost_usd,
+            "harness.cost_known": turn.cost_known,
+            "harness.retries": turn.retries,
+            "harness.step": record.step,
+            "harness.tool_calls": len(turn.tool_calls),
+        }
+        if turn.model:
+            attributes["gen_ai.response.model"] = turn.model
+        if self.config.content:
+            attributes["gen_ai.input.messages"] = self._json(
+                [m.model_dump(mode="json") for m in self._request_messages]
+            )
+            output = {"text": turn.text, "tool_calls": [c.model_dump(mode="json") for c in turn.tool_calls]}
+            attributes["gen_ai.output.messages"] = self._json([output])
+            if turn.retry_reasons:
+                attributes["harness.retry_reasons"] = [self._text(r) for r in turn.retry_reasons]
+        span = self._tracer.start_span(
+            f"chat {self.model}", context=self._context, start_time=_ns(started), attributes=attributes
+        )
+        span.end(end_time=_ns(record.ts))
+
+    def _on_tool(self, record: ToolRecord) -> None:
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": record.name,
+            "gen_ai.tool.call.id": record.call_id,
+            "gen_ai.tool.type": "function",
+            "harness.step": record.step,
+            "harness.attempt": record.attempt,
+            "harness.tool.duration_ms": record.duration_ms,
+            "harness.tool.is_error": record.is_error,
+            "harness.tool.wrote": record.wrote,
+        }
+        if record.error_kind:
+            attributes["harness.tool.error_kind"] = record.error_kind
+        if record.decision is not None:
+            attributes["harness.gate.decision"] = record.decision.action
+            attributes["harness.gate.rule"] = record.decision.rule
+        envelope = record.envelope
+        if envelope is not None:
+            attributes.update(
+                {
+                    "harness.tool.exit_code": envelope.exit_code,
+                    "harness.tool.status": envelope.status,
+                    "harness.tool.bytes_out": envelope.stdout_bytes + envelope.stderr_bytes,
+                    "harness.tool.truncated": envelope.truncated,
+                    "harness.sandbox.runtime": envelope.runtime,
+                    "harness.sandbox.image": envelope.image_id,
+                }
+            )
+            if envelope.status in ("timeout", "oom_killed", "output_limit"):
+                attributes["harness.tool.limit"] = envelope.status
+        if self.config.content:
+            attributes["gen_ai.tool.call.arguments"] = self._json(record.arguments)
+            attributes["gen_ai.tool.call.result"] = self._text(record.text)
+        started = record.ts - record.duration_ms / 1000
+        span = self._tracer.start_span(
+            f"execute_tool {record.name}", context=self._context, start_time=_ns(started), attributes=attributes
+        )
+        if record.is_error:
+            _error(span, record.error_kind or "tool error")
+        self._tools.append((span, record.ts))
+
+    def _on_step(self, record: Any) -> None:
+        if record is not _NoSnapshot:
+            self._totals = {
+                "harness.steps": record.step,
+                "gen_ai.usage.input_tokens": record.input_tokens,
+                "gen_ai.usage.output_tokens": record.output_tokens,
+                "harness.cost_usd": record.cost_usd,
+            }
+        for span, ended in self._tools:
+            if record.snapshot_id:
+                span.set_attribute("harness.snapshot.id", record.snapshot_id)
+            if record.snapshot_step >= 0:
+                span.set_attribute("harness.snapshot.step", record.snapshot_step)
+            span.end(end_time=_ns(ended))
+        self._tools = []
+
+    def _on_verify(self, record: VerifyRecord) -> None:
+        attributes: dict[str, Any] = {
+            "harness.verify.round": record.round,
+            "harness.verify.layer": record.layer,
+            "harness.verify.command": record.command,
+            "harness.verify.passed": record.passed,
+            "harness.verify.exit_code": record.exit_code,
+            "harness.verify.status": record.status,
+            "harness.verify.failing_count": len(record.failing),
+        }
+        if self.config.content:
+            attributes["harness.verify.failing"] = [self._text(f) for f in record.failing[:100]]
+        started = record.ts - record.duration_ms / 1000
+        span = self._tracer.start_span("verify", context=self._context, start_time=_ns(started), attributes=attributes)
+        span.end(end_time=_ns(record.ts))
+
+    def _on_outcome(self, record: Any) -> None:
+        self._on_step(_NoSnapshot)  # tool spans of a step that never committed end with the run
+        self.run.set_attributes(
+            {**self._totals, "harness.outcome": record.outcome, "harness.exit_code": record.exit_code}
+        )
+        if record.cause:
+            self.run.set_attribute("harness.cause", record.cause)
+        if record.outcome in FAILED_OUTCOMES:
+            _error(self.run, record.outcome)
+        self.close(record.ts)
+
+    # --- the end ----------------------------------------------------------------------------------
+
+    def close(self, at: float | None = None) -> None:
+        """End every open span (a run that stopped without an outcome is marked so) and send them."""
+        if self._ended:
+            return
+        self._ended = True
+        with contextlib.suppress(Exception):
+            self._on_step(_NoSnapshot)
+            if at is None:
+                self.run.set_attributes({**self._totals, "harness.outcome": "incomplete"})
+            self.run.end(end_time=_ns(at if at is not None else time.time()))
+            export.flush(self.config)
+
+    def _text(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, "***")
+        return text[:CONTENT_CHARS]
+
+    def _json(self, value: Any) -> str:
+        return self._text(json.dumps(value, ensure_ascii=False, default=str))
+
+
+class _NoSnapshotType:
+    snapshot_id = None
+    snapshot_step = -1
+
+
+_NoSnapshot = _NoSnapshotType()
+
+
+def _context_of(span: Span) -> Any:
+    from opentelemetry import trace
+
+    return trace.set_span_in_context(span)
+
+
+def _error(span: Span, description: str) -> None:
+    from opentelemetry.trace import Status, StatusCode
+
+    span.set_status(Status(StatusCode.ERROR, description))
