@@ -75,6 +75,12 @@ class SessionFolder:
         return self.root / "killed.json"
 
     @property
+    def network(self) -> Path:
+        """network.jsonl: every request through the session's egress proxy (host, port, method,
+        bytes each way, allowed or refused and why), appended by the proxy."""
+        return self.root / "network.jsonl"
+
+    @property
     def view(self) -> Path:
         """view.html: the trajectory page `harness view` writes (nothing reads it back)."""
         return self.root / "view.html"

@@ -36,6 +36,13 @@ class SessionSettings(BaseModel):
     setup_mounts: list[str] = Field(default_factory=list)
     """`HOST_DIR:CONTAINER_DIR` bound read-only into the setup container only (`--setup-mount`): a
     wheelhouse or a package cache for an offline install."""
+    allow_net: list[str] = Field(default_factory=list)
+    """Hosts the session may reach through its egress proxy (`--allow-net`: `HOST[:PORT]`, `*.SUFFIX`,
+    an address or range, or a preset such as `pypi`, `npm`, `crates`, `go`, `github`): the setup
+    commands always, tool calls only with `allow_net_tools`. The containers still have no route out
+    and no resolver; every request is recorded (see sandbox.network)."""
+    allow_net_tools: bool = False
+    """Tool calls (not only setup) reach the `allow_net` hosts (`--allow-net-tools`)."""
     workspace_quota: int | None = None
     """Bytes the whole workspace may hold (`--workspace-quota 2g`): it becomes a filesystem of that
     size (sandbox.session.quota; root only), so a call writing past it gets "No space left on device"
@@ -44,11 +51,24 @@ class SessionSettings(BaseModel):
     @model_validator(mode="after")
     def _setup_options(self) -> SessionSettings:
         problem = setup_option_problem(
-            self.setup, self.setup_network, self.setup_ca is not None, bool(self.setup_proxy), bool(self.setup_mounts)
-        )
+            self.setup,
+            self.setup_network,
+            self.setup_ca is not None,
+            bool(self.setup_proxy),
+            bool(self.setup_mounts),
+            bool(self.allow_net),
+        ) or network_option_problem(self.allow_net, self.allow_net_tools, self.setup_network, bool(self.setup_proxy))
         if problem:
             raise ValueError(problem)
         return self
+
+    @field_validator("allow_net")
+    @classmethod
+    def _allowed(cls, value: list[str]) -> list[str]:
+        from sandbox.network.allow import parse
+
+        parse(value)  # AllowError is a ValueError: the entry and the forms are named
+        return value
 
     @field_validator("workspace_quota", mode="before")
     @classmethod
@@ -87,12 +107,27 @@ def lift_flat(data: Any, into: str = "session") -> Any:
     return lifted
 
 
-def setup_option_problem(setup: list[str], network: bool, ca: bool, proxy: bool, mounts: bool) -> str | None:
+def setup_option_problem(
+    setup: list[str], network: bool, ca: bool, proxy: bool, mounts: bool, allow_net: bool = False
+) -> str | None:
     """What is wrong with a combination of setup options (flags and config keys alike), or None."""
     if (network or ca or proxy or mounts) and not setup:
         return "--setup-network, --setup-ca, --setup-proxy and --setup-mount need at least one --setup command"
-    if (ca or proxy) and not network:
-        return "--setup-ca and --setup-proxy are for a setup with network: add --setup-network"
+    if ca and not (network or allow_net):
+        return "--setup-ca is for a setup with network: add --setup-network or --allow-net"
+    if proxy and not network:
+        return "--setup-proxy is for a setup with network: add --setup-network"
+    return None
+
+
+def network_option_problem(allow_net: list[str], tools: bool, setup_network: bool, setup_proxy: bool) -> str | None:
+    """What is wrong with the network options together, or None."""
+    if tools and not allow_net:
+        return "--allow-net-tools gives tool calls the --allow-net hosts: name at least one with --allow-net"
+    if allow_net and setup_network:
+        return "--allow-net and --setup-network contradict each other: the allowlist or the whole network, not both"
+    if allow_net and setup_proxy:
+        return "--setup-proxy is for --setup-network; with --allow-net the session's own proxy carries setup"
     return None
 
 

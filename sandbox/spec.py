@@ -73,6 +73,10 @@ class SandboxSpec(BaseModel):
     """Size of the tmpfs mounted at /tmp (also HOME)."""
     network: str = "none"
     """Docker network mode. `none` is the default; anything else must be asked for explicitly."""
+    egress: str | None = None
+    """The host folder of the session's egress proxy socket (sandbox.network), for a call that may
+    reach the session's allowed hosts: the container still has network `none`, and a relay inside it
+    serves the proxy on 127.0.0.1 (HTTP(S)_PROXY). Set at run time, never saved with a session."""
     user: str | None = None
     """uid:gid to run as; None means the owner of the workspace (never root)."""
     read_only_root: bool = True
@@ -153,7 +157,7 @@ def posture(spec: SandboxSpec, user: str, unenforced: Sequence[str] = ()) -> Pos
     """The posture recorded in every envelope: what the spec asked for, and what was not enforced."""
     return Posture(
         runtime=spec.runtime,
-        network=spec.network,
+        network="egress" if spec.egress else spec.network,
         read_only_root=spec.read_only_root,
         user=user,
         cpus=spec.cpus,

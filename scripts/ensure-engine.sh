@@ -38,15 +38,20 @@ text = path.read_text() if path.exists() else ""
 config = json.loads(text) if text.strip() else {}
 runtimes = config.setdefault("runtimes", {})
 # --oci-seccomp: gVisor loads the calls' seccomp profile (the one that refuses device nodes)
-wanted = ["--network=none", "--ignore-cgroups", "--oci-seccomp"]
+# --host-uds=open: a call may connect to a Unix socket bound into it (its session's egress proxy,
+# --allow-net); it can make none on the host
+wanted = ["--network=none", "--ignore-cgroups", "--oci-seccomp", "--host-uds=open"]
 if "runsc" not in runtimes:
     runtimes["runsc"] = {"path": sys.argv[1], "runtimeArgs": wanted}
     path.write_text(json.dumps(config, indent=2) + "\n")
     print("setup: registered runsc in /etc/docker/daemon.json", file=sys.stderr)
-elif "--oci-seccomp" not in runtimes["runsc"].setdefault("runtimeArgs", []):
-    runtimes["runsc"]["runtimeArgs"].append("--oci-seccomp")
-    path.write_text(json.dumps(config, indent=2) + "\n")
-    print("setup: runsc now loads the calls' seccomp profile (--oci-seccomp)", file=sys.stderr)
+else:
+    args = runtimes["runsc"].setdefault("runtimeArgs", [])
+    missing = [arg for arg in wanted[2:] if arg not in args]
+    if missing:
+        args.extend(missing)
+        path.write_text(json.dumps(config, indent=2) + "\n")
+        print(f"setup: runsc registered with {' '.join(missing)} too", file=sys.stderr)
 PY
 }
 

@@ -41,9 +41,16 @@ def obstacle_line(text: str) -> str:
     return ""
 
 
-def task_message(task: str, left_out: Sequence[str] = ()) -> str:
-    """The task, and the repository files that are not in the workspace (with why), if any."""
+def task_message(task: str, left_out: Sequence[str] = (), network: Sequence[str] = ()) -> str:
+    """The task, the repository files that are not in the workspace (with why), if any, and the hosts
+    the calls may reach (a session with --allow-net-tools)."""
     text = f"Task:\n{task.strip()}"
+    if network:
+        text += (
+            "\n\nNetwork: your commands may reach only these hosts, through the proxy that HTTP_PROXY and "
+            f"HTTPS_PROXY name (pip, npm, cargo, go and curl use it): {', '.join(network)}. Anything else is "
+            "refused with 403; there is no DNS and no other route."
+        )
     if left_out:
         text += "\n\nNot in your workspace (left out when the repository was copied):\n" + "\n".join(
             f"- {item}" for item in left_out

@@ -219,6 +219,8 @@ def borrow(config: RunConfig, sandbox: Sandbox, repo: Path, sessions: Path, warm
         return None
     if config.session.setup or config.session.workspace_quota or not config.sandbox.read_only_root:
         return None
+    if config.session.allow_net_tools:
+        return None  # a slot's containers have no relay to this session's egress proxy
     from harness.tools.calls import literal_paths, plain_kind
 
     if any(plain_kind(repo, rel) == "file" for rel in literal_paths(config.gate.read_only_paths)):
@@ -344,7 +346,11 @@ def build_agent(
     context = Context(
         config.context,
         system_prompt(config.verify),
-        task_message(state.task, session.info.left_out),
+        task_message(
+            state.task,
+            session.info.left_out,
+            session.info.config.allow_net if session.info.config.allow_net_tools else (),
+        ),
         state.context if state.context.entries else None,
     )
     start_image = session.record(0).image
@@ -416,9 +422,10 @@ def start_run(
         state = RunState(session_id=session.id, task=task, model=config.model or "", snapshot_step=session.step)
         write_state(session.dir, state, runtime.secrets)
         _start_record(session, config, state, Path(repo), resumed=False, runtime=runtime)
-        return build_agent(
-            config=config, session=session, sandbox=sandbox, provider=provider, state=state, runtime=runtime
-        ).run()
+        with session:  # closed at the end: its egress proxy (if any) stops with the run
+            return build_agent(
+                config=config, session=session, sandbox=sandbox, provider=provider, state=state, runtime=runtime
+            ).run()
 
 
 def with_verify(config: RunConfig, repo: Path) -> RunConfig:
@@ -478,15 +485,17 @@ def resume_run(session_id: str, sessions: Path, runtime: Runtime, overrides: dic
         session = open_session(sessions, session_id, sandbox)
         state = state.model_copy(update={"finished": False, "result": None})
         _start_record(session, config, state, session.repo, resumed=True, runtime=runtime)
-        return build_agent(
-            config=config,
-            session=session,
-            sandbox=sandbox,
-            provider=provider,
-            state=state,
-            runtime=runtime,
-            resumed=True,
-        ).run()
+        with session:
+            session.connect_network(config.session.allow_net, config.session.allow_net_tools)
+            return build_agent(
+                config=config,
+                session=session,
+                sandbox=sandbox,
+                provider=provider,
+                state=state,
+                runtime=runtime,
+                resumed=True,
+            ).run()
 
 
 def replay_run(session_id: str, sessions: Path, runtime: Runtime) -> ReplayReport:

@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, overload
 
 if TYPE_CHECKING:
     import docker
@@ -174,10 +174,39 @@ def prune_leftovers(docker_host: str | None, sessions: Path) -> list[str]:
         return remove_leftovers(client, find_session_leftovers(client, sessions))
 
 
+@overload
 def execute_once(
     docker_host: str | None, run_id: str, path: Path, command: list[str], spec: SandboxSpec, keep: Path | None
-) -> Envelope:
-    """Run command on a fresh copy of path in one disposable container; optionally keep the copy."""
+) -> Envelope: ...
+
+
+@overload
+def execute_once(
+    docker_host: str | None,
+    run_id: str,
+    path: Path,
+    command: list[str],
+    spec: SandboxSpec,
+    keep: Path | None,
+    *,
+    allow_net: list[str],
+) -> tuple[Envelope, list[dict[str, Any]]]: ...
+
+
+def execute_once(
+    docker_host: str | None,
+    run_id: str,
+    path: Path,
+    command: list[str],
+    spec: SandboxSpec,
+    keep: Path | None,
+    *,
+    allow_net: list[str] | None = None,
+) -> Envelope | tuple[Envelope, list[dict[str, Any]]]:
+    """Run command on a fresh copy of path in one disposable container; optionally keep the copy.
+    With allow_net, the call reaches those hosts through an egress proxy of its own, and the
+    proxy's requests come back with the envelope."""
+    from sandbox.network.egress import Egress, read_log
     from sandbox.session.workspace import copy_repository
     from sandbox.tree import copy_tree, remove_tree
 
@@ -185,11 +214,17 @@ def execute_once(
     try:
         workspace = scratch / "workspace"
         copy_repository(path, workspace)
-        with one_shot_sandbox(docker_host, run_id) as box:
+        with contextlib.ExitStack() as stack:
+            box = stack.enter_context(one_shot_sandbox(docker_host, run_id))
+            if allow_net:
+                proxy = stack.enter_context(Egress(allow_net, scratch / "network.jsonl"))
+                spec = spec.model_copy(update={"egress": str(proxy.folder)})
             envelope = box.run(command, workspace=workspace, spec=spec)
         if keep is not None:
             copy_tree(workspace, keep)
-        return envelope
+        if allow_net is None:
+            return envelope
+        return envelope, read_log(scratch / "network.jsonl")
     finally:
         remove_tree(scratch, ignore_errors=True)
 

@@ -104,6 +104,7 @@ def exec_step(
             )
         created_image = None if exists else session.image
         with session:
+            session.connect_network()  # an existing session whose calls may reach its allowed hosts
             envelope = box.run(
                 command, workspace=session.workspace, spec=session.spec, commit_changes=session.config.writable_root
             )

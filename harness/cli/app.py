@@ -19,6 +19,8 @@ from harness.storage import describe, is_storage_failure
 from sandbox.errors import SandboxError
 
 __all__ = [
+    "ALLOW_NET",
+    "ALLOW_NET_TOOLS",
     "OTEL_CONTENT",
     "OTEL_ENDPOINT",
     "OTEL_FILE",
@@ -67,6 +69,17 @@ class _LazyConsole:
             self._console = Console(stderr=self._stderr, highlight=False)
         return self._console
 
+
+# The network flags of the commands that make or continue sessions (run, resume; exec has its own).
+ALLOW_NET = typer.Option(
+    None,
+    "--allow-net",
+    help="HOST[:PORT], *.SUFFIX, ADDRESS[/BITS] or a preset (pypi, npm, crates, go, github, debian) the setup "
+    "may reach through the session's egress proxy (repeatable); everything else is refused and recorded.",
+)
+ALLOW_NET_TOOLS = typer.Option(
+    None, "--allow-net-tools", help="Tool calls reach the --allow-net hosts too (not only setup)."
+)
 
 # The OpenTelemetry flags of the commands that run agents (run, resume, batch).
 OTEL_ENDPOINT = typer.Option(

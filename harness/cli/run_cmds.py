@@ -16,6 +16,8 @@ import typer
 
 from harness.cli import environment
 from harness.cli.app import (
+    ALLOW_NET,
+    ALLOW_NET_TOOLS,
     OTEL_CONTENT,
     OTEL_ENDPOINT,
     OTEL_FILE,
@@ -83,6 +85,8 @@ def run(
     setup_mounts: list[str] | None = typer.Option(
         None, "--setup-mount", help="HOST_DIR:CONTAINER_DIR bound read-only into the setup container (repeatable)."
     ),
+    allow_net: list[str] | None = ALLOW_NET,
+    allow_net_tools: bool | None = ALLOW_NET_TOOLS,
     workspace_quota: str | None = typer.Option(
         None, "--workspace-quota", help="Bytes the workspace may hold, e.g. 2g (its own filesystem; root only)."
     ),
@@ -124,6 +128,8 @@ def run(
             "setup_ca": str(setup_ca) if setup_ca else None,
             "setup_proxy": setup_proxy,
             "setup_mounts": setup_mounts or None,
+            "allow_net": allow_net or None,
+            "allow_net_tools": allow_net_tools,
             "workspace_quota": workspace_quota,
             "limits.max_steps": max_steps,
             "limits.max_cost_usd": max_cost,
@@ -164,6 +170,8 @@ def resume(
     max_cost: float | None = typer.Option(None, "--max-cost", help="Raise the spend limit (USD)."),
     max_tokens: int | None = typer.Option(None, "--max-tokens", help="Raise the token limit."),
     timeout_min: float | None = typer.Option(None, "--timeout-min", help="Raise the wall-clock limit."),
+    allow_net: list[str] | None = ALLOW_NET,
+    allow_net_tools: bool | None = ALLOW_NET_TOOLS,
     state_dir_opt: Path | None = _STATE_DIR,
     otel_endpoint: str | None = OTEL_ENDPOINT,
     otel_file: Path | None = OTEL_FILE,
@@ -179,6 +187,8 @@ def resume(
         "limits.max_cost_usd": max_cost,
         "limits.max_tokens": max_tokens,
         "limits.timeout_min": timeout_min,
+        "session.allow_net": allow_net or None,
+        "session.allow_net_tools": allow_net_tools,
     }
     with reported():
         config = assembly.saved_config(sessions / session, overrides)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +46,8 @@ def render_session(console: Console, session_dir: Path) -> None:
     table = Table(title=f"session {Path(session_dir).name}", show_lines=True, expand=True)
     for column in ("step", "model said / tool call", "result", "tokens in/out"):
         table.add_column(column, overflow="fold")
-    for record in read_records(session_dir):
-        row = _row(record)
+    for kind, item, where in with_network(read_records(session_dir), network_requests(session_dir)):
+        row = _row(item) if kind == "record" else _network_row(item, where)
         if row:
             table.add_row(*row)
     console.print(table)
@@ -86,7 +87,10 @@ def _row(record: Any) -> tuple[str, str, str, str] | None:
 def render_steps(console: Console, session_dir: Path) -> None:
     """One line per tool call and verification: the compact trace printed at the end of a run."""
     final = ""
-    for record in read_records(session_dir):
+    for kind, record, where in with_network(read_records(session_dir), network_requests(session_dir)):
+        if kind == "net":
+            _network_line(console, record, where)
+            continue
         if record.kind == "turn" and not record.turn.tool_calls:
             final = record.turn.text
         if record.kind == "tool":
@@ -107,6 +111,50 @@ def render_steps(console: Console, session_dir: Path) -> None:
             )
     if final:
         console.print(f"[bold]model:[/] {escape(final.strip())}", soft_wrap=True)
+
+
+def network_requests(session_dir: Path) -> list[dict[str, Any]]:
+    """The session's egress requests, oldest first (none without --allow-net)."""
+    from sandbox.layout import SessionFolder
+    from sandbox.network.egress import read_log
+
+    return sorted(read_log(SessionFolder(Path(session_dir)).network), key=lambda request: request.get("ts", 0))
+
+
+def with_network(records: list[Any], requests: list[dict[str, Any]]) -> Iterator[tuple[str, Any, str]]:
+    """The records with the egress requests among them ("record" or "net", the item, where): each
+    request just before the first record written after it, under the step of the call that made it
+    (`setup` before any call)."""
+    calls = 0
+    for record in records:
+        while requests and requests[0].get("ts", 0) <= record.ts:
+            where = f"step {record.step:>2}" if record.kind == "tool" else "setup  " if not calls else "       "
+            yield "net", requests.pop(0), where
+        calls += record.kind == "tool"
+        yield "record", record, ""
+    for request in requests:
+        yield "net", request, "       "
+
+
+def _network_row(request: dict[str, Any], where: str) -> tuple[str, str, str, str]:
+    target = escape(f"{request.get('method', '?')} {request.get('host', '?')}:{request.get('port', '?')}")
+    if request.get("allowed"):
+        result = f"[green]allowed[/] ↑{request.get('sent', 0)} B ↓{request.get('received', 0)} B"
+    else:
+        result = f"[red]refused[/] {escape(str(request.get('reason', '')))}"
+    return (where.strip(), f"  net {target}", result, "")
+
+
+def _network_line(console: Console, request: dict[str, Any], where: str) -> None:
+    """A request through the session's egress proxy, under the step whose call made it."""
+    target = escape(f"{request.get('method', '?')} {request.get('host', '?')}:{request.get('port', '?')}")
+    if request.get("allowed"):
+        sizes = f"↑{request.get('sent', 0)} B ↓{request.get('received', 0)} B"
+        console.print(f"{where}    [green]net[/] {target}  {sizes}", soft_wrap=True)
+    else:
+        console.print(
+            f"{where}    [red]net refused[/] {target}: {escape(str(request.get('reason', '')))}", soft_wrap=True
+        )
 
 
 def _share(tokens: dict[str, int]) -> str:

@@ -63,6 +63,41 @@ def execute(path: Path, command: list[str], spec: SandboxSpec, keep: Path | None
     return engine.execute_once(docker_host(), environment.run_id("cli"), path, command, spec, keep)
 
 
+def execute_with_network(
+    path: Path, command: list[str], spec: SandboxSpec, keep: Path | None, allow_net: list[str]
+) -> Envelope:
+    """A one-shot call that may reach the allowed hosts (never through the warm service: its containers
+    have no relay); every request through the proxy is listed on stderr after it."""
+    from harness.assembly import engine
+    from harness.errors import UsageError
+    from sandbox.network.allow import AllowError, parse
+
+    if keep is not None and keep.exists():
+        fail(f"--keep target already exists: {keep}", ExitCode.USAGE)
+    try:
+        parse(allow_net)
+    except AllowError as error:
+        raise UsageError(str(error)) from None
+    envelope, requests = engine.execute_once(
+        docker_host(), environment.run_id("cli"), path, command, spec, keep, allow_net=allow_net
+    )
+    for line in request_lines(requests):
+        err_console.print(line, soft_wrap=True, markup=False)
+    return envelope
+
+
+def request_lines(requests: list[dict[str, Any]]) -> list[str]:
+    """One line per request through an egress proxy: allowed or refused (and why), bytes each way."""
+    lines = []
+    for request in requests:
+        target = f"{request.get('method', '?')} {request.get('host', '?')}:{request.get('port', '?')}"
+        if request.get("allowed"):
+            lines.append(f"net: allowed {target}  ↑{request.get('sent', 0)} B ↓{request.get('received', 0)} B")
+        else:
+            lines.append(f"net: REFUSED {target}: {request.get('reason', '')}")
+    return lines
+
+
 def warm_execute(path: Path, command: list[str], spec: SandboxSpec, keep: Path | None) -> Envelope | None:
     """The same call through the warm service (a container started before it was needed), or None
     when no warm service runs for this engine."""
@@ -135,6 +170,12 @@ def exec_command(
     setup_mounts: list[str] = typer.Option(
         [], "--setup-mount", help="HOST_DIR:CONTAINER_DIR bound read-only into the setup container (repeatable)."
     ),
+    allow_net: list[str] = typer.Option(
+        [],
+        "--allow-net",
+        help="HOST[:PORT], *.SUFFIX, ADDRESS[/BITS] or a preset (pypi, npm, crates, go, github, debian) the "
+        "command (and --setup) may reach through an egress proxy (repeatable); every request is listed.",
+    ),
     writable_root: bool = typer.Option(
         False, "--writable-root", help="With --session: writable root; changes become the next step's image."
     ),
@@ -173,11 +214,15 @@ def exec_command(
                     setup_ca=setup_ca,
                     setup_proxy=setup_proxy,
                     setup_mounts=setup_mounts,
+                    allow_net=allow_net,
+                    allow_net_tools=bool(allow_net),
                     writable_root=writable_root,
                     workspace_quota=workspace_quota,
                 ),
                 run_id=environment.run_id("cli"),
             ).envelope
+        elif allow_net:
+            envelope = execute_with_network(path, command, spec, keep, allow_net)
         else:
             envelope = execute(path, command, spec, keep)
     print_envelope(envelope, as_json)
@@ -212,6 +257,14 @@ def doctor() -> None:
                 "(the wall clock and output caps are; gVisor's own devices are hidden); envelopes record this"
                 + ("; add --oci-seccomp to its runtimeArgs to refuse device nodes" if "mknod" in unenforced else "")
             )
+    runsc_args = facts.runtimes.get("runsc")
+    if runsc_args is not None and not any(arg in ("--host-uds=open", "--host-uds=all") for arg in runsc_args):
+        console.print(
+            "note: runsc is registered without --host-uds=open: under it, --allow-net cannot reach the session's "
+            "egress proxy (add it to runsc's runtimeArgs in /etc/docker/daemon.json)",
+            soft_wrap=True,
+            markup=False,
+        )
     if "runc" not in runtimes:
         problems.append("runtime runc is missing: reinstall the engine (apt-get install docker.io)")
     for row in facts.images:

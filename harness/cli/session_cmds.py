@@ -194,7 +194,8 @@ def export_command(
 
 def session_config(path: Path, *, setup: list[str], writable_root: bool, **options: Any) -> SessionConfig:
     """The config of a session `harness exec --session` creates (`--setup auto` expanded, said on
-    stderr); options: setup_network, setup_ca, setup_proxy, setup_mounts, workspace_quota."""
+    stderr); options: setup_network, setup_ca, setup_proxy, setup_mounts, allow_net, allow_net_tools,
+    workspace_quota."""
     from pydantic import ValidationError
 
     from harness.agent.detect import expand_setup

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.docker.stubcall import NODEV_TARGET, STUB_ARGV, STUB_TARGET, nodev_source, stub_source
+from sandbox.network import egress
 from sandbox.spec import Mount, SandboxSpec
 
 ENVIRONMENT = {
@@ -55,9 +56,12 @@ def container_config(
         binds[str(Path(mount.source).resolve())] = {"bind": mount.target, "mode": "ro" if mount.read_only else "rw"}
     if stub:
         binds[str(stub_source())] = {"bind": STUB_TARGET, "mode": "ro"}
+    if spec.egress:
+        binds[str(Path(spec.egress).resolve())] = {"bind": egress.CONTAINER_DIR, "mode": "ro"}
+        binds[str(relay_source())] = {"bind": RELAY_TARGET, "mode": "ro"}
     host = {
         "binds": binds,
-        "network_mode": spec.network,
+        "network_mode": "none" if spec.egress else spec.network,
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges"],
         "read_only": spec.read_only_root,
@@ -75,11 +79,16 @@ def container_config(
     if spec.runtime == "runsc":
         _hide_gvisor_devices(host)
         host["security_opt"] = ["no-new-privileges", f"seccomp={GVISOR_SECCOMP}"]
+    environment = {**ENVIRONMENT, "PATH": path} if path else dict(ENVIRONMENT)
+    command = list(STUB_ARGV if stub else KEEPALIVE)
+    if spec.egress:
+        environment.update(EGRESS_ENVIRONMENT)
+        command = with_relay(command)
     config: dict[str, Any] = {
         "image": image_id,
-        "command": list(STUB_ARGV if stub else KEEPALIVE),
+        "command": command,
         "user": user,
-        "environment": {**ENVIRONMENT, "PATH": path} if path else dict(ENVIRONMENT),
+        "environment": environment,
         "working_dir": spec.workdir,
         "labels": dict(labels),
         "host_config": host,
@@ -103,7 +112,39 @@ def without_stub(config: dict[str, Any]) -> dict[str, Any]:
     host = dict(config["host_config"])
     host["binds"] = {source: bind for source, bind in host["binds"].items() if bind["bind"] != STUB_TARGET}
     plain = {key: value for key, value in config.items() if key != "stdin_open"}
-    return {**plain, "command": list(KEEPALIVE), "host_config": host}
+    command = with_relay(list(KEEPALIVE)) if has_egress(config) else list(KEEPALIVE)
+    return {**plain, "command": command, "host_config": host}
+
+
+RELAY_TARGET = "/opt/harness/egress-relay.py"
+"""Where a container with egress sees the relay (read-only)."""
+_PROXY_URL = f"http://127.0.0.1:{egress.RELAY_PORT}"
+EGRESS_ENVIRONMENT = {
+    **dict.fromkeys(("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"), _PROXY_URL),
+    "NO_PROXY": "localhost,127.0.0.1,::1",
+    "no_proxy": "localhost,127.0.0.1,::1",
+    "npm_config_proxy": _PROXY_URL,
+    "npm_config_https_proxy": _PROXY_URL,
+    "CARGO_HTTP_PROXY": _PROXY_URL,
+}
+"""What tells the usual clients (pip, npm, cargo, go, curl, git, requests) to use the relay."""
+
+
+def relay_source() -> Path:
+    from sandbox.network import relay
+
+    return Path(relay.__file__).resolve()
+
+
+def with_relay(command: list[str]) -> list[str]:
+    """command, started once the relay serves 127.0.0.1 inside the container (it returns then)."""
+    start = f"python3 {RELAY_TARGET} {egress.RELAY_PORT} {egress.CONTAINER_DIR}/{egress.SOCKET_NAME}"
+    return ["/bin/sh", "-c", f'{start} && exec "$@"', "sh", *command]
+
+
+def has_egress(config: dict[str, Any]) -> bool:
+    """True for a container that reaches its session's egress proxy (it never joins a shared namespace)."""
+    return any(bind["bind"] == egress.CONTAINER_DIR for bind in config["host_config"]["binds"].values())
 
 
 _FILE_TYPE = 0o170000

@@ -29,6 +29,7 @@ import docker
 from sandbox import labels
 from sandbox.docker.hardening import KEEPALIVE
 from sandbox.errors import SandboxError
+from sandbox.network.egress import CONTAINER_DIR
 
 SHARED_RUNTIMES = ("runc",)
 """Runtimes whose containers can join another container's network namespace."""
@@ -48,8 +49,14 @@ HOLDER_HOST: dict[str, Any] = {
 
 
 def shares(host_config: dict[str, Any]) -> bool:
-    """True when a call with this host config joins a holder instead of getting its own namespace."""
-    return host_config.get("network_mode") == "none" and host_config.get("runtime", "runc") in SHARED_RUNTIMES
+    """True when a call with this host config joins a holder instead of getting its own namespace
+    (never a container with egress: its relay serves 127.0.0.1 in a namespace of its own)."""
+    egress = any(bind["bind"] == CONTAINER_DIR for bind in host_config.get("binds", {}).values())
+    return (
+        host_config.get("network_mode") == "none"
+        and host_config.get("runtime", "runc") in SHARED_RUNTIMES
+        and not egress
+    )
 
 
 class NetnsHolders:

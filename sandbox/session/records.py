@@ -84,7 +84,9 @@ class SessionInfo(BaseModel):
     """Repository files not copied into the workspace, each `path (why)`; the model is told."""
 
 
-Prepare = Callable[[Path], SetupRecord]
+Prepare = Callable[[Path, Path | None], SetupRecord]
+"""Runs setup on a workspace; the second argument is the egress proxy's folder when setup may reach the
+session's allowed hosts."""
 """Environment preparation: given the fresh workspace, return the committed base image."""
 Ready = Callable[[Path, SandboxSpec], None]
 """Told the workspace and the spec calls will run with as soon as both exist, before step 0's

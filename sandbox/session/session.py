@@ -25,6 +25,7 @@ from pathlib import Path
 from sandbox import durable, labels
 from sandbox.errors import PatchConflict, SessionNotFound, SnapshotError, StepOutOfRange, WorkspaceError
 from sandbox.layout import SessionFolder
+from sandbox.network.egress import Egress
 from sandbox.session import quota
 from sandbox.session.records import (
     Prepare,
@@ -73,6 +74,9 @@ class Session:
         if not self.records:
             raise SessionNotFound(f"session {info.id} has no committed step; remove it: harness session rm {info.id}")
         self._owns_mount = bool(info.config.workspace_quota) and quota.mount(self.paths.workspace)
+        self.egress: Egress | None = None
+        """The session's egress proxy while it serves (`connect_network`); its tool calls reach the
+        allowed hosts only with `allow_net_tools`."""
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -104,6 +108,7 @@ class Session:
         config = config or SessionConfig()
         if config.workspace_quota:
             quota.check_possible(config.workspace_quota)
+        egress: Egress | None = None
         try:
             left_out: list[str] = []
             if config.workspace_quota:
@@ -120,7 +125,14 @@ class Session:
                         f"the repository does not fit in the workspace quota of {config.workspace_quota} bytes"
                     ) from None
                 raise
-            setup = prepare(paths.workspace) if prepare is not None else None
+            if config.allow_net:
+                folder.mkdir(parents=True, exist_ok=True)
+                egress = Egress(config.allow_net, paths.network, sid).start()
+            try:
+                setup = prepare(paths.workspace, egress.folder if egress else None) if prepare is not None else None
+            finally:
+                if egress is not None and not config.allow_net_tools:
+                    egress.stop()  # setup was all that may reach the hosts
             image = setup.image if setup else spec.image
             info = SessionInfo(
                 id=sid,
@@ -134,7 +146,7 @@ class Session:
                 left_out=left_out,
             )
             if ready is not None:
-                ready(paths.workspace, _call_spec(info, image))
+                ready(paths.workspace, _call_spec(info, image, egress))
             store = SnapshotStore(paths.workspace, paths.store, config.snapshot)
             tree = store.snapshot()
             store.close()
@@ -144,6 +156,8 @@ class Session:
             durable.append_line(paths.steps, record.model_dump())
             durable.write_json(paths.info, info.model_dump(mode="json"))
         except BaseException:
+            if egress is not None:
+                egress.stop()
             if config.workspace_quota:
                 with contextlib.suppress(WorkspaceError):
                     quota.unmount(paths.workspace)
@@ -151,6 +165,7 @@ class Session:
             raise
         session = cls(folder, info, images)
         session._owns_mount = bool(config.workspace_quota)  # mounted by this create: unmounted at close
+        session.egress = egress if egress is not None and egress.running else None
         return session
 
     @classmethod
@@ -183,7 +198,22 @@ class Session:
     def _objects(self) -> ObjectStore:
         return self._store.objects if self._store is not None else ObjectStore(self.paths.store / "git")
 
+    def connect_network(self, allow: list[str] | None = None, tools: bool | None = None) -> None:
+        """Start the session's egress proxy for its tool calls (a resumed run), when its settings (or
+        the resume's: allow, tools) let tool calls reach allowed hosts; a no-op otherwise."""
+        config = self.info.config
+        allow = config.allow_net if allow is None else allow
+        tools = config.allow_net_tools if tools is None else tools
+        if self.egress is None and tools and allow:
+            self.info = self.info.model_copy(
+                update={"config": config.model_copy(update={"allow_net": list(allow), "allow_net_tools": True})}
+            )
+            self.egress = Egress(allow, self.paths.network, self.id).start()
+
     def close(self) -> None:
+        if self.egress is not None:
+            self.egress.stop()
+            self.egress = None
         if self._store is not None and self.dir.exists():
             self._store.close()
         if self._owns_mount:
@@ -230,7 +260,7 @@ class Session:
     @property
     def spec(self) -> SandboxSpec:
         """The session's sandbox spec with its current image (writable root when asked for)."""
-        return _call_spec(self.info, self.image)
+        return _call_spec(self.info, self.image, self.egress)
 
     def record(self, step: int) -> StepRecord:
         if not 0 <= step <= self.step:
@@ -417,8 +447,10 @@ def list_sessions(state_dir: Path) -> list[SessionInfo]:
     return sorted(found, key=lambda info: info.created)
 
 
-def _call_spec(info: SessionInfo, image: str) -> SandboxSpec:
+def _call_spec(info: SessionInfo, image: str, egress: Egress | None = None) -> SandboxSpec:
     update: dict[str, object] = {"image": image}
+    if egress is not None and egress.running and info.config.allow_net_tools:
+        update["egress"] = str(egress.folder)
     if info.config.writable_root:
         update["read_only_root"] = False
         update["tmp_in_root"] = info.config.keep_tmp

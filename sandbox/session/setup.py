@@ -127,7 +127,7 @@ def prepare_environment(
         if not host.exists():
             raise SetupError(f"setup mount source {host} does not exist")
     base_id, base_path = resolve_image_path(client, spec.image)
-    key = cache_key(base_id, commands, network, dependency_digest(workspace), list(mounts))
+    key = cache_key(base_id, commands, network or bool(spec.egress), dependency_digest(workspace), list(mounts))
     extras = {
         "ca_sha256": hashlib.sha256(ca_pem).hexdigest() if ca_pem is not None else None,
         "proxy": redact_url(proxy) if proxy else None,
@@ -146,6 +146,7 @@ def prepare_environment(
     try:
         copy_repository(workspace, scratch / "workspace")
         setup_spec = spec.model_copy(update={"read_only_root": False, "network": "bridge" if network else "none"})
+        # with egress (spec.egress) the network stays none: the relay to the session's proxy is the way out
         setup_mounts = [Mount(source=host.resolve(), target=target) for host, target in binds]
         environment: dict[str, str] = {}
         if ca_pem is not None:
@@ -156,7 +157,7 @@ def prepare_environment(
             environment.update(dict.fromkeys(CA_VARIABLES, CA_BUNDLE))
         if proxy:
             environment.update(dict.fromkeys(PROXY_VARIABLES, proxy))
-        if network:  # images tell cargo it is offline (tool calls are); setup with network is not
+        if network or spec.egress:  # images tell cargo it is offline (tool calls are); setup with network is not
             environment["CARGO_NET_OFFLINE"] = "false"
         config = hardening.container_config(
             base_id,
@@ -173,6 +174,7 @@ def prepare_environment(
         image, mode = _run_and_commit(
             client, config, commands, key, run_id, timeout_s, environment, ca_pem is not None, keep_node_modules
         )
+        mode = "egress" if spec.egress else mode
     finally:
         remove_tree(scratch, ignore_errors=True)
     return SetupRecord(
@@ -277,11 +279,11 @@ def make_prepare(sandbox: Sandbox, spec: SandboxSpec, config: SessionConfig) -> 
         raise SpecError("setup commands need the Docker engine's sandbox (they are committed as an image)")
     engine_box = sandbox
 
-    def prepare(workspace: Path) -> SetupRecord:
+    def prepare(workspace: Path, egress: Path | None) -> SetupRecord:
         return prepare_environment(
             engine_box.client,
             workspace,
-            spec,
+            spec.model_copy(update={"egress": str(egress) if egress else None}),
             config.setup,
             network=config.setup_network,
             run_id=engine_box.run_id,

@@ -14,6 +14,7 @@ import pytest
 from harness.trajectory import read_records
 from tests.agent.conftest import ADD_FIX, run_args, turn
 from tests.faults import EngineProxy
+from tests.telemetry.test_run_spans import spans_in
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
 
@@ -25,7 +26,8 @@ def test_an_engine_outage_ends_infra_error_and_resume_continues(harness, script,
         turn("Fixed add(); the tests pass."),
     )
     with EngineProxy(tmp_path / "engine.sock") as proxy:
-        args = run_args(model, session="outage")
+        spans = tmp_path / "spans.jsonl"
+        args = run_args(model, "--otel-file", str(spans), session="outage")
         child = harness.start(
             *args, env={"DOCKER_HOST": proxy.url}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
@@ -49,7 +51,13 @@ def test_an_engine_outage_ends_infra_error_and_resume_continues(harness, script,
         turns = [r.step for r in records if r.kind == "turn"]
         assert max(turns) == 2, "no model call after the sandbox failed (the step-2 turn was already answered)"
         proxy.start()  # the engine is back
-        resumed = harness("resume", "outage", "--json", env={"DOCKER_HOST": proxy.url})
+        resumed = harness("resume", "outage", "--json", "--otel-file", str(spans), env={"DOCKER_HOST": proxy.url})
     assert resumed.code == 0 and resumed.json()["outcome"] == "verified", resumed.stdout + resumed.stderr
+    runs = [s for s in spans_in(spans) if s["name"] == "invoke_agent harness"]
+    assert [(r["attributes"]["harness.outcome"], r["attributes"].get("harness.cause")) for r in runs] == [
+        ("infra_error", "engine_unavailable"),
+        ("verified", None),
+    ], "the run span says the machine failed, and the resume is a run span of its own"
+    assert runs[0]["status"] == 2 and runs[1]["attributes"]["harness.resumed"] is True
     mine = {"label": ["harness.session=outage", f"harness.state={harness.state_dir.resolve()}"]}
     assert docker_client.containers.list(all=True, filters=mine, ignore_removed=True) == []

@@ -17,7 +17,7 @@ import pytest
 from google.protobuf.json_format import ParseDict
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tests.telemetry.receiver import Receiver, spans_of
+from tests.telemetry.receiver import Receiver, Span, spans_of
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE, FIX = ROOT / "examples" / "calc", ROOT / "examples" / "calc-fix.yaml"
@@ -47,6 +47,11 @@ def otlp_json_lines(path: Path) -> list[ExportTraceServiceRequest]:
                             span[name] = base64.b64encode(bytes.fromhex(span[name])).decode()
         requests.append(ParseDict(data, ExportTraceServiceRequest()))
     return requests
+
+
+def spans_in(path: Path) -> list[Span]:
+    """Every span of an OTLP JSON lines file, oldest export first."""
+    return [span for request in otlp_json_lines(path) for span in spans_of(request)]
 
 
 @pytest.mark.docker
@@ -104,7 +109,7 @@ def test_a_run_is_one_trace_of_model_tool_and_verify_spans(tmp_path, run_label):
         assert written not in shown, f"{written!r} is content: not in a span unless --otel-content"
     assert str(ROOT) not in shown, "no host path of the model file"
 
-    from_file = [span for request in otlp_json_lines(spans_file) for span in spans_of(request)]
+    from_file = spans_in(spans_file)
     assert sorted((s["span_id"], s["parent_id"], s["name"]) for s in from_file) == sorted(
         (s["span_id"], s["parent_id"], s["name"]) for s in spans
     ), "the file holds the same spans as the collector got"

@@ -1,0 +1,141 @@
+"""A session's egress proxy, from the host's side: started as its own process (so a flood of traffic
+or a bug in it never stalls the controller) on a Unix socket in a short private folder, stopped with
+the session, its requests appended to the session's network log."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sandbox.errors import SandboxError
+from sandbox.network.allow import parse
+from sandbox.network.serve import MARKER
+
+SOCKET_NAME = "proxy.sock"
+CONTAINER_DIR = "/run/harness-egress"
+"""Where a container sees the socket's folder (read-only)."""
+RELAY_PORT = 3128
+"""The port the relay serves inside each container, on 127.0.0.1."""
+START_TIMEOUT_S = 20.0
+
+
+class EgressError(SandboxError):
+    """The egress proxy could not be started."""
+
+    infra_cause = "sandbox_failed"
+
+
+class Egress:
+    """One session's proxy process; `folder` is what containers mount. A context manager."""
+
+    def __init__(self, allow: Sequence[str], log: Path, session: str = "") -> None:
+        parse(allow)  # an entry that cannot be read fails here, before any process starts
+        self.allow, self.log, self.session = list(allow), Path(log), session
+        self.folder = Path(tempfile.mkdtemp(prefix="harness-egress-"))
+        os.chmod(self.folder, 0o755)  # the containers' user traverses it to reach the socket
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    @property
+    def socket(self) -> Path:
+        return self.folder / SOCKET_NAME
+
+    def start(self) -> Egress:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        argv = [sys.executable, "-m", MARKER, "--socket", str(self.socket), "--log", str(self.log)]
+        argv += ["--owner", str(os.getpid()), "--session", self.session]
+        for entry in self.allow:
+            argv += ["--allow", entry]
+        self.process = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            env=_environment(),
+            cwd="/",
+        )
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not self.socket.exists():
+            if self.process.poll() is not None:
+                error = (self.process.stderr.read() if self.process.stderr else b"").decode("utf-8", "replace")
+                raise EgressError(f"the egress proxy exited at start: {error.strip().splitlines()[-1:] or 'no output'}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise EgressError(f"the egress proxy did not start within {START_TIMEOUT_S:g} s")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+        if self.process is not None and self.process.stderr:
+            self.process.stderr.close()
+        self.process = None
+        for leftover in self.folder.glob("*"):
+            leftover.unlink(missing_ok=True)
+        try:
+            self.folder.rmdir()
+        except OSError:
+            pass
+
+    def __enter__(self) -> Egress:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _environment() -> dict[str, str]:
+    """The proxy's environment: enough to find its interpreter and the sandbox package, nothing else."""
+    keep = ("PATH", "LANG", "LC_ALL", "PYTHONPATH", "VIRTUAL_ENV", "HOME")
+    found = {key: os.environ[key] for key in keep if key in os.environ}
+    package_root = str(Path(__file__).resolve().parents[2])
+    found["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, found.get("PYTHONPATH", "")]))
+    return found
+
+
+def read_log(path: Path) -> list[dict[str, Any]]:
+    """The network log's records (a torn last line dropped)."""
+    if not Path(path).is_file():
+        return []
+    records = []
+    for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            continue
+    return records
+
+
+def leftover_proxies() -> list[int]:
+    """Pids of egress proxies whose owner is gone (what `harness sandbox prune` ends)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if MARKER.encode() not in argv or b"--owner" not in argv:
+            continue
+        owner = int(argv[argv.index(b"--owner") + 1])
+        if not Path(f"/proc/{owner}").exists():
+            found.append(int(entry.name))
+    return found

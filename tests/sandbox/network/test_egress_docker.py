@@ -1,0 +1,168 @@
+"""Network by allowlist with real containers: the container has no route and no resolver, and its
+only way out is the session's egress proxy through the relay on 127.0.0.1. Under runc and gVisor, a
+listed host answers over HTTPS; a host off the list gets 403 (the command sees the reason); a direct
+connection and a lookup get nothing; a tunnel whose TLS names another host is cut. In a run, setup
+installs a package from a local index on the list, a tool call is refused on record, and `harness
+show` lists both under their steps. The "internet" is servers on 127.0.0.1; probes aim at `.invalid`
+names and 192.0.2.0/24 only."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sandbox.network.egress import read_log
+from tests.sandbox.network.servers import Server, make_ca
+
+ROOT = Path(__file__).resolve().parents[3]
+CLI = [sys.executable, "-c", "from harness.cli import main; main()"]
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
+
+PROBE = r"""
+import json, os, socket, ssl, sys, urllib.error, urllib.request
+tls_port, ca = int(sys.argv[1]), sys.argv[2]
+for name in ("NO_PROXY", "no_proxy"):  # localhost here is the host's: send it to the proxy
+    os.environ.pop(name, None)
+out = {}
+context = ssl.create_default_context(cafile=ca)
+out["https"] = urllib.request.urlopen(f"https://localhost:{tls_port}/hello", context=context, timeout=20).read().decode()
+try:
+    urllib.request.urlopen("http://example.invalid/", timeout=20)
+    out["off_list"] = "reached"
+except urllib.error.HTTPError as error:
+    out["off_list"] = f"{error.code} {error.read().decode().strip()}"
+direct = socket.socket()
+direct.settimeout(5)
+try:
+    direct.connect(("192.0.2.1", 80))
+    out["direct"] = "connected"
+except OSError as error:
+    out["direct"] = "no route"
+try:
+    socket.getaddrinfo("example.invalid", 443)
+    out["dns"] = "resolved"
+except OSError:
+    out["dns"] = "nothing"
+tunnel = socket.create_connection(("127.0.0.1", 3128), timeout=20)
+tunnel.sendall(f"CONNECT localhost:{tls_port} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
+tunnel.recv(4096)
+try:
+    ssl.create_default_context().wrap_socket(tunnel, server_hostname="evil.invalid").sendall(b"GET / HTTP/1.0\r\n\r\n")
+    out["sni"] = "passed"
+except (ssl.SSLError, OSError):
+    out["sni"] = "cut"
+print(json.dumps(out))
+"""
+
+
+def _harness(*args: str, state: Path, label: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HARNESS_RUN_ID": label, "HARNESS_STATE_DIR": str(state), "COLUMNS": "240"}
+    return subprocess.run([*CLI, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("runtime", ["runc", "runsc"])
+def test_a_call_reaches_only_its_hosts_through_the_proxy(tmp_path, run_label, runtime):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _, cert, key = make_ca(repo / "tls")
+    (repo / "probe.py").write_text(PROBE)
+    with Server(cert=(cert, key)) as secure:
+        ran = _harness(
+            "exec", "--runtime", runtime, "--allow-net", f"localhost:{secure.port}", "--allow-net",
+            f"127.0.0.1:{secure.port}", str(repo), "--", "python3", "probe.py", str(secure.port), "tls/ca.pem",
+            state=tmp_path / "state", label=run_label,
+        )  # fmt: skip
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    out = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert out["https"] == "hello from the test's own internet\n"
+    assert out["off_list"] == "403 harness egress proxy: example.invalid:80 is not on the session's --allow-net list"
+    assert (out["direct"], out["dns"], out["sni"]) == ("no route", "nothing", "cut")
+    assert f"net: allowed CONNECT localhost:{secure.port}" in ran.stderr
+    assert "net: REFUSED GET example.invalid:80: example.invalid:80 is not on" in ran.stderr
+    assert f"net: REFUSED CONNECT localhost:{secure.port}: the TLS ClientHello names evil.invalid" in ran.stderr
+
+
+def _wheel(tmp_path: Path) -> Path:
+    """A wheel of a tiny package `egress-probe`, built here without any index."""
+    source = tmp_path / "pkg"
+    (source / "egress_probe").mkdir(parents=True)
+    (source / "egress_probe" / "__init__.py").write_text("WORDS = 'installed through the allowlist'\n")
+    (source / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "egress-probe"\nversion = "0.1"\n'
+    )
+    wheels = tmp_path / "wheels"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(wheels),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return next(wheels.glob("*.whl"))
+
+
+def test_setup_installs_from_a_listed_index_and_a_refused_call_is_on_record(tmp_path, run_label):
+    wheel = _wheel(tmp_path)
+    files = {
+        "/simple/egress-probe/": f'<a href="/files/{wheel.name}">{wheel.name}</a>'.encode(),
+        f"/files/{wheel.name}": wheel.read_bytes(),
+    }
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "README.md").write_text("a repository\n")
+    with Server(files=files) as index:
+        fetch = (
+            'python3 -c "import os, egress_probe, urllib.request as u; print(egress_probe.WORDS); '
+            "os.environ.pop('NO_PROXY'); os.environ.pop('no_proxy'); "
+            f"print(u.urlopen('http://localhost:{index.port}/hello').read().decode().strip()); "
+            "u.urlopen('http://example.invalid/')\""
+        )
+        script = tmp_path / "script.yaml"
+        script.write_text(
+            yaml.safe_dump(
+                {
+                    "turns": [
+                        {"tool_calls": [{"name": "run_command", "arguments": {"command": fetch}}]},
+                        {"text": "Done: the package is there; example.invalid was refused."},
+                    ]
+                }
+            )
+        )
+        install = (
+            f"env -u NO_PROXY -u no_proxy pip install --index-url http://localhost:{index.port}/simple/ egress-probe"
+        )
+        ran = _harness(
+            "run", "--image", "py311", "--model", f"scripted:{script}", str(repo), "--task", "Check the network.",
+            "--no-verify", "--session", "net", "--setup", install, "--allow-net", f"localhost:{index.port}",
+            "--allow-net", f"127.0.0.1:{index.port}", "--allow-net-tools", "--json",
+            state=tmp_path / "state", label=run_label,
+        )  # fmt: skip
+        assert ran.returncode == 10 and json.loads(ran.stdout)["outcome"] == "unverified", ran.stdout + ran.stderr
+        shown = _harness("show", "net", state=tmp_path / "state", label=run_label)
+    log = read_log(tmp_path / "state" / "net" / "network.jsonl")
+    paths = [r for r in log if r["allowed"]]
+    assert len(paths) >= 3, log  # the index page and the wheel in setup, /hello from the tool call
+    refused = [r for r in log if not r["allowed"]]
+    assert [r["host"] for r in refused] == ["example.invalid"] and refused[0]["status"] == 403
+    trajectory = (tmp_path / "state" / "net" / "trajectory.jsonl").read_text()
+    assert "installed through the allowlist" in trajectory and "HTTP Error 403" in trajectory
+    assert "Network: your commands may reach only these hosts" in trajectory  # the model was told
+    rows = [" ".join(line.replace("│", " ").split()) for line in shown.stdout.splitlines()]
+    assert sum(row.startswith(f"setup net GET localhost:{index.port} allowed") for row in rows) >= 2, shown.stdout
+    assert any(row.startswith("step 1 net GET example.invalid:80 refused") for row in rows), shown.stdout
