@@ -157,6 +157,22 @@ def prune_containers(
         return prune(client, everything=everything, run_id=run_id, extra=extra)
 
 
+def prune_proxies() -> list[int]:
+    """End the egress proxies whose controller is gone (each ends itself within a second of it; one
+    that could not, or whose owner's pid was reused, goes here); their pids."""
+    import os
+    import signal
+
+    from sandbox.network.egress import leftover_proxies
+
+    ended = []
+    for pid in leftover_proxies():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+            ended.append(pid)
+    return ended
+
+
 def prune_crashed(docker_host: str | None, sessions: Path, session_id: str) -> int:
     """Remove the containers a crashed controller of this session left running (never a live one's)."""
     from sandbox.docker.prune import prune_session

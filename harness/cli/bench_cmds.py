@@ -52,6 +52,33 @@ def bench_sandbox(
     console.print(f"[dim]{result.note}[/]")
 
 
+@bench_app.command("net")
+def bench_net(
+    rounds: int = typer.Option(9, "--rounds", min=3, max=100, help="Downloads per side."),
+    image: str = typer.Option("py311", help="Image to measure in."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """A 20 MB download through a session's egress proxy vs straight from the same local server, and
+    what the proxy adds to one small request."""
+    from rich.table import Table
+
+    from harness.bench.net import measure
+
+    with reported():
+        result = measure(_client(), image=image, rounds=rounds)
+    if as_json:
+        print(result.model_dump_json())
+        return
+    table = Table("measure", "direct", "through the proxy", title=f"{result.megabytes} MB, {rounds} rounds per side")
+    table.add_row("download (median ms)", f"{result.direct_ms:.1f}", f"{result.proxy_ms:.1f}")
+    table.add_row("small request (median ms)", f"{result.small_direct_ms:.2f}", f"{result.small_proxy_ms:.2f}")
+    console.print(table)
+    console.print(
+        f"proxy/direct = {result.proxy_over_direct:.2f} (target <= 1.3)   "
+        f"a small request +{result.small_added_ms:.2f} ms   load {result.load_1m}"
+    )
+
+
 @bench_app.command("snapshot")
 def bench_snapshot(
     files: int = typer.Option(10_000, min=100, help="Files in the generated repository."),

@@ -342,7 +342,10 @@ def sandbox_prune(
     with reported():
         removed = engine.prune_containers(docker_host(), everything=everything, run_id=run)
         gone = engine.prune_leftovers(docker_host(), state_dir(state))
+        proxies = engine.prune_proxies()
     console.print(f"removed {removed} container(s)")
+    if proxies:
+        console.print(f"ended {len(proxies)} leftover egress prox{'y' if len(proxies) == 1 else 'ies'}")
     for item in gone:
         console.print(f"removed session leftover {item}", markup=False)
     console.print(f"removed {len(gone)} session leftover(s)")

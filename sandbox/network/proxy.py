@@ -1,5 +1,6 @@
-"""The egress proxy of one session: an asyncio server on a Unix socket (the containers reach it
-through their relay), speaking HTTP/1.1 proxy requests parsed by h11.
+"""The egress proxy of one session: a server on a Unix socket (the containers reach it through their
+relay), speaking HTTP/1.1 proxy requests parsed by h11, a thread per connection, and the bytes of an
+allowed connection moved in the kernel (splice) once every check has passed.
 
 - `CONNECT host:port`: allowed only for a listed host; the name is resolved here (the containers
   have no resolver) and every address checked after resolution; the tunnel's first bytes must be a
@@ -12,10 +13,11 @@ request, allowed or not, is one record for the session's log."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import ipaddress
+import os
 import socket
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -28,7 +30,7 @@ from sandbox.network.allow import Allowlist
 
 HEAD_TIMEOUT_S = 30.0
 CONNECT_TIMEOUT_S = 10.0
-CHUNK = 1 << 18
+CHUNK = 1 << 20
 HOP_BY_HOP = frozenset(
     {b"connection", b"proxy-connection", b"keep-alive", b"proxy-authorization", b"proxy-authenticate", b"te",
      b"trailer", b"upgrade"}
@@ -71,46 +73,59 @@ class EgressProxy:
     def __init__(self, allowlist: Allowlist, record: Callable[[RequestRecord], None]) -> None:
         self.allowlist, self.record = allowlist, record
 
-    async def serve(self, path: str) -> asyncio.AbstractServer:
-        return await asyncio.start_unix_server(self._handle, path=path, limit=CHUNK)
+    def serve(self, listener: socket.socket, stop: threading.Event) -> None:
+        """Accept until stop is set (the listener polls it twice a second)."""
+        listener.settimeout(0.5)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                if stop.is_set():
+                    return
+                raise
+            threading.Thread(target=self.handle, args=(conn,), daemon=True).start()
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def handle(self, conn: socket.socket) -> None:
         started = time.monotonic()
         entry = RequestRecord(ts=time.time(), method="", host="", port=0)
         try:
-            await self._request(reader, writer, entry)
+            self._request(conn, entry)
         except Refused as refused:
             entry.allowed, entry.reason, entry.status = False, refused.reason, refused.status
             if not entry.extra.get("tunnel_open"):
-                await _answer(writer, refused.status, refused.reason)
-        except (TimeoutError, OSError, asyncio.IncompleteReadError, h11.ProtocolError) as error:
+                _answer(conn, refused.status, refused.reason)
+        except (OSError, h11.ProtocolError, hello.NotTls) as error:
             entry.reason = entry.reason or f"{type(error).__name__}: {error}".strip(": ")
+        except Exception as error:  # noqa: BLE001 - one connection's bug must not end the proxy
+            entry.reason = f"proxy error {type(error).__name__}: {error}"
         finally:
             entry.extra.pop("tunnel_open", None)
             entry.duration_ms = int((time.monotonic() - started) * 1000)
-            with contextlib.suppress(Exception):
-                writer.close()
+            with contextlib.suppress(OSError):
+                conn.close()
             if entry.method:
                 self.record(entry)
 
-    async def _request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, entry: RequestRecord) -> None:
+    def _request(self, conn: socket.socket, entry: RequestRecord) -> None:
+        conn.settimeout(HEAD_TIMEOUT_S)
         parser = h11.Connection(h11.SERVER)
-        request = await asyncio.wait_for(_head(reader, parser), HEAD_TIMEOUT_S)
+        request = _head(conn, parser)
         entry.method = request.method.decode("ascii", "replace").upper()
         if entry.method == "CONNECT":
             entry.host, entry.port = _authority(request.target.decode("ascii", "replace"), 443)
-            await self._tunnel(reader, writer, parser, entry)
+            self._tunnel(conn, parser, entry)
         else:
-            await self._forward(reader, writer, parser, request, entry)
+            self._forward(conn, parser, request, entry)
 
-    async def _open(self, entry: RequestRecord) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    def _open(self, entry: RequestRecord) -> socket.socket:
         """A connection to the host after every check: the list, the lookup, every address."""
         refusal = self.allowlist.host_refusal(entry.host, entry.port)
         if refusal:
             raise Refused(403, refusal)
-        loop = asyncio.get_running_loop()
         try:
-            found = await loop.getaddrinfo(entry.host.strip("[]"), entry.port, type=socket.SOCK_STREAM)
+            found = socket.getaddrinfo(entry.host.strip("[]"), entry.port, type=socket.SOCK_STREAM)
         except socket.gaierror as error:
             raise Refused(502, f"cannot resolve {entry.host}: {error.strerror}") from None
         addresses = list(dict.fromkeys(str(item[4][0]) for item in found))
@@ -120,33 +135,26 @@ class EgressProxy:
                 raise Refused(403, refusal)
         entry.address = addresses[0]
         try:
-            return await asyncio.wait_for(
-                asyncio.open_connection(entry.address, entry.port, limit=CHUNK), CONNECT_TIMEOUT_S
-            )
-        except (TimeoutError, OSError) as error:
-            reason = "timed out" if isinstance(error, asyncio.TimeoutError) else (error.strerror or str(error))
+            upstream = socket.create_connection((entry.address, entry.port), timeout=CONNECT_TIMEOUT_S)
+        except OSError as error:
+            reason = "timed out" if isinstance(error, TimeoutError) else (error.strerror or str(error))
             raise Refused(502, f"cannot connect to {entry.host}:{entry.port} ({entry.address}): {reason}") from None
+        upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return upstream
 
-    async def _tunnel(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, parser: h11.Connection, entry: RequestRecord
-    ) -> None:
-        upstream_reader, upstream_writer = await self._open(entry)
-        try:
-            writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
-            await writer.drain()
+    def _tunnel(self, conn: socket.socket, parser: h11.Connection, entry: RequestRecord) -> None:
+        with self._open(entry) as upstream:
+            conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
             entry.extra["tunnel_open"] = True
             try:
-                first = await asyncio.wait_for(_client_hello(reader, parser.trailing_data[0]), HEAD_TIMEOUT_S)
+                first = _client_hello(conn, parser.trailing_data[0])
             except hello.NotTls as error:
                 raise Refused(403, f"a tunnel carries TLS only: {error}") from None
             self._check_hello(first, entry)
             entry.allowed, entry.status = True, 200
-            upstream_writer.write(first)
+            upstream.sendall(first)
             entry.sent += len(first)
-            await _relay(reader, writer, upstream_reader, upstream_writer, entry)
-        finally:
-            with contextlib.suppress(Exception):
-                upstream_writer.close()
+            _relay(conn, upstream, entry)
 
     def _check_hello(self, data: bytes, entry: RequestRecord) -> None:
         try:
@@ -162,14 +170,7 @@ class EgressProxy:
         if name != target:
             raise Refused(403, f"the TLS ClientHello names {name}, not {target} that the tunnel was asked for")
 
-    async def _forward(
-        self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        parser: h11.Connection,
-        request: h11.Request,
-        entry: RequestRecord,
-    ) -> None:
+    def _forward(self, conn: socket.socket, parser: h11.Connection, request: h11.Request, entry: RequestRecord) -> None:
         target = request.target.decode("ascii", "replace")
         scheme, _, rest = target.partition("://")
         if not rest:
@@ -179,8 +180,7 @@ class EgressProxy:
         entry.host, entry.port = _authority(authority, 80)
         if scheme.lower() != "http":
             raise Refused(400, f"{scheme}:// through a proxy goes by CONNECT, not {entry.method}")
-        upstream_reader, upstream_writer = await self._open(entry)
-        try:
+        with self._open(entry) as upstream:
             head = [f"{entry.method} /{path} HTTP/1.1\r\n".encode()]
             chunked = False
             for name, value in request.headers:
@@ -189,100 +189,119 @@ class EgressProxy:
                 chunked = chunked or (name.lower() == b"transfer-encoding" and b"chunked" in value.lower())
                 head.append(name + b": " + value + b"\r\n")
             head.append(b"Connection: close\r\n\r\n")
-            upstream_writer.write(b"".join(head))
+            upstream.sendall(b"".join(head))
             entry.allowed = True
-            await _send_body(reader, parser, upstream_writer, chunked, entry)
-            while data := await upstream_reader.read(CHUNK):
-                writer.write(data)
-                entry.received += len(data)
-                await writer.drain()
-        finally:
-            with contextlib.suppress(Exception):
-                upstream_writer.close()
+            _send_body(conn, parser, upstream, chunked, entry)
+            entry.received += _pump(upstream, conn)
 
 
-async def _head(reader: asyncio.StreamReader, parser: h11.Connection) -> h11.Request:
+def _head(conn: socket.socket, parser: h11.Connection) -> h11.Request:
     while True:
         event = parser.next_event()
         if isinstance(event, h11.Request):
             return event
         if event is h11.NEED_DATA:
-            data = await reader.read(CHUNK)
+            data = conn.recv(65536)
             if not data:
-                raise asyncio.IncompleteReadError(b"", None)
+                raise ConnectionError("the client closed before a whole request")
             parser.receive_data(data)
             continue
         raise h11.RemoteProtocolError(f"unexpected {type(event).__name__}")
 
 
-async def _client_hello(reader: asyncio.StreamReader, early: bytes) -> bytes:
+def _client_hello(conn: socket.socket, early: bytes) -> bytes:
     data = bytes(early)
     while (wanted := hello.needed(data)) > 0:
         if wanted > hello.MAX_HELLO:
             raise hello.NotTls("a ClientHello larger than 64 KiB")
-        more = await reader.read(wanted - len(data))
+        more = conn.recv(wanted - len(data))
         if not more:
             raise hello.NotTls("the tunnel closed before a whole ClientHello")
         data += more
     return data
 
 
-async def _send_body(
-    reader: asyncio.StreamReader, parser: h11.Connection, out: asyncio.StreamWriter, chunked: bool, entry: RequestRecord
+def _send_body(
+    conn: socket.socket, parser: h11.Connection, out: socket.socket, chunked: bool, entry: RequestRecord
 ) -> None:
     while True:
         event = parser.next_event()
         if event is h11.NEED_DATA:
-            data = await reader.read(CHUNK)
+            data = conn.recv(65536)
             if not data:
-                raise asyncio.IncompleteReadError(b"", None)
+                raise ConnectionError("the client closed before the request's end")
             parser.receive_data(data)
             continue
         if isinstance(event, h11.Data):
             body = bytes(event.data)
-            out.write(b"%x\r\n%s\r\n" % (len(body), body) if chunked else body)
+            out.sendall(b"%x\r\n%s\r\n" % (len(body), body) if chunked else body)
             entry.sent += len(body)
-            await out.drain()
         elif isinstance(event, h11.EndOfMessage):
             if chunked:
-                out.write(b"0\r\n\r\n")
-            await out.drain()
+                out.sendall(b"0\r\n\r\n")
             return
 
 
-async def _relay(
-    reader: asyncio.StreamReader,
-    writer: asyncio.StreamWriter,
-    upstream_reader: asyncio.StreamReader,
-    upstream_writer: asyncio.StreamWriter,
-    entry: RequestRecord,
-) -> None:
-    async def pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter, field_name: str) -> None:
-        try:
-            while data := await source.read(CHUNK):
-                sink.write(data)
-                setattr(entry, field_name, getattr(entry, field_name) + len(data))
-                await sink.drain()
-        finally:
-            with contextlib.suppress(Exception):
-                if sink.can_write_eof():
-                    sink.write_eof()
-
-    await asyncio.gather(
-        pump(reader, upstream_writer, "sent"), pump(upstream_reader, writer, "received"), return_exceptions=True
-    )
+def _relay(conn: socket.socket, upstream: socket.socket, entry: RequestRecord) -> None:
+    """Both directions until each side has closed; the byte counts go on the record."""
+    up: list[int] = [0]
+    other = threading.Thread(target=lambda: up.__setitem__(0, _pump(conn, upstream)), daemon=True)
+    other.start()
+    entry.received += _pump(upstream, conn)
+    other.join()
+    entry.sent += up[0]
 
 
-async def _answer(writer: asyncio.StreamWriter, status: int, reason: str) -> None:
+def _pump(source: socket.socket, sink: socket.socket) -> int:
+    """source to sink until source's end (then sink's write side is shut); the bytes moved. The
+    kernel moves them (splice through a pipe) where it can."""
+    source.settimeout(None)
+    sink.settimeout(None)
+    moved = 0
+    try:
+        if hasattr(os, "splice"):
+            moved = _splice(source, sink)
+        else:
+            while data := source.recv(CHUNK):
+                sink.sendall(data)
+                moved += len(data)
+    except OSError:
+        pass
+    finally:
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+    return moved
+
+
+def _splice(source: socket.socket, sink: socket.socket) -> int:
+    read_end, write_end = os.pipe()
+    total = 0
+    try:
+        with contextlib.suppress(OSError):
+            import fcntl
+
+            fcntl.fcntl(write_end, 1031, CHUNK)  # F_SETPIPE_SZ: bigger moves per call
+        while True:
+            count = os.splice(source.fileno(), write_end, CHUNK)
+            if count == 0:
+                return total
+            total += count
+            while count:
+                count -= os.splice(read_end, sink.fileno(), count)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def _answer(conn: socket.socket, status: int, reason: str) -> None:
     line = f"harness egress proxy: {reason}\n".encode()
     title = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}.get(status, "Error")
     head = (
         f"HTTP/1.1 {status} {title}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {len(line)}\r\n"
         f"X-Harness-Egress: refused\r\nConnection: close\r\n\r\n"
     ).encode()
-    with contextlib.suppress(Exception):
-        writer.write(head + line)
-        await writer.drain()
+    with contextlib.suppress(OSError):
+        conn.sendall(head + line)
 
 
 def _authority(text: str, default_port: int) -> tuple[str, int]:

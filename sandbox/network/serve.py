@@ -6,12 +6,12 @@ finds any that remain by their command line (`MARKER`)."""
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import json
 import os
 import signal
+import socket
 import sys
+import threading
 from pathlib import Path
 
 from sandbox.network.allow import Allowlist, parse
@@ -29,34 +29,39 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--session", default="")
     parser.add_argument("--allow", action="append", default=[])
     args = parser.parse_args(argv)
-    allowlist = Allowlist(parse(args.allow))
-    log = open(args.log, "a", encoding="utf-8")  # noqa: SIM115 - held for the process's life
+    proxy_log = open(args.log, "a", encoding="utf-8")  # noqa: SIM115 - held for the process's life
+    lock = threading.Lock()
 
     def record(entry: RequestRecord) -> None:
-        log.write(json.dumps(as_dict(entry), separators=(",", ":")) + "\n")
-        log.flush()
+        line = json.dumps(as_dict(entry), separators=(",", ":")) + "\n"
+        with lock:
+            proxy_log.write(line)
+            proxy_log.flush()
 
-    try:
-        asyncio.run(_serve(EgressProxy(allowlist, record), args.socket, args.owner))
-    finally:
-        log.close()
-        Path(args.socket).unlink(missing_ok=True)
-    return 0
-
-
-async def _serve(proxy: EgressProxy, path: str, owner: int) -> None:
-    Path(path).unlink(missing_ok=True)
-    server = await proxy.serve(path + ".new")
-    os.chmod(path + ".new", 0o666)  # the containers' user is not this one
-    os.rename(path + ".new", path)  # the socket appears only once it serves (the parent waits for it)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
+    stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    async with server:
-        while not stop.is_set() and _alive(owner):
-            with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
-                await asyncio.wait_for(stop.wait(), 1.0)
+        signal.signal(signum, lambda *_: stop.set())
+    path = Path(args.socket)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        path.unlink(missing_ok=True)
+        listener.bind(f"{path}.new")
+        listener.listen(128)
+        os.chmod(f"{path}.new", 0o666)  # the containers' user is not this one
+        os.rename(f"{path}.new", path)  # the socket appears only once it serves (the parent waits for it)
+        server = threading.Thread(
+            target=EgressProxy(Allowlist(parse(args.allow)), record).serve, args=(listener, stop), daemon=True
+        )
+        server.start()
+        while not stop.wait(1.0) and _alive(args.owner):
+            pass
+        stop.set()
+        server.join(2)
+    finally:
+        listener.close()
+        path.unlink(missing_ok=True)
+        proxy_log.close()
+    return 0
 
 
 def _alive(pid: int) -> bool:

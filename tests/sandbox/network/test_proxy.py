@@ -87,7 +87,10 @@ def test_a_connect_relayed_through_an_allowed_host_is_cut(world):
     conn, head = connect(world["egress"].socket, f"localhost:{world['secure'].port}")
     assert head.startswith(b"HTTP/1.1 200")
     conn.sendall(b"CONNECT elsewhere.invalid:443 HTTP/1.1\r\nHost: elsewhere.invalid:443\r\n\r\n")
-    assert read_all(conn) == b""
+    try:
+        assert read_all(conn) == b"", "nothing comes back: the tunnel is closed"
+    except ConnectionResetError:
+        pass  # closed with the relayed request unread: a reset says the same
     conn.close()
     assert "carries TLS only" in _last(world, method="CONNECT", allowed=False)["reason"]
 
