@@ -93,8 +93,8 @@ def measure(client: Any, *, image: str = "py311", rounds: int = 9) -> NetBench:
                 _container(client, image, Path(tmp), run_id, egress=str(egress.folder)) as proxied,
                 _container(client, image, Path(tmp), run_id, network="host") as direct,
             ):
-                big = {"proxy": [], "direct": []}
-                small = {"proxy": [], "direct": []}
+                big: dict[str, list[float]] = {"proxy": [], "direct": []}
+                small: dict[str, list[float]] = {"proxy": [], "direct": []}
                 for _ in range(rounds):  # interleaved: machine noise hits both sides alike
                     for name, box in (("proxy", proxied), ("direct", direct)):
                         big[name] += _fetch(box, f"http://127.0.0.1:{port}/big", 1)
