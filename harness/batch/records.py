@@ -102,6 +102,10 @@ class TaskRunRecord(BaseModel):
     """The largest prompt the run sent (estimated), for long-context success by size."""
     tool_errors: dict[str, int] = Field(default_factory=dict)
     """Error kinds of the run's failed tool calls, counted."""
+    net_requests: int = 0
+    """Requests through the session's egress proxy (`--allow-net`), allowed or not."""
+    net_refused: dict[str, int] = Field(default_factory=dict)
+    """The refused ones, by host."""
     obstacle: str = ""
     """The model's own line on its biggest obstacle, from its final turn (empty when it gave none)."""
 

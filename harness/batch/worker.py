@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import socket
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Literal, NamedTuple
 
@@ -28,6 +29,7 @@ from harness.trajectory import read_records, read_state
 from harness.types import OutcomeKind
 from sandbox.errors import EngineUnavailable, SandboxError
 from sandbox.layout import session_folder
+from sandbox.network.egress import read_log
 
 REFERENCE_MODEL = "reference:"
 """`--model reference:` in a batch: every task runs its own reference change (harness tasks mine)."""
@@ -269,6 +271,7 @@ def _record(
         last = attempts[-1] if attempts else Attempt(outcome="gave_up")
         return record.model_copy(update={"outcome": last.outcome, "detail": last.detail, "cause": last.cause})
     facts = _trajectory_facts(folder.root)
+    requests = read_log(folder.network)
     patch = Path(result.patch).read_text(encoding="utf-8", errors="replace") if result.patch else None
     return record.model_copy(
         update={
@@ -287,6 +290,8 @@ def _record(
             "peak_context_tokens": facts.peak_context_tokens,
             "tool_errors": facts.tool_errors,
             "obstacle": facts.obstacle,
+            "net_requests": len(requests),
+            "net_refused": dict(Counter(str(r.get("host", "?")) for r in requests if not r.get("allowed"))),
             "patch": patch,
         }
     )

@@ -117,6 +117,8 @@ class Failures(BaseModel):
     obstacles: dict[str, int] = Field(default_factory=dict)
     """The models' own end-of-task lines on their biggest obstacle, grouped (case and punctuation
     aside), most frequent first."""
+    refused_hosts: dict[str, int] = Field(default_factory=dict)
+    """Network requests the sessions' egress proxies refused (`--allow-net`), by host."""
 
 
 class Report(BaseModel):
@@ -192,8 +194,10 @@ def report(records: Iterable[TaskRunRecord], source: str = "") -> Report:
     infra = [r for r in ran if infra_failed(r)]
     failed = Counter(c.why for c in (completion(r) for r in ran if not infra_failed(r)) if not c.completed)
     errors: Counter[str] = Counter()
+    refused: Counter[str] = Counter()
     for record in ran:
         errors.update(record.tool_errors)
+        refused.update(record.net_refused)
     per_task: dict[str, dict[str, float]] = {}
     for task_id in sorted({r.key.task_id for r in ran}):
         runs = [r for r in ran if r.key.task_id == task_id]
@@ -203,6 +207,7 @@ def report(records: Iterable[TaskRunRecord], source: str = "") -> Report:
             "completed_share": _share(sum(completion(r).completed for r in judged), len(judged)) or 0.0,
             "median_cost_usd": statistics.median(r.cost_usd for r in runs),
             "median_turns": statistics.median(r.turns for r in runs),
+            "net_refused": sum(sum(r.net_refused.values()) for r in runs),
         }
     return Report(
         source=source,
@@ -219,6 +224,7 @@ def report(records: Iterable[TaskRunRecord], source: str = "") -> Report:
             outcomes=dict(failed.most_common()),
             tool_errors=dict(errors.most_common()),
             obstacles=obstacles([r.obstacle for r in ran]),
+            refused_hosts=dict(refused.most_common()),
         ),
         never_started=sum(1 for r in records if r.status == "never_started"),
         infra_failures=len(infra),

@@ -80,6 +80,11 @@ def as_markdown(reports: Sequence[Report]) -> str:
         if report.failures.tool_errors:
             errors = ", ".join(f"{kind} {count}" for kind, count in report.failures.tool_errors.items())
             lines += ["", f"Tool errors: {_escape(errors)}."]
+        if report.failures.refused_hosts:
+            lines += ["", "### Network requests refused", ""]
+            lines += [f"- {_escape(host)}: {count}" for host, count in report.failures.refused_hosts.items()]
+            by_task = {task: int(row["net_refused"]) for task, row in report.per_task.items() if row.get("net_refused")}
+            lines += ["", "By task: " + _escape(", ".join(f"{task} {count}" for task, count in by_task.items())) + "."]
         if report.failures.obstacles:
             lines += ["", "### The models' biggest obstacles", ""]
             lines += [f"- {_escape(line)}: {count}" for line, count in report.failures.obstacles.items()]

@@ -78,6 +78,13 @@ def _batch(name: str, batch: Batch, *, several: bool) -> str:
     parts.append(_counts(failures.outcomes, "why", "nothing failed"))
     if failures.tool_errors:
         parts.append("<h3>Recurring tool errors</h3>" + _counts(failures.tool_errors, "error kind", ""))
+    if failures.refused_hosts:
+        by_task = {task: int(row["net_refused"]) for task, row in report.per_task.items() if row.get("net_refused")}
+        parts.append(
+            "<h3>Network requests refused</h3>"
+            + _counts(failures.refused_hosts, "host", "", "requests")
+            + _counts(by_task, "task", "", "requests")
+        )
     if failures.obstacles:
         parts.append(
             "<h3>The models' biggest obstacles (their own words)</h3>" + _counts(failures.obstacles, "obstacle", "")
@@ -106,10 +113,10 @@ def _groups(groups: dict[str, Figures]) -> str:
     return table(headers, rows)
 
 
-def _counts(counts: dict[str, int], what: str, empty: str) -> str:
+def _counts(counts: dict[str, int], what: str, empty: str, unit: str = "task-runs") -> str:
     if not counts:
         return f'<p class="muted">{esc(empty)}</p>'
-    return table([what, "task-runs"], [[(esc(k), k), (str(v), v)] for k, v in counts.items()])
+    return table([what, unit], [[(esc(k), k), (str(v), v)] for k, v in counts.items()])
 
 
 def _runs(batch: Batch, verdicts: list) -> str:

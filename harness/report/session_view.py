@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from harness.agent.outcome import RunState
 from harness.errors import SessionError
@@ -65,6 +66,9 @@ class SessionView:
     patch: str = ""
     problems: list[str] = field(default_factory=list)
     """What could not be read (a damaged store, a missing session.json): shown, never raised."""
+    network: list[dict[str, Any]] = field(default_factory=list)
+    """Requests through the session's egress proxy (`--allow-net`), each with the `step` whose call
+    made it ("setup" before the first call)."""
 
     @property
     def live(self) -> bool:
@@ -99,10 +103,28 @@ def load(folder: Path) -> SessionView:
         elif isinstance(record, EventRecord):
             (last.events if last is not None else view.events).append(record)
     view.steps = [by_step[step] for step in sorted(by_step)]
+    view.network = _network(folder, [call for step in view.steps for call in step.calls])
     if view.start is None:  # a run started through the API without a start record: the state says
         view.start = _start_of(folder)
     _add_diffs(view)
     return view
+
+
+def _network(folder: Path, calls: list[ToolRecord]) -> list[dict[str, Any]]:
+    """The egress requests, each placed at the step of the first call that ended after it."""
+    from sandbox.network.egress import read_log
+
+    ends = sorted((call.ts, call.step, call.ts - call.duration_ms / 1000) for call in calls)
+    placed = []
+    for request in sorted(read_log(SessionFolder(folder).network), key=lambda r: r.get("ts", 0)):
+        at = float(request.get("ts", 0))
+        after = [(end, step, begin) for end, step, begin in ends if end >= at]
+        if not ends or (after and after[0] == ends[0] and at < ends[0][2]):
+            where: int | str = "setup"
+        else:
+            where = after[0][1] if after else ends[-1][1]
+        placed.append({**request, "step": where})
+    return placed
 
 
 def _start_of(folder: Path) -> StartRecord | None:

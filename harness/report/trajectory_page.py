@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import datetime
 import json
+from typing import Any
 
 from harness.report import charts
-from harness.report.html import esc, page
+from harness.report.html import esc, page, table
 from harness.report.session_view import SessionView, StepView
 from harness.trajectory import ToolRecord, VerifyRecord
 
@@ -40,6 +41,8 @@ def render(view: SessionView, *, back: str | None = None) -> str:
     parts += [f'<p class="bad">{esc(problem)}</p>' for problem in view.problems]
     for event in view.events:
         parts.append(f'<p class="muted">event <b>{esc(event.event)}</b>: {esc(event.detail)}</p>')
+    if view.network:
+        parts.append(_network(view.network))
     parts.append(_chart(view))
     parts.append(
         '<div class="toolbar"><label><input type="checkbox" id="only-failed"> only failed calls</label> '
@@ -52,6 +55,31 @@ def render(view: SessionView, *, back: str | None = None) -> str:
     parts.append("</section>")
     title = f"harness · {view.session_id}"
     return page(title, "\n".join(parts), heading=f"Trajectory of {view.session_id}")
+
+
+def _network(requests: list[dict[str, Any]]) -> str:
+    """Every request through the session's egress proxy: where, what, allowed or refused and why."""
+    refused = sum(1 for r in requests if not r.get("allowed"))
+    rows = []
+    for request in requests:
+        allowed = bool(request.get("allowed"))
+        verdict = (
+            '<span class="ok">allowed</span>'
+            if allowed
+            else f'<span class="bad">refused</span> {esc(str(request.get("reason", "")))}'
+        )
+        rows.append(
+            [
+                (esc(str(request.get("step", ""))), str(request.get("step", ""))),
+                (esc(str(request.get("method", ""))), str(request.get("method", ""))),
+                (esc(f"{request.get('host', '')}:{request.get('port', '')}"), str(request.get("host", ""))),
+                (verdict, int(allowed)),
+                (str(request.get("sent", 0)), int(request.get("sent", 0))),
+                (str(request.get("received", 0)), int(request.get("received", 0))),
+            ]
+        )
+    heading = f"<h2>Network ({len(requests)} request(s), {refused} refused)</h2>"
+    return heading + table(["step", "method", "host", "verdict", "bytes sent", "bytes received"], rows)
 
 
 def _outcome(view: SessionView) -> str:

@@ -157,3 +157,17 @@ def test_infrastructure_failures_are_counted_apart_and_left_out_of_the_rates():
     markdown = as_markdown([made])
     assert "4 task-run(s) failed on the infrastructure, not the agent (engine_unavailable 1" in markdown
     assert markdown.index("failed on the infrastructure") < markdown.index("## night"), "said on top"
+
+
+def test_refused_network_requests_are_counted_by_host_and_by_task():
+    records = [
+        rec("t1", net_requests=3, net_refused={"example.invalid": 2}),
+        rec("t1", 1, net_requests=1, net_refused={"192.0.2.1": 1}),
+        rec("t2", net_requests=2),
+    ]
+    made = report(records)
+    assert made.failures.refused_hosts == {"example.invalid": 2, "192.0.2.1": 1}
+    assert made.per_task["t1"]["net_refused"] == 3 and made.per_task["t2"]["net_refused"] == 0
+    text = as_markdown([made])
+    assert "### Network requests refused" in text and "- example.invalid: 2" in text and "By task: t1 3." in text
+    assert '"refused_hosts"' in as_json([made])

@@ -155,6 +155,7 @@ def test_setup_installs_from_a_listed_index_and_a_refused_call_is_on_record(tmp_
         )  # fmt: skip
         assert ran.returncode == 10 and json.loads(ran.stdout)["outcome"] == "unverified", ran.stdout + ran.stderr
         shown = _harness("show", "net", state=tmp_path / "state", label=run_label)
+        page = _harness("view", "net", "--no-open", state=tmp_path / "state", label=run_label)
     log = read_log(tmp_path / "state" / "net" / "network.jsonl")
     paths = [r for r in log if r["allowed"]]
     assert len(paths) >= 3, log  # the index page and the wheel in setup, /hello from the tool call
@@ -166,3 +167,20 @@ def test_setup_installs_from_a_listed_index_and_a_refused_call_is_on_record(tmp_
     rows = [" ".join(line.replace("│", " ").split()) for line in shown.stdout.splitlines()]
     assert sum(row.startswith(f"setup net GET localhost:{index.port} allowed") for row in rows) >= 2, shown.stdout
     assert any(row.startswith("step 1 net GET example.invalid:80 refused") for row in rows), shown.stdout
+    assert page.returncode == 0, page.stdout + page.stderr
+    html = (tmp_path / "state" / "net" / "view.html").read_text(encoding="utf-8")
+    assert f"Network ({len(log)} request(s), 1 refused)" in html and "example.invalid:80" in html
+    assert "is not on the session&#x27;s --allow-net list" in html or "is not on the session's --allow-net list" in html
+
+
+def test_bench_net_measures_both_sides_and_leaves_nothing(tmp_path, run_label, docker_client):
+    ran = _harness("bench", "net", "--rounds", "3", "--json", state=tmp_path / "state", label=run_label)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    figures = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert figures["megabytes"] == 20 and figures["rounds"] == 3
+    assert figures["direct_ms"] > 0 and figures["proxy_ms"] > 0 and figures["small_added_ms"] is not None
+    assert figures["proxy_over_direct"] == round(figures["proxy_ms"] / figures["direct_ms"], 2)
+    left = [
+        c for c in docker_client.containers.list(all=True) if c.labels.get("harness.run", "").startswith("bench-net-")
+    ]
+    assert left == []
