@@ -43,6 +43,14 @@ class SessionSettings(BaseModel):
     and no resolver; every request is recorded (see sandbox.network)."""
     allow_net_tools: bool = False
     """Tool calls (not only setup) reach the `allow_net` hosts (`--allow-net-tools`)."""
+    secrets: list[str] = Field(default_factory=list)
+    """`NAME=ENV_VAR@HOST` (`--secret`): the containers see NAME as a random placeholder; the egress
+    proxy puts the real value (read from ENV_VAR on the host when the session starts) in place of the
+    placeholder in the headers of requests to HOST only, over TLS it terminates with a session CA the
+    containers trust. HOST is allowed by it. The value is never in a container, a record or a report."""
+    allow_net_ca: Path | None = None
+    """A PEM bundle the egress proxy trusts beside the system's when it connects to a secret's host
+    (`--allow-net-ca`: a company's internal CA)."""
     workspace_quota: int | None = None
     """Bytes the whole workspace may hold (`--workspace-quota 2g`): it becomes a filesystem of that
     size (sandbox.session.quota; root only), so a call writing past it gets "No space left on device"
@@ -56,11 +64,30 @@ class SessionSettings(BaseModel):
             self.setup_ca is not None,
             bool(self.setup_proxy),
             bool(self.setup_mounts),
-            bool(self.allow_net),
-        ) or network_option_problem(self.allow_net, self.allow_net_tools, self.setup_network, bool(self.setup_proxy))
+            bool(self.allow_net or self.secrets),
+        ) or network_option_problem(
+            [*self.allow_net, *self.secrets], self.allow_net_tools, self.setup_network, bool(self.setup_proxy)
+        )
         if problem:
             raise ValueError(problem)
         return self
+
+    @field_validator("secrets")
+    @classmethod
+    def _secrets(cls, value: list[str]) -> list[str]:
+        for item in value:
+            parse_secret(item)
+        if len({parse_secret(item)[0] for item in value}) != len(value):
+            raise ValueError("--secret: a NAME is bound twice")
+        return value
+
+    @property
+    def network_hosts(self) -> list[str]:
+        """What the egress proxy allows: the `allow_net` entries and each secret's host."""
+        return [
+            *self.allow_net,
+            *(parse_secret(item)[2] for item in self.secrets if parse_secret(item)[2] not in self.allow_net),
+        ]
 
     @field_validator("allow_net")
     @classmethod
@@ -123,7 +150,9 @@ def setup_option_problem(
 def network_option_problem(allow_net: list[str], tools: bool, setup_network: bool, setup_proxy: bool) -> str | None:
     """What is wrong with the network options together, or None."""
     if tools and not allow_net:
-        return "--allow-net-tools gives tool calls the --allow-net hosts: name at least one with --allow-net"
+        return (
+            "--allow-net-tools gives tool calls the --allow-net hosts: name at least one with --allow-net or --secret"
+        )
     if allow_net and setup_network:
         return "--allow-net and --setup-network contradict each other: the allowlist or the whole network, not both"
     if allow_net and setup_proxy:
@@ -139,6 +168,20 @@ def parse_setup_mount(item: str) -> tuple[Path, str]:
     if not target.startswith("/") or target.rstrip("/") in ("", "/workspace") or target.startswith("/workspace/"):
         raise ValueError(f"setup mount target {target!r} must be an absolute path outside /workspace")
     return Path(host).expanduser(), target.rstrip("/") or "/"
+
+
+_SECRET = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=([A-Za-z_][A-Za-z0-9_]*)@([A-Za-z0-9.-]+(:[0-9]{1,5})?)$")
+
+
+def parse_secret(item: str) -> tuple[str, str, str]:
+    """(NAME, ENV_VAR, HOST[:PORT]) of `NAME=ENV_VAR@HOST`; ValueError says the form."""
+    found = _SECRET.match(item.strip())
+    if found is None:
+        raise ValueError(
+            f"--secret {item!r}: write NAME=ENV_VAR@HOST (the container's variable, the host variable "
+            "holding the value, the one host it is sent to)"
+        )
+    return found[1], found[2], found[3].lower()
 
 
 def redact_url(url: str) -> str:

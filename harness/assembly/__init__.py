@@ -15,7 +15,7 @@ a few lines.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from harness.agent.reissue import ReplayReport
     from harness.policy.approve import Approver
     from sandbox.docker.containers import DockerSandbox
+    from sandbox.network.secrets import Secret
     from sandbox.session.session import Session
     from sandbox.warm.loans import Loan
 
@@ -92,11 +93,33 @@ class Runtime:
     """Where the run's OpenTelemetry spans go (nowhere by default)."""
     trace_parent: dict[str, str] = field(default_factory=dict)
     """The W3C trace context the run span is a child of (a batch's task-run), empty for a root."""
+    secret_values: dict[str, str] = field(default_factory=dict, repr=False)
+    """The values of the session settings' `--secret` bindings, by NAME (read from their variables by
+    the CLI): only the session's egress proxy gets them; every record and report redacts them."""
 
     @property
     def secrets(self) -> list[str]:
         """Strings the trajectory redacts."""
-        return [self.api_key] if self.api_key else []
+        return [value for value in (self.api_key, *self.secret_values.values()) if value]
+
+
+def bound_secrets(bindings: Sequence[str], values: Mapping[str, str]) -> list[Secret]:
+    """`--secret` bindings with their values (by NAME) and fresh placeholders; a binding whose value
+    the caller did not read is a ConfigError naming its variable."""
+    from sandbox.network.secrets import SecretError, bind
+    from sandbox.settings import parse_secret
+
+    found = []
+    for item in bindings:
+        name, variable, host = parse_secret(item)
+        value = values.get(name)
+        if not value:
+            raise ConfigError(f"--secret {name}: ${variable} is not set (its value is read from there)")
+        try:
+            found.append(bind(name, host, value))
+        except SecretError as error:
+            raise ConfigError(str(error)) from None
+    return found
 
 
 # --- providers ----------------------------------------------------------------------------------
@@ -244,7 +267,13 @@ def adopt(loan: Loan, config: RunConfig, sandbox: PooledSandbox, workspace: Path
 
 
 def create_session(
-    repo: Path, sessions: Path, config: RunConfig, sandbox: Sandbox, session_id: str | None, warm: Path | None = None
+    repo: Path,
+    sessions: Path,
+    config: RunConfig,
+    sandbox: Sandbox,
+    session_id: str | None,
+    warm: Path | None = None,
+    secrets: Sequence[Secret] = (),
 ) -> Session:
     """A new session from repo: the workspace copy (into a borrowed warm slot when one is ready), the
     setup step (cached), warm containers started as soon as the workspace exists, step 0."""
@@ -271,6 +300,7 @@ def create_session(
             images=step_images(sandbox),
             ready=ready,
             workspace_from=loan.folder if loan is not None else None,
+            secrets=secrets,
         )
     finally:
         if loan is not None and loan.containers:  # not adopted: the session failed before its calls
@@ -417,7 +447,8 @@ def start_run(
         engine.prune_crashed(runtime.docker_host, sessions, session_id)
     with open_sandbox(runtime, session_id) as sandbox:
         check_image(sandbox, config.image)
-        session = create_session(Path(repo), sessions, config, sandbox, session_id, warm_for(runtime))
+        secrets = bound_secrets(config.session.secrets, runtime.secret_values)
+        session = create_session(Path(repo), sessions, config, sandbox, session_id, warm_for(runtime), secrets)
         write_text_atomic(session.paths.run_config, config.model_dump_json(indent=1))
         state = RunState(session_id=session.id, task=task, model=config.model or "", snapshot_step=session.step)
         write_state(session.dir, state, runtime.secrets)
@@ -486,7 +517,11 @@ def resume_run(session_id: str, sessions: Path, runtime: Runtime, overrides: dic
         state = state.model_copy(update={"finished": False, "result": None})
         _start_record(session, config, state, session.repo, resumed=True, runtime=runtime)
         with session:
-            session.connect_network(config.session.allow_net, config.session.allow_net_tools)
+            session.connect_network(
+                config.session.allow_net,
+                config.session.allow_net_tools,
+                bound_secrets(config.session.secrets, runtime.secret_values),
+            )
             return build_agent(
                 config=config,
                 session=session,

@@ -7,6 +7,7 @@ so), so a session is made, opened and removed the same way whoever asks.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,7 @@ from harness.assembly import engine
 if TYPE_CHECKING:
     from sandbox.docker.containers import DockerSandbox
     from sandbox.envelope import Envelope
+    from sandbox.network.secrets import Secret
     from sandbox.session.session import Session as Session
     from sandbox.session.session import SessionConfig as SessionConfig
     from sandbox.session.session import SessionInfo as SessionInfo
@@ -85,9 +87,11 @@ def exec_step(
     config: SessionConfig,
     docker_host: str | None,
     run_id: str,
+    secrets: Sequence[Secret] = (),
 ) -> ExecStep:
     """`harness exec --session ID`: create the session from path (running its setup once) or
-    continue it; run the command on its workspace and image; record the result as the next step."""
+    continue it; run the command on its workspace and image; record the result as the next step
+    (secrets: the values of the settings' `--secret` bindings)."""
     from sandbox.layout import session_folder
     from sandbox.session.session import Session
     from sandbox.session.setup import create_session
@@ -100,11 +104,18 @@ def exec_step(
             session = Session.open(sessions, session_id, images=images)
         else:
             session = create_session(
-                path, sessions, spec=spec, config=config, sandbox=box, session_id=session_id, images=images
+                path,
+                sessions,
+                spec=spec,
+                config=config,
+                sandbox=box,
+                session_id=session_id,
+                images=images,
+                secrets=secrets,
             )
         created_image = None if exists else session.image
         with session:
-            session.connect_network()  # an existing session whose calls may reach its allowed hosts
+            session.connect_network(secrets=secrets)  # an existing session whose calls may reach its hosts
             envelope = box.run(
                 command, workspace=session.workspace, spec=session.spec, commit_changes=session.config.writable_root
             )

@@ -143,6 +143,7 @@ def run_batch(
     on_event: Callable[[BatchEvent], None] = lambda event: None,
     stopping: Callable[[], bool] = lambda: False,
     telemetry: TelemetryConfig | None = None,
+    secret_values: dict[str, str] | None = None,
 ) -> BatchSummary:
     """Run every task-run not yet recorded in out; records are written as results arrive. Once
     `stopping()` says so, no new task-run starts and the running ones finish (the rest stay
@@ -153,6 +154,7 @@ def run_batch(
         tasks, BatchDir(out), models, runs, budget, run_id, docker_host, api_keys or {}, on_event, stopping
     )
     batch.telemetry = telemetry
+    batch.secret_values = dict(secret_values or {})
     with traced(
         telemetry, "harness.batch", harness__batch__id=batch.batch_id, harness__batch__planned=len(batch.planned)
     ) as span:
@@ -198,6 +200,8 @@ class BatchRun:
         self.running: dict[Any, tuple[TaskRunKey, Task]] = {}
         self.losses: dict[TaskRunKey, int] = {}
         self.telemetry = TelemetryConfig()
+        self.secret_values: dict[str, str] = {}
+        """`--secret` values by NAME; each task-run gets those its task binds."""
         self.trace_parent: dict[str, str] = {}
         """The batch span's trace context, handed to every task-run."""
         on_event(BatchEvent(kind="planned", queued=len(self.todo), done=self.skipped))
@@ -223,6 +227,9 @@ class BatchRun:
             files=shipper.files(_model_files(key, task)) if shipper else {},
             telemetry=self.telemetry,
             trace_parent=self.trace_parent,
+            secret_values={
+                name: value for name, value in self.secret_values.items() if name in _bound(task, self.tasks)
+            },
         )
 
     def exhausted(self) -> str | None:
@@ -327,6 +334,14 @@ class BatchRun:
         )
         self.on_event(BatchEvent(kind="summary", done=summary.skipped + summary.ran, cost_usd=summary.cost_usd))
         return summary
+
+
+def _bound(task: Task, tasks: TasksFile) -> set[str]:
+    """The names a task's `--secret` bindings give (its own over the defaults')."""
+    from sandbox.settings import parse_secret
+
+    bindings = task.session.secrets or tasks.defaults.session.secrets
+    return {parse_secret(item)[0] for item in bindings}
 
 
 def _model_files(key: TaskRunKey, task: Task) -> list[Path]:

@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from harness import assembly
 from harness.agent.outcome import RunResult, RunState, infra_cause, machine_cause
@@ -69,6 +69,8 @@ class TaskRunSpec(BaseModel):
     """Where the task-run's spans go (the client's settings: its flags and OTEL_* variables)."""
     trace_parent: dict[str, str] = {}
     """The batch span's W3C trace context: the task-run's span is its child."""
+    secret_values: dict[str, str] = Field(default_factory=dict, repr=False)
+    """The values of the task's `--secret` bindings, by NAME (read by the client from its variables)."""
 
 
 class TaskRunOutput(BaseModel):
@@ -190,6 +192,7 @@ def _run_task(spec: TaskRunSpec, watchdog: Watchdog | None) -> TaskRunRecord:
         pace="throughput",
         telemetry=spec.telemetry,
         trace_parent=spec.trace_parent,
+        secret_values=spec.secret_values,
     )
     attempts: list[Attempt] = []
     result: RunResult | None = None

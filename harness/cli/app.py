@@ -20,10 +20,12 @@ from sandbox.errors import SandboxError
 
 __all__ = [
     "ALLOW_NET",
+    "ALLOW_NET_CA",
     "ALLOW_NET_TOOLS",
     "OTEL_CONTENT",
     "OTEL_ENDPOINT",
     "OTEL_FILE",
+    "SECRET",
     "ExitCode",
     "app",
     "bench_app",
@@ -79,6 +81,16 @@ ALLOW_NET = typer.Option(
 )
 ALLOW_NET_TOOLS = typer.Option(
     None, "--allow-net-tools", help="Tool calls reach the --allow-net hosts too (not only setup)."
+)
+
+SECRET = typer.Option(
+    None,
+    "--secret",
+    help="NAME=ENV_VAR@HOST: the container's NAME is a placeholder; only requests to HOST get $ENV_VAR's value "
+    "in its place, at the egress proxy (repeatable; HOST is allowed by it).",
+)
+ALLOW_NET_CA = typer.Option(
+    None, "--allow-net-ca", help="PEM bundle the egress proxy also trusts for a --secret's host (an internal CA)."
 )
 
 # The OpenTelemetry flags of the commands that run agents (run, resume, batch).

@@ -99,6 +99,9 @@ def batch(
             on_event=show,
             stopping=lambda: interrupts[0] > 0,
             telemetry=environment.telemetry(otel_endpoint, otel_file, otel_content),
+            secret_values=environment.secret_values(
+                [*tasks.defaults.session.secrets, *(item for task in tasks.tasks for item in task.session.secrets)]
+            ),
         )
     signal.signal(signal.SIGINT, previous)
     _write_reports(out)

@@ -157,6 +157,18 @@ def telemetry(endpoint: str | None = None, file: Path | None = None, content: bo
     return TelemetryConfig(endpoint=endpoint, headers=headers, file=file, content=content)
 
 
+def secret_values(bindings: list[str]) -> dict[str, str]:
+    """The values of `--secret NAME=ENV_VAR@HOST` bindings, by NAME, from their variables (those set)."""
+    from sandbox.settings import parse_secret
+
+    found = {}
+    for item in bindings:
+        name, variable, _ = parse_secret(item)
+        if os.environ.get(variable):
+            found[name] = os.environ[variable]
+    return found
+
+
 def runtime(
     config: RunConfig, *, interactive: bool = False, prefix: str = "run", spans: TelemetryConfig | None = None
 ) -> Runtime:
@@ -167,6 +179,7 @@ def runtime(
 
     return Runtime(
         telemetry=spans or TelemetryConfig(),
+        secret_values=secret_values(config.session.secrets),
         run_id=run_id(prefix),
         docker_host=docker_host(),
         api_key=api_key(config),

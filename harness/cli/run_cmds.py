@@ -17,10 +17,12 @@ import typer
 from harness.cli import environment
 from harness.cli.app import (
     ALLOW_NET,
+    ALLOW_NET_CA,
     ALLOW_NET_TOOLS,
     OTEL_CONTENT,
     OTEL_ENDPOINT,
     OTEL_FILE,
+    SECRET,
     ExitCode,
     app,
     console,
@@ -87,6 +89,8 @@ def run(
     ),
     allow_net: list[str] | None = ALLOW_NET,
     allow_net_tools: bool | None = ALLOW_NET_TOOLS,
+    secret: list[str] | None = SECRET,
+    allow_net_ca: Path | None = ALLOW_NET_CA,
     workspace_quota: str | None = typer.Option(
         None, "--workspace-quota", help="Bytes the workspace may hold, e.g. 2g (its own filesystem; root only)."
     ),
@@ -130,6 +134,8 @@ def run(
             "setup_mounts": setup_mounts or None,
             "allow_net": allow_net or None,
             "allow_net_tools": allow_net_tools,
+            "secrets": secret or None,
+            "allow_net_ca": str(allow_net_ca) if allow_net_ca else None,
             "workspace_quota": workspace_quota,
             "limits.max_steps": max_steps,
             "limits.max_cost_usd": max_cost,
@@ -172,6 +178,7 @@ def resume(
     timeout_min: float | None = typer.Option(None, "--timeout-min", help="Raise the wall-clock limit."),
     allow_net: list[str] | None = ALLOW_NET,
     allow_net_tools: bool | None = ALLOW_NET_TOOLS,
+    secret: list[str] | None = SECRET,
     state_dir_opt: Path | None = _STATE_DIR,
     otel_endpoint: str | None = OTEL_ENDPOINT,
     otel_file: Path | None = OTEL_FILE,
@@ -189,6 +196,7 @@ def resume(
         "limits.timeout_min": timeout_min,
         "session.allow_net": allow_net or None,
         "session.allow_net_tools": allow_net_tools,
+        "session.secrets": secret or None,
     }
     with reported():
         config = assembly.saved_config(sessions / session, overrides)

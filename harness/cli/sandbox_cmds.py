@@ -176,6 +176,15 @@ def exec_command(
         help="HOST[:PORT], *.SUFFIX, ADDRESS[/BITS] or a preset (pypi, npm, crates, go, github, debian) the "
         "command (and --setup) may reach through an egress proxy (repeatable); every request is listed.",
     ),
+    secret: list[str] = typer.Option(
+        [],
+        "--secret",
+        help="NAME=ENV_VAR@HOST: the container's NAME is a placeholder; only requests to HOST get $ENV_VAR's "
+        "value in its place, at the egress proxy (repeatable; HOST is allowed by it).",
+    ),
+    allow_net_ca: Path | None = typer.Option(
+        None, "--allow-net-ca", help="PEM bundle the egress proxy also trusts for a --secret's host."
+    ),
     writable_root: bool = typer.Option(
         False, "--writable-root", help="With --session: writable root; changes become the next step's image."
     ),
@@ -215,13 +224,17 @@ def exec_command(
                     setup_proxy=setup_proxy,
                     setup_mounts=setup_mounts,
                     allow_net=allow_net,
-                    allow_net_tools=bool(allow_net),
+                    allow_net_tools=bool(allow_net or secret),
+                    secrets=secret,
+                    allow_net_ca=allow_net_ca,
                     writable_root=writable_root,
                     workspace_quota=workspace_quota,
                 ),
                 run_id=environment.run_id("cli"),
             ).envelope
-        elif allow_net:
+        elif allow_net or secret:
+            if secret:
+                fail("--secret needs --session ID (its values reach only that session's egress proxy)", ExitCode.USAGE)
             envelope = execute_with_network(path, command, spec, keep, allow_net)
         else:
             envelope = execute(path, command, spec, keep)

@@ -225,8 +225,11 @@ def exec_in_session(
 ) -> ExecStep:
     """`harness exec --session ID`: the command as the session's next step (the session made from
     PATH first when it does not exist), with what happened said on stderr."""
+    from harness.assembly import bound_secrets
     from harness.assembly.sessions import exec_step
+    from harness.cli.environment import secret_values
 
+    secrets = bound_secrets(config.secrets, secret_values(config.secrets))
     done = exec_step(
         path,
         command,
@@ -236,6 +239,7 @@ def exec_in_session(
         config=config,
         docker_host=docker_host(),
         run_id=run_id,
+        secrets=secrets,
     )
     if done.settings_ignored:
         err_console.print(

@@ -82,8 +82,8 @@ def container_config(
     environment = {**ENVIRONMENT, "PATH": path} if path else dict(ENVIRONMENT)
     command = list(STUB_ARGV if stub else KEEPALIVE)
     if spec.egress:
-        environment.update(EGRESS_ENVIRONMENT)
-        command = with_relay(command)
+        environment.update(egress_environment(Path(spec.egress)))
+        command = with_relay(command, trust=_has_ca(spec.egress))
     config: dict[str, Any] = {
         "image": image_id,
         "command": command,
@@ -112,7 +112,10 @@ def without_stub(config: dict[str, Any]) -> dict[str, Any]:
     host = dict(config["host_config"])
     host["binds"] = {source: bind for source, bind in host["binds"].items() if bind["bind"] != STUB_TARGET}
     plain = {key: value for key, value in config.items() if key != "stdin_open"}
-    command = with_relay(list(KEEPALIVE)) if has_egress(config) else list(KEEPALIVE)
+    egress_folder = next(
+        (src for src, b in config["host_config"]["binds"].items() if b["bind"] == egress.CONTAINER_DIR), None
+    )
+    command = with_relay(list(KEEPALIVE), trust=_has_ca(egress_folder)) if egress_folder else list(KEEPALIVE)
     return {**plain, "command": command, "host_config": host}
 
 
@@ -136,9 +139,36 @@ def relay_source() -> Path:
     return Path(relay.__file__).resolve()
 
 
-def with_relay(command: list[str]) -> list[str]:
-    """command, started once the relay serves 127.0.0.1 inside the container (it returns then)."""
+EGRESS_BUNDLE = "/tmp/harness-egress-ca.pem"
+"""The image's own CA bundle plus the session CA (a session with secrets), made as the container starts."""
+EGRESS_CA_VARIABLES = (
+    "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO", "CARGO_HTTP_CAINFO",
+)  # fmt: skip
+
+
+def egress_environment(folder: Path) -> dict[str, str]:
+    """The proxy variables, and with secrets their placeholders and the trust of the session CA."""
+    found = dict(EGRESS_ENVIRONMENT)
+    placeholders = folder / egress.ENVIRONMENT_NAME
+    if placeholders.is_file():
+        found.update(json.loads(placeholders.read_text()))
+    if _has_ca(str(folder)):
+        found.update(dict.fromkeys(EGRESS_CA_VARIABLES, EGRESS_BUNDLE))
+        found["NODE_EXTRA_CA_CERTS"] = f"{egress.CONTAINER_DIR}/{egress.CA_NAME}"
+    return found
+
+
+def _has_ca(folder: str | None) -> bool:
+    return folder is not None and (Path(folder) / egress.CA_NAME).is_file()
+
+
+def with_relay(command: list[str], trust: bool = False) -> list[str]:
+    """command, started once the relay serves 127.0.0.1 inside the container (it returns then);
+    with trust, once the session CA has joined the image's bundle."""
     start = f"python3 {RELAY_TARGET} {egress.RELAY_PORT} {egress.CONTAINER_DIR}/{egress.SOCKET_NAME}"
+    if trust:
+        bundle = f"cat /etc/ssl/certs/ca-certificates.crt {egress.CONTAINER_DIR}/{egress.CA_NAME} > {EGRESS_BUNDLE} 2>/dev/null"
+        start = f"{{ {bundle} || cp {egress.CONTAINER_DIR}/{egress.CA_NAME} {EGRESS_BUNDLE}; }} && {start}"
     return ["/bin/sh", "-c", f'{start} && exec "$@"', "sh", *command]
 
 

@@ -4,6 +4,8 @@ the session, its requests appended to the session's network log."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import os
 import subprocess
@@ -16,9 +18,15 @@ from typing import Any
 
 from sandbox.errors import SandboxError
 from sandbox.network.allow import parse
-from sandbox.network.serve import MARKER
+from sandbox.network.secrets import Secret
 
+MARKER = "sandbox.network.serve"
+"""The proxy's module, which its command line holds (prune looks for it)."""
+CA_NAME = "ca.pem"
+"""The session CA's certificate, beside the socket (containers trust it when the session has secrets)."""
 SOCKET_NAME = "proxy.sock"
+ENVIRONMENT_NAME = "environment.json"
+"""The secrets' placeholders by variable name, beside the socket (what the containers' environment gets)."""
 CONTAINER_DIR = "/run/harness-egress"
 """Where a container sees the socket's folder (read-only)."""
 RELAY_PORT = 3128
@@ -35,11 +43,22 @@ class EgressError(SandboxError):
 class Egress:
     """One session's proxy process; `folder` is what containers mount. A context manager."""
 
-    def __init__(self, allow: Sequence[str], log: Path, session: str = "") -> None:
+    def __init__(
+        self,
+        allow: Sequence[str],
+        log: Path,
+        session: str = "",
+        secrets: Sequence[Secret] = (),
+        upstream_ca: Path | None = None,
+    ) -> None:
         parse(allow)  # an entry that cannot be read fails here, before any process starts
         self.allow, self.log, self.session = list(allow), Path(log), session
+        self.secrets, self.upstream_ca = list(secrets), upstream_ca
         self.folder = Path(tempfile.mkdtemp(prefix="harness-egress-"))
         os.chmod(self.folder, 0o755)  # the containers' user traverses it to reach the socket
+        if self.secrets:  # what the containers see instead of the values
+            placeholders = {secret.name: secret.placeholder for secret in self.secrets}
+            (self.folder / ENVIRONMENT_NAME).write_text(json.dumps(placeholders))
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -56,15 +75,25 @@ class Egress:
         argv += ["--owner", str(os.getpid()), "--session", self.session]
         for entry in self.allow:
             argv += ["--allow", entry]
+        if self.secrets:
+            argv.append("--secrets-on-stdin")
         self.process = subprocess.Popen(
             argv,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE if self.secrets else subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             start_new_session=True,
             env=_environment(),
             cwd="/",
         )
+        if self.secrets and self.process.stdin is not None:  # on stdin: a command line is readable by others
+            message = {
+                "secrets": [dataclasses.asdict(secret) for secret in self.secrets],
+                "upstream_ca": str(self.upstream_ca) if self.upstream_ca else None,
+            }
+            with contextlib.suppress(BrokenPipeError):
+                self.process.stdin.write((json.dumps(message) + "\n").encode())
+            self.process.stdin.close()
         deadline = time.monotonic() + START_TIMEOUT_S
         while not self.socket.exists():
             if self.process.poll() is not None:

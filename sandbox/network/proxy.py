@@ -17,9 +17,10 @@ import contextlib
 import ipaddress
 import os
 import socket
+import ssl
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -27,6 +28,7 @@ import h11
 
 from sandbox.network import hello
 from sandbox.network.allow import Allowlist
+from sandbox.network.secrets import Secret, SessionCA
 
 HEAD_TIMEOUT_S = 30.0
 CONNECT_TIMEOUT_S = 10.0
@@ -68,10 +70,38 @@ class Refused(Exception):
 
 
 class EgressProxy:
-    """Serves one session's containers; `record` is told every request once it is over."""
+    """Serves one session's containers; `record` is told every request once it is over. With
+    secrets, a tunnel to a secret's host is terminated (see sandbox.network.terminate) with
+    certificates of ca, and the host is checked with upstream."""
 
-    def __init__(self, allowlist: Allowlist, record: Callable[[RequestRecord], None]) -> None:
-        self.allowlist, self.record = allowlist, record
+    def __init__(
+        self,
+        allowlist: Allowlist,
+        record: Callable[[RequestRecord], None],
+        secrets: Sequence[Secret] = (),
+        ca: SessionCA | None = None,
+        upstream: ssl.SSLContext | None = None,
+    ) -> None:
+        self.allowlist, self._record = allowlist, record
+        self.secrets, self.ca, self.upstream = list(secrets), ca, upstream
+        self._open_entries: dict[int, RequestRecord] = {}
+        self._lock = threading.Lock()
+
+    def record(self, entry: RequestRecord) -> None:
+        """Tell the log once per request (its handler, or the stop for one still open)."""
+        with self._lock:
+            if self._open_entries.pop(id(entry), None) is None:
+                return
+        self._record(entry)
+
+    def cut_open(self) -> None:
+        """At stop: every request still open is recorded as cut (a download the session outlived)."""
+        with self._lock:
+            still = list(self._open_entries.values())
+        for entry in still:
+            if entry.method:
+                entry.reason = entry.reason or "cut: the session ended while it was open"
+                self.record(entry)
 
     def serve(self, listener: socket.socket, stop: threading.Event) -> None:
         """Accept until stop is set (the listener polls it twice a second)."""
@@ -83,13 +113,16 @@ class EgressProxy:
                 continue
             except OSError:
                 if stop.is_set():
-                    return
+                    break
                 raise
             threading.Thread(target=self.handle, args=(conn,), daemon=True).start()
+        self.cut_open()
 
     def handle(self, conn: socket.socket) -> None:
         started = time.monotonic()
         entry = RequestRecord(ts=time.time(), method="", host="", port=0)
+        with self._lock:
+            self._open_entries[id(entry)] = entry
         try:
             self._request(conn, entry)
         except Refused as refused:
@@ -107,6 +140,9 @@ class EgressProxy:
                 conn.close()
             if entry.method:
                 self.record(entry)
+            else:
+                with self._lock:
+                    self._open_entries.pop(id(entry), None)
 
     def _request(self, conn: socket.socket, entry: RequestRecord) -> None:
         conn.settimeout(HEAD_TIMEOUT_S)
@@ -143,6 +179,10 @@ class EgressProxy:
         return upstream
 
     def _tunnel(self, conn: socket.socket, parser: h11.Connection, entry: RequestRecord) -> None:
+        bound = [s for s in self.secrets if s.hostname == entry.host and s.port_matches(entry.port)]
+        if bound:
+            self._terminated(conn, parser, entry, bound)
+            return
         with self._open(entry) as upstream:
             conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
             entry.extra["tunnel_open"] = True
@@ -155,6 +195,35 @@ class EgressProxy:
             upstream.sendall(first)
             entry.sent += len(first)
             _relay(conn, upstream, entry)
+
+    def _terminated(
+        self, conn: socket.socket, parser: h11.Connection, entry: RequestRecord, bound: list[Secret]
+    ) -> None:
+        """The tunnel to a secret's host: its ClientHello checked without being read, then TLS on
+        both sides and the placeholders swapped in the requests' headers only."""
+        if self.ca is None or self.upstream is None:
+            raise Refused(502, "the proxy has secrets but no session CA")
+        if parser.trailing_data[0]:
+            raise Refused(400, "TLS sent before the tunnel was established")
+        with self._open(entry) as raw_upstream:
+            conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            entry.extra["tunnel_open"] = True
+            try:
+                self._check_hello(_peek_hello(conn), entry)
+            except hello.NotTls as error:
+                raise Refused(403, f"a tunnel carries TLS only: {error}") from None
+            entry.allowed, entry.status = True, 200
+            entry.extra["terminated"] = True
+            try:
+                client = self.ca.server_context(entry.host).wrap_socket(conn, server_side=True)
+                upstream = self.upstream.wrap_socket(raw_upstream, server_hostname=entry.host)
+            except (ssl.SSLError, OSError) as error:
+                entry.allowed = False
+                raise Refused(502, f"TLS with {entry.host} failed: {error}") from None
+            from sandbox.network.terminate import carry
+
+            entry.sent, entry.received, swapped = carry(client, upstream, bound)
+            entry.extra["secrets_swapped"] = swapped
 
     def _check_hello(self, data: bytes, entry: RequestRecord) -> None:
         try:
@@ -183,7 +252,7 @@ class EgressProxy:
         with self._open(entry) as upstream:
             head = [f"{entry.method} /{path} HTTP/1.1\r\n".encode()]
             chunked = False
-            for name, value in request.headers:
+            for name, value in request.headers.raw_items():
                 if name.lower() in HOP_BY_HOP:
                     continue
                 chunked = chunked or (name.lower() == b"transfer-encoding" and b"chunked" in value.lower())
@@ -219,6 +288,21 @@ def _client_hello(conn: socket.socket, early: bytes) -> bytes:
             raise hello.NotTls("the tunnel closed before a whole ClientHello")
         data += more
     return data
+
+
+def _peek_hello(conn: socket.socket) -> bytes:
+    """The whole ClientHello, left unread in the socket (the TLS server reads it next)."""
+    seen = b""
+    for _ in range(3000):  # a ClientHello comes in one or two segments; ~3 s at most
+        data = conn.recv(hello.MAX_HELLO, socket.MSG_PEEK)
+        if not data:
+            raise hello.NotTls("the tunnel closed before a whole ClientHello")
+        if hello.needed(data) == 0:
+            return data
+        if len(data) == len(seen):
+            time.sleep(0.001)
+        seen = data
+    raise hello.NotTls("no whole ClientHello came")
 
 
 def _send_body(

@@ -10,15 +10,15 @@ import json
 import os
 import signal
 import socket
+import ssl
 import sys
 import threading
 from pathlib import Path
 
 from sandbox.network.allow import Allowlist, parse
+from sandbox.network.egress import CA_NAME, MARKER
 from sandbox.network.proxy import EgressProxy, RequestRecord, as_dict
-
-MARKER = "sandbox.network.serve"
-"""What a proxy's command line holds (prune looks for it)."""
+from sandbox.network.secrets import Secret, SessionCA, upstream_context
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,7 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--owner", type=int, required=True)
     parser.add_argument("--session", default="")
     parser.add_argument("--allow", action="append", default=[])
+    parser.add_argument("--secrets-on-stdin", action="store_true")
     args = parser.parse_args(argv)
+    secrets, ca, upstream = _secrets(sys.stdin.readline() if args.secrets_on_stdin else "")
     proxy_log = open(args.log, "a", encoding="utf-8")  # noqa: SIM115 - held for the process's life
     lock = threading.Lock()
 
@@ -45,12 +47,17 @@ def main(argv: list[str] | None = None) -> int:
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         path.unlink(missing_ok=True)
+        if ca is not None:  # what the containers trust, beside the socket (the key stays in this process)
+            (path.parent / CA_NAME).write_bytes(ca.pem())
+            os.chmod(path.parent / CA_NAME, 0o644)
         listener.bind(f"{path}.new")
         listener.listen(128)
         os.chmod(f"{path}.new", 0o666)  # the containers' user is not this one
         os.rename(f"{path}.new", path)  # the socket appears only once it serves (the parent waits for it)
         server = threading.Thread(
-            target=EgressProxy(Allowlist(parse(args.allow)), record).serve, args=(listener, stop), daemon=True
+            target=EgressProxy(Allowlist(parse(args.allow)), record, secrets, ca, upstream).serve,
+            args=(listener, stop),
+            daemon=True,
         )
         server.start()
         while not stop.wait(1.0) and _alive(args.owner):
@@ -62,6 +69,15 @@ def main(argv: list[str] | None = None) -> int:
         path.unlink(missing_ok=True)
         proxy_log.close()
     return 0
+
+
+def _secrets(line: str) -> tuple[list[Secret], SessionCA | None, ssl.SSLContext | None]:
+    """The secrets the parent wrote on stdin (never on the command line, which others can read)."""
+    if not line.strip():
+        return [], None, None
+    data = json.loads(line)
+    secrets = [Secret(**item) for item in data["secrets"]]
+    return secrets, SessionCA(), upstream_context(data.get("upstream_ca"))
 
 
 def _alive(pid: int) -> bool:

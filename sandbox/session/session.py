@@ -19,13 +19,14 @@ import fcntl
 import os
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from sandbox import durable, labels
 from sandbox.errors import PatchConflict, SessionNotFound, SnapshotError, StepOutOfRange, WorkspaceError
 from sandbox.layout import SessionFolder
 from sandbox.network.egress import Egress
+from sandbox.network.secrets import Secret
 from sandbox.session import quota
 from sandbox.session.records import (
     Prepare,
@@ -93,8 +94,10 @@ class Session:
         ready: Ready | None = None,
         images: StepImages | None = None,
         workspace_from: Path | None = None,
+        secrets: Sequence[Secret] = (),
     ) -> Session:
         """Copy repo into a new session, run environment preparation if given, record step 0.
+        secrets: the values of the settings' `--secret` bindings (their proxy alone holds them).
 
         workspace_from: a directory (on the same filesystem, holding only empty directories) renamed
         to be the workspace before the copy, such as a borrowed slot whose containers bind it."""
@@ -125,9 +128,9 @@ class Session:
                         f"the repository does not fit in the workspace quota of {config.workspace_quota} bytes"
                     ) from None
                 raise
-            if config.allow_net:
+            if config.network_hosts:
                 folder.mkdir(parents=True, exist_ok=True)
-                egress = Egress(config.allow_net, paths.network, sid).start()
+                egress = Egress(config.network_hosts, paths.network, sid, secrets, config.allow_net_ca).start()
             try:
                 setup = prepare(paths.workspace, egress.folder if egress else None) if prepare is not None else None
             finally:
@@ -198,17 +201,20 @@ class Session:
     def _objects(self) -> ObjectStore:
         return self._store.objects if self._store is not None else ObjectStore(self.paths.store / "git")
 
-    def connect_network(self, allow: list[str] | None = None, tools: bool | None = None) -> None:
+    def connect_network(
+        self, allow: list[str] | None = None, tools: bool | None = None, secrets: Sequence[Secret] = ()
+    ) -> None:
         """Start the session's egress proxy for its tool calls (a resumed run), when its settings (or
         the resume's: allow, tools) let tool calls reach allowed hosts; a no-op otherwise."""
         config = self.info.config
-        allow = config.allow_net if allow is None else allow
-        tools = config.allow_net_tools if tools is None else tools
-        if self.egress is None and tools and allow:
-            self.info = self.info.model_copy(
-                update={"config": config.model_copy(update={"allow_net": list(allow), "allow_net_tools": True})}
-            )
-            self.egress = Egress(allow, self.paths.network, self.id).start()
+        if allow is not None or tools is not None:
+            update = {"allow_net": list(config.allow_net if allow is None else allow)}
+            update["allow_net_tools"] = config.allow_net_tools if tools is None else tools  # type: ignore[assignment]
+            config = config.model_copy(update=update)
+            self.info = self.info.model_copy(update={"config": config})
+        hosts = [*config.network_hosts, *(s.host for s in secrets if s.host not in config.network_hosts)]
+        if self.egress is None and config.allow_net_tools and hosts:
+            self.egress = Egress(hosts, self.paths.network, self.id, secrets, config.allow_net_ca).start()
 
     def close(self) -> None:
         if self.egress is not None:

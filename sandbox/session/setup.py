@@ -29,6 +29,8 @@ from sandbox.docker import hardening
 from sandbox.docker.containers import DockerSandbox
 from sandbox.docker.engine import resolve_image_path, translate
 from sandbox.errors import SetupError, SpecError
+from sandbox.network import egress
+from sandbox.network.secrets import Secret
 from sandbox.owner import SANDBOX_UID
 from sandbox.session.session import Prepare, Ready, Session, SessionConfig, SetupRecord, StepImages
 from sandbox.session.workspace import copy_repository
@@ -203,8 +205,10 @@ CA_VARIABLES = (
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
 _BUNDLE = (
     f"cat /etc/ssl/certs/ca-certificates.crt {CA_DIR}/setup-ca.pem > {CA_BUNDLE} 2>/dev/null"
-    f" || cp {CA_DIR}/setup-ca.pem {CA_BUNDLE}"
+    f" || cp {CA_DIR}/setup-ca.pem {CA_BUNDLE};"
+    f" if [ -f {egress.CONTAINER_DIR}/{egress.CA_NAME} ]; then cat {egress.CONTAINER_DIR}/{egress.CA_NAME} >> {CA_BUNDLE}; fi"
 )
+"""The setup's bundle: the image's, the setup CA, and the session CA when the session has secrets."""
 _KEEP_NODE_MODULES = (
     "if [ -d /workspace/node_modules ] && [ ! -e /node_modules ]; then mv /workspace/node_modules /node_modules; fi"
 )
@@ -306,9 +310,10 @@ def create_session(
     ready: Ready | None = None,
     images: StepImages | None = None,
     workspace_from: Path | None = None,
+    secrets: Sequence[Secret] = (),
 ) -> Session:
-    """A new session from repo, running its setup commands (if any) once as step 0 (workspace_from:
-    see Session.create)."""
+    """A new session from repo, running its setup commands (if any) once as step 0 (workspace_from,
+    secrets: see Session.create)."""
     sessions.mkdir(parents=True, exist_ok=True)
     prepare = make_prepare(sandbox, spec, config) if config.setup else None
     return Session.create(
@@ -321,4 +326,5 @@ def create_session(
         ready=ready,
         images=images,
         workspace_from=workspace_from,
+        secrets=secrets,
     )

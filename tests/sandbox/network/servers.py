@@ -60,6 +60,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self.seen.append({"path": self.path, "headers": dict(self.headers.items())})
         body = self.files.get(self.path.split("?")[0], BODY if self.path.startswith("/hello") else None)
+        if self.path.startswith("/echo"):  # what a careless API does: the credential back in the answer
+            body = (self.headers.get("Authorization") or "").encode()
         if body is None:
             self.send_response(404)
             self.send_header("Content-Length", "0")

@@ -184,3 +184,98 @@ def test_bench_net_measures_both_sides_and_leaves_nothing(tmp_path, run_label, d
         c for c in docker_client.containers.list(all=True) if c.labels.get("harness.run", "").startswith("bench-net-")
     ]
     assert left == []
+
+
+SECRET_PROBE = r"""
+import json, os, sys, urllib.request
+for name in ("NO_PROXY", "no_proxy"):
+    os.environ.pop(name, None)
+tls_port, plain_port = int(sys.argv[1]), int(sys.argv[2])
+token = os.environ["API_TOKEN"]
+out = {"in_container": token}
+for key, url in (("bound", f"https://localhost:{tls_port}/echo"), ("other", f"http://127.0.0.1:{plain_port}/echo")):
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+    out[key] = urllib.request.urlopen(request, timeout=20).read().decode()
+print(json.dumps(out))
+"""
+VALUE = "s3cr3t-" + "9f2c4e7a1b8d6f03" * 2
+
+
+def test_a_secret_reaches_only_its_host_and_is_never_seen(tmp_path, run_label):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    ca, cert, key = make_ca(tmp_path / "tls")
+    (repo / "probe.py").write_text(SECRET_PROBE)
+    state = tmp_path / "state"
+    with Server(cert=(cert, key)) as bound, Server() as other:
+        env = {**os.environ, "HARNESS_RUN_ID": run_label, "HARNESS_STATE_DIR": str(state), "TEST_API_TOKEN": VALUE}
+        ran = subprocess.run(
+            [*CLI, "exec", "--session", "sec", "--allow-net", f"127.0.0.1:{other.port}",
+             "--allow-net", f"127.0.0.1:{bound.port}", "--secret", f"API_TOKEN=TEST_API_TOKEN@localhost:{bound.port}",
+             "--allow-net-ca", str(ca), str(repo), "--", "python3", "probe.py", str(bound.port), str(other.port)],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=240,
+        )  # fmt: skip
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        out = json.loads(ran.stdout.strip().splitlines()[-1])
+        placeholder = out["in_container"]
+        assert len(placeholder) == len(VALUE) and placeholder != VALUE
+        assert bound.seen[-1]["headers"]["Authorization"] == f"Bearer {VALUE}", "the bound host got the value"
+        assert other.seen[-1]["headers"]["Authorization"] == f"Bearer {placeholder}", "another host, the placeholder"
+        assert out["bound"] == f"Bearer {placeholder}", "the value echoed back was turned into the placeholder"
+        assert out["other"] == f"Bearer {placeholder}"
+    assert VALUE not in ran.stdout + ran.stderr
+    for path in (state / "sec").rglob("*"):
+        if path.is_file():
+            assert VALUE.encode() not in path.read_bytes(), f"the value is in {path}"
+    terminated = [r for r in read_log(state / "sec" / "network.jsonl") if r["extra"].get("terminated")]
+    assert len(terminated) == 1 and terminated[0]["extra"]["secrets_swapped"] == 1
+    missing = _harness(
+        "exec", "--session", "sec2", "--secret", "API_TOKEN=NOT_SET_ANYWHERE_X@localhost", str(repo), "--", "true",
+        state=state, label=run_label,
+    )  # fmt: skip
+    assert missing.returncode == 78 and "$NOT_SET_ANYWHERE_X is not set" in missing.stderr, missing.stderr
+
+
+def test_a_batch_task_reaches_its_hosts_and_the_report_counts_the_refused(tmp_path, run_label):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "README.md").write_text("a repository\n")
+    with Server() as index:
+        fetch = (
+            "python3 -c \"import os, urllib.request as u; os.environ.pop('NO_PROXY'); os.environ.pop('no_proxy'); "
+            f"print(u.urlopen('http://127.0.0.1:{index.port}/hello').read().decode()); "
+            "u.urlopen('http://example.invalid/')\""
+        )
+        script = tmp_path / "script.yaml"
+        script.write_text(
+            yaml.safe_dump(
+                {
+                    "turns": [
+                        {"tool_calls": [{"name": "run_command", "arguments": {"command": fetch}}]},
+                        {"text": "Done."},
+                    ]
+                }
+            )
+        )
+        tasks = tmp_path / "tasks.yaml"
+        tasks.write_text(
+            yaml.safe_dump(
+                {
+                    "defaults": {"model": [f"scripted:{script}"], "allow_net": [f"127.0.0.1:{index.port}"]},
+                    "tasks": [{"id": "net", "repo": str(repo), "task": "Fetch.", "allow_net_tools": True}],
+                }
+            )
+        )
+        out = tmp_path / "out"
+        ran = _harness(
+            "batch", str(tasks), "--out", str(out), "--workers", "1", "--json", state=tmp_path, label=run_label
+        )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    from harness.batch.records import BatchDir
+
+    (record,) = BatchDir(out).records()
+    assert record.net_requests == 2 and record.net_refused == {"example.invalid": 1}, record
+    assert (
+        "### Network requests refused" in (out / "report.md").read_text()
+        and "- example.invalid: 1" in (out / "report.md").read_text()
+    )
