@@ -92,7 +92,10 @@ def test_fork_storm_is_contained_by_the_pids_limit(docker_sandbox, workspace, sp
     assert env.exit_code == 0 and time.monotonic() - started < 20
 
 
-def test_no_network_at_all(docker_sandbox, workspace, spec) -> None:
+@pytest.mark.parametrize("allowed", [None, "pypi"])
+def test_no_network_at_all(docker_sandbox, workspace, spec, tmp_path, allowed) -> None:
+    """The same probes, and the same nothing, when the session's egress proxy allows something else:
+    the container still has only loopback (the relay listens there, and the proxy refuses these)."""
     probe = """
         import os, socket
         results = {}
@@ -101,24 +104,33 @@ def test_no_network_at_all(docker_sandbox, workspace, spec) -> None:
                 fn(); results[name] = "REACHED"
             except OSError as error:
                 results[name] = "blocked"
-        attempt("tcp", lambda: socket.create_connection(("1.1.1.1", 80), timeout=3))
-        attempt("tcp-pypi", lambda: socket.create_connection(("151.101.0.223", 443), timeout=3))
+        attempt("tcp", lambda: socket.create_connection(("192.0.2.1", 80), timeout=3))
+        attempt("tcp-443", lambda: socket.create_connection(("192.0.2.2", 443), timeout=3))
         def udp():
             s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(3)
-            s.sendto(b"x", ("8.8.8.8", 53)); s.recv(10)
+            s.sendto(b"x", ("192.0.2.53", 53)); s.recv(10)
         attempt("udp", udp)
         attempt("dns", lambda: socket.getaddrinfo("pypi.org", 443))
+        attempt("dns-invalid", lambda: socket.getaddrinfo("example.invalid", 443))
         def ipv6():
             s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM); s.settimeout(3)
-            s.connect(("2606:4700:4700::1111", 80))
+            s.connect(("2001:db8::1", 80))
         attempt("ipv6", ipv6)
         print(sorted(results.items()), sorted(os.listdir("/sys/class/net")))
     """
-    env = docker_sandbox.run(_py(probe), workspace=workspace, spec=spec)
+    if allowed is None:
+        env = docker_sandbox.run(_py(probe), workspace=workspace, spec=spec)
+    else:
+        from sandbox.network.egress import Egress
+
+        with Egress([allowed], tmp_path / "network.jsonl") as egress:
+            env = docker_sandbox.run(
+                _py(probe), workspace=workspace, spec=spec.model_copy(update={"egress": str(egress.folder)})
+            )
     assert env.exit_code == 0, env.render()
     assert "REACHED" not in env.stdout
     assert env.stdout.strip().endswith("['lo']")
-    assert env.limits.network == "none"
+    assert env.limits.network == ("none" if allowed is None else "egress")
 
 
 def test_root_is_read_only_and_user_is_not_root(docker_sandbox, workspace, spec) -> None:
