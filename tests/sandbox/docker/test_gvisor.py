@@ -27,7 +27,7 @@ PROBE = textwrap.dedent("""
     import os, socket, subprocess
     print(open("/proc/version").read().split()[0], subprocess.run(["dmesg"], capture_output=True, text=True).stdout.splitlines()[0])
     s = socket.socket(); s.settimeout(2)
-    print("connect", s.connect_ex(("1.1.1.1", 80)))
+    print("connect", s.connect_ex(("192.0.2.1", 80)))
     try:
         open("/usr/evil", "w")
     except OSError as error:
