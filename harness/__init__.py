@@ -1,11 +1,11 @@
 """harness: run an LLM coding agent on a repository you do not trust, every tool call in a
 disposable hardened container.
 
-The public API is `harness.run`, `harness.resume` and `harness.replay` (see `harness.api`), plus
-the types they return. They are loaded on first use, so `import harness` stays cheap.
+The public API is `harness.run`, `harness.resume`, `harness.replay` and `harness.apply` (see
+`harness.api`), plus the types they return. They are loaded on first use, so `import harness` stays cheap.
 
 The folders are the layers, top down (an import-linter contract keeps the order): `cli/`, `bench/`,
-`integrations/`, `api`, `history/` and `report/`, `batch/`, `assembly/` (the composition root),
+`integrations/`, `api`, `landing/` (changes landed as branches), `history/` and `report/`, `batch/`, `assembly/` (the composition root),
 `agent/` (the loop and what it decides with), `config`, `providers/`, `trajectory` and `steps`,
 `tools/`, `policy/`, and the primitives `deadline`, `storage`, `errors`, `types`.
 """
@@ -16,15 +16,16 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from harness.agent.outcome import RunResult
-    from harness.api import replay, resume, run
+    from harness.api import apply, replay, resume, run
     from harness.config import RunConfig
 
-__all__ = ["RunConfig", "RunResult", "replay", "resume", "run"]
+__all__ = ["RunConfig", "RunResult", "apply", "replay", "resume", "run"]
 
 _WHERE = {
     "run": "harness.api",
     "resume": "harness.api",
     "replay": "harness.api",
+    "apply": "harness.api",
     "RunConfig": "harness.config",
     "RunResult": "harness.agent.outcome",
 }

@@ -27,9 +27,10 @@ if TYPE_CHECKING:
     from harness.agent.outcome import RunResult
     from harness.agent.reissue import ReplayReport
     from harness.config import RunConfig
+    from harness.landing.land import Landed
     from harness.telemetry.config import TelemetryConfig
 
-__all__ = ["default_state_dir", "replay", "resume", "run"]
+__all__ = ["apply", "default_state_dir", "replay", "resume", "run"]
 
 
 def default_state_dir() -> Path:
@@ -140,3 +141,33 @@ def replay(
     sessions = (Path(state_dir) if state_dir is not None else default_state_dir()).resolve()
     runtime = assembly.Runtime(run_id=run_id or f"api-{uuid.uuid4().hex[:12]}", docker_host=docker_host)
     return assembly.replay_run(session_id, sessions, runtime)
+
+
+def apply(
+    target: str | Path,
+    *,
+    branch: str | None = None,
+    branch_prefix: str = "harness",
+    only: str = "verified",
+    pick: Sequence[str] = (),
+    onto: str | None = None,
+    force: bool = False,
+    repo: str | Path | None = None,
+    state_dir: str | Path | None = None,
+) -> list[Landed]:
+    """Land changes as branches of their original repositories, as `harness apply` does: target is a
+    session id (its change on `branch`, default `harness/<id>`) or a batch directory (each task-run
+    that is `only` verified or completed, or those in `pick`, on `<branch_prefix>/<task>/<model>`).
+    A change that cannot land raises `harness.errors.UsageError` for a session; for a batch it is
+    left out (the CLI names each)."""
+    from harness.landing.land import apply_batch, apply_session
+
+    folder = Path(target)
+    if (folder / "runs").is_dir() and (folder / "sessions").is_dir():
+        landed, _ = apply_batch(folder, prefix=branch_prefix, only=only, pick=pick, onto=onto, force=force)
+        return landed
+    sessions = (Path(state_dir) if state_dir is not None else default_state_dir()).resolve()
+    session = sessions / str(target)
+    return [
+        apply_session(session, branch or f"harness/{target}", onto=onto, force=force, repo=Path(repo) if repo else None)
+    ]

@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 COMMAND_MODULES = (
+    "apply_cmds",
     "batch_cmds",
     "bench_cmds",
     "model_cmds",

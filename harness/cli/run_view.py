@@ -52,6 +52,14 @@ def render_session(console: Console, session_dir: Path) -> None:
             table.add_row(*row)
     console.print(table)
     render_summary(console, result_of(session_dir))
+    from harness.landing.land import trail
+
+    for landed in trail(Path(session_dir)):
+        console.print(
+            f"applied: branch {landed.get('branch')} at {str(landed.get('commit'))[:12]} in {landed.get('repo')}",
+            markup=False,
+            soft_wrap=True,
+        )
 
 
 def _row(record: Any) -> tuple[str, str, str, str] | None:

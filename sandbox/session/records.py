@@ -82,6 +82,9 @@ class SessionInfo(BaseModel):
     setup: SetupRecord | None = None
     left_out: list[str] = Field(default_factory=list)
     """Repository files not copied into the workspace, each `path (why)`; the model is told."""
+    origin: str | None = None
+    """The commit the repository's HEAD named when the session was made (None: not a git repository),
+    the parent `harness apply` gives the session's change."""
 
 
 Prepare = Callable[[Path, Path | None], SetupRecord]

@@ -28,6 +28,7 @@ from sandbox.layout import SessionFolder
 from sandbox.network.egress import Egress
 from sandbox.network.secrets import Secret
 from sandbox.session import quota
+from sandbox.session.origin import head_commit
 from sandbox.session.records import (
     Prepare,
     Ready,
@@ -147,6 +148,7 @@ class Session:
                 config=config,
                 setup=setup,
                 left_out=left_out,
+                origin=head_commit(Path(repo)),
             )
             if ready is not None:
                 ready(paths.workspace, _call_spec(info, image, egress))

@@ -1,0 +1,228 @@
+"""`harness apply`: each chosen task-run's change as one commit on a new branch of its original
+repository. The parent is the commit the session started from (or `--onto REF`, through the
+three-way merge of harness.landing.merge); author, date and message come from the run; a branch that
+exists is never moved (unless `--force`, and only one harness made); every apply is on the trail in
+the session folder (and the batch directory)."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dulwich.objects import Commit, ObjectID
+
+from harness.errors import NotFoundError, UsageError
+from harness.landing.merge import merge
+from harness.landing.repository import BRANCH_PREFIX, Repository
+from harness.trajectory import read_records
+from sandbox import durable
+from sandbox.layout import SessionFolder
+from sandbox.snapshot.objects import ObjectStore
+
+SESSION_TRAILER = "Harness-Session"
+AUTHOR = "harness <harness@localhost>"
+TRAIL = "applied.jsonl"
+"""Every apply of a session (or of a batch's task-runs), in its folder: branch, commit, by whom, when."""
+
+
+@dataclass(frozen=True)
+class Landed:
+    """One change landed: where it went."""
+
+    session_id: str
+    branch: str
+    commit: str
+    parent: str
+    repo: str
+    files: int
+    onto: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.__dict__, "by": getpass.getuser(), "at": time.time()}
+
+
+def apply_session(
+    session_dir: Path,
+    branch: str,
+    *,
+    onto: str | None = None,
+    force: bool = False,
+    author: str = AUTHOR,
+    repo: Path | None = None,
+) -> Landed:
+    """The session's change as a commit on a new branch of its repository (or repo); UsageError
+    (exit 64) with one line when it cannot land, nothing written then."""
+    folder = SessionFolder(Path(session_dir))
+    info = _session_info(folder)
+    _check_branch_name(branch)
+    steps = list(durable.read_lines(folder.steps))
+    base, final = steps[0]["tree"], steps[-1]["tree"]
+    with Repository(Path(repo or info["repo"])) as target:
+        parent = target.resolve(onto) if onto else _origin(info, target)
+        existing = target.branch(branch)
+        if existing is not None and not (force and _ours(target, existing)):
+            why = "it was not made by harness" if force else "pass --force to replace one harness made"
+            raise UsageError(f"branch {branch} exists in {target.path} ({existing[:12]}); {why}; nothing was written")
+        objects = ObjectStore(folder.store / "git")
+        label = onto or parent[:12]
+        merged = merge(target, objects, base, final, parent, label)
+        if not merged.changed:
+            raise UsageError(f"session {folder.root.name} changed nothing; no branch was made")
+        commit = Commit()
+        commit.tree = merged.tree.encode()
+        commit.parents = [ObjectID(parent.encode())]
+        commit.author = commit.committer = author.encode()
+        ended = _ended(folder)
+        commit.author_time, commit.commit_time = int(ended), int(time.time())
+        commit.author_timezone = commit.commit_timezone = 0
+        commit.encoding = b"UTF-8"
+        commit.message = message(folder, onto).encode("utf-8", "replace")
+        sha = target.write(b"commit", _payload(commit))
+        target.create_branch(branch, sha, replace=existing)
+        landed = Landed(
+            session_id=folder.root.name,
+            branch=branch,
+            commit=sha,
+            parent=parent,
+            repo=str(target.path),
+            files=len(merged.changed),
+            onto=onto,
+        )
+    durable.append_line(folder.root / TRAIL, landed.as_dict())
+    return landed
+
+
+def _payload(commit: Commit) -> bytes:
+    """A commit object's body as git hashes it (dulwich builds it; our writer stores it)."""
+    return b"".join(commit.as_raw_chunks())
+
+
+def message(folder: SessionFolder, onto: str | None) -> str:
+    """The commit message: the task, then what the run did and how it was checked."""
+    records = read_records(folder.root)
+    start = next((r for r in records if r.kind == "start"), None)
+    outcome = next((r for r in reversed(records) if r.kind == "outcome"), None)
+    verify = next((r for r in reversed(records) if r.kind == "verify"), None)
+    final = next((r.turn.text for r in reversed(records) if r.kind == "turn" and not r.turn.tool_calls), "")
+    task = (start.task if start else "").strip() or "harness session"
+    title, _, rest = task.partition("\n")
+    title = title if len(title) <= 72 else title[:69] + "..."
+    lines = [title, ""]
+    if rest.strip():
+        lines += [rest.strip(), ""]
+    if outcome is not None:
+        lines.append(f"Outcome: {outcome.outcome}" + (f" ({outcome.detail})" if outcome.detail else ""))
+    if start is not None:
+        lines.append(f"Model: {start.model}")
+    if verify is not None:
+        state = "passed" if verify.passed else f"failed (exit {verify.exit_code})"
+        lines.append(f"Verify: `{verify.command}` {state} in round {verify.round}")
+    if onto:
+        lines.append(f"Rebased onto: {onto} (three-way merge of the trees)")
+    if final.strip():
+        lines += ["", "The model's summary:", "", *(f"    {line}" for line in final.strip().splitlines()[:40])]
+    lines += ["", f"{SESSION_TRAILER}: {folder.root.name}"]
+    return "\n".join(lines) + "\n"
+
+
+def _session_info(folder: SessionFolder) -> dict[str, Any]:
+    try:
+        return dict(durable.read_json(folder.info))
+    except FileNotFoundError:
+        raise NotFoundError(f"no session in {folder.root}") from None
+
+
+def _origin(info: dict[str, Any], repo: Repository) -> str:
+    origin = info.get("origin")
+    if not origin:
+        raise UsageError(
+            f"session {info['id']} does not record the commit it started from (made before harness recorded it); "
+            "name one with --onto REF"
+        )
+    if not repo.has(origin):
+        raise UsageError(
+            f"the commit session {info['id']} started from ({origin[:12]}) is not in {repo.path} any more "
+            "(rewritten or removed); name one with --onto REF"
+        )
+    return str(origin)
+
+
+def _ours(repo: Repository, sha: str) -> bool:
+    """The commit was made by harness apply (its message ends with the session trailer)."""
+    try:
+        text = repo.commit(sha).message.decode("utf-8", "replace")
+    except (KeyError, UsageError):
+        return False
+    return f"\n{SESSION_TRAILER}: " in text
+
+
+def _ended(folder: SessionFolder) -> float:
+    records = read_records(folder.root)
+    outcome = next((r for r in reversed(records) if r.kind == "outcome"), None)
+    return outcome.ts if outcome is not None else folder.steps.stat().st_mtime
+
+
+_BAD_BRANCH = re.compile(r"(^[-/.])|(\.\.)|([\x00-\x20~^:?*\[\\\x7f])|(@\{)|(/$)|(\.lock$)|(//)|(\.$)")
+
+
+def _check_branch_name(name: str) -> None:
+    if not name or _BAD_BRANCH.search(name) or name.startswith(BRANCH_PREFIX):
+        raise UsageError(f"{name!r} is not a branch name git accepts (see git check-ref-format)")
+
+
+def branch_name(prefix: str, task_id: str, model: str, run_index: int) -> str:
+    """The branch of one task-run: prefix/task/model-slug[-run]."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", model.split(":", 1)[-1].rsplit("/", 1)[-1]).strip("-.") or "model"
+    task = re.sub(r"[^A-Za-z0-9._/-]+", "-", task_id).strip("-./") or "task"
+    return f"{prefix.rstrip('/')}/{task}/{slug}" + (f"-{run_index}" if run_index else "")
+
+
+def trail(folder: Path) -> list[dict[str, Any]]:
+    """What was applied from a session folder (or a batch directory), oldest first."""
+    path = Path(folder) / TRAIL
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+
+
+def apply_batch(
+    batch_dir: Path,
+    *,
+    prefix: str = "harness",
+    only: str = "verified",
+    pick: Sequence[str] = (),
+    onto: str | None = None,
+    force: bool = False,
+    author: str = AUTHOR,
+) -> tuple[list[Landed], list[tuple[str, str]]]:
+    """Each chosen task-run of a batch on a branch of its own: (landed, [(session, why not)])."""
+    from harness.batch.records import BatchDir
+    from harness.report.metrics import completion
+
+    landed: list[Landed] = []
+    skipped: list[tuple[str, str]] = []
+    records = [r for r in BatchDir(batch_dir).records() if r.status == "done"]
+    if pick:
+        records = [r for r in records if r.session_id in pick or r.key.task_id in pick]
+        if not records:
+            raise NotFoundError(f"none of {', '.join(pick)} is a task-run of {batch_dir}")
+    for record in records:
+        if only == "verified" and not record.verified:
+            skipped.append((record.session_id, f"not verified ({record.outcome})"))
+            continue
+        if only == "completed" and not completion(record).completed:
+            skipped.append((record.session_id, f"not completed ({completion(record).why})"))
+            continue
+        name = branch_name(prefix, record.key.task_id, record.key.model, record.key.run_index)
+        try:
+            done = apply_session(Path(record.session_dir), name, onto=onto, force=force, author=author)
+        except UsageError as error:
+            skipped.append((record.session_id, str(error)))
+            continue
+        durable.append_line(Path(batch_dir) / TRAIL, done.as_dict())
+        landed.append(done)
+    return landed, skipped

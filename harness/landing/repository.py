@@ -1,0 +1,137 @@
+"""The original repository as apply sees it: where its objects and refs are (a working copy, a
+bare repository or a linked worktree), objects read with dulwich's reader and written loose by our
+own writer (temp + fsync + rename, as git lays them out), and refs created without ever moving an
+existing one. Nothing it configures is read: no config, hooks, attributes or index."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import zlib
+from pathlib import Path
+
+from dulwich.object_store import DiskObjectStore
+from dulwich.objects import Commit, ObjectID, ShaFile, Tree
+from dulwich.refs import DiskRefsContainer, Ref
+
+from harness.errors import NotFoundError, UsageError
+
+BRANCH_PREFIX = "refs/heads/"
+
+
+class Repository:
+    """Objects and refs of one repository (commondir: shared by its worktrees)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path).expanduser().resolve()
+        self.gitdir = _gitdir(self.path)
+        common = self.gitdir / "commondir"
+        self.commondir = (self.gitdir / common.read_text().strip()).resolve() if common.is_file() else self.gitdir
+        if not (self.commondir / "objects").is_dir():
+            raise NotFoundError(f"{self.path} is no git repository (no objects folder)")
+        self.store = DiskObjectStore(str(self.commondir / "objects"))
+        self.refs = DiskRefsContainer(str(self.commondir), worktree_path=str(self.gitdir))
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Repository:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- reading ----------------------------------------------------------------------------------
+
+    def get(self, sha: str) -> ShaFile:
+        return self.store[ObjectID(sha.encode())]
+
+    def has(self, sha: str) -> bool:
+        return ObjectID(sha.encode()) in self.store
+
+    def commit(self, sha: str) -> Commit:
+        found = self.get(sha)
+        if not isinstance(found, Commit):
+            raise UsageError(f"{sha[:12]} is not a commit in {self.path}")
+        return found
+
+    def tree(self, sha: str) -> Tree:
+        found = self.get(sha)
+        if not isinstance(found, Tree):
+            raise UsageError(f"{sha[:12]} is not a tree in {self.path}")
+        return found
+
+    def resolve(self, name: str) -> str:
+        """A commit id from HEAD, a branch, a tag, a full ref or a full hex id."""
+        for ref in (name, f"{BRANCH_PREFIX}{name}", f"refs/tags/{name}", f"refs/remotes/{name}"):
+            try:
+                sha = self.refs[Ref(ref.encode())]
+            except KeyError:
+                continue
+            found = self.get(sha.decode())
+            while not isinstance(found, Commit):  # an annotated tag
+                found = self.get(found.object[1].decode())  # type: ignore[attr-defined]
+            return found.id.decode()
+        if len(name) == 40 and self.has(name.lower()):
+            return name.lower()
+        raise NotFoundError(f"no commit {name!r} in {self.path}")
+
+    def branch(self, name: str) -> str | None:
+        """The commit a branch points at, or None."""
+        try:
+            return self.refs[Ref((BRANCH_PREFIX + name).encode())].decode()
+        except KeyError:
+            return None
+
+    def head(self) -> tuple[str | None, str | None]:
+        """(commit HEAD points at, the branch it names) of this working copy or worktree."""
+        try:
+            target = self.refs.follow(Ref(b"HEAD"))
+        except KeyError:
+            return None, None
+        names, sha = target
+        branch = names[-1].decode() if len(names) > 1 else None
+        return (sha.decode() if sha else None), branch
+
+    # --- writing ----------------------------------------------------------------------------------
+
+    def write(self, kind: bytes, data: bytes) -> str:
+        """A loose object as git writes it (temp file in its fan-out folder, fsync, rename); its id."""
+        raw = b"%s %d\0" % (kind, len(data)) + data
+        oid = hashlib.sha1(raw).hexdigest()
+        if self.has(oid):
+            return oid
+        folder = self.commondir / "objects" / oid[:2]
+        folder.mkdir(exist_ok=True)
+        target = folder / oid[2:]
+        temporary = folder / f"tmp_obj_harness_{os.getpid()}_{oid[2:10]}"
+        with open(temporary, "wb") as handle:
+            handle.write(zlib.compress(raw))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temporary, 0o444)
+        os.replace(temporary, target)
+        return oid
+
+    def create_branch(self, name: str, sha: str, *, replace: str | None = None) -> None:
+        """refs/heads/name → sha, only if it does not exist (or still points at replace)."""
+        ref = Ref((BRANCH_PREFIX + name).encode())
+        if replace is None:
+            done = self.refs.add_if_new(ref, ObjectID(sha.encode()))
+        else:
+            done = self.refs.set_if_equals(ref, ObjectID(replace.encode()), ObjectID(sha.encode()))
+        if not done:
+            raise UsageError(f"branch {name} appeared or moved while it was being written; nothing was changed")
+
+
+def _gitdir(path: Path) -> Path:
+    dot = path / ".git"
+    if dot.is_dir():
+        return dot
+    if dot.is_file():  # a linked worktree: "gitdir: <path>"
+        text = dot.read_text(encoding="utf-8", errors="replace").strip()
+        if text.startswith("gitdir:"):
+            return (path / text.removeprefix("gitdir:").strip()).resolve()
+    if (path / "objects").is_dir() and (path / "HEAD").is_file():
+        return path  # bare
+    raise NotFoundError(f"{path} is no git repository (no .git, and not a bare repository)")

@@ -1,0 +1,217 @@
+"""`harness apply` on a real repository with history (made here with dulwich), a hostile one: hooks
+that would leave a marker, config keys and attributes that would run a program. The scripted model
+fixes the example in a run; its change lands as a branch whose parent is the commit the session
+started from, read back with dulwich and, as an independent check, with the `git` binary on a copy;
+the original's HEAD, index, working tree and hooks are untouched and nothing ran. A branch that
+exists is refused (and replaced with --force when harness made it); a moved original is handled by
+--onto, and a conflicting one refused with the files named and nothing written; bare repositories
+and linked worktrees too."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from dulwich import porcelain
+from dulwich.repo import Repo
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-c", "from harness.cli import main; main()"]
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
+IDENTITY = b"Tester <tester@example.invalid>"
+
+
+def _harness(*args: str, state: Path, label: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HARNESS_RUN_ID": label, "HARNESS_STATE_DIR": str(state)}
+    return subprocess.run([*CLI, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+
+
+def _commit(repo: Path, message: str) -> str:
+    porcelain.add(str(repo), paths=[str(p) for p in repo.rglob("*") if p.is_file() and ".git" not in p.parts])
+    return porcelain.commit(str(repo), message=message.encode(), author=IDENTITY, committer=IDENTITY).decode()
+
+
+def _fingerprint(repo: Path) -> dict[str, str]:
+    """Every file of the working tree and the .git files apply must not touch, by digest."""
+    found = {}
+    for path in sorted(repo.rglob("*")):
+        rel = path.relative_to(repo).as_posix()
+        if path.is_file() and not rel.startswith(".git/objects/") and not rel.startswith(".git/refs/heads/harness"):
+            found[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return found
+
+
+@pytest.fixture(scope="module")
+def landed(tmp_path_factory, run_label):
+    """A hostile repository with two commits, and a verified run of the scripted fix on it."""
+    top = tmp_path_factory.mktemp("apply")
+    repo = top / "calc"
+    shutil.copytree(ROOT / "examples" / "calc", repo)
+    porcelain.init(str(repo))
+    first = _commit(repo, "the calculator")
+    (repo / "NOTES.md").write_text("notes\n")
+    head = _commit(repo, "notes")
+    marker = top / "MARKER"
+    for hook in ("pre-commit", "post-commit", "reference-transaction", "post-checkout", "commit-msg"):
+        script = repo / ".git" / "hooks" / hook
+        script.parent.mkdir(exist_ok=True)
+        script.write_text(f"#!/bin/sh\ntouch {marker}\n")
+        script.chmod(0o755)
+    with open(repo / ".git" / "config", "a") as config:
+        config.write(f'[core]\n\tfsmonitor = "touch {marker}"\n\thooksPath = {repo / ".git" / "hooks"}\n')
+        config.write(f'[filter "evil"]\n\tclean = touch {marker}\n\tsmudge = touch {marker}\n')
+    (repo / ".git" / "info").mkdir(exist_ok=True)
+    (repo / ".git" / "info" / "attributes").write_text("* filter=evil\n")
+    state = top / "state"
+    ran = _harness(
+        "run", "--image", "py311", "--model", f"scripted:{ROOT / 'examples' / 'calc-fix.yaml'}", str(repo),
+        "--task", "Fix the failing tests in calc.", "--verify", "python3 -m pytest -q", "--session", "fix", "--json",
+        state=state, label=run_label,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    return {"repo": repo, "state": state, "head": head, "first": first, "marker": marker, "label": run_label}
+
+
+def test_the_change_lands_as_a_branch_and_nothing_else_changes(landed, tmp_path):
+    repo, state = landed["repo"], landed["state"]
+    before = _fingerprint(repo)
+    done = _harness("apply", "fix", "--json", state=state, label=landed["label"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _fingerprint(repo) == before, "working tree, index, HEAD, config and hooks untouched"
+    assert not landed["marker"].exists(), "no hook, filter or fsmonitor ran"
+    with Repo(str(repo)) as read:
+        branch = read.refs[b"refs/heads/harness/fix"]
+        commit = read[branch]
+        assert commit.parents == [landed["head"].encode()], "parent: the commit the session started from"
+        assert commit.author == b"harness <harness@localhost>"
+        message = commit.message.decode()
+        assert message.startswith("Fix the failing tests in calc.\n") and "Harness-Session: fix" in message
+        assert "Outcome: verified" in message and "Verify: `python3 -m pytest -q` passed" in message
+        assert "I changed add()" in message
+        assert read.refs[b"HEAD"] == landed["head"].encode(), "the current branch did not move"
+    copy = tmp_path / "copy"
+    shutil.copytree(repo, copy)
+    git = ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-C", str(copy)]
+    assert subprocess.run([*git, "fsck", "--strict"], capture_output=True, text=True).returncode == 0
+    shown = subprocess.run([*git, "diff", "--stat", "HEAD", "harness/fix"], capture_output=True, text=True).stdout
+    assert "calc/ops.py | 2 +-" in shown and "1 file changed" in shown, shown
+    body = subprocess.run([*git, "show", "harness/fix:calc/ops.py"], capture_output=True, text=True).stdout
+    assert "return a + b" in body
+    trail = (state / "fix" / "applied.jsonl").read_text()
+    assert '"branch": "harness/fix"' in trail and '"by": ' in trail
+    shown = _harness("show", "fix", state=state, label=landed["label"])
+    assert f"applied: branch harness/fix at {branch.decode()[:12]} in {repo}" in shown.stdout.replace("\n", "")
+
+
+def test_an_existing_branch_is_never_moved_unless_forced_and_ours(landed):
+    state = landed["state"]
+    again = _harness("apply", "fix", "--branch", "harness/again", state=state, label=landed["label"])
+    assert again.returncode == 0, again.stderr
+    refused = _harness("apply", "fix", "--branch", "harness/again", state=state, label=landed["label"])
+    assert refused.returncode == 64 and "exists" in refused.stderr and "Traceback" not in refused.stderr
+    forced = _harness("apply", "fix", "--branch", "harness/again", "--force", state=state, label=landed["label"])
+    assert forced.returncode == 0, forced.stderr
+    with Repo(str(landed["repo"])) as read:
+        read.refs[b"refs/heads/theirs"] = landed["first"].encode()
+    theirs = _harness("apply", "fix", "--branch", "theirs", "--force", state=state, label=landed["label"])
+    assert theirs.returncode == 64 and "not made by harness" in theirs.stderr
+
+
+def test_a_moved_original_lands_by_onto_or_is_refused_naming_the_files(landed, tmp_path):
+    repo = tmp_path / "moved"
+    shutil.copytree(landed["repo"], repo)
+    (repo / ".git" / "info" / "attributes").unlink()  # the test's own commits below go through dulwich,
+    # which would run the hostile clean filter: the moves are made plainly, apply still meets the config
+    (repo / "README.txt").write_text("moved on\n")
+    unrelated = _commit(repo, "an unrelated change")
+    state = landed["state"]
+    done = _harness(
+        "apply", "fix", "--repo", str(repo), "--onto", "HEAD", "--branch", "on-head", state=state, label=landed["label"]
+    )
+    assert done.returncode == 0, done.stderr
+    with Repo(str(repo)) as read:
+        commit = read[read.refs[b"refs/heads/on-head"]]
+        assert commit.parents == [unrelated.encode()] and "Rebased onto: HEAD" in commit.message.decode()
+    ops = repo / "calc" / "ops.py"
+    ops.write_text(ops.read_text().replace("return a - b", "return b - a"))
+    _commit(repo, "a conflicting change")
+    refused = _harness(
+        "apply",
+        "fix",
+        "--repo",
+        str(repo),
+        "--onto",
+        "HEAD",
+        "--branch",
+        "conflict",
+        state=state,
+        label=landed["label"],
+    )
+    assert refused.returncode == 64 and "conflicts with HEAD in 1 file(s): calc/ops.py" in refused.stderr, (
+        refused.stderr
+    )
+    with Repo(str(repo)) as read:
+        assert b"refs/heads/conflict" not in read.refs.allkeys(), "nothing written"
+
+
+def test_bare_repositories_and_linked_worktrees(landed, tmp_path):
+    bare = tmp_path / "bare.git"
+    porcelain.clone(str(landed["repo"]), str(bare), bare=True, checkout=False)
+    state = landed["state"]
+    done = _harness("apply", "fix", "--repo", str(bare), "--branch", "in-bare", state=state, label=landed["label"])
+    assert done.returncode == 0, done.stderr
+    with Repo(str(bare)) as read:
+        assert read[read.refs[b"refs/heads/in-bare"]].parents == [landed["head"].encode()]
+    main = tmp_path / "main"
+    shutil.copytree(landed["repo"], main)
+    linked = tmp_path / "linked"
+    git = ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-C", str(main)]
+    subprocess.run([*git, "worktree", "add", "-q", "--detach", str(linked)], check=True, capture_output=True)
+    done = _harness(
+        "apply", "fix", "--repo", str(linked), "--branch", "from-worktree", state=state, label=landed["label"]
+    )
+    assert done.returncode == 0, done.stderr
+    with Repo(str(main)) as read:
+        assert b"refs/heads/from-worktree" in read.refs.allkeys(), "the branch is in the shared refs"
+
+
+def test_a_batch_lands_its_verified_task_runs_each_on_its_branch(landed, tmp_path):
+    import yaml
+
+    tasks = tmp_path / "tasks.yaml"
+    script = ROOT / "examples" / "calc-fix.yaml"
+    tasks.write_text(
+        yaml.safe_dump(
+            {
+                "defaults": {"model": [f"scripted:{script}"], "verify": "python3 -m pytest -q"},
+                "tasks": [
+                    {"id": "ok", "repo": str(landed["repo"]), "task": "Fix the failing tests in calc."},
+                    {"id": "nope", "repo": str(landed["repo"]), "task": "Fix it.", "verify": "false",
+                     "limits": {"max_steps": 8}},
+                ],
+            }
+        )
+    )  # fmt: skip
+    out = tmp_path / "night"
+    ran = _harness(
+        "batch", str(tasks), "--out", str(out), "--workers", "2", "--json", state=tmp_path, label=landed["label"]
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    done = _harness("apply", str(out), "--branch-prefix", "night", state=tmp_path, label=landed["label"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "branch night/ok/calc-fix.yaml at" in done.stdout and "not landed: not verified" in done.stderr
+    with Repo(str(landed["repo"])) as read:
+        names = {ref.decode() for ref in read.refs.allkeys()}
+    assert "refs/heads/night/ok/calc-fix.yaml" in names and not any(
+        n.startswith("refs/heads/night/nope") for n in names
+    )
+    assert (out / "applied.jsonl").read_text().count('"branch"') == 1
+    import harness
+
+    again = harness.apply(out, branch_prefix="api", pick=["ok"])
+    assert [landed_.branch for landed_ in again] == ["api/ok/calc-fix.yaml"]
