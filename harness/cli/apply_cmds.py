@@ -23,6 +23,11 @@ def apply_command(
         None, "--onto", help="Land on this ref instead of the commit the session started from (a three-way merge)."
     ),
     force: bool = typer.Option(False, "--force", help="Replace a branch of that name if harness made it."),
+    combine: bool = typer.Option(
+        False,
+        "--combine",
+        help="A batch: one branch (--branch, default harness/combined) stacking the changes that do not conflict.",
+    ),
     repo: Path | None = typer.Option(None, "--repo", help="A session: the repository to write (default: its own)."),
     state: Path | None = typer.Option(None, "--state-dir", help="Where sessions live."),
     json_out: bool = typer.Option(False, "--json", help="One JSON object per landed change."),
@@ -30,15 +35,20 @@ def apply_command(
     """Each change as one commit on a new branch (parent: the commit the session started from); only new
     objects and a new ref are written: no git binary, no hook, filter, attribute or config of the
     repository, its working tree, index and current branch untouched."""
-    from harness.landing.land import apply_batch, apply_session
+    from harness.landing.land import apply_batch, apply_session, combine_batch
 
     if only not in ("verified", "completed"):
         fail(f"--only {only!r}: verified or completed", ExitCode.USAGE)
     folder = Path(target)
     with reported():
-        if (folder / "runs").is_dir() and (folder / "sessions").is_dir():
+        if (folder / "runs").is_dir() and (folder / "sessions").is_dir() and combine:
+            name = branch or "harness/combined"
+            landed, skipped = combine_batch(folder, name, only=only, pick=pick, onto=onto, force=force)
+        elif (folder / "runs").is_dir() and (folder / "sessions").is_dir():
             landed, skipped = apply_batch(folder, prefix=branch_prefix, only=only, pick=pick, onto=onto, force=force)
         else:
+            if combine:
+                fail("--combine is for a batch directory", ExitCode.USAGE)
             session = state_dir(state) / target
             if not session.is_dir():
                 fail(f"no session {target} in {session.parent} and no batch directory {target}", ExitCode.NOT_FOUND)
@@ -56,5 +66,6 @@ def apply_command(
             )
     for session_id, why in skipped:
         err_console.print(f"{session_id}: not landed: {why}", markup=False, soft_wrap=True)
-    if skipped and any("not verified" not in why and "not completed" not in why for _, why in skipped):
+    left_out = [why for _, why in skipped if not why.startswith(("not verified", "not completed"))]
+    if left_out and not (combine and landed):  # --combine leaves out what conflicts by design
         raise typer.Exit(int(ExitCode.USAGE))

@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dulwich.objects import Commit, ObjectID
 
@@ -24,6 +24,9 @@ from harness.trajectory import read_records
 from sandbox import durable
 from sandbox.layout import SessionFolder
 from sandbox.snapshot.objects import ObjectStore
+
+if TYPE_CHECKING:
+    from harness.batch.records import TaskRunRecord
 
 SESSION_TRAILER = "Harness-Session"
 AUTHOR = "harness <harness@localhost>"
@@ -61,41 +64,44 @@ def apply_session(
     folder = SessionFolder(Path(session_dir))
     info = _session_info(folder)
     _check_branch_name(branch)
-    steps = list(durable.read_lines(folder.steps))
-    base, final = steps[0]["tree"], steps[-1]["tree"]
     with Repository(Path(repo or info["repo"])) as target:
         parent = target.resolve(onto) if onto else _origin(info, target)
-        existing = target.branch(branch)
-        if existing is not None and not (force and _ours(target, existing)):
-            why = "it was not made by harness" if force else "pass --force to replace one harness made"
-            raise UsageError(f"branch {branch} exists in {target.path} ({existing[:12]}); {why}; nothing was written")
-        objects = ObjectStore(folder.store / "git")
-        label = onto or parent[:12]
-        merged = merge(target, objects, base, final, parent, label)
-        if not merged.changed:
-            raise UsageError(f"session {folder.root.name} changed nothing; no branch was made")
-        commit = Commit()
-        commit.tree = merged.tree.encode()
-        commit.parents = [ObjectID(parent.encode())]
-        commit.author = commit.committer = author.encode()
-        ended = _ended(folder)
-        commit.author_time, commit.commit_time = int(ended), int(time.time())
-        commit.author_timezone = commit.commit_timezone = 0
-        commit.encoding = b"UTF-8"
-        commit.message = message(folder, onto).encode("utf-8", "replace")
-        sha = target.write(b"commit", _payload(commit))
+        existing = _free(target, branch, force)
+        sha, files = commit_change(target, folder, parent, onto or parent[:12], author, onto)
         target.create_branch(branch, sha, replace=existing)
-        landed = Landed(
-            session_id=folder.root.name,
-            branch=branch,
-            commit=sha,
-            parent=parent,
-            repo=str(target.path),
-            files=len(merged.changed),
-            onto=onto,
-        )
+        landed = Landed(folder.root.name, branch, sha, parent, str(target.path), files, onto)
     durable.append_line(folder.root / TRAIL, landed.as_dict())
     return landed
+
+
+def commit_change(
+    target: Repository, folder: SessionFolder, parent: str, label: str, author: str, onto: str | None
+) -> tuple[str, int]:
+    """The session's change merged onto parent, committed (no ref moves); (commit id, files changed).
+    Conflict (a UsageError) when it does not apply there."""
+    steps = list(durable.read_lines(folder.steps))
+    objects = ObjectStore(folder.store / "git")
+    merged = merge(target, objects, steps[0]["tree"], steps[-1]["tree"], parent, label)
+    if not merged.changed:
+        raise UsageError(f"session {folder.root.name} changed nothing; no commit was made")
+    commit = Commit()
+    commit.tree = merged.tree.encode()
+    commit.parents = [ObjectID(parent.encode())]
+    commit.author = commit.committer = author.encode()
+    commit.author_time, commit.commit_time = int(_ended(folder)), int(time.time())
+    commit.author_timezone = commit.commit_timezone = 0
+    commit.encoding = b"UTF-8"
+    commit.message = message(folder, onto).encode("utf-8", "replace")
+    return target.write(b"commit", _payload(commit)), len(merged.changed)
+
+
+def _free(target: Repository, branch: str, force: bool) -> str | None:
+    """Where the branch points now (None: it does not exist), when it may be written; else UsageError."""
+    existing = target.branch(branch)
+    if existing is not None and not (force and _ours(target, existing)):
+        why = "it was not made by harness" if force else "pass --force to replace one harness made"
+        raise UsageError(f"branch {branch} exists in {target.path} ({existing[:12]}); {why}; nothing was written")
+    return existing
 
 
 def _payload(commit: Commit) -> bytes:
@@ -189,6 +195,28 @@ def trail(folder: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
 
 
+def chosen(batch_dir: Path, only: str, pick: Sequence[str]) -> tuple[list[TaskRunRecord], list[tuple[str, str]]]:
+    """The task-runs of a batch that are to land (only verified, completed, or accepted; pick narrows
+    them by task id or session id), and the others with why not."""
+    from harness.batch.records import BatchDir
+    from harness.report.metrics import completion
+
+    records = [r for r in BatchDir(batch_dir).records() if r.status == "done"]
+    if pick:
+        records = [r for r in records if r.session_id in pick or r.key.task_id in pick]
+        if not records:
+            raise NotFoundError(f"none of {', '.join(pick)} is a task-run of {batch_dir}")
+    taken, skipped = [], []
+    for record in records:
+        if only == "verified" and not record.verified:
+            skipped.append((record.session_id, f"not verified ({record.outcome})"))
+        elif only == "completed" and not completion(record).completed:
+            skipped.append((record.session_id, f"not completed ({completion(record).why})"))
+        else:
+            taken.append(record)
+    return taken, skipped
+
+
 def apply_batch(
     batch_dir: Path,
     *,
@@ -200,23 +228,9 @@ def apply_batch(
     author: str = AUTHOR,
 ) -> tuple[list[Landed], list[tuple[str, str]]]:
     """Each chosen task-run of a batch on a branch of its own: (landed, [(session, why not)])."""
-    from harness.batch.records import BatchDir
-    from harness.report.metrics import completion
-
+    records, skipped = chosen(batch_dir, only, pick)
     landed: list[Landed] = []
-    skipped: list[tuple[str, str]] = []
-    records = [r for r in BatchDir(batch_dir).records() if r.status == "done"]
-    if pick:
-        records = [r for r in records if r.session_id in pick or r.key.task_id in pick]
-        if not records:
-            raise NotFoundError(f"none of {', '.join(pick)} is a task-run of {batch_dir}")
     for record in records:
-        if only == "verified" and not record.verified:
-            skipped.append((record.session_id, f"not verified ({record.outcome})"))
-            continue
-        if only == "completed" and not completion(record).completed:
-            skipped.append((record.session_id, f"not completed ({completion(record).why})"))
-            continue
         name = branch_name(prefix, record.key.task_id, record.key.model, record.key.run_index)
         try:
             done = apply_session(Path(record.session_dir), name, onto=onto, force=force, author=author)
@@ -225,4 +239,56 @@ def apply_batch(
             continue
         durable.append_line(Path(batch_dir) / TRAIL, done.as_dict())
         landed.append(done)
+    return landed, skipped
+
+
+def combine_batch(
+    batch_dir: Path,
+    branch: str,
+    *,
+    only: str = "verified",
+    pick: Sequence[str] = (),
+    onto: str | None = None,
+    force: bool = False,
+    author: str = AUTHOR,
+) -> tuple[list[Landed], list[tuple[str, str]]]:
+    """The chosen task-runs stacked on one branch, one commit each, completed ones first and then the
+    smallest change first; a change that conflicts with those stacked before it (or is already in
+    the stack, or belongs to another repository) is left out, with why."""
+    from harness.report.metrics import completion
+    from harness.report.patchstats import patch_stats
+
+    _check_branch_name(branch)
+    records, skipped = chosen(batch_dir, only, pick)
+    if not records:
+        raise UsageError(f"no task-run of {batch_dir} is to land ({only}); nothing was written")
+    records.sort(key=lambda r: (not completion(r).completed, patch_stats(r.patch or "").lines_changed, r.session_id))
+    first = SessionFolder(Path(records[0].session_dir))
+    info = _session_info(first)
+    landed: list[Landed] = []
+    folders: dict[str, Path] = {}
+    with Repository(Path(info["repo"])) as target:
+        existing = _free(target, branch, force)
+        tip = start = target.resolve(onto) if onto else _origin(info, target)
+        for record in records:
+            folder = SessionFolder(Path(record.session_dir))
+            if Path(_session_info(folder)["repo"]).resolve() != Path(info["repo"]).resolve():
+                skipped.append((record.session_id, "its repository is another one"))
+                continue
+            try:
+                sha, files = commit_change(target, folder, tip, f"the changes stacked on {branch}", author, onto)
+            except UsageError as error:
+                skipped.append((record.session_id, str(error)))
+                continue
+            if target.commit(sha).tree == target.commit(tip).tree:
+                skipped.append((record.session_id, "its change is already in the branch"))
+                continue
+            landed.append(Landed(folder.root.name, branch, sha, tip, str(target.path), files, onto))
+            folders[folder.root.name] = folder.root
+            tip = sha
+        if tip != start:
+            target.create_branch(branch, tip, replace=existing)
+    for done in landed:  # the trail once the branch is there
+        durable.append_line(Path(batch_dir) / TRAIL, done.as_dict())
+        durable.append_line(folders[done.session_id] / TRAIL, done.as_dict())
     return landed, skipped

@@ -8,11 +8,13 @@ import re
 import statistics
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.agent.outcome import LEGACY_OUTCOMES, is_infra
 from harness.batch.records import TaskRunRecord
+from harness.report.overlaps import overlaps
 from harness.report.patchstats import patch_stats
 
 EXPLORING = {"read_file", "list_dir", "search_code", "git_status", "git_diff", "git_log", "run_tests", "run_command"}
@@ -139,6 +141,9 @@ class Report(BaseModel):
     frequent first."""
     per_task: dict[str, dict[str, float]] = Field(default_factory=dict)
     """Per task: median cost and turns, completion share over its runs."""
+    overlaps: list[dict[str, Any]] = Field(default_factory=list)
+    """Pairs of verified changes touching the same files (`a`, `b` session ids, `files`, and
+    `same_lines`: the files where their hunks cover the same lines of the original)."""
 
 
 def infra_failed(record: TaskRunRecord) -> bool:
@@ -230,6 +235,7 @@ def report(records: Iterable[TaskRunRecord], source: str = "") -> Report:
         infra_failures=len(infra),
         infra_causes=dict(Counter(r.cause or LEGACY_OUTCOMES.get(r.outcome, r.outcome) for r in infra).most_common()),
         per_task=per_task,
+        overlaps=[pair.__dict__ for pair in overlaps(ran)],
     )
 
 

@@ -12,6 +12,7 @@ from harness.batch.records import BatchDir, TaskRunRecord
 from harness.report import report_page, session_view, trajectory_page
 from harness.report.html import relative_href
 from harness.report.metrics import report
+from harness.report.overlaps import by_session, overlaps
 from sandbox.durable import write_text_atomic
 from sandbox.layout import SessionFolder
 
@@ -35,9 +36,21 @@ def page_path(batch: BatchDir, record: TaskRunRecord) -> Path:
     return batch.root / PAGES / f"{record.key.session_id}.html"
 
 
-def session_page(folder: Path, *, back: str | None = None) -> str:
-    """The trajectory page of the session in folder, as it is now."""
-    return trajectory_page.render(session_view.load(folder), back=back)
+def session_page(folder: Path, *, back: str | None = None, review: Sequence[str] = ()) -> str:
+    """The trajectory page of the session in folder, as it is now (review: lines about its place in
+    the batch: what it overlaps, how to land it)."""
+    return trajectory_page.render(session_view.load(folder), back=back, review=review)
+
+
+def review_lines(root: Path, record: TaskRunRecord, overlapping: dict[str, list[str]]) -> list[str]:
+    """What a reviewer of one task-run needs from the batch: its overlaps and the command that lands it."""
+    lines = []
+    others = overlapping.get(record.session_id, [])
+    if others:
+        lines.append(f"overlaps with {len(others)} other change(s): {', '.join(others)}")
+    if record.verified and record.patch:
+        lines.append(f"land it: harness apply {root} --pick {record.session_id}")
+    return lines
 
 
 def batch_report(dirs: Sequence[Path], *, page_dir: Path, linked: bool = True) -> str:
@@ -60,17 +73,20 @@ def write_session_pages(root: Path) -> int:
     """Write (or refresh) the trajectory page of every task-run of a batch; how many were written."""
     batch = BatchDir(root)
     written = 0
-    for record in batch.records():
+    records = batch.records()
+    overlapping = by_session(overlaps(records))
+    for record in records:
         folder = session_dir(batch, record)
         if folder is None:
             continue
         target = page_path(batch, record)
-        if _fresh(target, folder):
+        review = review_lines(batch.root, record, overlapping)
+        if _fresh(target, folder, review):
             continue
-        source = _source(folder)  # before reading: a change while the page is made makes it stale
+        source = _source(folder, review)  # before reading: a change while the page is made makes it stale
         target.parent.mkdir(parents=True, exist_ok=True)
         back = relative_href(batch.root / REPORT, target.parent)
-        write_text_atomic(target, _stamped(session_page(folder, back=back), source))
+        write_text_atomic(target, _stamped(session_page(folder, back=back, review=review), source))
         written += 1
     return written
 
@@ -98,11 +114,11 @@ def write_report(dirs: Sequence[Path], output: Path) -> Path:
     return output
 
 
-def _source(folder: Path) -> str:
+def _source(folder: Path, review: Sequence[str] = ()) -> str:
     """What a session's page was made from: size and mtime of each file it shows (the trajectory is
-    append-only, so any new record changes its size)."""
+    append-only, so any new record changes its size), and the batch's lines about it."""
     paths = SessionFolder(folder)
-    parts = []
+    parts = list(review)
     for path in (paths.trajectory, paths.patch, paths.steps):
         try:
             stat = path.stat()
@@ -116,11 +132,11 @@ def _stamped(html: str, source: str) -> str:
     return html.replace(_DOCTYPE, f"{_DOCTYPE}<!-- harness source {source} -->\n", 1)
 
 
-def _fresh(page: Path, folder: Path) -> bool:
+def _fresh(page: Path, folder: Path, review: Sequence[str] = ()) -> bool:
     """The page was made from the session as it is now."""
     try:
         with open(page, encoding="utf-8", errors="replace") as handle:
             head = handle.read(128)
     except FileNotFoundError:
         return False
-    return f"<!-- harness source {_source(folder)} -->" in head
+    return f"<!-- harness source {_source(folder, review)} -->" in head

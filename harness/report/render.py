@@ -80,6 +80,13 @@ def as_markdown(reports: Sequence[Report]) -> str:
         if report.failures.tool_errors:
             errors = ", ".join(f"{kind} {count}" for kind, count in report.failures.tool_errors.items())
             lines += ["", f"Tool errors: {_escape(errors)}."]
+        if report.overlaps:
+            lines += ["", "### Overlapping changes", ""]
+            for pair in report.overlaps:
+                lines.append(
+                    f"- {_escape(pair['a'])} and {_escape(pair['b'])}: {_escape(', '.join(pair['files']))}"
+                    + (f" (same lines in {_escape(', '.join(pair['same_lines']))})" if pair["same_lines"] else "")
+                )
         if report.failures.refused_hosts:
             lines += ["", "### Network requests refused", ""]
             lines += [f"- {_escape(host)}: {count}" for host, count in report.failures.refused_hosts.items()]

@@ -12,6 +12,7 @@ from harness.batch.records import TaskRunRecord
 from harness.report import charts
 from harness.report.html import esc, page, table
 from harness.report.metrics import Figures, Report, completion, first_tool
+from harness.report.overlaps import Overlap, by_session
 from harness.report.render import ROWS, delta, format_value, infra_line
 
 
@@ -89,7 +90,18 @@ def _batch(name: str, batch: Batch, *, several: bool) -> str:
         parts.append(
             "<h3>The models' biggest obstacles (their own words)</h3>" + _counts(failures.obstacles, "obstacle", "")
         )
-    parts.append("<h3>Task-runs</h3>" + _runs(batch, verdicts))
+    if report.overlaps:
+        rows = [
+            [
+                (esc(pair["a"]), pair["a"]),
+                (esc(pair["b"]), pair["b"]),
+                (esc(", ".join(pair["files"])), len(pair["files"])),
+                (esc(", ".join(pair["same_lines"])) or '<span class="muted">no</span>', len(pair["same_lines"])),
+            ]
+            for pair in report.overlaps
+        ]
+        parts.append("<h3>Overlapping changes</h3>" + table(["change", "overlaps with", "files", "same lines"], rows))
+    parts.append("<h3>Task-runs</h3>" + _runs(batch, verdicts, by_session([Overlap(**p) for p in report.overlaps])))
     return "\n".join(parts)
 
 
@@ -119,9 +131,9 @@ def _counts(counts: dict[str, int], what: str, empty: str, unit: str = "task-run
     return table([what, unit], [[(esc(k), k), (str(v), v)] for k, v in counts.items()])
 
 
-def _runs(batch: Batch, verdicts: list) -> str:
+def _runs(batch: Batch, verdicts: list, overlapping: dict[str, list[str]]) -> str:
     headers = ["task", "model", "run", "category", "outcome", "completed", "turns", "first tool", "cost (USD)"]
-    headers += ["seconds", "peak context", "trajectory"]
+    headers += ["seconds", "peak context", "overlaps", "trajectory"]
     rows = []
     for record, verdict in verdicts:
         first = first_tool(record)
@@ -142,7 +154,15 @@ def _runs(batch: Batch, verdicts: list) -> str:
                 (f"{record.cost_usd:.4f}", record.cost_usd),
                 (f"{record.duration_s:.1f}", record.duration_s),
                 (str(record.peak_context_tokens), record.peak_context_tokens),
+                _overlap_cell(overlapping.get(record.session_id, [])),
                 (link, record.key.session_id),
             ]
         )
     return table(headers, rows, classes="runs")
+
+
+def _overlap_cell(others: list[str]) -> tuple[str, int]:
+    if not others:
+        return '<span class="muted">–</span>', 0
+    title = esc(", ".join(others))
+    return f'<span class="warn" title="{title}">overlaps with {len(others)} other change(s)</span>', len(others)

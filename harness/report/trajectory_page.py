@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from harness.report import charts
@@ -14,8 +15,9 @@ from harness.report.session_view import SessionView, StepView
 from harness.trajectory import ToolRecord, VerifyRecord
 
 
-def render(view: SessionView, *, back: str | None = None) -> str:
-    """The page of view; back is a relative link to the report that lists it."""
+def render(view: SessionView, *, back: str | None = None, review: Sequence[str] = ()) -> str:
+    """The page of view; back is a relative link to the report that lists it; review, lines about
+    its place in a batch (overlaps, how to land it)."""
     start = view.start
     parts = []
     if back:
@@ -31,6 +33,7 @@ def render(view: SessionView, *, back: str | None = None) -> str:
         ("cost", f"${view.cost_usd:.4f}"),
     ]
     parts.append(_kv(facts))
+    parts += [f'<p class="review">{esc(line)}</p>' for line in review]
     if view.live:
         parts.append(
             '<p class="banner">This session has no outcome yet: it is still running, or it stopped without '

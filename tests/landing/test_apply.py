@@ -197,21 +197,38 @@ def test_a_batch_lands_its_verified_task_runs_each_on_its_branch(landed, tmp_pat
             }
         )
     )  # fmt: skip
+    alternative = tmp_path / "alt-fix.yaml"  # the same line fixed another way: a conflict for --combine
+    alternative.write_text(script.read_text().replace('return a + b\\n"', 'return b + a\\n"'))
+    assert "return b + a" in alternative.read_text()
     out = tmp_path / "night"
     ran = _harness(
-        "batch", str(tasks), "--out", str(out), "--workers", "2", "--json", state=tmp_path, label=landed["label"]
-    )
+        "batch", str(tasks), "--out", str(out), "--workers", "2", "--json", "--model", f"scripted:{script}",
+        "--model", f"scripted:{alternative}", state=tmp_path, label=landed["label"],
+    )  # fmt: skip
     assert ran.returncode == 0, ran.stdout + ran.stderr
+    report = (out / "report.md").read_text()
+    assert "### Overlapping changes" in report and "(same lines in calc/ops.py)" in report, report
+    fix_page = next((out / "pages").glob("ok-*calc-fix*.html"))
+    page = fix_page.read_text(encoding="utf-8")
+    assert "overlaps with 1 other change(s)" in page and f"land it: harness apply {out} --pick ok-" in page
     done = _harness("apply", str(out), "--branch-prefix", "night", state=tmp_path, label=landed["label"])
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "branch night/ok/calc-fix.yaml at" in done.stdout and "not landed: not verified" in done.stderr
+    assert "branch night/ok/calc-fix.yaml at" in done.stdout and "branch night/ok/alt-fix.yaml at" in done.stdout
+    assert "not landed: not verified" in done.stderr
     with Repo(str(landed["repo"])) as read:
         names = {ref.decode() for ref in read.refs.allkeys()}
     assert "refs/heads/night/ok/calc-fix.yaml" in names and not any(
         n.startswith("refs/heads/night/nope") for n in names
     )
-    assert (out / "applied.jsonl").read_text().count('"branch"') == 1
+    assert (out / "applied.jsonl").read_text().count('"branch"') == 2
+    combined = _harness("apply", str(out), "--combine", "--branch", "night/all", state=tmp_path, label=landed["label"])
+    assert combined.returncode == 0, combined.stdout + combined.stderr
+    assert combined.stdout.count("branch night/all at") == 1, combined.stdout
+    conflict = "not landed: the change conflicts with the changes stacked on night/all in 1 file(s): calc/ops.py"
+    assert conflict in combined.stderr, combined.stderr
+    with Repo(str(landed["repo"])) as read:
+        assert read[read.refs[b"refs/heads/night/all"]].parents == [landed["head"].encode()], "one change stacked"
     import harness
 
-    again = harness.apply(out, branch_prefix="api", pick=["ok"])
+    again = harness.apply(out, branch_prefix="api", pick=[fix_page.stem])
     assert [landed_.branch for landed_ in again] == ["api/ok/calc-fix.yaml"]
