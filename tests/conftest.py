@@ -78,3 +78,32 @@ def _engine_for_docker_tests(request: pytest.FixtureRequest) -> None:
     """Tests marked `docker` get the engine check even if they do not use docker_client directly."""
     if request.node.get_closest_marker("docker") is not None:
         request.getfixturevalue("docker_client")
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[object]:
+    """Debian's headless chromium through its own chromedriver (installed by `make test`)."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not chromium or not driver:
+        pytest.fail(
+            "chromium and chromedriver are not installed: run `make browser` (Debian: chromium chromium-driver)"
+        )
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1200,1000",
+    ):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    session = webdriver.Chrome(options=options, service=Service(executable_path=driver))
+    try:
+        yield session
+    finally:
+        session.quit()

@@ -17,7 +17,11 @@ def apply_command(
     target: str = typer.Argument(..., metavar="SESSION|BATCH_DIR", help="A session id, or a batch directory."),
     branch: str | None = typer.Option(None, "--branch", help="The new branch (a session; default harness/<id>)."),
     branch_prefix: str = typer.Option("harness", "--branch-prefix", help="A batch: prefix/<task>/<model>[-run]."),
-    only: str = typer.Option("verified", "--only", help="A batch: which task-runs land: verified or completed."),
+    only: str = typer.Option(
+        "verified",
+        "--only",
+        help="A batch: which task-runs land: verified, completed, or accepted (marked in the served report).",
+    ),
     pick: list[str] = typer.Option([], "--pick", help="A batch: only these task ids or session ids (repeatable)."),
     onto: str | None = typer.Option(
         None, "--onto", help="Land on this ref instead of the commit the session started from (a three-way merge)."
@@ -37,8 +41,8 @@ def apply_command(
     repository, its working tree, index and current branch untouched."""
     from harness.landing.land import apply_batch, apply_session, combine_batch
 
-    if only not in ("verified", "completed"):
-        fail(f"--only {only!r}: verified or completed", ExitCode.USAGE)
+    if only not in ("verified", "completed", "accepted"):
+        fail(f"--only {only!r}: verified, completed or accepted", ExitCode.USAGE)
     folder = Path(target)
     with reported():
         if (folder / "runs").is_dir() and (folder / "sessions").is_dir() and combine:
@@ -66,6 +70,6 @@ def apply_command(
             )
     for session_id, why in skipped:
         err_console.print(f"{session_id}: not landed: {why}", markup=False, soft_wrap=True)
-    left_out = [why for _, why in skipped if not why.startswith(("not verified", "not completed"))]
+    left_out = [why for _, why in skipped if not why.startswith(("not verified", "not completed", "not accepted"))]
     if left_out and not (combine and landed):  # --combine leaves out what conflicts by design
         raise typer.Exit(int(ExitCode.USAGE))

@@ -103,10 +103,10 @@ def _check_batch(folder: Path) -> None:
 
 
 def _serve(folder: Path, batch: bool, port: int, open_browser: bool) -> None:
-    from harness.report.serve import Server, routes
+    from harness.report.serve import Server, marks_endpoint, routes
 
     try:
-        server = Server(routes(folder, batch=batch), port)
+        server = Server(routes(folder, batch=batch), port, marks=marks_endpoint(folder) if batch else None)
     except OSError as error:
         fail(f"cannot serve on 127.0.0.1:{port}: {error.strerror or error}", ExitCode.USAGE)
     console.print(f"serving {folder} at {server.url} (Ctrl-C stops)", soft_wrap=True, markup=False)

@@ -199,6 +199,7 @@ def chosen(batch_dir: Path, only: str, pick: Sequence[str]) -> tuple[list[TaskRu
     """The task-runs of a batch that are to land (only verified, completed, or accepted; pick narrows
     them by task id or session id), and the others with why not."""
     from harness.batch.records import BatchDir
+    from harness.report.marks import read_marks
     from harness.report.metrics import completion
 
     records = [r for r in BatchDir(batch_dir).records() if r.status == "done"]
@@ -207,8 +208,11 @@ def chosen(batch_dir: Path, only: str, pick: Sequence[str]) -> tuple[list[TaskRu
         if not records:
             raise NotFoundError(f"none of {', '.join(pick)} is a task-run of {batch_dir}")
     taken, skipped = [], []
+    marks = read_marks(batch_dir) if only == "accepted" else {}
     for record in records:
-        if only == "verified" and not record.verified:
+        if only == "accepted" and marks.get(record.session_id) != "accepted":
+            skipped.append((record.session_id, f"not accepted ({marks.get(record.session_id, 'no mark')})"))
+        elif only == "verified" and not record.verified:
             skipped.append((record.session_id, f"not verified ({record.outcome})"))
         elif only == "completed" and not completion(record).completed:
             skipped.append((record.session_id, f"not completed ({completion(record).why})"))

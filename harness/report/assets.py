@@ -63,6 +63,26 @@ SCRIPT = r"""
     if (filter) { document.body.classList.toggle("only-failed", filter.checked); }
   }
   if (filter) { filter.addEventListener("change", applyFilter); applyFilter(); }
+  var token = document.body.getAttribute("data-marks-token");
+  document.querySelectorAll("button.mark-button").forEach(function (button) {
+    if (!token) { return; }
+    button.hidden = false;
+    button.addEventListener("click", function () {
+      var session = button.getAttribute("data-session");
+      fetch("/marks", {
+        method: "POST",
+        headers: {"Content-Type": "application/json", "X-Harness-Token": token},
+        body: JSON.stringify({session: session, mark: button.getAttribute("data-mark")})
+      }).then(function (answer) {
+        if (!answer.ok) { throw new Error("the mark was refused"); }
+        return answer.json();
+      }).then(function (saved) {
+        document.querySelectorAll("span.mark").forEach(function (cell) {
+          if (cell.getAttribute("data-session") === session) { cell.textContent = saved.mark; }
+        });
+      }).catch(function (error) { button.textContent = error.message; });
+    });
+  });
   document.addEventListener("keydown", function (event) {
     if (event.ctrlKey || event.metaKey || event.altKey) { return; }
     var target = event.target;

@@ -35,7 +35,7 @@ CSP = (
     "default-src 'none'; "
     f"script-src {_digest(SCRIPT)}; "
     f"style-src {_digest(STYLE)}; "
-    "img-src data:; base-uri 'none'; form-action 'none'"
+    "img-src data:; connect-src 'self'; base-uri 'none'; form-action 'none'"
 )
 """The page's policy (in a meta element, so it holds from `file://` too)."""
 HEADER_CSP = f"{CSP}; frame-ancestors 'none'"

@@ -11,6 +11,7 @@ from pathlib import Path
 from harness.batch.records import BatchDir, TaskRunRecord
 from harness.report import report_page, session_view, trajectory_page
 from harness.report.html import relative_href
+from harness.report.marks import read_marks
 from harness.report.metrics import report
 from harness.report.overlaps import by_session, overlaps
 from sandbox.durable import write_text_atomic
@@ -65,7 +66,7 @@ def batch_report(dirs: Sequence[Path], *, page_dir: Path, linked: bool = True) -
                 return None
             return relative_href(page_path(batch, record), page_dir)
 
-        batches.append(report_page.Batch(report(records, source=str(root)), records, href))
+        batches.append(report_page.Batch(report(records, source=str(root)), records, href, read_marks(root)))
     return report_page.render(batches)
 
 

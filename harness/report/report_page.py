@@ -4,6 +4,7 @@ where it failed, and every task-run in a sortable table linking to its trajector
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -24,6 +25,8 @@ class Batch:
     records: list[TaskRunRecord]
     href: Callable[[TaskRunRecord], str | None]
     """A relative link to a task-run's trajectory page, None when it has none."""
+    marks: dict[str, str] = dataclasses.field(default_factory=dict)
+    """The reviewer's marks by session id (harness.report.marks)."""
 
 
 def render(batches: Sequence[Batch]) -> str:
@@ -133,7 +136,7 @@ def _counts(counts: dict[str, int], what: str, empty: str, unit: str = "task-run
 
 def _runs(batch: Batch, verdicts: list, overlapping: dict[str, list[str]]) -> str:
     headers = ["task", "model", "run", "category", "outcome", "completed", "turns", "first tool", "cost (USD)"]
-    headers += ["seconds", "peak context", "overlaps", "trajectory"]
+    headers += ["seconds", "peak context", "overlaps", "review", "trajectory"]
     rows = []
     for record, verdict in verdicts:
         first = first_tool(record)
@@ -155,6 +158,7 @@ def _runs(batch: Batch, verdicts: list, overlapping: dict[str, list[str]]) -> st
                 (f"{record.duration_s:.1f}", record.duration_s),
                 (str(record.peak_context_tokens), record.peak_context_tokens),
                 _overlap_cell(overlapping.get(record.session_id, [])),
+                _review_cell(record.session_id, batch.marks.get(record.session_id, "")),
                 (link, record.key.session_id),
             ]
         )
@@ -166,3 +170,13 @@ def _overlap_cell(others: list[str]) -> tuple[str, int]:
         return '<span class="muted">–</span>', 0
     title = esc(", ".join(others))
     return f'<span class="warn" title="{title}">overlaps with {len(others)} other change(s)</span>', len(others)
+
+
+def _review_cell(session_id: str, mark: str) -> tuple[str, str]:
+    """The mark, and the buttons that set it (shown only when the report is served)."""
+    sid = esc(session_id)
+    buttons = "".join(
+        f'<button type="button" class="mark-button" hidden data-session="{sid}" data-mark="{kind}">{label}</button>'
+        for kind, label in (("accepted", "accept"), ("rejected", "reject"))
+    )
+    return f'<span class="mark" data-session="{sid}">{esc(mark or "–")}</span> {buttons}', mark

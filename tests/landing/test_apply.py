@@ -180,7 +180,7 @@ def test_bare_repositories_and_linked_worktrees(landed, tmp_path):
         assert b"refs/heads/from-worktree" in read.refs.allkeys(), "the branch is in the shared refs"
 
 
-def test_a_batch_lands_its_verified_task_runs_each_on_its_branch(landed, tmp_path):
+def test_a_batch_lands_its_verified_task_runs_each_on_its_branch(landed, tmp_path, browser):
     import yaml
 
     tasks = tmp_path / "tasks.yaml"
@@ -232,3 +232,56 @@ def test_a_batch_lands_its_verified_task_runs_each_on_its_branch(landed, tmp_pat
 
     again = harness.apply(out, branch_prefix="api", pick=[fix_page.stem])
     assert [landed_.branch for landed_ in again] == ["api/ok/calc-fix.yaml"]
+    _review_in_the_browser(browser, out, accept=fix_page.stem)
+    accepted = _harness(
+        "apply", str(out), "--only", "accepted", "--branch-prefix", "accepted", state=tmp_path, label=landed["label"]
+    )
+    assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+    assert accepted.stdout.count("branch accepted/") == 1 and "branch accepted/ok/calc-fix.yaml" in accepted.stdout
+    assert "not landed: not accepted (rejected)" in accepted.stderr
+
+
+def _review_in_the_browser(browser, out: Path, accept: str) -> None:
+    """The served report in the real browser: accept one task-run, reject the other verified one;
+    the marks are in the batch directory, never in the repository. A page of another origin cannot
+    set one (no token)."""
+    from selenium.webdriver.common.by import By
+
+    from harness.report.marks import read_marks
+    from harness.report.serve import Server, marks_endpoint, routes
+
+    server = Server(routes(out, batch=True), marks=marks_endpoint(out)).start()
+    try:
+        browser.get(server.url)
+        buttons = browser.find_elements(By.CSS_SELECTOR, "button.mark-button")
+        assert buttons and all(b.is_displayed() for b in buttons), "served: the review buttons show"
+        for button in buttons:
+            session, mark = button.get_attribute("data-session"), button.get_attribute("data-mark")
+            wanted = "accepted" if session == accept else "rejected"
+            if mark == wanted and not session.startswith("nope-"):
+                button.click()
+        deadline = __import__("time").monotonic() + 10
+        while __import__("time").monotonic() < deadline and len(read_marks(out)) < 2:
+            __import__("time").sleep(0.1)
+        marks = read_marks(out)
+        assert marks[accept] == "accepted" and sorted(marks.values()) == ["accepted", "rejected"], marks
+        cells = {c.get_attribute("data-session"): c.text for c in browser.find_elements(By.CSS_SELECTOR, "span.mark")}
+        assert cells[accept] == "accepted"
+        assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
+        import urllib.error
+        import urllib.request
+
+        forged = urllib.request.Request(
+            server.url + "marks",
+            data=b'{"session": "x", "mark": "accepted"}',
+            headers={"Content-Type": "application/json"},
+        )
+        try:
+            urllib.request.urlopen(forged, timeout=5)
+            raise AssertionError("a mark without the page's token was taken")
+        except urllib.error.HTTPError as error:
+            assert error.code == 403
+    finally:
+        server.close()
+    written = (out / "report.html").read_text(encoding="utf-8")
+    assert 'class="mark-button" hidden' in written, "a written page shows no buttons (nothing to send them to)"

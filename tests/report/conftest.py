@@ -4,8 +4,6 @@ pages cannot tell apart from the engine), and a batch directory whose records li
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -114,32 +112,3 @@ def make_batch(root: Path, repo: Path) -> BatchDir:
 @pytest.fixture
 def hostile_batch(tmp_path: Path) -> BatchDir:
     return make_batch(tmp_path / "batch", hostile_repo(tmp_path / "repo"))
-
-
-@pytest.fixture(scope="session")
-def browser() -> Iterator[object]:
-    """Debian's headless chromium through its own chromedriver (installed by `make test`)."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
-    if not chromium or not driver:
-        pytest.fail(
-            "chromium and chromedriver are not installed: run `make browser` (Debian: chromium chromium-driver)"
-        )
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--window-size=1200,1000",
-    ):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    session = webdriver.Chrome(options=options, service=Service(executable_path=driver))
-    try:
-        yield session
-    finally:
-        session.quit()
