@@ -102,6 +102,8 @@ class TaskRunRecord(BaseModel):
     """The largest prompt the run sent (estimated), for long-context success by size."""
     tool_errors: dict[str, int] = Field(default_factory=dict)
     """Error kinds of the run's failed tool calls, counted."""
+    reference_lines: int | None = None
+    """Lines the task's reference change touches (a mined task), to size this change against."""
     net_requests: int = 0
     """Requests through the session's egress proxy (`--allow-net`), allowed or not."""
     net_refused: dict[str, int] = Field(default_factory=dict)

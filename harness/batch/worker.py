@@ -293,11 +293,22 @@ def _record(
             "peak_context_tokens": facts.peak_context_tokens,
             "tool_errors": facts.tool_errors,
             "obstacle": facts.obstacle,
+            "reference_lines": _reference_lines(spec.task.reference),
             "net_requests": len(requests),
             "net_refused": dict(Counter(str(r.get("host", "?")) for r in requests if not r.get("allowed"))),
             "patch": patch,
         }
     )
+
+
+def _reference_lines(reference: Path | None) -> int | None:
+    """The size of a mined task's reference change (its reference.patch beside reference.json)."""
+    from harness.report.patchstats import patch_stats
+
+    patch = reference.parent / "reference.patch" if reference is not None else None
+    if patch is None or not patch.is_file():
+        return None
+    return patch_stats(patch.read_text(encoding="utf-8", errors="replace")).lines_changed
 
 
 class _Facts(NamedTuple):

@@ -14,6 +14,7 @@ from harness.report import charts
 from harness.report.html import esc, page, table
 from harness.report.metrics import Figures, Report, completion, first_tool
 from harness.report.overlaps import Overlap, by_session
+from harness.report.patchstats import patch_stats
 from harness.report.render import ROWS, delta, format_value, infra_line
 
 
@@ -136,7 +137,7 @@ def _counts(counts: dict[str, int], what: str, empty: str, unit: str = "task-run
 
 def _runs(batch: Batch, verdicts: list, overlapping: dict[str, list[str]]) -> str:
     headers = ["task", "model", "run", "category", "outcome", "completed", "turns", "first tool", "cost (USD)"]
-    headers += ["seconds", "peak context", "overlaps", "review", "trajectory"]
+    headers += ["seconds", "peak context", "change", "overlaps", "review", "trajectory"]
     rows = []
     for record, verdict in verdicts:
         first = first_tool(record)
@@ -157,6 +158,7 @@ def _runs(batch: Batch, verdicts: list, overlapping: dict[str, list[str]]) -> st
                 (f"{record.cost_usd:.4f}", record.cost_usd),
                 (f"{record.duration_s:.1f}", record.duration_s),
                 (str(record.peak_context_tokens), record.peak_context_tokens),
+                _change_cell(record),
                 _overlap_cell(overlapping.get(record.session_id, [])),
                 _review_cell(record.session_id, batch.marks.get(record.session_id, "")),
                 (link, record.key.session_id),
@@ -180,3 +182,14 @@ def _review_cell(session_id: str, mark: str) -> tuple[str, str]:
         for kind, label in (("accepted", "accept"), ("rejected", "reject"))
     )
     return f'<span class="mark" data-session="{sid}">{esc(mark or "–")}</span> {buttons}', mark
+
+
+def _change_cell(record: TaskRunRecord) -> tuple[str, int]:
+    """The change's files and lines, beside its task's reference change when there is one."""
+    stats = patch_stats(record.patch)
+    if not stats.files:
+        return '<span class="muted">none</span>', 0
+    shown = f"{len(stats.files)} file(s), {stats.lines_changed} line(s)"
+    if record.reference_lines is not None:
+        shown += f" (reference {record.reference_lines})"
+    return f'<span title="{esc(", ".join(stats.files))}">{esc(shown)}</span>', stats.lines_changed

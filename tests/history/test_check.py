@@ -57,6 +57,8 @@ def _mine_check_batch_report(tmp_path: Path, run_label: str, docker_client) -> N
     assert ran.code == 0, ran.stdout + ran.stderr
     records = BatchDir(out).records()
     assert len(records) == 5 and all(r.verified for r in records)
+    assert all(r.reference_lines for r in records), "each mined task's change is sized against its reference"
+    assert "(reference " in (out / "report.html").read_text(encoding="utf-8")
     report = harness("report", str(out), "--format", "json")
     figures = json.loads(report.stdout)[0]["overall"]
     assert figures["completion_rate"] == 1.0 and figures["task_runs"] == 5 and figures["first_tool_accuracy"] == 1.0
