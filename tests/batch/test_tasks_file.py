@@ -106,7 +106,21 @@ tasks:
 @pytest.mark.parametrize(
     ("task", "where"),
     [
-        ("setup: [x]\n    setup_proxy: http://proxy.invalid:1", ":2: session: --setup-ca and --setup-proxy are for"),
+        (
+            "setup: [x]\n    setup_proxy: http://proxy.invalid:1",
+            ":2: session: --setup-proxy is for a setup with network",
+        ),
+        (
+            "setup: [x]\n    setup_ca: corp.pem",
+            ":2: session: --setup-ca is for a setup with network: add --setup-network or --allow-net",
+        ),
+        ("allow_net_tools: true", ":2: session: --allow-net-tools gives tool calls the --allow-net hosts"),
+        ("allow_net: ['foo bar']", ":2: session.allow_net: --allow-net 'foo bar': not a host name"),
+        ("secrets: [TOKEN]", ":2: session.secrets: --secret 'TOKEN': write NAME=ENV_VAR@HOST"),
+        (
+            "allow_net: [pypi]\n    setup_network: true\n    setup: [x]",
+            ":2: session: --allow-net and --setup-network contradict",
+        ),
         ("setup_network: true", ":2: session: --setup-network, --setup-ca, --setup-proxy and --setup-mount need"),
         ("setup: [x]\n    session: {setup: [y]}", ":2: setup given both at the top level and in [session]"),
         ("setup_mounts: [wheels]", ":2: session.setup_mounts"),
