@@ -264,18 +264,21 @@ class EgressProxy:
             entry.received += _pump(upstream, conn)
 
 
+def _event(conn: socket.socket, parser: h11.Connection, closed: str) -> object:
+    """The parser's next event, reading from conn while it needs data (closed: what an early end is)."""
+    while (event := parser.next_event()) is h11.NEED_DATA:
+        data = conn.recv(65536)
+        if not data:
+            raise ConnectionError(f"the client closed before {closed}")
+        parser.receive_data(data)
+    return event
+
+
 def _head(conn: socket.socket, parser: h11.Connection) -> h11.Request:
-    while True:
-        event = parser.next_event()
-        if isinstance(event, h11.Request):
-            return event
-        if event is h11.NEED_DATA:
-            data = conn.recv(65536)
-            if not data:
-                raise ConnectionError("the client closed before a whole request")
-            parser.receive_data(data)
-            continue
-        raise h11.RemoteProtocolError(f"unexpected {type(event).__name__}")
+    event = _event(conn, parser, "a whole request")
+    if isinstance(event, h11.Request):
+        return event
+    raise h11.RemoteProtocolError(f"unexpected {type(event).__name__}")
 
 
 def _client_hello(conn: socket.socket, early: bytes) -> bytes:
@@ -309,13 +312,7 @@ def _send_body(
     conn: socket.socket, parser: h11.Connection, out: socket.socket, chunked: bool, entry: RequestRecord
 ) -> None:
     while True:
-        event = parser.next_event()
-        if event is h11.NEED_DATA:
-            data = conn.recv(65536)
-            if not data:
-                raise ConnectionError("the client closed before the request's end")
-            parser.receive_data(data)
-            continue
+        event = _event(conn, parser, "the request's end")
         if isinstance(event, h11.Data):
             body = bytes(event.data)
             out.sendall(b"%x\r\n%s\r\n" % (len(body), body) if chunked else body)
