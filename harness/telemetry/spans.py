@@ -177,18 +177,21 @@ class RunSpans:
         self._tools.append((span, record.ts))
 
     def _on_step(self, record: Any) -> None:
-        if record is not _NoSnapshot:
-            self._totals = {
-                "harness.steps": record.step,
-                "gen_ai.usage.input_tokens": record.input_tokens,
-                "gen_ai.usage.output_tokens": record.output_tokens,
-                "harness.cost_usd": record.cost_usd,
-            }
+        self._totals = {
+            "harness.steps": record.step,
+            "gen_ai.usage.input_tokens": record.input_tokens,
+            "gen_ai.usage.output_tokens": record.output_tokens,
+            "harness.cost_usd": record.cost_usd,
+        }
+        self._end_tools(record.snapshot_id, record.snapshot_step)
+
+    def _end_tools(self, snapshot_id: str | None = None, snapshot_step: int | None = None) -> None:
+        """End the step's tool spans, with the snapshot the step committed (none for a step cut short)."""
         for span, ended in self._tools:
-            if record.snapshot_id:
-                span.set_attribute("harness.snapshot.id", record.snapshot_id)
-            if record.snapshot_step >= 0:
-                span.set_attribute("harness.snapshot.step", record.snapshot_step)
+            if snapshot_id:
+                span.set_attribute("harness.snapshot.id", snapshot_id)
+            if snapshot_step is not None:
+                span.set_attribute("harness.snapshot.step", snapshot_step)
             span.end(end_time=_ns(ended))
         self._tools = []
 
@@ -209,7 +212,7 @@ class RunSpans:
         span.end(end_time=_ns(record.ts))
 
     def _on_outcome(self, record: Any) -> None:
-        self._on_step(_NoSnapshot)  # tool spans of a step that never committed end with the run
+        self._end_tools()  # the tool spans of a step that never committed end with the run
         self.run.set_attributes(
             {**self._totals, "harness.outcome": record.outcome, "harness.exit_code": record.exit_code}
         )
@@ -227,7 +230,7 @@ class RunSpans:
             return
         self._ended = True
         with contextlib.suppress(Exception):
-            self._on_step(_NoSnapshot)
+            self._end_tools()
             if at is None:
                 self.run.set_attributes({**self._totals, "harness.outcome": "incomplete"})
             self.run.end(end_time=_ns(at if at is not None else time.time()))
@@ -240,14 +243,6 @@ class RunSpans:
 
     def _json(self, value: Any) -> str:
         return self._text(json.dumps(value, ensure_ascii=False, default=str))
-
-
-class _NoSnapshotType:
-    snapshot_id = None
-    snapshot_step = -1
-
-
-_NoSnapshot = _NoSnapshotType()
 
 
 def _context_of(span: Span) -> Any:
