@@ -20,6 +20,7 @@ from harness.errors import ConfigError
 from harness.policy.gate import GateConfig
 from harness.providers.config import ProviderConfig
 from harness.providers.vendor import prefix_of
+from harness.tools.declared import CommandToolConfig
 from sandbox.settings import FLAT_KEYS, SessionSettings, lift_flat
 from sandbox.spec import SandboxSpec
 
@@ -93,7 +94,7 @@ DEFAULT_TOOL_TIMEOUTS = {"read": 30.0, "write": 60.0, "run_tests": 1800.0}
 
 
 class ToolsConfig(BaseModel):
-    """How long each tool's calls may take."""
+    """How long each tool's calls may take, and the project's own tools (`[tools.NAME]` tables)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -102,6 +103,20 @@ class ToolsConfig(BaseModel):
     )
     """Seconds per call, by tool name (`run_tests`) or tier (`read`, `write`, `exec`); every call is
     still capped by the run's wall clock (`limits.timeout_min`)."""
+    declared: dict[str, CommandToolConfig] = Field(default_factory=dict)
+    """The project's command tools by name (harness.tools.declared); a file writes each as its own
+    `[tools.NAME]` table beside `[tools.timeouts]`."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _tables(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        named = {key: value for key, value in data.items() if key not in ("timeouts", "declared")}
+        if not named:
+            return data
+        rest = {key: value for key, value in data.items() if key in ("timeouts", "declared")}
+        return {**rest, "declared": {**rest.get("declared", {}), **named}}
 
 
 class RunConfig(BaseModel):

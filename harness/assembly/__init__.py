@@ -317,11 +317,23 @@ def open_session(sessions: Path, session_id: str, sandbox: Sandbox | None = None
 # --- tools and the agent ------------------------------------------------------------------------
 
 
-def registry() -> Registry:
-    """The built-in tool menu."""
+def registry(config: RunConfig | None = None) -> Registry:
+    """The tool menu: the built-ins, and the project's tools config declares."""
     from harness.tools import builtin
+    from harness.tools.declared import menu
 
-    return builtin.default_registry()
+    if config is None or not config.tools.declared:
+        return builtin.default_registry()
+    declared, _ = menu(config.tools.declared, [t.name for t in builtin.BUILTIN_TOOLS])
+    return Registry(builtin.BUILTIN_TOOLS, extra=declared)
+
+
+def tool_warnings(config: RunConfig) -> list[str]:
+    """What the person starting the run should hear about the project's tools (a long menu)."""
+    from harness.tools import builtin
+    from harness.tools.declared import menu
+
+    return menu(config.tools.declared, [t.name for t in builtin.BUILTIN_TOOLS])[1] if config.tools.declared else []
 
 
 def approver(config: RunConfig, session_dir: Path, interactive: bool) -> Approver:
@@ -391,7 +403,7 @@ def build_agent(
     prewarm(config, sandbox, session.workspace, session.spec)  # a no-op when create_session did it already
     return Agent(
         provider=provider,
-        registry=registry(),
+        registry=registry(config),
         tool_context=context_tools,
         session=session,
         sandbox=sandbox,
@@ -546,7 +558,7 @@ def replay_run(session_id: str, sessions: Path, runtime: Runtime) -> ReplayRepor
     with open_sandbox(runtime, None) as sandbox:
         session = create_session(original.repo, sessions, config, sandbox, free_id(sessions, f"{original.id}-replay"))
         with session:
-            return reissue(calls, original.id, session, registry(), tool_context(config, session, sandbox))
+            return reissue(calls, original.id, session, registry(config), tool_context(config, session, sandbox))
 
 
 def saved_config(session_dir: Path, overrides: dict[str, Any]) -> RunConfig:

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from harness.errors import ConfigError
+from harness.tools.declared import CommandToolConfig
 from sandbox.settings import SessionSettings, lift_flat
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
@@ -51,6 +52,8 @@ class TaskDefaults(BaseModel):
 
     verify: str | None = None
     checks: list[str] = Field(default_factory=list)
+    tools: dict[str, CommandToolConfig] = Field(default_factory=dict)
+    """The project's command tools every task gets (harness.tools.declared)."""
     """Commands that must also exit 0 after verify passes (see RunConfig.checks)."""
     session: SessionSettings = Field(default_factory=SessionSettings)
     """How each session prepares its environment and how much its workspace may hold (see
@@ -79,6 +82,8 @@ class Task(BaseModel):
     task: str = Field(min_length=1)
     verify: str | None = None
     checks: list[str] | None = None
+    tools: dict[str, CommandToolConfig] | None = None
+    """This task's project tools (over the defaults' by name)."""
     session: SessionSettings = Field(default_factory=SessionSettings)
     """The session settings this task runs with: the defaults', with the keys the task gives
     (flat or in `session:`) over them (merged by `load_tasks`)."""

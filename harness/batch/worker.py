@@ -106,6 +106,9 @@ def run_config(spec: TaskRunSpec) -> RunConfig:
         "sandbox.runtime": task.runtime or defaults.runtime,
         "gate.read_only_paths": task.read_only if task.read_only is not None else defaults.read_only,
         "approval": "unattended",
+        "tools.declared": {
+            name: tool.model_dump(mode="json") for name, tool in {**defaults.tools, **(task.tools or {})}.items()
+        },
         **{f"limits.{name}": value for name, value in limits.items()},
     }
     return with_overrides({"session": dict(task.session)}, overrides, f"{spec.task.id} (line {spec.task.line})")
@@ -303,12 +306,11 @@ def _record(
 
 def _reference_lines(reference: Path | None) -> int | None:
     """The size of a mined task's reference change (its reference.patch beside reference.json)."""
-    from harness.report.patchstats import patch_stats
-
     patch = reference.parent / "reference.patch" if reference is not None else None
     if patch is None or not patch.is_file():
         return None
-    return patch_stats(patch.read_text(encoding="utf-8", errors="replace")).lines_changed
+    lines = patch.read_text(encoding="utf-8", errors="replace").splitlines()
+    return sum(1 for line in lines if line[:1] in "+-" and not line.startswith(("+++ ", "--- ")))
 
 
 class _Facts(NamedTuple):

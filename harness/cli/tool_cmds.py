@@ -30,18 +30,34 @@ TOOL_EXIT = {
 def tools_list(
     json_out: bool = typer.Option(False, "--json", help="Print the schemas as JSON."),
     style: str = typer.Option("openai", "--format", help="Schema form for --json: openai or anthropic."),
+    session: str | None = typer.Option(None, "--session", help="The menu this session's model saw (its config)."),
+    config_file: Path | None = typer.Option(None, "--config", help="The menu a run of this config file gets."),
+    state: Path | None = typer.Option(None, "--state-dir", help="Where sessions live."),
 ) -> None:
-    """Names and descriptions exactly as the model sees them."""
+    """Names and descriptions exactly as the model sees them (declared project tools included)."""
     from harness import assembly
+    from harness.config import RunConfig, load_config
 
-    schemas = assembly.registry().schemas()
+    if session and config_file:
+        fail("--session and --config name two menus: give one", ExitCode.USAGE)
+    with reported():
+        if session:
+            folder = state_dir(state) / session
+            if not folder.is_dir():
+                fail(f"no session {session} in {folder.parent}", ExitCode.NOT_FOUND)
+            config = assembly.saved_config(folder, {})
+        else:
+            config = load_config(config_file) if config_file else RunConfig()
+        schemas = assembly.registry(config).schemas()
+        for warning in assembly.tool_warnings(config):
+            err_console.print(f"warning: {warning}", markup=False, soft_wrap=True)
     if json_out:
         if style not in ("openai", "anthropic"):
             fail(f"--format must be openai or anthropic, not {style!r}", ExitCode.USAGE)
         print(json.dumps([s.openai() if style == "openai" else s.anthropic() for s in schemas], indent=2))
         return
     for schema in schemas:
-        console.print(f"[bold]== {schema.name} ==[/]")
+        console.print(f"== {schema.name} ==", style="bold", markup=False)
         console.print(schema.description + "\n", markup=False, soft_wrap=True)
 
 
@@ -100,7 +116,7 @@ def tool_command(
             )
             if not interactive:
                 ctx.approver = None  # an `ask` rule denies at once instead of waiting for an answer
-            result = assembly.registry().execute(call, ctx)
+            result = assembly.registry(config).execute(call, ctx)
             image = result.envelope.committed_image if result.envelope is not None else None
             if result.wrote or image:
                 before = session.step

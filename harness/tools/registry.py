@@ -131,8 +131,9 @@ class _Ready:
 class Registry:
     """The fixed tool menu: schemas for the provider, validated and gated execution for the loop."""
 
-    def __init__(self, tools: Iterable[ToolFunction], max_parallel: int = 4) -> None:
+    def __init__(self, tools: Iterable[ToolFunction], max_parallel: int = 4, extra: Iterable[Tool] = ()) -> None:
         self.tools = {t.name: t for t in map(build_tool, tools)}
+        self.tools.update({t.name: t for t in extra})  # the project's declared tools
         self.max_parallel = max_parallel
 
     def schemas(self) -> list[ToolSchema]:
