@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from harness.batch.tasks import load_tasks
 from harness.errors import ConfigError
@@ -131,3 +132,27 @@ def test_session_settings_that_do_not_go_together_name_the_task(tmp_path: Path, 
     with pytest.raises(ConfigError) as raised:
         load_tasks(path)
     assert where in str(raised.value)
+
+
+def test_a_tasks_project_tools_go_over_the_defaults_by_name(tmp_path: Path) -> None:
+    from harness.batch.records import TaskRunKey
+    from harness.batch.worker import TaskRunSpec, run_config
+
+    tool = {"description": "d", "when": "w", "when_not": "n", "command": ["true"]}
+    path = write(
+        tmp_path,
+        "tasks.yaml",
+        yaml.safe_dump(
+            {
+                "defaults": {"tools": {"base": tool, "shared": {**tool, "description": "old"}}},
+                "tasks": [
+                    {"id": "a", "repo": str(EXAMPLE), "task": "x", "tools": {"shared": {**tool, "description": "new"}}}
+                ],
+            }
+        ),
+    )
+    tasks = load_tasks(path)
+    key = TaskRunKey(task_id="a", model="scripted:x", run_index=0)
+    spec = TaskRunSpec(key=key, task=tasks.tasks[0], defaults=tasks.defaults, sessions=tmp_path, run_id="r")
+    declared = run_config(spec).tools.declared
+    assert sorted(declared) == ["base", "shared"] and declared["shared"].description == "new"
