@@ -50,7 +50,7 @@ demo-history: setup
 	rm -rf $(DEMO_DIR) && mkdir -p $(DEMO_DIR)
 	$(BIN)/harness tasks mine examples/mathlib.bundle -o $(DEMO_DIR)/tasks.yaml
 	$(BIN)/harness tasks check $(DEMO_DIR)/tasks.yaml
-	$(BIN)/harness batch $(DEMO_DIR)/tasks.yaml --out $(DEMO_DIR)/batch --model reference:
+	$(BIN)/harness batch $(DEMO_DIR)/tasks.sound.yaml --out $(DEMO_DIR)/batch --model reference:
 	$(BIN)/harness report $(DEMO_DIR)/batch
 
 bench: setup

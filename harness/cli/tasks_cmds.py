@@ -74,10 +74,21 @@ def mine_command(
     )
 
 
+def sound_path(tasks_file: Path) -> Path:
+    """Where `tasks check` writes the sound tasks by default: beside the file, never over it."""
+    name = tasks_file.name
+    for suffix in (".yaml", ".yml", ".jsonl", ".json"):
+        if name.endswith(suffix):
+            return tasks_file.with_name(name[: -len(suffix)] + ".sound" + (suffix if suffix != ".jsonl" else ".yaml"))
+    return tasks_file.with_name(name + ".sound.yaml")
+
+
 @tasks_app.command("check")
 def check_command(
     tasks_file: Path = typer.Argument(..., metavar="TASKS", help="A tasks file (from harness tasks mine)."),
-    output: Path | None = typer.Option(None, "-o", "--output", help="Write the sound tasks here [default: TASKS]."),
+    output: Path | None = typer.Option(
+        None, "-o", "--output", help="Write the sound tasks here [default: TASKS.sound.yaml beside it; TASKS is kept]."
+    ),
     workers: int = typer.Option(2, "--workers", min=1, max=64, help="Tasks checked at once."),
     as_json: bool = typer.Option(False, "--json", help="Print the verdicts as JSON."),
 ) -> None:
@@ -103,9 +114,11 @@ def check_command(
         raw = yaml.safe_load(tasks_file.read_text(encoding="utf-8"))
         sound = {v.task_id for v in verdicts if v.sound}
         kept = [entry for entry in raw.get("tasks", []) if entry.get("id") in sound]
-        target = output or tasks_file
+        target = output or sound_path(tasks_file)
         if target.resolve().parent != tasks_file.resolve().parent:
             fail("-o must be in the same directory as TASKS (its repo paths are relative to it)", ExitCode.USAGE)
+        if target.resolve() == tasks_file.resolve():
+            fail(f"-o {target} is TASKS itself: the sound tasks go beside it, never over it", ExitCode.USAGE)
         dropped = [f"  {v.task_id}: {v.reason}" for v in verdicts if not v.sound]
         header = [f"Checked by `harness tasks check`: {len(kept)} of {len(verdicts)} task(s) sound."]
         header += ["Dropped:", *dropped] if dropped else []
@@ -113,6 +126,10 @@ def check_command(
     if as_json:
         print(json.dumps({"verdicts": [v.__dict__ for v in verdicts], "output": str(target)}))
     else:
-        console.print(f"{len(kept)} of {len(verdicts)} task(s) sound; wrote {target}", soft_wrap=True)
+        console.print(
+            f"{len(kept)} of {len(verdicts)} task(s) sound: wrote them to {target}; {tasks_file} is kept as it was",
+            soft_wrap=True,
+            markup=False,
+        )
     if not kept:
         raise typer.Exit(int(ExitCode.FAILED_VERIFICATION))

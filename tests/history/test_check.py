@@ -48,9 +48,15 @@ def _mine_check_batch_report(tmp_path: Path, run_label: str, docker_client) -> N
     assert verdicts[refactor]["reason"].startswith("passes already at the start state")
     sound = sorted(i for i, v in verdicts.items() if v["sound"])
     assert len(sound) == 5
-    kept = yaml.safe_load(tasks.read_text())
+    written = tasks.with_name("tasks.sound.yaml")
+    assert json.loads(checked.stdout)["output"] == str(written)
+    kept = yaml.safe_load(written.read_text())
     assert sorted(t["id"] for t in kept["tasks"]) == sound
-    assert "Dropped:" in tasks.read_text() and broken in tasks.read_text()
+    assert "Dropped:" in written.read_text() and broken in written.read_text()
+    assert sorted(t["id"] for t in yaml.safe_load(tasks.read_text())["tasks"]) == sorted(ids), "the mined file is kept"
+    over = harness("tasks", "check", str(tasks), "-o", str(tasks))
+    assert over.code == 64 and "never over it" in over.stderr
+    tasks = written
 
     out = tmp_path / "batch"
     ran = harness("batch", str(tasks), "--out", str(out), "--model", "reference:", "--workers", "3", "--json")
