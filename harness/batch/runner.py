@@ -90,15 +90,16 @@ def default_workers(session_memory: int = 1024**3) -> int:
 def plan(tasks: TasksFile, models: list[str], runs: int | None) -> list[tuple[TaskRunKey, Any]]:
     """Every task-run of the batch, task by task."""
     models = models or tasks.defaults.model
-    if not models:
+    if not models and not all(task.model for task in tasks.tasks):
         raise UsageError(
-            "no model: pass --model PROVIDER:MODEL (repeatable) or set defaults.model in the tasks file "
-            "(a batch directory remembers its models once it has run)"
+            "no model: pass --model PROVIDER:MODEL (repeatable), set defaults.model in the tasks file, or give "
+            "each task its own model (a batch directory remembers its models once it has run)"
         )
     out = []
     for task in tasks.tasks:
         count = runs or task.runs or tasks.defaults.runs
-        out += [(TaskRunKey(task_id=task.id, model=model, run_index=k), task) for model in models for k in range(count)]
+        own = [task.model] if task.model else models
+        out += [(TaskRunKey(task_id=task.id, model=model, run_index=k), task) for model in own for k in range(count)]
     return out
 
 

@@ -101,6 +101,9 @@ class Task(BaseModel):
     reference: Path | None = None
     """A mined task's reference (`reference.json`): for graders and the `reference:` model only, never
     shown to the model. Relative to the tasks file."""
+    model: str | None = None
+    """This task's own model (`scripted:FILE` for a hand-made or replayed task, a file relative to the
+    tasks file); it runs with this one instead of the batch's models."""
     runs: int | None = Field(None, ge=1, le=100)
     line: int = 0
     """Where the task starts in the file (for messages); set by the loader."""
@@ -158,6 +161,8 @@ def load_tasks(path: Path) -> TasksFile:
                     f"{path}:{line}: reference: {task.reference} is not a file (paths are relative to the file)"
                 )
             update["reference"] = reference.resolve()
+        if task.model:
+            update["model"] = _anchored_model(task.model, path, line)
         tasks.append(task.model_copy(update=update))
     if not tasks:
         raise ConfigError(f"{path}:1: tasks: the file holds no task")
@@ -181,6 +186,22 @@ def _anchored(settings: SessionSettings, path: Path) -> SessionSettings:
     if ca is None or ca.is_absolute():
         return settings
     return settings.model_copy(update={"setup_ca": (path.parent / ca).resolve()})
+
+
+def _anchored_model(spec: str, path: Path, line: int) -> str:
+    """A task's model with a file-based target made absolute (relative to the tasks file)."""
+    from harness.providers.vendor import ModelSpec
+
+    try:
+        model = ModelSpec.parse(spec)
+    except ConfigError as error:
+        raise ConfigError(f"{path}:{line}: model: {error}") from None
+    if model.vendor.file_target and model.target and not Path(model.target).is_absolute():
+        target = (path.parent / model.target).resolve()
+        if not target.is_file():
+            raise ConfigError(f"{path}:{line}: model: {model.target} is not a file (paths are relative to the file)")
+        return model.with_target(str(target))
+    return spec
 
 
 def _validated(model: type[Any], data: Any, path: Path, line: int) -> Any:

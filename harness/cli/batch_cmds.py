@@ -83,7 +83,10 @@ def batch(
         user_config = load_config(None)  # its provider entries name the keys' variables (`api_key_env`)
         keys = {
             prefix_of(spec): environment.model_key(spec, user_config)[1]
-            for spec in (model or tasks.defaults.model or BatchDir(out).models())
+            for spec in [
+                *(model or tasks.defaults.model or BatchDir(out).models()),
+                *(t.model for t in tasks.tasks if t.model),
+            ]
         }
         summary = run_batch(
             tasks,

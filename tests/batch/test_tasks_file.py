@@ -156,3 +156,24 @@ def test_a_tasks_project_tools_go_over_the_defaults_by_name(tmp_path: Path) -> N
     spec = TaskRunSpec(key=key, task=tasks.tasks[0], defaults=tasks.defaults, sessions=tmp_path, run_id="r")
     declared = run_config(spec).tools.declared
     assert sorted(declared) == ["base", "shared"] and declared["shared"].description == "new"
+
+
+def test_a_task_may_name_its_own_model(tmp_path: Path) -> None:
+    from harness.batch.runner import plan
+
+    (tmp_path / "mine.yaml").write_text("turns: []\n")
+    path = write(
+        tmp_path,
+        "tasks.yaml",
+        f"tasks:\n  - id: own\n    repo: {EXAMPLE}\n    task: x\n    model: scripted:mine.yaml\n"
+        f"  - id: shared\n    repo: {EXAMPLE}\n    task: y\n",
+    )
+    tasks = load_tasks(path)
+    assert tasks.tasks[0].model == f"scripted:{(tmp_path / 'mine.yaml').resolve()}", "relative to the tasks file"
+    planned = [(key.task_id, key.model) for key, _ in plan(tasks, ["openai:gpt-5"], None)]
+    assert planned == [("own", f"scripted:{(tmp_path / 'mine.yaml').resolve()}"), ("shared", "openai:gpt-5")]
+    bad = write(
+        tmp_path, "bad.yaml", f"tasks:\n  - id: a\n    repo: {EXAMPLE}\n    task: x\n    model: scripted:none.yaml\n"
+    )
+    with pytest.raises(ConfigError, match=r"bad.yaml:2: model: none.yaml is not a file"):
+        load_tasks(bad)
