@@ -88,6 +88,19 @@ def test_a_call_reaches_only_its_hosts_through_the_proxy(tmp_path, run_label, ru
     assert f"net: REFUSED CONNECT localhost:{secure.port}: the TLS ClientHello names evil.invalid" in ran.stderr
 
 
+def _fetching_model(tmp_path: Path, allowed: str, first: str = "") -> str:
+    """A scripted model whose one tool call (after `first`, Python) fetches /hello from the allowed
+    host (sent to the proxy: in-container localhost is NO_PROXY) and then a host off the list."""
+    fetch = (
+        f"python3 -c \"import os, urllib.request as u; {first}os.environ.pop('NO_PROXY'); os.environ.pop('no_proxy'); "
+        f"print(u.urlopen('http://{allowed}/hello').read().decode().strip()); u.urlopen('http://example.invalid/')\""
+    )
+    script = tmp_path / "script.yaml"
+    turns = [{"tool_calls": [{"name": "run_command", "arguments": {"command": fetch}}]}, {"text": "Done."}]
+    script.write_text(yaml.safe_dump({"turns": turns}))
+    return str(script)
+
+
 def _wheel(tmp_path: Path) -> Path:
     """A wheel of a tiny package `egress-probe`, built here without any index."""
     source = tmp_path / "pkg"
@@ -127,22 +140,8 @@ def test_setup_installs_from_a_listed_index_and_a_refused_call_is_on_record(tmp_
     repo.mkdir()
     (repo / "README.md").write_text("a repository\n")
     with Server(files=files) as index:
-        fetch = (
-            'python3 -c "import os, egress_probe, urllib.request as u; print(egress_probe.WORDS); '
-            "os.environ.pop('NO_PROXY'); os.environ.pop('no_proxy'); "
-            f"print(u.urlopen('http://localhost:{index.port}/hello').read().decode().strip()); "
-            "u.urlopen('http://example.invalid/')\""
-        )
-        script = tmp_path / "script.yaml"
-        script.write_text(
-            yaml.safe_dump(
-                {
-                    "turns": [
-                        {"tool_calls": [{"name": "run_command", "arguments": {"command": fetch}}]},
-                        {"text": "Done: the package is there; example.invalid was refused."},
-                    ]
-                }
-            )
+        script = _fetching_model(
+            tmp_path, f"localhost:{index.port}", "import egress_probe; print(egress_probe.WORDS); "
         )
         install = (
             f"env -u NO_PROXY -u no_proxy pip install --index-url http://localhost:{index.port}/simple/ egress-probe"
@@ -241,22 +240,7 @@ def test_a_batch_task_reaches_its_hosts_and_the_report_counts_the_refused(tmp_pa
     repo.mkdir()
     (repo / "README.md").write_text("a repository\n")
     with Server() as index:
-        fetch = (
-            "python3 -c \"import os, urllib.request as u; os.environ.pop('NO_PROXY'); os.environ.pop('no_proxy'); "
-            f"print(u.urlopen('http://127.0.0.1:{index.port}/hello').read().decode()); "
-            "u.urlopen('http://example.invalid/')\""
-        )
-        script = tmp_path / "script.yaml"
-        script.write_text(
-            yaml.safe_dump(
-                {
-                    "turns": [
-                        {"tool_calls": [{"name": "run_command", "arguments": {"command": fetch}}]},
-                        {"text": "Done."},
-                    ]
-                }
-            )
-        )
+        script = _fetching_model(tmp_path, f"127.0.0.1:{index.port}")
         tasks = tmp_path / "tasks.yaml"
         tasks.write_text(
             yaml.safe_dump(
