@@ -391,7 +391,7 @@ def build_agent(
         task_message(
             state.task,
             session.info.left_out,
-            session.info.config.allow_net if session.info.config.allow_net_tools else (),
+            session.info.config.network_hosts if session.info.config.allow_net_tools else (),
         ),
         state.context if state.context.entries else None,
     )
