@@ -4,6 +4,7 @@ repository's own history, and only the sound ones kept."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import typer
@@ -123,9 +124,11 @@ def check_command(
         header = [f"Checked by `harness tasks check`: {len(kept)} of {len(verdicts)} task(s) sound."]
         header += ["Dropped:", *dropped] if dropped else []
         materialize.dump(target, header, raw.get("defaults") or {}, kept)
+    by_kind = dict(Counter(v.kind for v in verdicts).most_common())
     if as_json:
-        print(json.dumps({"verdicts": [v.__dict__ for v in verdicts], "output": str(target)}))
+        print(json.dumps({"verdicts": [v.__dict__ for v in verdicts], "by_kind": by_kind, "output": str(target)}))
     else:
+        console.print("by reason: " + ", ".join(f"{kind} {count}" for kind, count in by_kind.items()), markup=False)
         console.print(
             f"{len(kept)} of {len(verdicts)} task(s) sound: wrote them to {target}; {tasks_file} is kept as it was",
             soft_wrap=True,

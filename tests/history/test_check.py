@@ -44,6 +44,9 @@ def _mine_check_batch_report(tmp_path: Path, run_label: str, docker_client) -> N
     assert checked.code == 0, checked.stderr
     verdicts = {v["task_id"]: v for v in json.loads(checked.stdout)["verdicts"]}
     assert verdicts[broken]["reason"].startswith("fails after the reference")
+    assert verdicts[broken]["kind"] == "fails_after_reference" and verdicts[broken]["phase"] == "reference"
+    assert verdicts[broken]["evidence"], "the deciding line of the runner's output is quoted"
+    assert json.loads(checked.stdout)["by_kind"]["sound"] == 5
     refactor = next(i for i in ids if "name-the-loop-variable" in i)
     assert verdicts[refactor]["reason"].startswith("passes already at the start state")
     sound = sorted(i for i, v in verdicts.items() if v["sound"])

@@ -1,0 +1,70 @@
+"""Why a task's tests could not judge it, read from what the test runner printed: the kinds users
+met (a module the image lacks, an error while collecting, no test collected, the network, a
+read-only cache, a runner that is not there), each with the line that decided it. One reading for
+the start state and for the run with the reference change, so the same cause gets the same name."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+NETWORK = re.compile(
+    r"(temporary failure in name resolution|name or service not known|network is unreachable|"
+    r"could not resolve host|failed to establish a new connection|nodename nor servname|"
+    r"connection refused.*(pypi|registry|github)|no matching distribution found|dial tcp: lookup)",
+    re.IGNORECASE,
+)
+_MODULE = re.compile(r"(ModuleNotFoundError: No module named ['\"]?([\w.]+)|cannot find package \"([\w./-]+)\"|"
+                     r"Cannot find module '([^']+)')")  # fmt: skip
+_READ_ONLY = re.compile(r"(read-only file system)", re.IGNORECASE)
+_COLLECTION = re.compile(r"(ERROR collecting|errors? during collection|ImportError while (loading|importing))")
+_NO_TESTS = re.compile(r"(no tests ran|collected 0 items|no test files|no tests to run|\[no test files\])")
+_NOT_FOUND = re.compile(r"(: not found|command not found|No such file or directory: '?\w+'?$)", re.MULTILINE)
+_ERROR_LINE = re.compile(r"^E?\s*(\w+(Error|Exception)\b.*)$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """What kept the tests from judging, in a word (`kind`), a sentence, and the deciding line."""
+
+    kind: str
+    reason: str
+    line: str
+
+
+def diagnose(output: str, exit_code: int) -> Diagnosis | None:
+    """The environment problem the output shows, or None when the tests ran and judged."""
+    text = output or ""
+    module = _MODULE.search(text)
+    if module:
+        name = next(group for group in module.groups()[1:] if group)
+        reason = f"needs {name}, which the image does not have (install it in setup)"
+        return Diagnosis("missing_module", reason, _line(text, module.start()))
+    for pattern, kind, reason in (
+        (NETWORK, "network", "needs network (the tests try to reach it)"),
+        (_READ_ONLY, "read_only", "writes where the image is read-only (a cache or a path outside the workspace)"),
+    ):
+        found = pattern.search(text)
+        if found:
+            return Diagnosis(kind, reason, _line(text, found.start()))
+    collection = _COLLECTION.search(text)
+    if collection:
+        error = _ERROR_LINE.search(text, collection.start())
+        return Diagnosis(
+            "collection_error", "the tests cannot be collected", _line(text, (error or collection).start())
+        )
+    no_tests = _NO_TESTS.search(text)
+    if no_tests:
+        return Diagnosis("no_tests", "no test ran (the runner collected nothing)", _line(text, no_tests.start()))
+    if exit_code == 5 and "pytest" in text.lower():
+        return Diagnosis("no_tests", "no test ran (pytest's exit 5: nothing collected)", "exit 5")
+    missing = _NOT_FOUND.search(text)
+    if exit_code in (126, 127) and missing:
+        return Diagnosis("runner_missing", "the verify command cannot run", _line(text, missing.start()))
+    return None
+
+
+def _line(text: str, at: int) -> str:
+    start = text.rfind("\n", 0, at) + 1
+    end = text.find("\n", at)
+    return text[start : end if end != -1 else len(text)].strip()[:300]
