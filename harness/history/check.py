@@ -22,7 +22,6 @@ from harness.trajectory import VerifyRecord, read_records
 from sandbox.errors import SandboxError
 from sandbox.tree import remove_tree
 
-
 START_PROBLEMS = frozenset({"network", "read_only", "no_tests", "runner_missing"})
 """What, at the start state, says the tests cannot judge at all (a missing name or a collection error
 there is the expected failure of a test added with its feature)."""
