@@ -16,6 +16,7 @@ import fnmatch
 import hashlib
 import json
 import os
+import re
 import tempfile
 import time
 from collections.abc import Sequence
@@ -271,10 +272,42 @@ def _exec(
         output = api.exec_start(exec_id, stream=False) or b""
         code = api.exec_inspect(exec_id).get("ExitCode")
     if code != 0:
-        tail = output.decode("utf-8", "replace").strip().splitlines()[-3:]
         reason = "timed out" if code == 124 else f"exited {code}"
         subject = what or f"setup command {command!r}"
-        raise SetupError(f"{subject} {reason}: {' | '.join(tail) or 'no output'}")
+        raise SetupError(f"{subject} {reason}: {setup_cause(output.decode('utf-8', 'replace'))}")
+
+
+_CAUSES = (
+    re.compile(r"(CERTIFICATE_VERIFY_FAILED|self[- ]signed certificate|unable to get local issuer certificate|"
+               r"SSL: [A-Z_]+|SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_GET_ISSUER_CERT)", re.IGNORECASE),
+    re.compile(r"(could not resolve host|temporary failure in name resolution|getaddrinfo (ENOTFOUND|EAI_AGAIN)|"
+               r"network is unreachable|no such host|failed to establish a new connection|"
+               r"harness egress proxy: .*)", re.IGNORECASE),
+    re.compile(r"^(ERROR: (?!Could not find a version|No matching distribution).*)$", re.MULTILINE),
+    re.compile(r"^(npm (ERR!|error) (code|errno) .*)$", re.MULTILINE),
+    re.compile(r"^(E: .*|error: .*|fatal: .*)$", re.MULTILINE),
+    re.compile(r"^(ERROR: .*)$", re.MULTILINE),
+)  # fmt: skip
+"""The lines that say why an install failed, most telling first: TLS, the network, pip's first ERROR,
+npm's error code, apt's or a build's error."""
+_BOILERPLATE = re.compile(
+    r"(see above for output|a complete log of this run can be found|this error originates from a subprocess|"
+    r"^hint:|^note:|^npm (ERR!|error) *$|^\s*$)",
+    re.IGNORECASE,
+)  # fmt: skip
+
+
+def setup_cause(output: str) -> str:
+    """One line saying why a setup command failed: the line a person would quote first, never the
+    installers' closing boilerplate ("See above for output", where a log that is gone was kept)."""
+    for pattern in _CAUSES:
+        found = pattern.search(output)
+        if found:
+            start = output.rfind("\n", 0, found.start()) + 1
+            end = output.find("\n", found.start())
+            return output[start : end if end != -1 else len(output)].strip()[:300]
+    lines = [line.strip() for line in output.splitlines() if not _BOILERPLATE.search(line.strip())]
+    return " | ".join(lines[-3:])[:300] or "no output"
 
 
 def make_prepare(sandbox: Sandbox, spec: SandboxSpec, config: SessionConfig) -> Prepare:

@@ -99,6 +99,7 @@ def test_without_the_ca_the_setup_fails_naming_the_command(tmp_path: Path, run_l
     assert ran.returncode == 125, ran.stderr
     lines = ran.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: setup command 'python3 -m pip install -e .' exited 1:")
+    assert "certificate" in lines[0].lower(), "the first line names the TLS failure, not pip's closing lines"
 
 
 def test_offline_from_a_wheelhouse_mount(tmp_path: Path, run_label: str) -> None:
