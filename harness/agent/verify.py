@@ -23,7 +23,8 @@ from sandbox.envelope import Envelope
 from sandbox.spec import Mount, Sandbox, SandboxSpec
 
 _PATTERNS = (
-    re.compile(r"^(?:FAILED|ERROR)\s+(\S+::\S+|\S+\.py)", re.MULTILINE),  # pytest short summary
+    # pytest's short summary: the node id (its parameters may hold spaces) up to " - message"
+    re.compile(r"^(?:FAILED|ERROR)\s+(\S+?::[^\[\s]*(?:\[[^\]\n]*\])?|\S+\.py)(?: - .*)?$", re.MULTILINE),
     re.compile(r"^(?:FAIL|ERROR): (\S+ \([\w.]+\))", re.MULTILINE),  # unittest
     re.compile(r"^\s*--- FAIL: (\S+)", re.MULTILINE),  # go test
     re.compile(r"^\s*(?:✕|×) (.+?)(?: \(\d+ ?ms\))?$", re.MULTILINE),  # jest / vitest

@@ -45,6 +45,13 @@ def test_pytest_failures_are_extracted_sorted():
 
 def test_other_runners():
     assert failing_tests("FAIL: test_x (pkg.tests.T)\n") == ["test_x (pkg.tests.T)"]
+    spaced = (
+        "FAILED tests/test_a.py::test_x[a b] - AssertionError: assert 1 == 2\n"
+        "FAILED tests/test_a.py::TestK::test_z[with - dash]\nERROR tests/test_b.py - ModuleNotFoundError: x\n"
+    )
+    assert failing_tests(spaced) == [
+        "tests/test_a.py::TestK::test_z[with - dash]", "tests/test_a.py::test_x[a b]", "tests/test_b.py",
+    ], "parameters with spaces are kept whole"  # fmt: skip
     assert failing_tests("    --- FAIL: TestAdd (0.00s)\n") == ["TestAdd"]
 
 
