@@ -129,7 +129,7 @@ class Session:
                         f"the repository does not fit in the workspace quota of {config.workspace_quota} bytes"
                     ) from None
                 raise
-            if config.network_hosts:
+            if config.network_hosts and (prepare is not None or config.allow_net_tools):  # someone will use it
                 folder.mkdir(parents=True, exist_ok=True)
                 egress = Egress(config.network_hosts, paths.network, sid, secrets, config.allow_net_ca).start()
             try:
