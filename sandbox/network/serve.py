@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 
 from sandbox.network.allow import Allowlist, parse
-from sandbox.network.egress import CA_NAME, MARKER
+from sandbox.network.egress import CA_NAME, ENVIRONMENT_NAME, MARKER, SOCKET_NAME
 from sandbox.network.proxy import EgressProxy, RequestRecord, as_dict
 from sandbox.network.secrets import Secret, SessionCA, upstream_context
 
@@ -66,9 +66,20 @@ def main(argv: list[str] | None = None) -> int:
         server.join(2)
     finally:
         listener.close()
-        path.unlink(missing_ok=True)
         proxy_log.close()
+        _remove_folder(path.parent)
     return 0
+
+
+def _remove_folder(folder: Path) -> None:
+    """The socket's private folder and what the proxy and its starter put there (a controller killed
+    before its own cleanup leaves nothing in /tmp either)."""
+    for name in (SOCKET_NAME, f"{SOCKET_NAME}.new", CA_NAME, ENVIRONMENT_NAME):
+        (folder / name).unlink(missing_ok=True)
+    try:
+        folder.rmdir()
+    except OSError:
+        pass  # something else is in it: not ours to remove
 
 
 def _secrets(line: str) -> tuple[list[Secret], SessionCA | None, ssl.SSLContext | None]:

@@ -140,13 +140,14 @@ def test_presets_wildcards_and_ports():
 def test_the_proxy_ends_with_the_controller_that_started_it(tmp_path):
     code = (
         "import sys, time; from pathlib import Path; from sandbox.network.egress import Egress; "
-        f"e = Egress(['pypi'], Path({str(tmp_path / 'n.jsonl')!r})).start(); print(e.process.pid, flush=True); "
+        f"e = Egress(['pypi'], Path({str(tmp_path / 'n.jsonl')!r})).start(); print(e.process.pid, e.folder, flush=True); "
         "time.sleep(60)"
     )
     child = subprocess.Popen(
         [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[3]
     )
-    proxy = int(child.stdout.readline())
+    pid, folder = child.stdout.readline().split()
+    proxy = int(pid)
     os.kill(child.pid, signal.SIGKILL)
     child.wait()
     deadline = time.monotonic() + 10
@@ -154,3 +155,4 @@ def test_the_proxy_ends_with_the_controller_that_started_it(tmp_path):
         time.sleep(0.1)
     assert not Path(f"/proc/{proxy}").exists() or "Z" in Path(f"/proc/{proxy}/stat").read_text().split(")")[-1][:3]
     assert proxy not in leftover_proxies()
+    assert not Path(folder).exists(), "the proxy removed its socket's folder on its way out"
