@@ -36,6 +36,9 @@ class SessionSettings(BaseModel):
     setup_mounts: list[str] = Field(default_factory=list)
     """`HOST_DIR:CONTAINER_DIR` bound read-only into the setup container only (`--setup-mount`): a
     wheelhouse or a package cache for an offline install."""
+    setup_timeout: float = Field(900.0, gt=0, le=24 * 3600)
+    """Seconds all the setup commands together may take (`--setup-timeout`); past it the command
+    running is stopped and setup fails saying so. Its full output is kept either way (setup.log)."""
     allow_net: list[str] = Field(default_factory=list)
     """Hosts the session may reach through its egress proxy (`--allow-net`: `HOST[:PORT]`, `*.SUFFIX`,
     an address or range, or a preset such as `pypi`, `npm`, `crates`, `go`, `github`): the setup

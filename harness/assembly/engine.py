@@ -38,6 +38,7 @@ __all__ = [
     "prune_leftovers",
     "sandbox_for",
     "step_images",
+    "toolchain_version",
 ]
 
 
@@ -241,6 +242,21 @@ def execute_once(
         if allow_net is None:
             return envelope
         return envelope, read_log(scratch / "network.jsonl")
+    finally:
+        remove_tree(scratch, ignore_errors=True)
+
+
+def toolchain_version(docker_host: str | None, run_id: str, image: str, argv: list[str]) -> str:
+    """What argv (a `--version` command) prints in a fresh container of image, over an empty
+    workspace, with the call posture (no network, the limits); "" when it does not run."""
+    from sandbox.spec import SandboxSpec
+    from sandbox.tree import remove_tree
+
+    scratch = Path(tempfile.mkdtemp(prefix="harness-probe-"))
+    try:
+        with one_shot_sandbox(docker_host, run_id) as box:
+            envelope = box.run(argv, workspace=scratch, spec=SandboxSpec(image=image, timeout_s=60))
+        return envelope.stdout.strip() if envelope.exit_code == 0 else ""
     finally:
         remove_tree(scratch, ignore_errors=True)
 

@@ -6,6 +6,7 @@ The measuring lives in `harness.bench`; this module parses flags and renders.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -324,3 +325,49 @@ def bench_integrations(
         "(live): what Inspect's docker sandbox runs beneath `docker compose exec`, a lower bound for it.[/]",
         soft_wrap=True,
     )
+
+
+@bench_app.command("mine")
+def bench_mine(
+    languages: list[str] = typer.Option(
+        [], "--language", help="Built histories to mine: python, go, javascript, rust (repeatable) [default: all]."
+    ),
+    repos: list[Path] = typer.Option(
+        [], "--repo", help="A repository of your own to mine and check too (working copy, bare or bundle; repeatable)."
+    ),
+    example: bool = typer.Option(True, "--example/--no-example", help="Mine the project's example history too."),
+    workers: int = typer.Option(3, "--workers", min=1, max=64, help="Tasks checked at once."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """The yield of `tasks mine` + `tasks check` per language: commits scanned, tasks made, sound, and
+    rejected by reason, on built histories (merges, squashes, four languages), the example and --repo."""
+    from harness.assembly import Runtime
+    from harness.bench.histories import HISTORIES
+    from harness.bench.mine import measure
+
+    unknown = sorted(set(languages) - set(HISTORIES))
+    if unknown:
+        err_console.print(f"error: no built history for {', '.join(unknown)}; known: {', '.join(HISTORIES)}")
+        raise typer.Exit(64)
+    with reported():
+        runtime = Runtime(run_id=environment.run_id("bench"), docker_host=environment.docker_host())
+        log = (lambda text: None) if as_json else (lambda text: err_console.print(text, markup=False))
+        result = measure(runtime, languages=languages or None, repos=repos, example=example, workers=workers, log=log)
+    if as_json:
+        print(result.model_dump_json())
+        return
+    for repo in result.repositories:
+        rejected = ", ".join(f"{kind} {count}" for kind, count in repo.rejected_by_kind.items()) or "none"
+        console.print(
+            f"{repo.name}: {repo.scanned} commit(s) scanned ({repo.merges} merges) in {repo.mine_ms:.0f} ms, "
+            f"{repo.mined} task(s), {repo.sound} sound; rejected: {rejected}",
+            soft_wrap=True,
+            markup=False,
+        )
+    for language, row in result.by_language.items():
+        target = f" (target >= {row['target']:.0%})" if "target" in row else ""
+        console.print(
+            f"  {language:<11} {row['sound']:.0f} of {row['checked']:.0f} sound: {row['sound_rate']:.0%}{target}",
+            markup=False,
+        )
+    console.print(f"targets {'met' if result.targets_met else 'NOT met'}; {result.seconds:.0f} s", markup=False)

@@ -87,6 +87,9 @@ def run(
     setup_mounts: list[str] | None = typer.Option(
         None, "--setup-mount", help="HOST_DIR:CONTAINER_DIR bound read-only into the setup container (repeatable)."
     ),
+    setup_timeout: float | None = typer.Option(
+        None, "--setup-timeout", min=1, max=24 * 3600, help="Seconds all the setup commands together may take [900]."
+    ),
     allow_net: list[str] | None = ALLOW_NET,
     allow_net_tools: bool | None = ALLOW_NET_TOOLS,
     secret: list[str] | None = SECRET,
@@ -132,6 +135,7 @@ def run(
             "setup_ca": str(setup_ca) if setup_ca else None,
             "setup_proxy": setup_proxy,
             "setup_mounts": setup_mounts or None,
+            "setup_timeout": setup_timeout,
             "allow_net": allow_net or None,
             "allow_net_tools": allow_net_tools,
             "secrets": secret or None,

@@ -170,6 +170,9 @@ def exec_command(
     setup_mounts: list[str] = typer.Option(
         [], "--setup-mount", help="HOST_DIR:CONTAINER_DIR bound read-only into the setup container (repeatable)."
     ),
+    setup_timeout: float = typer.Option(
+        900.0, "--setup-timeout", min=1, max=24 * 3600, help="Seconds all the setup commands together may take."
+    ),
     allow_net: list[str] = typer.Option(
         [],
         "--allow-net",
@@ -223,6 +226,7 @@ def exec_command(
                     setup_ca=setup_ca,
                     setup_proxy=setup_proxy,
                     setup_mounts=setup_mounts,
+                    setup_timeout=setup_timeout,
                     allow_net=allow_net,
                     allow_net_tools=bool(allow_net or secret),
                     secrets=secret,

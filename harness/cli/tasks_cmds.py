@@ -29,12 +29,22 @@ def mine_command(
     tests: list[str] = typer.Option(
         [], "--tests", help="What counts as a test path (gitignore-style; default: Python, JS/TS, Go, Rust layouts)."
     ),
-    verify: str | None = typer.Option(None, "--verify", help="Verify template; {tests} is the changed test files."),
-    image: str = typer.Option("py311", "--image", help="The image the tasks run in."),
-    as_json: bool = typer.Option(False, "--json", help="Print tasks and skipped commits as JSON."),
+    verify: str | None = typer.Option(
+        None,
+        "--verify",
+        help="Verify template; {tests} is the changed test files (Go: their packages; Rust: --test targets).",
+    ),
+    image: str | None = typer.Option(
+        None, "--image", help="The image every task runs in [default: by language: py311, go, node, rust]."
+    ),
+    first_parent: bool = typer.Option(
+        False, "--first-parent", help="Skip merges: only the first-parent line's own commits make tasks."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print tasks, skipped commits and the yield as JSON."),
 ) -> None:
-    """Turn commits that change code and tests into tasks: start at the parent plus the new tests,
-    the message as the task, the changed tests as verify, the rest kept as the reference."""
+    """Turn changes that touch code and tests into tasks (each commit of the first-parent line, and
+    each merged pull request as one): start at the parent plus the new tests, the message as the
+    task, the changed tests as verify in the language's runner, the rest kept as the reference."""
     from harness.history import materialize
     from harness.history.mine import MineOptions, mine
     from harness.history.reader import History
@@ -44,19 +54,43 @@ def mine_command(
     if verify is not None and "{tests}" not in verify:
         fail("--verify must contain {tests} (where the changed test files go)", ExitCode.USAGE)
     with reported(), History.open(repo) as history:
-        options = MineOptions(since=since, max_tasks=max_tasks, paths=paths, tests=tests or None, verify=verify)
+        options = MineOptions(
+            since=since,
+            max_tasks=max_tasks,
+            paths=paths,
+            tests=tests or None,
+            verify=verify,
+            image=image,
+            first_parent=first_parent,
+        )
         mined = mine(history, options)
+        summary = mined.yield_summary(str(history.source))
         if not mined.tasks:
-            reasons = "; ".join(sorted({s.reason for s in mined.skipped})[:5]) or "no commits"
-            fail(f"no commit of {repo} makes a task ({reasons})", ExitCode.NOT_FOUND)
+            reasons = "; ".join(
+                f"{reason} x{count}" for reason, count in list(summary["skipped_by_reason"].items())[:5]
+            )
+            fail(f"no commit of {repo} makes a task ({reasons or 'no commits'})", ExitCode.NOT_FOUND)
         output.parent.mkdir(parents=True, exist_ok=True)
         states = materialize.write(mined, history, output, image=image)
     if as_json:
         print(
             json.dumps(
                 {
-                    "tasks": [{"id": t.id, "commit": t.commit, "category": t.category} for t in mined.tasks],
+                    "tasks": [
+                        {
+                            "id": t.id,
+                            "commit": t.commit,
+                            "category": t.category,
+                            "language": t.language,
+                            "source": t.source,
+                            "image": t.image,
+                            "verify": t.verify,
+                            "environment": t.environment,
+                        }
+                        for t in mined.tasks
+                    ],
                     "skipped": [{"commit": s.commit, "subject": s.subject, "reason": s.reason} for s in mined.skipped],
+                    "yield": summary,
                     "output": str(output),
                     "states": str(states),
                 }
@@ -64,15 +98,30 @@ def mine_command(
         )
         return
     for task in mined.tasks:
-        console.print(f"task    {task.commit[:8]}  {task.category:<22} {task.subject}", soft_wrap=True, markup=False)
+        console.print(
+            f"task    {task.commit[:8]}  {task.language:<10} {task.source:<6} {task.category:<22} {task.subject}",
+            soft_wrap=True,
+            markup=False,
+        )
     for skipped in mined.skipped:
         console.print(
             f"skipped {skipped.commit[:8]}  {skipped.reason}: {skipped.subject}", soft_wrap=True, markup=False
         )
+    print_mine_yield(summary)
+    console.print(f"wrote {output}; states in {states}", soft_wrap=True, markup=False)
+
+
+def print_mine_yield(summary: dict) -> None:
+    """The mining half of the yield: scanned, made by language, skipped by reason."""
+    languages = ", ".join(f"{name} {count}" for name, count in summary["by_language"].items()) or "none"
     console.print(
-        f"wrote {output}: {len(mined.tasks)} task(s), {len(mined.skipped)} commit(s) skipped; states in {states}",
+        f"yield: {summary['scanned']} commit(s) scanned ({summary['merges']} merges), {summary['tasks']} task(s) "
+        f"({languages}), {summary['skipped']} skipped",
         soft_wrap=True,
+        markup=False,
     )
+    for reason, count in summary["skipped_by_reason"].items():
+        console.print(f"  skipped {count:>4}  {reason}", soft_wrap=True, markup=False)
 
 
 def sound_path(tasks_file: Path) -> Path:
@@ -91,10 +140,16 @@ def check_command(
         None, "-o", "--output", help="Write the sound tasks here [default: TASKS.sound.yaml beside it; TASKS is kept]."
     ),
     workers: int = typer.Option(2, "--workers", min=1, max=64, help="Tasks checked at once."),
-    as_json: bool = typer.Option(False, "--json", help="Print the verdicts as JSON."),
+    env_images: list[str] = typer.Option(
+        [],
+        "--env-images",
+        help="Images to pick from when a task's own does not meet the interpreter or toolchain its commit "
+        "declares (requires-python, go.mod, engines.node, rust-version); repeatable.",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the verdicts and the yield as JSON."),
 ) -> None:
     """Keep the tasks whose verify fails at the start and passes with the reference change (both in
-    the real sandbox); list the others with why."""
+    the real sandbox); list the others with why, and the yield per repository and language."""
     import yaml
 
     from harness.assembly import Runtime
@@ -111,10 +166,15 @@ def check_command(
                 mark = "sound  " if verdict.sound else "unsound"
                 err_console.print(f"{mark} {verdict.task_id}: {verdict.reason}", soft_wrap=True, markup=False)
 
-        verdicts = check.check(tasks, runtime, workers=workers, on_verdict=said)
+        verdicts = check.check(tasks, runtime, workers=workers, env_images=env_images, on_verdict=said)
         raw = yaml.safe_load(tasks_file.read_text(encoding="utf-8"))
-        sound = {v.task_id for v in verdicts if v.sound}
+        sound = {v.task_id: v for v in verdicts if v.sound}
         kept = [entry for entry in raw.get("tasks", []) if entry.get("id") in sound]
+        default_image = (raw.get("defaults") or {}).get("image", tasks.defaults.image)
+        for entry in kept:  # an image picked for what the commit declares goes with the task
+            picked = sound[entry["id"]].image
+            if picked and picked != entry.get("image", default_image):
+                entry["image"] = picked
         target = output or sound_path(tasks_file)
         if target.resolve().parent != tasks_file.resolve().parent:
             fail("-o must be in the same directory as TASKS (its repo paths are relative to it)", ExitCode.USAGE)
@@ -125,10 +185,16 @@ def check_command(
         header += ["Dropped:", *dropped] if dropped else []
         materialize.dump(target, header, raw.get("defaults") or {}, kept)
     by_kind = dict(Counter(v.kind for v in verdicts).most_common())
+    report = check.yield_report(tasks, verdicts)
     if as_json:
-        print(json.dumps({"verdicts": [v.__dict__ for v in verdicts], "by_kind": by_kind, "output": str(target)}))
+        print(
+            json.dumps(
+                {"verdicts": [v.__dict__ for v in verdicts], "by_kind": by_kind, "yield": report, "output": str(target)}
+            )
+        )
     else:
         console.print("by reason: " + ", ".join(f"{kind} {count}" for kind, count in by_kind.items()), markup=False)
+        print_check_yield(report)
         console.print(
             f"{len(kept)} of {len(verdicts)} task(s) sound: wrote them to {target}; {tasks_file} is kept as it was",
             soft_wrap=True,
@@ -136,3 +202,26 @@ def check_command(
         )
     if not kept:
         raise typer.Exit(int(ExitCode.FAILED_VERIFICATION))
+
+
+def print_check_yield(report: dict) -> None:
+    """The yield per repository (scanned, mined, sound, rejected by reason) and per language."""
+    for repository in report["repositories"]:
+        scanned = f"{repository['scanned']} commit(s) scanned, " if repository["scanned"] is not None else ""
+        mined = f"{repository['mined']} mined, " if repository["mined"] is not None else ""
+        console.print(
+            f"yield {repository['repository']}: {scanned}{mined}{repository['checked']} checked, "
+            f"{repository['sound']} sound ({_percent(repository['sound_rate'])})",
+            soft_wrap=True,
+            markup=False,
+        )
+        for kind, count in repository["rejected_by_kind"].items():
+            console.print(f"  rejected {count:>4}  {kind}", markup=False)
+    for name, row in report["by_language"].items():
+        console.print(
+            f"  {name:<11} {row['sound']} of {row['checked']} sound ({_percent(row['sound_rate'])})", markup=False
+        )
+
+
+def _percent(rate: float | None) -> str:
+    return "-" if rate is None else f"{rate:.0%}"

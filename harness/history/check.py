@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import re
 import tempfile
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from harness import assembly
 from harness.agent.verify import VerifyResult
@@ -17,7 +19,9 @@ from harness.batch.records import TaskRunKey
 from harness.batch.tasks import Task, TasksFile
 from harness.batch.worker import REFERENCE_MODEL, TaskRunSpec, run_config
 from harness.errors import HarnessError
+from harness.history import environment
 from harness.history.diagnose import diagnose
+from harness.history.materialize import read_yield
 from harness.trajectory import VerifyRecord, read_records
 from sandbox.errors import SandboxError
 from sandbox.tree import remove_tree
@@ -36,11 +40,47 @@ class Verdict:
     network, times out, ...), or "sound"."""
     kind: str = "sound"
     """The reason in a word: sound, passes_at_start, fails_after_reference, missing_module, network,
-    read_only, collection_error, no_tests, runner_missing, timeout, setup_failed, no_reference, no_verify."""
+    read_only, collection_error, no_tests, runner_missing, timeout, setup_failed, environment_mismatch
+    (it failed, and the image's interpreter or toolchain does not meet what the commit declares),
+    no_reference, no_verify."""
     evidence: str = ""
     """The line of the runner's output (or the error) that decided it."""
     phase: str = ""
     """Where it was found: `start` (the task's start state) or `reference` (after the reference change)."""
+    image: str = ""
+    """The image the task was checked in (another than its own when --env-images picked one)."""
+    environment: str = ""
+    """The image's toolchain against what the commit declares (`python 3.11.2; declares <3.10 in
+    pyproject.toml:project.requires-python: not met`), when it declares something."""
+
+
+MISMATCH_KINDS = frozenset(
+    {"fails_after_reference", "missing_module", "collection_error", "no_tests", "runner_missing", "setup_failed"}
+)
+"""Failures that an unmet declaration (interpreter or toolchain too old or too new) explains first."""
+
+
+class Toolchains:
+    """Each image's version of a language's toolchain, probed once per check (in a call container)."""
+
+    def __init__(self, runtime: assembly.Runtime) -> None:
+        self._runtime = runtime
+        self._known: dict[tuple[str, str], str] = {}
+        self._lock = threading.Lock()
+
+    def version(self, image: str, language: str) -> str:
+        key = (image, language)
+        with self._lock:
+            if key not in self._known:
+                argv = environment.VERSION_COMMANDS.get(language)
+                try:
+                    printed = assembly.engine.toolchain_version(
+                        self._runtime.docker_host, self._runtime.run_id, image, argv
+                    ) if argv else ""  # fmt: skip
+                except (HarnessError, SandboxError):
+                    printed = ""
+                self._known[key] = environment.normalize(language, printed)
+            return self._known[key]
 
 
 def check(
@@ -48,14 +88,17 @@ def check(
     runtime: assembly.Runtime,
     *,
     workers: int = 2,
+    env_images: Sequence[str] = (),
     on_verdict: Callable[[Verdict], None] = lambda verdict: None,
 ) -> list[Verdict]:
-    """Every task's verdict, in the file's order (sessions in a scratch directory removed after)."""
+    """Every task's verdict, in the file's order (sessions in a scratch directory removed after).
+    env_images: images to pick from when a task's own does not meet what its commit declares."""
     scratch = Path(tempfile.mkdtemp(prefix="harness-check-"))
+    toolchains = Toolchains(runtime)
     try:
 
         def one(task: Task) -> Verdict:
-            verdict = check_task(task, tasks, scratch, runtime)
+            verdict = check_in_environment(task, tasks, scratch, runtime, toolchains, env_images)
             on_verdict(verdict)
             return verdict
 
@@ -63,6 +106,42 @@ def check(
             return list(pool.map(one, tasks.tasks))
     finally:
         remove_tree(scratch)
+
+
+def check_in_environment(
+    task: Task,
+    tasks: TasksFile,
+    sessions: Path,
+    runtime: assembly.Runtime,
+    toolchains: Toolchains,
+    env_images: Sequence[str],
+) -> Verdict:
+    """check_task in an image that meets what the task's commit declares (its own, or the first of
+    env_images that does); a failure with the declaration unmet is named for it."""
+    image = task.image or tasks.defaults.image
+    wanted = (task.tags.model_extra or {}).get("environment")
+    if not isinstance(wanted, dict) or not wanted.get("requires") or not wanted.get("language"):
+        return replace(check_task(task, tasks, sessions, runtime), image=image)
+    language, requires, source = str(wanted["language"]), str(wanted["requires"]), str(wanted.get("source", ""))
+    versions = {image: toolchains.version(image, language)}
+    met = environment.satisfies(language, versions[image], requires) if versions[image] else False
+    if met is False and env_images:
+        versions.update({other: toolchains.version(other, language) for other in env_images if other != image})
+        chosen = environment.pick(language, requires, versions, [image])
+        if chosen is not None:
+            image, met = chosen, True
+            task = task.model_copy(update={"image": chosen})
+    said = {True: "met", False: "not met", None: "cannot tell"}[met]
+    having = f"{language} {versions[image]}" if versions[image] else f"no {language}"
+    described = f"{having} in {image}; declares {requires} ({source}): {said}"
+    verdict = replace(check_task(task, tasks, sessions, runtime), image=image, environment=described)
+    if met is False and not verdict.sound and verdict.kind in MISMATCH_KINDS:
+        having = (
+            f"the image's {language} {versions[image]}" if versions[image] else f"the image {image} has no {language}"
+        )
+        reason = f"{verdict.reason}; {having}, which does not meet {requires} ({source})"
+        return replace(verdict, kind="environment_mismatch", reason=reason)
+    return verdict
 
 
 def check_task(task: Task, tasks: TasksFile, sessions: Path, runtime: assembly.Runtime) -> Verdict:
@@ -130,3 +209,53 @@ def _deciding(output: str) -> str:
     lines = [line.strip() for line in output.splitlines() if line.strip()]
     wanted = [line for line in lines if re.search(r"(FAILED|ERROR|Error|failed|--- FAIL)", line)]
     return (wanted or lines or [""])[-1][:300]
+
+
+def yield_report(tasks: TasksFile, verdicts: list[Verdict]) -> dict[str, Any]:
+    """Per repository and per language: commits scanned, tasks made, sound, rejected by reason (the
+    mining half from each states directory's mined.json, the checking half from the verdicts)."""
+    by_id = {task.id: task for task in tasks.tasks}
+    repositories: dict[str, dict[str, Any]] = {}
+    languages: dict[str, dict[str, Any]] = {}
+    for verdict in verdicts:
+        task = by_id[verdict.task_id]
+        states = Path(task.repo).parent.parent
+        mined = read_yield(states) or {}
+        name = str(mined.get("repository") or states)
+        repository = repositories.setdefault(
+            name,
+            {
+                "repository": name,
+                "scanned": mined.get("scanned"),
+                "merges": mined.get("merges"),
+                "mined": mined.get("tasks"),
+                "skipped_by_reason": mined.get("skipped_by_reason", {}),
+                "checked": 0,
+                "sound": 0,
+                "rejected_by_kind": {},
+                "by_language": {},
+            },
+        )
+        language = str((task.tags.model_extra or {}).get("language") or "unknown")
+        for row in (
+            repository,
+            repository["by_language"].setdefault(language, _row()),
+            languages.setdefault(language, _row()),
+        ):
+            row["checked"] += 1
+            row["sound"] += verdict.sound
+            if not verdict.sound:
+                row["rejected_by_kind"][verdict.kind] = row["rejected_by_kind"].get(verdict.kind, 0) + 1
+    for row in [*repositories.values(), *languages.values()]:
+        row["sound_rate"] = round(row["sound"] / row["checked"], 3) if row["checked"] else None
+    total = _row()
+    total["checked"], total["sound"] = len(verdicts), sum(v.sound for v in verdicts)
+    total["sound_rate"] = round(total["sound"] / total["checked"], 3) if verdicts else None
+    for verdict in verdicts:
+        if not verdict.sound:
+            total["rejected_by_kind"][verdict.kind] = total["rejected_by_kind"].get(verdict.kind, 0) + 1
+    return {"repositories": list(repositories.values()), "by_language": languages, "total": total}
+
+
+def _row() -> dict[str, Any]:
+    return {"checked": 0, "sound": 0, "rejected_by_kind": {}}

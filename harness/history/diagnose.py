@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from harness.history.languages import ran_nothing
+
 NETWORK = re.compile(
     r"(temporary failure in name resolution|name or service not known|network is unreachable|"
     r"could not resolve host|failed to establish a new connection|nodename nor servname|"
@@ -56,6 +58,9 @@ def diagnose(output: str, exit_code: int) -> Diagnosis | None:
     no_tests = _NO_TESTS.search(text)
     if no_tests:
         return Diagnosis("no_tests", "no test ran (the runner collected nothing)", _line(text, no_tests.start()))
+    nothing = ran_nothing(text)
+    if nothing is not None:
+        return Diagnosis("no_tests", "no test ran (the runner collected nothing)", nothing)
     if exit_code == 5 and "pytest" in text.lower():
         return Diagnosis("no_tests", "no test ran (pytest's exit 5: nothing collected)", "exit 5")
     missing = _NOT_FOUND.search(text)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,8 @@ from sandbox.tree import remove_tree
 
 MARKER = ".harness-mined"
 """In a states directory harness wrote (and may replace on the next mine)."""
+YIELD = "mined.json"
+"""The mining half of the yield report (scanned, made, skipped by reason), read by `tasks check`."""
 REFERENCE = "reference.json"
 PATCH = "reference.patch"
 
@@ -28,8 +31,9 @@ def states_dir(output: Path) -> Path:
     return output.parent / f"{output.stem}.tasks"
 
 
-def write(mined: Mined, history: History, output: Path, *, image: str) -> Path:
-    """Write the tasks file and the states beside it; the states directory."""
+def write(mined: Mined, history: History, output: Path, *, image: str | None = None) -> Path:
+    """Write the tasks file and the states beside it; the states directory. image: the defaults'
+    image (default: the most common of the tasks'; a task in another names its own)."""
     output = Path(output)
     states = states_dir(output)
     if states.exists():
@@ -38,15 +42,18 @@ def write(mined: Mined, history: History, output: Path, *, image: str) -> Path:
         remove_tree(states)
     states.mkdir(parents=True)
     (states / MARKER).write_text(f"mined from {history.source} at {mined.head}\n", encoding="utf-8")
+    images = Counter(task.image for task in mined.tasks)
+    image = image or (images.most_common(1)[0][0] if images else "py311")
     entries = []
     for task in mined.tasks:
         folder = states / task.id
         _materialize(history, task, folder / "repo")
         (folder / PATCH).write_bytes(task.patch)
         write_text_atomic(folder / REFERENCE, json.dumps(_reference(history, task), indent=1))
-        entries.append(_entry(task, folder.relative_to(output.parent)))
+        entries.append(_entry(task, folder.relative_to(output.parent), image))
     skipped = [{"commit": s.commit, "subject": s.subject, "reason": s.reason} for s in mined.skipped]
     write_text_atomic(states / "skipped.json", json.dumps(skipped, indent=1))
+    write_text_atomic(states / YIELD, json.dumps(mined.yield_summary(str(history.source)), indent=1))
     header = [
         f"Mined by `harness tasks mine` from {history.source} (HEAD {mined.head[:12]}): {len(mined.tasks)} task(s),",
         f"{len(mined.skipped)} commit(s) skipped (reasons in {states.name}/skipped.json).",
@@ -77,24 +84,41 @@ def _text(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
 _Dumper.add_representer(str, _text)
 
 
-def _entry(task: MinedTask, folder: Path) -> dict[str, Any]:
+def read_yield(states: Path) -> dict[str, Any] | None:
+    """What `tasks mine` wrote of its yield in a states directory, or None."""
+    try:
+        data = json.loads((states / YIELD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _entry(task: MinedTask, folder: Path, image: str) -> dict[str, Any]:
+    tags: dict[str, Any] = {
+        "category": task.category,
+        "long_context": task.long_context,
+        "commit": task.commit,
+        "language": task.language,
+        "source": task.source,
+        "files_to_read": task.files_to_read,
+        "reference_files": task.reference_files,
+        "reference_lines": task.reference_lines,
+    }
+    if task.pull_request is not None:
+        tags["pull_request"] = task.pull_request
+    if task.environment:
+        tags["environment"] = task.environment
     return {
         "id": task.id,
         "repo": f"{folder.as_posix()}/repo",
+        **({"image": task.image} if task.image != image else {}),
         "task": task.task,
         "verify": task.verify,
         "read_only": task.read_only,
         "reference": f"{folder.as_posix()}/{REFERENCE}",
         "max_files": task.max_files,
         "max_lines": task.max_lines,
-        "tags": {
-            "category": task.category,
-            "long_context": task.long_context,
-            "commit": task.commit,
-            "files_to_read": task.files_to_read,
-            "reference_files": task.reference_files,
-            "reference_lines": task.reference_lines,
-        },
+        "tags": tags,
     }
 
 

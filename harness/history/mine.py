@@ -1,10 +1,16 @@
 """`harness tasks mine`: turn a repository's own commits into benchmark tasks.
 
-A commit makes a task when it changes both code and tests, is no merge, and is not huge. The task
-starts from the parent commit plus the commit's test changes (so its new tests are there, and fail),
-asks in the words of the commit message (diffs, code blocks and trailers stripped), is verified by
-the tests the commit changed (read-only in the session), and keeps the commit's other changes as the
-reference: a patch for graders and the files for the `reference:` model, never shown to the model.
+The first-parent line from HEAD is walked: each commit on it is one change, and a merge on it is one
+change too (a merged pull request: everything it brought, against the line it was merged into; its
+task in the words of the merge message and the merged commits' subjects), so neither the branch's
+own commits nor a squash's pieces are mined twice. `--first-parent` (first_parent=True) keeps
+merges out, as before. A change makes a task when it touches both code and tests and is not huge.
+The task starts from the parent plus the change's test changes (so its new tests are there, and
+fail), asks in the words of the message (diffs, code blocks and trailers stripped), is verified by
+the tests the change touched (read-only in the session), run the way its language runs them
+(languages.py), and keeps the other changes as the reference: a patch for graders and the files for
+the `reference:` model, never shown to the model. What the start state declares it needs (the
+interpreter or toolchain version, environment.py) goes with the task.
 
 Tags say what kind of change the reference is (category), whether the change needs many files read
 (`long_context`: the files it touches plus the repository files those import, at least
@@ -15,13 +21,14 @@ twice the reference, with a little slack).
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
+from typing import Any
 
 from dulwich.objects import Commit
 
+from harness.history import environment, languages
 from harness.history.paths import Classifier, matcher
 from harness.history.reader import GITLINK, SYMLINK, Change, Entry, History, is_binary
 
@@ -32,6 +39,9 @@ MAX_LINES = 800
 """A commit changing more code lines than this is huge (skipped)."""
 SCAN_LIMIT = 5000
 """Commits looked at, at most, per mine."""
+MERGED_SUBJECTS = 20
+"""A merge's task lists at most this many of the merged commits' subjects."""
+PULL_REQUEST = re.compile(r"^Merge pull request #(\d+) from \S+|\(#(\d+)\)\s*$|^Merge branch '[^']+'")
 TRAILER = re.compile(
     r"^(signed-off-by|co-authored-by|reviewed-by|acked-by|tested-by|reported-by|suggested-by|helped-by|cc|"
     r"change-id|fixes|closes|refs|see-also)\s*:",
@@ -52,11 +62,19 @@ class MinedTask:
     files_to_read: int
     reference_files: int
     reference_lines: int
-    start: dict[str, Entry]
+    language: str = "python"
+    image: str = "py311"
+    """The image its language runs in (or --image)."""
+    source: str = "commit"
+    """commit, merge (a merged pull request) or squash (a commit naming its pull request)."""
+    pull_request: int | None = None
+    environment: dict[str, str] | None = None
+    """What the start state declares it needs (language, requires, source), if it says."""
+    start: dict[str, Entry] = field(default_factory=dict)
     """The start state: the parent's files with the commit's test changes applied."""
-    reference: dict[str, Entry | None]
+    reference: dict[str, Entry | None] = field(default_factory=dict)
     """The commit's other changes: path -> its new entry (None: deleted)."""
-    patch: bytes
+    patch: bytes = b""
 
     @property
     def max_files(self) -> int:
@@ -86,6 +104,10 @@ class MineOptions:
     max_lines: int = MAX_LINES
     verify: str | None = None
     """A verify template with {tests} (default: by the language of the tests)."""
+    image: str | None = None
+    """The image every task runs in (default: its language's)."""
+    first_parent: bool = False
+    """Skip merges (only the first-parent line's own commits make tasks)."""
     skipped_limit: int = 1000
 
 
@@ -94,21 +116,62 @@ class Mined:
     head: str
     tasks: list[MinedTask] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
+    scanned: int = 0
+    """Commits looked at (on the first-parent line)."""
+    merges: int = 0
+    """Of them, merges."""
+    skipped_count: int = 0
+    """Commits that made no task (skipped keeps at most skipped_limit of them)."""
+
+    def yield_summary(self, source: str) -> dict[str, Any]:
+        """Scanned, made (by language and source), and skipped by reason: the mining half of the yield."""
+        reasons: dict[str, int] = {}
+        for item in self.skipped:
+            reasons[reason_kind(item.reason)] = reasons.get(reason_kind(item.reason), 0) + 1
+        by_language: dict[str, int] = {}
+        by_source: dict[str, int] = {}
+        for task in self.tasks:
+            by_language[task.language] = by_language.get(task.language, 0) + 1
+            by_source[task.source] = by_source.get(task.source, 0) + 1
+        return {
+            "repository": source,
+            "head": self.head,
+            "scanned": self.scanned,
+            "merges": self.merges,
+            "tasks": len(self.tasks),
+            "by_language": by_language,
+            "by_source": by_source,
+            "skipped": self.skipped_count,
+            "skipped_by_reason": dict(sorted(reasons.items(), key=lambda item: -item[1])),
+        }
+
+
+def reason_kind(reason: str) -> str:
+    """A skip reason without its particulars (paths, counts): what a yield table groups by."""
+    if ": a " in reason or ": not UTF-8" in reason:
+        return reason.split(": ", 1)[1].split(" (")[0]
+    return reason.split(" (")[0].split(" '")[0]
 
 
 def mine(history: History, options: MineOptions) -> Mined:
-    """The tasks of history's first-parent line from HEAD back to --since, newest first."""
+    """The tasks of history's first-parent line from HEAD back to --since, newest first (a merge on
+    the line is one task: the pull request it merged)."""
     head = history.resolve("HEAD")
     stop = history.resolve(options.since) if options.since else None
     classifier = Classifier(options.tests) if options.tests else Classifier()
     only = matcher(options.paths) if options.paths else None
     result = Mined(head=head.decode())
     seen: set[str] = set()
-    for commit in history.first_parents(head, stop, SCAN_LIMIT):
+    line = history.first_parents(head, stop, SCAN_LIMIT)
+    on_line = {bytes(commit.id) for commit in line}
+    for commit in line:
         if len(result.tasks) >= options.max_tasks:
             break
-        outcome = _task(history, commit, classifier, only, options)
+        result.scanned += 1
+        result.merges += len(commit.parents) > 1
+        outcome = _task(history, commit, classifier, only, options, on_line)
         if isinstance(outcome, Skipped):
+            result.skipped_count += 1
             if len(result.skipped) < options.skipped_limit:
                 result.skipped.append(outcome)
             continue
@@ -120,7 +183,12 @@ def mine(history: History, options: MineOptions) -> Mined:
 
 
 def _task(
-    history: History, commit: Commit, classifier: Classifier, only: object, options: MineOptions
+    history: History,
+    commit: Commit,
+    classifier: Classifier,
+    only: object,
+    options: MineOptions,
+    on_line: set[bytes],
 ) -> MinedTask | Skipped:
     sha = commit.id.decode()
     message = commit.message.decode("utf-8", "replace")
@@ -129,8 +197,9 @@ def _task(
     def skip(reason: str) -> Skipped:
         return Skipped(sha, subject, reason)
 
-    if len(commit.parents) > 1:
-        return skip("merge commit")
+    merge = len(commit.parents) > 1
+    if merge and options.first_parent:
+        return skip("merge commit (--first-parent keeps merges out)")
     if not commit.parents:
         return skip("root commit (there is no state before it)")
     parent = history.commit(commit.parents[0])
@@ -178,14 +247,21 @@ def _task(
     for change in tests:
         _overlay(start, change)
     start = {path: entry for path, entry in start.items() if _safe_path(path) and entry.mode != GITLINK}
-    verify = _verify(options.verify, test_files or _test_dirs(kept_tests), start)
+    language = languages.of_files(test_files or kept_tests, start)
+    if not test_files and language is not languages.PYTHON:
+        return skip(f"no file of its test changes holds {language.name} tests (only fixtures or helpers)")
+    verify = _verify(language, options.verify, test_files or _test_dirs(kept_tests), start, history)
     after = history.files(commit.tree)
     reading = _files_to_read(history, [start, after], [c.path for c in code] + kept_tests)
+    text = _task_text(_merge_message(history, commit, on_line) if merge else message, sorted(kept_tests))
+    pull = PULL_REQUEST.search(subject)
+    number = next((int(group) for group in pull.groups() if group), None) if pull else None
+    wanted = environment.declared(language.name, lambda path: _root_file(history, start, path))
     return MinedTask(
-        id=_task_id(sha, subject),
+        id=_task_id(sha, _merge_title(message) if merge else subject),
         commit=sha,
         subject=subject,
-        task=_task_text(message, sorted(kept_tests)),
+        task=text,
         verify=verify,
         read_only=sorted(c.path for c in tests),
         category=_category(tests, code, kinds),
@@ -193,10 +269,48 @@ def _task(
         files_to_read=reading,
         reference_files=len(code),
         reference_lines=lines,
+        language=language.name,
+        image=options.image or language.image,
+        source="merge" if merge else "squash" if number is not None else "commit",
+        pull_request=number,
+        environment=wanted.as_tag() if wanted else None,
         start=start,
         reference={c.path: c.new for c in others},
         patch=patch,
     )
+
+
+def _root_file(history: History, files: dict[str, Entry], path: str) -> bytes | None:
+    entry = files.get(path)
+    if entry is None or entry.mode in (GITLINK, SYMLINK):
+        return None
+    return history.blob(entry.sha)
+
+
+def _merge_title(message: str) -> str:
+    """A merge's title: the pull request's (the body's first line under GitHub's "Merge pull request
+    #N from ..."), else its subject."""
+    lines = [line.strip() for line in message.strip().splitlines()]
+    if lines and PULL_REQUEST.match(lines[0]):
+        body = [line for line in lines[1:] if line]
+        if body and not TRAILER.match(body[0]):
+            return body[0]
+    return lines[0] if lines else "(no message)"
+
+
+def _merge_message(history: History, commit: Commit, on_line: set[bytes]) -> str:
+    """A merge's task text: the merge message (its boilerplate subject dropped when the pull
+    request's own title follows), then the subjects of the commits it merged."""
+    message = commit.message.decode("utf-8", "replace").strip()
+    lines = message.splitlines()
+    if lines and PULL_REQUEST.match(lines[0].strip()) and any(line.strip() for line in lines[1:]):
+        message = "\n".join(lines[1:]).strip()
+    subjects = history.merged_subjects(commit, on_line, MERGED_SUBJECTS + 1)
+    if len(subjects) > 1:
+        listed = "\n".join(f"- {s}" for s in subjects[:MERGED_SUBJECTS])
+        more = "\n- ..." if len(subjects) > MERGED_SUBJECTS else ""
+        message += f"\n\nThe pull request's commits:\n{listed}{more}"
+    return message
 
 
 def _safe_path(path: str) -> bool:
@@ -238,22 +352,22 @@ def _category(tests: list[Change], code: list[Change], kinds: Mapping[str, str])
 
 
 def _test_dirs(paths: list[str]) -> list[str]:
+    """pytest takes folders: those of the changed fixtures when no changed file holds tests itself."""
     return sorted({str(PurePosixPath(p).parent) for p in paths})
 
 
-def _verify(template: str | None, tests: list[str], start: dict[str, Entry]) -> str:
-    quoted = " ".join(shlex.quote(t) for t in tests)
-    if template:
-        return template.replace("{tests}", quoted)
-    if any(t.endswith(".go") for t in tests):
-        packages = sorted({"./" + str(PurePosixPath(t).parent) for t in tests})
-        return "go test " + " ".join(shlex.quote(p if p != "./." else ".") for p in packages)
-    if any(t.endswith(".rs") for t in tests):
-        names = [PurePosixPath(t).stem for t in tests if t.startswith("tests/") and t.endswith(".rs")]
-        return "cargo test " + " ".join(f"--test {shlex.quote(n)}" for n in names) if names else "cargo test"
-    if any(re.search(r"\.(test|spec)\.[cm]?[jt]sx?$", t) for t in tests):
-        return f"npx --no-install jest {quoted}" if "package.json" in start else f"node --test {quoted}"
-    return f"python3 -m pytest -q {quoted}"
+def _verify(
+    language: languages.Language,
+    template: str | None,
+    tests: list[str],
+    start: dict[str, Entry],
+    history: History,
+) -> str:
+    """The verify command: the template given (its {tests} expanded the way the language's runner
+    takes them), else the language's own (for JavaScript, the runner package.json depends on)."""
+    if template is None and language is languages.JAVASCRIPT:
+        template = languages.node_template(_root_file(history, start, "package.json"))
+    return language.verify(tests, template)
 
 
 _IMPORT = re.compile(r"^\s*(?:from\s+(\.*[\w.]*)\s+import\s+([\w, ]+)|import\s+([\w.]+))", re.MULTILINE)

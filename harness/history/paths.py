@@ -15,7 +15,7 @@ TEST_PATTERNS = (
     "test_*.py", "*_test.py", "*_tests.py", "conftest.py",
     "*.test.js", "*.test.jsx", "*.test.ts", "*.test.tsx", "*.test.mjs", "*.test.cjs",
     "*.spec.js", "*.spec.jsx", "*.spec.ts", "*.spec.tsx",
-    "*_test.go",
+    "*_test.go", "test.js", "test.mjs", "test.cjs", "tests.js", "test.ts",
 )  # fmt: skip
 """Rust's integration tests live in tests/ (covered); its unit tests sit inside the code they test."""
 LOCK_PATTERNS = (
@@ -37,6 +37,11 @@ TEST_FILE_PATTERNS = (
     "*.test.*",
     "*.spec.*",
     "*_test.go",
+    "test.js",
+    "test.mjs",
+    "test.cjs",
+    "tests.js",
+    "test.ts",
     "tests/*.rs",
     "tests/**/*.rs",
 )
@@ -46,6 +51,11 @@ TEST_FILE_PATTERNS = (
 class Classifier:
     def __init__(self, tests: Sequence[str] = TEST_PATTERNS) -> None:
         self._tests = pathspec.PathSpec.from_lines("gitignore", tests)
+        named = (
+            [pattern for pattern in tests if not pattern.rstrip().endswith("/")] if tests is not TEST_PATTERNS else []
+        )
+        self._named = pathspec.PathSpec.from_lines("gitignore", named)
+        """The user's own test patterns that name files (`--tests test.js`): those files hold tests."""
         self._lock = pathspec.PathSpec.from_lines("gitignore", LOCK_PATTERNS)
         self._manifest = pathspec.PathSpec.from_lines("gitignore", MANIFEST_PATTERNS)
         self._doc = pathspec.PathSpec.from_lines("gitignore", DOC_PATTERNS)
@@ -63,7 +73,8 @@ class Classifier:
         return "code"
 
     def holds_tests(self, path: str) -> bool:
-        return bool(self._test_files.match_file(path))
+        """Whether the file holds tests itself (what verify runs), not fixtures or a conftest."""
+        return bool(self._test_files.match_file(path) or self._named.match_file(path))
 
 
 def matcher(patterns: Sequence[str]) -> pathspec.PathSpec:

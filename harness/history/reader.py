@@ -162,6 +162,27 @@ class History:
             sha = commit.parents[0] if commit.parents else None
         return chain
 
+    def merged_subjects(self, merge: Commit, line: set[bytes], limit: int) -> list[str]:
+        """The subjects of the commits a merge brought in (reachable from its other parents, not from
+        the first-parent line), oldest first, at most limit of them (newest kept)."""
+        found: list[Commit] = []
+        queue = [bytes(parent) for parent in merge.parents[1:]]
+        seen: set[bytes] = set(line)
+        while queue and len(found) < limit:
+            sha = queue.pop(0)
+            if sha in seen:
+                continue
+            seen.add(sha)
+            try:
+                commit = self.commit(sha)
+            except (KeyError, NotFoundError):  # a shallow history ends here
+                continue
+            if len(commit.parents) <= 1:
+                found.append(commit)
+            queue += [bytes(parent) for parent in commit.parents]
+        found.sort(key=lambda commit: commit.commit_time)
+        return [commit.message.decode("utf-8", "replace").strip().split("\n")[0].strip() for commit in found]
+
     def changes(self, parent: Commit, commit: Commit) -> list[Change]:
         """What commit changed relative to parent, one entry per path (renames are a delete and an add)."""
         out = []

@@ -60,6 +60,9 @@ DEPENDENCY_FILES = (
 SETUP_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID"]
 """What package managers need as root (apt drops to its own user); nothing else."""
 SETUP_TIMEOUT_S = 900.0
+SETUP_LOG = "setup.log"
+"""In the session folder: every setup command's full output (beside it, `<id>.setup.log`, when setup
+failed and the session was not made)."""
 
 
 def dependency_digest(workspace: Path) -> str:
@@ -117,13 +120,17 @@ def prepare_environment(
     ca: Path | None = None,
     proxy: str | None = None,
     mounts: Sequence[str] = (),
+    log: Path | None = None,
 ) -> SetupRecord:
     """Run commands once on top of spec.image (or reuse the cached result); return step 0's image.
 
+    timeout_s bounds all the commands together. log: a file that gets every command's full output
+    as it finishes (the error names only the deciding line).
     ca, proxy and mounts reach the setup container only: the CA bundle (read now, checked to be PEM)
     joins the image's own bundle for the commands, the proxy is their HTTP(S)_PROXY, the mounts are
     read-only. Tool calls never see any of them."""
     started = time.monotonic()
+    journal = SetupLog(log)
     ca_pem = read_ca(ca) if ca is not None else None
     binds = [parse_setup_mount(item) for item in mounts]
     for host, _ in binds:
@@ -138,6 +145,7 @@ def prepare_environment(
     }
     cached = find_cached(client, key)
     if cached is not None:
+        journal.write(f"setup reused from the cache (key {key}, image {cached.id}): no command ran\n")
         return SetupRecord(
             image=cached.id,
             key=key,
@@ -175,7 +183,15 @@ def prepare_environment(
         copied = scratch / "workspace"
         keep_node_modules = (copied / "package.json").is_file() and not (copied / "node_modules").exists()
         image, mode = _run_and_commit(
-            client, config, commands, key, run_id, timeout_s, environment, ca_pem is not None, keep_node_modules
+            client,
+            config,
+            commands,
+            key,
+            run_id,
+            Deadline(timeout_s, journal),
+            environment,
+            ca_pem is not None,
+            keep_node_modules,
         )
         mode = "egress" if spec.egress else mode
     finally:
@@ -228,13 +244,45 @@ def read_ca(path: Path) -> bytes:
     return data
 
 
+class SetupLog:
+    """The setup's full output, command by command, in a file (or nowhere)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("", encoding="utf-8")
+
+    def write(self, text: str) -> None:
+        if self.path is not None:
+            with open(self.path, "a", encoding="utf-8") as handle:
+                handle.write(text)
+
+
+class Deadline:
+    """All the setup commands share one time bound."""
+
+    def __init__(self, seconds: float, journal: SetupLog) -> None:
+        self.seconds, self.journal = seconds, journal
+        self.ends = time.monotonic() + seconds
+
+    def left(self, command: str) -> float:
+        remaining = self.ends - time.monotonic()
+        if remaining < 1:
+            raise SetupError(
+                f"setup took its whole time bound of {self.seconds:g} s before {command!r} "
+                "(raise it with --setup-timeout or setup_timeout)"
+            )
+        return remaining
+
+
 def _run_and_commit(
     client: docker.DockerClient,
     config: dict,
     commands: Sequence[str],
     key: str,
     run_id: str,
-    timeout_s: float,
+    deadline: Deadline,
     environment: dict[str, str],
     bundle: bool,
     keep_node_modules: bool,
@@ -248,11 +296,11 @@ def _run_and_commit(
             api.start(cid)
             mode = api.inspect_container(cid)["HostConfig"]["NetworkMode"]
         if bundle:
-            _exec(api, cid, _BUNDLE, timeout_s, {}, what="joining the setup CA to the image's bundle")
+            _exec(api, cid, _BUNDLE, deadline, {}, what="joining the setup CA to the image's bundle")
         for command in commands:
-            _exec(api, cid, command, timeout_s, environment)
+            _exec(api, cid, command, deadline, environment)
         if keep_node_modules:
-            _exec(api, cid, _KEEP_NODE_MODULES, timeout_s, {}, what="keeping node_modules in the image")
+            _exec(api, cid, _KEEP_NODE_MODULES, deadline, {}, what="keeping node_modules in the image")
         image_labels = labels.of_run(run_id, "setup", **{labels.SETUP_KEY: key, labels.SETUP_NETWORK: mode})
         changes = [*labels.instructions(image_labels), f"USER {SANDBOX_UID}:{SANDBOX_UID}"]
         with translate("committing the setup container"):
@@ -264,17 +312,26 @@ def _run_and_commit(
 
 
 def _exec(
-    api: docker.APIClient, cid: str, command: str, timeout_s: float, environment: dict[str, str], what: str = ""
+    api: docker.APIClient, cid: str, command: str, deadline: Deadline, environment: dict[str, str], what: str = ""
 ) -> None:
-    argv = ["timeout", "-k", "5", f"{timeout_s:g}s", "sh", "-c", command]
+    shown = command if len(command) <= 120 else command[:117] + "..."
+    subject = what or f"setup command {shown!r}"
+    left = deadline.left(shown)
+    argv = ["timeout", "-k", "5", f"{left:.0f}s", "sh", "-c", command]
+    started = time.monotonic()
     with translate("running a setup command"):
         exec_id = api.exec_create(cid, argv, stdout=True, stderr=True, environment=environment or None)["Id"]
-        output = api.exec_start(exec_id, stream=False) or b""
+        output = (api.exec_start(exec_id, stream=False) or b"").decode("utf-8", "replace")
         code = api.exec_inspect(exec_id).get("ExitCode")
+    took = time.monotonic() - started
+    deadline.journal.write(f"$ {what or command}\n{output}{'' if output.endswith(chr(10)) or not output else chr(10)}"
+                           f"[exit {code} after {took:.1f} s]\n\n")  # fmt: skip
     if code != 0:
-        reason = "timed out" if code == 124 else f"exited {code}"
-        subject = what or f"setup command {command!r}"
-        raise SetupError(f"{subject} {reason}: {setup_cause(output.decode('utf-8', 'replace'))}")
+        if code in (124, 137) and took >= left - 1:
+            reason = f"stopped at setup's time bound of {deadline.seconds:g} s (--setup-timeout)"
+        else:
+            reason = f"exited {code}"
+        raise SetupError(f"{subject} {reason}: {setup_cause(output)}")
 
 
 _CAUSES = (
@@ -317,17 +374,27 @@ def make_prepare(sandbox: Sandbox, spec: SandboxSpec, config: SessionConfig) -> 
     engine_box = sandbox
 
     def prepare(workspace: Path, egress: Path | None) -> SetupRecord:
-        return prepare_environment(
-            engine_box.client,
-            workspace,
-            spec.model_copy(update={"egress": str(egress) if egress else None}),
-            config.setup,
-            network=config.setup_network,
-            run_id=engine_box.run_id,
-            ca=config.setup_ca,
-            proxy=config.setup_proxy,
-            mounts=config.setup_mounts,
-        )
+        log = workspace.parent / SETUP_LOG  # the session folder's
+        try:
+            return prepare_environment(
+                engine_box.client,
+                workspace,
+                spec.model_copy(update={"egress": str(egress) if egress else None}),
+                config.setup,
+                network=config.setup_network,
+                run_id=engine_box.run_id,
+                timeout_s=config.setup_timeout,
+                ca=config.setup_ca,
+                proxy=config.setup_proxy,
+                mounts=config.setup_mounts,
+                log=log,
+            )
+        except SetupError as error:
+            if not log.is_file() or not log.stat().st_size:
+                raise
+            kept = workspace.parent.parent / f"{workspace.parent.name}.{SETUP_LOG}"  # the session folder goes
+            os.replace(log, kept)
+            raise SetupError(f"{error} (full log: {kept})") from None
 
     return prepare
 

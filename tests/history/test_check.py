@@ -76,3 +76,50 @@ def _mine_check_batch_report(tmp_path: Path, run_label: str, docker_client) -> N
     assert (out / "report.html").is_file()
     mine = docker_client.containers.list(all=True, filters={"label": f"harness.run={run_label}"}, ignore_removed=True)
     assert [c for c in mine if c.labels.get("harness.kind") != "bench"] == []
+
+
+def test_the_yield_of_every_language_and_an_image_picked_for_what_a_commit_declares(tmp_path: Path) -> None:
+    """`harness bench mine` on the built histories (Python, Go, JavaScript, Rust; merges, squashes, an
+    old interpreter's commit) meets its targets and names each unsound task's reason; then a
+    JavaScript task set in an image without Node is moved to one that meets its engines.node."""
+    harness = Harness(tmp_path / "state", f"bench-mine-{uuid.uuid4().hex[:6]}")
+    ran = harness("bench", "mine", "--workers", "4", "--json")
+    assert ran.code == 0, ran.stderr
+    bench = json.loads(ran.stdout)
+    rates = {language: row["sound_rate"] for language, row in bench["by_language"].items()}
+    assert rates == {
+        "python": 0.75,
+        "go": 0.75,
+        "javascript": 0.75,
+        "rust": 1.0,
+    }  # Python: 6 of 9 built, 6 of 7 example
+    assert bench["targets_met"] is True
+    python = next(r for r in bench["repositories"] if r["name"] == "built python")
+    kinds = {v["task"].split("-", 1)[1]: v["kind"] for v in python["verdicts"]}
+    assert kinds["from-dict-takes-any-mapping"] == "environment_mismatch"
+    assert kinds["read-shapes-from-the-native-reader"] == "missing_module"
+    assert kinds["name-rect-s-sides-for-what-they-are"] == "passes_at_start"
+    assert kinds["perimeter-of-squares-and-rectangles"] == kinds["add-circle-5"] == "sound", "merge and squash"
+    mismatch = next(v for v in python["verdicts"] if v["kind"] == "environment_mismatch")
+    assert "the image's python 3.11" in mismatch["reason"] and "does not meet >=3.7,<3.10" in mismatch["reason"]
+    assert python["scanned"] == 12 and python["merges"] == 2 and python["mined"] == 9
+
+    from harness.bench.histories import javascript_history
+
+    javascript_history(tmp_path / "js")
+    tasks = tmp_path / "bench" / "tasks.yaml"
+    assert (
+        harness("tasks", "mine", str(tmp_path / "js"), "-o", str(tasks), "--image", "rust", "--paths", "lib/").code == 0
+    )
+    checked = harness("tasks", "check", str(tasks), "--env-images", "node", "--json")
+    assert checked.code == 0, checked.stderr
+    result = json.loads(checked.stdout)
+    assert {v["image"] for v in result["verdicts"]} == {"node"} and all(v["sound"] for v in result["verdicts"])
+    assert all("javascript 18" in v["environment"] and ": met" in v["environment"] for v in result["verdicts"])
+    assert result["yield"]["by_language"]["javascript"]["sound_rate"] == 1.0
+    kept = yaml.safe_load(tasks.with_name("tasks.sound.yaml").read_text())
+    assert kept["defaults"]["image"] == "rust" and {t["image"] for t in kept["tasks"]} == {"node"}
+    alone = harness("tasks", "check", str(tasks), "--json")
+    verdicts = json.loads(alone.stdout)["verdicts"]
+    assert alone.code == 11 and {v["kind"] for v in verdicts} == {"environment_mismatch"}
+    assert "the image rust has no javascript" in verdicts[0]["reason"]

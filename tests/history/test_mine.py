@@ -56,7 +56,9 @@ def test_commits_that_change_code_and_tests_make_tasks_and_the_rest_say_why_not(
     assert why["Tweak without tests"] == "no test changes (nothing to verify with)"
     assert why["Add a logo"].startswith("calc/logo.bin: a binary change")
     assert why["Generate a big table"].startswith("huge commit (900 code lines")
-    assert why["Merge side"] == "merge commit"
+    assert why["Merge side"] == "no test changes (nothing to verify with)"  # a merge is a change like any
+    kept_out = reasons(mine(opened(repo.path), MineOptions(first_parent=True)))
+    assert kept_out["Merge side"] == "merge commit (--first-parent keeps merges out)"
     assert why["More tests"] == "only tests"
     assert why["Docs"] == "only docs or lockfiles"
     assert why["Start"].startswith("root commit")
@@ -90,7 +92,7 @@ def test_a_task_starts_at_the_parent_with_the_new_tests_and_keeps_the_reference_
     assert loaded.read_only == ["tests/test_ops.py"] and loaded.tags.category == "single-file-fix"
     assert loaded.max_files == 3 and loaded.tags.model_dump()["commit"] == fix.commit
     skipped = json.loads((states / "skipped.json").read_text())
-    assert {s["reason"] for s in skipped} >= {"merge commit", "only tests"}
+    assert {s["reason"] for s in skipped} >= {"no test changes (nothing to verify with)", "only tests"}
 
 
 def test_the_task_text_is_the_message_without_the_answer(repo):
@@ -143,7 +145,7 @@ def test_a_bundle_mines_like_the_repository_it_was_made_from(repo, tmp_path):
         (t.id, t.verify, t.patch) for t in from_repo.tasks
     ]
     example = mine(opened(BUNDLE), MineOptions())
-    assert len(example.tasks) == 7 and {s.reason for s in example.skipped} >= {"merge commit", "only tests"}
+    assert len(example.tasks) == 7 and {s.reason for s in example.skipped} >= {"only tests", "only docs or lockfiles"}
 
 
 def test_a_hostile_repository_is_mined_with_none_of_its_traps_firing(tmp_path):
@@ -277,4 +279,4 @@ def test_a_mined_tasks_file_round_trips_through_yaml(repo, tmp_path):
     assert raw["defaults"] == {"image": "py311", "read_only": []}
     assert raw["tasks"][1]["task"].startswith("Fix add() subtracting")
     materialize.write(mine(history, MineOptions(max_tasks=1)), history, output, image="py311")  # again: replaced
-    assert len(load_tasks(output).tasks) == 1 and len(list((tmp_path / "tasks.tasks").iterdir())) == 3
+    assert len(load_tasks(output).tasks) == 1 and len(list((tmp_path / "tasks.tasks").iterdir())) == 4

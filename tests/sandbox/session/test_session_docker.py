@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 import time
 import zipfile
 from pathlib import Path
@@ -69,6 +70,8 @@ def test_setup_installs_from_repo_wheels_and_second_session_reuses_it(
         assert first.info.setup.network_mode == "none"
         assert first.step == 0 and first.image == first.info.setup.image
         assert not (first.workspace / "build").exists(), "setup never writes the session workspace"
+        log = (first.dir / "setup.log").read_text()
+        assert log.startswith(f"$ {INSTALL}\n") and "[exit 0 after" in log and f"$ echo {run_label}" in log
         envelope = box.run(
             ["python3", "-m", "pytest", "-q", "-p", "no:cacheprovider"], workspace=first.workspace, spec=first.spec
         )
@@ -82,6 +85,7 @@ def test_setup_installs_from_repo_wheels_and_second_session_reuses_it(
         )
         assert second.info.setup.cached and second.image == first.image
         assert time.monotonic() - started < 10
+        assert "setup reused from the cache" in (second.dir / "setup.log").read_text()
         (repo / "requirements.txt").write_text("tinydep==1.0\n")
         third = Session.create(
             repo, tmp_path / "state", spec=SPEC, config=config, prepare=make_prepare(box, SPEC, config)
@@ -128,8 +132,8 @@ def test_setup_network_is_what_the_engine_says_and_failures_are_reported(
         )
         assert session.info.setup.network_mode == "bridge"
         assert session.config.setup_network and session.spec.network == "none"
-        failing = SessionConfig(setup=["echo about to fail; exit 3"])
-        with pytest.raises(SetupError, match="exited 3: about to fail"):
+        failing = SessionConfig(setup=["for n in $(seq 0 199); do echo line $n; done; echo about to fail; exit 3"])
+        with pytest.raises(SetupError, match=re.escape("exited 3: line 198 | line 199 | about to fail")) as failed:
             Session.create(
                 repo,
                 tmp_path / "state",
@@ -139,6 +143,22 @@ def test_setup_network_is_what_the_engine_says_and_failures_are_reported(
                 prepare=make_prepare(box, SPEC, failing),
             )
         assert not (tmp_path / "state" / "failed").exists()
+        kept = tmp_path / "state" / "failed.setup.log"
+        assert str(failed.value).endswith(f"(full log: {kept})"), "the whole output is kept and named"
+        assert "line 0\n" in kept.read_text() and "line 199\nabout to fail\n[exit 3 after" in kept.read_text()
+
+        slow = SessionConfig(setup=["echo first", "echo started; sleep 60"], setup_timeout=3)
+        started = time.monotonic()
+        with pytest.raises(SetupError, match=r"stopped at setup's time bound of 3 s \(--setup-timeout\): started"):
+            Session.create(
+                repo,
+                tmp_path / "state",
+                spec=SPEC,
+                config=slow,
+                session_id="slow",
+                prepare=make_prepare(box, SPEC, slow),
+            )
+        assert time.monotonic() - started < 30, "the bound is for all the commands, and it holds"
 
 
 def test_writable_root_state_follows_steps_and_rollback(
