@@ -26,9 +26,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EngineFacts",
+    "build_env",
     "build_images",
     "connect",
     "engine_facts",
+    "env_images",
     "execute_once",
     "image_ref",
     "image_rows",
@@ -246,9 +248,26 @@ def execute_once(
         remove_tree(scratch, ignore_errors=True)
 
 
-def toolchain_version(docker_host: str | None, run_id: str, image: str, argv: list[str]) -> str:
+def build_env(docker_host: str | None, language: str, release: str, log: Callable[[str], None]) -> str:
+    """The language's image on another Debian release (built once, then found by its tag)."""
+    from sandbox.docker import images
+
+    with engine(docker_host) as client:
+        return images.build_env(client, language, release, log)
+
+
+def env_images(docker_host: str | None) -> dict[str, str]:
+    """The environments built on the engine: image tag -> language."""
+    from sandbox.docker import images
+
+    with engine(docker_host) as client:
+        return images.env_images(client)
+
+
+def toolchain_version(docker_host: str | None, run_id: str, image: str, argv: list[str]) -> str | None:
     """What argv (a `--version` command) prints in a fresh container of image, over an empty
-    workspace, with the call posture (no network, the limits); "" when it does not run."""
+    workspace, with the call posture (no network, the limits); "" when the image has no such program
+    (exit 126 or 127), None when the probe itself failed (another exit, a timeout)."""
     from sandbox.spec import SandboxSpec
     from sandbox.tree import remove_tree
 
@@ -256,7 +275,9 @@ def toolchain_version(docker_host: str | None, run_id: str, image: str, argv: li
     try:
         with one_shot_sandbox(docker_host, run_id) as box:
             envelope = box.run(argv, workspace=scratch, spec=SandboxSpec(image=image, timeout_s=60))
-        return envelope.stdout.strip() if envelope.exit_code == 0 else ""
+        if envelope.exit_code == 0 and envelope.stdout.strip():
+            return envelope.stdout.strip()
+        return "" if envelope.exit_code in (126, 127) else None
     finally:
         remove_tree(scratch, ignore_errors=True)
 

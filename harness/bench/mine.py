@@ -55,6 +55,7 @@ def measure(
     repos: list[Path] = (),  # type: ignore[assignment]
     example: bool = True,
     workers: int = 3,
+    build_envs: bool = False,
     log: Any = lambda text: None,
 ) -> MineBench:
     started = time.monotonic()
@@ -68,7 +69,8 @@ def measure(
             sources.append(("example mathlib", EXAMPLE))
         sources += [(str(repo), Path(repo)) for repo in repos]
         results = [
-            _one(name, path, scratch / f"tasks-{n}", runtime, workers, log) for n, (name, path) in enumerate(sources)
+            _one(name, path, scratch / f"tasks-{n}", runtime, workers, build_envs, log)
+            for n, (name, path) in enumerate(sources)
         ]
     finally:
         remove_tree(scratch, ignore_errors=True)
@@ -89,7 +91,9 @@ def measure(
     )
 
 
-def _one(name: str, path: Path, folder: Path, runtime: assembly.Runtime, workers: int, log: Any) -> RepositoryYield:
+def _one(
+    name: str, path: Path, folder: Path, runtime: assembly.Runtime, workers: int, build_envs: bool, log: Any
+) -> RepositoryYield:
     log(f"mining {name}")
     output = folder / "tasks.yaml"
     folder.mkdir(parents=True)
@@ -106,7 +110,7 @@ def _one(name: str, path: Path, folder: Path, runtime: assembly.Runtime, workers
         )  # fmt: skip
     tasks = load_tasks(output)
     log(f"checking {len(tasks.tasks)} task(s) of {name}")
-    verdicts = check.check(tasks, runtime, workers=workers)
+    verdicts = check.check(tasks, runtime, workers=workers, build_envs=build_envs, log=log)
     report = check.yield_report(tasks, verdicts)
     by_language = {
         language: {"checked": row["checked"], "sound": row["sound"]} for language, row in report["by_language"].items()

@@ -337,6 +337,9 @@ def bench_mine(
     ),
     example: bool = typer.Option(True, "--example/--no-example", help="Mine the project's example history too."),
     workers: int = typer.Option(3, "--workers", min=1, max=64, help="Tasks checked at once."),
+    build_envs: bool = typer.Option(
+        False, "--build-envs", help="Build environments for declarations no image meets (tasks check --build-envs)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """The yield of `tasks mine` + `tasks check` per language: commits scanned, tasks made, sound, and
@@ -352,7 +355,15 @@ def bench_mine(
     with reported():
         runtime = Runtime(run_id=environment.run_id("bench"), docker_host=environment.docker_host())
         log = (lambda text: None) if as_json else (lambda text: err_console.print(text, markup=False))
-        result = measure(runtime, languages=languages or None, repos=repos, example=example, workers=workers, log=log)
+        result = measure(
+            runtime,
+            languages=languages or None,
+            repos=repos,
+            example=example,
+            workers=workers,
+            build_envs=build_envs,
+            log=log,
+        )
     if as_json:
         print(result.model_dump_json())
         return

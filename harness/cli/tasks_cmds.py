@@ -146,6 +146,12 @@ def check_command(
         help="Images to pick from when a task's own does not meet the interpreter or toolchain its commit "
         "declares (requires-python, go.mod, engines.node, rust-version); repeatable.",
     ),
+    build_envs: bool = typer.Option(
+        False,
+        "--build-envs",
+        help="When no image meets a declaration, build one from the Debian release that has it (bullseye: "
+        "Python 3.9, Node 12, Go 1.15; trixie: Python 3.13, Node 20, Go 1.24, Rust 1.85); kept and found later.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the verdicts and the yield as JSON."),
 ) -> None:
     """Keep the tasks whose verify fails at the start and passes with the reference change (both in
@@ -166,7 +172,15 @@ def check_command(
                 mark = "sound  " if verdict.sound else "unsound"
                 err_console.print(f"{mark} {verdict.task_id}: {verdict.reason}", soft_wrap=True, markup=False)
 
-        verdicts = check.check(tasks, runtime, workers=workers, env_images=env_images, on_verdict=said)
+        verdicts = check.check(
+            tasks,
+            runtime,
+            workers=workers,
+            env_images=env_images,
+            build_envs=build_envs,
+            on_verdict=said,
+            log=lambda text: err_console.print(text, soft_wrap=True, markup=False),
+        )
         raw = yaml.safe_load(tasks_file.read_text(encoding="utf-8"))
         sound = {v.task_id: v for v in verdicts if v.sound}
         kept = [entry for entry in raw.get("tasks", []) if entry.get("id") in sound]

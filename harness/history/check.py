@@ -60,27 +60,73 @@ MISMATCH_KINDS = frozenset(
 """Failures that an unmet declaration (interpreter or toolchain too old or too new) explains first."""
 
 
-class Toolchains:
-    """Each image's version of a language's toolchain, probed once per check (in a call container)."""
+class Environments:
+    """The images a task can run in, by what they have: each image's version of a language's toolchain
+    (probed once per check, in a call container), the images to pick from (--env-images and the
+    environments built before on this engine), and environments built on demand (--build-envs)."""
 
-    def __init__(self, runtime: assembly.Runtime) -> None:
-        self._runtime = runtime
-        self._known: dict[tuple[str, str], str] = {}
+    def __init__(
+        self,
+        runtime: assembly.Runtime,
+        images: Sequence[str] = (),
+        build: bool = False,
+        log: Callable[[str], None] = lambda text: None,
+    ) -> None:
+        self._runtime, self._images, self.can_build, self._log = runtime, list(images), build, log
+        self._known: dict[tuple[str, str], str | None] = {}
+        self._built: dict[tuple[str, str], str | None] = {}
+        self._local: dict[str, str] | None = None
         self._lock = threading.Lock()
+        self._building = threading.Lock()
 
-    def version(self, image: str, language: str) -> str:
+    def version(self, image: str, language: str) -> str | None:
+        """The image's version of the language's toolchain; "" when it has none; None when the probe
+        failed twice (then nothing is decided on it: no pick, no build)."""
         key = (image, language)
         with self._lock:
-            if key not in self._known:
-                argv = environment.VERSION_COMMANDS.get(language)
-                try:
-                    printed = assembly.engine.toolchain_version(
-                        self._runtime.docker_host, self._runtime.run_id, image, argv
-                    ) if argv else ""  # fmt: skip
-                except (HarnessError, SandboxError):
-                    printed = ""
-                self._known[key] = environment.normalize(language, printed)
+            if key in self._known:
+                return self._known[key]
+        argv = environment.VERSION_COMMANDS.get(language)
+        printed: str | None = None
+        for _ in range(2):
+            try:
+                printed = (
+                    assembly.engine.toolchain_version(self._runtime.docker_host, self._runtime.run_id, image, argv)
+                    if argv
+                    else ""
+                )
+            except (HarnessError, SandboxError):
+                printed = None
+            if printed is not None:
+                break
+        with self._lock:
+            self._known[key] = None if printed is None else environment.normalize(language, printed)
             return self._known[key]
+
+    def candidates(self, language: str) -> list[str]:
+        """--env-images, then the environments built for language on this engine before."""
+        with self._lock:
+            if self._local is None:
+                try:
+                    self._local = assembly.engine.env_images(self._runtime.docker_host)
+                except (HarnessError, SandboxError):
+                    self._local = {}
+            local = [tag for tag, built_for in sorted(self._local.items()) if built_for == language]
+        return list(dict.fromkeys([*self._images, *local]))
+
+    def build(self, language: str, requires: str) -> str | None:
+        """An environment from the Debian release whose toolchain meets requires (built once per
+        check and found by its tag after), or None when no release has one."""
+        release = environment.release_for(language, requires)
+        if release is None:
+            return None
+        with self._building:
+            if (language, release) not in self._built:
+                self._log(f"building a {language} environment from Debian {release} for {requires}")
+                self._built[(language, release)] = assembly.engine.build_env(
+                    self._runtime.docker_host, language, release, self._log
+                )
+            return self._built[(language, release)]
 
 
 def check(
@@ -89,16 +135,19 @@ def check(
     *,
     workers: int = 2,
     env_images: Sequence[str] = (),
+    build_envs: bool = False,
     on_verdict: Callable[[Verdict], None] = lambda verdict: None,
+    log: Callable[[str], None] = lambda text: None,
 ) -> list[Verdict]:
     """Every task's verdict, in the file's order (sessions in a scratch directory removed after).
-    env_images: images to pick from when a task's own does not meet what its commit declares."""
+    env_images: images to pick from when a task's own does not meet what its commit declares;
+    build_envs: build one from a Debian release that has it when none does."""
     scratch = Path(tempfile.mkdtemp(prefix="harness-check-"))
-    toolchains = Toolchains(runtime)
+    toolchains = Environments(runtime, env_images, build_envs, log)
     try:
 
         def one(task: Task) -> Verdict:
-            verdict = check_in_environment(task, tasks, scratch, runtime, toolchains, env_images)
+            verdict = check_in_environment(task, tasks, scratch, runtime, toolchains)
             on_verdict(verdict)
             return verdict
 
@@ -113,26 +162,38 @@ def check_in_environment(
     tasks: TasksFile,
     sessions: Path,
     runtime: assembly.Runtime,
-    toolchains: Toolchains,
-    env_images: Sequence[str],
+    toolchains: Environments,
 ) -> Verdict:
-    """check_task in an image that meets what the task's commit declares (its own, or the first of
-    env_images that does); a failure with the declaration unmet is named for it."""
+    """check_task in an image that meets what the task's commit declares (its own, else the first
+    candidate that does, else one built for it when allowed); a failure with the declaration unmet
+    is named for it."""
     image = task.image or tasks.defaults.image
     wanted = (task.tags.model_extra or {}).get("environment")
     if not isinstance(wanted, dict) or not wanted.get("requires") or not wanted.get("language"):
         return replace(check_task(task, tasks, sessions, runtime), image=image)
     language, requires, source = str(wanted["language"]), str(wanted["requires"]), str(wanted.get("source", ""))
     versions = {image: toolchains.version(image, language)}
-    met = environment.satisfies(language, versions[image], requires) if versions[image] else False
-    if met is False and env_images:
-        versions.update({other: toolchains.version(other, language) for other in env_images if other != image})
+    own = versions[image]
+    met = environment.satisfies(language, own, requires) if own else (None if own is None else False)
+    if met is False:
+        versions.update({other: toolchains.version(other, language) for other in toolchains.candidates(language)})
         chosen = environment.pick(language, requires, versions, [image])
+        if chosen is None and toolchains.can_build:
+            try:
+                built = toolchains.build(language, requires)
+            except (HarnessError, SandboxError) as error:
+                first = str(error).splitlines()[0]
+                return Verdict(task.id, False, f"cannot build an environment: {first}", "setup_failed", first, "start")
+            if built is not None:
+                versions[built] = toolchains.version(built, language)
+                chosen = environment.pick(language, requires, {built: versions[built] or ""}, [])
         if chosen is not None:
             image, met = chosen, True
             task = task.model_copy(update={"image": chosen})
     said = {True: "met", False: "not met", None: "cannot tell"}[met]
-    having = f"{language} {versions[image]}" if versions[image] else f"no {language}"
+    having = (
+        f"{language} {versions[image]}" if versions[image] else f"no {language}" if met is False else "(probe failed)"
+    )
     described = f"{having} in {image}; declares {requires} ({source}): {said}"
     verdict = replace(check_task(task, tasks, sessions, runtime), image=image, environment=described)
     if met is False and not verdict.sound and verdict.kind in MISMATCH_KINDS:

@@ -24,6 +24,13 @@ VERSION_COMMANDS = {
     "rust": ["rustc", "--version"],
 }
 """What prints an image's version of each language's toolchain."""
+RELEASE_TOOLCHAINS = {
+    "bullseye": {"python": "3.9.2", "go": "1.15.15", "javascript": "12.22.12", "rust": "1.48.0"},
+    "bookworm": {"python": "3.11.2", "go": "1.19.8", "javascript": "18.19.0", "rust": "1.63.0"},
+    "trixie": {"python": "3.13.5", "go": "1.24.4", "javascript": "20.19.2", "rust": "1.85.0"},
+}
+"""What each Debian release ships, for choosing the one to build an environment from (the image
+built is probed again: its own version is what a verdict reports)."""
 
 
 @dataclass(frozen=True)
@@ -77,13 +84,22 @@ def normalize(language: str, printed: str) -> str:
     return found.group(1) if found else ""
 
 
-def pick(language: str, requires: str, versions: Mapping[str, str], preferred: Iterable[str]) -> str | None:
+def pick(language: str, requires: str, versions: Mapping[str, str | None], preferred: Iterable[str]) -> str | None:
     """The first image (preferred order first) whose version satisfies requires, or None."""
     order = list(dict.fromkeys([*preferred, *versions]))
     for image in order:
         version = versions.get(image)
         if version and satisfies(language, version, requires):
             return image
+    return None
+
+
+def release_for(language: str, requires: str) -> str | None:
+    """The Debian release whose toolchain meets requires (newest first), or None."""
+    for release in reversed(RELEASE_TOOLCHAINS):
+        version = RELEASE_TOOLCHAINS[release].get(language)
+        if version and satisfies(language, version, requires):
+            return release
     return None
 
 

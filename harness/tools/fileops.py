@@ -4,6 +4,8 @@ nor re (python's start-up is most of a read_file call); unified diffs are parsed
 Mounted read-only beside `runner`.
 """
 
+from __future__ import annotations  # runs in the container's python, 3.8 or newer
+
 import os
 
 if __package__:  # on the host, as harness.tools.fileops

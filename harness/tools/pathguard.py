@@ -4,6 +4,8 @@ outside protected / read-only areas) and opens files component by component with
 symlink swapped in after the check is refused, never followed. Mounted read-only beside `runner`.
 """
 
+from __future__ import annotations  # runs in the container's python, 3.8 or newer
+
 import errno
 import os
 

@@ -15,6 +15,8 @@ None of these modules can import harness (they run in the container): on the hos
 harness.tools modules, in the container top-level ones beside each other.
 """
 
+from __future__ import annotations  # runs in the container's python, 3.8 or newer
+
 import os
 import sys
 

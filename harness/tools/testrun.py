@@ -3,6 +3,8 @@ output capped, and the failing tests read from the JUnit XML the runners write (
 or from its traceback lines. Mounted read-only beside `runner`.
 """
 
+from __future__ import annotations  # runs in the container's python, 3.8 or newer
+
 import os
 
 if __package__:  # on the host, as harness.tools.testrun

@@ -7,6 +7,8 @@ paths, and `\\ No newline at end of file`. A hunk must match the text exactly (i
 chooses between several exact matches), so a stale diff fails instead of landing in the wrong place.
 """
 
+from __future__ import annotations  # runs in the container's python, 3.8 or newer
+
 import re
 
 DEV_NULL = "/dev/null"

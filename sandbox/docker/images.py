@@ -6,6 +6,11 @@ version is a content hash of its inputs (Dockerfile bytes, the files of `images/
 image id), so building again with nothing changed only looks the tags up and takes seconds.
 About 280 lines: versions, the locked build, the registry base and the offline bootstrap are one
 chain that a first build walks end to end.
+
+Environments (`build_env`): the same chain on another Debian release (bullseye, trixie), for a
+language whose interpreter or toolchain a repository needs in another version than bookworm's:
+`harness/base:<release>` → its sandbox layer → `harness/env-<language>:<release>-<version>`,
+labelled with the language and release so later checks find it among the local images.
 """
 
 from __future__ import annotations
@@ -44,6 +49,12 @@ BASE_REF = "harness/base:bookworm"
 REGISTRY_BASE = "debian:bookworm-slim"
 SANDBOX = "sandbox"
 BOOTSTRAP_PACKAGES = "python3,python3-pip,python3-venv,python3-pytest,git,ripgrep,ca-certificates,procps,iproute2"
+RELEASES = ("bullseye", "bookworm", "trixie")
+"""Debian releases an environment can be built from (each ships its own Python, Go, Node and Rust)."""
+LANGUAGE_IMAGES = {"python": "py311", "go": "go", "javascript": "node", "rust": "rust"}
+"""The images/ folder whose Dockerfile makes each language's layer."""
+ENV_LANGUAGE = "harness.env.language"
+ENV_RELEASE = "harness.env.release"
 
 Log = Callable[[str], None]
 
@@ -115,6 +126,10 @@ def list_images(client: docker.DockerClient, root: Path = INPUTS_ROOT) -> list[I
             continue
         older = client.images.list(filters={"label": f"{labels.IMAGE}={name}"})
         rows.append(ImageStatus(name=name, ref=ref, status="stale" if older else "missing"))
+    for image in client.images.list(filters={"label": ENV_LANGUAGE}):  # environments built for a declaration
+        name = f"env-{image.labels.get(ENV_LANGUAGE, '?')} ({image.labels.get(ENV_RELEASE, '?')})"
+        for tag in image.tags:
+            rows.append(ImageStatus(name=name, ref=tag, status="current", image_id=image.id))
     return rows
 
 
@@ -179,12 +194,13 @@ def _build_one(
     fileobj: bytes | None = None,
     path: Path | None = None,
     buildargs: dict[str, str],
+    extra_labels: dict[str, str] | None = None,
 ) -> None:
     if _image_id(client, ref):
         log(f"{ref} is current")
         return
     log(f"building {ref}")
-    image_labels = {labels.IMAGE: name, labels.CONTENT: version}
+    image_labels = {labels.IMAGE: name, labels.CONTENT: version, **(extra_labels or {})}
     try:
         if fileobj is not None:
             client.images.build(
@@ -208,23 +224,63 @@ def _build_one(
     log(f"built {ref}")
 
 
-def ensure_base(client: docker.DockerClient, log: Log) -> str:
-    """Id of harness/base:bookworm, pulling or bootstrapping it first when it is missing."""
-    base_id = _image_id(client, BASE_REF)
+def ensure_base(client: docker.DockerClient, log: Log, release: str = "bookworm") -> str:
+    """Id of harness/base:<release>, pulling or bootstrapping it first when it is missing."""
+    ref = f"harness/base:{release}"
+    base_id = _image_id(client, ref)
     if base_id:
         return base_id
-    if _pull_registry_base(client, log):
-        return object_id(client.images.get(BASE_REF))
-    _bootstrap_base(client, log)
-    return object_id(client.images.get(BASE_REF))
+    if _pull_registry_base(client, log, release):
+        return object_id(client.images.get(ref))
+    _bootstrap_base(client, log, release)
+    return object_id(client.images.get(ref))
 
 
-def _pull_registry_base(client: docker.DockerClient, log: Log) -> bool:
-    log(f"trying registry base {REGISTRY_BASE}")
+def build_env(
+    client: docker.DockerClient, language: str, release: str, log: Log = lambda _: None, root: Path = INPUTS_ROOT
+) -> str:
+    """harness/env-<language>:<release>-<version>: the language's image on that Debian release (built
+    once: a later call with the same inputs finds the tag). The version argument of the Python layer
+    is whatever the release ships."""
+    if language not in LANGUAGE_IMAGES:
+        raise ImageNotFound(f"no environment for {language!r}; known: {', '.join(LANGUAGE_IMAGES)}")
+    if release not in RELEASES:
+        raise ImageNotFound(f"no Debian release {release!r} to build from; known: {', '.join(RELEASES)}")
+    folder = root / "images" / LANGUAGE_IMAGES[language]
+    with _build_lock(log):
+        base_id = ensure_base(client, log, release)
+        sandbox_v = versions(base_id, root)[SANDBOX]
+        sandbox_ref = f"harness/{SANDBOX}:{sandbox_v}"
+        _build_one(
+            client, SANDBOX, sandbox_ref, sandbox_v, log,
+            fileobj=(root / "Dockerfile.sandbox").read_bytes(), buildargs={"BASE": f"harness/base:{release}"},
+        )  # fmt: skip
+        version = _digest([b"env", language.encode(), release.encode(), *_folder_bytes(folder), sandbox_v.encode()])
+        ref = f"harness/env-{language}:{release}-{version}"
+        _build_one(
+            client, f"env-{language}", ref, version, log, path=folder,
+            buildargs={"SANDBOX": sandbox_ref, **({"PYTHON": "any"} if language == "python" else {})},
+            extra_labels={ENV_LANGUAGE: language, ENV_RELEASE: release},
+        )  # fmt: skip
+    return ref
+
+
+def env_images(client: docker.DockerClient) -> dict[str, str]:
+    """The environments built on this engine: tag -> language."""
+    found: dict[str, str] = {}
+    for image in client.images.list(filters={"label": ENV_LANGUAGE}):
+        for tag in image.tags:
+            found[tag] = image.labels.get(ENV_LANGUAGE, "")
+    return found
+
+
+def _pull_registry_base(client: docker.DockerClient, log: Log, release: str = "bookworm") -> bool:
+    registry = REGISTRY_BASE.replace("bookworm", release)
+    log(f"trying registry base {registry}")
     try:
-        repo, tag = REGISTRY_BASE.split(":")
+        repo, tag = registry.split(":")
         image = client.images.pull(repo, tag=tag)
-        image.tag("harness/base", "bookworm")
+        image.tag("harness/base", release)
         return True
     except Exception as error:  # noqa: BLE001 - any failure (DNS, refused, timeout, auth) means "no registry"
         log(f"no registry base ({str(error).splitlines()[0][:120]}); bootstrapping offline")
@@ -246,10 +302,10 @@ def apt_mirror(etc: Path = Path("/etc/apt")) -> str:
     return "http://deb.debian.org/debian"
 
 
-def _bootstrap_base(client: docker.DockerClient, log: Log) -> None:
+def _bootstrap_base(client: docker.DockerClient, log: Log, release: str = "bookworm") -> None:
     if os.geteuid() != 0:
         raise ImageBuildError(
-            f"{BASE_REF} is missing and no registry answers; run `harness images build` as root "
+            f"harness/base:{release} is missing and no registry answers; run `harness images build` as root "
             "(debootstrap needs root) or make a registry reachable"
         )
     if shutil.which("debootstrap") is None:
@@ -259,16 +315,16 @@ def _bootstrap_base(client: docker.DockerClient, log: Log) -> None:
     mirror = apt_mirror()
     with tempfile.TemporaryDirectory(prefix="harness-base-") as tmp:
         rootfs, tarball = Path(tmp) / "rootfs", Path(tmp) / "rootfs.tar"
-        log(f"debootstrap bookworm from {mirror} (about a minute)")
+        log(f"debootstrap {release} from {mirror} (about a minute)")
         _run(
-            ["debootstrap", "--variant=minbase", f"--include={BOOTSTRAP_PACKAGES}", "bookworm", str(rootfs), mirror],
+            ["debootstrap", "--variant=minbase", f"--include={BOOTSTRAP_PACKAGES}", release, str(rootfs), mirror],
             "debootstrap",
         )
         _run(["tar", "-C", str(rootfs), "-cf", str(tarball), "."], "tar of the bootstrap")
         client.api.import_image_from_file(
-            str(tarball), repository="harness/base", tag="bookworm", changes=[f"LABEL {labels.IMAGE}=base"]
+            str(tarball), repository="harness/base", tag=release, changes=[f"LABEL {labels.IMAGE}=base"]
         )
-    log(f"imported {BASE_REF}")
+    log(f"imported harness/base:{release}")
 
 
 def _run(argv: list[str], what: str) -> None:

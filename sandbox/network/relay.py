@@ -4,6 +4,8 @@ Unix socket, unchanged. The container has no other way out (no route, no resolve
 convenience for HTTP(S)_PROXY, not a boundary: the proxy decides. It returns once it listens (the
 container's command starts after it), and serves on in the background."""
 
+from __future__ import annotations  # runs in the container's python, 3.8 or newer
+
 import os
 import socket
 import sys

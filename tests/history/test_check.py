@@ -78,30 +78,27 @@ def _mine_check_batch_report(tmp_path: Path, run_label: str, docker_client) -> N
     assert [c for c in mine if c.labels.get("harness.kind") != "bench"] == []
 
 
-def test_the_yield_of_every_language_and_an_image_picked_for_what_a_commit_declares(tmp_path: Path) -> None:
-    """`harness bench mine` on the built histories (Python, Go, JavaScript, Rust; merges, squashes, an
-    old interpreter's commit) meets its targets and names each unsound task's reason; then a
-    JavaScript task set in an image without Node is moved to one that meets its engines.node."""
+def test_the_yield_of_every_language_and_environments_for_what_commits_declare(tmp_path: Path) -> None:
+    """`harness bench mine --build-envs` on the built histories (Python, Go, JavaScript, Rust; merges,
+    squashes, a commit for an older interpreter) meets its targets and names each
+    unsound task's reason; the old interpreter's task runs in a Python built from Debian bullseye.
+    Then a JavaScript task set in an image without Node is moved to one that meets engines.node, and
+    without that choice it is an environment mismatch."""
     harness = Harness(tmp_path / "state", f"bench-mine-{uuid.uuid4().hex[:6]}")
-    ran = harness("bench", "mine", "--workers", "4", "--json")
+    ran = harness("bench", "mine", "--build-envs", "--no-example", "--workers", "4", "--json")  # example: above
     assert ran.code == 0, ran.stderr
     bench = json.loads(ran.stdout)
     rates = {language: row["sound_rate"] for language, row in bench["by_language"].items()}
-    assert rates == {
-        "python": 0.75,
-        "go": 0.75,
-        "javascript": 0.75,
-        "rust": 1.0,
-    }  # Python: 6 of 9 built, 6 of 7 example
+    assert rates == {"python": 0.778, "go": 0.75, "javascript": 0.75, "rust": 1.0}  # Python: 7 of 9
     assert bench["targets_met"] is True
     python = next(r for r in bench["repositories"] if r["name"] == "built python")
-    kinds = {v["task"].split("-", 1)[1]: v["kind"] for v in python["verdicts"]}
-    assert kinds["from-dict-takes-any-mapping"] == "environment_mismatch"
-    assert kinds["read-shapes-from-the-native-reader"] == "missing_module"
-    assert kinds["name-rect-s-sides-for-what-they-are"] == "passes_at_start"
-    assert kinds["perimeter-of-squares-and-rectangles"] == kinds["add-circle-5"] == "sound", "merge and squash"
-    mismatch = next(v for v in python["verdicts"] if v["kind"] == "environment_mismatch")
-    assert "the image's python 3.11" in mismatch["reason"] and "does not meet >=3.7,<3.10" in mismatch["reason"]
+    verdicts = {v["task"].split("-", 1)[1]: v for v in python["verdicts"]}
+    old = verdicts["from-dict-takes-any-mapping"]
+    assert old["kind"] == "sound" and old["image"].startswith("harness/env-python:bullseye-"), old
+    assert verdicts["read-shapes-from-the-native-reader"]["kind"] == "missing_module"
+    assert verdicts["name-rect-s-sides-for-what-they-are"]["kind"] == "passes_at_start"
+    merged = verdicts["perimeter-of-squares-and-rectangles"]
+    assert merged["kind"] == verdicts["add-circle-5"]["kind"] == "sound" and merged["image"] == "py311"
     assert python["scanned"] == 12 and python["merges"] == 2 and python["mined"] == 9
 
     from harness.bench.histories import javascript_history
