@@ -14,6 +14,7 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import docker
 import pytest
@@ -107,3 +108,11 @@ def browser() -> Iterator[object]:
         yield session
     finally:
         session.quit()
+
+
+@pytest.fixture(scope="session")
+def harbor_python() -> Path:
+    """The python of a 3.12+ virtual environment with Harbor installed (tests/harbor_venv.py)."""
+    from tests.harbor_venv import harbor_python as made
+
+    return made()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import webbrowser
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -63,9 +64,19 @@ def view_command(
     open_browser: bool = typer.Option(True, "--open/--no-open", help="Open the page in a browser."),
 ) -> None:
     """Every step of a session (model text, calls, gate, envelope, diff, verify rounds, final patch),
-    or a batch's report with a page per task-run."""
-    from harness.report import pages
+    a batch's report with a page per task-run, or any ATIF trajectory (FILE.json, from Harbor or
+    another agent) as the same page (FILE.html beside it)."""
+    from harness.report import atif, pages
 
+    if target.endswith(".json") and Path(target).expanduser().is_file():
+        if serve:
+            fail("--serve shows sessions and batches; an ATIF file is written as a page beside it", ExitCode.USAGE)
+        with reported():
+            written = _atif_page(Path(target).expanduser(), atif)
+        console.print(f"wrote {written}", soft_wrap=True, markup=False)
+        if open_browser and not webbrowser.open(written.resolve().as_uri()):
+            err_console.print("no browser to open it here: open the file above")
+        return
     folder, batch = _resolve(target, state)
     with reported():
         if serve:
@@ -75,6 +86,16 @@ def view_command(
     console.print(f"wrote {written}", soft_wrap=True, markup=False)
     if open_browser and not webbrowser.open(written.resolve().as_uri()):
         err_console.print("no browser to open it here: open the file above")
+
+
+def _atif_page(path: Path, atif: Any) -> Path:
+    """FILE.html beside an ATIF FILE.json: the trajectory page of what it holds."""
+    from harness.report import trajectory_page
+    from sandbox.durable import write_text_atomic
+
+    target = path.with_suffix(".html")
+    write_text_atomic(target, trajectory_page.render(atif.to_view(atif.read(path), path)))
+    return target
 
 
 def _resolve(target: str, state: Path | None) -> tuple[Path, bool]:

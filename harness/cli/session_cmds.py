@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from harness.cli.app import app, console, docker_host, err_console, reported, state_dir
+from harness.cli.app import ExitCode, app, console, docker_host, err_console, fail, reported, state_dir
 
 if TYPE_CHECKING:
     from harness.assembly.sessions import ExecStep, Session, SessionConfig
@@ -174,13 +174,24 @@ def rollback_command(
 
 @app.command("export")
 def export_command(
-    session_id: str = typer.Argument(..., metavar="SESSION"),
-    output: Path | None = typer.Option(None, "-o", "--output", help="Write the patch here (default: stdout)."),
-    check: bool = typer.Option(True, "--check/--no-check", help="Verify it applies to the original repository."),
+    target: str = typer.Argument(..., metavar="SESSION|BATCH_DIR"),
+    output: Path | None = typer.Option(
+        None, "-o", "--output", help="Write here (default: stdout); for a batch, the folder of its files."
+    ),
+    form: str = typer.Option(
+        "patch", "--format", help="patch (for `git apply`) or atif (the trajectory as ATIF JSON: Harbor, NeMo Relay)."
+    ),
+    check: bool = typer.Option(True, "--check/--no-check", help="Verify the patch applies to the original repository."),
     state: Path | None = _STATE,
 ) -> None:
-    """The session's change as a patch for `git apply` on the original repository."""
-    with _opened(state, session_id) as session:
+    """The session's change as a patch for `git apply` on the original repository, or its trajectory as
+    ATIF (`--format atif`; for a batch directory, one file per task-run in -o DIR)."""
+    if form not in ("patch", "atif"):
+        fail(f"--format must be patch or atif, not {form!r}", ExitCode.USAGE)
+    if form == "atif":
+        _export_atif(target, output, state)
+        return
+    with _opened(state, target) as session:
         patch = session.export_patch()
         if output is not None:
             output.write_bytes(patch.encode("utf-8", "surrogateescape"))  # written even if it conflicts
@@ -190,6 +201,63 @@ def export_command(
         typer.echo(patch, nl=False)
     else:
         err_console.print(f"wrote {output}", markup=False)
+
+
+def _export_atif(target: str, output: Path | None, state: Path | None) -> None:
+    from harness.batch.records import BatchDir
+    from harness.report import atif
+    from harness.report.pages import session_dir
+
+    with reported():
+        batch = Path(target).expanduser()
+        if (batch / "runs").is_dir():
+            if output is None:
+                fail("exporting a batch as ATIF needs -o DIR (one file per task-run)", ExitCode.USAGE)
+            output.mkdir(parents=True, exist_ok=True)
+            written = 0
+            for record in BatchDir(batch).records():
+                folder = session_dir(BatchDir(batch), record)
+                if folder is None:
+                    continue
+                document = atif.to_atif(folder, _info(folder), _tools(folder))
+                document["extra"]["task_run"] = {
+                    "task_id": record.key.task_id, "model": record.key.model, "run_index": record.key.run_index,
+                    "outcome": record.outcome, "verified": record.verified,
+                }  # fmt: skip
+                path = output / f"{record.key.session_id}.json"
+                path.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+                written += 1
+            err_console.print(f"wrote {written} ATIF trajectories to {output}", soft_wrap=True, markup=False)
+            return
+        folder = Path(target) if "/" in target or target.startswith(".") else state_dir(state) / target
+        if not (folder / "trajectory.jsonl").is_file():
+            fail(f"{target} is no session with a trajectory (see: harness session list) and no batch directory",
+                 ExitCode.NOT_FOUND)  # fmt: skip
+        text = json.dumps(atif.to_atif(folder, _info(folder), _tools(folder)), indent=1, ensure_ascii=False)
+    if output is None:
+        typer.echo(text)
+    else:
+        output.write_text(text + "\n", encoding="utf-8")
+        err_console.print(f"wrote {output}", markup=False)
+
+
+def _info(folder: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads((folder / "session.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _tools(folder: Path) -> list[Any]:
+    """The tool menu the session's model had (its saved config's registry), or [] when unreadable."""
+    from harness import assembly
+    from harness.errors import HarnessError
+
+    try:
+        return assembly.registry(assembly.saved_config(folder, {})).schemas()
+    except (HarnessError, OSError, ValueError):
+        return []
 
 
 def session_config(path: Path, *, setup: list[str], writable_root: bool, **options: Any) -> SessionConfig:

@@ -13,21 +13,24 @@ import yaml
 
 from harness.batch.records import BatchDir
 from tests.agent.conftest import Harness
+from tests.harbor_venv import validate
 from tests.history.conftest import BUNDLE
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
-def test_mine_check_batch_with_the_reference_model_and_report(tmp_path: Path, run_label: str, docker_client) -> None:
+def test_mine_check_batch_with_the_reference_model_and_report(
+    tmp_path: Path, run_label: str, docker_client, harbor_python: Path
+) -> None:
     label = f"{run_label}-mined-{uuid.uuid4().hex[:6]}"  # this test's containers only (others may be going away)
     try:
-        _mine_check_batch_report(tmp_path, label, docker_client)
+        _mine_check_batch_report(tmp_path, label, docker_client, harbor_python)
     finally:
         for container in docker_client.containers.list(all=True, filters={"label": f"harness.run={label}"}):
             container.remove(force=True)
 
 
-def _mine_check_batch_report(tmp_path: Path, run_label: str, docker_client) -> None:
+def _mine_check_batch_report(tmp_path: Path, run_label: str, docker_client, harbor_python: Path) -> None:
     harness = Harness(tmp_path / "state", run_label)
     tasks = tmp_path / "bench" / "tasks.yaml"
     mined = harness("tasks", "mine", str(BUNDLE), "-o", str(tasks), "--json")
@@ -74,6 +77,12 @@ def _mine_check_batch_report(tmp_path: Path, run_label: str, docker_client) -> N
     by_category = json.loads(report.stdout)[0]["by_category"]
     assert {"tests-added", "cross-file-change", "dependency-adaptation"} <= set(by_category)
     assert (out / "report.html").is_file()
+    exported = harness("export", str(out), "--format", "atif", "-o", str(tmp_path / "atif"))
+    assert exported.code == 0 and "wrote 5 ATIF trajectories" in exported.stderr, exported.stderr
+    files = sorted((tmp_path / "atif").glob("*.json"))
+    assert len(files) == 5 and validate(harbor_python, *files) == {}, "Harbor's validator takes every task-run"
+    run = json.loads(files[0].read_text())
+    assert run["extra"]["task_run"]["model"] == "reference:" and run["extra"]["task_run"]["verified"] is True
     mine = docker_client.containers.list(all=True, filters={"label": f"harness.run={run_label}"}, ignore_removed=True)
     assert [c for c in mine if c.labels.get("harness.kind") != "bench"] == []
 

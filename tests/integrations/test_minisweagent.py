@@ -43,7 +43,9 @@ def action(thought: str, command: str) -> dict:
     return make_output(f"THOUGHT: {thought}\n\n```mswea_bash_command\n{command}\n```", [{"command": command}])
 
 
-def test_default_agent_fixes_the_example_through_harness(tmp_path: Path, run_label: str, docker_client) -> None:
+def test_default_agent_fixes_the_example_through_harness(
+    tmp_path: Path, run_label: str, docker_client, harbor_python: Path
+) -> None:
     state = tmp_path / "sessions"
     env = get_environment(
         {
@@ -92,6 +94,24 @@ def test_default_agent_fixes_the_example_through_harness(tmp_path: Path, run_lab
 
     left = docker_client.containers.list(all=True, filters={"label": f"harness.session={session_id}"})
     assert left == []
+
+    # The run's trajectory, converted to ATIF by Harbor's own converter, renders in harness's page.
+    agent.save(tmp_path / "mini.json")
+    atif = tmp_path / "mini.atif.json"
+    convert = (
+        "import json, sys\n"
+        "from harbor.agents.installed.mini_swe_agent import convert_mini_swe_agent_to_atif\n"
+        "data = convert_mini_swe_agent_to_atif(json.load(open(sys.argv[1])), 'mini-run').to_json_dict()\n"
+        "open(sys.argv[2], 'w').write(json.dumps(data))\n"
+    )
+    done = subprocess.run(
+        [str(harbor_python), "-c", convert, str(tmp_path / "mini.json"), str(atif)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    shown = subprocess.run([HARNESS, "view", str(atif), "--no-open"], capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    page = atif.with_suffix(".html").read_text()
+    assert "mini-run" in page and "Run the tests first." in page and "sed -i" in page
 
 
 def test_forward_env_is_refused(tmp_path: Path) -> None:

@@ -1,0 +1,437 @@
+"""ATIF, the Agent Trajectory Interchange Format (Harbor's RFC 0001), out of a harness session and
+into harness's trajectory page.
+
+Out (`to_atif`): the session's trajectory as ATIF-v1.7. The system prompt and every user message
+the controller sent (the task, verify feedback, a resume's note) are `system`/`user` steps, in the
+order they were first sent (a message sent again after a resume or a context summary is not a new
+step); each model turn is an `agent` step with its text, reasoning, tool calls (parallel calls are
+one step), their results as the observation (a refused call's result says so: `extra.refused`),
+and its metrics (prompt, completion, cached tokens, cost; reasoning and cache-write tokens, latency
+and retries in `extra`). A verify round is a `system` step whose observation is the verify
+command's output. The session's identity, repository, image and outcome are in `extra`.
+
+In (`to_view`): any ATIF document (from Harbor, NeMo Relay or another agent) as the SessionView
+the trajectory page renders: each agent step a step with its turn and calls.
+
+Plain pydantic and the standard library: Harbor's own validator checks what `to_atif` writes in the
+tests, and nothing here imports Harbor.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UsageError
+from harness.report.session_view import SessionView, StepView
+from harness.trajectory import (
+    EventRecord,
+    OutcomeRecord,
+    RequestRecord,
+    StartRecord,
+    StepRecord,
+    SummaryRecord,
+    ToolRecord,
+    TurnRecord,
+    VerifyRecord,
+    read_records,
+)
+from harness.types import Message, ModelTurn, Reasoning, ToolCall, ToolSchema, Usage
+
+SCHEMA = "ATIF-v1.7"
+KNOWN = tuple(f"ATIF-v1.{minor}" for minor in range(10))
+
+
+def to_atif(session_dir: Path, info: dict[str, Any] | None = None, tools: Sequence[ToolSchema] = ()) -> dict[str, Any]:
+    """The session's trajectory as one ATIF document (a dict ready for json.dumps); tools: the menu's
+    schemas, written as the agent's tool definitions (else only the names the requests carried)."""
+    records = read_records(session_dir)
+    writer = _Writer({schema.name: schema for schema in tools})
+    start = next((r for r in records if isinstance(r, StartRecord)), None)
+    outcome: OutcomeRecord | None = None
+    for record in records:
+        if isinstance(record, RequestRecord):
+            writer.request(record)
+        elif isinstance(record, TurnRecord):
+            writer.turn(record)
+        elif isinstance(record, ToolRecord):
+            writer.tool(record)
+        elif isinstance(record, VerifyRecord):
+            writer.verify(record)
+        elif isinstance(record, StartRecord) and record.resumed:
+            writer.system(f"resumed ({record.model})", record.ts, {"harness_kind": "resume"})
+        elif isinstance(record, EventRecord):
+            writer.event(record)
+        elif isinstance(record, SummaryRecord):
+            writer.summary(record)
+        elif isinstance(record, StepRecord):
+            writer.committed(record)
+        elif isinstance(record, OutcomeRecord):
+            outcome = record
+    session_id = Path(session_dir).name
+    facts = dict(info or {})
+    extra: dict[str, Any] = {"harness_session": session_id}
+    for key in ("repo", "created", "origin"):
+        if facts.get(key) is not None:
+            extra[key] = facts[key]
+    spec = facts.get("spec") or {}
+    if isinstance(spec, dict) and spec.get("image"):
+        extra["image"] = spec["image"]
+    if start is not None:
+        extra["task"] = start.task
+    if outcome is not None:
+        extra["outcome"] = {"outcome": outcome.outcome, "detail": outcome.detail, "exit_code": outcome.exit_code}
+    document: dict[str, Any] = {
+        "schema_version": SCHEMA,
+        "session_id": session_id,
+        "trajectory_id": session_id,
+        "agent": {
+            "name": "harness",
+            "version": _version(),
+            **({"model_name": start.model} if start is not None and start.model else {}),
+            **({"tool_definitions": writer.tools} if writer.tools else {}),
+        },
+        "steps": writer.steps,
+        "final_metrics": writer.final_metrics(),
+        "extra": extra,
+    }
+    if outcome is not None and outcome.detail:
+        document["notes"] = f"{outcome.outcome}: {outcome.detail}"
+    return document
+
+
+class _Writer:
+    def __init__(self, schemas: dict[str, ToolSchema]) -> None:
+        self._schemas = schemas
+        self.steps: list[dict[str, Any]] = []
+        self.tools: list[dict[str, Any]] = []
+        self._sent: list[Message] = []
+        self._open: dict[str, Any] | None = None
+        """The agent step whose calls' results are still coming."""
+        self._totals = Usage()
+        self._cost = 0.0
+        self._cost_known = True
+
+    def _add(self, step: dict[str, Any]) -> dict[str, Any]:
+        step["step_id"] = len(self.steps) + 1
+        self.steps.append({"step_id": step.pop("step_id"), **step})
+        return self.steps[-1]
+
+    def request(self, record: RequestRecord) -> None:
+        """The messages first sent in this request: the system prompt and user messages become steps;
+        a message sent again (after a resume or a summary) is not new."""
+        before = self._sent[record.base :]
+        self._sent = self._sent[: record.base] + list(record.messages)
+        again = list(before)
+        for message in record.messages:
+            if message in again:
+                again.remove(message)
+                continue
+            if message.role in ("system", "user"):
+                self._open = None
+                self._add(
+                    {"timestamp": _iso(record.ts), "source": message.role, "message": message.content or "(empty)"}
+                )
+        if not self.tools and record.tools:
+            self.tools = [
+                self._schemas[name].openai()
+                if name in self._schemas
+                else {"type": "function", "function": {"name": name}}
+                for name in record.tools
+            ]
+
+    def turn(self, record: TurnRecord) -> None:
+        turn = record.turn
+        step: dict[str, Any] = {
+            "timestamp": _iso(record.ts),
+            "source": "agent",
+            "message": turn.text or "",
+            "llm_call_count": 1,
+            "extra": {"harness_step": record.step, "stop_reason": turn.stop_reason},
+        }
+        if turn.model:
+            step["model_name"] = turn.model
+        if turn.reasoning is not None and turn.reasoning.text:
+            step["reasoning_content"] = turn.reasoning.text
+        if turn.tool_calls:
+            step["tool_calls"] = [
+                {"tool_call_id": call.id, "function_name": call.name, "arguments": call.arguments}
+                for call in turn.tool_calls
+            ]
+        usage = turn.usage
+        metrics: dict[str, Any] = {
+            "prompt_tokens": usage.input_tokens,
+            "completion_tokens": usage.output_tokens,
+            "cached_tokens": usage.cached_input_tokens,
+            "extra": {
+                "reasoning_tokens": usage.reasoning_tokens,
+                "cache_write_tokens": usage.cache_write_tokens,
+                "latency_ms": turn.latency_ms,
+                "retries": turn.retries,
+            },
+        }
+        if turn.cost_known:
+            metrics["cost_usd"] = turn.cost_usd
+        step["metrics"] = metrics
+        if turn.refusal:
+            step["extra"]["refusal"] = turn.refusal
+        self._totals = self._totals + usage
+        self._cost += turn.cost_usd
+        self._cost_known = self._cost_known and turn.cost_known
+        self._open = self._add(step)
+
+    def tool(self, record: ToolRecord) -> None:
+        step = self._open
+        ids = {call["tool_call_id"] for call in (step or {}).get("tool_calls", [])}
+        extra: dict[str, Any] = {"duration_ms": record.duration_ms, "wrote": record.wrote}
+        if record.is_error:
+            extra["error_kind"] = record.error_kind
+        if record.decision is not None:
+            extra["gate"] = record.decision.action
+            if record.decision.action != "allow":
+                extra["refused"] = True
+                extra["rule"] = record.decision.rule
+        if record.envelope is not None:
+            extra["exit_code"] = record.envelope.exit_code
+            extra["status"] = record.envelope.status
+        result = {"source_call_id": record.call_id, "content": record.text, "extra": extra}
+        if step is None or record.call_id not in ids:  # a call no open turn asked for (a re-issued one)
+            self._add(
+                {
+                    "timestamp": _iso(record.ts),
+                    "source": "system",
+                    "message": f"tool {record.name} ({record.call_id})",
+                    "observation": {"results": [{**result, "source_call_id": None}]},
+                    "extra": {"harness_kind": "tool", "arguments": record.arguments},
+                }
+            )
+            return
+        step.setdefault("observation", {"results": []})["results"].append(result)
+
+    def verify(self, record: VerifyRecord) -> None:
+        self._open = None
+        verdict = "passed" if record.passed else f"failed (exit {record.exit_code}, {record.status})"
+        extra: dict[str, Any] = {
+            "harness_kind": "verify",
+            "round": record.round,
+            "layer": record.layer,
+            "passed": record.passed,
+            "exit_code": record.exit_code,
+            "failing": record.failing,
+            "duration_ms": record.duration_ms,
+        }
+        self._add(
+            {
+                "timestamp": _iso(record.ts),
+                "source": "system",
+                "message": f"verify round {record.round}: `{record.command}` {verdict}",
+                "observation": {"results": [{"content": record.output or "(no output)"}]},
+                "extra": extra,
+            }
+        )
+
+    def event(self, record: EventRecord) -> None:
+        self.system(f"{record.event}: {record.detail}" if record.detail else record.event, record.ts, {
+            "harness_kind": "event", "event": record.event,
+        })  # fmt: skip
+
+    def summary(self, record: SummaryRecord) -> None:
+        self.system(
+            f"context summary through turn {record.through_turn}",
+            record.ts,
+            {"harness_kind": "summary", "text": record.text, "excluded": record.excluded},
+        )
+
+    def committed(self, record: StepRecord) -> None:
+        if self._open is not None and record.snapshot_id:
+            self._open["extra"]["snapshot"] = {"step": record.snapshot_step, "id": record.snapshot_id}
+
+    def system(self, message: str, ts: float, extra: dict[str, Any]) -> None:
+        self._open = None
+        self._add({"timestamp": _iso(ts), "source": "system", "message": message, "extra": extra})
+
+    def final_metrics(self) -> dict[str, Any]:
+        metrics: dict[str, Any] = {
+            "total_prompt_tokens": self._totals.input_tokens,
+            "total_completion_tokens": self._totals.output_tokens,
+            "total_cached_tokens": self._totals.cached_input_tokens,
+            "total_steps": len(self.steps),
+            "extra": {"reasoning_tokens": self._totals.reasoning_tokens, "cost_known": self._cost_known},
+        }
+        if self._cost_known:
+            metrics["total_cost_usd"] = round(self._cost, 6)
+        return metrics
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("harness")
+    except PackageNotFoundError:
+        return "0"
+
+
+def _iso(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts, dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+# --- ATIF in --------------------------------------------------------------------------------------
+
+
+def read(path: Path) -> dict[str, Any]:
+    """An ATIF document from a file; UsageError naming what is wrong."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as error:
+        raise UsageError(f"cannot read {path}: {error}") from None
+    except ValueError as error:
+        raise UsageError(f"{path} is not JSON: {error}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("steps"), list) or "agent" not in data:
+        raise UsageError(f"{path} is no ATIF trajectory (it needs `schema_version`, `agent` and `steps`)")
+    version = data.get("schema_version")
+    if version is not None and version not in KNOWN:
+        raise UsageError(f"{path}: schema_version {version!r} is not ATIF-v1.x")
+    return data
+
+
+def is_atif(path: Path) -> bool:
+    """Whether path is a JSON file that looks like an ATIF trajectory (read no further than needed)."""
+    if not Path(path).is_file() or Path(path).suffix.lower() != ".json":
+        return False
+    try:
+        read(path)
+    except UsageError:
+        return False
+    return True
+
+
+def to_view(data: dict[str, Any], source: Path) -> SessionView:
+    """An ATIF document as the SessionView harness's trajectory page renders."""
+    agent = data.get("agent") or {}
+    extra = data.get("extra") or {}
+    session = str(data.get("session_id") or data.get("trajectory_id") or source.stem)
+    view = SessionView(session_id=session, folder=source.parent)
+    first = _stamp(_first_time(data.get("steps", [])))
+    task = next((_text(s.get("message")) for s in data["steps"] if s.get("source") == "user"), "")
+    model = str(agent.get("model_name") or "")
+    view.start = StartRecord(
+        ts=first,
+        session_id=session,
+        task=str(extra.get("task") or task),
+        model=f"{agent.get('name', '?')} {agent.get('version', '')}".strip() + (f" ({model})" if model else ""),
+        repo=str(extra.get("repo") or ""),
+    )
+    number = 0
+    for raw in data["steps"]:
+        if not isinstance(raw, dict):
+            continue
+        ts = _stamp(raw.get("timestamp"), first)
+        origin = raw.get("source")
+        if origin != "agent":
+            event = EventRecord(ts=ts, event=str(origin or "step"), detail=_text(raw.get("message"))[:4000])
+            (view.steps[-1].events if view.steps else view.events).append(event)
+            for result in _results(raw):
+                detail = _text(result.get("content"))[:4000]
+                event = EventRecord(ts=ts, event="observation", detail=detail)
+                (view.steps[-1].events if view.steps else view.events).append(event)
+            continue
+        number += 1
+        view.steps.append(_agent_step(raw, number, ts))
+    final = data.get("final_metrics") or {}
+    outcome = extra.get("outcome") if isinstance(extra.get("outcome"), dict) else None
+    view.outcome = OutcomeRecord(
+        ts=_stamp(_last_time(data["steps"]), first),
+        outcome=str((outcome or {}).get("outcome") or "imported"),
+        detail=str((outcome or {}).get("detail") or data.get("notes") or f"ATIF {data.get('schema_version', '')}"),
+        evidence={"final_metrics": final} if final else None,
+    )
+    return view
+
+
+def _agent_step(raw: dict[str, Any], number: int, ts: float) -> StepView:
+    metrics = raw.get("metrics") or {}
+    calls = [c for c in raw.get("tool_calls") or [] if isinstance(c, dict)]
+    turn = ModelTurn(
+        text=_text(raw.get("message")),
+        tool_calls=[
+            ToolCall(
+                id=str(c.get("tool_call_id") or f"call-{number}-{n}"),
+                name=str(c.get("function_name") or "?"),
+                arguments=c.get("arguments") if isinstance(c.get("arguments"), dict) else {},
+            )
+            for n, c in enumerate(calls)
+        ],
+        usage=Usage(
+            input_tokens=int(metrics.get("prompt_tokens") or 0),
+            output_tokens=int(metrics.get("completion_tokens") or 0),
+            cached_input_tokens=int(metrics.get("cached_tokens") or 0),
+        ),
+        cost_usd=float(metrics.get("cost_usd") or 0.0),
+        cost_known=metrics.get("cost_usd") is not None,
+        model=str(raw.get("model_name") or ""),
+        reasoning=Reasoning(text=str(raw["reasoning_content"])) if raw.get("reasoning_content") else None,
+    )
+    step = StepView(step=number, turn=turn, sent_tokens=turn.usage.input_tokens)
+    names = {call.id: call.name for call in turn.tool_calls}
+    for result in _results(raw):
+        call_id = str(result.get("source_call_id") or "")
+        found = result.get("extra")
+        extra: dict[str, Any] = found if isinstance(found, dict) else {}
+        step.calls.append(
+            ToolRecord(
+                ts=ts,
+                step=number,
+                call_id=call_id or f"observation-{number}",
+                name=names.get(call_id, "observation"),
+                arguments=next((c.arguments for c in turn.tool_calls if c.id == call_id), {}),
+                text=_text(result.get("content")),
+                is_error=bool(extra.get("error_kind") or extra.get("refused")),
+                error_kind=extra.get("error_kind") or ("denied" if extra.get("refused") else None),
+                duration_ms=int(extra.get("duration_ms") or 0),
+            )
+        )
+    return step
+
+
+def _results(raw: dict[str, Any]) -> Iterable[dict[str, Any]]:
+    observation = raw.get("observation") or {}
+    return [r for r in observation.get("results") or [] if isinstance(r, dict)]
+
+
+def _text(message: Any) -> str:
+    """A message or content as text: a string, or the text parts of ContentPart arrays (media named)."""
+    if message is None:
+        return ""
+    if isinstance(message, str):
+        return message
+    if isinstance(message, list):
+        parts = []
+        for part in message:
+            if isinstance(part, dict) and part.get("type") == "text":
+                parts.append(str(part.get("text") or ""))
+            elif isinstance(part, dict):
+                source = part.get("source") or {}
+                parts.append(f"[{part.get('type', 'media')}: {source.get('path', '')}]")
+        return "\n".join(parts)
+    return json.dumps(message)
+
+
+def _first_time(steps: list[Any]) -> str | None:
+    return next((s.get("timestamp") for s in steps if isinstance(s, dict) and s.get("timestamp")), None)
+
+
+def _last_time(steps: list[Any]) -> str | None:
+    return next((s.get("timestamp") for s in reversed(steps) if isinstance(s, dict) and s.get("timestamp")), None)
+
+
+def _stamp(text: str | None, default: float = 0.0) -> float:
+    if not text:
+        return default
+    try:
+        return dt.datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return default

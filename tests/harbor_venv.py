@@ -1,0 +1,77 @@
+"""Harbor in a virtual environment of its own: Harbor needs Python 3.12 or newer and harness runs on
+3.11, so the tests that use Harbor's own code (its ATIF validator, its converters, `harbor run`)
+make a 3.12+ environment from an interpreter this machine carries and install Harbor there from the
+package registry, once per machine (kept under /var/tmp, keyed by Harbor's version)."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+HARBOR = "harbor==0.26.0"
+HOW = (
+    "Harbor needs Python 3.12 or newer beside harness: install one (`apt-get install python3.12`, "
+    "`pyenv install 3.12`, or put python3.12/python3.13 on PATH) and run the tests again"
+)
+
+
+def interpreter() -> Path:
+    """A Python 3.12+ interpreter: on PATH, else pyenv's versions; AssertionError saying how to get one."""
+    candidates = [shutil.which(name) for name in ("python3.13", "python3.12")]
+    root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    candidates += sorted(glob.glob(str(root / "versions" / "3.1[23]*" / "bin" / "python3.1[23]")), reverse=True)
+    for found in candidates:
+        if not found:
+            continue
+        done = subprocess.run(
+            [found, "-c", "import sys, venv; assert sys.version_info >= (3, 12)"], capture_output=True, timeout=30
+        )
+        if done.returncode == 0:  # a pyenv shim for a version that is not selected fails here
+            return Path(found)
+    raise AssertionError(HOW)
+
+
+def harbor_python() -> Path:
+    """The python of a virtual environment holding Harbor (made on first use)."""
+    python = interpreter()
+    version = subprocess.run(
+        [str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True, text=True
+    ).stdout.strip()
+    venv = Path("/var/tmp") / f"harness-tests-{HARBOR.replace('==', '-')}-py{version}"
+    ready = venv / ".ready"
+    if not ready.is_file():
+        shutil.rmtree(venv, ignore_errors=True)
+        subprocess.run([str(python), "-m", "venv", str(venv)], check=True, capture_output=True, timeout=300)
+        done = subprocess.run(
+            [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", HARBOR],
+            capture_output=True,
+            text=True,
+            timeout=1200,
+        )
+        assert done.returncode == 0, f"installing {HARBOR} failed: {done.stderr[-2000:]}"
+        ready.write_text(HARBOR + "\n")
+    return venv / "bin" / "python"
+
+
+VALIDATE = """
+import json, sys
+from harbor.utils.trajectory_validator import TrajectoryValidator
+bad = {}
+for path in sys.argv[1:]:
+    validator = TrajectoryValidator()
+    if not validator.validate(path):
+        bad[path] = validator.get_errors()
+print(json.dumps(bad))
+"""
+
+
+def validate(python: Path, *paths: Path) -> dict[str, list[str]]:
+    """Harbor's own ATIF validator on each file: {path: errors} of the invalid ones."""
+    import json
+
+    done = subprocess.run([str(python), "-c", VALIDATE, *map(str, paths)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)
