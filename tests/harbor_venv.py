@@ -56,6 +56,27 @@ def harbor_python() -> Path:
     return venv / "bin" / "python"
 
 
+def with_harness(python: Path) -> dict[str, str]:
+    """The environment variables that run Harbor in python's venv with this checkout's harness (its
+    dependencies installed there once, its source first on PYTHONPATH)."""
+    root = Path(__file__).resolve().parents[1]
+    marker = python.parent.parent / ".harness-deps"
+    wanted = (root / "pyproject.toml").read_bytes()
+    if not marker.is_file() or marker.read_bytes() != wanted:
+        done = subprocess.run(
+            [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(root)],
+            capture_output=True,
+            text=True,
+            timeout=1200,
+        )
+        assert done.returncode == 0, f"installing harness's dependencies beside Harbor failed: {done.stderr[-2000:]}"
+        marker.write_bytes(wanted)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONHOME"))}
+    env["PYTHONPATH"] = str(root)
+    env["PATH"] = f"{python.parent}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
 VALIDATE = """
 import json, sys
 from harbor.utils.trajectory_validator import TrajectoryValidator

@@ -264,6 +264,41 @@ def env_images(docker_host: str | None) -> dict[str, str]:
         return images.env_images(client)
 
 
+def build_task_image(
+    docker_host: str | None, context: Path, tag: str, log: Callable[[str], None] = lambda _: None, run_id: str = ""
+) -> tuple[str, str]:
+    """A task's environment built without pulls, with harness's layer over it: (tag, working dir).
+    Labelled with this process (and run_id): `harness sandbox prune` removes it once the process is gone."""
+    from sandbox.docker import images
+    from sandbox.owner import SANDBOX_UID
+
+    with engine(docker_host) as client:
+        return images.build_task(client, context, tag, SANDBOX_UID, log, run_id)
+
+
+def remove_task_image(docker_host: str | None, tag: str) -> None:
+    from sandbox.docker import images
+
+    with engine(docker_host) as client:
+        images.remove_task(client, tag)
+
+
+def copy_out_of_image(docker_host: str | None, image: str, path: str, target: Path, run_id: str) -> None:
+    """What image holds at path, written into the host folder target."""
+    from sandbox.docker import images
+
+    with engine(docker_host) as client:
+        images.copy_out(client, image, path, target, run_id)
+
+
+def import_images(docker_host: str | None, archive: Path) -> list[str]:
+    """Load an image archive (`docker save` output) into the engine; the tags it brought."""
+    from sandbox.docker import images
+
+    with engine(docker_host) as client:
+        return images.load_archive(client, archive)
+
+
 def toolchain_version(docker_host: str | None, run_id: str, image: str, argv: list[str]) -> str | None:
     """What argv (a `--version` command) prints in a fresh container of image, over an empty
     workspace, with the call posture (no network, the limits); "" when the image has no such program

@@ -333,6 +333,21 @@ def images_build(name: str | None = typer.Argument(None, help="Image to build (d
     console.print(_image_table(rows))
 
 
+@images_app.command("import")
+def images_import(
+    archive: Path = typer.Argument(..., metavar="FILE.tar", help="An image archive (docker save)."),
+) -> None:
+    """Load an image from a tar archive into the engine (harness never pulls: a task's FROM image
+    that is not here comes in this way)."""
+    from harness.assembly import engine
+
+    if not archive.is_file():
+        fail(f"no image archive at {archive}", ExitCode.NOT_FOUND)
+    with reported():
+        tags = engine.import_images(docker_host(), archive)
+    console.print(f"imported {', '.join(tags)}", soft_wrap=True, markup=False)
+
+
 @images_app.command("list")
 def images_list(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List harness images: current, stale (built from older inputs) or missing."""

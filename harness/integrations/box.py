@@ -59,6 +59,8 @@ class BoxConfig(BaseModel):
     pids: int = Field(256, ge=8, le=65536)
     timeout_s: float = Field(600.0, gt=0, le=24 * 3600)
     """Wall-clock limit of a call that names none."""
+    workdir: str = "/workspace"
+    """Where the workspace is mounted in every call's container (and commands start)."""
     session: SessionSettings = Field(default_factory=SessionSettings)
     """Setup commands run once before the first call in a writable-root container (cached by
     content), what they alone may have (network, CA bundle, proxy, read-only mounts), and a workspace
@@ -92,6 +94,7 @@ class BoxConfig(BaseModel):
             memory=self.memory,
             pids=self.pids,
             timeout_s=self.timeout_s,
+            workdir=self.workdir,
             labels=dict(labels),
         )
 

@@ -332,3 +332,101 @@ def _run(argv: list[str], what: str) -> None:
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise ImageBuildError(f"{what} failed (exit {done.returncode}): {last}")
+
+
+# --- images of other frameworks' tasks (Harbor) ------------------------------------------------------
+
+HARBOR_DIRS = ("/logs", "/logs/agent", "/logs/verifier", "/logs/artifacts", "/tests", "/solution", "/installed-agent")
+"""Folders a Harbor trial writes (logs, the tests and solution it uploads, an agent's install)."""
+
+
+def base_images(dockerfile: str) -> list[str]:
+    """The images a Dockerfile's FROM lines name (ARG defaults substituted; build stages and
+    `scratch` left out), in order."""
+    args: dict[str, str] = {}
+    stages: set[str] = set()
+    found: list[str] = []
+    for raw in dockerfile.replace("\\\n", " ").splitlines():
+        line = raw.strip()
+        if re.match(r"(?i)^ARG\s", line):
+            name, _, default = line.split(None, 1)[1].partition("=")
+            args[name.strip()] = default.strip().strip("\"'")
+            continue
+        if not re.match(r"(?i)^FROM\s", line):
+            continue
+        words = [word for word in line.split()[1:] if not word.startswith("--")]
+        if not words:
+            continue
+        image = re.sub(r"\$\{?(\w+)\}?", lambda m: args.get(m.group(1), m.group(0)), words[0])
+        if len(words) >= 3 and words[1].lower() == "as":
+            stages.add(words[2].lower())
+        if image.lower() != "scratch" and image.lower() not in stages and image not in found:
+            found.append(image)
+    return found
+
+
+def build_task(
+    client: docker.DockerClient, context: Path, tag: str, user: int, log: Log = lambda _: None, run_id: str = ""
+) -> tuple[str, str]:
+    """Build a task's environment (context/Dockerfile) without pulling, then harness's layer over
+    it: the Harbor folders and the image's working directory owned by the sandbox user. (tag, the
+    working directory). ImageNotFound names a FROM image the engine lacks."""
+    dockerfile = (context / "Dockerfile").read_text(encoding="utf-8", errors="replace")
+    for image in base_images(dockerfile):
+        if _image_id(client, image) is None:
+            raise ImageNotFound(
+                f"the task's Dockerfile starts FROM {image}, which this engine does not have, and harness never "
+                f"pulls: build it here or load it (`harness images import FILE.tar`)"
+            )
+    stage = f"{tag}-task"
+    owner = {labels.KIND: "task", labels.PID: str(os.getpid()), **({labels.RUN: run_id} if run_id else {})}
+    _build_one(client, "task", stage, "task", log, path=context, buildargs={}, extra_labels=owner)
+    built = client.images.get(stage)
+    workdir = (built.attrs.get("Config") or {}).get("WorkingDir") or "/workspace"
+    folders = " ".join([*HARBOR_DIRS, workdir])
+    layer = (
+        f"FROM {stage}\nUSER root\n"
+        f"RUN mkdir -p {folders} && chown {user}:{user} {folders} && chown -R {user}:{user} {workdir}\n"
+        f"USER {user}:{user}\nWORKDIR {workdir}\n"
+    )
+    _build_one(client, "task", tag, "task", log, fileobj=layer.encode(), buildargs={}, extra_labels=owner)
+    return tag, workdir
+
+
+def copy_out(client: docker.DockerClient, image: str, path: str, target: Path, run_id: str) -> None:
+    """What image holds at path (a folder), written into target (never a link out of it)."""
+    import tarfile
+
+    container = client.containers.create(image, command=["true"], labels=labels.of_run(run_id, "copy"))
+    try:
+        stream, _ = container.get_archive(path.rstrip("/") + "/.")
+        data = b"".join(stream)
+    except docker.errors.NotFound:
+        data = b""
+    finally:
+        container.remove(force=True)
+    target.mkdir(parents=True, exist_ok=True)
+    if data:
+        with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+            archive.extractall(target, filter="data")
+
+
+def load_archive(client: docker.DockerClient, archive: Path) -> list[str]:
+    """`docker load` of an image tar (made by `docker save`): the tags it brought."""
+    try:
+        with open(archive, "rb") as handle:
+            images = client.images.load(handle)
+    except OSError as error:
+        raise ImageNotFound(f"cannot read {archive}: {error.strerror}") from None
+    except docker.errors.APIError as error:
+        raise ImageBuildError(f"{archive} is not an image archive: {error.explanation or error}") from None
+    except docker.errors.DockerException as error:  # ImageLoadError: what the engine said of the stream
+        raise ImageBuildError(f"{archive} is not an image archive: {error}") from None
+    return [tag for image in images for tag in image.tags] or [str(image.id) for image in images]
+
+
+def remove_task(client: docker.DockerClient, tag: str) -> None:
+    """Remove a task's image and its stage (what build_task made); absent ones are fine."""
+    for ref in (tag, f"{tag}-task"):
+        with contextlib.suppress(docker.errors.ImageNotFound, docker.errors.APIError):
+            client.images.remove(ref, force=True)

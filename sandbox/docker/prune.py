@@ -77,7 +77,26 @@ def prune(
     with run_id only those of that run, with extra labels only those carrying them too."""
     found = find_containers(client, {labels.RUN: run_id, **(extra or {})})
     doomed = found if everything else [c for c in found if orphaned(c)]
-    return remove_containers(client, doomed)
+    removed = remove_containers(client, doomed)
+    if not extra:
+        remove_task_images(client, run_id, everything)
+    return removed
+
+
+def remove_task_images(client: docker.DockerClient, run_id: str | None, everything: bool) -> int:
+    """Images built for another framework's task (a Harbor trial) whose builder is gone; how many."""
+    wanted = [f"{labels.KIND}=task", *([f"{labels.RUN}={run_id}"] if run_id else [])]
+    removed = 0
+    with translate("listing task images"):
+        images = client.images.list(filters={"label": wanted})
+    for image in images:
+        if not everything and not orphaned(image):  # type: ignore[arg-type]
+            continue
+        for ref in image.tags or [str(image.id)]:
+            with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+                client.images.remove(ref, force=True)
+                removed += 1
+    return removed
 
 
 def prune_session(client: docker.DockerClient, session_id: str, state_dir: Path) -> int:

@@ -1,0 +1,53 @@
+"""Agents for the Harbor tests, loaded by Harbor by import path (`-a tests.integrations.harbor_agents:Hostile`)
+inside its own Python 3.12+ environment; harness never imports this module."""
+
+from __future__ import annotations
+
+from harbor.agents.base import BaseAgent
+
+TRIES = {
+    "network": "python3 -c \"import socket; socket.create_connection(('192.0.2.1', 80), timeout=3)\"",
+    "name": "python3 -c \"import socket; socket.getaddrinfo('example.invalid', 443)\"",
+    "passwd": "echo 'x::0:0::/:/bin/sh' >> /etc/passwd",
+    "root_home": "echo pwned > /root/pwned",
+    "whoami": "id -u",
+}
+
+
+class Hostile(BaseAgent):
+    """Tries to reach the network and to write outside the workspace; reports each outcome."""
+
+    @staticmethod
+    def name() -> str:
+        return "hostile"
+
+    def version(self) -> str:
+        return "1"
+
+    async def setup(self, environment) -> None:
+        pass
+
+    async def run(self, instruction, environment, context) -> None:
+        lines = []
+        for what, command in TRIES.items():
+            result = await environment.exec(command, user="root", timeout_sec=30)
+            output = ((result.stdout or "") + (result.stderr or "")).strip().splitlines()
+            lines.append(f"{what}: exit {result.return_code}: {output[-1] if output else ''}")
+        await environment.exec("cat > /logs/agent/hostile.log <<'EOF'\n" + "\n".join(lines) + "\nEOF")
+
+
+class Sleeper(BaseAgent):
+    """Runs one long command (the test kills Harbor meanwhile)."""
+
+    @staticmethod
+    def name() -> str:
+        return "sleeper"
+
+    def version(self) -> str:
+        return "1"
+
+    async def setup(self, environment) -> None:
+        pass
+
+    async def run(self, instruction, environment, context) -> None:
+        await environment.exec("sleep 300", timeout_sec=400)
