@@ -18,14 +18,18 @@ _FORMATS = ("md", "json", "html")
 
 @app.command("report")
 def report_command(
-    dirs: list[Path] = typer.Argument(..., metavar="DIR...", help="Batch directories (several: side by side)."),
+    dirs: list[Path] = typer.Argument(
+        ..., metavar="DIR...", help="Batch directories or Harbor job directories (several: side by side)."
+    ),
     fmt: str = typer.Option("md", "--format", help="md, json or html."),
     output: Path | None = typer.Option(
         None, "-o", "--output", help="Write here instead of printing (html: default DIR/report.html)."
     ),
 ) -> None:
-    """Completion, turns, first-tool accuracy, cost and long-context success, per model and category."""
+    """Completion, turns, first-tool accuracy, cost and long-context success, per model and category;
+    a Harbor job directory's trials beside harness's batches (each trial a task-run of `harbor:AGENT`)."""
     from harness.batch.records import BatchDir
+    from harness.report import harbor_jobs
     from harness.report.metrics import report
     from harness.report.render import as_json, as_markdown
 
@@ -42,7 +46,13 @@ def report_command(
             written = pages.write_report(dirs, output) if output else pages.write_batch(dirs[0])
             console.print(f"wrote {written}", soft_wrap=True, markup=False)
             return
-        reports = [report(BatchDir(folder).records(), source=str(folder)) for folder in dirs]
+        reports = [
+            report(
+                harbor_jobs.records(folder) if harbor_jobs.is_job(folder) else BatchDir(folder).records(),
+                source=str(folder),
+            )
+            for folder in dirs
+        ]
         text = as_json(reports) if fmt == "json" else as_markdown(reports)
     if output is None:
         console.out(text, highlight=False)
@@ -119,8 +129,10 @@ def _resolve(target: str, state: Path | None) -> tuple[Path, bool]:
 
 
 def _check_batch(folder: Path) -> None:
-    if not (folder / "runs").is_dir():
-        fail(f"{folder} is no batch directory (no runs/ in it)", ExitCode.NOT_FOUND)
+    from harness.report import harbor_jobs
+
+    if not (folder / "runs").is_dir() and not harbor_jobs.is_job(folder):
+        fail(f"{folder} is no batch directory (no runs/ in it) and no Harbor job directory", ExitCode.NOT_FOUND)
 
 
 def _serve(folder: Path, batch: bool, port: int, open_browser: bool) -> None:

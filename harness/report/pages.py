@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness.batch.records import BatchDir, TaskRunRecord
-from harness.report import report_page, session_view, trajectory_page
+from harness.errors import UsageError
+from harness.report import harbor_jobs, report_page, session_view, trajectory_page
 from harness.report.html import relative_href
 from harness.report.marks import read_marks
 from harness.report.metrics import report
@@ -58,6 +59,9 @@ def batch_report(dirs: Sequence[Path], *, page_dir: Path, linked: bool = True) -
     """The report page of one or more batch directories, for a page that lives in page_dir."""
     batches = []
     for root in dirs:
+        if harbor_jobs.is_job(root):
+            batches.append(_harbor_batch(Path(root), page_dir, linked))
+            continue
         batch = BatchDir(root)
         records = batch.records()
 
@@ -68,6 +72,33 @@ def batch_report(dirs: Sequence[Path], *, page_dir: Path, linked: bool = True) -
 
         batches.append(report_page.Batch(report(records, source=str(root)), records, href, read_marks(root)))
     return report_page.render(batches)
+
+
+def _harbor_batch(root: Path, page_dir: Path, linked: bool) -> report_page.Batch:
+    """A Harbor job as one batch of the report page; a trial whose agent wrote an ATIF trajectory
+    links to it, rendered beside it (agent/trajectory.html)."""
+    from harness.report import atif
+
+    records = harbor_jobs.records(root)
+    pages: dict[str, Path] = {}
+    if linked:
+        for record in records:
+            source = harbor_jobs.trajectory_of(record)
+            if source is None:
+                continue
+            try:
+                view = atif.to_view(atif.read(source), source)
+            except UsageError:
+                continue
+            target = source.with_suffix(".html")
+            write_text_atomic(target, trajectory_page.render(view))
+            pages[record.key.session_id] = target
+
+    def href(record: TaskRunRecord) -> str | None:
+        target = pages.get(record.key.session_id)
+        return relative_href(target, page_dir) if target is not None else None
+
+    return report_page.Batch(report(records, source=str(root)), records, href, {})
 
 
 def write_session_pages(root: Path) -> int:
@@ -100,8 +131,9 @@ def write_session(folder: Path) -> Path:
 
 
 def write_batch(root: Path) -> Path:
-    """report.html and every task-run's page in a batch directory; the report's path."""
-    write_session_pages(root)
+    """report.html and every task-run's page in a batch directory (or a Harbor job's); the report's path."""
+    if not harbor_jobs.is_job(root):
+        write_session_pages(root)
     target = Path(root) / REPORT
     write_text_atomic(target, batch_report([Path(root)], page_dir=Path(root)))
     return target
@@ -110,7 +142,8 @@ def write_batch(root: Path) -> Path:
 def write_report(dirs: Sequence[Path], output: Path) -> Path:
     """One report page of several batches at output, with each batch's task-run pages refreshed."""
     for root in dirs:
-        write_session_pages(root)
+        if not harbor_jobs.is_job(root):
+            write_session_pages(root)
     write_text_atomic(output, batch_report(dirs, page_dir=output.resolve().parent))
     return output
 

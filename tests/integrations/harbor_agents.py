@@ -34,6 +34,27 @@ class Hostile(BaseAgent):
             output = ((result.stdout or "") + (result.stderr or "")).strip().splitlines()
             lines.append(f"{what}: exit {result.return_code}: {output[-1] if output else ''}")
         await environment.exec("cat > /logs/agent/hostile.log <<'EOF'\n" + "\n".join(lines) + "\nEOF")
+        trajectory = {  # what it did, as ATIF (Harbor collects /logs/agent; harness's report links it)
+            "schema_version": "ATIF-v1.7",
+            "session_id": "hostile",
+            "agent": {"name": "hostile", "version": "1"},
+            "steps": [{"step_id": 1, "source": "user", "message": instruction}]
+            + [
+                {
+                    "step_id": n + 2,
+                    "source": "agent",
+                    "message": f"try {what}",
+                    "tool_calls": [
+                        {"tool_call_id": what, "function_name": "exec", "arguments": {"command": TRIES[what]}}
+                    ],
+                    "observation": {"results": [{"source_call_id": what, "content": line}]},
+                }
+                for n, (what, line) in enumerate(zip(TRIES, lines, strict=True))
+            ],
+        }
+        import json
+
+        await environment.exec("cat > /logs/agent/trajectory.json <<'EOF'\n" + json.dumps(trajectory) + "\nEOF")
 
 
 class Sleeper(BaseAgent):

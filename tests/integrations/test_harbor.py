@@ -125,6 +125,42 @@ def test_an_agent_that_reaches_out_is_contained(harbor, base_image):
     assert said["whoami"] == "exit 0: 10001", "root is never given, whatever the agent asks"
 
 
+def test_one_report_compares_harbor_jobs_and_a_harness_batch(harbor, tmp_path):
+    """Run after the trials above: their jobs beside a harness batch in one report, md, json and html
+    (a trial whose agent wrote an ATIF trajectory links to it, rendered)."""
+    jobs = harbor.tmp / "jobs"
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(
+        f"tasks:\n  - id: calc\n    repo: {ROOT / 'examples' / 'calc'}\n    task: Fix the failing tests in calc.\n"
+        "    verify: python3 -m pytest -q\n"
+    )
+    env = {**os.environ, "HARNESS_RUN_ID": harbor.label, "HARNESS_STATE_DIR": str(tmp_path / "state")}
+    ran = subprocess.run(
+        [*HARNESS, "batch", str(tasks), "--out", str(tmp_path / "batch"), "--model",
+         f"scripted:{ROOT / 'examples' / 'calc-fix.yaml'}", "--workers", "1"],
+        capture_output=True, text=True, timeout=600, env=env,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    dirs = [str(tmp_path / "batch"), str(jobs / "oracle"), str(jobs / "nop"), str(jobs / "hostile")]
+    done = subprocess.run([*HARNESS, "report", *dirs, "--format", "json"], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    figures = [entry["overall"] for entry in json.loads(done.stdout)]
+    assert [f["completion_rate"] for f in figures] == [1.0, 1.0, 0.0, 0.0]
+    models = [list(entry["by_model"]) for entry in json.loads(done.stdout)]
+    assert models[1] == ["harbor:oracle"] and models[2] == ["harbor:nop"] and models[0][0].startswith("scripted:")
+    page = tmp_path / "report.html"
+    done = subprocess.run(
+        [*HARNESS, "report", *dirs, "--format", "html", "-o", str(page)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    html = page.read_text()
+    assert "harbor:oracle" in html and "harbor:hostile" in html and "trajectory.html" in html
+    rendered = next((jobs / "hostile").glob("*/agent/trajectory.html")).read_text()
+    assert "try network" in rendered and "unreachable" in rendered.lower()
+    bad = subprocess.run([*HARNESS, "report", str(tmp_path)], capture_output=True, text=True)
+    assert bad.returncode == 66 and "no Harbor job directory" in bad.stderr
+
+
 def test_what_cannot_map_is_refused_in_one_line(harbor, base_image):
     composed = make_task(harbor.tmp / "compose-task", base_image, compose=True)
     done, result = harbor.run(composed, "oracle", "compose")
