@@ -13,7 +13,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from harness.agent.outcome import RunResult, RunState, exit_code_for_outcome
-from harness.trajectory import read_records, read_state
+from harness.trajectory import OutcomeRecord, read_records, read_state
 
 _STYLE = {"verified": "bold green", "unverified": "yellow", "interrupted": "yellow"}
 
@@ -51,6 +51,11 @@ def render_session(console: Console, session_dir: Path) -> None:
         if row:
             table.add_row(*row)
     console.print(table)
+    if read_state(session_dir, RunState) is None:  # a framework's calls (the integrations' box): no model run
+        ended = [r for r in read_records(session_dir) if isinstance(r, OutcomeRecord)]
+        said = f"{ended[-1].outcome}: {ended[-1].detail}" if ended else "still open"
+        console.print(f"calls made by an outside framework, no model run of harness; {said}", markup=False)
+        return
     render_summary(console, result_of(session_dir))
     from harness.landing.land import trail
 

@@ -207,6 +207,8 @@ class Box:
             )
         self.workdir = self.session.spec.workdir
         self.closed = False
+        self._calls = 0
+        self._trajectory = _Record(self.session.dir, session_id, name, str(self.config.repo or ""))
 
     @property
     def id(self) -> str:
@@ -286,6 +288,8 @@ class Box:
         if note is not None:
             with self._lock:
                 self.session.commit_step(note[:200], committed_image=envelope.committed_image, skip_unchanged=True)
+                self._calls += 1
+                self._trajectory.call(self._calls, note, envelope, self.session.step)
         return envelope
 
     @staticmethod
@@ -312,6 +316,7 @@ class Box:
         if self.closed:
             return
         self.closed = True
+        self._trajectory.close(self._calls)
         try:
             self.sandbox.close()
             with contextlib.suppress(SandboxError):
@@ -332,3 +337,43 @@ class Box:
 def _slug(name: str) -> str:
     cleaned = "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in name.lower()).strip("-_")
     return (cleaned or "box")[:40]
+
+
+class _Record:
+    """The box's calls as a trajectory (a start, each call that may change something as a tool call
+    and a step, the end), so `harness show` and `harness view` read a box's session like a run's."""
+
+    def __init__(self, folder: Path, session_id: str, name: str, repo: str) -> None:
+        from harness.trajectory import StartRecord, Trajectory
+
+        self._trajectory = Trajectory(folder)
+        self._trajectory.append(
+            StartRecord(session_id=session_id, task=f"calls from {name}", model=f"external:{name}", repo=repo),
+            durable=True,
+        )
+
+    def call(self, step: int, note: str, envelope: Envelope, snapshot: int) -> None:
+        from harness.trajectory import StepRecord, ToolRecord
+
+        output = (envelope.stdout + envelope.stderr)[-4000:]
+        self._trajectory.append(
+            ToolRecord(
+                step=step,
+                call_id=f"call-{step}",
+                name="exec",
+                arguments={"command": note},
+                envelope=envelope,
+                text=f"{envelope.headline()}\n{output}".rstrip(),
+                is_error=envelope.exit_code != 0,
+                error_kind=None if envelope.exit_code == 0 else envelope.status,
+                duration_ms=envelope.duration_ms,
+                wrote=True,
+            )
+        )
+        self._trajectory.append(StepRecord(step=step, snapshot_step=snapshot, wrote=True), durable=True)
+
+    def close(self, calls: int) -> None:
+        from harness.trajectory import OutcomeRecord
+
+        self._trajectory.append(OutcomeRecord(outcome="closed", detail=f"{calls} call(s)"), durable=True)
+        self._trajectory.close()

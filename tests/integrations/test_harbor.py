@@ -107,6 +107,19 @@ def test_the_oracle_reaches_1_and_nop_0_each_trial_a_harness_session(harbor, bas
         [*HARNESS, "session", "show", sessions[0], "--state-dir", str(harbor.state)], capture_output=True, text=True
     )
     assert "upload" in shown.stdout and "/tests" in shown.stdout, "every exec and upload is a step"
+    oracle_session = next(name for name, diff in diffs.items() if "+42" in diff)
+    told = subprocess.run(
+        [*HARNESS, "show", oracle_session, "--state-dir", str(harbor.state)], capture_output=True, text=True
+    )
+    assert told.returncode == 0 and "exec" in told.stdout, told.stderr
+    viewed = subprocess.run(
+        [*HARNESS, "view", oracle_session, "--state-dir", str(harbor.state), "--no-open"],
+        capture_output=True,
+        text=True,
+    )
+    assert viewed.returncode == 0, viewed.stderr
+    page = (harbor.state / oracle_session / "view.html").read_text()
+    assert "solve.sh" in page and "answer.txt" in page, "the trial's calls and its diff, on harness's page"
     left = docker_client.containers.list(all=True, filters={"label": f"harness.run={harbor.label}"})
     task_images = docker_client.images.list(filters={"label": [f"harness.run={harbor.label}", "harness.kind=task"]})
     assert left == [] and task_images == [], "nothing left behind but the sessions' own step images"
