@@ -336,7 +336,12 @@ def to_view(data: dict[str, Any], source: Path) -> SessionView:
             (view.steps[-1].events if view.steps else view.events).append(event)
             for result in _results(raw):
                 detail = _text(result.get("content"))[:4000]
-                event = EventRecord(ts=ts, event="observation", detail=detail)
+                refs = [r for r in result.get("subagent_trajectory_ref") or [] if isinstance(r, dict)]
+                detail += "".join(
+                    f"\nsubagent {r.get('session_id') or r.get('trajectory_id') or '?'}: {r.get('trajectory_path', '')}"
+                    for r in refs
+                )
+                event = EventRecord(ts=ts, event="observation", detail=detail.strip())
                 (view.steps[-1].events if view.steps else view.events).append(event)
             continue
         number += 1
@@ -377,8 +382,10 @@ def _agent_step(raw: dict[str, Any], number: int, ts: float) -> StepView:
     )
     step = StepView(step=number, turn=turn, sent_tokens=turn.usage.input_tokens)
     names = {call.id: call.name for call in turn.tool_calls}
-    for result in _results(raw):
+    for index, result in enumerate(_results(raw)):
         call_id = str(result.get("source_call_id") or "")
+        if not call_id and index < len(turn.tool_calls):  # results in the calls' order, not linked by id
+            call_id = turn.tool_calls[index].id
         found = result.get("extra")
         extra: dict[str, Any] = found if isinstance(found, dict) else {}
         step.calls.append(

@@ -102,3 +102,46 @@ def test_any_atif_file_is_rendered_as_the_trajectory_page(exported, tmp_path):
     newer = tmp_path / "newer.json"
     newer.write_text(json.dumps({**data, "schema_version": "ATIF-v2.0"}))
     assert "is not ATIF-v1.x" in harness("view", str(newer), "--no-open").stderr
+
+
+HARBOR_SHAPES = """
+import json, sys
+from harbor.models.trajectories import Trajectory
+document = {
+    "schema_version": "ATIF-v1.5",
+    "session_id": "other-agent",
+    "agent": {"name": "terminal-agent", "version": "2.0.0", "model_name": "openai/gpt-4o"},
+    "steps": [
+        {"step_id": 1, "source": "user", "message": "Create hello.txt with Hello, world!"},
+        {"step_id": 2, "source": "agent", "message": "Creating it.",
+         "tool_calls": [{"tool_call_id": "call_0", "function_name": "bash_command",
+                         "arguments": {"keystrokes": "printf 'Hello' > hello.txt"}}],
+         "observation": {"results": [{"content": "root@box:/app# printf 'Hello' > hello.txt"}]},
+         "metrics": {"prompt_tokens": 682, "completion_tokens": 60, "cost_usd": 0.0023,
+                     "prompt_token_ids": [1, 2, 3], "logprobs": [-0.1, -0.2]}},
+        {"step_id": 3, "source": "system", "message": "Performed context summarization.",
+         "observation": {"results": [{"subagent_trajectory_ref": [
+             {"session_id": "summary-1", "trajectory_path": "trajectory.summary-1.json"}]}]}},
+        {"step_id": 4, "source": "agent", "message": [{"type": "text", "text": "Done: the file is there."}]},
+    ],
+    "final_metrics": {"total_prompt_tokens": 682, "total_completion_tokens": 60, "total_cost_usd": 0.0023},
+}
+print(json.dumps(Trajectory.model_validate(document).to_json_dict()))
+"""
+
+
+def test_another_agents_atif_renders_with_its_own_shapes(exported, harbor_python, tmp_path):
+    """A document made by Harbor's own models in shapes other agents write (results not linked to
+    their call by id, a summarization step with subagent references, multimodal message parts)."""
+    import subprocess
+
+    harness, _, _ = exported
+    made = subprocess.run([str(harbor_python), "-c", HARBOR_SHAPES], capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr
+    other = tmp_path / "other.json"
+    other.write_text(made.stdout)
+    shown = harness("view", str(other), "--no-open")
+    assert shown.code == 0, shown.stderr
+    page = other.with_suffix(".html").read_text()
+    assert "bash_command" in page and "printf &#x27;Hello&#x27; &gt; hello.txt" in page
+    assert "subagent summary-1: trajectory.summary-1.json" in page and "Done: the file is there." in page
