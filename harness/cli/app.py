@@ -76,7 +76,7 @@ class _LazyConsole:
 ALLOW_NET = typer.Option(
     None,
     "--allow-net",
-    help="HOST[:PORT], *.SUFFIX, ADDRESS[/BITS] or a preset (pypi, npm, crates, go, github, debian) the setup "
+    help="HOST[:PORT|:*], *.SUFFIX, ADDRESS[/BITS] or a preset (pypi, npm, crates, go, github, debian) the setup "
     "may reach through the session's egress proxy (repeatable); everything else is refused and recorded.",
 )
 ALLOW_NET_TOOLS = typer.Option(

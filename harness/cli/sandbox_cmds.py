@@ -176,7 +176,7 @@ def exec_command(
     allow_net: list[str] = typer.Option(
         [],
         "--allow-net",
-        help="HOST[:PORT], *.SUFFIX, ADDRESS[/BITS] or a preset (pypi, npm, crates, go, github, debian) the "
+        help="HOST[:PORT|:*], *.SUFFIX, ADDRESS[/BITS] or a preset (pypi, npm, crates, go, github, debian) the "
         "command (and --setup) may reach through an egress proxy (repeatable); every request is listed.",
     ),
     secret: list[str] = typer.Option(

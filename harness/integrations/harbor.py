@@ -142,8 +142,9 @@ class HarnessEnvironment(BaseEnvironment):
     def _network_settings(self) -> dict[str, Any]:
         policy = self.network_policy
         mode = str(getattr(policy.network_mode, "value", policy.network_mode))
-        if mode == "allowlist" and policy.allowed_hosts:
-            return {"allow_net": list(policy.allowed_hosts), "allow_net_tools": True}
+        if mode == "allowlist" and policy.allowed_hosts:  # Harbor names hosts: every port of each
+            hosts = [f"[{host}]:*" if ":" in host else f"{host}:*" for host in policy.allowed_hosts]
+            return {"allow_net": hosts, "allow_net_tools": True}
         if mode == "public":
             self.logger.warning("the task asks for public network: harness runs it with none (list allowed hosts)")
         return {}

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 DEFAULT_PORTS = (80, 443)
 """The ports an entry without one allows."""
+ANY_PORT: tuple[int, ...] = ()
+"""`HOST:*`: every port of the host (how frameworks whose allowlists name hosts only are mapped)."""
 PRESETS: dict[str, tuple[str, ...]] = {
     "pypi": ("pypi.org", "files.pythonhosted.org"),
     "npm": ("registry.npmjs.org", "registry.yarnpkg.com"),
@@ -40,15 +42,18 @@ class Entry:
     ports: tuple[int, ...]
     text: str
 
+    def allows_port(self, port: int) -> bool:
+        return self.ports == ANY_PORT or port in self.ports
+
     def allows_name(self, host: str, port: int) -> bool:
-        if self.name is None or port not in self.ports:
+        if self.name is None or not self.allows_port(port):
             return False
         if self.name.startswith("*."):
             return host.endswith(self.name[1:]) and host != self.name[2:]
         return host == self.name
 
     def holds(self, address: Address, port: int) -> bool:
-        return self.network is not None and address in self.network and port in self.ports
+        return self.network is not None and address in self.network and self.allows_port(port)
 
 
 def parse(entries: Iterable[str]) -> list[Entry]:
@@ -78,7 +83,7 @@ def _entry(text: str, shown: str) -> Entry:
     return Entry(host.rstrip("."), None, ports, shown)
 
 
-_FORM = f"HOST[:PORT], *.SUFFIX[:PORT], ADDRESS[/BITS][:PORT] or a preset: {', '.join(PRESETS)}"
+_FORM = f"HOST[:PORT|:*], *.SUFFIX[:PORT], ADDRESS[/BITS][:PORT] or a preset: {', '.join(PRESETS)}"
 
 
 def _split_port(text: str) -> tuple[str, tuple[int, ...]]:
@@ -91,6 +96,8 @@ def _split_port(text: str) -> tuple[str, tuple[int, ...]]:
         host, port = text, ""
     if not port:
         return host, DEFAULT_PORTS
+    if port == "*":
+        return host, ANY_PORT
     if not port.isdigit() or not 0 < int(port) < 65536:
         raise AllowError(f"--allow-net {text!r}: the port must be a number from 1 to 65535")
     return host, (int(port),)

@@ -72,3 +72,37 @@ class Sleeper(BaseAgent):
 
     async def run(self, instruction, environment, context) -> None:
         await environment.exec("sleep 300", timeout_sec=400)
+
+
+class Fetcher(BaseAgent):
+    """GETs the URL its instruction names and one outside the task's allowlist; reports both."""
+
+    @staticmethod
+    def name() -> str:
+        return "fetcher"
+
+    def version(self) -> str:
+        return "1"
+
+    async def setup(self, environment) -> None:
+        pass
+
+    async def run(self, instruction, environment, context) -> None:
+        url = instruction.split()[-1]
+        lines = []
+        for what, target in (("allowed", url), ("other", "http://192.0.2.1/")):
+            probe = (  # the container's own loopback is NO_PROXY: the host's 127.0.0.1 is the proxy's to reach
+                "import os, urllib.request, sys\n"
+                "os.environ.pop('NO_PROXY', None); os.environ.pop('no_proxy', None)\n"
+                "try:\n    print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())\n"
+                "except Exception as error:\n    print('refused:', error)\n"
+            )
+            result = await environment.exec(f"python3 -c {_quote(probe)} {_quote(target)}", timeout_sec=60)
+            lines.append(f"{what}: {(result.stdout or '').strip()}")
+        await environment.exec("cat > /logs/agent/fetch.log <<'EOF'\n" + "\n".join(lines) + "\nEOF")
+
+
+def _quote(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)

@@ -174,6 +174,40 @@ def test_one_report_compares_harbor_jobs_and_a_harness_batch(harbor, tmp_path):
     assert bad.returncode == 66 and "no Harbor job directory" in bad.stderr
 
 
+def test_a_task_allowlist_is_the_sessions_egress_allowlist(harbor, base_image):
+    """allowed_hosts = ["127.0.0.1"]: the agent reaches a server there (any port: Harbor names hosts
+    only) through the session's egress proxy, and nothing else."""
+    import http.server
+    import threading
+
+    class Hello(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b"hello from the allowed host"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        task = make_task(
+            harbor.tmp / "allow-task", base_image,
+            network='network_mode = "allowlist"\nallowed_hosts = ["127.0.0.1"]\n',
+        )  # fmt: skip
+        (task / "instruction.md").write_text(f"Fetch http://127.0.0.1:{server.server_address[1]}/\n")
+        done, result = harbor.run(task, "tests.integrations.harbor_agents:Fetcher", "allow")
+        assert result and result["exception_info"] is None, done.stdout[-3000:] + done.stderr[-3000:]
+    finally:
+        server.shutdown()
+    log = next((harbor.tmp / "jobs" / "allow").glob("*/agent/fetch.log")).read_text()
+    assert "allowed: hello from the allowed host" in log, log
+    assert "other: refused:" in log and "hello" not in log.split("other:")[1], log
+
+
 def test_what_cannot_map_is_refused_in_one_line(harbor, base_image):
     composed = make_task(harbor.tmp / "compose-task", base_image, compose=True)
     done, result = harbor.run(composed, "oracle", "compose")

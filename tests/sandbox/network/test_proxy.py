@@ -135,6 +135,9 @@ def test_presets_wildcards_and_ports():
     assert allow.host_refusal("files.pythonhosted.org", 22) is not None  # no port: 80 and 443 only
     assert allow.host_refusal("a.b.example.org", 80) is None and allow.host_refusal("example.org", 80) is not None
     assert allow.host_refusal("10.1.2.3", 3141) is None and allow.host_refusal("10.1.2.3", 80) is not None
+    every = Allowlist(parse(["internal.example:*", "192.0.2.0/24:*"]))  # a host-only allowlist (Harbor's)
+    assert every.host_refusal("internal.example", 8443) is None and every.host_refusal("other.example", 80)
+    assert every.host_refusal("192.0.2.7", 5000) is None
 
 
 def test_the_proxy_ends_with_the_controller_that_started_it(tmp_path):
