@@ -21,6 +21,7 @@ from harness.policy.gate import GateConfig
 from harness.providers.config import ProviderConfig
 from harness.providers.vendor import prefix_of
 from harness.tools.declared import CommandToolConfig
+from harness.tools.mcp import MCPServerConfig
 from sandbox.settings import FLAT_KEYS, SessionSettings, lift_flat
 from sandbox.spec import SandboxSpec
 
@@ -180,6 +181,9 @@ class RunConfig(BaseModel):
     """Prompt budget and compaction."""
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     """Per-tool timeouts."""
+    mcp: dict[str, MCPServerConfig] = Field(default_factory=dict)
+    """MCP servers (stdio) by name, each in a hardened container of its own for the session
+    (`[mcp.NAME]` tables; harness.tools.mcp); their tools join the menu as NAME__TOOL."""
     sandbox: SandboxSpec = Field(default_factory=SandboxSpec)
     """Container posture and limits for tool calls (image is taken from `image`)."""
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)

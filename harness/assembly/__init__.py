@@ -14,8 +14,9 @@ a few lines.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -317,15 +318,50 @@ def open_session(sessions: Path, session_id: str, sandbox: Sandbox | None = None
 # --- tools and the agent ------------------------------------------------------------------------
 
 
-def registry(config: RunConfig | None = None) -> Registry:
-    """The tool menu: the built-ins, and the project's tools config declares."""
+def registry(config: RunConfig | None = None, servers: Sequence[Any] = ()) -> Registry:
+    """The tool menu: the built-ins, the project's tools config declares, and the tools of the
+    session's MCP servers (running, from mcp_servers)."""
     from harness.tools import builtin
     from harness.tools.declared import menu
+    from harness.tools.mcp import tools_of
 
-    if config is None or not config.tools.declared:
+    if (config is None or not config.tools.declared) and not servers:
         return builtin.default_registry()
-    declared, _ = menu(config.tools.declared, [t.name for t in builtin.BUILTIN_TOOLS])
-    return Registry(builtin.BUILTIN_TOOLS, extra=declared)
+    declared, _ = menu(config.tools.declared, [t.name for t in builtin.BUILTIN_TOOLS]) if config else ([], [])
+    remote = [tool for server in servers for tool in tools_of(server)]
+    return Registry(builtin.BUILTIN_TOOLS, extra=[*declared, *remote])
+
+
+@contextlib.contextmanager
+def mcp_servers(config: RunConfig, session: Session, runtime: Runtime) -> Iterator[list[Any]]:
+    """The session's MCP servers, each started in its container for the run and removed after."""
+    from harness.tools.mcp import MCPServer, check_name
+
+    started: list[MCPServer] = []
+    try:
+        for name, declared in config.mcp.items():
+            check_name(name)
+            spec = call_spec(session.spec).model_copy(
+                update={"image": declared.image or config.image, "timeout_s": declared.timeout_s}
+            )
+            launch = engine.mcp_launcher(
+                runtime.docker_host,
+                runtime.run_id,
+                spec,
+                declared.command,
+                session.workspace,
+                writable=declared.writable,
+                environment=declared.env,
+                allow_net=declared.allow_net,
+                network_log=session.dir / f"mcp-{name}-network.jsonl",
+            )
+            server = MCPServer(name, declared, launch)
+            started.append(server)
+            server.start()
+        yield started
+    finally:
+        for server in started:
+            server.shutdown()
 
 
 def tool_warnings(config: RunConfig) -> list[str]:
@@ -382,8 +418,10 @@ def build_agent(
     state: RunState,
     runtime: Runtime,
     resumed: bool = False,
+    servers: Sequence[Any] = (),
 ) -> Agent:
-    """An Agent for a new or resumed run (state carries the context and spend of a resumed one)."""
+    """An Agent for a new or resumed run (state carries the context and spend of a resumed one);
+    servers: the session's running MCP servers."""
     context_tools = tool_context(config, session, sandbox, interactive=runtime.interactive)
     context = Context(
         config.context,
@@ -403,7 +441,7 @@ def build_agent(
     prewarm(config, sandbox, session.workspace, session.spec)  # a no-op when create_session did it already
     return Agent(
         provider=provider,
-        registry=registry(config),
+        registry=registry(config, servers),
         tool_context=context_tools,
         session=session,
         sandbox=sandbox,
@@ -465,9 +503,15 @@ def start_run(
         state = RunState(session_id=session.id, task=task, model=config.model or "", snapshot_step=session.step)
         write_state(session.dir, state, runtime.secrets)
         _start_record(session, config, state, Path(repo), resumed=False, runtime=runtime)
-        with session:  # closed at the end: its egress proxy (if any) stops with the run
+        with session, mcp_servers(config, session, runtime) as servers:  # both end with the run
             return build_agent(
-                config=config, session=session, sandbox=sandbox, provider=provider, state=state, runtime=runtime
+                config=config,
+                session=session,
+                sandbox=sandbox,
+                provider=provider,
+                state=state,
+                runtime=runtime,
+                servers=servers,
             ).run()
 
 
@@ -534,15 +578,17 @@ def resume_run(session_id: str, sessions: Path, runtime: Runtime, overrides: dic
                 config.session.allow_net_tools,
                 bound_secrets(config.session.secrets, runtime.secret_values),
             )
-            return build_agent(
-                config=config,
-                session=session,
-                sandbox=sandbox,
-                provider=provider,
-                state=state,
-                runtime=runtime,
-                resumed=True,
-            ).run()
+            with mcp_servers(config, session, runtime) as servers:  # started again for the resumed run
+                return build_agent(
+                    config=config,
+                    session=session,
+                    sandbox=sandbox,
+                    provider=provider,
+                    state=state,
+                    runtime=runtime,
+                    resumed=True,
+                    servers=servers,
+                ).run()
 
 
 def replay_run(session_id: str, sessions: Path, runtime: Runtime) -> ReplayReport:

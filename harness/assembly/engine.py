@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, overload
 if TYPE_CHECKING:
     import docker
 
+    from harness.tools.mcp import Launched
     from sandbox.docker.containers import DockerSandbox
     from sandbox.docker.images import ImageStatus as ImageStatus
     from sandbox.envelope import Envelope
@@ -297,6 +298,58 @@ def import_images(docker_host: str | None, archive: Path) -> list[str]:
 
     with engine(docker_host) as client:
         return images.load_archive(client, archive)
+
+
+def mcp_launcher(
+    docker_host: str | None,
+    run_id: str,
+    spec: SandboxSpec,
+    argv: list[str],
+    workspace: Path,
+    *,
+    writable: bool,
+    environment: dict[str, str],
+    allow_net: list[str],
+    network_log: Path,
+) -> Callable[[], Launched]:
+    """What starts one MCP server's container (hardened, stdin open, the workspace read-only unless
+    writable, network none or an egress proxy of its own for allow_net): the bridge argv that joins a
+    process's stdio to it, a stop that removes it, and a reader of its stderr."""
+    import os
+    import sys
+
+    from harness.tools.mcp import Launched
+    from sandbox import labels
+    from sandbox.docker import servers
+    from sandbox.network.egress import Egress
+    from sandbox.owner import container_user
+
+    def launch() -> Launched:
+        client = connect(docker_host)
+        proxy = Egress(allow_net, network_log).start() if allow_net else None
+        server_spec = spec.model_copy(update={"egress": str(proxy.folder)}) if proxy is not None else spec
+        marks = {**spec.labels, **labels.of_run(run_id, "mcp"), labels.PID: str(os.getpid())}
+        try:
+            cid = servers.start_server(
+                client, server_spec, argv, workspace, user=container_user(), labels=marks, writable=writable,
+                environment=environment,
+            )  # fmt: skip
+        except BaseException:
+            if proxy is not None:
+                proxy.stop()
+            client.close()
+            raise
+
+        def stop() -> None:
+            servers.stop_server(client, cid)
+            if proxy is not None:
+                proxy.stop()
+            client.close()
+
+        bridge = [sys.executable, "-m", "sandbox.docker.attach", cid, docker_host or ""]
+        return Launched(bridge, stop, lambda: servers.server_logs(client, cid), lambda: servers.running(client, cid))
+
+    return launch
 
 
 def toolchain_version(docker_host: str | None, run_id: str, image: str, argv: list[str]) -> str | None:

@@ -15,6 +15,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from harness.errors import ConfigError
 from harness.tools.declared import CommandToolConfig
+from harness.tools.mcp import MCPServerConfig
 from sandbox.settings import SessionSettings, lift_flat
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
@@ -54,6 +55,8 @@ class TaskDefaults(BaseModel):
     checks: list[str] = Field(default_factory=list)
     tools: dict[str, CommandToolConfig] = Field(default_factory=dict)
     """The project's command tools every task gets (harness.tools.declared)."""
+    mcp: dict[str, MCPServerConfig] = Field(default_factory=dict)
+    """MCP servers every task's session starts (harness.tools.mcp)."""
     """Commands that must also exit 0 after verify passes (see RunConfig.checks)."""
     session: SessionSettings = Field(default_factory=SessionSettings)
     """How each session prepares its environment and how much its workspace may hold (see
@@ -84,6 +87,8 @@ class Task(BaseModel):
     checks: list[str] | None = None
     tools: dict[str, CommandToolConfig] | None = None
     """This task's project tools (over the defaults' by name)."""
+    mcp: dict[str, MCPServerConfig] | None = None
+    """This task's MCP servers (over the defaults' by name)."""
     session: SessionSettings = Field(default_factory=SessionSettings)
     """The session settings this task runs with: the defaults', with the keys the task gives
     (flat or in `session:`) over them (merged by `load_tasks`)."""

@@ -51,6 +51,13 @@ def tools_list(
         schemas = assembly.registry(config).schemas()
         for warning in assembly.tool_warnings(config):
             err_console.print(f"warning: {warning}", markup=False, soft_wrap=True)
+        for name, server in config.mcp.items():  # their tools are known once the server runs
+            err_console.print(
+                f"MCP server {name} ({' '.join(server.command)}): its tools join as {name}__TOOL when a run "
+                "starts it (the run's trajectory lists them)",
+                markup=False,
+                soft_wrap=True,
+            )
     if json_out:
         if style not in ("openai", "anthropic"):
             fail(f"--format must be openai or anthropic, not {style!r}", ExitCode.USAGE)

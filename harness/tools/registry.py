@@ -30,7 +30,15 @@ from sandbox.spec import Mount, Sandbox, SandboxSpec
 __all__ = ["Outcome", "Registry", "ToolContext", "ToolFunction", "ToolResult", "error_text", "tool"]
 
 ErrorKind = Literal[
-    "invalid_json", "invalid_arguments", "unknown_tool", "denied", "timeout", "output_limit", "execution_error"
+    "invalid_json",
+    "invalid_arguments",
+    "unknown_tool",
+    "denied",
+    "timeout",
+    "output_limit",
+    "execution_error",
+    "tool_error",
+    "mcp_server_down",
 ]
 
 NEXT_STEP: dict[str, str] = {
@@ -41,6 +49,8 @@ NEXT_STEP: dict[str, str] = {
     "timeout": "Run something smaller (narrow the selector or command) or pass a larger timeout.",
     "output_limit": "Narrow the command so it prints less (filter or select what you need).",
     "execution_error": "Read the message, adjust the call, and try again.",
+    "tool_error": "The tool reported this failure itself: read it, adjust the arguments, and try again.",
+    "mcp_server_down": "Its tools cannot be used in this run: do the work with the other tools.",
 }
 
 

@@ -177,3 +177,32 @@ def test_a_task_may_name_its_own_model(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match=r"bad.yaml:2: model: none.yaml is not a file"):
         load_tasks(bad)
+
+
+def test_mcp_servers_are_declared_per_task_over_the_defaults(tmp_path):
+    from harness.batch.records import TaskRunKey
+    from harness.batch.tasks import load_tasks
+    from harness.batch.worker import TaskRunSpec, run_config
+
+    (tmp_path / "repo").mkdir()
+    path = tmp_path / "tasks.yaml"
+    path.write_text(
+        "defaults:\n  mcp:\n    docs: {command: [python3, /workspace/docs_server.py]}\n"
+        "tasks:\n  - id: a\n    repo: repo\n    task: t\n"
+        "  - id: b\n    repo: repo\n    task: t\n    mcp:\n      db: {command: [db-server], allow_net: [db.example], writable: true}\n"
+    )
+    tasks = load_tasks(path)
+    configs = {
+        task.id: run_config(TaskRunSpec(key=TaskRunKey(task_id=task.id, model="scripted:x", run_index=0), task=task,
+                                        defaults=tasks.defaults, sessions=tmp_path / "s", run_id="r"))
+        for task in tasks.tasks
+    }  # fmt: skip
+    assert list(configs["a"].mcp) == ["docs"] and configs["a"].mcp["docs"].command == [
+        "python3",
+        "/workspace/docs_server.py",
+    ]
+    assert list(configs["b"].mcp) == ["docs", "db"] and configs["b"].mcp["db"].writable
+    assert configs["b"].mcp["db"].allow_net == ["db.example"]
+    path.write_text("tasks:\n  - id: a\n    repo: repo\n    task: t\n    mcp:\n      docs: {cmd: [x]}\n")
+    with pytest.raises(Exception, match="command"):
+        load_tasks(path)

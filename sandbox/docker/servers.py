@@ -1,0 +1,80 @@
+"""Long-lived containers a session keeps beside its calls: an MCP server whose stdio the host side
+speaks to. Same posture as a call container (capabilities dropped, no-new-privileges, the sandbox
+user, read-only root, limits, no network unless the egress relay is given), the workspace mounted
+read-only unless the declaration says it may write, stdin kept open for the protocol, labelled
+with the session so `harness sandbox prune` finds what a dead controller left."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from pathlib import Path
+
+import docker
+
+from sandbox.docker import hardening
+from sandbox.docker.engine import resolve_image_path, translate
+from sandbox.docker.ids import object_id
+from sandbox.spec import SandboxSpec
+
+
+def start_server(
+    client: docker.DockerClient,
+    spec: SandboxSpec,
+    argv: Sequence[str],
+    workspace: Path,
+    *,
+    user: str,
+    labels: dict[str, str],
+    writable: bool = False,
+    environment: dict[str, str] | None = None,
+) -> str:
+    """Start argv in a hardened container that keeps stdin open; its id."""
+    image_id, path = resolve_image_path(client, spec.image)
+    config = hardening.container_config(image_id, spec, workspace, [], user, labels, path=path)
+    host = dict(config["host_config"])
+    binds = dict(host["binds"])
+    workspace_bind = str(Path(workspace).resolve())
+    binds[workspace_bind] = {**binds[workspace_bind], "mode": "rw" if writable else "ro"}
+    host["binds"] = binds
+    host["log_config"] = {"type": "json-file", "config": {"max-size": "1m", "max-file": "1"}}  # its stderr, kept
+    command = list(argv)
+    if spec.egress:
+        command = hardening.with_relay(command, trust=hardening._has_ca(spec.egress))
+    config.update(command=command, stdin_open=True, host_config=host)
+    config["environment"] = {**config["environment"], **(environment or {})}
+    api = client.api
+    with translate("creating an MCP server container"):
+        made = api.create_container(**{**config, "host_config": api.create_host_config(**host)}, detach=True)
+    cid = str(made["Id"])
+    try:
+        with translate("starting an MCP server container"):
+            api.start(cid)
+    except BaseException:
+        stop_server(client, cid)
+        raise
+    return cid
+
+
+def stop_server(client: docker.DockerClient, cid: str) -> None:
+    with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+        client.api.remove_container(cid, force=True)
+
+
+def running(client: docker.DockerClient, cid: str) -> bool:
+    try:
+        return bool(client.api.inspect_container(cid)["State"]["Running"])
+    except docker.errors.NotFound:
+        return False
+
+
+def server_logs(client: docker.DockerClient, cid: str, tail: int = 200) -> str:
+    """What the server wrote to stderr (its stdout is the protocol)."""
+    try:
+        data = client.api.logs(cid, stdout=False, stderr=True, tail=tail)
+    except docker.errors.APIError:
+        return ""
+    return data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data)
+
+
+__all__ = ["object_id", "running", "server_logs", "start_server", "stop_server"]
