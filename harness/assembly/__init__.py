@@ -603,8 +603,10 @@ def replay_run(session_id: str, sessions: Path, runtime: Runtime) -> ReplayRepor
         raise SessionError(f"session {original.id} recorded no tool calls to replay")
     with open_sandbox(runtime, None) as sandbox:
         session = create_session(original.repo, sessions, config, sandbox, free_id(sessions, f"{original.id}-replay"))
-        with session:
-            return reissue(calls, original.id, session, registry(config), tool_context(config, session, sandbox))
+        with session, mcp_servers(config, session, runtime) as servers:  # an MCP call is re-issued like any
+            return reissue(
+                calls, original.id, session, registry(config, servers), tool_context(config, session, sandbox)
+            )
 
 
 def saved_config(session_dir: Path, overrides: dict[str, Any]) -> RunConfig:

@@ -226,3 +226,23 @@ def test_kill_9_leaves_nothing_after_prune_and_resume_starts_the_server_again(
     assert calls[-1].name == "projtools__word_count" and not calls[-1].is_error, calls[-1].text
     assert "words in README.md" in calls[-1].text, "the server was started again for the resumed run"
     assert docker_client.containers.list(all=True, filters={"label": f"harness.run={label}"}) == []
+
+
+def test_replay_issues_the_mcp_calls_again(tmp_path, project, mcp_image, run_label):
+    import yaml
+
+    harness = Harness(tmp_path / "sessions", f"{run_label}-mcpreplay")
+    config = _config(tmp_path, mcp_image)
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump({"turns": [
+        turn("Counting.", ("projtools__word_count", {"path": "notes.txt"})), turn("Done."),
+    ]}))  # fmt: skip
+    ran = harness(
+        "run", "--image", "py311", "--model", f"scripted:{script}", str(project), "--task", "Count.",
+        "--no-verify", "--config", str(config), "--session", "r", "--json",
+    )  # fmt: skip
+    assert ran.code in (0, 1, 10), ran.stdout + ran.stderr
+    replayed = harness("replay", "r", "--json")
+    assert replayed.code == 0, replayed.stdout + replayed.stderr
+    report = json.loads(replayed.stdout)
+    assert report["diverged"] == 0 and len(report["steps"]) == 1, report
