@@ -120,6 +120,24 @@ class ToolsConfig(BaseModel):
         return {**rest, "declared": {**rest.get("declared", {}), **named}}
 
 
+class ServiceConfig(BaseModel):
+    """A helper that outlives one call (`[services.NAME]`): a database, a dev server."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    image: str
+    """Its image (local: harness never pulls)."""
+    command: list[str] | None = None
+    """Its argv (default: the image's own)."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Variables in its container, as written (never the host's)."""
+    health: list[str] | None = None
+    """An argv run inside it until it exits 0: the service is ready (default: it is running)."""
+    ready_timeout_s: float = Field(60.0, gt=0, le=3600)
+    ports: list[int] = Field(default_factory=list)
+    """The ports it serves (for the task's words and the docs; the network lets calls reach any)."""
+
+
 class RunConfig(BaseModel):
     """Everything `harness run` needs, from the config file and flags."""
 
@@ -181,6 +199,9 @@ class RunConfig(BaseModel):
     """Prompt budget and compaction."""
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     """Per-tool timeouts."""
+    services: dict[str, ServiceConfig] = Field(default_factory=dict)
+    """Services by name (`[services.NAME]`), started before the run's first step on a network of the
+    session's with no route out, reachable from every call as NAME:PORT, stopped with the run."""
     mcp: dict[str, MCPServerConfig] = Field(default_factory=dict)
     """MCP servers (stdio) by name, each in a hardened container of its own for the session
     (`[mcp.NAME]` tables; harness.tools.mcp); their tools join the menu as NAME__TOOL."""

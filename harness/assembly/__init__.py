@@ -318,18 +318,40 @@ def open_session(sessions: Path, session_id: str, sandbox: Sandbox | None = None
 # --- tools and the agent ------------------------------------------------------------------------
 
 
-def registry(config: RunConfig | None = None, servers: Sequence[Any] = ()) -> Registry:
-    """The tool menu: the built-ins, the project's tools config declares, and the tools of the
-    session's MCP servers (running, from mcp_servers)."""
+def registry(
+    config: RunConfig | None = None, servers: Sequence[Any] = (), running: engine.RunningServices | None = None
+) -> Registry:
+    """The tool menu: the built-ins, the project's tools config declares, the tools of the session's
+    MCP servers (running, from mcp_servers), and service_logs when the run has services."""
     from harness.tools import builtin
     from harness.tools.declared import menu
     from harness.tools.mcp import tools_of
+    from harness.tools.services import service_logs_tool
 
-    if (config is None or not config.tools.declared) and not servers:
+    if (config is None or not config.tools.declared) and not servers and running is None:
         return builtin.default_registry()
     declared, _ = menu(config.tools.declared, [t.name for t in builtin.BUILTIN_TOOLS]) if config else ([], [])
     remote = [tool for server in servers for tool in tools_of(server)]
-    return Registry(builtin.BUILTIN_TOOLS, extra=[*declared, *remote])
+    logs = [service_logs_tool(list(running.containers), running.logs)] if running is not None else []
+    return Registry(builtin.BUILTIN_TOOLS, extra=[*declared, *remote, *logs])
+
+
+@contextlib.contextmanager
+def services(config: RunConfig, session: Session, runtime: Runtime) -> Iterator[engine.RunningServices | None]:
+    """The session's services for the run: started before its first step on a network of their own
+    (no route out) that every call joins; stopped and removed after (started again on resume)."""
+    if not config.services:
+        yield None
+        return
+    running = engine.start_services(
+        runtime.docker_host, runtime.run_id, session.id, call_spec(session.spec), session.workspace, config.services
+    )
+    session.service_network = running.network
+    try:
+        yield running
+    finally:
+        session.service_network = None
+        running.stop()
 
 
 @contextlib.contextmanager
@@ -419,6 +441,7 @@ def build_agent(
     runtime: Runtime,
     resumed: bool = False,
     servers: Sequence[Any] = (),
+    running: engine.RunningServices | None = None,
 ) -> Agent:
     """An Agent for a new or resumed run (state carries the context and spend of a resumed one);
     servers: the session's running MCP servers."""
@@ -441,7 +464,7 @@ def build_agent(
     prewarm(config, sandbox, session.workspace, session.spec)  # a no-op when create_session did it already
     return Agent(
         provider=provider,
-        registry=registry(config, servers),
+        registry=registry(config, servers, running),
         tool_context=context_tools,
         session=session,
         sandbox=sandbox,
@@ -503,8 +526,8 @@ def start_run(
         state = RunState(session_id=session.id, task=task, model=config.model or "", snapshot_step=session.step)
         write_state(session.dir, state, runtime.secrets)
         _start_record(session, config, state, Path(repo), resumed=False, runtime=runtime)
-        with session, mcp_servers(config, session, runtime) as servers:  # both end with the run
-            return build_agent(
+        with session, services(config, session, runtime) as running, mcp_servers(config, session, runtime) as servers:
+            return build_agent(  # the services and the MCP servers end with the run
                 config=config,
                 session=session,
                 sandbox=sandbox,
@@ -512,6 +535,7 @@ def start_run(
                 state=state,
                 runtime=runtime,
                 servers=servers,
+                running=running,
             ).run()
 
 
@@ -578,8 +602,8 @@ def resume_run(session_id: str, sessions: Path, runtime: Runtime, overrides: dic
                 config.session.allow_net_tools,
                 bound_secrets(config.session.secrets, runtime.secret_values),
             )
-            with mcp_servers(config, session, runtime) as servers:  # started again for the resumed run
-                return build_agent(
+            with services(config, session, runtime) as running, mcp_servers(config, session, runtime) as servers:
+                return build_agent(  # started again for the resumed run
                     config=config,
                     session=session,
                     sandbox=sandbox,
@@ -588,6 +612,7 @@ def resume_run(session_id: str, sessions: Path, runtime: Runtime, overrides: dic
                     runtime=runtime,
                     resumed=True,
                     servers=servers,
+                    running=running,
                 ).run()
 
 
@@ -603,9 +628,9 @@ def replay_run(session_id: str, sessions: Path, runtime: Runtime) -> ReplayRepor
         raise SessionError(f"session {original.id} recorded no tool calls to replay")
     with open_sandbox(runtime, None) as sandbox:
         session = create_session(original.repo, sessions, config, sandbox, free_id(sessions, f"{original.id}-replay"))
-        with session, mcp_servers(config, session, runtime) as servers:  # an MCP call is re-issued like any
-            return reissue(
-                calls, original.id, session, registry(config, servers), tool_context(config, session, sandbox)
+        with session, services(config, session, runtime) as running, mcp_servers(config, session, runtime) as servers:
+            return reissue(  # an MCP call is re-issued like any, beside the same services
+                calls, original.id, session, registry(config, servers, running), tool_context(config, session, sandbox)
             )
 
 

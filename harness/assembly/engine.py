@@ -352,6 +352,79 @@ def mcp_launcher(
     return launch
 
 
+@dataclass
+class RunningServices:
+    """A session's services while they run: their network, and how to read and stop them."""
+
+    network: str
+    containers: dict[str, str]
+    logs: Callable[[str, int], str]
+    stop: Callable[[], None]
+
+
+def start_services(
+    docker_host: str | None,
+    run_id: str,
+    session_id: str,
+    spec: SandboxSpec,
+    workspace: Path,
+    services: Mapping[str, Any],
+) -> RunningServices:
+    """The services (harness.config.ServiceConfig by name) on a new internal network of the session,
+    each ready (its health argv exits 0, or it runs) before this returns; SetupError otherwise."""
+    import os
+    import time
+    import uuid
+
+    from sandbox import labels
+    from sandbox.docker import servers
+    from sandbox.errors import SetupError
+    from sandbox.owner import container_user
+
+    client = connect(docker_host)
+    name = f"harness-svc-{session_id}-{uuid.uuid4().hex[:6]}"
+    marks = {**spec.labels, **labels.of_run(run_id, "service"), labels.PID: str(os.getpid())}
+    containers: dict[str, str] = {}
+
+    def stop() -> None:
+        for cid in containers.values():
+            servers.stop_server(client, cid)
+        servers.remove_network(client, name)
+        client.close()
+
+    try:
+        servers.create_network(client, name, marks)
+        for service, declared in services.items():
+            service_spec = spec.model_copy(update={"image": declared.image, "network": name, "egress": None})
+            containers[service] = servers.start_service(
+                client, service_spec, declared.command, workspace, name=service, network=name,
+                user=container_user(), labels={**marks, labels.KIND: "service"}, environment=declared.env,
+            )  # fmt: skip
+        for service, declared in services.items():
+            deadline = time.monotonic() + declared.ready_timeout_s
+            while True:
+                if not servers.running(client, containers[service]):
+                    log = servers.server_logs(client, containers[service], 20, stdout=True).strip().splitlines()
+                    said = f": {log[-1][:300]}" if log else ""
+                    raise SetupError(f"service {service} stopped before it was ready{said}")
+                if declared.health is None or servers.exec_in(client, containers[service], declared.health) == 0:
+                    break
+                if time.monotonic() > deadline:
+                    raise SetupError(
+                        f"service {service} was not ready within {declared.ready_timeout_s:g}s "
+                        f"(its health check {' '.join(declared.health)} never exited 0)"
+                    )
+                time.sleep(0.5)
+    except BaseException:
+        stop()
+        raise
+
+    def logs(service: str, lines: int) -> str:
+        return servers.server_logs(client, containers[service], lines, stdout=True)
+
+    return RunningServices(name, containers, logs, stop)
+
+
 def toolchain_version(docker_host: str | None, run_id: str, image: str, argv: list[str]) -> str | None:
     """What argv (a `--version` command) prints in a fresh container of image, over an empty
     workspace, with the call posture (no network, the limits); "" when the image has no such program

@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from harness.config import ServiceConfig
 from harness.errors import ConfigError
 from harness.tools.declared import CommandToolConfig
 from harness.tools.mcp import MCPServerConfig
@@ -57,6 +58,8 @@ class TaskDefaults(BaseModel):
     """The project's command tools every task gets (harness.tools.declared)."""
     mcp: dict[str, MCPServerConfig] = Field(default_factory=dict)
     """MCP servers every task's session starts (harness.tools.mcp)."""
+    services: dict[str, ServiceConfig] = Field(default_factory=dict)
+    """Services every task's run starts (harness.config.ServiceConfig)."""
     """Commands that must also exit 0 after verify passes (see RunConfig.checks)."""
     session: SessionSettings = Field(default_factory=SessionSettings)
     """How each session prepares its environment and how much its workspace may hold (see
@@ -89,6 +92,8 @@ class Task(BaseModel):
     """This task's project tools (over the defaults' by name)."""
     mcp: dict[str, MCPServerConfig] | None = None
     """This task's MCP servers (over the defaults' by name)."""
+    services: dict[str, ServiceConfig] | None = None
+    """This task's services (over the defaults' by name)."""
     session: SessionSettings = Field(default_factory=SessionSettings)
     """The session settings this task runs with: the defaults', with the keys the task gives
     (flat or in `session:`) over them (merged by `load_tasks`)."""

@@ -110,6 +110,10 @@ def run_config(spec: TaskRunSpec) -> RunConfig:
             name: tool.model_dump(mode="json") for name, tool in {**defaults.tools, **(task.tools or {})}.items()
         },
         "mcp": {name: server.model_dump(mode="json") for name, server in {**defaults.mcp, **(task.mcp or {})}.items()},
+        "services": {
+            name: service.model_dump(mode="json")
+            for name, service in {**defaults.services, **(task.services or {})}.items()
+        },
         **{f"limits.{name}": value for name, value in limits.items()},
     }
     return with_overrides({"session": dict(task.session)}, overrides, f"{spec.task.id} (line {spec.task.line})")

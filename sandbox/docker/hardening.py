@@ -61,7 +61,10 @@ def container_config(
         binds[str(relay_source())] = {"bind": RELAY_TARGET, "mode": "ro"}
     host = {
         "binds": binds,
-        "network_mode": "none" if spec.egress else spec.network,
+        # with egress, the relay is the way out: no network, or the session's services network (no route out)
+        "network_mode": ("none" if spec.network in ("none", "bridge", "host") else spec.network)
+        if spec.egress
+        else spec.network,
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges"],
         "read_only": spec.read_only_root,

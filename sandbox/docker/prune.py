@@ -55,7 +55,12 @@ def remove_containers(client: docker.DockerClient, containers: list[Container]) 
 def orphaned(container: Container) -> bool:
     """True when the controller process that labelled this container is no longer alive (a zombie
     counts as gone: a killed detached process whose new parent does not reap it stays one)."""
-    pid = container.labels.get(labels.PID, "")
+    return orphaned_labels(container.labels)
+
+
+def orphaned_labels(marks: dict[str, str]) -> bool:
+    """orphaned() on an object's labels (a network's, an image's)."""
+    pid = (marks or {}).get(labels.PID, "")
     if not pid.isdigit():
         return True
     try:
@@ -80,6 +85,22 @@ def prune(
     removed = remove_containers(client, doomed)
     if not extra:
         remove_task_images(client, run_id, everything)
+        remove_service_networks(client, run_id, everything)
+    return removed
+
+
+def remove_service_networks(client: docker.DockerClient, run_id: str | None, everything: bool) -> int:
+    """Services networks whose session's controller is gone (after their containers went); how many."""
+    wanted = [f"{labels.KIND}=service", *([f"{labels.RUN}={run_id}"] if run_id else [])]
+    removed = 0
+    with translate("listing networks"):
+        networks = client.networks.list(filters={"label": wanted})
+    for network in networks:
+        if not everything and not orphaned_labels(network.attrs.get("Labels") or {}):
+            continue
+        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+            network.remove()
+            removed += 1
     return removed
 
 

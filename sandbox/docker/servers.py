@@ -68,13 +68,82 @@ def running(client: docker.DockerClient, cid: str) -> bool:
         return False
 
 
-def server_logs(client: docker.DockerClient, cid: str, tail: int = 200) -> str:
-    """What the server wrote to stderr (its stdout is the protocol)."""
+def server_logs(client: docker.DockerClient, cid: str, tail: int = 200, stdout: bool = False) -> str:
+    """What the server wrote to stderr (an MCP server's stdout is the protocol; a service's is its log too)."""
     try:
-        data = client.api.logs(cid, stdout=False, stderr=True, tail=tail)
+        data = client.api.logs(cid, stdout=stdout, stderr=True, tail=tail)
     except docker.errors.APIError:
         return ""
     return data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data)
 
 
 __all__ = ["object_id", "running", "server_logs", "start_server", "stop_server"]
+
+
+# --- services: a session's long-lived helpers on a network with no route out ---------------------------
+
+
+def create_network(client: docker.DockerClient, name: str, labels: dict[str, str]) -> str:
+    """An internal network (no route out, no gateway to the host) for a session's services and calls."""
+    with translate("creating the services network"):
+        return str(client.networks.create(name, driver="bridge", internal=True, labels=labels).id)
+
+
+def remove_network(client: docker.DockerClient, name: str) -> None:
+    with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+        network = client.networks.get(name)
+        for container in network.containers:
+            with contextlib.suppress(docker.errors.APIError):
+                network.disconnect(container, force=True)
+        network.remove()
+
+
+def start_service(
+    client: docker.DockerClient,
+    spec: SandboxSpec,
+    argv: Sequence[str] | None,
+    workspace: Path,
+    *,
+    name: str,
+    network: str,
+    user: str,
+    labels: dict[str, str],
+    environment: dict[str, str] | None = None,
+) -> str:
+    """A service's container: the call posture (no capabilities, no-new-privileges, the limits, a
+    read-only root with a fresh /tmp, the workspace read-only), on network, reachable there by name."""
+    image_id, path = resolve_image_path(client, spec.image)
+    config = hardening.container_config(image_id, spec, workspace, [], user, labels, path=path)
+    host = dict(config["host_config"])
+    binds = dict(host["binds"])
+    workspace_bind = str(Path(workspace).resolve())
+    binds[workspace_bind] = {**binds[workspace_bind], "mode": "ro"}
+    host.update(binds=binds, network_mode=network)
+    host["log_config"] = {"type": "json-file", "config": {"max-size": "2m", "max-file": "1"}}
+    api = client.api
+    networking = api.create_networking_config({network: api.create_endpoint_config(aliases=[name])})  # type: ignore[arg-type]
+    config["command"] = list(argv) if argv else None
+    config["environment"] = {**config["environment"], **(environment or {})}
+    with translate(f"creating the {name} service"):
+        made = api.create_container(
+            **{**config, "host_config": api.create_host_config(**host)}, networking_config=networking, detach=True
+        )
+    cid = str(made["Id"])
+    try:
+        with translate(f"starting the {name} service"):
+            api.start(cid)
+    except BaseException:
+        stop_server(client, cid)
+        raise
+    return cid
+
+
+def exec_in(client: docker.DockerClient, cid: str, argv: Sequence[str], timeout_s: float = 10.0) -> int:
+    """Run argv in a running container (a health check); its exit code (-1 when it could not run)."""
+    try:
+        made = client.api.exec_create(cid, ["timeout", f"{timeout_s:g}s", *argv])
+        client.api.exec_start(made["Id"])
+        code = client.api.exec_inspect(made["Id"]).get("ExitCode")
+    except docker.errors.APIError:
+        return -1
+    return int(code) if code is not None else -1

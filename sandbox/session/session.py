@@ -77,6 +77,8 @@ class Session:
             raise SessionNotFound(f"session {info.id} has no committed step; remove it: harness session rm {info.id}")
         self._owns_mount = bool(info.config.workspace_quota) and quota.mount(self.paths.workspace)
         self.egress: Egress | None = None
+        self.service_network: str | None = None
+        """The session's services network while they run: every call joins it (no route out)."""
         """The session's egress proxy while it serves (`connect_network`); its tool calls reach the
         allowed hosts only with `allow_net_tools`."""
 
@@ -268,7 +270,7 @@ class Session:
     @property
     def spec(self) -> SandboxSpec:
         """The session's sandbox spec with its current image (writable root when asked for)."""
-        return _call_spec(self.info, self.image, self.egress)
+        return _call_spec(self.info, self.image, self.egress, self.service_network)
 
     def record(self, step: int) -> StepRecord:
         if not 0 <= step <= self.step:
@@ -455,8 +457,10 @@ def list_sessions(state_dir: Path) -> list[SessionInfo]:
     return sorted(found, key=lambda info: info.created)
 
 
-def _call_spec(info: SessionInfo, image: str, egress: Egress | None = None) -> SandboxSpec:
+def _call_spec(info: SessionInfo, image: str, egress: Egress | None = None, network: str | None = None) -> SandboxSpec:
     update: dict[str, object] = {"image": image}
+    if network:
+        update["network"] = network
     if egress is not None and egress.running and info.config.allow_net_tools:
         update["egress"] = str(egress.folder)
     if info.config.writable_root:

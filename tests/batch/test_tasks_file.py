@@ -190,6 +190,7 @@ def test_mcp_servers_are_declared_per_task_over_the_defaults(tmp_path):
         "defaults:\n  mcp:\n    docs: {command: [python3, /workspace/docs_server.py]}\n"
         "tasks:\n  - id: a\n    repo: repo\n    task: t\n"
         "  - id: b\n    repo: repo\n    task: t\n    mcp:\n      db: {command: [db-server], allow_net: [db.example], writable: true}\n"
+        "    services:\n      web: {image: py311, command: [python3, -m, http.server], ports: [8000]}\n"
     )
     tasks = load_tasks(path)
     configs = {
@@ -203,6 +204,7 @@ def test_mcp_servers_are_declared_per_task_over_the_defaults(tmp_path):
     ]
     assert list(configs["b"].mcp) == ["docs", "db"] and configs["b"].mcp["db"].writable
     assert configs["b"].mcp["db"].allow_net == ["db.example"]
+    assert configs["b"].services["web"].ports == [8000] and configs["a"].services == {}
     path.write_text("tasks:\n  - id: a\n    repo: repo\n    task: t\n    mcp:\n      docs: {cmd: [x]}\n")
     with pytest.raises(Exception, match="command"):
         load_tasks(path)

@@ -1,0 +1,111 @@
+"""Services in the sandbox: a small HTTP service (the py311 image serving a page) declared in a
+config file is started before the run's first step on the session's network with no route out;
+the task's tests reach it by name from their call container, the model reads its logs with
+service_logs; it is started again on resume after kill -9 (prune removes what the dead controller
+left: the container and the network), and nothing is left after the run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.trajectory import ToolRecord, read_records
+from tests.agent.conftest import Harness, turn
+
+pytestmark = [pytest.mark.docker]
+ROOT = Path(__file__).resolve().parents[2]
+SERVE = "import http.server as h; h.ThreadingHTTPServer(('', 8000), h.SimpleHTTPRequestHandler).serve_forever()"
+PROBE = "import socket; socket.create_connection(('127.0.0.1', 8000), timeout=2)"
+TEST = """import urllib.request
+
+
+def test_the_service_answers_by_name():
+    page = urllib.request.urlopen("http://web:8000/", timeout=10).read().decode()
+    assert "Directory listing" in page
+
+
+def test_the_service_network_has_no_route_out():
+    import socket
+
+    try:
+        socket.create_connection(("192.0.2.1", 80), timeout=3)
+    except OSError:
+        return
+    raise AssertionError("reached an outside address")
+"""
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "test_service.py").write_text(TEST)
+    return repo
+
+
+def _config(folder: Path) -> Path:
+    path = folder / "config.toml"
+    path.write_text(
+        f'[services.web]\nimage = "py311"\ncommand = ["python3", "-c", "{SERVE}"]\n'
+        f'health = ["python3", "-c", "{PROBE}"]\nports = [8000]\n'
+    )
+    return path
+
+
+def test_a_service_is_reached_by_name_its_logs_read_and_it_ends_with_the_run(
+    tmp_path, project, run_label, docker_client
+):
+    label = f"{run_label}-svc"
+    harness = Harness(tmp_path / "sessions", label)
+    script = tmp_path / "s.yaml"
+    script.write_text(yaml.safe_dump({"turns": [
+        turn("Running the tests.", ("run_tests", {})),
+        turn("Its logs.", ("service_logs", {"name": "web", "lines": 50})),
+        turn("Done."),
+    ]}))  # fmt: skip
+    ran = harness(
+        "run", "--image", "py311", "--model", f"scripted:{script}", str(project), "--task", "Check the service.",
+        "--verify", "python3 -m pytest -q test_service.py", "--config", str(_config(tmp_path)), "--session", "s",
+        "--json",
+    )  # fmt: skip
+    assert ran.code == 0 and ran.json()["outcome"] == "verified", ran.stdout + ran.stderr
+    calls = {c.name: c for c in read_records(harness.session_dir("s")) if isinstance(c, ToolRecord)}
+    assert calls["run_tests"].text.startswith("exit_code=0") and "..  " in calls["run_tests"].text
+    assert (
+        calls["service_logs"].text.startswith("OK service_logs web")
+        and '"GET / HTTP/1.1" 200' in calls["service_logs"].text
+    )
+    assert docker_client.containers.list(all=True, filters={"label": f"harness.run={label}"}) == []
+    assert docker_client.networks.list(filters={"label": f"harness.run={label}"}) == []
+
+
+def test_kill_9_then_prune_then_resume_starts_the_service_again(tmp_path, project, run_label, docker_client):
+    label = f"{run_label}-svckill"
+    harness = Harness(tmp_path / "sessions", label)
+    script = tmp_path / "s.yaml"
+    script.write_text(yaml.safe_dump({"turns": [
+        turn("Running the tests.", ("run_tests", {})),
+        turn("Again.", ("run_tests", {})),
+        turn("Done."),
+    ]}))  # fmt: skip
+    args = [
+        "run", "--image", "py311", "--model", f"scripted:{script}", str(project), "--task", "Check the service.",
+        "--verify", "python3 -m pytest -q test_service.py", "--config", str(_config(tmp_path)), "--session", "k",
+        "--json",
+    ]  # fmt: skip
+    crashed = harness(*args, env={"HARNESS_CRASH_AT": "model_answered:2"})
+    assert crashed.code == -9, crashed.stderr
+    mine = {"label": [f"harness.run={label}", "harness.kind=service"]}
+    assert docker_client.containers.list(all=True, filters=mine), "the dead controller's service is still there"
+    pruned = harness("sandbox", "prune")
+    assert pruned.code == 0, pruned.stderr
+    assert docker_client.containers.list(all=True, filters={"label": f"harness.run={label}"}) == []
+    assert docker_client.networks.list(filters={"label": f"harness.run={label}"}) == []
+    resumed = harness("resume", "k", "--json")
+    assert resumed.code == 0 and resumed.json()["outcome"] == "verified", resumed.stdout + resumed.stderr
+    runs = [c for c in read_records(harness.session_dir("k")) if isinstance(c, ToolRecord) and c.name == "run_tests"]
+    assert runs[-1].text.startswith("exit_code=0"), "the service answered the resumed run"
+    assert docker_client.containers.list(all=True, filters={"label": f"harness.run={label}"}) == []
+    assert docker_client.networks.list(filters={"label": f"harness.run={label}"}) == []
