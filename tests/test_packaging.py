@@ -24,6 +24,7 @@ OPTIONAL = {
     "harness/integrations/minisweagent.py": "mini",
     "harness/bench/integrations.py": "inspect,mini",
     "harness/providers/anthropic_cloud.py": "bedrock,vertex",
+    "harness/integrations/harbor.py": "harbor",
 }
 """Modules that may import an extra's packages (and only they: harness without the extras runs)."""
 
