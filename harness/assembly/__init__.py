@@ -38,8 +38,9 @@ from harness.providers.factory import make_provider
 from harness.providers.protocol import Provider
 from harness.providers.vendor import ModelSpec
 from harness.telemetry.config import TelemetryConfig
+from harness.tools.declared import FRONT, GROUP, build, group
 from harness.tools.registry import Registry, ToolContext
-from harness.trajectory import StartRecord, Trajectory, TrajectoryObserver, read_state, write_state
+from harness.trajectory import EventRecord, StartRecord, Trajectory, TrajectoryObserver, read_state, write_state
 from sandbox.durable import write_text_atomic
 from sandbox.layout import SessionFolder
 from sandbox.spec import Mount, PooledSandbox, Sandbox, SandboxSpec
@@ -330,10 +331,26 @@ def registry(
 
     if (config is None or not config.tools.declared) and not servers and running is None:
         return builtin.default_registry()
-    declared, _ = menu(config.tools.declared, [t.name for t in builtin.BUILTIN_TOOLS]) if config else ([], [])
-    remote = [tool for server in servers for tool in tools_of(server)]
+    declared = config.tools.declared if config else {}
+    if declared:
+        menu(declared, [t.name for t in builtin.BUILTIN_TOOLS])  # a name clash is refused here
+    project = [build(name, tool) for name, tool in declared.items()]
+    project += [tool for server in servers for tool in tools_of(server)]
+    if len(project) > FRONT:  # the menu the seed recommends: ten in front, the rest as one tool's sub-commands
+        project = [*project[:FRONT], group(project[FRONT:])]
     logs = [service_logs_tool(list(running.containers), running.logs)] if running is not None else []
-    return Registry(builtin.BUILTIN_TOOLS, extra=[*declared, *remote, *logs])
+    return Registry(builtin.BUILTIN_TOOLS, extra=[*project, *logs])
+
+
+def menu_warning(registry: Registry) -> str | None:
+    """What to say when the project's tools (declared and MCP) did not all fit in front."""
+    names = [schema.name for schema in registry.schemas()]
+    if GROUP not in names:
+        return None
+    return (
+        f"more than {FRONT} project tools (declared and MCP): the first {FRONT} are in the menu, the rest behind "
+        f"one tool ({GROUP}); every description counts against the context budget"
+    )
 
 
 @contextlib.contextmanager
@@ -462,9 +479,14 @@ def build_agent(
     verifier = Verifier(sandbox, config.verify, context_tools.mounts, protection) if config.verify else None
     checks = [Verifier(sandbox, command, mounts=context_tools.mounts) for command in config.checks]
     prewarm(config, sandbox, session.workspace, session.spec)  # a no-op when create_session did it already
+    tools = registry(config, servers, running)
+    trajectory = Trajectory(session.dir, runtime.secrets, observers(config, state, runtime, resumed))
+    warning = menu_warning(tools) if servers else None  # a declared-only menu was warned of before the run
+    if warning:
+        trajectory.append(EventRecord(event="menu", detail=warning))
     return Agent(
         provider=provider,
-        registry=registry(config, servers, running),
+        registry=tools,
         tool_context=context_tools,
         session=session,
         sandbox=sandbox,
@@ -473,7 +495,7 @@ def build_agent(
         checks=checks,
         budget=Budget(config.limits, state.spent),
         context=context,
-        trajectory=Trajectory(session.dir, runtime.secrets, observers(config, state, runtime, resumed)),
+        trajectory=trajectory,
         state=state,
         max_turn_tokens=config.limits.max_turn_tokens,
         max_verify_rounds=config.limits.max_verify_rounds,

@@ -144,3 +144,33 @@ def test_hostile_arguments_reach_the_program_as_data_and_a_denied_call_no_contai
     assert invalid["error_kind"] == "invalid_arguments" and "count" in invalid["text"] and invalid["envelope"] is None
     menu = _harness("tools", "list", "--session", "tools", state=state, label=run_label)
     assert "== show_args ==" in menu.stdout and "== deploy ==" in menu.stdout
+
+
+def test_declared_and_mcp_tools_share_the_ten_places_in_front():
+    """Nine declared tools and an MCP server's three: ten in front, the other two behind one tool,
+    and the run is told (an MCP server's tools are known only once it runs)."""
+    from types import SimpleNamespace
+
+    from harness.assembly import menu_warning, registry
+    from harness.config import RunConfig
+    from harness.tools.mcp import MCPServer, MCPServerConfig
+
+    declared = {f"t{n}": {"description": "d", "when": "w", "when_not": "n", "command": ["true"]} for n in range(9)}
+    config = RunConfig.model_validate({"tools": declared})
+    server = MCPServer("docs", MCPServerConfig(command=["srv"]), launch=lambda: None)  # type: ignore[arg-type,return-value]
+    server.tools = [
+        SimpleNamespace(name=name, description=f"{name} of the docs", input_schema={"type": "object", "properties": {
+            "query": {"type": "string"}}, "required": ["query"]})
+        for name in ("search", "fetch", "outline")
+    ]  # fmt: skip
+    try:
+        names = [schema.name for schema in registry(config, [server]).schemas()]
+        assert names[-11:] == [*(f"t{n}" for n in range(9)), "docs__search", "project_tool"]
+        grouped = next(s for s in registry(config, [server]).schemas() if s.name == "project_tool")
+        assert "## docs__fetch" in grouped.description and "## docs__outline" in grouped.description
+        search = next(s for s in registry(config, [server]).schemas() if s.name == "docs__search")
+        assert search.parameters["required"] == ["query"] and search.description == "search of the docs"
+        assert "more than 10 project tools" in menu_warning(registry(config, [server]))
+        assert menu_warning(registry(RunConfig())) is None
+    finally:
+        server.shutdown()
