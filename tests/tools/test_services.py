@@ -6,6 +6,7 @@ left: the container and the network), and nothing is left after the run."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -108,4 +109,24 @@ def test_kill_9_then_prune_then_resume_starts_the_service_again(tmp_path, projec
     runs = [c for c in read_records(harness.session_dir("k")) if isinstance(c, ToolRecord) and c.name == "run_tests"]
     assert runs[-1].text.startswith("exit_code=0"), "the service answered the resumed run"
     assert docker_client.containers.list(all=True, filters={"label": f"harness.run={label}"}) == []
+    assert docker_client.networks.list(filters={"label": f"harness.run={label}"}) == []
+
+
+def test_a_batch_task_declares_its_services(tmp_path, project, run_label, docker_client):
+    label = f"{run_label}-svcbatch"
+    script = tmp_path / "s.yaml"
+    script.write_text(yaml.safe_dump({"turns": [turn("Running the tests.", ("run_tests", {})), turn("Done.")]}))
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(yaml.safe_dump({
+        "defaults": {"image": "py311", "read_only": []},
+        "tasks": [{
+            "id": "svc", "repo": str(project), "task": "Check the service.", "verify": "python3 -m pytest -q test_service.py",
+            "services": {"web": {"image": "py311", "command": ["python3", "-c", SERVE], "health": ["python3", "-c", PROBE]}},
+        }],
+    }))  # fmt: skip
+    harness = Harness(tmp_path / "sessions", label)
+    ran = harness("batch", str(tasks), "--out", str(tmp_path / "out"), "--model", f"scripted:{script}", "--json")
+    assert ran.code == 0, ran.stdout + ran.stderr
+    [record] = [json.loads(p.read_text()) for p in (tmp_path / "out" / "runs").rglob("*.json")]
+    assert record["verified"] is True, record
     assert docker_client.networks.list(filters={"label": f"harness.run={label}"}) == []
