@@ -548,17 +548,35 @@ def start_run(
         state = RunState(session_id=session.id, task=task, model=config.model or "", snapshot_step=session.step)
         write_state(session.dir, state, runtime.secrets)
         _start_record(session, config, state, Path(repo), resumed=False, runtime=runtime)
-        with session, services(config, session, runtime) as running, mcp_servers(config, session, runtime) as servers:
-            return build_agent(  # the services and the MCP servers end with the run
-                config=config,
-                session=session,
-                sandbox=sandbox,
-                provider=provider,
-                state=state,
-                runtime=runtime,
-                servers=servers,
-                running=running,
-            ).run()
+        with session:
+            return _run_agent(config, session, sandbox, provider, state, runtime, resumed=False)
+
+
+def _run_agent(
+    config: RunConfig,
+    session: Session,
+    sandbox: Sandbox,
+    provider: Provider,
+    state: RunState,
+    runtime: Runtime,
+    *,
+    resumed: bool,
+) -> RunResult:
+    """The agent loop with the session's services and MCP servers (started for this run, new or
+    resumed, and ended with it)."""
+    with services(config, session, runtime) as running, mcp_servers(config, session, runtime) as servers:
+        agent = build_agent(
+            config=config,
+            session=session,
+            sandbox=sandbox,
+            provider=provider,
+            state=state,
+            runtime=runtime,
+            resumed=resumed,
+            servers=servers,
+            running=running,
+        )
+        return agent.run()
 
 
 def with_verify(config: RunConfig, repo: Path) -> RunConfig:
@@ -624,18 +642,7 @@ def resume_run(session_id: str, sessions: Path, runtime: Runtime, overrides: dic
                 config.session.allow_net_tools,
                 bound_secrets(config.session.secrets, runtime.secret_values),
             )
-            with services(config, session, runtime) as running, mcp_servers(config, session, runtime) as servers:
-                return build_agent(  # started again for the resumed run
-                    config=config,
-                    session=session,
-                    sandbox=sandbox,
-                    provider=provider,
-                    state=state,
-                    runtime=runtime,
-                    resumed=True,
-                    servers=servers,
-                    running=running,
-                ).run()
+            return _run_agent(config, session, sandbox, provider, state, runtime, resumed=True)
 
 
 def replay_run(session_id: str, sessions: Path, runtime: Runtime) -> ReplayReport:
