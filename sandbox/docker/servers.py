@@ -30,6 +30,33 @@ def start_server(
     environment: dict[str, str] | None = None,
 ) -> str:
     """Start argv in a hardened container that keeps stdin open; its id."""
+    command = list(argv)
+    if spec.egress:
+        command = hardening.with_relay(command, trust=hardening._has_ca(spec.egress))
+    return _start_long_lived(
+        client, spec, workspace, user=user, labels=labels, environment=environment, writable=writable,
+        log_size="1m", what="an MCP server container", command=command, stdin_open=True,
+    )  # fmt: skip
+
+
+def _start_long_lived(
+    client: docker.DockerClient,
+    spec: SandboxSpec,
+    workspace: Path,
+    *,
+    user: str,
+    labels: dict[str, str],
+    environment: dict[str, str] | None,
+    writable: bool,
+    log_size: str,
+    what: str,
+    networking: dict | None = None,
+    network: str | None = None,
+    **settings: object,
+) -> str:
+    """A container in the call posture (hardening.container_config) that outlives one call: the
+    workspace read-only unless writable, its output kept by the engine (json-file, log_size), the
+    given settings (command, stdin) over the config; started, or removed if it cannot start."""
     image_id, path = resolve_image_path(client, spec.image)
     config = hardening.container_config(image_id, spec, workspace, [], user, labels, path=path)
     host = dict(config["host_config"])
@@ -37,18 +64,19 @@ def start_server(
     workspace_bind = str(Path(workspace).resolve())
     binds[workspace_bind] = {**binds[workspace_bind], "mode": "rw" if writable else "ro"}
     host["binds"] = binds
-    host["log_config"] = {"type": "json-file", "config": {"max-size": "1m", "max-file": "1"}}  # its stderr, kept
-    command = list(argv)
-    if spec.egress:
-        command = hardening.with_relay(command, trust=hardening._has_ca(spec.egress))
-    config.update(command=command, stdin_open=True, host_config=host)
+    host["log_config"] = {"type": "json-file", "config": {"max-size": log_size, "max-file": "1"}}
+    if network is not None:
+        host["network_mode"] = network
+    config.update(settings, host_config=host)
     config["environment"] = {**config["environment"], **(environment or {})}
     api = client.api
-    with translate("creating an MCP server container"):
-        made = api.create_container(**{**config, "host_config": api.create_host_config(**host)}, detach=True)
+    with translate(f"creating {what}"):
+        made = api.create_container(
+            **{**config, "host_config": api.create_host_config(**host)}, networking_config=networking, detach=True
+        )
     cid = str(made["Id"])
     try:
-        with translate("starting an MCP server container"):
+        with translate(f"starting {what}"):
             api.start(cid)
     except BaseException:
         stop_server(client, cid)
@@ -112,30 +140,13 @@ def start_service(
 ) -> str:
     """A service's container: the call posture (no capabilities, no-new-privileges, the limits, a
     read-only root with a fresh /tmp, the workspace read-only), on network, reachable there by name."""
-    image_id, path = resolve_image_path(client, spec.image)
-    config = hardening.container_config(image_id, spec, workspace, [], user, labels, path=path)
-    host = dict(config["host_config"])
-    binds = dict(host["binds"])
-    workspace_bind = str(Path(workspace).resolve())
-    binds[workspace_bind] = {**binds[workspace_bind], "mode": "ro"}
-    host.update(binds=binds, network_mode=network)
-    host["log_config"] = {"type": "json-file", "config": {"max-size": "2m", "max-file": "1"}}
     api = client.api
     networking = api.create_networking_config({network: api.create_endpoint_config(aliases=[name])})  # type: ignore[arg-type]
-    config["command"] = list(argv) if argv else None
-    config["environment"] = {**config["environment"], **(environment or {})}
-    with translate(f"creating the {name} service"):
-        made = api.create_container(
-            **{**config, "host_config": api.create_host_config(**host)}, networking_config=networking, detach=True
-        )
-    cid = str(made["Id"])
-    try:
-        with translate(f"starting the {name} service"):
-            api.start(cid)
-    except BaseException:
-        stop_server(client, cid)
-        raise
-    return cid
+    return _start_long_lived(
+        client, spec, workspace, user=user, labels=labels, environment=environment, writable=False,
+        log_size="2m", what=f"the {name} service", networking=networking, network=network,
+        command=list(argv) if argv else None,
+    )  # fmt: skip
 
 
 def exec_in(client: docker.DockerClient, cid: str, argv: Sequence[str], timeout_s: float = 10.0) -> int:
