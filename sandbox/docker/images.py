@@ -165,16 +165,7 @@ def _build_locked(
 ) -> list[ImageStatus]:
     base_id = ensure_base(client, log)
     wanted = versions(base_id, root)
-    sandbox_ref = f"harness/{SANDBOX}:{wanted[SANDBOX]}"
-    _build_one(
-        client,
-        SANDBOX,
-        sandbox_ref,
-        wanted[SANDBOX],
-        log,
-        fileobj=(root / "Dockerfile.sandbox").read_bytes(),
-        buildargs={"BASE": BASE_REF},
-    )
+    sandbox_ref = _sandbox_layer(client, base_id, BASE_REF, log, root)
     targets = names[1:] if name is None else ([] if name == SANDBOX else [name])
     for other in targets:
         ref = f"harness/{other}:{wanted[other]}"
@@ -182,6 +173,17 @@ def _build_locked(
             client, other, ref, wanted[other], log, path=root / "images" / other, buildargs={"SANDBOX": sandbox_ref}
         )
     return list_images(client, root)
+
+
+def _sandbox_layer(client: docker.DockerClient, base_id: str, base_ref: str, log: Log, root: Path) -> str:
+    """harness/sandbox:<version> over the base base_ref (built unless current); its reference."""
+    version = versions(base_id, root)[SANDBOX]
+    ref = f"harness/{SANDBOX}:{version}"
+    _build_one(
+        client, SANDBOX, ref, version, log,
+        fileobj=(root / "Dockerfile.sandbox").read_bytes(), buildargs={"BASE": base_ref},
+    )  # fmt: skip
+    return ref
 
 
 def _build_one(
@@ -249,12 +251,8 @@ def build_env(
     folder = root / "images" / LANGUAGE_IMAGES[language]
     with _build_lock(log):
         base_id = ensure_base(client, log, release)
-        sandbox_v = versions(base_id, root)[SANDBOX]
-        sandbox_ref = f"harness/{SANDBOX}:{sandbox_v}"
-        _build_one(
-            client, SANDBOX, sandbox_ref, sandbox_v, log,
-            fileobj=(root / "Dockerfile.sandbox").read_bytes(), buildargs={"BASE": f"harness/base:{release}"},
-        )  # fmt: skip
+        sandbox_ref = _sandbox_layer(client, base_id, f"harness/base:{release}", log, root)
+        sandbox_v = sandbox_ref.rsplit(":", 1)[1]
         version = _digest([b"env", language.encode(), release.encode(), *_folder_bytes(folder), sandbox_v.encode()])
         ref = f"harness/env-{language}:{release}-{version}"
         _build_one(
