@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from harness.history.languages import ran_nothing
+from harness.history.languages import line_at, ran_nothing
 
 NETWORK = re.compile(
     r"(temporary failure in name resolution|name or service not known|network is unreachable|"
@@ -41,23 +41,23 @@ def diagnose(output: str, exit_code: int) -> Diagnosis | None:
     if module:
         name = next(group for group in module.groups()[1:] if group)
         reason = f"needs {name}, which the image does not have (install it in setup)"
-        return Diagnosis("missing_module", reason, _line(text, module.start()))
+        return Diagnosis("missing_module", reason, line_at(text, module.start()))
     for pattern, kind, reason in (
         (NETWORK, "network", "needs network (the tests try to reach it)"),
         (_READ_ONLY, "read_only", "writes where the image is read-only (a cache or a path outside the workspace)"),
     ):
         found = pattern.search(text)
         if found:
-            return Diagnosis(kind, reason, _line(text, found.start()))
+            return Diagnosis(kind, reason, line_at(text, found.start()))
     collection = _COLLECTION.search(text)
     if collection:
         error = _ERROR_LINE.search(text, collection.start())
         return Diagnosis(
-            "collection_error", "the tests cannot be collected", _line(text, (error or collection).start())
+            "collection_error", "the tests cannot be collected", line_at(text, (error or collection).start())
         )
     no_tests = _NO_TESTS.search(text)
     if no_tests:
-        return Diagnosis("no_tests", "no test ran (the runner collected nothing)", _line(text, no_tests.start()))
+        return Diagnosis("no_tests", "no test ran (the runner collected nothing)", line_at(text, no_tests.start()))
     nothing = ran_nothing(text)
     if nothing is not None:
         return Diagnosis("no_tests", "no test ran (the runner collected nothing)", nothing)
@@ -65,11 +65,5 @@ def diagnose(output: str, exit_code: int) -> Diagnosis | None:
         return Diagnosis("no_tests", "no test ran (pytest's exit 5: nothing collected)", "exit 5")
     missing = _NOT_FOUND.search(text)
     if exit_code in (126, 127) and missing:
-        return Diagnosis("runner_missing", "the verify command cannot run", _line(text, missing.start()))
+        return Diagnosis("runner_missing", "the verify command cannot run", line_at(text, missing.start()))
     return None
-
-
-def _line(text: str, at: int) -> str:
-    start = text.rfind("\n", 0, at) + 1
-    end = text.find("\n", at)
-    return text[start : end if end != -1 else len(text)].strip()[:300]

@@ -150,7 +150,12 @@ def ran_nothing(output: str) -> str | None:
     for language in scoped:
         found = language.no_tests.search(output)
         if found:
-            start = output.rfind("\n", 0, found.start()) + 1
-            end = output.find("\n", found.start())
-            return output[start : end if end != -1 else len(output)].strip()[:300]
+            return line_at(output, found.start())
     return None
+
+
+def line_at(text: str, at: int) -> str:
+    """The line of text holding position at (stripped, at most 300 characters): what a verdict quotes."""
+    start = text.rfind("\n", 0, at) + 1
+    end = text.find("\n", at)
+    return text[start : end if end != -1 else len(text)].strip()[:300]

@@ -27,6 +27,7 @@ from typing import Any
 
 from harness.errors import UsageError
 from harness.report.session_view import SessionView, StepView
+from harness.telemetry.export import harness_version
 from harness.trajectory import (
     EventRecord,
     OutcomeRecord,
@@ -90,7 +91,7 @@ def to_atif(session_dir: Path, info: dict[str, Any] | None = None, tools: Sequen
         "trajectory_id": session_id,
         "agent": {
             "name": "harness",
-            "version": _version(),
+            "version": harness_version(),
             **({"model_name": start.model} if start is not None and start.model else {}),
             **({"tool_definitions": writer.tools} if writer.tools else {}),
         },
@@ -264,15 +265,6 @@ class _Writer:
         if self._cost_known:
             metrics["total_cost_usd"] = round(self._cost, 6)
         return metrics
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("harness")
-    except PackageNotFoundError:
-        return "0"
 
 
 def _iso(ts: float) -> str:

@@ -29,7 +29,7 @@ _providers: dict[tuple[object, ...], TracerProvider] = {}
 
 def tracer(config: TelemetryConfig) -> Tracer:
     """The tracer of this process for config (its provider made on first use, shut down at exit)."""
-    return provider(config).get_tracer(SCOPE, _version())
+    return provider(config).get_tracer(SCOPE, harness_version())
 
 
 def provider(config: TelemetryConfig) -> TracerProvider:
@@ -42,7 +42,9 @@ def provider(config: TelemetryConfig) -> TracerProvider:
         if found is not None:
             return found
         _one_line_logs()
-        made = TracerProvider(resource=Resource.create({"service.name": "harness", "service.version": _version()}))
+        made = TracerProvider(
+            resource=Resource.create({"service.name": "harness", "service.version": harness_version()})
+        )
         if config.endpoint:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
@@ -147,7 +149,7 @@ def _one_line_logs() -> None:
     logger.propagate = False
 
 
-def _version() -> str:
+def harness_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:

@@ -95,9 +95,8 @@ class MCPServer:
             self.close()
             raise ConfigError(f"MCP server {self.name} did not answer within {START_TIMEOUT_S:g}s") from None
         except Exception as error:  # noqa: BLE001 - the SDK's and the server's failures, said in one line
-            log = self._stderr().strip().splitlines()
+            said = self._last_words()
             self.close()
-            said = f" (its stderr: {log[-1][:300]})" if log else ""
             raise ConfigError(f"MCP server {self.name} failed to start: {_first(error)}{said}") from None
 
     async def _open(self, bridge: list[str]) -> list[Any]:

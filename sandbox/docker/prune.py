@@ -14,8 +14,9 @@ never finished (no session.json) are leftovers too.
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import docker
@@ -91,32 +92,31 @@ def prune(
 
 def remove_service_networks(client: docker.DockerClient, run_id: str | None, everything: bool) -> int:
     """Services networks whose session's controller is gone (after their containers went); how many."""
-    wanted = [f"{labels.KIND}=service", *([f"{labels.RUN}={run_id}"] if run_id else [])]
-    removed = 0
     with translate("listing networks"):
-        networks = client.networks.list(filters={"label": wanted})
-    for network in networks:
-        if not everything and not orphaned_labels(network.attrs.get("Labels") or {}):
-            continue
-        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
-            network.remove()
-            removed += 1
-    return removed
+        networks = client.networks.list(filters={"label": _kind_of_run("service", run_id)})
+    doomed = [n for n in networks if everything or orphaned_labels(n.attrs.get("Labels") or {})]
+    return _removed([n.remove for n in doomed])
 
 
 def remove_task_images(client: docker.DockerClient, run_id: str | None, everything: bool) -> int:
     """Images built for another framework's task (a Harbor trial) whose builder is gone; how many."""
-    wanted = [f"{labels.KIND}=task", *([f"{labels.RUN}={run_id}"] if run_id else [])]
-    removed = 0
     with translate("listing task images"):
-        images = client.images.list(filters={"label": wanted})
-    for image in images:
-        if not everything and not orphaned(image):  # type: ignore[arg-type]
-            continue
-        for ref in image.tags or [str(image.id)]:
-            with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
-                client.images.remove(ref, force=True)
-                removed += 1
+        images = client.images.list(filters={"label": _kind_of_run("task", run_id)})
+    refs = [ref for i in images if everything or orphaned_labels(i.labels) for ref in i.tags or [str(i.id)]]
+    return _removed([functools.partial(client.images.remove, ref, force=True) for ref in refs])
+
+
+def _kind_of_run(kind: str, run_id: str | None) -> list[str]:
+    return [f"{labels.KIND}={kind}", *([f"{labels.RUN}={run_id}"] if run_id else [])]
+
+
+def _removed(removals: list[Callable[[], object]]) -> int:
+    """Run each removal; those the engine refuses or finds gone are not counted."""
+    removed = 0
+    for remove in removals:
+        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+            remove()
+            removed += 1
     return removed
 
 
