@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from harness.errors import ConfigError
 from harness.policy.gate import GateConfig
@@ -136,6 +136,27 @@ class ServiceConfig(BaseModel):
     ready_timeout_s: float = Field(60.0, gt=0, le=3600)
     ports: list[int] = Field(default_factory=list)
     """The ports it serves (for the task's words and the docs; the network lets calls reach any)."""
+    user: str | None = None
+    """Who it runs as inside its container (a name or uid[:gid] the image knows, such as a database
+    image's own `postgres`); default the sandbox user. Never root: there are no capabilities to use."""
+    tmpfs: list[str] = Field(default_factory=list, max_length=8)
+    """Absolute paths given a fresh writable tmpfs (the root stays read-only), such as a database's
+    data directory; bounded like /tmp, gone when the service stops."""
+
+    @field_validator("user")
+    @classmethod
+    def _not_root(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or value.split(":")[0] in ("root", "0")):
+            raise ValueError("a service never runs as root: give the image's own user (such as postgres) or a uid")
+        return value
+
+    @field_validator("tmpfs")
+    @classmethod
+    def _absolute(cls, paths: list[str]) -> list[str]:
+        for path in paths:
+            if not path.startswith("/") or path.rstrip("/") in ("", "/workspace", "/tmp") or ".." in path.split("/"):
+                raise ValueError(f"tmpfs path {path!r}: give an absolute path other than /, /tmp and /workspace")
+        return paths
 
 
 class RunConfig(BaseModel):

@@ -81,6 +81,12 @@ class SessionFolder:
         return self.root / "network.jsonl"
 
     @property
+    def menu(self) -> Path:
+        """menu.json: the tool schemas the run's model was offered (MCP servers' tools included),
+        written when the agent starts (what `harness tools list --session` shows)."""
+        return self.root / "menu.json"
+
+    @property
     def view(self) -> Path:
         """view.html: the trajectory page `harness view` writes (nothing reads it back)."""
         return self.root / "view.html"

@@ -59,19 +59,34 @@ def sandbox_image(docker_client: docker.DockerClient) -> str:
 
 
 def _remove_labelled(client: docker.DockerClient, run_label: str) -> None:
-    label = {"label": f"harness.run={run_label}"}
-    for container in client.containers.list(all=True, filters=label, ignore_removed=True):
-        with contextlib.suppress(docker.errors.APIError):
-            container.remove(force=True)
+    """Remove what this test session made: objects labelled with run_label, or with a label a test
+    derived from it (`<run_label>-mcp`, `<run_label>-harbor-...`)."""
+
+    def ours(labels: dict[str, str] | None) -> bool:
+        run = (labels or {}).get("harness.run", "")
+        return run == run_label or run.startswith(run_label + "-")
+
+    key = {"label": "harness.run"}
+    for container in client.containers.list(all=True, filters=key, ignore_removed=True):
+        if ours(container.labels):
+            with contextlib.suppress(docker.errors.APIError):
+                container.remove(force=True)
     # Newest first, in passes: a step image is a child of the one before it, and the engine refuses
     # to remove a parent while a child exists (force or not).
     for _ in range(5):
-        images = sorted(client.images.list(filters=label), key=lambda image: image.attrs.get("Created", ""))
+        images = sorted(
+            (image for image in client.images.list(filters=key) if ours(image.labels)),
+            key=lambda image: image.attrs.get("Created", ""),
+        )
         if not images:
             break
         for image in reversed(images):
             with contextlib.suppress(docker.errors.APIError):
                 client.images.remove(image.id, force=True)
+    for network in client.networks.list(filters=key):
+        if ours(network.attrs.get("Labels")):
+            with contextlib.suppress(docker.errors.APIError):
+                network.remove()
 
 
 @pytest.fixture(autouse=True)

@@ -480,6 +480,7 @@ def build_agent(
     checks = [Verifier(sandbox, command, mounts=context_tools.mounts) for command in config.checks]
     prewarm(config, sandbox, session.workspace, session.spec)  # a no-op when create_session did it already
     tools = registry(config, servers, running)
+    write_text_atomic(session.paths.menu, json.dumps([schema.model_dump() for schema in tools.schemas()], indent=1))
     trajectory = Trajectory(session.dir, runtime.secrets, observers(config, state, runtime, resumed))
     warning = menu_warning(tools) if servers else None  # a declared-only menu was warned of before the run
     if warning:

@@ -398,7 +398,8 @@ def start_services(
             service_spec = spec.model_copy(update={"image": declared.image, "network": name, "egress": None})
             containers[service] = servers.start_service(
                 client, service_spec, declared.command, workspace, name=service, network=name,
-                user=container_user(), labels={**marks, labels.KIND: "service"}, environment=declared.env,
+                user=declared.user or container_user(), labels={**marks, labels.KIND: "service"},
+                environment=declared.env, tmpfs=declared.tmpfs,
             )  # fmt: skip
         for service, declared in services.items():
             deadline = time.monotonic() + declared.ready_timeout_s

@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from harness.cli import environment
 from harness.cli.app import ExitCode, app, console, err_console, fail, reported, state_dir
+
+if TYPE_CHECKING:
+    from harness.types import ToolSchema
 
 tools_app = typer.Typer(help="The tool menu the model sees.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(tools_app, name="tools")
@@ -40,24 +44,27 @@ def tools_list(
 
     if session and config_file:
         fail("--session and --config name two menus: give one", ExitCode.USAGE)
+    schemas: list[ToolSchema] | None = None
     with reported():
         if session:
             folder = state_dir(state) / session
             if not folder.is_dir():
                 fail(f"no session {session} in {folder.parent}", ExitCode.NOT_FOUND)
-            config = assembly.saved_config(folder, {})
+            schemas = offered(folder)
+            config = assembly.saved_config(folder, {}) if schemas is None else RunConfig()
         else:
             config = load_config(config_file) if config_file else RunConfig()
-        schemas = assembly.registry(config).schemas()
-        for warning in assembly.tool_warnings(config):
-            err_console.print(f"warning: {warning}", markup=False, soft_wrap=True)
-        for name, server in config.mcp.items():  # their tools are known once the server runs
-            err_console.print(
-                f"MCP server {name} ({' '.join(server.command)}): its tools join as {name}__TOOL when a run "
-                "starts it (the run's trajectory lists them)",
-                markup=False,
-                soft_wrap=True,
-            )
+        if schemas is None:
+            schemas = assembly.registry(config).schemas()
+            for warning in assembly.tool_warnings(config):
+                err_console.print(f"warning: {warning}", markup=False, soft_wrap=True)
+            for name, server in config.mcp.items():  # their tools are known once the server runs
+                err_console.print(
+                    f"MCP server {name} ({' '.join(server.command)}): its tools join as {name}__TOOL when a run "
+                    "starts it (`harness tools list --session ID` then shows them)",
+                    markup=False,
+                    soft_wrap=True,
+                )
     if json_out:
         if style not in ("openai", "anthropic"):
             fail(f"--format must be openai or anthropic, not {style!r}", ExitCode.USAGE)
@@ -66,6 +73,21 @@ def tools_list(
     for schema in schemas:
         console.print(f"== {schema.name} ==", style="bold", markup=False)
         console.print(schema.description + "\n", markup=False, soft_wrap=True)
+
+
+def offered(folder: Path) -> list[ToolSchema] | None:
+    """The menu a session's run offered its model (menu.json, MCP tools included); None before a run."""
+    from harness.types import ToolSchema
+    from sandbox.layout import SessionFolder
+
+    path = SessionFolder(folder).menu
+    try:
+        return [ToolSchema(**item) for item in json.loads(path.read_text(encoding="utf-8"))]
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, TypeError) as error:
+        fail(f"{path} is unreadable: {error}".splitlines()[0], ExitCode.FAILED)
+    return None
 
 
 @app.command("tool")

@@ -7,6 +7,7 @@ with the session so `harness sandbox prune` finds what a dead controller left.""
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import docker
 from sandbox.docker import hardening
 from sandbox.docker.engine import resolve_image_path, translate
 from sandbox.docker.ids import object_id
+from sandbox.errors import SetupError
 from sandbox.spec import SandboxSpec
 
 
@@ -52,6 +54,7 @@ def _start_long_lived(
     what: str,
     networking: dict | None = None,
     network: str | None = None,
+    tmpfs: dict[str, str] | None = None,
     **settings: object,
 ) -> str:
     """A container in the call posture (hardening.container_config) that outlives one call: the
@@ -65,6 +68,7 @@ def _start_long_lived(
     binds[workspace_bind] = {**binds[workspace_bind], "mode": "rw" if writable else "ro"}
     host["binds"] = binds
     host["log_config"] = {"type": "json-file", "config": {"max-size": log_size, "max-file": "1"}}
+    host["tmpfs"] = {**host.get("tmpfs", {}), **(tmpfs or {})}
     if network is not None:
         host["network_mode"] = network
     config.update(settings, host_config=host)
@@ -137,16 +141,46 @@ def start_service(
     user: str,
     labels: dict[str, str],
     environment: dict[str, str] | None = None,
+    tmpfs: Sequence[str] = (),
 ) -> str:
     """A service's container: the call posture (no capabilities, no-new-privileges, the limits, a
-    read-only root with a fresh /tmp, the workspace read-only), on network, reachable there by name."""
+    read-only root with a fresh /tmp, the workspace read-only), on network, reachable there by name;
+    each tmpfs path a fresh writable tmpfs bounded like /tmp (a database's data directory)."""
     api = client.api
     networking = api.create_networking_config({network: api.create_endpoint_config(aliases=[name])})  # type: ignore[arg-type]
     return _start_long_lived(
         client, spec, workspace, user=user, labels=labels, environment=environment, writable=False,
         log_size="2m", what=f"the {name} service", networking=networking, network=network,
         command=list(argv) if argv else None,
+        tmpfs=_owned_tmpfs(client, spec, user, labels, tmpfs),
     )  # fmt: skip
+
+
+def _owned_tmpfs(
+    client: docker.DockerClient, spec: SandboxSpec, user: str, labels: dict[str, str], paths: Sequence[str]
+) -> dict[str, str]:
+    """Each path a tmpfs owned by user (the engine gives a tmpfs over an image's directory that
+    directory's owner and mode, so a data directory of root's would stay unwritable)."""
+    if not paths:
+        return {}
+    found = re.fullmatch(r"(\d+)(?::(\d+))?", user)
+    if found:
+        uid, gid = found.group(1), found.group(2) or found.group(1)
+    else:  # a name only the image's /etc/passwd knows: asked of the image itself, as that user
+        try:
+            with translate(f"finding the uid of {user} in {spec.image}"):
+                said = client.containers.run(
+                    spec.image, entrypoint=["id"], user=user, network_mode="none", cap_drop=["ALL"], read_only=True,
+                    security_opt=["no-new-privileges"], labels=labels, remove=True, stdout=True, stderr=True,
+                )  # fmt: skip
+        except docker.errors.ContainerError as error:
+            said = error.stderr if isinstance(error.stderr, bytes) else str(error).encode()
+        ids = re.search(rb"uid=(\d+).*?gid=(\d+)", said if isinstance(said, bytes) else b"")
+        if ids is None:
+            words = said.decode("utf-8", "replace").strip()[:200] if isinstance(said, bytes) else ""
+            raise SetupError(f"cannot tell the uid of user {user} in {spec.image}: {words or 'id said nothing'}")
+        uid, gid = ids.group(1).decode(), ids.group(2).decode()
+    return {path: f"rw,nosuid,nodev,noexec,size={spec.tmpfs},uid={uid},gid={gid},mode=0755" for path in paths}
 
 
 def exec_in(client: docker.DockerClient, cid: str, argv: Sequence[str], timeout_s: float = 10.0) -> int:

@@ -193,6 +193,11 @@ def test_an_mcp_servers_tools_are_listed_called_gated_and_recorded(
     assert all(c.decision is not None for c in calls) and len(calls) == 9
     left = docker_client.containers.list(all=True, filters={"label": f"harness.run={run_label}-mcp"})
     assert left == [], "the servers end with the run"
+    listed = harness("tools", "list", "--session", "m", "--json")
+    menu = {tool["function"]["name"]: tool["function"] for tool in json.loads(listed.stdout)}
+    assert {"read_file", "run_command", "projtools__word_count", "projtools__crash"} <= menu.keys(), listed.stderr
+    assert "Count the words" in menu["projtools__word_count"]["description"], "the server's own description"
+    assert menu["projtools__word_count"]["parameters"]["required"] == ["path"]
 
 
 def test_kill_9_leaves_nothing_after_prune_and_resume_starts_the_server_again(
@@ -246,3 +251,62 @@ def test_replay_issues_the_mcp_calls_again(tmp_path, project, mcp_image, run_lab
     assert replayed.code == 0, replayed.stdout + replayed.stderr
     report = json.loads(replayed.stdout)
     assert report["diverged"] == 0 and len(report["steps"]) == 1, report
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_worker_machine_runs_a_tasks_mcp_server_and_service(tmp_path, project, mcp_image, run_label, docker_client):
+    """A batch on a cluster whose worker cannot see the client's folder (as on another machine): the
+    task's repository is shipped to it, its MCP server and its service run beside the session there,
+    the task's tests reach the service by name, and nothing is left on the worker's engine after."""
+    import yaml
+
+    from harness.batch.records import BatchDir
+    from sandbox.tree import copy_tree
+    from tests.batch.test_batch_run import _batch, _result
+    from tests.batch.test_cluster import serving
+    from tests.tools.test_services import PROBE, SERVE, TEST
+
+    label = f"{run_label}-mcpworker"
+    client_side = tmp_path / "client"
+    copy_tree(project, client_side / "repo")
+    (client_side / "repo" / "test_service.py").write_text(TEST)
+    (client_side / "script.yaml").write_text(yaml.safe_dump({"turns": [
+        turn("Counting.", ("projtools__word_count", {"path": "notes.txt"})),
+        turn("Testing.", ("run_command", {"command": "python3 -m pytest -q test_service.py"})),
+        turn("Done."),
+    ]}))  # fmt: skip
+    (client_side / "tasks.yaml").write_text(yaml.safe_dump({
+        "defaults": {"image": "py311", "read_only": [], "model": [f"scripted:{client_side / 'script.yaml'}"]},
+        "tasks": [{
+            "id": "both", "repo": str(client_side / "repo"), "task": "Count and check the service.",
+            "verify": "python3 -m pytest -q test_service.py",
+            "mcp": {"projtools": {"command": ["python3", "/workspace/tools/server.py"], "image": mcp_image,
+                                  "env": {"PYTHONPATH": "/opt/mcp-site"}}},
+            "services": {"web": {"image": "py311", "command": ["python3", "-c", SERVE], "health": ["python3", "-c", PROBE]}},
+        }],
+    }))  # fmt: skip
+    hide = [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        'mount -t tmpfs -o size=1m hide "$0" && exec "$@"',
+    ]
+    out = client_side / "out"
+    with serving(label, wrap=[*hide, str(client_side)], extra=["--store", str(tmp_path / "worker-store")]) as (
+        address,
+        _,
+    ):
+        done = _batch(str(client_side / "tasks.yaml"), "--out", str(out), "--cluster", address, label=label)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _result(done)["verified"] == 1, done.stdout
+    [record] = BatchDir(out).records()
+    assert record.repo_source == "fetched", "the worker could not see the repository: it was shipped"
+    calls = [r for r in read_records(Path(record.session_dir)) if isinstance(r, ToolRecord)]
+    assert calls[0].name == "projtools__word_count" and calls[0].text.startswith("5 words"), calls[0].text
+    assert calls[1].text.startswith("exit_code=0") and "2 passed" in calls[1].text, calls[1].text
+    assert docker_client.containers.list(all=True, filters={"label": f"harness.run={label}"}) == []
+    assert docker_client.networks.list(filters={"label": f"harness.run={label}"}) == []

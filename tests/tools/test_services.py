@@ -112,6 +112,75 @@ def test_kill_9_then_prune_then_resume_starts_the_service_again(tmp_path, projec
     assert docker_client.networks.list(filters={"label": f"harness.run={label}"}) == []
 
 
+DB = """import os, pathlib, pwd, http.server as h
+data = pathlib.Path("/var/lib/db/data")
+data.mkdir()
+(data / "PG_VERSION").write_text("16")
+me = pwd.getpwuid(os.getuid()).pw_name
+
+
+class Answer(h.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(f"{me} {(data / 'PG_VERSION').read_text()}".encode())
+
+
+h.ThreadingHTTPServer(("", 5432), Answer).serve_forever()
+"""
+DB_TEST = """import urllib.request
+
+
+def test_the_database_runs_as_its_own_user_with_its_data_on_tmpfs():
+    assert urllib.request.urlopen("http://db:5432/", timeout=10).read().decode() == "dbuser 16"
+"""
+
+
+@pytest.fixture
+def db_image(docker_client, run_label, tmp_path) -> str:
+    """An image like a database's: its own user (not the sandbox's), a data directory it must write."""
+    base = next(i for i in docker_client.images.list() if any(t.startswith("harness/py311:") for t in i.tags))
+    (tmp_path / "ctx").mkdir()
+    (tmp_path / "ctx" / "server.py").write_text(DB)
+    (tmp_path / "ctx" / "Dockerfile").write_text(
+        f"FROM {base.id}\nUSER root\nRUN useradd --uid 999 --no-create-home dbuser && mkdir -p /var/lib/db\n"
+        'COPY server.py /srv/server.py\nUSER dbuser\nCMD ["python3", "/srv/server.py"]\n'
+    )
+    tag = f"harness-test/db:{run_label.lower()}"
+    docker_client.images.build(
+        path=str(tmp_path / "ctx"), tag=tag, rm=True, pull=False, labels={"harness.run": run_label}
+    )
+    return tag
+
+
+def test_a_service_runs_as_its_images_own_user_with_a_writable_data_directory(tmp_path, db_image, run_label):
+    """What a database image needs (Postgres: its own user, a data directory) without root or capabilities;
+    root itself is refused in one line."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "test_db.py").write_text(DB_TEST)
+    probe = "import socket; socket.create_connection(('127.0.0.1', 5432), timeout=2)"
+    config = tmp_path / "db.toml"
+    config.write_text(
+        f'[services.db]\nimage = "{db_image}"\nuser = "dbuser"\ntmpfs = ["/var/lib/db"]\n'
+        f'health = ["python3", "-c", "{probe}"]\n'
+    )
+    harness = Harness(tmp_path / "sessions", f"{run_label}-svcdb")
+    script = tmp_path / "s.yaml"
+    script.write_text(yaml.safe_dump({"turns": [turn("Done.")]}))
+    ran = harness(
+        "run", "--image", "py311", "--model", f"scripted:{script}", str(repo), "--task", "Check the database.",
+        "--verify", "python3 -m pytest -q test_db.py", "--config", str(config), "--json",
+    )  # fmt: skip
+    assert ran.code == 0 and ran.json()["outcome"] == "verified", ran.stdout + ran.stderr
+    config.write_text(config.read_text().replace('user = "dbuser"', 'user = "0:0"'))
+    refused = harness(
+        "run", "--image", "py311", "--model", f"scripted:{script}", str(repo), "--task", "x", "--config", str(config)
+    )
+    assert refused.code == 78 and "never runs as root" in refused.stderr, refused.stderr
+    assert "Traceback" not in refused.stderr
+
+
 def test_a_batch_task_declares_its_services(tmp_path, project, run_label, docker_client):
     label = f"{run_label}-svcbatch"
     script = tmp_path / "s.yaml"
