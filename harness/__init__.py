@@ -1,7 +1,7 @@
 """harness: run an LLM coding agent on a repository you do not trust, every tool call in a
 disposable hardened container.
 
-The public API is `harness.run`, `harness.resume`, `harness.replay` and `harness.apply` (see
+The public API is `harness.run`, `harness.resume`, `harness.replay`, `harness.fork` and `harness.apply` (see
 `harness.api`), plus the types they return. They are loaded on first use, so `import harness` stays cheap.
 
 The folders are the layers, top down (an import-linter contract keeps the order): `cli/`, `bench/`,
@@ -16,16 +16,17 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from harness.agent.outcome import RunResult
-    from harness.api import apply, replay, resume, run
+    from harness.api import apply, fork, replay, resume, run
     from harness.config import RunConfig
 
-__all__ = ["RunConfig", "RunResult", "apply", "replay", "resume", "run"]
+__all__ = ["RunConfig", "RunResult", "apply", "fork", "replay", "resume", "run"]
 
 _WHERE = {
     "run": "harness.api",
     "resume": "harness.api",
     "replay": "harness.api",
     "apply": "harness.api",
+    "fork": "harness.api",
     "RunConfig": "harness.config",
     "RunResult": "harness.agent.outcome",
 }

@@ -26,11 +26,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from harness.agent.outcome import RunResult
     from harness.agent.reissue import ReplayReport
+    from harness.batch.records import TaskRunRecord
     from harness.config import RunConfig
     from harness.landing.land import Landed
     from harness.telemetry.config import TelemetryConfig
 
-__all__ = ["apply", "default_state_dir", "replay", "resume", "run"]
+__all__ = ["apply", "default_state_dir", "fork", "replay", "resume", "run"]
 
 
 def default_state_dir() -> Path:
@@ -141,6 +142,51 @@ def replay(
     sessions = (Path(state_dir) if state_dir is not None else default_state_dir()).resolve()
     runtime = assembly.Runtime(run_id=run_id or f"api-{uuid.uuid4().hex[:12]}", docker_host=docker_host)
     return assembly.replay_run(session_id, sessions, runtime)
+
+
+def fork(
+    session_id: str,
+    *,
+    at: int,
+    n: int = 1,
+    model: str | Sequence[str] | None = None,
+    hint: str | None = None,
+    max_cost_usd: float | None = None,
+    out: str | Path | None = None,
+    state_dir: str | Path | None = None,
+    api_key: str | None = None,
+    workers: int = 2,
+    cluster: str | None = None,
+    run_id: str | None = None,
+    docker_host: str | None = None,
+) -> list[TaskRunRecord]:
+    """Continue a session after its run step `at` in `n` new sessions per model (default: its own
+    model), as `harness fork` does: each starts from that step's workspace, image and conversation
+    (the parent's messages re-sent unchanged, then `hint` as one more user message) and runs to its
+    end; together they are a batch in `out` (default `<state_dir>/../forks-<id>-at-<at>`), under one
+    budget, and calling this again continues what a crash cut short. Returns the forks' records."""
+    from harness.batch.forks import fork_tasks
+    from harness.batch.records import BatchDir
+    from harness.batch.runner import BatchBudget, run_batch
+    from harness.providers.vendor import prefix_of
+
+    sessions = (Path(state_dir) if state_dir is not None else default_state_dir()).resolve()
+    models = [model] if isinstance(model, str) else list(model or [])
+    tasks = fork_tasks(sessions / session_id, at, runs=n, models=models, hint=hint)
+    folder = Path(out) if out is not None else sessions.parent / f"forks-{session_id}-at-{at}"
+    run_batch(
+        tasks,
+        folder.resolve(),
+        models=list(tasks.defaults.model),
+        runs=None,
+        workers=workers,
+        budget=BatchBudget(max_cost_usd=max_cost_usd),
+        run_id=run_id or f"api-{uuid.uuid4().hex[:12]}",
+        cluster=cluster,
+        docker_host=docker_host,
+        api_keys={prefix_of(m): api_key for m in tasks.defaults.model} if api_key else {},
+    )
+    return BatchDir(folder).records()
 
 
 def apply(

@@ -81,6 +81,12 @@ class SessionFolder:
         return self.root / "network.jsonl"
 
     @property
+    def running(self) -> Path:
+        """run.lock: locked (flock) by the controller while a run of the session is going on; a
+        killed controller's lock goes with it."""
+        return self.root / "run.lock"
+
+    @property
     def menu(self) -> Path:
         """menu.json: the tool schemas the run's model was offered (MCP servers' tools included),
         written when the agent starts (what `harness tools list --session` shows)."""
@@ -90,6 +96,15 @@ class SessionFolder:
     def view(self) -> Path:
         """view.html: the trajectory page `harness view` writes (nothing reads it back)."""
         return self.root / "view.html"
+
+
+OBJECTS = ".objects"
+"""The state directory's shared object store (`sandbox.snapshot.shared`)."""
+
+
+def objects_dir(state_dir: Path) -> Path:
+    """Where the sessions of state_dir keep their snapshots' objects, shared."""
+    return Path(state_dir) / OBJECTS
 
 
 def session_folder(state_dir: Path, session_id: str) -> SessionFolder:

@@ -480,7 +480,7 @@ def build_agent(
     checks = [Verifier(sandbox, command, mounts=context_tools.mounts) for command in config.checks]
     prewarm(config, sandbox, session.workspace, session.spec)  # a no-op when create_session did it already
     tools = registry(config, servers, running)
-    write_text_atomic(session.paths.menu, json.dumps([schema.model_dump() for schema in tools.schemas()], indent=1))
+    _write_menu(session.paths.menu, tools)
     trajectory = Trajectory(session.dir, runtime.secrets, observers(config, state, runtime, resumed))
     warning = menu_warning(tools) if servers else None  # a declared-only menu was warned of before the run
     if warning:
@@ -565,7 +565,11 @@ def _run_agent(
 ) -> RunResult:
     """The agent loop with the session's services and MCP servers (started for this run, new or
     resumed, and ended with it)."""
-    with services(config, session, runtime) as running, mcp_servers(config, session, runtime) as servers:
+    with (
+        running_lock(session.paths.running),
+        services(config, session, runtime) as running,
+        mcp_servers(config, session, runtime) as servers,
+    ):
         agent = build_agent(
             config=config,
             session=session,
@@ -577,7 +581,124 @@ def _run_agent(
             servers=servers,
             running=running,
         )
-        return agent.run()
+        result = agent.run()
+    if result.cause is None:  # ended: its snapshots stay, the workspace copy goes (made again when needed)
+        from sandbox.errors import SandboxError
+
+        with contextlib.suppress(OSError, SandboxError):  # a workspace that cannot go now stays, whole
+            session.retire()
+    return result
+
+
+@contextlib.contextmanager
+def running_lock(path: Path) -> Iterator[None]:
+    """Held for a run of the session (see SessionFolder.running)."""
+    import fcntl
+    import os
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise StateError(f"session {path.parent.name} is being run by another process") from None
+    try:
+        yield
+    finally:
+        os.close(fd)
+
+
+def is_running(session_dir: Path) -> bool:
+    """A controller is running the session now."""
+    import fcntl
+    import os
+
+    try:
+        fd = os.open(SessionFolder(session_dir).running, os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def fork_run(
+    parent_dir: Path,
+    at: int,
+    sessions: Path,
+    runtime: Runtime,
+    session_id: str,
+    overrides: dict[str, Any] | None = None,
+    hint: str | None = None,
+) -> RunResult:
+    """A new session that continues the run of parent_dir after its step `at` (workspace, image and
+    conversation as they were then; the parent's messages re-sent unchanged) with the config's model
+    and the overrides, a hint as one more user message; run to its end like a resumed run."""
+    fork_session(parent_dir, at, sessions, runtime, session_id, overrides, hint)
+    return resume_run(session_id, sessions, runtime)
+
+
+def fork_session(
+    parent_dir: Path,
+    at: int,
+    sessions: Path,
+    runtime: Runtime,
+    session_id: str,
+    overrides: dict[str, Any] | None = None,
+    hint: str | None = None,
+) -> Session:
+    """The fork's session folder, ready for `resume_run`: the parent's steps through `at` (shared,
+    nothing copied), its trajectory through that step, the run's state then, and its config."""
+    from harness.agent.fork import fork_start
+    from harness.trajectory import read_records
+    from sandbox.session.session import Session
+
+    parent_dir = Path(parent_dir)
+    check_forkable(parent_dir)
+    parent = open_session(parent_dir.parent, parent_dir.name)
+    config = saved_config(parent_dir, {"approval": "unattended", **(overrides or {})})
+    start = fork_start(
+        read_records(parent_dir), at, session_id=session_id, model=config.model or "", config=config.context, hint=hint
+    )
+    images = engine.engine_step_images(runtime.docker_host)
+    fork = Session.fork(parent, start.snapshot_step, sessions, session_id, images=images, run_step=at)
+    try:
+        write_text_atomic(fork.paths.run_config, config.model_dump_json(indent=1))
+        trajectory = Trajectory(fork.dir, runtime.secrets)
+        for record in start.records:
+            trajectory.append(record)
+        told = f"forked from session {parent.id} at step {at}" + (f" with a hint: {hint}" if hint else "")
+        trajectory.append(EventRecord(event="fork", detail=told), durable=True)
+        trajectory.close()
+        write_state(fork.dir, start.state, runtime.secrets)
+    except BaseException:
+        fork.delete()
+        raise
+    fork.close()
+    return fork
+
+
+def check_forkable(parent_dir: Path) -> None:
+    """UsageError unless parent_dir is a session with a run that no controller is running now."""
+    if not SessionFolder(parent_dir).run_config.is_file():
+        raise UsageError(f"session {parent_dir.name} recorded no run: there is no conversation to fork")
+    if is_running(parent_dir):
+        raise UsageError(f"session {parent_dir.name} is still running: fork it once it has ended or stopped")
+
+
+def _write_menu(path: Path, tools: Registry) -> None:
+    """menu.json for `harness tools list --session` (a view, not state: never fsynced, and a failed
+    write costs only that view)."""
+    import os
+
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    with contextlib.suppress(OSError):
+        tmp.write_text(json.dumps([schema.model_dump() for schema in tools.schemas()], indent=1), encoding="utf-8")
+        os.replace(tmp, path)
 
 
 def with_verify(config: RunConfig, repo: Path) -> RunConfig:

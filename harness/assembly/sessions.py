@@ -22,9 +22,19 @@ if TYPE_CHECKING:
     from sandbox.session.session import SessionConfig as SessionConfig
     from sandbox.session.session import SessionInfo as SessionInfo
     from sandbox.settings import SessionSettings
+    from sandbox.snapshot.shared import Collected
     from sandbox.spec import SandboxSpec
 
-__all__ = ["ExecStep", "Session", "SessionConfig", "SessionInfo", "box_session", "exec_step", "list_sessions"]
+__all__ = [
+    "ExecStep",
+    "Session",
+    "SessionConfig",
+    "SessionInfo",
+    "box_session",
+    "collect_objects",
+    "exec_step",
+    "list_sessions",
+]
 
 
 def list_sessions(sessions: Path) -> list[SessionInfo]:
@@ -53,6 +63,89 @@ def remove_session(session: Session, docker_host: str | None) -> str | None:
         warning = f"images not removed ({error}); `harness sandbox prune` finds them later"
     session.delete()
     return warning
+
+
+def collect_objects(sessions: Path) -> Collected | None:
+    """Collect the state directory's shared object store: what no session references goes (the
+    removed sessions' snapshots). None when writers kept it busy (the next prune tries again)."""
+    from sandbox.layout import objects_dir
+    from sandbox.snapshot.shared import collect
+    from sandbox.tree import remove_tree
+
+    for stale in Path(sessions).glob("*/workspace.retired-*"):  # a retire a crash cut short
+        remove_tree(stale, ignore_errors=True)
+    return collect(objects_dir(sessions))
+
+
+@dataclass(frozen=True)
+class Relative:
+    """One session of a family of forks (see `family`)."""
+
+    session_id: str
+    folder: Path
+    parent: str | None
+    """The folder of the session it was forked from (None: the family's root)."""
+    at: int | None
+    """The parent's step it parted at."""
+    outcome: str
+    """Its run's outcome, `running or unfinished` while it has none."""
+    depth: int
+
+
+def family(folder: Path) -> list[Relative]:
+    """The tree of forks folder belongs to, root first, each child after its parent (depth first):
+    every session of its shared store that descends from the same root. Just itself when it has no
+    fork and is none."""
+    import json
+
+    from sandbox.snapshot.shared import SharedObjects
+
+    def read(where: Path) -> dict[str, Any]:
+        try:
+            return dict(json.loads((where / "session.json").read_text(encoding="utf-8")))
+        except (OSError, ValueError, TypeError):
+            return {}
+
+    folder = Path(folder).resolve()
+    info = read(folder)
+    known = {folder: info}
+    if info.get("objects"):
+        for other in SharedObjects(Path(info["objects"])).referrers():
+            known.setdefault(other.resolve(), read(other))
+    parent_of = {f: Path(i["parent"]["folder"]) for f, i in known.items() if isinstance(i.get("parent"), dict)}
+    root = folder
+    while root in parent_of and parent_of[root] in known:
+        root = parent_of[root]
+    children: dict[Path, list[Path]] = {}
+    for child, parent in sorted(parent_of.items(), key=lambda item: known[item[0]].get("created", 0)):
+        children.setdefault(parent, []).append(child)
+    out: list[Relative] = []
+    work = [(root, 0)]
+    while work:
+        where, depth = work.pop()
+        fork = known[where].get("parent") or {}
+        out.append(
+            Relative(
+                session_id=str(known[where].get("id", where.name)),
+                folder=where,
+                parent=fork.get("folder"),
+                at=fork.get("step"),
+                outcome=_outcome_of(where),
+                depth=depth,
+            )
+        )
+        work.extend((child, depth + 1) for child in reversed(children.get(where, [])))
+    return out
+
+
+def _outcome_of(folder: Path) -> str:
+    import json
+
+    try:
+        state = json.loads((folder / "state.json").read_text(encoding="utf-8"))
+        return str((state.get("result") or {}).get("outcome") or "running or unfinished")
+    except (OSError, ValueError, AttributeError):
+        return "no run"
 
 
 def session_config(settings: SessionSettings, **decided: Any) -> SessionConfig:

@@ -78,6 +78,19 @@ class TaskDefaults(BaseModel):
     """How long a session may run past its wall clock (`limits.timeout_min`) before its worker stops it."""
 
 
+class ForkFrom(BaseModel):
+    """A task-run that continues another session from one of its steps (`harness fork`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    folder: Path
+    """The parent session's folder (absolute)."""
+    at: int = Field(ge=0)
+    """The parent's run step to continue after (its workspace and conversation then)."""
+    hint: str | None = None
+    """A user message appended before the fork's first request."""
+
+
 class Task(BaseModel):
     """One task of the file (fields left out take the batch defaults)."""
 
@@ -115,6 +128,8 @@ class Task(BaseModel):
     """This task's own model (`scripted:FILE` for a hand-made or replayed task, a file relative to the
     tasks file); it runs with this one instead of the batch's models."""
     runs: int | None = Field(None, ge=1, le=100)
+    fork: ForkFrom | None = None
+    """Set by `harness fork` (never in a tasks file): the session and step this task-run continues."""
     line: int = 0
     """Where the task starts in the file (for messages); set by the loader."""
 

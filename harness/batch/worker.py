@@ -257,8 +257,23 @@ def _attempt(spec: TaskRunSpec, runtime: assembly.Runtime) -> RunResult:
         from sandbox.tree import remove_tree
 
         remove_tree(folder.root)
+    if spec.task.fork is not None:  # `harness fork`: the parent's config, this task-run's model and caps
+        fork = spec.task.fork
+        return assembly.fork_run(
+            fork.folder, fork.at, spec.sessions, runtime, spec.key.session_id, _fork_overrides(spec), fork.hint
+        )
     config = run_config(spec)
     return assembly.start_run(spec.task.repo, spec.task.task, config, spec.sessions, runtime, spec.key.session_id)
+
+
+def _fork_overrides(spec: TaskRunSpec) -> dict[str, object]:
+    """What a fork changes of its parent's config: the model, and limits no looser than the batch's."""
+    limits = spec.task.limits.model_dump(exclude_none=True)
+    if spec.max_cost_usd is not None:
+        limits["max_cost_usd"] = min(limits.get("max_cost_usd", spec.max_cost_usd), spec.max_cost_usd)
+    if spec.max_tokens is not None:
+        limits["max_tokens"] = min(limits.get("max_tokens", spec.max_tokens), spec.max_tokens)
+    return {"model": spec.model or spec.key.model, **{f"limits.{name}": value for name, value in limits.items()}}
 
 
 def _record(

@@ -6,6 +6,8 @@ container starts per second against the engine's own ceiling (many bare `docker 
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 import subprocess
 import tempfile
@@ -238,4 +240,123 @@ def measure(
         speedup=ratio(runs[0].seconds, runs[-1].seconds),
         engine_starts_per_s=ceiling,
         cpu_bound_speedup=ratio(runs[0].seconds, runs[0].cpu_s / cores) if runs[0].cpu_s else 0.0,
+    )
+
+
+class DiskBench(BaseModel):
+    """Result of `harness bench batch --disk`: what a night of task-runs leaves on the disk."""
+
+    tasks: int
+    workers: int
+    repo_bytes: int
+    verified: int
+    seconds: float
+    batch_bytes: int
+    """The batch directory after the batch (records, session folders, the shared object store)."""
+    disk_over_repo: float
+    """batch_bytes over the repository's size (target: at most 2; a workspace copy and a store per
+    task-run made it about 90 at 50 task-runs)."""
+    peak_bytes: int
+    """The most the batch directory held while the batch ran (the running sessions' workspaces)."""
+    peak_over_repo: float
+    after_rm_bytes: int
+    """The batch directory once every session but one was removed (`harness session rm`, collected)."""
+    after_rm_over_repo: float
+    collected_mb: float
+
+
+def _disk(path: Path) -> int:
+    """Bytes the files under path take on disk (blocks, so sparse and packed files count as they are)."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+    return total
+
+
+def generated_repo(folder: Path, megabytes: int) -> Path:
+    """The example project plus `data/`: about `megabytes` MB of source-like text in 25 KB files
+    (compressible the way code is, roughly two to one), seeded, so every run writes the same."""
+    import random
+
+    repo = folder / "repo"
+    shutil.copytree(EXAMPLE, repo)
+    words = [f"{a}{b}" for a in ("get", "set", "load", "parse", "value", "item", "node", "self") for b in "_xyzq"]
+    chance = random.Random(50)
+    size, number = 0, 0
+    while size < megabytes * 1024**2:
+        folder_n = repo / "data" / f"pkg{number // 100:03d}"
+        folder_n.mkdir(parents=True, exist_ok=True)
+        lines = [" ".join(chance.choice(words) + str(chance.randrange(10**6)) for _ in range(8)) for _ in range(400)]
+        text = "\n".join(lines) + "\n"
+        (folder_n / f"m{number}.py").write_text(f"# generated\n'''\n{text}'''\n")
+        size += len(text)
+        number += 1
+    return repo
+
+
+def measure_disk(
+    *, run_id: str, docker_host: str | None, tasks: int = 50, workers: int = 2, megabytes: int = 50
+) -> DiskBench:
+    """A batch of `tasks` scripted task-runs (each fixes the example and passes its tests) on a
+    generated repository; the batch directory's disk against the repository's, during, after, and
+    after removing every session but one."""
+    from harness.assembly import sessions as kept
+    from harness.batch.records import BatchDir
+
+    with tempfile.TemporaryDirectory(prefix="harness-bench-disk-") as tmp:
+        folder = Path(tmp)
+        repo = generated_repo(folder, megabytes)
+        repo_bytes = _disk(repo)
+        listed = [{"id": f"t{n}", "repo": str(repo), "task": "Fix the failing tests in calc."} for n in range(tasks)]
+        spec = {"defaults": {"verify": f"{VERIFY} tests"}, "tasks": listed}
+        (folder / "tasks.yaml").write_text(yaml.safe_dump(spec))
+        out = folder / "out"
+        peak = [0]
+        done = threading.Event()
+
+        def watch() -> None:
+            while not done.wait(1.0):
+                peak[0] = max(peak[0], _disk(out))
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        started = time.monotonic()
+        try:
+            summary = run_batch(
+                load_tasks(folder / "tasks.yaml"),
+                out,
+                models=[f"scripted:{_script(folder, 0.0)}"],
+                runs=1,
+                workers=workers,
+                budget=BatchBudget(),
+                run_id=run_id,
+                docker_host=docker_host,
+            )
+        finally:
+            done.set()
+            watcher.join()
+        seconds = time.monotonic() - started
+        after = _disk(out)
+        peak[0] = max(peak[0], after)
+        records = BatchDir(out).records()
+        for record in records[1:]:
+            session = kept.open_session(out / "sessions", record.session_id)
+            kept.remove_session(session, docker_host)
+        collected = kept.collect_objects(out / "sessions")
+        after_rm = _disk(out)
+    return DiskBench(
+        tasks=tasks,
+        workers=workers,
+        repo_bytes=repo_bytes,
+        verified=summary.verified,
+        seconds=round(seconds, 1),
+        batch_bytes=after,
+        disk_over_repo=round(after / repo_bytes, 3),
+        peak_bytes=peak[0],
+        peak_over_repo=round(peak[0] / repo_bytes, 3),
+        after_rm_bytes=after_rm,
+        after_rm_over_repo=round(after_rm / repo_bytes, 3),
+        collected_mb=round((collected.freed_bytes if collected else 0) / 1e6, 1),
     )

@@ -13,12 +13,16 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from harness.cli import environment
 from harness.cli.app import OTEL_CONTENT, OTEL_ENDPOINT, OTEL_FILE, app, console, err_console, real_console, reported
+
+if TYPE_CHECKING:
+    from harness.batch.runner import BatchBudget
+    from harness.batch.tasks import TasksFile
 
 
 @app.command("batch")
@@ -44,10 +48,41 @@ def batch(
     json_out: bool = typer.Option(False, "--json", help="One JSON line per event instead of the progress lines."),
 ) -> None:
     """Run every task-run not yet recorded in DIR; the records are the source of truth."""
+    from harness.batch.runner import BatchBudget
+    from harness.batch.tasks import load_tasks
+
+    with reported():
+        tasks = load_tasks(tasks_file)
+    execute(
+        tasks,
+        out,
+        models=list(model),
+        runs=runs,
+        workers=workers,
+        budget=BatchBudget(max_cost_usd=max_cost, max_tokens=max_tokens, max_hours=max_hours),
+        cluster=cluster,
+        telemetry=(otel_endpoint, otel_file, otel_content),
+        json_out=json_out,
+    )
+
+
+def execute(
+    tasks: TasksFile,
+    out: Path,
+    *,
+    models: list[str],
+    runs: int | None,
+    workers: int | None,
+    budget: BatchBudget,
+    cluster: str | None,
+    telemetry: tuple[str | None, Path | None, bool],
+    json_out: bool,
+) -> None:
+    """Run a batch of tasks into out with the progress display (or JSON lines), then its reports."""
     import signal
 
-    from harness.batch.runner import BatchBudget, BatchEvent, default_workers, run_batch
-    from harness.batch.tasks import load_tasks
+    from harness.batch.records import BatchDir
+    from harness.batch.runner import BatchEvent, default_workers, run_batch
     from harness.cli.batch_view import finished_line, live_display
     from harness.config import load_config
     from harness.providers.vendor import prefix_of
@@ -77,31 +112,28 @@ def batch(
 
     previous = signal.signal(signal.SIGINT, on_interrupt)
     with reported(), live:
-        from harness.batch.records import BatchDir
-
-        tasks = load_tasks(tasks_file)
         user_config = load_config(None)  # its provider entries name the keys' variables (`api_key_env`)
         keys = {
             prefix_of(spec): environment.model_key(spec, user_config)[1]
             for spec in [
-                *(model or tasks.defaults.model or BatchDir(out).models()),
+                *(models or tasks.defaults.model or BatchDir(out).models()),
                 *(t.model for t in tasks.tasks if t.model),
             ]
         }
         summary = run_batch(
             tasks,
             out.resolve(),
-            models=list(model),
+            models=models,
             runs=runs,
             workers=slots,
-            budget=BatchBudget(max_cost_usd=max_cost, max_tokens=max_tokens, max_hours=max_hours),
+            budget=budget,
             run_id=environment.run_id("batch"),
             cluster=cluster,
             docker_host=environment.docker_host(),
             api_keys={k: v for k, v in keys.items() if v},
             on_event=show,
             stopping=lambda: interrupts[0] > 0,
-            telemetry=environment.telemetry(otel_endpoint, otel_file, otel_content),
+            telemetry=environment.telemetry(*telemetry),
             secret_values=environment.secret_values(
                 [*tasks.defaults.session.secrets, *(item for task in tasks.tasks for item in task.session.secrets)]
             ),
@@ -116,6 +148,46 @@ def batch(
             f"{summary.never_started} never started, {summary.gave_up} gave up; "
             f"${summary.cost_usd:.4f}, {summary.elapsed_s:.1f}s; records in {out}"
         )
+
+
+@app.command("fork")
+def fork(
+    session_id: str = typer.Argument(..., metavar="SESSION", help="The session to continue from one of its steps."),
+    at: int = typer.Option(..., "--at", min=0, help="Its run step (as `harness show` numbers them) to continue after."),
+    n: int = typer.Option(1, "-n", "--n", min=1, max=100, help="Forks per model."),
+    model: list[str] = typer.Option(
+        [], "--model", help="PROVIDER:MODEL the forks continue with (repeatable) [default: the parent's]."
+    ),
+    hint: str | None = typer.Option(None, "--hint", help="One more user message before each fork's first request."),
+    max_cost: float | None = typer.Option(None, "--max-cost", min=0, help="Spend limit in USD for all the forks."),
+    out: Path | None = typer.Option(
+        None, "--out", help="Batch directory of the forks [default: ./forks-SESSION-at-K]; rerun to continue."
+    ),
+    state: Path | None = typer.Option(None, "--state-dir", help="Where the parent session lives."),
+    workers: int | None = typer.Option(None, "--workers", min=1, max=256, help="Concurrent forks on a local cluster."),
+    cluster: str | None = typer.Option(None, "--cluster", help="An existing Dask scheduler, tcp://HOST:8786."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON line per event instead of the progress lines."),
+) -> None:
+    """N new sessions continuing SESSION after its step K (its workspace, image and conversation
+    then; the messages re-sent unchanged, so a prompt cache serves them), each with a model, run as a
+    batch: `harness report DIR` compares them, the same command again continues after a crash."""
+    from harness.batch.forks import fork_tasks
+    from harness.batch.runner import BatchBudget
+    from harness.cli.app import state_dir
+
+    with reported():
+        tasks = fork_tasks(state_dir(state) / session_id, at, runs=n, models=list(model), hint=hint)
+    execute(
+        tasks,
+        out or Path(f"forks-{session_id}-at-{at}"),
+        models=list(model) or list(tasks.defaults.model),
+        runs=None,
+        workers=workers,
+        budget=BatchBudget(max_cost_usd=max_cost),
+        cluster=cluster,
+        telemetry=(None, None, False),
+        json_out=json_out,
+    )
 
 
 def _write_reports(out: Path) -> None:

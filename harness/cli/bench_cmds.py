@@ -255,12 +255,20 @@ def bench_batch(
     think: float = typer.Option(1.0, "--think", min=0, max=30, help="Seconds the model thinks per turn."),
     workers: list[int] = typer.Option([1, 4, 8], "--workers", min=1, max=64, help="Worker counts (repeatable)."),
     image: str = typer.Option("py311", "--image", help="Image of the tasks and of the bare engine runs."),
+    disk: bool = typer.Option(
+        False, "--disk", help="Measure disk instead: --tasks (default 50) task-runs of a generated repository."
+    ),
+    repo_mb: int = typer.Option(50, "--repo-mb", min=1, max=2000, help="With --disk: the repository's size in MB."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
-    """Batch speedup over one worker, memory per concurrent session, container starts/s vs the engine's."""
+    """Batch speedup over one worker, memory per concurrent session, container starts/s vs the
+    engine's; with --disk, the disk a batch leaves over its repository's size."""
     from harness.assembly.engine import image_ref
     from harness.bench.batch import measure
 
+    if disk:
+        _bench_disk(tasks if tasks != 24 else 50, min(workers), repo_mb, as_json)
+        return
     with reported():
         client = _client()
         ref = image_ref(client, image)
@@ -288,6 +296,67 @@ def bench_batch(
         f"speedup {result.runs[-1].workers} over {result.runs[0].workers} worker(s): {result.speedup:.2f}x "
         f"(target at 8 over 1: >= 6; this machine's cores allow at most {result.cpu_bound_speedup:.2f}x); "
         f"engine ceiling {result.engine_starts_per_s:.1f} bare runs/s"
+    )
+
+
+def _bench_disk(tasks: int, workers: int, repo_mb: int, as_json: bool) -> None:
+    from harness.bench.batch import measure_disk
+
+    with reported():
+        _client()  # the engine is there (one line when it is not)
+        result = measure_disk(
+            run_id=environment.run_id("bench"),
+            docker_host=environment.docker_host(),
+            tasks=tasks,
+            workers=max(2, workers),
+            megabytes=repo_mb,
+        )
+    if as_json:
+        print(result.model_dump_json())
+        return
+    mb = 1024**2
+    verdict = "ok" if result.disk_over_repo <= 2 else "over the 2 target"
+    console.print(
+        f"{result.tasks} task-runs ({result.verified} verified) of a {result.repo_bytes / mb:.1f} MB repository "
+        f"with {result.workers} workers in {result.seconds:.0f} s"
+    )
+    console.print(
+        f"batch directory after: {result.batch_bytes / mb:.1f} MB, {result.disk_over_repo:.2f}x the repository "
+        f"({verdict}); at most {result.peak_bytes / mb:.1f} MB ({result.peak_over_repo:.2f}x) while it ran"
+    )
+    console.print(
+        f"after `session rm` of all but one: {result.after_rm_bytes / mb:.1f} MB ({result.after_rm_over_repo:.2f}x; "
+        f"{result.collected_mb:.1f} MB collected)"
+    )
+
+
+@bench_app.command("fork")
+def bench_fork(
+    files: int = typer.Option(10_000, "--files", min=10, max=200_000, help="Files of the generated repository."),
+    forks: int = typer.Option(8, "--forks", min=1, max=100, help="Forks (and fresh sessions) to make."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Time and disk to make N forks of a session, against N fresh sessions of the same repository."""
+    from harness.bench.fork import measure
+
+    with reported():
+        _client()
+        result = measure(
+            run_id=environment.run_id("bench"), docker_host=environment.docker_host(), files=files, forks=forks
+        )
+    if as_json:
+        print(result.model_dump_json())
+        return
+    mb = 1024**2
+    verdict = "ok" if result.disk_over_fresh <= 0.1 else "over the 0.1 target"
+    console.print(
+        f"{result.forks} forks of a session on {result.files} files ({result.repo_bytes / mb:.1f} MB): "
+        f"{result.fork_s:.2f} s, {result.fork_bytes / mb:.2f} MB"
+    )
+    console.print(f"{result.forks} fresh sessions: {result.fresh_s:.2f} s, {result.fresh_bytes / mb:.1f} MB")
+    console.print(
+        f"disk forks/fresh {result.disk_over_fresh:.4f} ({verdict}), time {result.time_over_fresh:.3f}x; "
+        f"a fork's workspace made from the store on first use: {result.first_workspace_s:.2f} s"
     )
 
 

@@ -370,14 +370,18 @@ def sandbox_prune(
     """Remove leftover containers of crashed runs (whose controller process is gone), images of
     deleted sessions of the state directory, and folders of session creates that never finished."""
     from harness.assembly import engine
+    from harness.assembly.sessions import collect_objects
+    from harness.cli.session_cmds import say_collected
 
     with reported():
         removed = engine.prune_containers(docker_host(), everything=everything, run_id=run)
         gone = engine.prune_leftovers(docker_host(), state_dir(state))
         proxies = engine.prune_proxies()
+        collected = collect_objects(state_dir(state))
     console.print(f"removed {removed} container(s)")
     if proxies:
         console.print(f"ended {len(proxies)} leftover egress prox{'y' if len(proxies) == 1 else 'ies'}")
     for item in gone:
         console.print(f"removed session leftover {item}", markup=False)
     console.print(f"removed {len(gone)} session leftover(s)")
+    say_collected(collected)

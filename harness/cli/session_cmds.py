@@ -120,13 +120,29 @@ def session_rm(session_id: str = typer.Argument(..., metavar="SESSION"), state: 
     """Delete a session: its workspace, snapshots and the images its steps committed."""
     from rich.markup import escape
 
-    from harness.assembly.sessions import remove_session
+    from harness.assembly.sessions import collect_objects, remove_session
 
     with _opened(state, session_id) as session:
         warning = remove_session(session, docker_host())
         if warning:
             err_console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
     console.print(f"removed session {session_id}", markup=False)
+    with reported():
+        say_collected(collect_objects(state_dir(state)))
+
+
+def say_collected(done: Any) -> None:
+    """One line on what a collection of the shared object store freed (or why it did not run)."""
+    if done is None:
+        err_console.print("the object store is busy with running sessions: `harness sandbox prune` collects it later")
+    elif done.refused:
+        err_console.print(f"warning: {done.refused}", markup=False, soft_wrap=True)
+    elif done.removed_objects or done.removed_large:
+        console.print(
+            f"object store: {done.removed_objects} object(s) and {done.removed_large} large file(s) no session "
+            f"references removed, {done.freed_bytes / 1e6:.1f} MB freed ({done.sessions} session(s) kept whole)",
+            markup=False,
+        )
 
 
 @app.command("diff")

@@ -66,6 +66,9 @@ class SessionView:
     patch: str = ""
     problems: list[str] = field(default_factory=list)
     """What could not be read (a damaged store, a missing session.json): shown, never raised."""
+    family: list[Any] = field(default_factory=list)
+    """The tree of forks this session belongs to (`harness.assembly.sessions.Relative`, root first);
+    empty when it is alone."""
     network: list[dict[str, Any]] = field(default_factory=list)
     """Requests through the session's egress proxy (`--allow-net`), each with the `step` whose call
     made it ("setup" before the first call)."""
@@ -107,7 +110,18 @@ def load(folder: Path) -> SessionView:
     if view.start is None:  # a run started through the API without a start record: the state says
         view.start = _start_of(folder)
     _add_diffs(view)
+    view.family = _family(folder)
     return view
+
+
+def _family(folder: Path) -> list[Any]:
+    from harness.assembly.sessions import family
+
+    try:
+        relatives = family(folder)
+    except (OSError, ValueError):
+        return []
+    return relatives if len(relatives) > 1 else []
 
 
 def _network(folder: Path, calls: list[ToolRecord]) -> list[dict[str, Any]]:

@@ -44,6 +44,8 @@ def render(view: SessionView, *, back: str | None = None, review: Sequence[str] 
     parts += [f'<p class="bad">{esc(problem)}</p>' for problem in view.problems]
     for event in view.events:
         parts.append(f'<p class="muted">event <b>{esc(event.event)}</b>: {esc(event.detail)}</p>')
+    if view.family:
+        parts.append(_family(view))
     if view.network:
         parts.append(_network(view.network))
     parts.append(_chart(view))
@@ -83,6 +85,22 @@ def _network(requests: list[dict[str, Any]]) -> str:
         )
     heading = f"<h2>Network ({len(requests)} request(s), {refused} refused)</h2>"
     return heading + table(["step", "method", "host", "verdict", "bytes sent", "bytes received"], rows)
+
+
+def _family(view: SessionView) -> str:
+    """The tree of forks: each session with its outcome and the step where it parted from its parent."""
+    items = []
+    for relative in view.family:
+        me = relative.folder.name == view.folder.name and relative.session_id == view.session_id
+        name = f"<b>{esc(relative.session_id)}</b> (this session)" if me else esc(relative.session_id)
+        css = "ok" if relative.outcome == "verified" else "warn" if relative.outcome.startswith("running") else "bad"
+        parted = f"forked at step {relative.at} · " if relative.at is not None else "the root · "
+        items.append(
+            f'<li class="fork" style="margin-left:{relative.depth * 1.5}em">{parted}{name} '
+            f'<span class="badge {css}">{esc(relative.outcome)}</span> '
+            f'<span class="muted">{esc(str(relative.folder))}</span></li>'
+        )
+    return f'<section id="family"><h2>Family ({len(view.family)} sessions)</h2><ul>{"".join(items)}</ul></section>'
 
 
 def _outcome(view: SessionView) -> str:

@@ -71,6 +71,18 @@ class StepRecord(BaseModel):
     """Paths the snapshot left out (ignore list, special files)."""
 
 
+class ForkPoint(BaseModel):
+    """Where a fork parted from its parent."""
+
+    session: str
+    step: int
+    """The parent's run step (as `harness show` numbers them) the fork continues after."""
+    snapshot: int
+    """The parent's snapshot step holding the workspace then (the fork's steps 0..snapshot are its)."""
+    folder: str
+    """The parent's session folder (absolute)."""
+
+
 class SessionInfo(BaseModel):
     """session.json: what does not change after create."""
 
@@ -85,6 +97,11 @@ class SessionInfo(BaseModel):
     origin: str | None = None
     """The commit the repository's HEAD named when the session was made (None: not a git repository),
     the parent `harness apply` gives the session's change."""
+    objects: str | None = None
+    """The shared object store its snapshots are in (`<state_dir>/.objects`); None: the session's
+    own `store/` (sessions made before stores were shared)."""
+    parent: ForkPoint | None = None
+    """The session and step this one was forked from (None: made from a repository)."""
 
 
 Prepare = Callable[[Path, Path | None], SetupRecord]

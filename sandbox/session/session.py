@@ -19,17 +19,19 @@ import fcntl
 import os
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from sandbox import durable, labels
 from sandbox.errors import PatchConflict, SessionNotFound, SnapshotError, StepOutOfRange, WorkspaceError
-from sandbox.layout import SessionFolder
+from sandbox.layout import SessionFolder, objects_dir
 from sandbox.network.egress import Egress
 from sandbox.network.secrets import Secret
+from sandbox.owner import hand_over
 from sandbox.session import quota
 from sandbox.session.origin import head_commit
 from sandbox.session.records import (
+    ForkPoint,
     Prepare,
     Ready,
     SessionConfig,
@@ -43,6 +45,7 @@ from sandbox.snapshot import diff as snapdiff
 from sandbox.snapshot import edit
 from sandbox.snapshot.diff import SnapshotDiff
 from sandbox.snapshot.objects import LARGE, ObjectStore
+from sandbox.snapshot.shared import SharedObjects, pin
 from sandbox.snapshot.store import SnapshotStore
 from sandbox.spec import SandboxSpec
 from sandbox.tree import remove_tree
@@ -71,7 +74,10 @@ class Session:
         self.paths = SessionFolder(self.dir)
         self.info = info
         self.step_images = images
+        self.shared = SharedObjects(Path(info.objects)) if info.objects else None
+        """The state directory's object store this session's snapshots are in (None: its own)."""
         self._store: SnapshotStore | None = None
+        self._holding = False
         self.records = self._read_steps()
         if not self.records:
             raise SessionNotFound(f"session {info.id} has no committed step; remove it: harness session rm {info.id}")
@@ -115,6 +121,7 @@ class Session:
         if config.workspace_quota:
             quota.check_possible(config.workspace_quota)
         egress: Egress | None = None
+        shared = SharedObjects(objects_dir(Path(state_dir))).init()
         try:
             left_out: list[str] = []
             if config.workspace_quota:
@@ -151,16 +158,25 @@ class Session:
                 setup=setup,
                 left_out=left_out,
                 origin=head_commit(Path(repo)),
+                objects=str(shared.root.resolve()),
             )
             if ready is not None:
                 ready(paths.workspace, _call_spec(info, image, egress))
-            store = SnapshotStore(paths.workspace, paths.store, config.snapshot)
-            tree = store.snapshot()
-            store.close()
-            record = StepRecord(
-                step=0, tree=tree, image=image, time=time.time(), note="import", kind="import", skipped=store.skipped()
-            )
-            durable.append_line(paths.steps, record.model_dump())
+            shared.add_ref(folder)
+            with shared.writing():
+                store = SnapshotStore(paths.workspace, paths.store, config.snapshot, shared)
+                tree = store.snapshot()
+                store.close()
+                record = StepRecord(
+                    step=0,
+                    tree=tree,
+                    image=image,
+                    time=time.time(),
+                    note="import",
+                    kind="import",
+                    skipped=store.skipped(),
+                )
+                durable.append_line(paths.steps, record.model_dump())
             durable.write_json(paths.info, info.model_dump(mode="json"))
         except BaseException:
             if egress is not None:
@@ -169,6 +185,7 @@ class Session:
                 with contextlib.suppress(WorkspaceError):
                     quota.unmount(paths.workspace)
             remove_tree(folder, ignore_errors=True)
+            shared.remove_ref(folder)
             raise
         session = cls(folder, info, images)
         session._owns_mount = bool(config.workspace_quota)  # mounted by this create: unmounted at close
@@ -189,6 +206,64 @@ class Session:
             raise SessionNotFound(f"session {session_id} is unreadable: {error}") from None
         return cls(folder, info, images)
 
+    @classmethod
+    def fork(
+        cls,
+        parent: Session,
+        step: int,
+        state_dir: Path,
+        session_id: str | None = None,
+        images: StepImages | None = None,
+        run_step: int | None = None,
+    ) -> Session:
+        """A new session in state_dir whose steps 0..step are parent's (same trees, images and
+        numbers: its diff and patch still start at the import; run_step: the parent's run step that
+        snapshot holds, for the record): nothing is copied, its objects are
+        the parent's shared store's (referenced by the fork too) and its workspace is made from them
+        when first needed."""
+        if parent.shared is None:
+            raise WorkspaceError(
+                f"session {parent.id} keeps a store of its own (an older session): it cannot be forked"
+            )
+        prefix = parent.records[: parent.record(step).step + 1]
+        sid = session_id or uuid.uuid4().hex[:12]
+        if not sid.replace("-", "").replace("_", "").isalnum():
+            raise WorkspaceError(f"invalid session id {sid!r}: use letters, digits, - and _")
+        folder = Path(state_dir) / sid
+        paths = SessionFolder(folder)
+        folder.mkdir(parents=True)  # FileExistsError when it exists: a fork never overwrites
+        try:
+            parent.shared.add_ref(folder)
+            spec = parent.info.spec.model_copy(
+                update={"labels": {**parent.info.spec.labels, **labels.of_session(sid, str(Path(state_dir).resolve()))}}
+            )
+            info = parent.info.model_copy(
+                update={
+                    "id": sid,
+                    "created": time.time(),
+                    "spec": spec,
+                    "parent": ForkPoint(
+                        session=parent.id,
+                        step=step if run_step is None else run_step,
+                        snapshot=step,
+                        folder=str(parent.dir.resolve()),
+                    ),
+                }
+            )
+            with parent.shared.writing():
+                for record in prefix:
+                    durable.append_line(paths.steps, record.model_dump())
+            if images is not None:
+                for record in prefix[1:]:
+                    if record.image != prefix[0].image:
+                        images.keep(sid, record.step, record.image)  # the parent's step images, the fork's too
+            durable.write_json(paths.info, info.model_dump(mode="json"))
+        except BaseException:
+            remove_tree(folder, ignore_errors=True)
+            parent.shared.remove_ref(folder)
+            raise
+        return cls(folder, info, images)
+
     def _read_steps(self) -> list[StepRecord]:
         try:
             return [StepRecord(**r) for r in durable.read_lines(self.paths.steps)]
@@ -199,11 +274,58 @@ class Session:
     def store(self) -> SnapshotStore:
         """The snapshot store, opened on first use (show/diff never load the stat index)."""
         if self._store is None:
-            self._store = SnapshotStore(self.workspace, self.paths.store, self.info.config.snapshot)
+            self._store = SnapshotStore(self.workspace, self.paths.store, self.info.config.snapshot, self.shared)
         return self._store
 
     def _objects(self) -> ObjectStore:
-        return self._store.objects if self._store is not None else ObjectStore(self.paths.store / "git")
+        if self._store is not None:
+            return self._store.objects
+        return ObjectStore(self.shared.git if self.shared else self.paths.store / "git")
+
+    def _writing(self) -> contextlib.AbstractContextManager[None]:
+        """No collection of the shared store while held (objects written until their tree is recorded)."""
+        return self.shared.writing() if self.shared is not None else contextlib.nullcontext()
+
+    # --- the workspace of an ended session: given back, made again when needed -------------------
+
+    def retire(self) -> bool:
+        """An ended session keeps its snapshots, not a workspace copy: remove the workspace (and the
+        stat index) when it equals the last step; `workspace` makes it again from the store when
+        something needs it. False when kept: its own store, a quota mount, or uncommitted changes."""
+        if self.shared is None or self.info.config.workspace_quota or not self.paths.workspace.is_dir():
+            return False
+        if self.tree_now() != self.last_tree:
+            return False  # never lose what no step holds
+        self.close()
+        gone = self.dir / f"workspace.retired-{os.getpid()}"
+        with self._locked():
+            os.rename(self.paths.workspace, gone)
+            (self.paths.store / "index.pickle").unlink(missing_ok=True)
+        self._store = None
+        remove_tree(gone, ignore_errors=True)
+        return True
+
+    @property
+    def retired(self) -> bool:
+        """The workspace is not on disk (an ended session): made again from the store when needed."""
+        return self.shared is not None and not self.paths.workspace.is_dir()
+
+    def _rebuild(self) -> None:
+        """Make the workspace again from the last step's tree (in a side folder, renamed into place)."""
+        with contextlib.nullcontext() if self._holding else self._locked():
+            if self.paths.workspace.is_dir():
+                return
+            for stale in self.dir.glob("workspace.*"):
+                remove_tree(stale, ignore_errors=True)  # a rebuild or retire a crash cut short
+            building = self.dir / f"workspace.building-{os.getpid()}"
+            building.mkdir(mode=0o755)
+            hand_over(building)
+            store = SnapshotStore(building, self.paths.store, self.info.config.snapshot, self.shared)
+            try:
+                store.restore(self.records[-1].tree)
+            finally:
+                store.close()
+            os.rename(building, self.paths.workspace)
 
     def connect_network(
         self, allow: list[str] | None = None, tools: bool | None = None, secrets: Sequence[Secret] = ()
@@ -253,6 +375,9 @@ class Session:
 
     @property
     def workspace(self) -> Path:
+        """What containers see; an ended session's is made again from the store on first use."""
+        if not self.paths.workspace.is_dir() and self.shared is not None:
+            self._rebuild()
         return self.paths.workspace
 
     @property
@@ -284,9 +409,12 @@ class Session:
         with open(self.paths.lock, "a") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
-                self.records = self._read_steps()
-                yield
+                with self._writing():
+                    self.records = self._read_steps()
+                    self._holding = True
+                    yield
             finally:
+                self._holding = False
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
     def _append(self, record: StepRecord) -> StepRecord:
@@ -367,9 +495,13 @@ class Session:
         return self.records[-1].tree
 
     def tree_now(self) -> str:
-        """The workspace's tree as it is now, stored but not recorded as a step."""
+        """The workspace's tree as it is now, stored but not recorded as a step (pinned: a collection
+        keeps it for a later restore_tree)."""
         with self._locked():
-            return self.store.snapshot()
+            tree = self.store.snapshot()
+            if self.shared is not None:
+                pin(self.paths.store, tree)
+            return tree
 
     def restore_tree(self, tree: str) -> None:
         """Make the workspace byte-identical to a stored tree (no step recorded: verification puts
@@ -390,11 +522,21 @@ class Session:
 
     def graft(self, tree: str, source: str, paths: list[str]) -> str:
         """A stored tree: tree with those paths as they are in source (see sandbox.snapshot.edit)."""
-        return edit.graft(self._objects(), tree, source, paths)
+        return self._pinned(lambda objects: edit.graft(objects, tree, source, paths))
 
     def prune(self, tree: str) -> str:
         """A stored tree: tree without generated caches and bytecode."""
-        return edit.prune(self._objects(), tree)
+        return self._pinned(lambda objects: edit.prune(objects, tree))
+
+    def _pinned(self, make: Callable[[ObjectStore], str]) -> str:
+        with self._writing():
+            objects = self._objects()
+            tree = make(objects)
+            objects.sync(self.info.config.snapshot.durable)
+            if self.shared is not None:
+                self.paths.store.mkdir(exist_ok=True)
+                pin(self.paths.store, tree)
+        return tree
 
     def diff(self, from_step: int = 0, to_step: int | None = None) -> SnapshotDiff:
         """Unified diff, binary and mode changes between two steps (default: import to latest)."""
@@ -446,6 +588,8 @@ class Session:
         if self.info.config.workspace_quota:
             quota.unmount(self.paths.workspace)  # mounted by another holder of the session: gone with it
         remove_tree(self.dir)
+        if self.shared is not None:
+            self.shared.remove_ref(self.dir)  # its objects go at the next collection unless others hold them
 
 
 def list_sessions(state_dir: Path) -> list[SessionInfo]:

@@ -14,8 +14,11 @@ outside the object store (see `snapshot.py`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import threading
+import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -98,8 +101,11 @@ class ObjectStore:
         (self.git_dir / "config").write_text(
             "[core]\n\trepositoryformatversion = 0\n\tbare = true\n\tfilemode = true\n"
         )
-        for stale in self._tmp.iterdir():
-            stale.unlink(missing_ok=True)
+        old = time.time() - STALE_TMP_S
+        for stale in self._tmp.iterdir():  # a killed writer's; never a live one's (the store is shared)
+            with contextlib.suppress(OSError):
+                if stale.stat().st_mtime < old:
+                    stale.unlink()
 
     def _path(self, oid: str) -> str:
         return os.path.join(self._root, oid[:2], oid[2:])
@@ -141,11 +147,16 @@ class ObjectStore:
                 os.makedirs(folder, exist_ok=True)
                 self._new_dirs.add(self._root)
             self._fanout.add(oid[:2])
-        tmp = os.path.join(self._root, "tmp", f"{oid}.{os.getpid()}")
+        tmp = os.path.join(self._root, "tmp", f"{oid}.{os.getpid()}.{threading.get_ident()}")  # threads share a store
         with open(tmp, "wb") as handle:
             handle.write(zlib.compress(raw, 1))
         os.replace(tmp, path)
         self.written.append(path)
+
+    def forget(self) -> None:
+        """Forget the pack list and fan-out folders (a collection may have changed both)."""
+        self._packed = None
+        self._fanout = set()
 
     def _packs(self) -> dict[str, tuple[str, int]]:
         if self._packed is None:
@@ -178,6 +189,11 @@ class ObjectStore:
                 raise SnapshotError(f"snapshot object {oid} is missing") from None
             try:
                 return packs.read_object(*where)
+            except FileNotFoundError:  # a collection moved it to a new pack meanwhile
+                self._packed = None
+                if oid not in self._packs():
+                    raise SnapshotError(f"snapshot object {oid} is missing") from None
+                return packs.read_object(*self._packs()[oid])
             except (OSError, zlib.error, IndexError) as error:
                 raise SnapshotError(f"snapshot object {oid} is unreadable in {where[0]}: {error}") from error
         except (OSError, zlib.error) as error:
@@ -215,6 +231,8 @@ class ObjectStore:
             _fsync(folder)
 
 
+STALE_TMP_S = 3600.0
+"""A temporary file this old in `objects/tmp` is a killed writer's, removed when a store is opened."""
 LOOSE_MAX = 64
 """A flush of more objects than this writes one pack instead of loose files."""
 PACK_FLUSH_BYTES = 64 * 1024**2

@@ -30,7 +30,8 @@ def write_pack(
     """Write (oid, kind, payload) objects as `pack-<checksum>.pack` and `.idx` in folder.
 
     Returns the two paths (pack first) and each object's offset in the pack."""
-    pack_tmp = scratch / f"pack-{os.getpid()}-{uuid.uuid4().hex}.pack"
+    unique = f"{os.getpid()}-{uuid.uuid4().hex}"
+    pack_tmp = scratch / f"pack-{unique}.pack"
     digest = hashlib.sha1()
     entries: list[tuple[str, int, int]] = []
     with open(pack_tmp, "wb") as out:
@@ -47,7 +48,7 @@ def write_pack(
         checksum = digest.digest()
         out.write(checksum)
     base = folder / f"pack-{checksum.hex()}"
-    idx_tmp = scratch / f"{base.name}.idx"
+    idx_tmp = scratch / f"{base.name}.{unique}.idx"
     idx_tmp.write_bytes(_index(entries, checksum))
     os.replace(pack_tmp, f"{base}.pack")
     os.replace(idx_tmp, f"{base}.idx")  # last: the pack exists for readers from here on

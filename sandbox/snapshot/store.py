@@ -19,6 +19,7 @@ import hashlib
 import os
 import pickle
 import stat
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,9 +31,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from sandbox.errors import STORAGE_ERRNOS, SnapshotError, at_path
 from sandbox.owner import hand_over
 from sandbox.snapshot.objects import DIR, LARGE, LINK, REG, ObjectStore, TreeEntry
+from sandbox.snapshot.shared import SharedObjects
 from sandbox.snapshot.watch import Watcher, start
 from sandbox.tree import PostOrder, post_order, remove_tree
 
+_GENERATION = "\0generation"
+"""The index's key for the shared store's collection count it was written in (no path is this)."""
 _RACY_NS = 50_000_000
 """File timestamps are coarse (jiffies): a file whose ctime is this close to the walk may still
 change without its stat changing, so it is re-hashed next time instead of trusted."""
@@ -83,14 +87,26 @@ def _join(rel: str, name: str) -> str:
 class SnapshotStore:
     """Snapshots of one workspace into one store directory (a bare git dir we alone configure)."""
 
-    def __init__(self, workspace: Path, store_dir: Path, config: SnapshotConfig | None = None) -> None:
+    def __init__(
+        self,
+        workspace: Path,
+        store_dir: Path,
+        config: SnapshotConfig | None = None,
+        shared: SharedObjects | None = None,
+    ) -> None:
+        """store_dir holds the stat index; the objects are in shared (the state directory's store,
+        see `shared.py`) or, without it, in store_dir's own `git/` and `large/`."""
         self.workspace = Path(workspace)
         self.dir = Path(store_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
         self.config = config or SnapshotConfig()
-        self.objects = ObjectStore(self.dir / "git")
+        self.shared = shared
+        self.objects = ObjectStore(shared.git if shared else self.dir / "git")
         self.objects.init()
-        (self.dir / "large").mkdir(exist_ok=True)
+        self.large = shared.large if shared else self.dir / "large"
+        self.large.mkdir(exist_ok=True)
         self._ignore = pathspec.GitIgnoreSpec.from_lines(self.config.ignore) if self.config.ignore else None
+        self._generation = shared.generation() if shared else 0
         self._dirs: dict[str, _Dir] = self._load_index()
         self._linked: set[str] = set()
         self._watcher: Watcher | None = None
@@ -104,6 +120,8 @@ class SnapshotStore:
     def snapshot(self) -> str:
         """Record the workspace as it is now; return the tree id."""
         self._walk_ns = time.time_ns()
+        if self.shared is not None and self.shared.generation() != self._generation:
+            self._forget()  # a collection ran: what the index names may be gone
         dirty = self._watcher.drain() if self._watcher and self._root_tree else None
         try:
             try:
@@ -117,6 +135,13 @@ class SnapshotStore:
         self.objects.sync(self.config.durable)
         self._root_tree = tree
         return tree
+
+    def _forget(self) -> None:
+        """Drop the stat index and the pack list: the next walk hashes every file again."""
+        assert self.shared is not None
+        self._generation = self.shared.generation()
+        self._dirs, self._root_tree, self._linked = {}, None, set()
+        self.objects.forget()
 
     def _full(self) -> str:
         if self._watcher is None and self.config.watch:
@@ -215,12 +240,12 @@ class SnapshotStore:
             return handle.read()
 
     def _store_large(self, child: str) -> str:
-        tmp = self.dir / "large" / f".tmp.{os.getpid()}"
+        tmp = self.large / f".tmp.{os.getpid()}.{threading.get_ident()}"
         fd = os.open(os.path.join(self.workspace, child), os.O_RDONLY | os.O_NOFOLLOW)
         with os.fdopen(fd, "rb") as src, open(tmp, "wb") as dst:
             digest, size = copy_sparse(src, dst)
-        os.replace(tmp, self.dir / "large" / digest)
-        self.objects.written.append(str(self.dir / "large" / digest))  # fsynced with the objects
+        os.replace(tmp, self.large / digest)
+        self.objects.written.append(str(self.large / digest))  # fsynced with the objects
         return self.objects.write(b"blob", b"harness-large-file\nsha256 %s\nsize %d\n" % (digest.encode(), size))
 
     def _write_tree(self, entries: dict[bytes, tuple[int, str, tuple | None]]) -> str:
@@ -241,13 +266,16 @@ class SnapshotStore:
     def _load_index(self) -> dict[str, _Dir]:
         try:
             raw = pickle.loads((self.dir / "index.pickle").read_bytes())
+            if raw.pop(_GENERATION, None) != self._generation:
+                return {}  # written before a collection: it may name removed objects
             return {rel: _Dir(*fields) for rel, fields in raw.items()}
-        except (OSError, pickle.UnpicklingError, EOFError, TypeError, ValueError):
+        except (OSError, pickle.UnpicklingError, EOFError, TypeError, ValueError, AttributeError):
             return {}
 
     def save_index(self) -> None:
         """Persist the stat index atomically (done after full walks and on close)."""
-        raw = {rel: (d.entries, d.tree, d.skipped) for rel, d in self._dirs.items()}
+        raw: dict = {rel: (d.entries, d.tree, d.skipped) for rel, d in self._dirs.items()}
+        raw[_GENERATION] = self._generation
         tmp = self.dir / f"index.pickle.{os.getpid()}"
         tmp.write_bytes(pickle.dumps(raw, protocol=pickle.HIGHEST_PROTOCOL))
         os.replace(tmp, self.dir / "index.pickle")
@@ -323,7 +351,7 @@ class SnapshotStore:
             elif entry.mode & LARGE:
                 digest = self.objects.read(entry.oid, b"blob").split(b"\n")[1].split(b" ")[1].decode()
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-                with open(self.dir / "large" / digest, "rb") as src, os.fdopen(fd, "wb") as dst:
+                with open(self.large / digest, "rb") as src, os.fdopen(fd, "wb") as dst:
                     copy_sparse(src, dst)
                 os.chmod(path, entry.mode & 0o777)
             else:

@@ -86,6 +86,18 @@ class Harness:
     def session_dir(self, session: str) -> Path:
         return self.state_dir / session
 
+    def final(self, session: str, path: str) -> str | None:
+        """A file as the session's last step holds it (read from its snapshots: an ended session
+        keeps no workspace)."""
+        from sandbox.session.session import Session
+
+        opened = Session.open(self.state_dir, session)
+        try:
+            data = opened.read_file(opened.last_tree, path)
+        finally:
+            opened.close()
+        return None if data is None else data.decode()
+
 
 @pytest.fixture
 def harness(tmp_path: Path, run_label: str) -> Harness:

@@ -105,7 +105,7 @@ def test_a_cut_off_fix_is_never_completed_and_applied(harness, script, tmp_path)
     assert ran.json()["outcome"] == "failed_verification", ran.stdout + ran.stderr
     [tool] = [r for r in read_records(harness.session_dir("cutoff")) if r.kind == "tool"]
     assert tool.error_kind == "invalid_json" and "cut off" in tool.text
-    assert "return a - b" in (harness.session_dir("cutoff") / "workspace" / "calc" / "ops.py").read_text()
+    assert "return a - b" in harness.final("cutoff", "calc/ops.py")
 
 
 def test_read_only_globs_and_files_hold_for_commands(harness, script, tmp_path):
@@ -121,9 +121,9 @@ def test_read_only_globs_and_files_hold_for_commands(harness, script, tmp_path):
     rewrite, _fix = [r for r in records if r.kind == "tool"]
     assert "Read-only file system" in rewrite.text  # the mount said no
     assert [r.detail for r in records if r.kind == "event" and r.event == "read_only_restored"] == ["calc/ops.py"]
-    workspace = harness.session_dir("ro") / "workspace"
-    assert "return a - b" in (workspace / "calc" / "ops.py").read_text()
-    assert "def test_add" in (workspace / "tests" / "test_ops.py").read_text()
+    assert "return a - b" in harness.final("ro", "calc/ops.py")
+    assert "def test_add" in harness.final("ro", "tests/test_ops.py")
+    assert not (harness.session_dir("ro") / "workspace").exists(), "an ended session keeps no workspace"
 
 
 def independently_failing(tmp_path, patch: str | None) -> bool:

@@ -59,8 +59,7 @@ def test_editing_the_read_only_tests_is_denied(harness, script):
     assert (
         tool.is_error and tool.error_kind == "denied" and tool.decision is not None and tool.decision.action == "deny"
     )
-    workspace_test = harness.session_dir("cheat") / "workspace" / "tests" / "test_ops.py"
-    assert workspace_test.read_text() == (EXAMPLE / "tests" / "test_ops.py").read_text()
+    assert harness.final("cheat", "tests/test_ops.py") == (EXAMPLE / "tests" / "test_ops.py").read_text()
 
 
 def test_a_tool_failing_three_times_in_a_row_trips_the_breaker(harness, script):

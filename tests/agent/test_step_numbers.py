@@ -18,7 +18,7 @@ def test_show_diff_and_rollback_speak_the_same_steps(harness) -> None:
     step_3 = shown[shown.index("│ 3 ") : shown.index("│ 4 ")]
     assert "apply_patch" in step_3, shown
     ops = harness.session_dir("steps") / "workspace" / "calc" / "ops.py"
-    assert "return a + b" in ops.read_text()
+    assert not ops.exists() and "return a + b" in harness.final("steps", "calc/ops.py")
 
     diff = harness("diff", "steps", "--from", "2", "--to", "3")
     assert diff.code == 0 and "+    return a + b" in diff.stdout, diff.stdout + diff.stderr
@@ -26,7 +26,7 @@ def test_show_diff_and_rollback_speak_the_same_steps(harness) -> None:
 
     back = harness("rollback", "steps", "--to", "2")
     assert back.code == 0 and "state after step 2" in back.stdout, back.stdout + back.stderr
-    assert "return a - b" in ops.read_text()
+    assert "return a - b" in ops.read_text(), "the workspace made again from the store, at step 2"
     forward = harness("rollback", "steps", "--to", "3")
     assert forward.code == 0 and "return a + b" in ops.read_text()
 

@@ -196,7 +196,8 @@ def test_a_worker_that_does_not_see_the_batch_gets_the_repository_once_and_sends
         assert (
             host == socket.gethostname() and Path(there) == store.resolve() / "sessions" / batch_id / record.session_id
         )
-        assert (Path(there) / "workspace" / "calc" / "ops.py").is_file()
+        assert (Path(there) / "steps.jsonl").is_file() and not (Path(there) / "workspace").exists()
+        assert (store / "sessions" / batch_id / ".objects" / "git").is_dir(), "its snapshots, in the shared store"
     shown = subprocess.run(
         [str(BIN / "harness"), "show", records[0].session_id, "--state-dir", str(out / "sessions")],
         capture_output=True,

@@ -75,7 +75,7 @@ def test_open_list_errors_and_failed_rollback_leaves_session_as_it_was(tmp_path:
     tree = session.records[1].tree
     victim = next(
         p
-        for p in (session.dir / "store" / "git" / "objects").rglob("*")
+        for p in (state / ".objects" / "git" / "objects").rglob("*")
         if p.is_file() and p.parent.name + p.name != tree and _is_blob_of(p, b"a\n")
     )
     victim.unlink()

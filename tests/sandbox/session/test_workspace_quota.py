@@ -66,7 +66,9 @@ def test_a_repository_larger_than_the_quota_is_refused(tmp_path: Path) -> None:
     (repo / "data.bin").write_bytes(os.urandom(20 * 1024**2))
     with pytest.raises(WorkspaceError, match="does not fit in the workspace quota"):
         Session.create(repo, tmp_path / "state", spec=SandboxSpec(), config=SessionConfig(workspace_quota="16m"))
-    assert not (tmp_path / "state").exists() or list((tmp_path / "state").iterdir()) == []
+    state = tmp_path / "state"
+    assert not state.exists() or [p.name for p in state.iterdir()] == [".objects"], "only the shared store"
+    assert not state.exists() or list((state / ".objects" / "sessions").iterdir()) == [], "referenced by none"
 
 
 def test_a_quota_is_refused_clearly_where_it_cannot_hold(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

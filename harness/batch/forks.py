@@ -1,0 +1,42 @@
+"""Forks as a batch: N continuations of one session from one of its steps, each a task-run of a batch
+directory laid out like any (records, `sessions/`, reports), so the same Dask engine runs them (local
+or a cluster), under one budget, resumable after kill -9 exactly once, and `harness report DIR`
+compares them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness import assembly
+from harness.agent.fork import fork_start
+from harness.batch.tasks import ForkFrom, Task, TaskDefaults, TasksFile
+from harness.errors import UsageError
+from harness.trajectory import read_records
+from sandbox.layout import SessionFolder
+
+
+def fork_tasks(parent_dir: Path, at: int, *, runs: int, models: list[str], hint: str | None = None) -> TasksFile:
+    """The batch of forks of the session in parent_dir at its step `at`: each model `runs` times
+    (default: the parent's own model). UsageError for a step the run does not have, a session
+    still running or one that recorded no run."""
+    parent_dir = Path(parent_dir).resolve()
+    if not SessionFolder(parent_dir).info.is_file():
+        raise UsageError(f"no session {parent_dir.name} in {parent_dir.parent}")
+    assembly.check_forkable(parent_dir)
+    config = assembly.saved_config(parent_dir, {})
+    records = read_records(parent_dir)
+    start = fork_start(records, at, session_id=parent_dir.name, model="", config=config.context, hint=hint)
+    info = assembly.open_session(parent_dir.parent, parent_dir.name).info
+    task = Task(
+        id=f"{parent_dir.name}-at-{at}"[:100],
+        repo=Path(info.repo),
+        task=start.state.task,
+        fork=ForkFrom(folder=parent_dir, at=at, hint=hint),
+        runs=runs,
+        image=config.image,
+        verify=config.verify,
+    )
+    models = list(models) or [config.model or ""]
+    if not all(models):
+        raise UsageError("the parent recorded no model: give one with --model")
+    return TasksFile(source=SessionFolder(parent_dir).run_config, defaults=TaskDefaults(model=models), tasks=[task])
