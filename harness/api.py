@@ -165,7 +165,7 @@ def fork(
     (the parent's messages re-sent unchanged, then `hint` as one more user message) and runs to its
     end; together they are a batch in `out` (default `<state_dir>/../forks-<id>-at-<at>`), under one
     budget, and calling this again continues what a crash cut short. Returns the forks' records."""
-    from harness.batch.forks import fork_tasks
+    from harness.batch.forks import fork_tasks, record_parent
     from harness.batch.records import BatchDir
     from harness.batch.runner import BatchBudget, run_batch
     from harness.providers.vendor import prefix_of
@@ -174,6 +174,7 @@ def fork(
     models = [model] if isinstance(model, str) else list(model or [])
     tasks = fork_tasks(sessions / session_id, at, runs=n, models=models, hint=hint)
     folder = Path(out) if out is not None else sessions.parent / f"forks-{session_id}-at-{at}"
+    record_parent(tasks, folder)
     run_batch(
         tasks,
         folder.resolve(),
@@ -186,7 +187,8 @@ def fork(
         docker_host=docker_host,
         api_keys={prefix_of(m): api_key for m in tasks.defaults.model} if api_key else {},
     )
-    return BatchDir(folder).records()
+    parent = tasks.tasks[0].fork
+    return [r for r in BatchDir(folder).records() if parent is None or r.session_dir != str(parent.folder)]
 
 
 def apply(

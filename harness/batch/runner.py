@@ -198,6 +198,7 @@ class BatchRun:
         self.cost_usd, self.tokens = 0.0, 0
         self.counts = {"ran": 0, "verified": 0, "never": 0, "gave_up": 0}
         self.queue = list(self.todo)
+        self.bundles: dict[Path, Path] = {}
         self.running: dict[Any, tuple[TaskRunKey, Task]] = {}
         self.losses: dict[TaskRunKey, int] = {}
         self.telemetry = TelemetryConfig()
@@ -256,7 +257,7 @@ class BatchRun:
             output: TaskRunOutput = future.result()
             if shipper and _lost(output.record) and self.losses.get(key, 0) < SHIPMENT_RETRIES:
                 self.losses[key] = self.losses.get(key, 0) + 1  # its repository went with a dead worker: ship again
-                shipper.lost(task.repo)
+                shipper.lost(self.shipped_path(task))
                 self.queue.insert(0, (key, task))
             else:
                 self._record(key, output)
@@ -265,13 +266,29 @@ class BatchRun:
         for key, task in self.queue if why else []:  # the budget stopped scheduling: say so in each record
             self._never_started(key, task, why or "")
 
+    def shipped_path(self, task: Task) -> Path:
+        """What a worker without the batch's filesystem is sent for task: its repository, or for a
+        fork the parent session (its files and objects, bundled once in a folder of the batch's)."""
+        if task.fork is None:
+            return task.repo
+        from harness.batch.forks import bundle
+
+        into = self.batch.root / "parents" / task.fork.folder.name
+        if into not in self.bundles:
+            if into.exists():
+                from sandbox.tree import remove_tree
+
+                remove_tree(into)  # an earlier invocation's: the parent may have moved on since
+            self.bundles[into] = bundle(task.fork.folder, into)
+        return self.bundles[into]
+
     def _submit_more(self, client: Any, slots: int, shipper: shipping.Shipper | None, pending: Any) -> None:
         while self.queue and len(self.running) < slots and self.exhausted() is None and not self.stopping():
             key, task = self.queue.pop(0)
             future = client.submit(
                 run_task,
                 self.spec(key, task, shipper),
-                shipper.repo(task.repo) if shipper else None,
+                shipper.repo(self.shipped_path(task)) if shipper else None,
                 key=f"taskrun-{key.session_id}-{self.run_id}-{self.losses.get(key, 0)}",
                 pure=False,
                 resources={SESSION_RESOURCE: 1},

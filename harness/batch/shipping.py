@@ -29,6 +29,7 @@ import platformdirs
 
 from harness.batch.archive import digest, pack, unpack_into
 from harness.errors import ConfigError
+from sandbox.layout import objects_dir
 
 STORE: Path = platformdirs.user_cache_path("harness") / "worker"
 """This worker's store; `harness worker --store DIR` sets it at start (see harness.batch.preload)."""
@@ -157,7 +158,21 @@ def place(sessions: Path, repo: Path, *, probe: Path | None, batch_id: str, ship
             "shipped: run the batch with --cluster, or give the workers the same filesystem"
         )
     copy, source = fetch(shipped)
-    return Place(STORE / "sessions" / batch_id, copy, source, shared=False)
+    return Place(worker_sessions(batch_id), copy, source, shared=False)
+
+
+def worker_sessions(batch_id: str) -> Path:
+    """This worker's sessions folder of a batch; its object store is the worker store's, shared by
+    every batch this machine serves (`.objects` links to `objects/` of the store)."""
+    sessions = STORE / "sessions" / batch_id
+    link = objects_dir(sessions)
+    if not link.exists():
+        (STORE / "objects").mkdir(parents=True, exist_ok=True)
+        sessions.mkdir(parents=True, exist_ok=True)
+        staging = sessions / f".objects.{uuid.uuid4().hex[:8]}"
+        os.symlink(STORE / "objects", staging)
+        os.replace(staging, link)  # several worker processes at once: the same link, whoever is last
+    return sessions
 
 
 def fetch(shipped: Shipped) -> tuple[Path, Source]:

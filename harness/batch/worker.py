@@ -28,7 +28,7 @@ from harness.telemetry.traced import traced
 from harness.trajectory import read_records, read_state
 from harness.types import OutcomeKind
 from sandbox.errors import EngineUnavailable, SandboxError
-from sandbox.layout import session_folder
+from sandbox.layout import SessionFolder, session_folder
 from sandbox.network.egress import read_log
 
 REFERENCE_MODEL = "reference:"
@@ -151,6 +151,11 @@ def _placed(spec: TaskRunSpec, shipped: shipping.Shipped | None) -> tuple[TaskRu
     if reference is not None and str(reference) in local:
         reference = Path(local[str(reference)])
     task = spec.task.model_copy(update={"repo": where.repo, "reference": reference})
+    if task.fork is not None:  # what was shipped is the parent session: made a session of this worker's
+        from harness.batch.forks import adopt
+
+        parent = adopt(where.repo, where.sessions)
+        task = task.model_copy(update={"fork": task.fork.model_copy(update={"folder": parent})})
     return spec.model_copy(update={"sessions": where.sessions, "task": task, "model": model}), where
 
 
@@ -276,15 +281,25 @@ def _fork_overrides(spec: TaskRunSpec) -> dict[str, object]:
     return {"model": spec.model or spec.key.model, **{f"limits.{name}": value for name, value in limits.items()}}
 
 
+def session_record(spec: TaskRunSpec, folder: Path, result: RunResult) -> TaskRunRecord:
+    """The record of a session no task-run of the batch made (a fork batch's parent), as if it had."""
+    attempt = Attempt(outcome=result.outcome, detail=result.detail, cause=result.cause, duration_s=result.elapsed_s)
+    return _record(spec, [attempt], result, "done", where=folder)
+
+
 def _record(
-    spec: TaskRunSpec, attempts: list[Attempt], result: RunResult | None, status: Literal["done", "gave_up"]
+    spec: TaskRunSpec,
+    attempts: list[Attempt],
+    result: RunResult | None,
+    status: Literal["done", "gave_up"],
+    where: Path | None = None,
 ) -> TaskRunRecord:
-    folder = session_folder(spec.sessions, spec.key.session_id)
+    folder = session_folder(spec.sessions, spec.key.session_id) if where is None else SessionFolder(where)
     record = TaskRunRecord(
         key=spec.key,
         status=status,
         attempts=attempts,
-        session_id=spec.key.session_id,
+        session_id=folder.root.name,
         session_dir=str(folder.root),
         category=spec.task.tags.category,
         tags=spec.task.tags.model_dump(),

@@ -281,7 +281,7 @@ def generated_repo(folder: Path, megabytes: int) -> Path:
     import random
 
     repo = folder / "repo"
-    shutil.copytree(EXAMPLE, repo)
+    shutil.copytree(EXAMPLE / "calc", repo)
     words = [f"{a}{b}" for a in ("get", "set", "load", "parse", "value", "item", "node", "self") for b in "_xyzq"]
     chance = random.Random(50)
     size, number = 0, 0

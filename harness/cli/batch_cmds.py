@@ -171,15 +171,17 @@ def fork(
     """N new sessions continuing SESSION after its step K (its workspace, image and conversation
     then; the messages re-sent unchanged, so a prompt cache serves them), each with a model, run as a
     batch: `harness report DIR` compares them, the same command again continues after a crash."""
-    from harness.batch.forks import fork_tasks
+    from harness.batch.forks import fork_tasks, record_parent
     from harness.batch.runner import BatchBudget
     from harness.cli.app import state_dir
 
+    folder = out or Path(f"forks-{session_id}-at-{at}")
     with reported():
         tasks = fork_tasks(state_dir(state) / session_id, at, runs=n, models=list(model), hint=hint)
+        record_parent(tasks, folder)
     execute(
         tasks,
-        out or Path(f"forks-{session_id}-at-{at}"),
+        folder,
         models=list(model) or list(tasks.defaults.model),
         runs=None,
         workers=workers,

@@ -197,7 +197,8 @@ def test_a_worker_that_does_not_see_the_batch_gets_the_repository_once_and_sends
             host == socket.gethostname() and Path(there) == store.resolve() / "sessions" / batch_id / record.session_id
         )
         assert (Path(there) / "steps.jsonl").is_file() and not (Path(there) / "workspace").exists()
-        assert (store / "sessions" / batch_id / ".objects" / "git").is_dir(), "its snapshots, in the shared store"
+        assert (store / "objects" / "git").is_dir(), "its snapshots, in the worker store's shared objects"
+        assert (store / "sessions" / batch_id / ".objects").resolve() == (store / "objects").resolve()
     shown = subprocess.run(
         [str(BIN / "harness"), "show", records[0].session_id, "--state-dir", str(out / "sessions")],
         capture_output=True,

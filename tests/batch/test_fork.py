@@ -77,7 +77,9 @@ def test_each_fork_resends_the_parents_prefix_then_goes_its_own_way(forked, brow
     parent_requests = [body for model, body in bodies if model == "parent"]
     after_two = parent_requests[2]  # the request of the parent's step 3: everything through step 2
     records = {r.key.model: r for r in BatchDir(out).records()}
-    assert sorted(records) == [f"openai:{name}" for name in FORKS]
+    assert sorted(records) == sorted([f"openai:{name}" for name in FORKS] + ["openai:parent (parent)"])
+    parent_record = records["openai:parent (parent)"]
+    assert parent_record.outcome == "verified" and parent_record.session_dir == str(harness.session_dir("parent"))
     parent_dir = harness.session_dir("parent")
     parent_steps = _steps(parent_dir)
     snap = next(r.snapshot_step for r in read_records(parent_dir) if r.kind == "step" and r.step == 2)
@@ -114,7 +116,8 @@ def test_each_fork_resends_the_parents_prefix_then_goes_its_own_way(forked, brow
     assert len(family) == 5 and family[0].startswith("the root · parent verified"), family
     assert sum("forked at step 2" in line for line in family) == 4
     assert any("(this session)" in line and first.name in line for line in family)
-    assert (out / "report.html").is_file() and "fork-a" in (out / "report.md").read_text()
+    report = (out / "report.md").read_text()
+    assert (out / "report.html").is_file() and "fork-a" in report and "openai:parent (parent)" in report
 
 
 def test_a_fork_of_a_fork_and_the_refusals(forked, tmp_path):
@@ -131,7 +134,7 @@ def test_a_fork_of_a_fork_and_the_refusals(forked, tmp_path):
         "--state-dir", sessions, "--out", str(tmp_path / "grand"), "--json",
     )  # fmt: skip
     assert again.code == 0, again.stdout + again.stderr
-    [grand] = BatchDir(tmp_path / "grand").records()
+    [grand] = [r for r in BatchDir(tmp_path / "grand").records() if not r.key.model.endswith("(parent)")]
     calls = [r for r in read_records(Path(grand.session_dir)) if isinstance(r, ToolRecord)]
     assert calls[-1].name == "read_file" and "fork-a" in calls[-1].text and not calls[-1].is_error
     assert grand.outcome == "verified"
@@ -164,17 +167,17 @@ def test_the_python_api_and_a_killed_fork_batch_runs_each_fork_once(forked, tmp_
     env = {**harness.env, "HARNESS_RUN_ID": f"{run_label}-fork"}
     client = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and not list((out / "runs").glob("*/*/*.json")):
+    while time.monotonic() < deadline and len(list((out / "runs").glob("*/*/*.json"))) < 2:
         time.sleep(0.2)
     client.send_signal(signal.SIGKILL)
     client.wait(timeout=30)
-    before = len(BatchDir(out).records())
+    before = len(BatchDir(out).records()) - 1  # the parent's record is written first
     assert 1 <= before < 4
     rest = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
     assert rest.returncode == 0, rest.stderr
     result = json.loads(rest.stdout.strip().splitlines()[-1])
     assert result["ran"] == 4 - before and result["skipped"] == before
-    records = BatchDir(out).records()
+    records = [r for r in BatchDir(out).records() if not r.key.model.endswith("(parent)")]
     assert len(records) == 4 and len({r.session_id for r in records}) == 4
     for record in records:
         starts = [r for r in read_records(Path(record.session_dir)) if r.kind == "event" and r.event == "fork"]
@@ -186,3 +189,49 @@ def test_the_python_api_and_a_killed_fork_batch_runs_each_fork_once(forked, tmp_
     )  # fmt: skip
     assert [r.outcome for r in made] == ["verified"]
     assert sys.modules["harness"].fork is api.fork
+
+
+@pytest.mark.slow
+def test_forks_run_on_a_worker_that_lacks_the_parents_objects(tmp_path, run_label):
+    """The forks' worker cannot see the client's folder (as on another machine): the parent session
+    (its files and one pack of its objects) is shipped once, made a session of the worker's store,
+    and each fork continues from it there."""
+    from tests.batch.test_cluster import serving
+
+    client_side, store = tmp_path / "client", tmp_path / "worker-store"
+    label = f"{run_label}-forkworker"
+    harness = Harness(client_side / "state", label)
+    parent_script, fork_script = client_side / "parent.yaml", client_side / "fork.yaml"
+    client_side.mkdir()
+    parent_script.write_text(yaml.safe_dump({"turns": [
+        turn("Reading.", ("read_file", {"path": "calc/ops.py"})), turn("Fixing.", ("apply_patch", ADD_FIX)),
+        turn("Done."),
+    ]}))  # fmt: skip
+    fork_script.write_text(yaml.safe_dump({"turns": [
+        {}, {}, turn("Mine.", ("write_file", {"path": "remote.txt", "content": "made on the worker\n"})), turn("Done."),
+    ]}))  # fmt: skip
+    assert harness.run(f"scripted:{parent_script}", session="parent").code == 0
+    hide = [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        'mount -t tmpfs -o size=1m hide "$0" && exec "$@"',
+    ]
+    out = client_side / "forks"
+    with serving(label, wrap=[*hide, str(client_side)], extra=["--store", str(store)]) as (address, _):
+        done = harness(
+            "fork", "parent", "--at", "2", "-n", "2", "--model", f"scripted:{fork_script}", "--out", str(out),
+            "--cluster", address, "--json",
+        )  # fmt: skip
+    assert done.code == 0, done.stdout + done.stderr
+    records = [r for r in BatchDir(out).records() if not r.key.model.endswith("(parent)")]
+    assert [r.outcome for r in records] == ["verified", "verified"], records
+    assert sorted(r.repo_source for r in records) == ["cached", "fetched"], "the parent shipped once"
+    for record in records:
+        assert record.patch and "+made on the worker" in record.patch and "return a + b" in record.patch
+        assert record.worker_session.split(":", 1)[1].startswith(str(store.resolve()))
+    adopted = list((store / "sessions").glob("*/parent-*-parent"))
+    assert len(adopted) == 1 and (adopted[0] / "steps.jsonl").is_file()
