@@ -2,7 +2,7 @@
 parent would have sent it next, so the fork's first request repeats the parent's prefix byte for
 byte (a provider's prompt cache serves it) before the new model (and a hint) take over.
 
-Pure: records in, records and a run state out; `harness.assembly.fork_run` writes and runs them.
+Pure: records in, records and a run state out; `harness.assembly.fork_session` writes them, `resume_run` runs the fork.
 """
 
 from __future__ import annotations

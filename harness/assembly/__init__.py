@@ -626,22 +626,6 @@ def is_running(session_dir: Path) -> bool:
         os.close(fd)
 
 
-def fork_run(
-    parent_dir: Path,
-    at: int,
-    sessions: Path,
-    runtime: Runtime,
-    session_id: str,
-    overrides: dict[str, Any] | None = None,
-    hint: str | None = None,
-) -> RunResult:
-    """A new session that continues the run of parent_dir after its step `at` (workspace, image and
-    conversation as they were then; the parent's messages re-sent unchanged) with the config's model
-    and the overrides, a hint as one more user message; run to its end like a resumed run."""
-    fork_session(parent_dir, at, sessions, runtime, session_id, overrides, hint)
-    return resume_run(session_id, sessions, runtime)
-
-
 def fork_session(
     parent_dir: Path,
     at: int,
@@ -651,8 +635,11 @@ def fork_session(
     overrides: dict[str, Any] | None = None,
     hint: str | None = None,
 ) -> Session:
-    """The fork's session folder, ready for `resume_run`: the parent's steps through `at` (shared,
-    nothing copied), its trajectory through that step, the run's state then, and its config."""
+    """A new session that continues the run of parent_dir after its step `at`, ready for `resume_run`
+    (which runs it to its end): the parent's steps through `at` (shared, nothing copied), its
+    trajectory through that step, the run's state then (the conversation as the parent would have
+    sent it next, then the hint as one more user message), and its config with the overrides (the
+    model, limits)."""
     from harness.agent.fork import fork_start
     from harness.trajectory import read_records
     from sandbox.session.session import Session

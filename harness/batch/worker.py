@@ -264,9 +264,10 @@ def _attempt(spec: TaskRunSpec, runtime: assembly.Runtime) -> RunResult:
         remove_tree(folder.root)
     if spec.task.fork is not None:  # `harness fork`: the parent's config, this task-run's model and caps
         fork = spec.task.fork
-        return assembly.fork_run(
+        assembly.fork_session(
             fork.folder, fork.at, spec.sessions, runtime, spec.key.session_id, _fork_overrides(spec), fork.hint
         )
+        return assembly.resume_run(spec.key.session_id, spec.sessions, runtime)
     config = run_config(spec)
     return assembly.start_run(spec.task.repo, spec.task.task, config, spec.sessions, runtime, spec.key.session_id)
 

@@ -1,14 +1,17 @@
-"""A session: a private workspace copied from the user's repository, its snapshot store, and steps.
+"""A session: a private workspace copied from the user's repository, its snapshots, and steps.
 
 Layout of `<state_dir>/<session id>/`: `session.json` (written atomically, last, by `create`: a
 folder without it is an unfinished create), `steps.jsonl` (append-only; step N = workspace tree
-id + image), `workspace/` (what containers see), `store/` (objects and stat index). The user's
-repository is read once, by `create`, and never written. Rollback appends a step that repeats an
-earlier one, so history is never lost and the next step continues from the restored state.
-(The file names come from `sandbox.layout`; the records are `sandbox.session.records`.)
+id + image), `workspace/` (what containers see; given back when the session ends and made again from
+the snapshots when needed), `store/` (the stat index and pinned trees). The objects are in the state
+directory's shared store (`sandbox.snapshot.shared`), which sessions of one repository and forks of
+a session share. The user's repository is read once, by `create`, and never written. Rollback appends
+a step that repeats an earlier one, so history is never lost and the next step continues from the
+restored state. (The file names come from `sandbox.layout`; the records are `sandbox.session.records`.)
 
-About 330 lines: the one `Session` class is a session's whole lifecycle (create, open, commit,
-rollback, diff, export), each method short; splitting it would scatter the step-log locking.
+About 600 lines: the one `Session` class is a session's whole lifecycle (create, fork, open, commit,
+rollback, retire, diff, export), each method short; splitting it would scatter the step-log and
+shared-store locking.
 """
 
 from __future__ import annotations

@@ -59,6 +59,7 @@ def test_provider_failure_is_model_error_then_resume_verifies(harness, server, t
     assert result["tokens"]["input"] == 20 and result["tokens"]["output"] == 10
     folder = harness.session_dir("flaky")
     assert [r.kind for r in read_records(folder)][-1] == "outcome"
+    assert result["cause"] is None and not (folder / "workspace").exists(), "ended: its workspace was given back"
     for name in (TRAJECTORY_FILE, "state.json", "run.json"):
         assert KEY not in (folder / name).read_text()
     assert server.requests[0].headers["authorization"] == f"Bearer {KEY}"

@@ -37,6 +37,12 @@ def _workers(address: str) -> int:
         return len(client.scheduler_info()["workers"])
 
 
+def hiding(folder: Path) -> list[str]:
+    """A worker command line's prefix that runs it in a mount namespace of its own with a tmpfs over
+    folder: it sees none of what the client keeps there, as on another machine."""
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", 'mount -t tmpfs -o size=1m hide "$0" && exec "$@"', str(folder)]  # fmt: skip
+
+
 @contextmanager
 def serving(run_label: str, *, wrap: list[str] | None = None, extra: list[str] | None = None):
     """A scheduler and one `harness worker --sessions 2` (its command line prefixed by wrap)."""
@@ -167,16 +173,7 @@ def test_a_worker_that_does_not_see_the_batch_gets_the_repository_once_and_sends
     }
     (client_side / "tasks.yaml").write_text(yaml.safe_dump(spec))
     out = client_side / "out"
-    hide = [
-        "unshare",
-        "--mount",
-        "--propagation",
-        "private",
-        "sh",
-        "-c",
-        'mount -t tmpfs -o size=1m hide "$0" && exec "$@"',
-    ]
-    with serving(run_label, wrap=[*hide, str(client_side)], extra=["--store", str(store)]) as (address, _):
+    with serving(run_label, wrap=hiding(client_side), extra=["--store", str(store)]) as (address, _):
         first = _batch(str(client_side / "tasks.yaml"), "--out", str(out), "--cluster", address, label=run_label)
         again = _batch(str(client_side / "tasks.yaml"), "--out", str(out), "--cluster", address, label=run_label)
     assert first.returncode == 0, first.stdout + first.stderr

@@ -196,7 +196,7 @@ def test_forks_run_on_a_worker_that_lacks_the_parents_objects(tmp_path, run_labe
     """The forks' worker cannot see the client's folder (as on another machine): the parent session
     (its files and one pack of its objects) is shipped once, made a session of the worker's store,
     and each fork continues from it there."""
-    from tests.batch.test_cluster import serving
+    from tests.batch.test_cluster import hiding, serving
 
     client_side, store = tmp_path / "client", tmp_path / "worker-store"
     label = f"{run_label}-forkworker"
@@ -211,17 +211,8 @@ def test_forks_run_on_a_worker_that_lacks_the_parents_objects(tmp_path, run_labe
         {}, {}, turn("Mine.", ("write_file", {"path": "remote.txt", "content": "made on the worker\n"})), turn("Done."),
     ]}))  # fmt: skip
     assert harness.run(f"scripted:{parent_script}", session="parent").code == 0
-    hide = [
-        "unshare",
-        "--mount",
-        "--propagation",
-        "private",
-        "sh",
-        "-c",
-        'mount -t tmpfs -o size=1m hide "$0" && exec "$@"',
-    ]
     out = client_side / "forks"
-    with serving(label, wrap=[*hide, str(client_side)], extra=["--store", str(store)]) as (address, _):
+    with serving(label, wrap=hiding(client_side), extra=["--store", str(store)]) as (address, _):
         done = harness(
             "fork", "parent", "--at", "2", "-n", "2", "--model", f"scripted:{fork_script}", "--out", str(out),
             "--cluster", address, "--json",

@@ -264,7 +264,7 @@ def test_a_worker_machine_runs_a_tasks_mcp_server_and_service(tmp_path, project,
     from harness.batch.records import BatchDir
     from sandbox.tree import copy_tree
     from tests.batch.test_batch_run import _batch, _result
-    from tests.batch.test_cluster import serving
+    from tests.batch.test_cluster import hiding, serving
     from tests.tools.test_services import PROBE, SERVE, TEST
 
     label = f"{run_label}-mcpworker"
@@ -286,17 +286,8 @@ def test_a_worker_machine_runs_a_tasks_mcp_server_and_service(tmp_path, project,
             "services": {"web": {"image": "py311", "command": ["python3", "-c", SERVE], "health": ["python3", "-c", PROBE]}},
         }],
     }))  # fmt: skip
-    hide = [
-        "unshare",
-        "--mount",
-        "--propagation",
-        "private",
-        "sh",
-        "-c",
-        'mount -t tmpfs -o size=1m hide "$0" && exec "$@"',
-    ]
     out = client_side / "out"
-    with serving(label, wrap=[*hide, str(client_side)], extra=["--store", str(tmp_path / "worker-store")]) as (
+    with serving(label, wrap=hiding(client_side), extra=["--store", str(tmp_path / "worker-store")]) as (
         address,
         _,
     ):

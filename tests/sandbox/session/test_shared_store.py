@@ -210,3 +210,45 @@ def test_a_session_made_before_stores_were_shared_still_opens(tmp_path: Path) ->
     assert reopened.commit_step("x").step == 1 and (old / "store" / "git" / "objects").is_dir()
     assert not reopened.retire(), "its workspace stays: it has no shared store to be made again from"
     reopened.close()
+
+
+COLLECTOR = """
+import sys
+from pathlib import Path
+from sandbox.snapshot.shared import collect
+print("collecting", flush=True)
+collect(Path(sys.argv[1]))
+print("done", flush=True)
+"""
+
+
+def test_a_collection_killed_midway_loses_nothing(tmp_path: Path) -> None:
+    import signal
+
+    repo, state = _repo(tmp_path / "repo", files=600), tmp_path / "state"
+    kept = Session.create(repo, state, spec=SandboxSpec(), session_id="kept")
+    doomed = Session.create(repo, state, spec=SandboxSpec(), session_id="doomed")
+    for step in range(25):  # loose objects of its own, many of them
+        for n in range(40):
+            (doomed.workspace / f"pkg{n % 10}" / f"doomed{n}.txt").write_text(f"{step} {n}\n" * 30)
+        doomed.commit_step(f"doomed {step}")
+    (kept.workspace / "kept.txt").write_text("kept\n")
+    kept.commit_step("kept")
+    before = fingerprint(kept.workspace)
+    doomed.delete()
+    for delay in (0.02, 0.05, 0.1):
+        child = subprocess.Popen(
+            [sys.executable, "-c", COLLECTOR, str(objects_dir(state))], cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True
+        )
+        assert child.stdout is not None and child.stdout.readline().strip() == "collecting"
+        time.sleep(delay)
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        store = ObjectStore(objects_dir(state) / "git")
+        assert all(_walk(store, record.tree) for record in kept.records), "every step whole after the kill"
+    done = collect(objects_dir(state))
+    assert done is not None and not done.missing and done.sessions == 1
+    kept.rollback(0)
+    kept.rollback(1)
+    assert fingerprint(kept.workspace) == before
+    kept.close()
