@@ -172,7 +172,8 @@ def find_session_leftovers(
         live = {folder.root.name for folder in folders if folder.info.exists()}
         where = str(state_dir.resolve())
         for image in session_images(client):
-            if image.labels.get(labels.STATE) == where and image.labels.get(labels.SESSION) not in live:
+            gone = image.labels.get(labels.SESSION) not in live
+            if image.labels.get(labels.STATE) == where and gone and not _held_by_others(image, None):
                 leftovers.images.append(object_id(image))
         if setup_cache:
             with translate("listing setup images"):
@@ -190,11 +191,34 @@ def remove_image(client: docker.DockerClient, image_id: str) -> bool:
 
 
 def remove_session_images(client: docker.DockerClient, session_id: str, state_dir: Path | None = None) -> int:
-    """Remove every image of this session (newest first, so parents go last)."""
-    found = sorted(
-        session_images(client, session_id, state_dir), key=lambda i: i.attrs.get("Created", ""), reverse=True
-    )
-    return sum(remove_image(client, object_id(image)) for image in found)
+    """Remove every image of this session (newest first, so parents go last); an image a fork of it
+    also holds (tagged for the fork) only loses this session's tags."""
+    with translate("listing session images"):
+        tagged: list[Image] = client.images.list(name=f"harness-session/{session_id.lower()}")
+    unique = {object_id(image): image for image in [*session_images(client, session_id, state_dir), *tagged]}
+    found = sorted(unique.values(), key=lambda i: i.attrs.get("Created", ""), reverse=True)
+    removed = 0
+    for image in found:
+        if _held_by_others(image, session_id):
+            for tag in _tags_of(image, session_id):
+                with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
+                    client.api.remove_image(tag, noprune=True)
+        else:
+            removed += remove_image(client, object_id(image))
+    return removed
+
+
+def _tags_of(image: Image, session_id: str | None) -> list[str]:
+    """The image's `harness-session/<id>:step-N` tags (of session_id, or of any session)."""
+    prefix = "harness-session/" if session_id is None else f"harness-session/{session_id.lower()}:"
+    return [tag for tag in image.tags if tag.startswith(prefix)]
+
+
+def _held_by_others(image: Image, session_id: str | None) -> bool:
+    """The image is also a step image of another session than session_id (default: the one its
+    labels name), such as a fork's or its parent's."""
+    own = _tags_of(image, session_id or image.labels.get(labels.SESSION, ""))
+    return len(_tags_of(image, None)) > len(own)
 
 
 def remove_leftovers(client: docker.DockerClient | None, leftovers: SessionLeftovers) -> list[str]:

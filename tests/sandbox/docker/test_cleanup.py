@@ -51,3 +51,28 @@ def test_a_zombie_controller_counts_as_gone() -> None:
         assert orphaned(SimpleNamespace(labels={}))  # type: ignore[arg-type]
     finally:
         os.waitpid(child, 0)
+
+
+def test_a_step_image_a_fork_holds_outlives_its_parent(docker_client, run_label, sandbox_image, tmp_path) -> None:
+    """A writable-root session's step image that a fork also starts from (tagged for the fork) loses
+    only the parent's tag when the parent goes, is no leftover for prune, and goes with the fork."""
+    import io
+
+    from sandbox import labels
+    from sandbox.docker.prune import find_session_leftovers, remove_session_images
+    from sandbox.docker.step_images import EngineStepImages
+
+    state = (tmp_path / "state").resolve()
+    state.mkdir()
+    dockerfile = f"FROM {current_ref(docker_client, sandbox_image)}\nRUN true\n".encode()
+    marks = {labels.SESSION: "parent1", labels.STATE: str(state), "harness.run": run_label, labels.KIND: "step"}
+    image, _ = docker_client.images.build(fileobj=io.BytesIO(dockerfile), labels=marks, rm=True, pull=False)
+    steps = EngineStepImages(docker_client)
+    steps.keep("parent1", 3, image.id)
+    steps.keep("fork1", 3, image.id)  # what Session.fork does for the fork's copy of the parent's steps
+    remove_session_images(docker_client, "parent1", state)
+    kept = docker_client.images.get(image.id)
+    assert kept.tags == ["harness-session/fork1:step-3"], kept.tags
+    assert image.id not in find_session_leftovers(docker_client, state).images, "the fork holds it"
+    assert remove_session_images(docker_client, "fork1") == 1
+    assert not docker_client.images.list(name="harness-session/fork1")
