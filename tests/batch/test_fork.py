@@ -109,6 +109,14 @@ def test_each_fork_resends_the_parents_prefix_then_goes_its_own_way(forked, brow
         assert shown.code == 0 and "write_file" in shown.stdout, shown.stderr
     assert len(finals) == 4, "four continuations, four different end states"
     first = Path(records["openai:fork-a"].session_dir)
+    where = ("--state-dir", str(out / "sessions"))
+    exported = harness("export", first.name, *where)
+    assert exported.code == 0 and "+fork-a" in exported.stdout and "+    return a + b" in exported.stdout
+    back = harness("rollback", first.name, "--to", "1", *where)
+    assert back.code == 0 and not (first / "workspace" / "fork-a.txt").exists(), back.stdout + back.stderr
+    assert "return a - b" in (first / "workspace" / "calc" / "ops.py").read_text(), "the parent's state then"
+    replayed = harness("replay", first.name, "--json", *where)
+    assert replayed.code == 0 and json.loads(replayed.stdout)["diverged"] == 0, replayed.stdout + replayed.stderr
     viewed = harness("view", first.name, "--state-dir", str(out / "sessions"), "--no-open")
     assert viewed.code == 0, viewed.stderr
     browser.get((first / "view.html").as_uri())
