@@ -24,6 +24,7 @@ from harness.trajectory import read_records
 from sandbox import durable
 from sandbox.layout import SessionFolder
 from sandbox.snapshot.objects import ObjectStore
+from sandbox.snapshot.shared import git_dir_of
 
 if TYPE_CHECKING:
     from harness.batch.records import TaskRunRecord
@@ -80,7 +81,7 @@ def commit_change(
     """The session's change merged onto parent, committed (no ref moves); (commit id, files changed).
     Conflict (a UsageError) when it does not apply there."""
     steps = list(durable.read_lines(folder.steps))
-    objects = ObjectStore(folder.store / "git")
+    objects = ObjectStore(git_dir_of(folder.root))
     merged = merge(target, objects, steps[0]["tree"], steps[-1]["tree"], parent, label)
     if not merged.changed:
         raise UsageError(f"session {folder.root.name} changed nothing; no commit was made")

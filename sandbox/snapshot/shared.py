@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -84,6 +85,16 @@ class SharedObjects:
                 else:
                     ref.unlink(missing_ok=True)
         return found
+
+
+def git_dir_of(folder: Path) -> Path:
+    """The object store (git dir) a session folder's snapshots are in: its shared store's, or its
+    own `store/git` (a session made before stores were shared)."""
+    try:
+        objects = json.loads((Path(folder) / "session.json").read_text(encoding="utf-8")).get("objects")
+    except (OSError, ValueError, AttributeError):
+        objects = None
+    return Path(objects) / "git" if objects else Path(folder) / "store" / "git"
 
 
 def pin(store_dir: Path, tree: str) -> None:
