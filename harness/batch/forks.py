@@ -13,7 +13,7 @@ from harness.agent.outcome import RunState
 from harness.batch.records import BatchDir, TaskRunKey
 from harness.batch.tasks import ForkFrom, Task, TaskDefaults, TasksFile
 from harness.batch.worker import TaskRunSpec, session_record
-from harness.errors import UsageError
+from harness.errors import NotFoundError, UsageError
 from harness.trajectory import read_records, read_state
 from sandbox.layout import SessionFolder
 
@@ -24,7 +24,7 @@ def fork_tasks(parent_dir: Path, at: int, *, runs: int, models: list[str], hint:
     still running or one that recorded no run."""
     parent_dir = Path(parent_dir).resolve()
     if not SessionFolder(parent_dir).info.is_file():
-        raise UsageError(f"no session {parent_dir.name} in {parent_dir.parent}")
+        raise NotFoundError(f"no session {parent_dir.name} in {parent_dir.parent} (see: harness session list)")
     assembly.check_forkable(parent_dir)
     config = assembly.saved_config(parent_dir, {})
     records = read_records(parent_dir)
