@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.batch import shipping
+from harness.batch.parents import bundle
 from harness.batch.records import BatchDir, TaskRunKey, TaskRunRecord
 from harness.batch.tasks import Task, TasksFile
 from harness.batch.worker import REFERENCE_MODEL, TaskRunOutput, TaskRunSpec, run_task
@@ -271,8 +272,6 @@ class BatchRun:
         fork the parent session (its files and objects, bundled once in a folder of the batch's)."""
         if task.fork is None:
             return task.repo
-        from harness.batch.forks import bundle
-
         into = self.batch.root / "parents" / task.fork.folder.name
         if into not in self.bundles:
             if into.exists():

@@ -17,6 +17,7 @@ from harness import assembly
 from harness.agent.outcome import RunResult, RunState, infra_cause, machine_cause
 from harness.assembly import engine
 from harness.batch import shipping
+from harness.batch.parents import adopt
 from harness.batch.records import Attempt, TaskRunKey, TaskRunRecord
 from harness.batch.tasks import Task, TaskDefaults
 from harness.batch.watchdog import Watchdog, killed_reason
@@ -152,8 +153,6 @@ def _placed(spec: TaskRunSpec, shipped: shipping.Shipped | None) -> tuple[TaskRu
         reference = Path(local[str(reference)])
     task = spec.task.model_copy(update={"repo": where.repo, "reference": reference})
     if task.fork is not None:  # what was shipped is the parent session: made a session of this worker's
-        from harness.batch.forks import adopt
-
         parent = adopt(where.repo, where.sessions)
         task = task.model_copy(update={"fork": task.fork.model_copy(update={"folder": parent})})
     return spec.model_copy(update={"sessions": where.sessions, "task": task, "model": model}), where

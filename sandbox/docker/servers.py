@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -121,13 +122,21 @@ def create_network(client: docker.DockerClient, name: str, labels: dict[str, str
         return str(client.networks.create(name, driver="bridge", internal=True, labels=labels).id)
 
 
-def remove_network(client: docker.DockerClient, name: str) -> None:
-    with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
-        network = client.networks.get(name)
-        for container in network.containers:
-            with contextlib.suppress(docker.errors.APIError):
-                network.disconnect(container, force=True)
-        network.remove()
+def remove_network(client: docker.DockerClient, name: str, attempts: int = 20) -> None:
+    """Remove the network, disconnecting what is still attached; retried for a few seconds, since a
+    call container the engine is still removing keeps its endpoint a moment (then prune finds it)."""
+    for _ in range(attempts):
+        try:
+            network = client.networks.get(name)
+            for container in network.containers:
+                with contextlib.suppress(docker.errors.APIError):
+                    network.disconnect(container, force=True)
+            network.remove()
+            return
+        except docker.errors.NotFound:
+            return
+        except docker.errors.APIError:
+            time.sleep(0.25)
 
 
 def start_service(
