@@ -77,21 +77,22 @@ def adopt(bundle_dir: Path, sessions: Path) -> Path:
         if (folder / "session.json").is_file():
             return folder
         shared = SharedObjects(objects_dir(sessions)).init()
-        pack_folder = shared.git / "objects" / "pack"
-        pack_folder.mkdir(parents=True, exist_ok=True)
-        shipped = sorted((bundle_dir / "objects" / "pack").iterdir(), key=lambda p: p.suffix != ".pack")
-        for path in shipped:  # the pack before its index: a reader never finds an index without it
-            staging = pack_folder / f".{path.name}.{os.getpid()}"
-            shutil.copyfile(path, staging)
-            os.replace(staging, pack_folder / path.name)
-        for path in (bundle_dir / "objects" / "large").iterdir():
-            if not (shared.large / path.name).exists():
-                shutil.copyfile(path, shared.large / path.name)
-        staging_dir = Path(sessions) / f".{folder.name}.{os.getpid()}"
-        shutil.rmtree(staging_dir, ignore_errors=True)
-        shutil.copytree(bundle_dir / "session", staging_dir)
-        info["objects"] = str(shared.root.resolve())
-        (staging_dir / "session.json").write_text(json.dumps(info), encoding="utf-8")
-        shared.add_ref(folder)
-        os.replace(staging_dir, folder)
+        with shared.writing():  # no collection until the folder and its reference are both there
+            pack_folder = shared.git / "objects" / "pack"
+            pack_folder.mkdir(parents=True, exist_ok=True)
+            shipped = sorted((bundle_dir / "objects" / "pack").iterdir(), key=lambda p: p.suffix != ".pack")
+            for path in shipped:  # the pack before its index: a reader never finds an index without it
+                staging = pack_folder / f".{path.name}.{os.getpid()}"
+                shutil.copyfile(path, staging)
+                os.replace(staging, pack_folder / path.name)
+            for path in (bundle_dir / "objects" / "large").iterdir():
+                if not (shared.large / path.name).exists():
+                    shutil.copyfile(path, shared.large / path.name)
+            staging_dir = Path(sessions) / f".{folder.name}.{os.getpid()}"
+            shutil.rmtree(staging_dir, ignore_errors=True)
+            shutil.copytree(bundle_dir / "session", staging_dir)
+            info["objects"] = str(shared.root.resolve())
+            (staging_dir / "session.json").write_text(json.dumps(info), encoding="utf-8")
+            os.replace(staging_dir, folder)
+            shared.add_ref(folder)
     return folder
