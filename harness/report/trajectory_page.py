@@ -88,19 +88,28 @@ def _network(requests: list[dict[str, Any]]) -> str:
 
 
 def _family(view: SessionView) -> str:
-    """The tree of forks: each session with its outcome and the step where it parted from its parent."""
-    items = []
-    for relative in view.family:
+    """The tree of forks as nested lists (the page's policy allows no inline style): each session
+    with its outcome and the step where it parted from its parent."""
+    html, depth = ["<ul>"], 0
+    for index, relative in enumerate(view.family):
+        if index:
+            html.append("</li>")
+        while depth < relative.depth:
+            html.append("<ul>")
+            depth += 1
+        while depth > relative.depth:
+            html.append("</ul></li>")
+            depth -= 1
         me = relative.folder.name == view.folder.name and relative.session_id == view.session_id
         name = f"<b>{esc(relative.session_id)}</b> (this session)" if me else esc(relative.session_id)
         css = "ok" if relative.outcome == "verified" else "warn" if relative.outcome.startswith("running") else "bad"
         parted = f"forked at step {relative.at} · " if relative.at is not None else "the root · "
-        items.append(
-            f'<li class="fork" style="margin-left:{relative.depth * 1.5}em">{parted}{name} '
-            f'<span class="badge {css}">{esc(relative.outcome)}</span> '
-            f'<span class="muted">{esc(str(relative.folder))}</span></li>'
+        html.append(
+            f'<li class="fork">{parted}{name} <span class="badge {css}">{esc(relative.outcome)}</span> '
+            f'<span class="muted">{esc(str(relative.folder))}</span>'
         )
-    return f'<section id="family"><h2>Family ({len(view.family)} sessions)</h2><ul>{"".join(items)}</ul></section>'
+    html.append("</li>" + "</ul></li>" * depth + "</ul>")
+    return f'<section id="family"><h2>Family ({len(view.family)} sessions)</h2>{"".join(html)}</section>'
 
 
 def _outcome(view: SessionView) -> str:

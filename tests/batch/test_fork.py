@@ -120,7 +120,9 @@ def test_each_fork_resends_the_parents_prefix_then_goes_its_own_way(forked, brow
     viewed = harness("view", first.name, "--state-dir", str(out / "sessions"), "--no-open")
     assert viewed.code == 0, viewed.stderr
     browser.get((first / "view.html").as_uri())
-    family = [item.text for item in browser.find_elements("css selector", "#family li")]
+    assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == [], "the page's policy holds"
+    family = [item.text.splitlines()[0] for item in browser.find_elements("css selector", "#family li")]
+    assert len(browser.find_elements("css selector", "#family ul ul li")) == 4, "the forks under their parent"
     assert len(family) == 5 and family[0].startswith("the root · parent verified"), family
     assert sum("forked at step 2" in line for line in family) == 4
     assert any("(this session)" in line and first.name in line for line in family)
