@@ -251,12 +251,14 @@ def bench_context(as_json: bool = typer.Option(False, "--json", help="Print one 
 
 @bench_app.command("batch")
 def bench_batch(
-    tasks: int = typer.Option(24, "--tasks", min=2, max=500, help="Scripted tasks in the batch."),
+    tasks: int | None = typer.Option(
+        None, "--tasks", min=2, max=500, help="Scripted tasks in the batch [default: 24; 50 with --disk]."
+    ),
     think: float = typer.Option(1.0, "--think", min=0, max=30, help="Seconds the model thinks per turn."),
     workers: list[int] = typer.Option([1, 4, 8], "--workers", min=1, max=64, help="Worker counts (repeatable)."),
     image: str = typer.Option("py311", "--image", help="Image of the tasks and of the bare engine runs."),
     disk: bool = typer.Option(
-        False, "--disk", help="Measure disk instead: --tasks (default 50) task-runs of a generated repository."
+        False, "--disk", help="Measure disk instead: --tasks task-runs of a generated repository."
     ),
     repo_mb: int = typer.Option(50, "--repo-mb", min=1, max=2000, help="With --disk: the repository's size in MB."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
@@ -267,7 +269,7 @@ def bench_batch(
     from harness.bench.batch import measure
 
     if disk:
-        _bench_disk(tasks if tasks != 24 else 50, min(workers), repo_mb, as_json)
+        _bench_disk(tasks or 50, min(workers), repo_mb, as_json)
         return
     with reported():
         client = _client()
@@ -277,7 +279,7 @@ def bench_batch(
             ref,
             run_id=environment.run_id("bench"),
             docker_host=environment.docker_host(),
-            tasks=tasks,
+            tasks=tasks or 24,
             think_s=think,
             workers=tuple(sorted(set(workers))),
         )

@@ -54,13 +54,14 @@ def session_list(
     if as_json:
         print(json.dumps([info.model_dump(mode="json") for info in infos]))
         return
-    table = Table("session", "created", "repository", "setup")
+    table = Table("session", "created", "repository", "setup", "forked from")
     for info in infos:
         table.add_row(
             info.id,
             _when(info.created),
             info.repo,
             "cached" if info.setup and info.setup.cached else "yes" if info.setup else "-",
+            f"{info.parent.session} at step {info.parent.step}" if info.parent else "-",
         )
     console.print(table)
 

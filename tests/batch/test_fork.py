@@ -110,6 +110,8 @@ def test_each_fork_resends_the_parents_prefix_then_goes_its_own_way(forked, brow
     assert len(finals) == 4, "four continuations, four different end states"
     first = Path(records["openai:fork-a"].session_dir)
     where = ("--state-dir", str(out / "sessions"))
+    listed = harness("session", "list", *where, env={"COLUMNS": "300"})
+    assert listed.stdout.count("parent at step 2") == 4, listed.stdout
     exported = harness("export", first.name, *where)
     assert exported.code == 0 and "+fork-a" in exported.stdout and "+    return a + b" in exported.stdout
     back = harness("rollback", first.name, "--to", "1", *where)
