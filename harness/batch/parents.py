@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.batch.shipping import locked
 from harness.errors import UsageError
 
 BUNDLE_FILES = ("session.json", "steps.jsonl", "trajectory.jsonl", "run.json", "state.json")
@@ -60,7 +61,6 @@ def bundle(parent_dir: Path, into: Path) -> Path:
 def adopt(bundle_dir: Path, sessions: Path) -> Path:
     """A shipped parent made a session of this worker's batch folder (its objects added to the
     store, referenced, its session.json naming this store); the same folder for every fork of it."""
-    import fcntl
     import json
     import os
     import shutil
@@ -72,8 +72,7 @@ def adopt(bundle_dir: Path, sessions: Path) -> Path:
     folder = Path(sessions) / f"parent-{bundle_dir.name[:12]}-{info['id']}"[:120]
     if (folder / "session.json").is_file():
         return folder
-    with open(Path(sessions) / f".{folder.name}.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with locked(Path(sessions) / f".{folder.name}.lock"):
         if (folder / "session.json").is_file():
             return folder
         shared = SharedObjects(objects_dir(sessions)).init()

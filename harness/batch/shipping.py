@@ -181,7 +181,7 @@ def fetch(shipped: Shipped) -> tuple[Path, Source]:
     target = STORE / "repos" / shipped.digest
     if target.is_dir():
         return target, "cached"
-    with _locked(STORE / "repos" / f".{shipped.digest}.lock"):
+    with locked(STORE / "repos" / f".{shipped.digest}.lock"):
         if target.is_dir():
             return target, "cached"
         try:
@@ -217,7 +217,8 @@ def receive_session(data: bytes, folder: Path) -> None:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
+    """Held by one process of the machine at a time (a fetch into the store, a parent's adoption)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)

@@ -87,11 +87,6 @@ class TaskRunOutput(BaseModel):
 def run_config(spec: TaskRunSpec) -> RunConfig:
     """The RunConfig of one task-run: task fields over batch defaults over run defaults."""
     task, defaults = spec.task, spec.defaults
-    limits = {**defaults.limits.model_dump(exclude_none=True), **task.limits.model_dump(exclude_none=True)}
-    if spec.max_cost_usd is not None:
-        limits["max_cost_usd"] = min(limits.get("max_cost_usd", spec.max_cost_usd), spec.max_cost_usd)
-    if spec.max_tokens is not None:
-        limits["max_tokens"] = min(limits.get("max_tokens", spec.max_tokens), spec.max_tokens)
     model = spec.model or spec.key.model
     if model == REFERENCE_MODEL:  # each mined task names its own reference
         if task.reference is None:
@@ -115,7 +110,7 @@ def run_config(spec: TaskRunSpec) -> RunConfig:
             name: service.model_dump(mode="json")
             for name, service in {**defaults.services, **(task.services or {})}.items()
         },
-        **{f"limits.{name}": value for name, value in limits.items()},
+        **_limits(spec),
     }
     return with_overrides({"session": dict(task.session)}, overrides, f"{spec.task.id} (line {spec.task.line})")
 
@@ -273,12 +268,18 @@ def _attempt(spec: TaskRunSpec, runtime: assembly.Runtime) -> RunResult:
 
 def _fork_overrides(spec: TaskRunSpec) -> dict[str, object]:
     """What a fork changes of its parent's config: the model, and limits no looser than the batch's."""
-    limits = spec.task.limits.model_dump(exclude_none=True)
+    return {"model": spec.model or spec.key.model, **_limits(spec)}
+
+
+def _limits(spec: TaskRunSpec) -> dict[str, object]:
+    """The task-run's limits as config overrides: the task's over the batch defaults', the cost and
+    token caps no looser than what is left of the batch's budget."""
+    limits = {**spec.defaults.limits.model_dump(exclude_none=True), **spec.task.limits.model_dump(exclude_none=True)}
     if spec.max_cost_usd is not None:
         limits["max_cost_usd"] = min(limits.get("max_cost_usd", spec.max_cost_usd), spec.max_cost_usd)
     if spec.max_tokens is not None:
         limits["max_tokens"] = min(limits.get("max_tokens", spec.max_tokens), spec.max_tokens)
-    return {"model": spec.model or spec.key.model, **{f"limits.{name}": value for name, value in limits.items()}}
+    return {f"limits.{name}": value for name, value in limits.items()}
 
 
 def session_record(spec: TaskRunSpec, folder: Path, result: RunResult) -> TaskRunRecord:
