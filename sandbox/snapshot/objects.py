@@ -94,13 +94,16 @@ class ObjectStore:
         self._tmp.mkdir(parents=True, exist_ok=True)
         (self.git_dir / "refs" / "heads").mkdir(parents=True, exist_ok=True)
         (self.git_dir / "info").mkdir(exist_ok=True)
-        (self.git_dir / "info" / "exclude").write_text("")
-        head = self.git_dir / "HEAD"
-        if not head.exists():
-            head.write_text("ref: refs/heads/main\n")
-        (self.git_dir / "config").write_text(
-            "[core]\n\trepositoryformatversion = 0\n\tbare = true\n\tfilemode = true\n"
-        )
+        for name, text in (
+            ("info/exclude", ""),
+            ("HEAD", "ref: refs/heads/main\n"),
+            ("config", "[core]\n\trepositoryformatversion = 0\n\tbare = true\n\tfilemode = true\n"),
+        ):
+            path = self.git_dir / name
+            if not path.is_file():  # written once, whole: other sessions (and git) read a shared store's
+                staging = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+                staging.write_text(text)
+                os.replace(staging, path)
         old = time.time() - STALE_TMP_S
         for stale in self._tmp.iterdir():  # a killed writer's; never a live one's (the store is shared)
             with contextlib.suppress(OSError):
@@ -181,25 +184,30 @@ class ObjectStore:
             with open(self._path(oid), "rb") as handle:
                 raw = zlib.decompress(handle.read())
         except FileNotFoundError:
-            where = self._packs().get(oid)
-            if where is None:  # another process may have added a pack since the indexes were read
-                self._packed = None
-                where = self._packs().get(oid)
-            if where is None:
-                raise SnapshotError(f"snapshot object {oid} is missing") from None
-            try:
-                return packs.read_object(*where)
-            except FileNotFoundError:  # a collection moved it to a new pack meanwhile
-                self._packed = None
-                if oid not in self._packs():
-                    raise SnapshotError(f"snapshot object {oid} is missing") from None
-                return packs.read_object(*self._packs()[oid])
-            except (OSError, zlib.error, IndexError) as error:
-                raise SnapshotError(f"snapshot object {oid} is unreadable in {where[0]}: {error}") from error
+            raw = None
         except (OSError, zlib.error) as error:
             raise SnapshotError(f"snapshot object {oid} is missing or corrupt: {error}") from error
+        if raw is None:
+            return self._from_pack(oid)
         nul = raw.index(b"\0")
         return raw[:nul].split(b" ")[0], raw[nul + 1 :]
+
+    def _from_pack(self, oid: str) -> tuple[bytes, bytes]:
+        """An object from the packs; the pack list is read again once when it lacks the object or
+        names a pack that is gone (another process added a pack, or a collection replaced one)."""
+        for again in (False, True):
+            if again:
+                self._packed = None
+            where = self._packs().get(oid)
+            if where is None:
+                continue
+            try:
+                return packs.read_object(*where)
+            except FileNotFoundError:
+                continue
+            except (OSError, zlib.error, IndexError) as error:
+                raise SnapshotError(f"snapshot object {oid} is unreadable in {where[0]}: {error}") from error
+        raise SnapshotError(f"snapshot object {oid} is missing")
 
     def tree(self, oid: str) -> list[TreeEntry]:
         return [] if oid == EMPTY_TREE else decode_tree(self.read(oid, b"tree"))
