@@ -297,11 +297,11 @@ class Session:
         something needs it. False when kept: its own store, a quota mount, or uncommitted changes."""
         if self.shared is None or self.info.config.workspace_quota or not self.paths.workspace.is_dir():
             return False
-        if self.tree_now() != self.last_tree:
-            return False  # never lose what no step holds
-        self.close()
         gone = self.dir / f"workspace.retired-{os.getpid()}"
         with self._locked():
+            if self.store.snapshot() != self.last_tree:
+                return False  # never lose what no step holds
+            self.close()
             os.rename(self.paths.workspace, gone)
             (self.paths.store / "index.pickle").unlink(missing_ok=True)
         self._store = None
