@@ -83,10 +83,8 @@ class Relative:
 
     session_id: str
     folder: Path
-    parent: str | None
-    """The folder of the session it was forked from (None: the family's root)."""
     at: int | None
-    """The parent's step it parted at."""
+    """The parent's step it parted at (None: the family's root)."""
     outcome: str
     """Its run's outcome, `running or unfinished` while it has none."""
     depth: int
@@ -96,56 +94,55 @@ def family(folder: Path) -> list[Relative]:
     """The tree of forks folder belongs to, root first, each child after its parent (depth first):
     every session of its shared store that descends from the same root. Just itself when it has no
     fork and is none."""
-    import json
-
+    from sandbox import durable
+    from sandbox.layout import SessionFolder
+    from sandbox.session.session import SessionInfo
     from sandbox.snapshot.shared import SharedObjects
 
-    def read(where: Path) -> dict[str, Any]:
+    def read(where: Path) -> SessionInfo | None:
         try:
-            return dict(json.loads((where / "session.json").read_text(encoding="utf-8")))
-        except (OSError, ValueError, TypeError):
-            return {}
+            return SessionInfo.model_validate(durable.read_json(SessionFolder(where).info))
+        except (OSError, ValueError):
+            return None
 
     folder = Path(folder).resolve()
-    info = read(folder)
-    known = {folder: info}
-    if info.get("objects"):
-        for other in SharedObjects(Path(info["objects"])).referrers():
+    known = {folder: read(folder)}
+    mine = known[folder]
+    if mine is not None and mine.objects:
+        for other in SharedObjects(Path(mine.objects)).referrers():
             known.setdefault(other.resolve(), read(other))
-    parent_of = {f: Path(i["parent"]["folder"]) for f, i in known.items() if isinstance(i.get("parent"), dict)}
+    infos = {where: info for where, info in known.items() if info is not None}
+    parent_of = {where: Path(info.parent.folder) for where, info in infos.items() if info.parent is not None}
     root = folder
-    while root in parent_of and parent_of[root] in known:
+    while root in parent_of and parent_of[root] in infos:
         root = parent_of[root]
     children: dict[Path, list[Path]] = {}
-    for child, parent in sorted(parent_of.items(), key=lambda item: known[item[0]].get("created", 0)):
+    for child, parent in sorted(parent_of.items(), key=lambda item: infos[item[0]].created):
         children.setdefault(parent, []).append(child)
     out: list[Relative] = []
     work = [(root, 0)]
     while work:
         where, depth = work.pop()
-        fork = known[where].get("parent") or {}
-        out.append(
-            Relative(
-                session_id=str(known[where].get("id", where.name)),
-                folder=where,
-                parent=fork.get("folder"),
-                at=fork.get("step"),
-                outcome=_outcome_of(where),
-                depth=depth,
-            )
-        )
+        info = infos.get(where)
+        at = info.parent.step if info is not None and info.parent is not None else None
+        name = info.id if info is not None else where.name
+        out.append(Relative(name, where, at, _outcome_of(where), depth))
         work.extend((child, depth + 1) for child in reversed(children.get(where, [])))
     return out
 
 
 def _outcome_of(folder: Path) -> str:
-    import json
+    from harness.agent.outcome import RunState
+    from harness.errors import SessionError
+    from harness.trajectory import read_state
 
     try:
-        state = json.loads((folder / "state.json").read_text(encoding="utf-8"))
-        return str((state.get("result") or {}).get("outcome") or "running or unfinished")
-    except (OSError, ValueError, AttributeError):
+        state = read_state(folder, RunState)
+    except SessionError:
+        state = None
+    if state is None:
         return "no run"
+    return state.result.outcome if state.result is not None else "running or unfinished"
 
 
 def session_config(settings: SessionSettings, **decided: Any) -> SessionConfig:
