@@ -22,7 +22,7 @@ from harness.providers.config import ProviderConfig
 from harness.providers.vendor import prefix_of
 from harness.tools.declared import CommandToolConfig
 from harness.tools.mcp import MCPServerConfig
-from sandbox.settings import FLAT_KEYS, SessionSettings, lift_flat
+from sandbox.settings import FLAT_KEYS, SessionSettings, StartedFrom, lift_flat
 from sandbox.spec import SandboxSpec
 
 CONFIG_FILE_NAME = "config.toml"
@@ -199,6 +199,9 @@ class RunConfig(BaseModel):
     sub-model. The config file and flags spell its keys flat (`setup = [...]`) or as `[session]`."""
     setup_source: str = ""
     """Where the setup commands came from: empty (given), or `detected: <why>` (`--setup auto`)."""
+    started_from: StartedFrom | None = None
+    """The commit a start state that is no git repository came from (the batch worker sets it for a
+    mined task from its tags): the session records it and `harness apply` lands on it."""
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
 
     @model_validator(mode="before")

@@ -117,6 +117,22 @@ class SessionSettings(BaseModel):
         return redact_url(value) if value else value
 
 
+class StartedFrom(BaseModel):
+    """A start state made from a commit of a git repository other than the folder it was copied from
+    (a mined task's start state is a plain folder): what `harness apply` lands a change on."""
+
+    repository: str | None = None
+    """The git repository the start state came from (absolute, as it was mined; None: not known, and
+    `harness apply --repo` names it)."""
+    commit: str | None = None
+    """The commit the start state is built on (a mined task: its commit's first parent); None: the
+    first parent of `applied`, asked of the repository."""
+    applied: str | None = None
+    """A commit whose changes the start state already holds on some paths (a mined task: its commit,
+    whose test changes are there): a landed change carries those too, so the branch holds the tree
+    that was verified."""
+
+
 FLAT_KEYS = tuple(SessionSettings.model_fields)
 """The settings' keys as files and flags spell them, at the top level of their config."""
 

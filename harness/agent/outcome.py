@@ -76,7 +76,11 @@ def machine_cause(error: ModelError) -> Cause | None:
     return "endpoint_unreachable" if isinstance(last, ModelUnreachable) else None
 
 
-def exit_code_for_outcome(outcome: Outcome) -> ExitCode:
+def exit_code_for_outcome(outcome: Outcome, cause: Cause | None = None) -> ExitCode:
+    """The exit code of a run that ended so: its outcome's, except a model error whose endpoint could
+    not be reached, which exits as every command does when it cannot reach one (69)."""
+    if outcome_kind(outcome) == "model_error" and cause == "endpoint_unreachable":
+        return ExitCode.MODEL_UNAVAILABLE
     return OUTCOME_EXIT_CODES[outcome_kind(outcome)]
 
 
@@ -179,7 +183,7 @@ class RunResult(BaseModel):
             outcome=outcome,
             detail=detail,
             evidence=evidence,
-            exit_code=exit_code_for_outcome(outcome),
+            exit_code=exit_code_for_outcome(outcome, cause),
             cause=cause,
             verified=outcome == "verified",
             steps=state.step,

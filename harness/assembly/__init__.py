@@ -303,6 +303,7 @@ def create_session(
             ready=ready,
             workspace_from=loan.folder if loan is not None else None,
             secrets=secrets,
+            started_from=config.started_from,
         )
     finally:
         if loan is not None and loan.containers:  # not adopted: the session failed before its calls
@@ -648,6 +649,8 @@ def fork_session(
     check_forkable(parent_dir)
     parent = open_session(parent_dir.parent, parent_dir.name)
     config = saved_config(parent_dir, {"approval": "unattended", **(overrides or {})})
+    if config.model != saved_config(parent_dir, {}).model:  # another model's script starts at its first turn
+        config = took_over(config, at)
     start = fork_start(
         read_records(parent_dir), at, session_id=session_id, model=config.model or "", config=config.context, hint=hint
     )
@@ -734,17 +737,27 @@ def resume_run(session_id: str, sessions: Path, runtime: Runtime, overrides: dic
     folder = SessionFolder(sessions / session_id)
     if folder.root.is_dir():  # first: a crashed controller's containers go even if its files are damaged
         engine.prune_crashed(runtime.docker_host, sessions, session_id)
+    before = saved_config(folder.root, {})
     config = saved_config(folder.root, overrides or {})
     state = read_state(folder.root, RunState)
     if state is None:
         raise SessionError(f"session {session_id} has no run to resume")
+    if config.model != before.model and config.model:
+        config = took_over(config.model_copy(update={"model": absolute_model(config.model, sessions)}), state.step)
     if state.finished and state.result is not None:
         raise StateError(f"session {session_id} already ended as {state.result.outcome}; nothing to resume")
     provider = build_provider(config, runtime)
+    changed = changed_settings(before, config)
     with open_sandbox(runtime, session_id) as sandbox:
         session = open_session(sessions, session_id, sandbox)
-        state = state.model_copy(update={"finished": False, "result": None})
+        state = state.model_copy(update={"finished": False, "result": None, "model": config.model or state.model})
+        if changed:  # what a later resume (and replay) continues with; the trajectory says what changed
+            write_text_atomic(folder.run_config, config.model_dump_json(indent=1))
         _start_record(session, config, state, session.repo, resumed=True, runtime=runtime)
+        if changed:
+            trajectory = Trajectory(session.dir, runtime.secrets)
+            trajectory.append(EventRecord(event="resume_changed", detail="; ".join(changed)), durable=True)
+            trajectory.close()
         with session:
             session.connect_network(
                 config.session.allow_net,
@@ -752,6 +765,57 @@ def resume_run(session_id: str, sessions: Path, runtime: Runtime, overrides: dic
                 bound_secrets(config.session.secrets, runtime.secret_values),
             )
             return _run_agent(config, session, sandbox, provider, state, runtime, resumed=True)
+
+
+def took_over(config: RunConfig, turns: int) -> RunConfig:
+    """config whose model takes over a conversation that had `turns` model turns (a scripted model
+    then serves its own first turn next)."""
+    from harness.providers.vendor import prefix_of
+
+    prefix = prefix_of(config.model)
+    entry = config.providers.get(prefix, ProviderConfig()).model_copy(update={"first_turn": turns})
+    return config.model_copy(update={"providers": {**config.providers, prefix: entry}})
+
+
+RESUME_SETTINGS = (
+    "model",
+    "base_url",
+    "region",
+    "project",
+    "thinking",
+    "limits.max_steps",
+    "limits.max_cost_usd",
+    "limits.max_tokens",
+    "limits.timeout_min",
+    "session.allow_net",
+    "session.allow_net_tools",
+    "session.secrets",
+)
+"""What a resume may change (the endpoint, the key's variable, model options, limits, network), by
+dotted key; `providers.PREFIX.api_key_env` too. The task, tools, verify and sandbox stay the run's."""
+
+
+def changed_settings(before: RunConfig, after: RunConfig) -> list[str]:
+    """`key: old -> new` for every resumable setting that differs (keys' variables by name only)."""
+    changed = []
+    for key in RESUME_SETTINGS:
+        old, new = _dotted(before, key), _dotted(after, key)
+        if old != new:
+            changed.append(f"{key}: {old!r} -> {new!r}")
+    prefixes = sorted(set(before.providers) | set(after.providers))
+    for prefix in prefixes:
+        old_env = before.providers[prefix].api_key_env if prefix in before.providers else None
+        new_env = after.providers[prefix].api_key_env if prefix in after.providers else None
+        if old_env != new_env:
+            changed.append(f"providers.{prefix}.api_key_env: {old_env!r} -> {new_env!r}")
+    return changed
+
+
+def _dotted(config: RunConfig, key: str) -> Any:
+    value: Any = config
+    for part in key.split("."):
+        value = getattr(value, part)
+    return value
 
 
 def replay_run(session_id: str, sessions: Path, runtime: Runtime) -> ReplayReport:

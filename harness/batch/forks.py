@@ -6,13 +6,14 @@ compares them."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from harness import assembly
 from harness.agent.fork import fork_start
 from harness.agent.outcome import RunState
-from harness.batch.records import BatchDir, TaskRunKey
-from harness.batch.tasks import ForkFrom, Task, TaskDefaults, TasksFile
-from harness.batch.worker import TaskRunSpec, session_record
+from harness.batch.records import BatchDir, TaskRunKey, TaskRunRecord
+from harness.batch.tasks import ForkFrom, Tags, Task, TaskDefaults, TasksFile
+from harness.batch.worker import REFERENCE_MODEL, TaskRunSpec, no_reference, session_record
 from harness.errors import NotFoundError, UsageError
 from harness.trajectory import read_records, read_state
 from sandbox.layout import SessionFolder
@@ -30,19 +31,43 @@ def fork_tasks(parent_dir: Path, at: int, *, runs: int, models: list[str], hint:
     records = read_records(parent_dir)
     start = fork_start(records, at, session_id=parent_dir.name, model="", config=config.context, hint=hint)
     info = assembly.open_session(parent_dir.parent, parent_dir.name).info
+    record = batch_record(parent_dir)
+    kept: dict[str, Any] = {}
+    if record is not None:  # a task-run of a batch: the fork is the same task (reference, tags, tests)
+        kept = {
+            "reference": Path(record.reference) if record.reference else None,
+            "tags": Tags(**record.tags),
+            "read_only": record.read_only,
+            "max_files": record.max_files,
+            "max_lines": record.max_lines,
+            "first_tools": record.first_tools,
+        }
+    name = record.key.task_id if record is not None else parent_dir.name[:60]
     task = Task(
-        id=f"{parent_dir.name}-at-{at}"[:100],
+        id=f"{name}-at-{at}",
         repo=Path(info.repo),
         task=start.state.task,
         fork=ForkFrom(folder=parent_dir, at=at, hint=hint),
         runs=runs,
         image=config.image,
         verify=config.verify,
+        **kept,
     )
     models = list(models) or [config.model or ""]
     if not all(models):
         raise UsageError("the parent recorded no model: give one with --model")
+    if REFERENCE_MODEL in models and task.reference is None:
+        raise UsageError(no_reference([parent_dir.name]))
     return TasksFile(source=SessionFolder(parent_dir).run_config, defaults=TaskDefaults(model=models), tasks=[task])
+
+
+def batch_record(session_dir: Path) -> TaskRunRecord | None:
+    """The record of the task-run a session folder belongs to, when it is one of a batch directory's
+    `sessions/` (a fork of it keeps the task's reference, tags and tests)."""
+    batch = session_dir.parent.parent
+    if session_dir.parent.name != "sessions" or not (batch / "runs").is_dir():
+        return None
+    return next((r for r in BatchDir(batch).records() if r.session_id == session_dir.name), None)
 
 
 PARENT = " (parent)"
@@ -57,7 +82,8 @@ def record_parent(tasks: TasksFile, out: Path) -> None:
     state = read_state(task.fork.folder, RunState)
     if state is None or state.result is None:
         return
-    key = TaskRunKey(task_id=task.id, model=f"{state.model}{PARENT}", run_index=0)
+    own = batch_record(task.fork.folder)  # a task-run's model as its batch named it (`reference:`, not the file)
+    key = TaskRunKey(task_id=task.id, model=f"{own.key.model if own else state.model}{PARENT}", run_index=0)
     batch = BatchDir(out)
     if batch.read(key) is not None:
         return

@@ -104,6 +104,9 @@ class TaskRunRecord(BaseModel):
     """Error kinds of the run's failed tool calls, counted."""
     reference_lines: int | None = None
     """Lines the task's reference change touches (a mined task), to size this change against."""
+    reference: str | None = None
+    """The task's reference (a mined task's `reference.json`, absolute): what a fork of this task-run
+    keeps, so `--model reference:` and the report's categories work on the forks too."""
     net_requests: int = 0
     """Requests through the session's egress proxy (`--allow-net`), allowed or not."""
     net_refused: dict[str, int] = Field(default_factory=dict)

@@ -18,7 +18,7 @@ from harness.batch import shipping
 from harness.batch.parents import bundle
 from harness.batch.records import BatchDir, TaskRunKey, TaskRunRecord
 from harness.batch.tasks import Task, TasksFile
-from harness.batch.worker import REFERENCE_MODEL, TaskRunOutput, TaskRunSpec, run_task
+from harness.batch.worker import REFERENCE_MODEL, TaskRunOutput, TaskRunSpec, no_reference, run_task
 from harness.errors import UsageError
 from harness.providers.vendor import ModelSpec, prefix_of
 from harness.telemetry.config import TelemetryConfig
@@ -101,6 +101,9 @@ def plan(tasks: TasksFile, models: list[str], runs: int | None) -> list[tuple[Ta
         count = runs or task.runs or tasks.defaults.runs
         own = [task.model] if task.model else models
         out += [(TaskRunKey(task_id=task.id, model=model, run_index=k), task) for model in own for k in range(count)]
+    lacking = list(dict.fromkeys(t.id for key, t in out if key.model == REFERENCE_MODEL and t.reference is None))
+    if lacking:  # said before a cluster starts or anything is written
+        raise UsageError(no_reference(lacking))
     return out
 
 
@@ -261,7 +264,7 @@ class BatchRun:
                 shipper.lost(self.shipped_path(task))
                 self.queue.insert(0, (key, task))
             else:
-                self._record(key, output)
+                self._record(key, task, output)
             self._submit_more(client, slots, shipper, pending)
         why = self.exhausted()
         for key, task in self.queue if why else []:  # the budget stopped scheduling: say so in each record
@@ -296,8 +299,10 @@ class BatchRun:
             pending.add(future)
             self.on_event(BatchEvent(kind="started", key=key, queued=len(self.queue), running=len(self.running)))
 
-    def _record(self, key: TaskRunKey, output: TaskRunOutput) -> None:
+    def _record(self, key: TaskRunKey, task: Task, output: TaskRunOutput) -> None:
         record = output.record
+        if task.reference is not None:  # the client's path, not a worker's copy
+            record = record.model_copy(update={"reference": str(Path(task.reference).resolve())})
         if output.session_files is not None:
             folder = self.batch.sessions / key.session_id
             shipping.receive_session(output.session_files, folder)

@@ -22,7 +22,7 @@ from harness.batch.records import Attempt, TaskRunKey, TaskRunRecord
 from harness.batch.tasks import Task, TaskDefaults
 from harness.batch.watchdog import Watchdog, killed_reason
 from harness.config import RunConfig, with_overrides
-from harness.errors import ConfigError, HarnessError, ModelUnavailable
+from harness.errors import HarnessError, ModelUnavailable, UsageError
 from harness.providers.vendor import ModelSpec
 from harness.telemetry.config import TelemetryConfig
 from harness.telemetry.traced import traced
@@ -84,16 +84,29 @@ class TaskRunOutput(BaseModel):
     """`shipping.session_files` of the session folder, from a worker without the batch directory."""
 
 
+def task_model(spec: TaskRunSpec) -> str:
+    """The model a task-run runs with: `reference:` names the task's own reference (a mined task's)."""
+    model = spec.model or spec.key.model
+    if model != REFERENCE_MODEL:
+        return model
+    if spec.task.reference is None:
+        raise UsageError(no_reference([spec.task.id]))
+    return f"reference:{spec.task.reference}"
+
+
+def no_reference(task_ids: list[str]) -> str:
+    """Why `--model reference:` cannot run these tasks."""
+    shown = ", ".join(task_ids[:5]) + (f" and {len(task_ids) - 5} more" if len(task_ids) > 5 else "")
+    return (
+        f"--model reference: replays a mined task's own change, and {shown} has none (only tasks from "
+        "`harness tasks mine` do): give another --model"
+    )
+
+
 def run_config(spec: TaskRunSpec) -> RunConfig:
     """The RunConfig of one task-run: task fields over batch defaults over run defaults."""
     task, defaults = spec.task, spec.defaults
-    model = spec.model or spec.key.model
-    if model == REFERENCE_MODEL:  # each mined task names its own reference
-        if task.reference is None:
-            raise ConfigError(
-                f"task {task.id} has no reference (only mined tasks do): --model reference: cannot run it"
-            )
-        model = f"reference:{task.reference}"
+    model = task_model(spec)
     overrides = {
         "model": model,
         "image": task.image or defaults.image,
@@ -111,8 +124,24 @@ def run_config(spec: TaskRunSpec) -> RunConfig:
             for name, service in {**defaults.services, **(task.services or {})}.items()
         },
         **_limits(spec),
+        "started_from": started_from(task),
     }
     return with_overrides({"session": dict(task.session)}, overrides, f"{spec.task.id} (line {spec.task.line})")
+
+
+def started_from(task: Task) -> dict[str, str | None] | None:
+    """Where a mined task's start state came from (its tags: the repository, the commit's parent and
+    the commit whose test changes it holds), for `harness apply`; None for any other task."""
+    tags = task.tags.model_extra or {}
+    commit = tags.get("commit")
+    if not isinstance(commit, str) or not commit:
+        return None
+    repository, parent = tags.get("repository"), tags.get("parent")
+    return {
+        "repository": repository if isinstance(repository, str) and repository else None,
+        "commit": parent if isinstance(parent, str) and parent else None,
+        "applied": commit,
+    }
 
 
 def run_task(spec: TaskRunSpec, shipped: shipping.Shipped | None = None) -> TaskRunOutput:
@@ -268,7 +297,7 @@ def _attempt(spec: TaskRunSpec, runtime: assembly.Runtime) -> RunResult:
 
 def _fork_overrides(spec: TaskRunSpec) -> dict[str, object]:
     """What a fork changes of its parent's config: the model, and limits no looser than the batch's."""
-    return {"model": spec.model or spec.key.model, **_limits(spec)}
+    return {"model": task_model(spec), **_limits(spec)}
 
 
 def _limits(spec: TaskRunSpec) -> dict[str, object]:

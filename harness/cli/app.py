@@ -52,6 +52,23 @@ bench_app = typer.Typer(
 app.add_typer(bench_app, name="bench")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from harness.telemetry.export import harness_version
+
+        print(f"harness {harness_version()}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _top(
+    version: bool = typer.Option(
+        False, "--version", is_eager=True, callback=_print_version, help="Print harness's version and exit."
+    ),
+) -> None:
+    """Run an LLM coding agent on an untrusted repository; every tool call in a disposable container."""
+
+
 class _LazyConsole:
     """A rich Console made on first use: importing rich.console is a fifth of the start-up time, and
     `harness --help` never prints through it."""
@@ -157,6 +174,11 @@ def main() -> None:
         sys.exit(int(ExitCode.INTERRUPTED))
     except typer.TyperException as error:
         ctx = getattr(error, "ctx", None)
+        # `harness`, `harness tasks`: the help, as --help prints it (the class by name, as typer itself
+        # tells it apart: typer vendors click in some releases and not in others)
+        if type(error).__name__ == "NoArgsIsHelpError" and ctx is not None:
+            print(ctx.get_help())
+            sys.exit(0)
         hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
         from rich.markup import escape
 

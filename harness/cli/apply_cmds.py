@@ -32,7 +32,11 @@ def apply_command(
         "--combine",
         help="A batch: one branch (--branch, default harness/combined) stacking the changes that do not conflict.",
     ),
-    repo: Path | None = typer.Option(None, "--repo", help="A session: the repository to write (default: its own)."),
+    repo: Path | None = typer.Option(
+        None,
+        "--repo",
+        help="The repository to write (default: the one each session was made from, or its task was mined from).",
+    ),
     state: Path | None = typer.Option(None, "--state-dir", help="Where sessions live."),
     json_out: bool = typer.Option(False, "--json", help="One JSON object per landed change."),
 ) -> None:
@@ -47,9 +51,11 @@ def apply_command(
     with reported():
         if (folder / "runs").is_dir() and (folder / "sessions").is_dir() and combine:
             name = branch or "harness/combined"
-            landed, skipped = combine_batch(folder, name, only=only, pick=pick, onto=onto, force=force)
+            landed, skipped = combine_batch(folder, name, only=only, pick=pick, onto=onto, force=force, repo=repo)
         elif (folder / "runs").is_dir() and (folder / "sessions").is_dir():
-            landed, skipped = apply_batch(folder, prefix=branch_prefix, only=only, pick=pick, onto=onto, force=force)
+            landed, skipped = apply_batch(
+                folder, prefix=branch_prefix, only=only, pick=pick, onto=onto, force=force, repo=repo
+            )
         else:
             if combine:
                 fail("--combine is for a batch directory", ExitCode.USAGE)

@@ -34,6 +34,7 @@ from harness.cli.app import (
 
 if TYPE_CHECKING:
     from harness.agent.outcome import RunResult
+    from harness.config import RunConfig
 
 _STATE_DIR = typer.Option(
     None, "--state-dir", help="Where sessions live (default: $HARNESS_STATE_DIR or the per-user data dir)."
@@ -52,6 +53,9 @@ def run(
     ),
     image: str | None = typer.Option(None, "--image", help="Sandbox image for every tool call (default py311)."),
     base_url: str | None = typer.Option(None, "--base-url", help="Model endpoint (vLLM, llama.cpp, Ollama, proxy)."),
+    api_key_env: str | None = typer.Option(
+        None, "--api-key-env", help="The environment variable the model's key is read from (default: the vendor's)."
+    ),
     region: str | None = typer.Option(None, "--region", help="bedrock:/vertex: models: the cloud region."),
     project: str | None = typer.Option(None, "--project", help="vertex: models: the Google Cloud project."),
     session: str | None = typer.Option(None, "--session", help="Session id to create (default: generated)."),
@@ -157,6 +161,7 @@ def run(
         config = load_config(config_file, overrides, repo=path)
         if not config.model:
             fail("no model: pass --model PROVIDER:MODEL or set model in the config file", ExitCode.USAGE)
+        config = with_key_env(config, api_key_env)
         if not path.is_dir():
             fail(f"repository path does not exist: {path}", ExitCode.NOT_FOUND)
         config = assembly.with_setup(assembly.with_verify(config, path), path)
@@ -176,6 +181,16 @@ def run(
 @app.command("resume")
 def resume(
     session: str = typer.Argument(..., help="Session id to continue."),
+    model: str | None = typer.Option(
+        None, "--model", help="Continue with another model (the conversation so far is sent to it as it is)."
+    ),
+    base_url: str | None = typer.Option(None, "--base-url", help="Continue against another endpoint."),
+    api_key_env: str | None = typer.Option(
+        None, "--api-key-env", help="Read the model's key from this environment variable from now on."
+    ),
+    region: str | None = typer.Option(None, "--region", help="bedrock:/vertex: models: another cloud region."),
+    project: str | None = typer.Option(None, "--project", help="vertex: models: another Google Cloud project."),
+    thinking: str | None = typer.Option(None, "--thinking", help="The model's reasoning effort: low, medium, high."),
     max_steps: int | None = typer.Option(None, "--max-steps", help="Raise the step limit."),
     max_cost: float | None = typer.Option(None, "--max-cost", help="Raise the spend limit (USD)."),
     max_tokens: int | None = typer.Option(None, "--max-tokens", help="Raise the token limit."),
@@ -189,11 +204,19 @@ def resume(
     otel_content: bool = OTEL_CONTENT,
     json_out: bool = _JSON,
 ) -> None:
-    """Continue a crashed, interrupted or failed run from its last complete step."""
+    """Continue a crashed, interrupted or failed run from its last complete step; the endpoint, the
+    key's variable, the model and its options, limits and network may change (the trajectory records
+    what did), the task, tools and verify command may not."""
     from harness import assembly
+    from harness.providers.vendor import prefix_of
 
     sessions = state_dir(state_dir_opt)
-    overrides = {
+    overrides: dict[str, Any] = {
+        "model": model,
+        "base_url": base_url,
+        "region": region,
+        "project": project,
+        "thinking": thinking,
         "limits.max_steps": max_steps,
         "limits.max_cost_usd": max_cost,
         "limits.max_tokens": max_tokens,
@@ -203,6 +226,9 @@ def resume(
         "session.secrets": secret or None,
     }
     with reported():
+        if api_key_env:
+            saved = assembly.saved_config(sessions / session, overrides)
+            overrides[f"providers.{prefix_of(saved.model)}.api_key_env"] = checked_key_env(api_key_env)
         config = assembly.saved_config(sessions / session, overrides)
         spans = environment.telemetry(otel_endpoint, otel_file, otel_content)
         outside = environment.runtime(config, interactive=_interactive(json_out), spans=spans)
@@ -268,6 +294,41 @@ def replay(
     raise typer.Exit(int(ExitCode.OK if report.diverged == 0 else ExitCode.DIVERGED))
 
 
+def resume_hint(result: RunResult) -> str:
+    """How to continue a run that stopped short, with the flag that changes what stopped it."""
+    command = f"harness resume {result.session_id}"
+    if result.kind == "model_error" and result.cause == "endpoint_unreachable":
+        return f"resume with: {command} --base-url URL (the endpoint never answered; or start its server first)"
+    if result.kind == "model_error":
+        return f"resume with: {command} (add --base-url URL, --model M or --api-key-env VAR to change what failed)"
+    if result.kind == "limit":
+        flag = {"steps": "--max-steps", "cost": "--max-cost", "tokens": "--max-tokens", "wall_clock": "--timeout-min"}
+        raised = flag.get(result.limit or "", "")
+        return f"resume with: {command}" + (f" {raised} N (a higher limit)" if raised else "")
+    return f"resume with: {command}"
+
+
+def checked_key_env(name: str) -> str:
+    """An environment variable's name, as --api-key-env takes it (the key itself is never a flag)."""
+    import re
+
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", name):
+        fail(f"--api-key-env {name!r}: give the name of an environment variable (such as MY_KEY), not a key", 64)
+    return name
+
+
+def with_key_env(config: RunConfig, name: str | None) -> RunConfig:
+    """config with its model's provider entry reading the key from `name` (None: as it was)."""
+    from harness.config import ProviderConfig
+    from harness.providers.vendor import prefix_of
+
+    if not name:
+        return config
+    prefix = prefix_of(config.model)
+    entry = config.providers.get(prefix, ProviderConfig()).model_copy(update={"api_key_env": checked_key_env(name)})
+    return config.model_copy(update={"providers": {**config.providers, prefix: entry}})
+
+
 def _interactive(json_out: bool) -> bool:
     """A person can answer approvals: a terminal on both ends and no machine-readable output."""
     return not json_out and sys.stdin.isatty() and sys.stderr.isatty()
@@ -297,5 +358,5 @@ def _report(result: RunResult, json_out: bool) -> None:
         render_summary(console, result)
         render_patch(console, result.patch)
         if result.kind in RESUMABLE:
-            err_console.print(f"resume with: harness resume {result.session_id}", markup=False)
+            err_console.print(resume_hint(result), markup=False, soft_wrap=True)
     raise typer.Exit(result.exit_code)

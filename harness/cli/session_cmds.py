@@ -210,6 +210,12 @@ def export_command(
         return
     with _opened(state, target) as session:
         patch = session.export_patch()
+        if not patch.strip():
+            fail(
+                f"session {session.id} changed nothing (its step {session.step} holds what it imported): "
+                "there is no patch to export; nothing was written",
+                ExitCode.USAGE,
+            )
         if output is not None:
             output.write_bytes(patch.encode("utf-8", "surrogateescape"))  # written even if it conflicts
         if check:

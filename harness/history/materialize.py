@@ -50,7 +50,7 @@ def write(mined: Mined, history: History, output: Path, *, image: str | None = N
         _materialize(history, task, folder / "repo")
         (folder / PATCH).write_bytes(task.patch)
         write_text_atomic(folder / REFERENCE, json.dumps(_reference(history, task), indent=1))
-        entries.append(_entry(task, folder.relative_to(output.parent), image))
+        entries.append(_entry(task, folder.relative_to(output.parent), image, _source(history)))
     skipped = [{"commit": s.commit, "subject": s.subject, "reason": s.reason} for s in mined.skipped]
     write_text_atomic(states / "skipped.json", json.dumps(skipped, indent=1))
     write_text_atomic(states / YIELD, json.dumps(mined.yield_summary(str(history.source)), indent=1))
@@ -93,11 +93,18 @@ def read_yield(states: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _entry(task: MinedTask, folder: Path, image: str) -> dict[str, Any]:
+def _source(history: History) -> str:
+    """The mined repository's absolute path: where `harness apply` lands the task-runs' changes."""
+    return str(Path(history.source).expanduser().resolve())
+
+
+def _entry(task: MinedTask, folder: Path, image: str, repository: str) -> dict[str, Any]:
     tags: dict[str, Any] = {
         "category": task.category,
         "long_context": task.long_context,
         "commit": task.commit,
+        "parent": task.parent,
+        "repository": repository,
         "language": task.language,
         "source": task.source,
         "files_to_read": task.files_to_read,

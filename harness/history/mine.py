@@ -75,6 +75,9 @@ class MinedTask:
     reference: dict[str, Entry | None] = field(default_factory=dict)
     """The commit's other changes: path -> its new entry (None: deleted)."""
     patch: bytes = b""
+    parent: str = ""
+    """The commit the task starts from (the mined commit's first parent: for a merge, the line it was
+    merged into); its tree plus the test changes is the start state."""
 
     @property
     def max_files(self) -> int:
@@ -277,6 +280,7 @@ def _task(
         start=start,
         reference={c.path: c.new for c in others},
         patch=patch,
+        parent=parent.id.decode(),
     )
 
 
@@ -423,7 +427,7 @@ def _module_file(name: str, files: dict[str, Entry]) -> str | None:
 
 
 def _task_id(sha: str, subject: str) -> str:
-    slug = re.sub(r"[^a-z0-9]+", "-", subject.lower()).strip("-")[:48].strip("-")
+    slug = re.sub(r"[^a-z0-9]+", "-", subject.lower()).strip("-")[:40].strip("-")
     return f"{sha[:8]}-{slug}" if slug else sha[:8]
 
 

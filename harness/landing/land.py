@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 from dulwich.objects import Commit, ObjectID
 
 from harness.errors import NotFoundError, UsageError
-from harness.landing.merge import merge
+from harness.history.mine import PULL_REQUEST, TRAILER
+from harness.landing.merge import Held, merge
 from harness.landing.repository import BRANCH_PREFIX, Repository
 from harness.trajectory import read_records
 from sandbox import durable
@@ -65,24 +66,64 @@ def apply_session(
     folder = SessionFolder(Path(session_dir))
     info = _session_info(folder)
     _check_branch_name(branch)
-    with Repository(Path(repo or info["repo"])) as target:
-        parent = target.resolve(onto) if onto else _origin(info, target)
+    with Repository(target_path(info, repo)) as target:
+        start = _start(info, target)
+        parent = target.resolve(onto) if onto else start.commit
         existing = _free(target, branch, force)
-        sha, files = commit_change(target, folder, parent, onto or parent[:12], author, onto)
+        sha, files = commit_change(target, folder, start, parent, onto or parent[:12], author, onto)
         target.create_branch(branch, sha, replace=existing)
         landed = Landed(folder.root.name, branch, sha, parent, str(target.path), files, onto)
     durable.append_line(folder.root / TRAIL, landed.as_dict())
     return landed
 
 
+def target_path(info: dict[str, Any], repo: Path | None) -> Path:
+    """The repository a session's change lands in: --repo, else the one its start state was mined
+    from, else the one it was made from; UsageError when that is no git repository apply can write."""
+    if repo is not None:
+        return Path(repo)
+    started = info.get("started_from") or {}
+    if started:
+        source = started.get("repository")
+        if not source:
+            raise UsageError(
+                f"session {info['id']} started from a mined task's state (commit {str(started.get('applied'))[:12]}) "
+                "and does not name the repository it was mined from; pass --repo PATH, a clone that has that commit"
+            )
+        if Path(source).is_file():
+            raise UsageError(
+                f"session {info['id']}'s task was mined from the bundle {source}, which apply cannot write; "
+                "pass --repo PATH, a clone of it"
+            )
+        return Path(source)
+    return Path(info["repo"])
+
+
+@dataclass(frozen=True)
+class Start:
+    """What a session's change is laid onto: the commit it started from, and the commit whose changes
+    its start state already held on some paths (a mined task's test changes), if any."""
+
+    commit: str
+    applied: str | None = None
+
+
 def commit_change(
-    target: Repository, folder: SessionFolder, parent: str, label: str, author: str, onto: str | None
+    target: Repository,
+    folder: SessionFolder,
+    start: Start,
+    parent: str,
+    label: str,
+    author: str,
+    onto: str | None,
 ) -> tuple[str, int]:
-    """The session's change merged onto parent, committed (no ref moves); (commit id, files changed).
-    Conflict (a UsageError) when it does not apply there."""
+    """The session's change (with what its start state held of start.applied) merged onto parent,
+    committed (no ref moves); (commit id, files changed). Conflict (a UsageError) when it does not
+    apply there."""
     steps = list(durable.read_lines(folder.steps))
     objects = ObjectStore(git_dir_of(folder.root))
-    merged = merge(target, objects, steps[0]["tree"], steps[-1]["tree"], parent, label)
+    held = Held(start.commit, start.applied) if start.applied else None
+    merged = merge(target, objects, steps[0]["tree"], steps[-1]["tree"], parent, label, held)
     if not merged.changed:
         raise UsageError(f"session {folder.root.name} changed nothing; no commit was made")
     commit = Commit()
@@ -92,7 +133,8 @@ def commit_change(
     commit.author_time, commit.commit_time = int(_ended(folder)), int(time.time())
     commit.author_timezone = commit.commit_timezone = 0
     commit.encoding = b"UTF-8"
-    commit.message = message(folder, onto).encode("utf-8", "replace")
+    mined = target.commit(start.applied).message.decode("utf-8", "replace") if start.applied else None
+    commit.message = message(folder, onto, mined=mined, applied=start.applied).encode("utf-8", "replace")
     return target.write(b"commit", _payload(commit)), len(merged.changed)
 
 
@@ -110,14 +152,15 @@ def _payload(commit: Commit) -> bytes:
     return b"".join(commit.as_raw_chunks())
 
 
-def message(folder: SessionFolder, onto: str | None) -> str:
-    """The commit message: the task, then what the run did and how it was checked."""
+def message(folder: SessionFolder, onto: str | None, *, mined: str | None = None, applied: str | None = None) -> str:
+    """The commit message: the task (for a mined task, the words of the commit it was mined from,
+    not the prompt's note on its tests), then what the run did and how it was checked."""
     records = read_records(folder.root)
     start = next((r for r in records if r.kind == "start"), None)
     outcome = next((r for r in reversed(records) if r.kind == "outcome"), None)
     verify = next((r for r in reversed(records) if r.kind == "verify"), None)
     final = next((r.turn.text for r in reversed(records) if r.kind == "turn" and not r.turn.tool_calls), "")
-    task = (start.task if start else "").strip() or "harness session"
+    task = (mined_text(mined) if mined is not None else (start.task if start else "")).strip() or "harness session"
     title, _, rest = task.partition("\n")
     title = title if len(title) <= 72 else title[:69] + "..."
     lines = [title, ""]
@@ -130,6 +173,8 @@ def message(folder: SessionFolder, onto: str | None) -> str:
     if verify is not None:
         state = "passed" if verify.passed else f"failed (exit {verify.exit_code})"
         lines.append(f"Verify: `{verify.command}` {state} in round {verify.round}")
+    if applied:
+        lines.append(f"Mined from: {applied} (its tests with this run's change)")
     if onto:
         lines.append(f"Rebased onto: {onto} (three-way merge of the trees)")
     if final.strip():
@@ -145,19 +190,44 @@ def _session_info(folder: SessionFolder) -> dict[str, Any]:
         raise NotFoundError(f"no session in {folder.root}") from None
 
 
-def _origin(info: dict[str, Any], repo: Repository) -> str:
+def mined_text(raw: str) -> str:
+    """A mined commit's message as a task's words: a merged pull request's title under GitHub's
+    merge line, trailers left out."""
+    lines = raw.replace("\r\n", "\n").strip().splitlines()
+    if len(lines) > 1 and PULL_REQUEST.match(lines[0].strip()) and any(line.strip() for line in lines[1:]):
+        lines = lines[1:]
+    kept = [line.rstrip() for line in lines if not TRAILER.match(line.strip())]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip()
+
+
+def _start(info: dict[str, Any], repo: Repository) -> Start:
+    """The commit the session's change lands on by default (and, for a mined task, the commit whose
+    test changes its start state held); UsageError when the repository does not have it."""
+    started = info.get("started_from") or {}
+    applied = started.get("applied")
+    if applied and not repo.has(applied):
+        raise UsageError(
+            f"session {info['id']}'s task was mined from commit {applied[:12]}, which {repo.path} does not have; "
+            "pass --repo PATH, the repository it was mined from"
+        )
     origin = info.get("origin")
+    if not origin and applied:
+        parents = repo.commit(applied).parents
+        if not parents:
+            raise UsageError(f"the commit {applied[:12]} session {info['id']} was mined from has no parent")
+        origin = parents[0].decode()
     if not origin:
         raise UsageError(
-            f"session {info['id']} does not record the commit it started from (made before harness recorded it); "
-            "name one with --onto REF"
+            f"session {info['id']} was made from {info['repo']}, which was no git repository (or had no commit); "
+            "name the commit to land on with --onto REF (and the repository with --repo), or write the patch "
+            "with harness export"
         )
     if not repo.has(origin):
         raise UsageError(
             f"the commit session {info['id']} started from ({origin[:12]}) is not in {repo.path} any more "
             "(rewritten or removed); name one with --onto REF"
         )
-    return str(origin)
+    return Start(str(origin), applied)
 
 
 def _ours(repo: Repository, sha: str) -> bool:
@@ -185,7 +255,8 @@ def _check_branch_name(name: str) -> None:
 
 def branch_name(prefix: str, task_id: str, model: str, run_index: int) -> str:
     """The branch of one task-run: prefix/task/model-slug[-run]."""
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", model.split(":", 1)[-1].rsplit("/", 1)[-1]).strip("-.") or "model"
+    name = model.split(":", 1)[-1].rsplit("/", 1)[-1] or model.split(":", 1)[0]  # `reference:` is reference
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "model"
     task = re.sub(r"[^A-Za-z0-9._/-]+", "-", task_id).strip("-./") or "task"
     return f"{prefix.rstrip('/')}/{task}/{slug}" + (f"-{run_index}" if run_index else "")
 
@@ -231,14 +302,16 @@ def apply_batch(
     onto: str | None = None,
     force: bool = False,
     author: str = AUTHOR,
+    repo: Path | None = None,
 ) -> tuple[list[Landed], list[tuple[str, str]]]:
-    """Each chosen task-run of a batch on a branch of its own: (landed, [(session, why not)])."""
+    """Each chosen task-run of a batch on a branch of its own (in repo, else where each session's
+    start state came from): (landed, [(session, why not)])."""
     records, skipped = chosen(batch_dir, only, pick)
     landed: list[Landed] = []
     for record in records:
         name = branch_name(prefix, record.key.task_id, record.key.model, record.key.run_index)
         try:
-            done = apply_session(Path(record.session_dir), name, onto=onto, force=force, author=author)
+            done = apply_session(Path(record.session_dir), name, onto=onto, force=force, author=author, repo=repo)
         except UsageError as error:
             skipped.append((record.session_id, str(error)))
             continue
@@ -256,10 +329,12 @@ def combine_batch(
     onto: str | None = None,
     force: bool = False,
     author: str = AUTHOR,
+    repo: Path | None = None,
 ) -> tuple[list[Landed], list[tuple[str, str]]]:
-    """The chosen task-runs stacked on one branch, one commit each, completed ones first and then the
-    smallest change first; a change that conflicts with those stacked before it (or is already in
-    the stack, or belongs to another repository) is left out, with why."""
+    """The chosen task-runs stacked on one branch (of repo, else the first one's repository), one
+    commit each, completed ones first and then the smallest change first; a change that conflicts
+    with those stacked before it (or is already in the stack, or belongs to another repository) is
+    left out, with why."""
     from harness.report.metrics import completion
     from harness.report.patchstats import patch_stats
 
@@ -272,16 +347,19 @@ def combine_batch(
     info = _session_info(first)
     landed: list[Landed] = []
     folders: dict[str, Path] = {}
-    with Repository(Path(info["repo"])) as target:
+    path = target_path(info, repo)
+    with Repository(path) as target:
         existing = _free(target, branch, force)
-        tip = start = target.resolve(onto) if onto else _origin(info, target)
+        tip = base = target.resolve(onto) if onto else _start(info, target).commit
         for record in records:
             folder = SessionFolder(Path(record.session_dir))
-            if Path(_session_info(folder)["repo"]).resolve() != Path(info["repo"]).resolve():
-                skipped.append((record.session_id, "its repository is another one"))
-                continue
+            own = _session_info(folder)
             try:
-                sha, files = commit_change(target, folder, tip, f"the changes stacked on {branch}", author, onto)
+                if Path(target_path(own, repo)).resolve() != target.path:
+                    skipped.append((record.session_id, f"its repository is another one than {target.path}"))
+                    continue
+                start = _start(own, target)
+                sha, files = commit_change(target, folder, start, tip, f"the changes stacked on {branch}", author, onto)
             except UsageError as error:
                 skipped.append((record.session_id, str(error)))
                 continue
@@ -291,7 +369,7 @@ def combine_batch(
             landed.append(Landed(folder.root.name, branch, sha, tip, str(target.path), files, onto))
             folders[folder.root.name] = folder.root
             tip = sha
-        if tip != start:
+        if tip != base:
             target.create_branch(branch, tip, replace=existing)
     for done in landed:  # the trail once the branch is there
         durable.append_line(Path(batch_dir) / TRAIL, done.as_dict())

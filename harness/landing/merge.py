@@ -1,7 +1,11 @@
 """A session's change laid onto a commit of the original repository: the paths the run changed
 (its first snapshot against its last, caches and bytecode left out) are applied to the commit's
 tree by a three-way merge of the trees, path by path: a path the commit has as the run found it
-takes the run's version; one the commit changed otherwise is a conflict, and nothing is written."""
+takes the run's version; a text file the commit changed too is merged by hunk (harness.landing.
+hunks), and where both changed the same lines it is a conflict, and nothing is written.
+
+A mined task's start state held its commit's test changes: those paths count as changed too (from
+the commit the task started from), so the landed tree is the tree that was verified."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from typing import cast
 from dulwich.object_store import iter_tree_contents
 
 from harness.errors import UsageError
+from harness.landing.hunks import merge_text
 from harness.landing.repository import Repository
 from sandbox.snapshot import edit
 from sandbox.snapshot.objects import DIR, LARGE, LINK, ObjectStore, TreeEntry, encode_tree
@@ -33,6 +38,17 @@ class Conflict(UsageError):
 class Merged:
     tree: str
     changed: list[str] = field(default_factory=list)
+    merged: list[str] = field(default_factory=list)
+    """Files both the change and the commit changed, merged by hunk."""
+
+
+@dataclass(frozen=True)
+class Held:
+    """A start state built on `commit` that held `applied`'s version of some paths (a mined task's
+    test changes): the paths where the start state is applied's and commit's differs."""
+
+    commit: str
+    applied: str
 
 
 def canonical(mode: int) -> int:
@@ -55,21 +71,29 @@ def session_files(objects: ObjectStore, tree: str, prefix: str = "") -> dict[str
     return found
 
 
-def merge(repo: Repository, objects: ObjectStore, base_tree: str, final_tree: str, onto: str, label: str) -> Merged:
-    """onto's tree with the session's change (base → final) applied, written into repo."""
+def merge(
+    repo: Repository,
+    objects: ObjectStore,
+    base_tree: str,
+    final_tree: str,
+    onto: str,
+    label: str,
+    held: Held | None = None,
+) -> Merged:
+    """onto's tree with the session's change (base → final, and what the start state held of
+    held.applied) applied, written into repo."""
     base = session_files(objects, edit.prune(objects, base_tree))
     final = session_files(objects, edit.prune(objects, final_tree))
+    if held is not None:
+        _unhold(repo, base, held)
     changed = sorted(p for p in set(base) | set(final) if _same(base.get(p)) != _same(final.get(p)))
     large = [p for p in changed if p in final and final[p][0] & LARGE and final[p][0] & 0o170000 != LINK]
     if large:
         raise UsageError(
             f"{', '.join(large[:5])}: kept outside the snapshot store (large files); export the patch instead"
         )
-    ours = {
-        entry.path.decode("utf-8", "surrogateescape"): (entry.mode, entry.sha.decode())
-        for entry in iter_tree_contents(repo.store, repo.commit(onto).tree)
-    }
-    conflicts = [p for p in changed if _same(ours.get(p)) not in (_same(base.get(p)), _same(final.get(p)))]
+    ours = commit_files(repo, onto)
+    both = [p for p in changed if _same(ours.get(p)) not in (_same(base.get(p)), _same(final.get(p)))]
     result = {path: (canonical(mode), oid) for path, (mode, oid) in ours.items()}
     for path in changed:
         if path in final:
@@ -77,13 +101,70 @@ def merge(repo: Repository, objects: ObjectStore, base_tree: str, final_tree: st
             result[path] = (canonical(mode), oid)
         else:
             result.pop(path, None)
+    conflicts, merged = [], []
+    for path in both:
+        blob = _by_hunk(repo, objects, base.get(path), ours.get(path), final.get(path))
+        if blob is None:
+            conflicts.append(path)
+        else:
+            result[path] = blob
+            merged.append(path)
     shadowed = _file_directory_clashes(result)
     if conflicts or shadowed:
         raise Conflict(sorted(set(conflicts) | set(shadowed)), label)
     for path in changed:
-        if path in final and not repo.has(final[path][1]):
+        if path in final and path not in merged and not repo.has(final[path][1]):
             repo.write(b"blob", objects.read(final[path][1], b"blob"))
-    return Merged(tree=_write_tree(repo, result), changed=changed)
+    return Merged(tree=_write_tree(repo, result), changed=changed, merged=merged)
+
+
+def _blob(repo: Repository, objects: ObjectStore, oid: str) -> bytes:
+    """A blob from the repository (a commit's file) or else the session's store (one the run wrote)."""
+    return repo.get(oid).as_raw_string() if repo.has(oid) else objects.read(oid, b"blob")
+
+
+def commit_files(repo: Repository, commit: str) -> dict[str, Entry]:
+    """path → (git mode, id) of every file, link and submodule of a commit's tree."""
+    return {
+        entry.path.decode("utf-8", "surrogateescape"): (entry.mode, entry.sha.decode())
+        for entry in iter_tree_contents(repo.store, repo.commit(commit).tree)
+    }
+
+
+def _unhold(repo: Repository, base: dict[str, tuple[int, str]], held: Held) -> None:
+    """base with the paths the start state held of held.applied put back as held.commit has them
+    (so they count as part of the change)."""
+    before, after = commit_files(repo, held.commit), commit_files(repo, held.applied)
+    for path in set(before) | set(after):
+        if before.get(path) != after.get(path) and _same(base.get(path)) == after.get(path):
+            if path in before:
+                base[path] = before[path]
+            else:
+                base.pop(path, None)
+
+
+def _by_hunk(
+    repo: Repository,
+    objects: ObjectStore,
+    base: tuple[int, str] | None,
+    ours: tuple[int, str] | None,
+    final: tuple[int, str] | None,
+) -> Entry | None:
+    """A text file both sides changed, merged by hunk and written into repo; None: a conflict (a
+    deletion, a link, a mode both changed otherwise, binary, or the same lines changed)."""
+    if base is None or ours is None or final is None:
+        return None
+    if any(entry[0] & 0o170000 != 0o100000 for entry in (base, ours, final)):
+        return None
+    modes = {canonical(base[0]), canonical(ours[0]), canonical(final[0])}
+    mode = canonical(final[0]) if canonical(ours[0]) == canonical(base[0]) else canonical(ours[0])
+    if len(modes) == 3:
+        return None
+    texts = [_blob(repo, objects, base[1]), repo.get(ours[1]).as_raw_string(), _blob(repo, objects, final[1])]
+    if any(b"\0" in text[:8000] for text in texts):
+        return None
+    merged = merge_text(texts[0], texts[1], texts[2])
+    return None if merged is None else (mode, repo.write(b"blob", merged))
 
 
 def _same(entry: tuple[int, str] | None) -> Entry | None:

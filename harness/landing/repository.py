@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import zlib
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from dulwich.refs import DiskRefsContainer, Ref
 from harness.errors import NotFoundError, UsageError
 
 BRANCH_PREFIX = "refs/heads/"
+_REVISION = re.compile(r"(.*?)((?:[~^]\d*)*)")
 
 
 class Repository:
@@ -62,7 +64,30 @@ class Repository:
         return found
 
     def resolve(self, name: str) -> str:
-        """A commit id from HEAD, a branch, a tag, a full ref or a full hex id."""
+        """A commit id from HEAD, a branch, a tag, a full ref or a hex id (4 digits or more, unique),
+        each optionally followed by parent steps as git writes them (`^`, `^2`, `~3`)."""
+        found = _REVISION.fullmatch(name.strip())
+        if found is None or not found.group(1):
+            raise UsageError(f"{name!r} is not a revision apply understands (a ref or commit id, then ^N or ~N)")
+        sha = self._resolve_name(found.group(1))
+        for step in re.findall(r"[~^]\d*", found.group(2)):
+            count = int(step[1:]) if step[1:] else 1
+            if step[0] == "^":
+                sha = self._parent(sha, count, name)
+            else:
+                for _ in range(count):
+                    sha = self._parent(sha, 1, name)
+        return sha
+
+    def _parent(self, sha: str, which: int, name: str) -> str:
+        if which == 0:
+            return sha
+        parents = self.commit(sha).parents
+        if len(parents) < which:
+            raise NotFoundError(f"no commit {name!r} in {self.path}: {sha[:12]} has {len(parents)} parent(s)")
+        return parents[which - 1].decode()
+
+    def _resolve_name(self, name: str) -> str:
         for ref in (name, f"{BRANCH_PREFIX}{name}", f"refs/tags/{name}", f"refs/remotes/{name}"):
             try:
                 sha = self.refs[Ref(ref.encode())]
@@ -73,7 +98,14 @@ class Repository:
                 found = self.get(found.object[1].decode())  # type: ignore[attr-defined]
             return found.id.decode()
         if len(name) == 40 and self.has(name.lower()):
-            return name.lower()
+            return self.commit(name.lower()).id.decode()
+        if 4 <= len(name) < 40 and re.fullmatch(r"[0-9a-fA-F]+", name):
+            matches = {oid.decode() for oid in self.store.iter_prefix(name.lower().encode())}
+            commits = [oid for oid in matches if isinstance(self.get(oid), Commit)]
+            if len(commits) > 1:
+                raise UsageError(f"{name!r} names {len(commits)} commits in {self.path}: give more digits")
+            if commits:
+                return commits[0]
         raise NotFoundError(f"no commit {name!r} in {self.path}")
 
     def branch(self, name: str) -> str | None:

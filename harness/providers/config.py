@@ -24,6 +24,11 @@ class RetryConfig(BaseModel):
     """Fraction of the backoff that is random (0 = none, 1 = full jitter)."""
     max_retry_after_s: float = Field(default=600.0, ge=0)
     """Longest server-requested wait (Retry-After) we honour; longer values are capped to this."""
+    max_retries_unreached: int = Field(default=2, ge=0)
+    """Retries of a call that cannot reach the endpoint at all (connection refused, no such host)
+    while no call of this provider has reached it yet: a wrong URL or a server that is not running
+    is said in seconds, not after the whole budget (once it answered, such errors get the usual
+    retries: a server restarting mid-run)."""
 
 
 class ModelPrice(BaseModel):
@@ -91,6 +96,9 @@ class ProviderConfig(BaseModel):
     back unchanged, as its protocol requires."""
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     """Price overrides by model name; they win over the genai-prices table."""
+    first_turn: int = Field(default=0, ge=0)
+    """`scripted:` only: the model turns the conversation held when this model took it over (a fork
+    or a resume with another model; harness sets it): the script's first turn answers the next one."""
 
 
 def check_base_url(url: str | None) -> None:

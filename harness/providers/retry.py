@@ -17,7 +17,7 @@ from typing import TypeVar
 
 from tenacity import RetryCallState, Retrying, retry_if_exception
 
-from harness.errors import ModelError, RetryBudgetExhausted
+from harness.errors import ModelError, ModelUnreachable, RetryBudgetExhausted
 from harness.providers.config import RetryConfig
 from harness.providers.pricing import PriceTable
 from harness.providers.protocol import Provider
@@ -68,6 +68,9 @@ class RetryPolicy:
         self.config = config or RetryConfig()
         self._clock = clock
         self.session_retries = 0
+        self.reached = False
+        """Whether any call under this policy got an answer (until then an unreachable endpoint
+        gets only `max_retries_unreached` retries)."""
         self.waits: list[float] = []
         """Every wait this policy slept, in order (for reports and tests)."""
         self._sleep = sleep
@@ -95,9 +98,18 @@ class RetryPolicy:
         def out_of_time(state: RetryCallState) -> bool:
             return deadline is not None and self._clock() + state.upcoming_sleep >= deadline
 
+        def never_reached(state: RetryCallState) -> bool:
+            error = state.outcome.exception() if state.outcome is not None else None
+            return (
+                not self.reached
+                and isinstance(error, ModelUnreachable)
+                and state.attempt_number > cfg.max_retries_unreached
+            )
+
         def stop(state: RetryCallState) -> bool:  # tenacity computes the wait first: upcoming_sleep is known
             return (
-                state.attempt_number > cfg.max_retries_per_call
+                never_reached(state)
+                or state.attempt_number > cfg.max_retries_per_call
                 or self.session_retries >= cfg.max_retries_per_session
                 or out_of_time(state)
             )
@@ -115,7 +127,11 @@ class RetryPolicy:
         def exhausted(state: RetryCallState) -> T:
             assert state.outcome is not None
             last = state.outcome.exception()
-            if state.attempt_number <= cfg.max_retries_per_call and self.session_retries < cfg.max_retries_per_session:
+            if never_reached(state):
+                why = "the endpoint never answered: check the URL and that its server runs"
+            elif (
+                state.attempt_number <= cfg.max_retries_per_call and self.session_retries < cfg.max_retries_per_session
+            ):
                 why = "the next retry would end past the run's wall clock"
             else:
                 why = (
@@ -133,7 +149,9 @@ class RetryPolicy:
             before_sleep=before_sleep,
             retry_error_callback=exhausted,
         )
-        return retrying(attempt), reasons
+        result = retrying(attempt)
+        self.reached = True
+        return result, reasons
 
 
 class RetryingProvider:

@@ -18,7 +18,9 @@ then cut off, as a real server's would be), and `delay_s` makes the model think 
 answering (batch benchmarks need real think time).
 
 The turn served is chosen by how many assistant messages the conversation already holds (like the
-replay provider), so a resumed run continues at the right turn without any outside bookkeeping;
+replay provider), so a resumed run continues at the right turn without any outside bookkeeping (a
+script that took over a conversation, in a fork or a resume with another model, counts from there:
+its first turn answers first);
 when the turns run out the model answers with a final text and no tool call. The file is validated
 when the provider is built (before the run), and errors name the line.
 Tool-call ids are deterministic: `call_<turn>_<n>` (1-based turn, 0-based call) unless given.
@@ -56,8 +58,11 @@ class ScriptedProvider:
         name: str = "scripted",
         delays: Sequence[float] = (),
         sleep: Callable[[float], None] = time.sleep,
+        first_turn: int = 0,
     ) -> None:
         self.name = name
+        self.first_turn = first_turn
+        """Turns the conversation held before this script took it over (a fork with another model)."""
         self.model = "scripted"
         self.turns = list(turns)
         self.delays = list(delays) or [0.0] * len(self.turns)
@@ -67,14 +72,14 @@ class ScriptedProvider:
         return f"ScriptedProvider({self.name!r}, {len(self.turns)} turns)"
 
     @classmethod
-    def from_file(cls, path: Path) -> ScriptedProvider:
+    def from_file(cls, path: Path, first_turn: int = 0) -> ScriptedProvider:
         """Load and validate a script; ScriptError names the file and line that is wrong."""
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as error:
             raise ScriptError(f"cannot read model script {path}: {error.strerror}") from error
         turns, delays = parse_script_with_delays(text, str(path))
-        return cls(turns, name=f"scripted:{path}", delays=delays)
+        return cls(turns, name=f"scripted:{path}", delays=delays, first_turn=first_turn)
 
     def complete(
         self,
@@ -88,8 +93,8 @@ class ScriptedProvider:
         script is used up)."""
         if is_summary_request(messages):
             return ModelTurn(text=mechanical_summary(messages), stop_reason="end_turn", model=self.model)
-        index = turns_so_far(messages)
-        if index < len(self.turns):
+        index = turns_so_far(messages) - self.first_turn
+        if 0 <= index < len(self.turns):
             delay = self.delays[index] if index < len(self.delays) else 0.0
             if delay > 0:  # think time, never past what the caller has left
                 self._sleep(delay if timeout_s is None else min(delay, timeout_s))
@@ -208,7 +213,7 @@ def _error(source: str, node: Node, message: str) -> ScriptError:
 
 
 def _factory(target: str, config: ProviderConfig, api_key: str | None) -> ScriptedProvider:
-    return ScriptedProvider.from_file(Path(target).expanduser())
+    return ScriptedProvider.from_file(Path(target).expanduser(), config.first_turn)
 
 
 register_provider("scripted", _factory)

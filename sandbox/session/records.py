@@ -9,7 +9,7 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sandbox.settings import SessionSettings
+from sandbox.settings import SessionSettings, StartedFrom
 from sandbox.snapshot.store import SnapshotConfig
 from sandbox.spec import MAX_FILE_BYTES, SandboxSpec
 
@@ -96,7 +96,9 @@ class SessionInfo(BaseModel):
     """Repository files not copied into the workspace, each `path (why)`; the model is told."""
     origin: str | None = None
     """The commit the repository's HEAD named when the session was made (None: not a git repository),
-    the parent `harness apply` gives the session's change."""
+    the parent `harness apply` gives the session's change; `started_from.commit` when given."""
+    started_from: StartedFrom | None = None
+    """Where a start state that is no git repository came from (a mined task); None: `repo` itself."""
     objects: str | None = None
     """The shared object store its snapshots are in (`<state_dir>/.objects`); None: the session's
     own `store/` (sessions made before stores were shared)."""

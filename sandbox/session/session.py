@@ -44,6 +44,7 @@ from sandbox.session.records import (
     StepRecord,
 )
 from sandbox.session.workspace import copy_repository
+from sandbox.settings import StartedFrom
 from sandbox.snapshot import diff as snapdiff
 from sandbox.snapshot import edit
 from sandbox.snapshot.diff import SnapshotDiff
@@ -107,9 +108,12 @@ class Session:
         images: StepImages | None = None,
         workspace_from: Path | None = None,
         secrets: Sequence[Secret] = (),
+        started_from: StartedFrom | None = None,
     ) -> Session:
         """Copy repo into a new session, run environment preparation if given, record step 0.
         secrets: the values of the settings' `--secret` bindings (their proxy alone holds them).
+        started_from: the commit repo's files came from, when repo is no git repository itself (a
+        mined task's start state), for `harness apply`.
 
         workspace_from: a directory (on the same filesystem, holding only empty directories) renamed
         to be the workspace before the copy, such as a borrowed slot whose containers bind it."""
@@ -160,7 +164,8 @@ class Session:
                 config=config,
                 setup=setup,
                 left_out=left_out,
-                origin=head_commit(Path(repo)),
+                origin=started_from.commit if started_from is not None else head_commit(Path(repo)),
+                started_from=started_from,
                 objects=str(shared.root.resolve()),
             )
             if ready is not None:

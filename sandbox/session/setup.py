@@ -35,7 +35,7 @@ from sandbox.network.secrets import Secret
 from sandbox.owner import SANDBOX_UID
 from sandbox.session.session import Prepare, Ready, Session, SessionConfig, SetupRecord, StepImages
 from sandbox.session.workspace import copy_repository
-from sandbox.settings import parse_setup_mount, redact_url
+from sandbox.settings import StartedFrom, parse_setup_mount, redact_url
 from sandbox.spec import Mount, Sandbox, SandboxSpec
 from sandbox.tree import remove_tree, walk
 
@@ -411,9 +411,10 @@ def create_session(
     images: StepImages | None = None,
     workspace_from: Path | None = None,
     secrets: Sequence[Secret] = (),
+    started_from: StartedFrom | None = None,
 ) -> Session:
     """A new session from repo, running its setup commands (if any) once as step 0 (workspace_from,
-    secrets: see Session.create)."""
+    secrets, started_from: see Session.create)."""
     sessions.mkdir(parents=True, exist_ok=True)
     prepare = make_prepare(sandbox, spec, config) if config.setup else None
     return Session.create(
@@ -427,4 +428,5 @@ def create_session(
         images=images,
         workspace_from=workspace_from,
         secrets=secrets,
+        started_from=started_from,
     )

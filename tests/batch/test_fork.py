@@ -136,9 +136,9 @@ def test_a_fork_of_a_fork_and_the_refusals(forked, tmp_path):
     harness, out, _ = forked
     child = next(r for r in BatchDir(out).records() if r.key.model == "openai:fork-a")
     script = tmp_path / "s.yaml"
-    # a scripted model's turns count from the conversation's start: the first three are the parent's
+    # another model takes the conversation over: its script's first turn answers first (no padding)
     script.write_text(yaml.safe_dump({"turns": [
-        {}, {}, {}, turn("Checking.", ("read_file", {"path": "fork-a.txt"})), turn("Done."),
+        turn("Checking.", ("read_file", {"path": "fork-a.txt"})), turn("Done."),
     ]}))  # fmt: skip
     sessions = str(out / "sessions")
     again = harness(
@@ -170,9 +170,9 @@ def test_the_python_api_and_a_killed_fork_batch_runs_each_fork_once(forked, tmp_
     harness, _, _ = forked
     slow, after_two = tmp_path / "slow.yaml", tmp_path / "after-two.yaml"
     slow.write_text(yaml.safe_dump({"turns": [
-        {}, turn("Waiting.", ("run_command", {"command": "sleep 4"})), turn("Done."),
+        turn("Waiting.", ("run_command", {"command": "sleep 4"})), turn("Done."),
     ]}))  # fmt: skip
-    after_two.write_text(yaml.safe_dump({"turns": [{}, {}, turn("Done.")]}))
+    after_two.write_text(yaml.safe_dump({"turns": [turn("Done.")]}))
     out = tmp_path / "killed"
     args = [*CLI, "fork", "parent", "--at", "1", "-n", "4", "--model", f"scripted:{slow}", "--out", str(out),
             "--workers", "2", "--json"]  # fmt: skip
@@ -220,7 +220,7 @@ def test_forks_run_on_a_worker_that_lacks_the_parents_objects(tmp_path, run_labe
         turn("Done."),
     ]}))  # fmt: skip
     fork_script.write_text(yaml.safe_dump({"turns": [
-        {}, {}, turn("Mine.", ("write_file", {"path": "remote.txt", "content": "made on the worker\n"})), turn("Done."),
+        turn("Mine.", ("write_file", {"path": "remote.txt", "content": "made on the worker\n"})), turn("Done."),
     ]}))  # fmt: skip
     assert harness.run(f"scripted:{parent_script}", session="parent").code == 0
     out = client_side / "forks"
