@@ -23,9 +23,10 @@ import datetime as dt
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from harness.errors import UsageError
+from harness.policy.gate import Decision
 from harness.report.session_view import SessionView, StepView
 from harness.telemetry.export import harness_version
 from harness.trajectory import (
@@ -40,7 +41,8 @@ from harness.trajectory import (
     VerifyRecord,
     read_records,
 )
-from harness.types import Message, ModelTurn, Reasoning, ToolCall, ToolSchema, Usage
+from harness.types import Message, ModelTurn, Reasoning, StopReason, ToolCall, ToolSchema, Usage
+from sandbox.envelope import Envelope
 
 SCHEMA = "ATIF-v1.7"
 KNOWN = tuple(f"ATIF-v1.{minor}" for minor in range(10))
@@ -51,6 +53,8 @@ def to_atif(session_dir: Path, info: dict[str, Any] | None = None, tools: Sequen
     schemas, written as the agent's tool definitions (else only the names the requests carried)."""
     records = read_records(session_dir)
     writer = _Writer({schema.name: schema for schema in tools})
+    view = _view_of(Path(session_dir))
+    writer.diffs = {step.step: (step.diff, step.diff_note) for step in view.steps if step.diff or step.diff_note}
     start = next((r for r in records if isinstance(r, StartRecord)), None)
     outcome: OutcomeRecord | None = None
     for record in records:
@@ -83,8 +87,12 @@ def to_atif(session_dir: Path, info: dict[str, Any] | None = None, tools: Sequen
         extra["image"] = spec["image"]
     if start is not None:
         extra["task"] = start.task
+        extra["model"] = start.model
     if outcome is not None:
         extra["outcome"] = {"outcome": outcome.outcome, "detail": outcome.detail, "exit_code": outcome.exit_code}
+    extra["patch"] = view.patch
+    if view.problems:
+        extra["problems"] = view.problems
     document: dict[str, Any] = {
         "schema_version": SCHEMA,
         "session_id": session_id,
@@ -115,6 +123,10 @@ class _Writer:
         self._totals = Usage()
         self._cost = 0.0
         self._cost_known = True
+        self._estimated = 0
+        """The last request's estimated prompt size (what a turn without reported usage sent)."""
+        self.diffs: dict[int, tuple[str, str]] = {}
+        """Each run step's change (diff, note), from the snapshot store."""
 
     def _add(self, step: dict[str, Any]) -> dict[str, Any]:
         step["step_id"] = len(self.steps) + 1
@@ -124,6 +136,7 @@ class _Writer:
     def request(self, record: RequestRecord) -> None:
         """The messages first sent in this request: the system prompt and user messages become steps;
         a message sent again (after a resume or a summary) is not new."""
+        self._estimated = record.estimated_tokens
         before = self._sent[record.base :]
         self._sent = self._sent[: record.base] + list(record.messages)
         again = list(before)
@@ -151,7 +164,11 @@ class _Writer:
             "source": "agent",
             "message": turn.text or "",
             "llm_call_count": 1,
-            "extra": {"harness_step": record.step, "stop_reason": turn.stop_reason},
+            "extra": {
+                "harness_step": record.step,
+                "stop_reason": turn.stop_reason,
+                "sent_tokens": turn.usage.input_tokens or self._estimated,
+            },
         }
         if turn.model:
             step["model_name"] = turn.model
@@ -192,12 +209,16 @@ class _Writer:
             extra["error_kind"] = record.error_kind
         if record.decision is not None:
             extra["gate"] = record.decision.action
+            extra["decision"] = record.decision.model_dump(mode="json")
             if record.decision.action != "allow":
                 extra["refused"] = True
                 extra["rule"] = record.decision.rule
         if record.envelope is not None:
             extra["exit_code"] = record.envelope.exit_code
             extra["status"] = record.envelope.status
+            extra["envelope"] = record.envelope.model_dump(mode="json")
+        if record.attempt:
+            extra["attempt"] = record.attempt
         result = {"source_call_id": record.call_id, "content": record.text, "extra": extra}
         if step is None or record.call_id not in ids:  # a call no open turn asked for (a re-issued one)
             self._add(
@@ -236,7 +257,7 @@ class _Writer:
 
     def event(self, record: EventRecord) -> None:
         self.system(f"{record.event}: {record.detail}" if record.detail else record.event, record.ts, {
-            "harness_kind": "event", "event": record.event,
+            "harness_kind": "event", "event": record.event, "detail": record.detail,
         })  # fmt: skip
 
     def summary(self, record: SummaryRecord) -> None:
@@ -247,8 +268,31 @@ class _Writer:
         )
 
     def committed(self, record: StepRecord) -> None:
-        if self._open is not None and record.snapshot_id:
-            self._open["extra"]["snapshot"] = {"step": record.snapshot_step, "id": record.snapshot_id}
+        step = self._open if self._open is not None and self._open["extra"].get("harness_step") == record.step else None
+        if step is None:
+            step = next(
+                (
+                    s
+                    for s in reversed(self.steps)
+                    if s["source"] == "agent" and s["extra"]["harness_step"] == record.step
+                ),
+                None,
+            )
+        if step is None:
+            return
+        if record.snapshot_id:
+            step["extra"]["snapshot"] = {"step": record.snapshot_step, "id": record.snapshot_id}
+        step["extra"]["committed"] = {
+            "wrote": record.wrote,
+            "input_tokens": record.input_tokens,
+            "output_tokens": record.output_tokens,
+            "cost_usd": record.cost_usd,
+        }
+        if record.step in self.diffs:
+            diff, note = self.diffs[record.step]
+            step["extra"]["diff"] = diff
+            if note:
+                step["extra"]["diff_note"] = note
 
     def system(self, message: str, ts: float, extra: dict[str, Any]) -> None:
         self._open = None
@@ -265,6 +309,14 @@ class _Writer:
         if self._cost_known:
             metrics["total_cost_usd"] = round(self._cost, 6)
         return metrics
+
+
+def _view_of(folder: Path) -> SessionView:
+    """The session as its own page reads it (each step's diff, the final patch), so the ATIF document
+    carries what that page shows."""
+    from harness.report.session_view import load
+
+    return load(folder)
 
 
 def _iso(ts: float) -> str:
@@ -314,17 +366,30 @@ def to_view(data: dict[str, Any], source: Path) -> SessionView:
         ts=first,
         session_id=session,
         task=str(extra.get("task") or task),
-        model=f"{agent.get('name', '?')} {agent.get('version', '')}".strip() + (f" ({model})" if model else ""),
+        model=str(extra["model"])
+        if isinstance(extra.get("model"), str)
+        else f"{agent.get('name', '?')} {agent.get('version', '')}".strip() + (f" ({model})" if model else ""),
         repo=str(extra.get("repo") or ""),
     )
     number = 0
+    totals = _Totals()
+    ours = bool(extra.get("harness_session"))
     for raw in data["steps"]:
         if not isinstance(raw, dict):
             continue
         ts = _stamp(raw.get("timestamp"), first)
         origin = raw.get("source")
+        own = _mapping(raw.get("extra"))
+        if origin != "agent" and own.get("harness_kind") == "verify":
+            verify = _verify_of(raw, own, ts)
+            if verify is not None:
+                (view.steps[-1] if view.steps else _zero(view)).verify.append(verify)
+                continue
+        if ours and origin in ("system", "user") and not own.get("harness_kind"):
+            continue  # harness's own prompts (the task, verify feedback): its session page does not list them
         if origin != "agent":
-            event = EventRecord(ts=ts, event=str(origin or "step"), detail=_text(raw.get("message"))[:4000])
+            said = own["detail"] if isinstance(own.get("detail"), str) else _text(raw.get("message"))
+            event = EventRecord(ts=ts, event=str(own.get("event") or origin or "step"), detail=said[:4000])
             (view.steps[-1].events if view.steps else view.events).append(event)
             for result in _results(raw):
                 detail = _text(result.get("content"))[:4000]
@@ -336,29 +401,103 @@ def to_view(data: dict[str, Any], source: Path) -> SessionView:
                 event = EventRecord(ts=ts, event="observation", detail=detail.strip())
                 (view.steps[-1].events if view.steps else view.events).append(event)
             continue
-        number += 1
-        view.steps.append(_agent_step(raw, number, ts))
-    final = data.get("final_metrics") or {}
+        number = _int(own.get("harness_step"), number + 1)
+        view.steps.append(_agent_step(raw, number, ts, totals))
+    final = _mapping(data.get("final_metrics"))
     outcome = extra.get("outcome") if isinstance(extra.get("outcome"), dict) else None
     view.outcome = OutcomeRecord(
         ts=_stamp(_last_time(data["steps"]), first),
         outcome=str((outcome or {}).get("outcome") or "imported"),
         detail=str((outcome or {}).get("detail") or data.get("notes") or f"ATIF {data.get('schema_version', '')}"),
-        evidence={"final_metrics": final} if final else None,
+        exit_code=_int((outcome or {}).get("exit_code"), 0),
     )
+    view.totals = [] if ours else _totals_shown(final)  # harness's own: the page's facts say them already
+    patch = extra.get("patch")
+    if isinstance(patch, str):
+        view.patch = patch
+    else:
+        view.problems.append("the trajectory carries no patch (only harness's own ATIF export does)")
     return view
 
 
-def _agent_step(raw: dict[str, Any], number: int, ts: float) -> StepView:
-    metrics = raw.get("metrics") or {}
+class _Totals:
+    """Tokens and cost so far, for documents whose steps do not say (every imported step is complete)."""
+
+    def __init__(self) -> None:
+        self.input_tokens = self.output_tokens = 0
+        self.cost_usd = 0.0
+
+
+def _zero(view: SessionView) -> StepView:
+    view.steps.append(StepView(step=0))
+    return view.steps[-1]
+
+
+def _verify_of(raw: dict[str, Any], own: dict[str, Any], ts: float) -> VerifyRecord | None:
+    """A harness verify round written as a system step, read back as the round it was."""
+    output = "\n".join(_text(r.get("content")) for r in _results(raw))
+    message = _text(raw.get("message"))
+    command = message.split("`")[1] if message.count("`") >= 2 else ""
+    try:
+        return VerifyRecord(
+            ts=ts,
+            round=_int(own.get("round"), 1),
+            layer=str(own.get("layer") or "verify"),
+            command=command,
+            passed=bool(own.get("passed")),
+            exit_code=_int(own.get("exit_code"), 0),
+            status="ok" if own.get("passed") else "exit_nonzero",
+            failing=[str(name) for name in own.get("failing") or [] if isinstance(name, str | int)],
+            duration_ms=_int(own.get("duration_ms"), 0),
+            output="" if output == "(no output)" else output,
+        )
+    except ValueError:
+        return None
+
+
+def _totals_shown(final: dict[str, Any]) -> list[tuple[str, str]]:
+    """final_metrics as facts a person reads (the known fields named, the rest left out)."""
+    names = {
+        "total_prompt_tokens": "prompt tokens",
+        "total_completion_tokens": "completion tokens",
+        "total_cached_tokens": "cached tokens",
+        "total_cost_usd": "cost (USD)",
+        "total_steps": "steps",
+    }
+    return [(label, str(final[key])) for key, label in names.items() if isinstance(final.get(key), int | float)]
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    """A JSON object of a document, or an empty one when it is anything else."""
+    return value if isinstance(value, dict) else {}
+
+
+def _int(value: Any, default: int) -> int:
+    """A whole number from a document (a number, or text spelling one), else default."""
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value.strip())
+    return default
+
+
+def _agent_step(raw: dict[str, Any], number: int, ts: float, totals: _Totals) -> StepView:
+    metrics = _mapping(raw.get("metrics"))
+    own = _mapping(raw.get("extra"))
     calls = [c for c in raw.get("tool_calls") or [] if isinstance(c, dict)]
+    metric_extra = _mapping(metrics.get("extra"))
+    stop = own.get("stop_reason") if own.get("stop_reason") in _STOPS else ("tool_use" if calls else "end_turn")
     turn = ModelTurn(
         text=_text(raw.get("message")),
         tool_calls=[
             ToolCall(
                 id=str(c.get("tool_call_id") or f"call-{number}-{n}"),
                 name=str(c.get("function_name") or "?"),
-                arguments=c.get("arguments") if isinstance(c.get("arguments"), dict) else {},
+                arguments=_mapping(c.get("arguments")),
             )
             for n, c in enumerate(calls)
         ],
@@ -371,8 +510,29 @@ def _agent_step(raw: dict[str, Any], number: int, ts: float) -> StepView:
         cost_known=metrics.get("cost_usd") is not None,
         model=str(raw.get("model_name") or ""),
         reasoning=Reasoning(text=str(raw["reasoning_content"])) if raw.get("reasoning_content") else None,
+        stop_reason=stop,
+        latency_ms=_int(metric_extra.get("latency_ms"), 0),
     )
-    step = StepView(step=number, turn=turn, sent_tokens=turn.usage.input_tokens)
+    step = StepView(step=number, turn=turn, sent_tokens=_int(own.get("sent_tokens"), turn.usage.input_tokens))
+    totals.input_tokens += turn.usage.input_tokens
+    totals.output_tokens += turn.usage.output_tokens
+    totals.cost_usd += turn.cost_usd
+    done = _mapping(own.get("committed"))
+    snapshot = _mapping(own.get("snapshot"))
+    step.committed = StepRecord(
+        ts=ts,
+        step=number,
+        snapshot_step=_int(snapshot.get("step"), 0),
+        snapshot_id=str(snapshot["id"]) if snapshot.get("id") else None,
+        wrote=bool(done.get("wrote")),
+        input_tokens=_int(done.get("input_tokens"), totals.input_tokens),
+        output_tokens=_int(done.get("output_tokens"), totals.output_tokens),
+        cost_usd=float(done["cost_usd"]) if isinstance(done.get("cost_usd"), int | float) else totals.cost_usd,
+    )
+    if isinstance(own.get("diff"), str):
+        step.diff = own["diff"]
+    if isinstance(own.get("diff_note"), str):
+        step.diff_note = own["diff_note"]
     names = {call.id: call.name for call in turn.tool_calls}
     for index, result in enumerate(_results(raw)):
         call_id = str(result.get("source_call_id") or "")
@@ -384,16 +544,35 @@ def _agent_step(raw: dict[str, Any], number: int, ts: float) -> StepView:
             ToolRecord(
                 ts=ts,
                 step=number,
+                attempt=_int(extra.get("attempt"), 0),
                 call_id=call_id or f"observation-{number}",
                 name=names.get(call_id, "observation"),
                 arguments=next((c.arguments for c in turn.tool_calls if c.id == call_id), {}),
+                decision=_parsed(Decision, extra.get("decision")),
+                envelope=_parsed(Envelope, extra.get("envelope")),
                 text=_text(result.get("content")),
                 is_error=bool(extra.get("error_kind") or extra.get("refused")),
-                error_kind=extra.get("error_kind") or ("denied" if extra.get("refused") else None),
-                duration_ms=int(extra.get("duration_ms") or 0),
+                error_kind=str(extra["error_kind"])
+                if extra.get("error_kind")
+                else ("denied" if extra.get("refused") else None),
+                duration_ms=_int(extra.get("duration_ms"), 0),
+                wrote=bool(extra.get("wrote")),
             )
         )
     return step
+
+
+_STOPS = get_args(StopReason)
+
+
+def _parsed(model: Any, value: Any) -> Any:
+    """value as the pydantic model when it is one (what harness's own export wrote), else None."""
+    if not isinstance(value, dict):
+        return None
+    try:
+        return model.model_validate(value)
+    except ValueError:
+        return None
 
 
 def _results(raw: dict[str, Any]) -> Iterable[dict[str, Any]]:

@@ -72,6 +72,8 @@ class SessionView:
     network: list[dict[str, Any]] = field(default_factory=list)
     """Requests through the session's egress proxy (`--allow-net`), each with the `step` whose call
     made it ("setup" before the first call)."""
+    totals: list[tuple[str, str]] = field(default_factory=list)
+    """An imported trajectory's final metrics, as (name, value) facts."""
 
     @property
     def live(self) -> bool:

@@ -29,8 +29,9 @@ def render(view: SessionView, *, back: str | None = None, review: Sequence[str] 
         ("repository", esc(start.repo) if start else ""),
         ("started", esc(_when(start.ts)) if start else ""),
         ("outcome", _outcome(view)),
-        ("steps", str(len(view.steps))),
+        ("steps", str(len([s for s in view.steps if s.turn is not None]))),
         ("cost", f"${view.cost_usd:.4f}"),
+        *[(name, esc(value)) for name, value in view.totals],
     ]
     parts.append(_kv(facts))
     parts += [f'<p class="review">{esc(line)}</p>' for line in review]
