@@ -113,16 +113,14 @@ def _resolve(target: str, state: Path | None) -> tuple[Path, bool]:
     path = Path(target).expanduser()
     if (path / "runs").is_dir():
         return path.resolve(), True
-    if SessionFolder(path).trajectory.is_file():
+    if SessionFolder(path).trajectory.is_file() or SessionFolder(path).info.is_file():
         return path.resolve(), False
     if "/" not in target and not target.startswith("."):
         folder = state_dir(state) / target
-        if SessionFolder(folder).trajectory.is_file():
-            return folder, False
-        if folder.is_dir():
-            fail(f"session {target} has no trajectory (it never ran a task)", ExitCode.NOT_FOUND)
+        if SessionFolder(folder).trajectory.is_file() or SessionFolder(folder).info.is_file():
+            return folder, False  # a session without a run: its commands, diffs and network
     fail(
-        f"{target} is no batch directory (no runs/), session folder (no trajectory.jsonl) "
+        f"{target} is no batch directory (no runs/), session folder (no session.json) "
         "or session id (see: harness session list)",
         ExitCode.NOT_FOUND,
     )

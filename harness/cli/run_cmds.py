@@ -249,13 +249,15 @@ def show(
     folder = session_folder(state_dir(state_dir_opt), session)
     if not folder.root.is_dir():
         fail(f"no session {session} in {folder.root.parent}", ExitCode.NOT_FOUND)
-    if not folder.run_config.is_file() and not folder.trajectory.is_file():
-        fail(
-            f"session {session} never had a run (it was made by `harness exec --session` or `harness tool`); "
-            f"its steps: harness session show {session}",
-            ExitCode.NOT_FOUND,
-        )
     directory = folder.root
+    if not folder.run_config.is_file() and not folder.trajectory.is_file():
+        if json_out:
+            fail(f"session {session} never had a run: no result to print (see: harness show {session})", 66)
+        from harness.cli.run_view import render_commands
+
+        with reported():
+            render_commands(console, directory)
+        return
 
     with reported():
         if json_out:

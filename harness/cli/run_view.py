@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
 
 from harness.agent.outcome import RunResult, RunState, exit_code_for_outcome
+from harness.cli.terminal import literal, visible
 from harness.trajectory import OutcomeRecord, read_records, read_state
 
 _STYLE = {"verified": "bold green", "unverified": "yellow", "interrupted": "yellow"}
@@ -42,19 +42,26 @@ def result_of(session_dir: Path) -> RunResult:
 
 
 def render_session(console: Console, session_dir: Path) -> None:
-    """Steps, tool calls, results, tokens, cost and outcome of a recorded session."""
-    table = Table(title=f"session {Path(session_dir).name}", show_lines=True, expand=True)
-    for column in ("step", "model said / tool call", "result", "tokens in/out"):
-        table.add_column(column, overflow="fold")
+    """Steps, tool calls, results, tokens, cost and outcome of a recorded session: a step column and
+    one column of text that wraps at the terminal's width (readable at 80 columns)."""
+    console.print(f"[bold]session {literal(Path(session_dir).name)}[/]")
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(no_wrap=True, style="bold")
+    grid.add_column(overflow="fold")
+    first = True
     for kind, item, where in with_network(read_records(session_dir), network_requests(session_dir)):
         row = _row(item) if kind == "record" else _network_row(item, where)
-        if row:
-            table.add_row(*row)
-    console.print(table)
+        if row is None:
+            continue
+        if row[0] and not first:
+            grid.add_row("", "")
+        first = False
+        grid.add_row(*row)
+    console.print(grid)
     if read_state(session_dir, RunState) is None:  # a framework's calls (the integrations' box): no model run
         ended = [r for r in read_records(session_dir) if isinstance(r, OutcomeRecord)]
         said = f"{ended[-1].outcome}: {ended[-1].detail}" if ended else "still open"
-        console.print(f"calls made by an outside framework, no model run of harness; {said}", markup=False)
+        console.print(f"calls made by an outside framework, no model run of harness; {visible(said)}", markup=False)
         return
     render_summary(console, result_of(session_dir))
     from harness.landing.land import trail
@@ -67,33 +74,62 @@ def render_session(console: Console, session_dir: Path) -> None:
         )
 
 
-def _row(record: Any) -> tuple[str, str, str, str] | None:
+def render_commands(console: Console, session_dir: Path) -> None:
+    """A session that never ran a model (`harness exec --session`, `harness tool`): each step the
+    command it recorded, and the egress requests under the step whose command made them."""
+    from sandbox.durable import read_lines
+    from sandbox.layout import SessionFolder
+
+    steps = [line for line in read_lines(SessionFolder(Path(session_dir)).steps) if isinstance(line, dict)]
+    requests = network_requests(session_dir)
+    console.print(f"[bold]session {literal(Path(session_dir).name)}[/]  [dim](no model run: its commands)[/]")
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(no_wrap=True, style="bold")
+    grid.add_column(overflow="fold")
+    for line in steps:  # a step is recorded once its command ended: the requests before it are its command's
+        ts = float(line.get("time", 0))
+        grid.add_row(
+            f"step {line.get('step', '?')}",
+            f"{literal(str(line.get('kind', '')))} {_clip(str(line.get('note', '')), 400)}",
+        )
+        while requests and float(requests[0].get("ts", 0)) <= ts:
+            grid.add_row(*_network_row(requests.pop(0), ""))
+    for request in requests:
+        grid.add_row(*_network_row(request, ""))
+    console.print(grid)
+    every = network_requests(session_dir)
+    if every:
+        refused = sum(1 for r in every if not r.get("allowed"))
+        console.print(f"network: {len(every)} request(s) through the egress proxy, {refused} refused")
+
+
+def _row(record: Any) -> tuple[str, str] | None:
+    """(step column, text) of one record, or None for what the view leaves out."""
     if record.kind == "turn":
         turn = record.turn
-        calls = "\n".join(f"→ {escape(c.name)}({_args(c.arguments)})" for c in turn.tool_calls)
-        text = _clip(turn.text, 300) + ("\n" + calls if calls else "")
+        calls = "".join(f"\n→ {literal(c.name)}({_args(c.arguments)})" for c in turn.tool_calls)
+        tokens = f"  [dim]({turn.usage.input_tokens} in / {turn.usage.output_tokens} out tokens)[/]"
+        text = (_clip(turn.text, 600) or "[dim](no text)[/]") + tokens + calls
         if turn.reasoning:
-            text = f"[dim]thinking: {_clip(turn.reasoning.text or '(redacted)', 200)}[/]\n" + text
+            text = f"[dim]thinking: {_clip(turn.reasoning.text or '(redacted)', 300)}[/]\n" + text
         if turn.stop_reason == "refusal":
             text = "[yellow]refused[/] " + text
-        return (str(record.step), text, "", f"{turn.usage.input_tokens}/{turn.usage.output_tokens}")
+        return (f"step {record.step}", text)
     if record.kind == "tool":
         first = record.text.splitlines()[0] if record.text else ""
-        decision = record.decision.action if record.decision is not None else None
+        decision = record.decision.action if record.decision is not None else "not gated"
         flag = "[red]✗[/]" if record.is_error else "[green]✓[/]"
+        return ("", f"{flag} {literal(record.name)}: {_clip(first, 240)} [dim]({decision}, {record.duration_ms} ms)[/]")
+    if record.kind == "step" and record.wrote:
         return (
             "",
-            f"  {escape(record.name)} [dim]{escape(record.call_id)}[/]",
-            f"{flag} {_clip(first, 160)} [dim]({decision}, {record.duration_ms} ms)[/]",
-            "",
+            f"[dim]files changed: the state after step {record.step} is kept (diff, rollback --to {record.step})[/]",
         )
-    if record.kind == "step" and record.wrote:
-        return ("", f"  [dim]snapshot → session step {record.snapshot_step}[/]", "", "")
     if record.kind == "verify":
-        mark = "[green]passed[/]" if record.passed else f"[red]failed[/] {escape(', '.join(record.failing[:5]))}"
-        return ("verify", f"round {record.round}", f"exit {record.exit_code}: {mark}", "")
-    if record.kind == "event" and record.event in ("resumed", "interrupted"):
-        return ("", f"[yellow]{record.event}[/] {escape(record.detail)}", "", "")
+        mark = "[green]passed[/]" if record.passed else f"[red]failed[/] {_clip(', '.join(record.failing[:5]), 300)}"
+        return (f"verify {record.round}", f"exit {record.exit_code}: {mark}")
+    if record.kind == "event" and record.event in ("resumed", "interrupted", "resume_changed", "fork"):
+        return ("", f"[yellow]{literal(record.event)}[/] {_clip(record.detail, 400)}")
     return None
 
 
@@ -110,20 +146,22 @@ def render_steps(console: Console, session_dir: Path) -> None:
             first = record.text.splitlines()[0] if record.text else ""
             exited = record.envelope is not None and record.envelope.exit_code != 0
             mark = "[red]✗[/]" if record.is_error else "[yellow]·[/]" if exited else "[green]✓[/]"
-            console.print(f"step {record.step:>2}  {mark} {escape(record.name):<12} {_clip(first, 90)}", soft_wrap=True)
+            console.print(
+                f"step {record.step:>2}  {mark} {literal(record.name):<12} {_clip(first, 90)}", soft_wrap=True
+            )
         elif record.kind == "verify":
             status = "[green]passed[/]" if record.passed else "[red]failed[/]"
-            layer = "" if record.layer == "verify" else f" {escape(record.layer)} `{escape(record.command)}`"
+            layer = "" if record.layer == "verify" else f" {literal(record.layer)} `{literal(record.command)}`"
             console.print(f"verify {record.round}{layer}  exit {record.exit_code}: {status}", soft_wrap=True)
         elif record.kind == "summary":
-            excluded = f"; excluded: {escape('; '.join(record.excluded))}" if record.excluded else ""
+            excluded = f"; excluded: {literal('; '.join(record.excluded))}" if record.excluded else ""
             console.print(
                 f"step {record.step:>2}  [cyan]summary[/] of model turns 1-{record.through_turn}: "
                 f"~{record.before_tokens} -> ~{record.after_tokens} tokens{excluded}",
                 soft_wrap=True,
             )
     if final:
-        console.print(f"[bold]model:[/] {escape(final.strip())}", soft_wrap=True)
+        console.print(f"[bold]model:[/] {literal(final.strip())}", soft_wrap=True)
 
 
 def network_requests(session_dir: Path) -> list[dict[str, Any]]:
@@ -149,24 +187,24 @@ def with_network(records: list[Any], requests: list[dict[str, Any]]) -> Iterator
         yield "net", request, "       "
 
 
-def _network_row(request: dict[str, Any], where: str) -> tuple[str, str, str, str]:
-    target = escape(f"{request.get('method', '?')} {request.get('host', '?')}:{request.get('port', '?')}")
+def _network_row(request: dict[str, Any], where: str) -> tuple[str, str]:
+    target = literal(f"{request.get('method', '?')} {request.get('host', '?')}:{request.get('port', '?')}")
     if request.get("allowed"):
         result = f"[green]allowed[/] ↑{request.get('sent', 0)} B ↓{request.get('received', 0)} B"
     else:
-        result = f"[red]refused[/] {escape(str(request.get('reason', '')))}"
-    return (where.strip(), f"  net {target}", result, "")
+        result = f"[red]refused[/] {literal(str(request.get('reason', '')))}"
+    return ("setup" if where.strip() == "setup" else "", f"net {target} {result}")
 
 
 def _network_line(console: Console, request: dict[str, Any], where: str) -> None:
     """A request through the session's egress proxy, under the step whose call made it."""
-    target = escape(f"{request.get('method', '?')} {request.get('host', '?')}:{request.get('port', '?')}")
+    target = literal(f"{request.get('method', '?')} {request.get('host', '?')}:{request.get('port', '?')}")
     if request.get("allowed"):
         sizes = f"↑{request.get('sent', 0)} B ↓{request.get('received', 0)} B"
         console.print(f"{where}    [green]net[/] {target}  {sizes}", soft_wrap=True)
     else:
         console.print(
-            f"{where}    [red]net refused[/] {target}: {escape(str(request.get('reason', '')))}", soft_wrap=True
+            f"{where}    [red]net refused[/] {target}: {literal(str(request.get('reason', '')))}", soft_wrap=True
         )
 
 
@@ -179,16 +217,16 @@ def _share(tokens: dict[str, int]) -> str:
 def render_summary(console: Console, result: RunResult) -> None:
     style = _STYLE.get(result.outcome, "bold red")
     lines = [
-        f"outcome   [{style}]{result.outcome}[/]" + (f" — {escape(result.detail)}" if result.detail else ""),
+        f"outcome   [{style}]{result.outcome}[/]" + (f" — {literal(result.detail)}" if result.detail else ""),
         f"steps     {result.steps}   verify rounds {result.verify_rounds}",
         f"tokens    in {result.tokens.get('input', 0)}  out {result.tokens.get('output', 0)}"
         f"  cached {result.tokens.get('cached', 0)}{_share(result.tokens)}",
         f"cost      ${result.cost_usd:.4f}   elapsed {result.elapsed_s:.1f}s",
-        f"session   {result.session_id}  ({result.session_dir})",
-        f"patch     {result.patch or '-'}",
+        f"session   {literal(result.session_id)}  ({literal(result.session_dir)})",
+        f"patch     {literal(result.patch or '-')}",
     ]
     if result.evidence:
-        lines.append(f"evidence  {escape(str(result.evidence))}")
+        lines.append(f"evidence  {literal(str(result.evidence))}")
     console.print(Panel("\n".join(lines), title="harness run", expand=False))
 
 
@@ -205,10 +243,11 @@ def render_patch(console: Console, patch_path: str | None) -> None:
 
 
 def _args(arguments: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={_clip(repr(v), 60)}" for k, v in arguments.items())
+    return ", ".join(f"{literal(str(k))}={_clip(repr(v), 60)}" for k, v in arguments.items())
 
 
 def _clip(text: str, limit: int) -> str:
-    """Shortened and escaped: model and tool text must never be read as rich markup."""
+    """Shortened, its control characters made visible and escaped: model and tool text must never be
+    read as rich markup, nor act on the terminal."""
     text = text.strip()
-    return escape(text if len(text) <= limit else text[: limit - 1] + "…")
+    return literal(text if len(text) <= limit else text[: limit - 1] + "…")

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from harness.cli.app import ExitCode, app, console, docker_host, err_console, fail, reported, state_dir
+from harness.cli.terminal import literal
 
 if TYPE_CHECKING:
     from harness.assembly.sessions import ExecStep, Session, SessionConfig
@@ -45,25 +46,56 @@ def _when(stamp: float) -> str:
 def session_list(
     state: Path | None = _STATE, as_json: bool = typer.Option(False, "--json", help="Print JSON.")
 ) -> None:
-    """Sessions in the state directory, oldest first."""
-    from rich.table import Table
-
+    """Sessions in the state directory, oldest first: each with its outcome, model and task, then its
+    repository (never cut: a long line wraps)."""
     from harness.assembly.sessions import list_sessions
 
     infos = list_sessions(state_dir(state))
+    runs = {info.id: _run_of(state_dir(state) / info.id) for info in infos}
     if as_json:
-        print(json.dumps([info.model_dump(mode="json") for info in infos]))
+        print(json.dumps([{**info.model_dump(mode="json"), **runs[info.id]} for info in infos]))
         return
-    table = Table("session", "created", "repository", "setup", "forked from")
+    if not infos:
+        console.print(f"no sessions in {literal(str(state_dir(state)))}")
+        return
     for info in infos:
-        table.add_row(
-            info.id,
-            _when(info.created),
-            info.repo,
-            "cached" if info.setup and info.setup.cached else "yes" if info.setup else "-",
-            f"{info.parent.session} at step {info.parent.step}" if info.parent else "-",
+        run = runs[info.id]
+        outcome = run["outcome"] or ("no run" if not run["model"] else "running or unfinished")
+        style = (
+            "green" if outcome == "verified" else "yellow" if outcome in ("no run", "running or unfinished") else "red"
         )
-    console.print(table)
+        console.print(
+            f"[bold]{literal(info.id)}[/]  [{style}]{literal(outcome)}[/]  {literal(run['model'] or '-')}  "
+            f"[dim]{_when(info.created)}[/]"
+        )
+        if run["task"]:
+            console.print(f"  {literal(run['task'])}")
+        where = [literal(info.repo)]
+        if info.parent:
+            where.append(f"forked from {literal(info.parent.session)} at step {info.parent.step}")
+        if info.setup:
+            where.append("setup cached" if info.setup.cached else "setup built")
+        console.print("  [dim]" + " · ".join(where) + "[/]")
+
+
+def _run_of(folder: Path) -> dict[str, str]:
+    """The run of a session folder as a list shows it: outcome, model and the task's first line."""
+    from harness.agent.outcome import RunState
+    from harness.errors import SessionError
+    from harness.trajectory import read_state
+
+    try:
+        state = read_state(folder, RunState)
+    except (SessionError, OSError, ValueError):
+        state = None
+    if state is None:
+        return {"outcome": "", "model": "", "task": ""}
+    task = state.task.strip().splitlines()[0] if state.task.strip() else ""
+    return {
+        "outcome": state.result.outcome if state.finished and state.result is not None else "",
+        "model": state.model,
+        "task": task if len(task) <= 100 else task[:99] + "…",
+    }
 
 
 @session_app.command("show")
@@ -88,20 +120,49 @@ def session_show(
                 f"setup: {len(session.config.setup)} command(s), network {setup.network_mode}, "
                 f"{'cached' if setup.cached else 'built'} image {setup.image[:19]}"
             )
-        table = Table("after step", "snapshot", "kind", "time", "tree", "image", "note")
+        table = Table("after step", "kind", "time", "tree", "image", "note")
         for record in session.records:
             table.add_row(
                 _step_range(steps.steps_at(record.step)),
-                str(record.step),
                 record.kind,
                 _when(record.time),
                 record.tree[:12],
                 record.image.removeprefix("sha256:")[:12],
-                record.note,
+                literal(_note(record, steps)),
             )
         console.print(table)
         if steps.has_run:
             console.print("[dim]steps as `harness show` numbers them: `diff` and `rollback --to N` take these[/]")
+        _network_lines(session.dir)
+
+
+def _network_lines(folder: Path) -> None:
+    """The session's requests through its egress proxy, one line each (none without --allow-net)."""
+    from harness.cli.run_view import network_requests
+
+    requests = network_requests(folder)
+    if not requests:
+        return
+    refused = sum(1 for r in requests if not r.get("allowed"))
+    console.print(f"network: {len(requests)} request(s), {refused} refused")
+    for request in requests:
+        target = literal(f"{request.get('method', '?')} {request.get('host', '?')}:{request.get('port', '?')}")
+        verdict = (
+            "[green]allowed[/]"
+            if request.get("allowed")
+            else f"[red]refused[/] {literal(str(request.get('reason', '')))}"
+        )
+        console.print(f"  [dim]{_when(float(request.get('ts', 0)))}[/] {target} {verdict}")
+
+
+def _note(record: Any, steps: StepMap) -> str:
+    """A snapshot's note in run steps (a rollback made before rollbacks said so named a snapshot)."""
+    if record.kind == "rollback" and record.rolled_back_to is not None and record.note.startswith("rollback to step "):
+        held = steps.steps_at(record.rolled_back_to)
+        return f"rollback to the state after step {_step_range(held)}" if steps.has_run else record.note
+    if record.kind == "step" and record.note.startswith("agent step "):
+        return ""  # the "after step" column says it
+    return record.note
 
 
 def _steps(session: Session) -> StepMap:
@@ -182,10 +243,10 @@ def rollback_command(
     """Restore the workspace and image as they were after step N; the next step continues from there."""
     with _opened(state, session_id) as session:
         snapshot = _steps(session).snapshot(to)
-        record = session.rollback(snapshot)
+        record = session.rollback(snapshot, note=f"rollback to the state after step {to}")
     console.print(
-        f"session {session_id}: restored the state after step {to} "
-        f"(snapshot {snapshot}, recorded as snapshot {record.step}; image {record.image[:19]})"
+        f"session {literal(session_id)}: restored the state after step {to} (image {record.image[:19]}); "
+        "the next step continues from there"
     )
 
 

@@ -74,10 +74,12 @@ class SessionView:
     made it ("setup" before the first call)."""
     totals: list[tuple[str, str]] = field(default_factory=list)
     """An imported trajectory's final metrics, as (name, value) facts."""
+    no_run: bool = False
+    """The session never ran a model: its steps are commands (`harness exec --session`, `harness tool`)."""
 
     @property
     def live(self) -> bool:
-        return self.outcome is None
+        return self.outcome is None and not self.no_run
 
     @property
     def cost_usd(self) -> float:
@@ -111,6 +113,8 @@ def load(folder: Path) -> SessionView:
     view.network = _network(folder, [call for step in view.steps for call in step.calls])
     if view.start is None:  # a run started through the API without a start record: the state says
         view.start = _start_of(folder)
+    if view.start is None and not view.steps:
+        _commands(view)
     _add_diffs(view)
     view.family = _family(folder)
     return view
@@ -141,6 +145,35 @@ def _network(folder: Path, calls: list[ToolRecord]) -> list[dict[str, Any]]:
             where = after[0][1] if after else ends[-1][1]
         placed.append({**request, "step": where})
     return placed
+
+
+def _commands(view: SessionView) -> None:
+    """A session without a model run: each step a command it ran (its snapshot note), its diff, and
+    the egress requests under the step whose command made them."""
+    from sandbox.durable import read_json, read_lines
+
+    paths = SessionFolder(view.folder)
+    try:
+        snapshots = [line for line in read_lines(paths.steps) if isinstance(line, dict)]
+        repo = str(read_json(paths.info).get("repo", ""))
+    except (OSError, ValueError):
+        return
+    view.no_run = True
+    first = float(snapshots[0].get("time", 0)) if snapshots else 0.0
+    view.start = StartRecord(
+        ts=first, session_id=view.session_id, task="(no model run: the commands of harness exec --session or harness tool)",
+        model="-", repo=repo,
+    )  # fmt: skip
+    for line in snapshots[1:]:
+        number, ts = int(line.get("step", 0)), float(line.get("time", 0))
+        step = StepView(step=number)
+        step.events.append(EventRecord(ts=ts, event=str(line.get("kind", "step")), detail=str(line.get("note", ""))))
+        step.committed = StepRecord(ts=ts, step=number, snapshot_step=number, wrote=True)
+        view.steps.append(step)
+    times = [(step.committed.ts, step.step) for step in view.steps if step.committed is not None]
+    for request in view.network:
+        at = float(request.get("ts", 0))
+        request["step"] = next((number for ts, number in times if ts >= at), times[-1][1] if times else "setup")
 
 
 def _start_of(folder: Path) -> StartRecord | None:
@@ -181,7 +214,7 @@ def _add_diffs(view: SessionView) -> None:
         steps = StepMap.of(view.folder, view.session_id, session.step)
         previous = 0
         for step in view.steps:
-            if step.committed is None or step.step not in steps.snapshots:
+            if step.committed is None or (steps.has_run and step.step not in steps.snapshots):
                 continue
             before, after = steps.snapshot(previous), steps.snapshot(step.step)
             previous = step.step

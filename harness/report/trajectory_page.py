@@ -115,6 +115,8 @@ def _family(view: SessionView) -> str:
 
 def _outcome(view: SessionView) -> str:
     outcome = view.outcome
+    if view.no_run:
+        return '<span class="badge warn">no model run</span>'
     if outcome is None:
         return '<span class="badge warn">running or unfinished</span>'
     css = "ok" if outcome.outcome == "verified" else "bad"

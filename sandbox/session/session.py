@@ -460,8 +460,9 @@ class Session:
         if self.step_images is not None and image != self.image:
             self.step_images.check(image)
 
-    def rollback(self, to: int) -> StepRecord:
-        """Restore workspace and image of step `to` as a new step; on failure nothing changes."""
+    def rollback(self, to: int, note: str | None = None) -> StepRecord:
+        """Restore workspace and image of step `to` as a new step; on failure nothing changes. note:
+        what the new step's record says (default: `rollback to step TO`)."""
         with self._locked():
             target = self.record(to)
             self._check_image(target.image)
@@ -478,7 +479,7 @@ class Session:
                     tree=target.tree,
                     image=target.image,
                     time=time.time(),
-                    note=f"rollback to step {to}",
+                    note=note or f"rollback to step {to}",
                     kind="rollback",
                     rolled_back_to=to,
                     skipped=target.skipped,

@@ -14,9 +14,12 @@ pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
 
 def test_show_diff_and_rollback_speak_the_same_steps(harness) -> None:
     assert harness.run(f"scripted:{FIX_SCRIPT}", session="steps").code == 0
-    shown = harness("show", "steps", env={"COLUMNS": "250"}).stdout
-    step_3 = shown[shown.index("│ 3 ") : shown.index("│ 4 ")]
-    assert "apply_patch" in step_3, shown
+    shown = harness("show", "steps", env={"COLUMNS": "80"}).stdout
+    step_3 = shown[shown.index("step 3 ") : shown.index("step 4 ")]
+    assert "apply_patch" in step_3 and "the state after step 3 is kept" in step_3, shown
+    assert "snapshot" not in shown, "one numbering: the run's steps"
+    assert all(len(line.rstrip()) <= 80 for line in shown.splitlines()), "it fits 80 columns"
+    assert max(len(line.split()) for line in shown.splitlines() if line.strip()) > 4, "not a word per line"
     ops = harness.session_dir("steps") / "workspace" / "calc" / "ops.py"
     assert not ops.exists() and "return a + b" in harness.final("steps", "calc/ops.py")
 
@@ -33,6 +36,9 @@ def test_show_diff_and_rollback_speak_the_same_steps(harness) -> None:
     listed = json.loads(harness("session", "show", "steps", "--json").stdout)
     held = {tuple(record["after_steps"]) for record in listed["steps"]}
     assert (0, 1, 2) in held and (3, 4, 5) in held, held
+    table = harness("session", "show", "steps", env={"COLUMNS": "200"}).stdout
+    assert "rollback to the state after step 2" in table and "rollback to the state after step 3" in table, table
+    assert "snapshot" not in table and "rollback to step 0" not in table
 
     missing = harness("rollback", "steps", "--to", "9")
     assert missing.code == 64 and "no step 9" in missing.stderr and "harness show" in missing.stderr

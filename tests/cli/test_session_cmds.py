@@ -74,10 +74,12 @@ def test_errors_are_one_line_with_distinct_codes_and_lose_nothing(made: tuple[Pa
     out_of_range = harness("rollback", "cli", "--to", "9", *sd)
     assert out_of_range.returncode == 64 and "no step 9" in one_line_error(out_of_range)
     assert harness("diff", "cli", "--to", "9", *sd).returncode == 64
-    for command in (["show", "cli"], ["show", "cli", "--json"], ["resume", "cli"]):
+    for command in (["show", "cli", "--json"], ["resume", "cli"]):
         never_ran = harness(*command, *sd)
         assert never_ran.returncode == 66 and "Traceback" not in never_ran.stderr, never_ran.stderr
         assert never_ran.stdout == "", "nothing is printed before the error"
+    commands = harness("show", "cli", *sd)  # a session without a run shows its commands
+    assert commands.returncode == 0 and "no model run" in commands.stdout and "step 2" in commands.stdout
     (repo / "src" / "app.py").write_text("someone changed the original\n")
     out = tmp_path / "p.patch"
     conflict = harness("export", "cli", "-o", str(out), *sd)

@@ -1,0 +1,34 @@
+"""Text from outside on its way to a terminal: control characters made visible, then escaped as data.
+
+A model's words, a tool's output, an MCP server's answer, a path a repository named: any of them may
+carry terminal escapes (`ESC[2J` clears the screen, `ESC]0;...` retitles the window, `ESC]8;;` makes
+links), carriage returns that overwrite what was printed, or bidirectional overrides that show code
+other than it is. Rich's `escape` stops markup only; `visible` shows every such character as its
+`\\xNN` / `\\uNNNN` spelling, so what reaches the terminal is what was said, never what it does.
+"""
+
+from __future__ import annotations
+
+import re
+
+_CONTROL = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]"
+)
+"""C0 (but tab and newline), DEL, C1, and the invisible or reordering format characters."""
+
+
+def visible(text: str) -> str:
+    """text with every control and bidirectional-format character spelled out (`\\x1b`, `\\u202e`)."""
+    return _CONTROL.sub(_spelled, text)
+
+
+def literal(text: str) -> str:
+    """text made visible and escaped for Rich markup: safe to put inside a markup string."""
+    from rich.markup import escape
+
+    return escape(visible(text))
+
+
+def _spelled(found: re.Match[str]) -> str:
+    code = ord(found.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
