@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from harness.errors import ConfigError
+from harness.errors import ConfigError, UsageError
 from harness.policy.gate import GateConfig
 from harness.providers.config import ProviderConfig
 from harness.providers.vendor import prefix_of
@@ -286,9 +286,41 @@ def with_overrides(data: dict[str, Any], overrides: dict[str, Any], source: str 
     try:
         return RunConfig.model_validate(data)
     except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise ConfigError(f"{source}: {where}: {first['msg']}") from None
+        given = {f"session.{key}" if key in FLAT_KEYS else key for key, value in overrides.items() if value is not None}
+        where = ".".join(str(part) for part in error.errors()[0]["loc"] if not isinstance(part, int))
+        flagged = any(where == key or where.startswith(key + ".") or key.startswith(where + ".") for key in given)
+        if flagged or (source == "flags" and not where):
+            raise UsageError(said(error, "flags")) from None  # a flag's value: exit 64, named as the flag
+        raise ConfigError(said(error, source)) from None
+
+
+FLAGS = {
+    "session.allow_net": "--allow-net",
+    "session.secrets": "--secret",
+    "session.setup_mounts": "--setup-mount",
+    "limits.max_cost_usd": "--max-cost",
+    "sandbox.runtime": "--runtime",
+}
+"""Settings whose flag is not their last key with dashes."""
+
+
+def said(error: ValidationError, source: str) -> str:
+    """A validation error as one line in harness's words: what was given and what is wanted, named as
+    the flag (`--thinking 'x': ...`) when it came from flags, else as the file's key; never the
+    validation library's own prefixes."""
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"] if not isinstance(part, int))
+    context = first.get("ctx") or {}
+    text = str(context["error"]) if first["type"] == "value_error" and "error" in context else str(first["msg"])
+    text = text[0].lower() + text[1:] if text[:1].isupper() and not text.startswith("--") else text
+    if text.startswith("--"):  # the message names its flag and what was given already
+        return text if source == "flags" else f"{source}: {where}: {text}"
+    if source == "flags" and where:
+        flag = FLAGS.get(where, "--" + where.rsplit(".", 1)[-1].replace("_", "-"))
+        given = first.get("input")
+        shown = f" {given!r}" if isinstance(given, str | int | float) and not isinstance(given, bool) else ""
+        return f"{flag}{shown}: {text}"
+    return f"{source}: {where}: {text}" if where else f"{source}: {text}"
 
 
 def _refuse_repository_file(config_file: Path, repo: Path | None) -> None:

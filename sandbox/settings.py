@@ -54,6 +54,10 @@ class SessionSettings(BaseModel):
     allow_net_ca: Path | None = None
     """A PEM bundle the egress proxy trusts beside the system's when it connects to a secret's host
     (`--allow-net-ca`: a company's internal CA)."""
+    ca_bundle: Path | None = None
+    """A PEM bundle the whole session trusts (`--ca-bundle`): the setup container and every call that
+    reaches the allowed hosts, and the egress proxy when it connects to a secret's host. What an
+    intercepting TLS proxy (a corporate network) needs: one flag for `--setup-ca` and `--allow-net-ca`."""
     workspace_quota: int | None = None
     """Bytes the whole workspace may hold (`--workspace-quota 2g`): it becomes a filesystem of that
     size (sandbox.session.quota; root only), so a call writing past it gets "No space left on device"
@@ -61,19 +65,33 @@ class SessionSettings(BaseModel):
 
     @model_validator(mode="after")
     def _setup_options(self) -> SessionSettings:
-        problem = setup_option_problem(
-            self.setup,
-            self.setup_network,
-            self.setup_ca is not None,
-            bool(self.setup_proxy),
-            bool(self.setup_mounts),
-            bool(self.allow_net or self.secrets),
-        ) or network_option_problem(
-            [*self.allow_net, *self.secrets], self.allow_net_tools, self.setup_network, bool(self.setup_proxy)
+        problem = (
+            setup_option_problem(
+                self.setup,
+                self.setup_network,
+                self.setup_ca is not None,
+                bool(self.setup_proxy),
+                bool(self.setup_mounts),
+                bool(self.allow_net or self.secrets),
+            )
+            or ca_bundle_problem(self.ca_bundle is not None, self.setup_network, bool(self.allow_net or self.secrets))
+            or network_option_problem(
+                [*self.allow_net, *self.secrets], self.allow_net_tools, self.setup_network, bool(self.setup_proxy)
+            )
         )
         if problem:
             raise ValueError(problem)
         return self
+
+    @property
+    def setup_trust(self) -> Path | None:
+        """The bundle the setup container trusts: `--setup-ca`, else `--ca-bundle`."""
+        return self.setup_ca or self.ca_bundle
+
+    @property
+    def proxy_trust(self) -> Path | None:
+        """The bundle the egress proxy trusts upstream of a secret's host: `--allow-net-ca`, else `--ca-bundle`."""
+        return self.allow_net_ca or self.ca_bundle
 
     @field_validator("secrets")
     @classmethod
@@ -151,6 +169,13 @@ def lift_flat(data: Any, into: str = "session") -> Any:
     lifted = {key: value for key, value in data.items() if key not in FLAT_KEYS}
     lifted[into] = {**table, **{key: data[key] for key in FLAT_KEYS if key in data}}
     return lifted
+
+
+def ca_bundle_problem(given: bool, setup_network: bool, allow_net: bool) -> str | None:
+    """What is wrong with --ca-bundle here, or None: it is for a session that reaches a network."""
+    if given and not (setup_network or allow_net):
+        return "--ca-bundle is for a session with network: add --allow-net HOST (or --setup-network for setup)"
+    return None
 
 
 def setup_option_problem(

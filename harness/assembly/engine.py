@@ -210,6 +210,7 @@ def execute_once(
     keep: Path | None,
     *,
     allow_net: list[str],
+    trust: Path | None = None,
 ) -> tuple[Envelope, list[dict[str, Any]]]: ...
 
 
@@ -222,10 +223,11 @@ def execute_once(
     keep: Path | None,
     *,
     allow_net: list[str] | None = None,
+    trust: Path | None = None,
 ) -> Envelope | tuple[Envelope, list[dict[str, Any]]]:
     """Run command on a fresh copy of path in one disposable container; optionally keep the copy.
-    With allow_net, the call reaches those hosts through an egress proxy of its own, and the
-    proxy's requests come back with the envelope."""
+    With allow_net, the call reaches those hosts through an egress proxy of its own (trusting the
+    CA bundle trust, `--ca-bundle`), and the proxy's requests come back with the envelope."""
     from sandbox.network.egress import Egress, read_log
     from sandbox.session.workspace import copy_repository
     from sandbox.tree import copy_tree, remove_tree
@@ -237,7 +239,7 @@ def execute_once(
         with contextlib.ExitStack() as stack:
             box = stack.enter_context(one_shot_sandbox(docker_host, run_id))
             if allow_net:
-                proxy = stack.enter_context(Egress(allow_net, scratch / "network.jsonl"))
+                proxy = stack.enter_context(Egress(allow_net, scratch / "network.jsonl", trust=trust))
                 spec = spec.model_copy(update={"egress": str(proxy.folder)})
             envelope = box.run(command, workspace=workspace, spec=spec)
         if keep is not None:

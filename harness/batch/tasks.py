@@ -206,11 +206,13 @@ def _with_defaults(raw: Any, defaults: TaskDefaults, path: Path, line: int) -> A
 
 
 def _anchored(settings: SessionSettings, path: Path) -> SessionSettings:
-    """settings with a relative setup CA resolved against the tasks file's folder."""
-    ca = settings.setup_ca
-    if ca is None or ca.is_absolute():
-        return settings
-    return settings.model_copy(update={"setup_ca": (path.parent / ca).resolve()})
+    """settings with relative CA bundles resolved against the tasks file's folder."""
+    update = {
+        key: (path.parent / value).resolve()
+        for key in ("setup_ca", "allow_net_ca", "ca_bundle")
+        if (value := getattr(settings, key)) is not None and not value.is_absolute()
+    }
+    return settings.model_copy(update=update) if update else settings
 
 
 def _anchored_model(spec: str, path: Path, line: int) -> str:

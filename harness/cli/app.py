@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import typer
@@ -22,11 +23,13 @@ __all__ = [
     "ALLOW_NET",
     "ALLOW_NET_CA",
     "ALLOW_NET_TOOLS",
+    "CA_BUNDLE",
     "OTEL_CONTENT",
     "OTEL_ENDPOINT",
     "OTEL_FILE",
     "SECRET",
     "ExitCode",
+    "absolute",
     "app",
     "bench_app",
     "console",
@@ -109,6 +112,12 @@ SECRET = typer.Option(
 ALLOW_NET_CA = typer.Option(
     None, "--allow-net-ca", help="PEM bundle the egress proxy also trusts for a --secret's host (an internal CA)."
 )
+CA_BUNDLE = typer.Option(
+    None,
+    "--ca-bundle",
+    help="PEM bundle the whole session trusts: setup, the calls that reach --allow-net hosts, and the proxy for "
+    "a --secret's host (an intercepting TLS proxy's CA, e.g. /etc/ssl/certs/ca-certificates.crt).",
+)
 
 # The OpenTelemetry flags of the commands that run agents (run, resume, batch).
 OTEL_ENDPOINT = typer.Option(
@@ -120,6 +129,11 @@ OTEL_FILE = typer.Option(None, "--otel-file", help="Append the spans as OTLP JSO
 OTEL_CONTENT = typer.Option(
     False, "--otel-content", help="Put prompts, replies, tool arguments and output in the spans (off: counts only)."
 )
+
+
+def absolute(path: Path | None) -> str | None:
+    """A file flag's path made absolute here (the proxy and the setup read it from elsewhere)."""
+    return str(path.expanduser().absolute()) if path is not None else None
 
 
 def real_console(console: Console) -> Console:

@@ -10,7 +10,18 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from harness.cli import environment
-from harness.cli.app import ExitCode, app, console, docker_host, err_console, fail, reported, state_dir
+from harness.cli.app import (
+    CA_BUNDLE,
+    ExitCode,
+    absolute,
+    app,
+    console,
+    docker_host,
+    err_console,
+    fail,
+    reported,
+    state_dir,
+)
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -64,7 +75,7 @@ def execute(path: Path, command: list[str], spec: SandboxSpec, keep: Path | None
 
 
 def execute_with_network(
-    path: Path, command: list[str], spec: SandboxSpec, keep: Path | None, allow_net: list[str]
+    path: Path, command: list[str], spec: SandboxSpec, keep: Path | None, allow_net: list[str], trust: str | None
 ) -> Envelope:
     """A one-shot call that may reach the allowed hosts (never through the warm service: its containers
     have no relay); every request through the proxy is listed on stderr after it."""
@@ -79,7 +90,14 @@ def execute_with_network(
     except AllowError as error:
         raise UsageError(str(error)) from None
     envelope, requests = engine.execute_once(
-        docker_host(), environment.run_id("cli"), path, command, spec, keep, allow_net=allow_net
+        docker_host(),
+        environment.run_id("cli"),
+        path,
+        command,
+        spec,
+        keep,
+        allow_net=allow_net,
+        trust=Path(trust) if trust else None,
     )
     for line in request_lines(requests):
         err_console.print(line, soft_wrap=True, markup=False)
@@ -188,6 +206,7 @@ def exec_command(
     allow_net_ca: Path | None = typer.Option(
         None, "--allow-net-ca", help="PEM bundle the egress proxy also trusts for a --secret's host."
     ),
+    ca_bundle: Path | None = CA_BUNDLE,
     writable_root: bool = typer.Option(
         False, "--writable-root", help="With --session: writable root; changes become the next step's image."
     ),
@@ -223,14 +242,15 @@ def exec_command(
                     path,
                     setup=setup,
                     setup_network=setup_network,
-                    setup_ca=setup_ca,
+                    setup_ca=absolute(setup_ca),
                     setup_proxy=setup_proxy,
                     setup_mounts=setup_mounts,
                     setup_timeout=setup_timeout,
                     allow_net=allow_net,
                     allow_net_tools=bool(allow_net or secret),
                     secrets=secret,
-                    allow_net_ca=allow_net_ca,
+                    allow_net_ca=absolute(allow_net_ca),
+                    ca_bundle=absolute(ca_bundle),
                     writable_root=writable_root,
                     workspace_quota=workspace_quota,
                 ),
@@ -239,8 +259,10 @@ def exec_command(
         elif allow_net or secret:
             if secret:
                 fail("--secret needs --session ID (its values reach only that session's egress proxy)", ExitCode.USAGE)
-            envelope = execute_with_network(path, command, spec, keep, allow_net)
+            envelope = execute_with_network(path, command, spec, keep, allow_net, absolute(ca_bundle))
         else:
+            if ca_bundle is not None:
+                fail("--ca-bundle is for a command with network: add --allow-net HOST", ExitCode.USAGE)
             envelope = execute(path, command, spec, keep)
     print_envelope(envelope, as_json)
     raise typer.Exit(envelope.exit_code)
@@ -294,11 +316,54 @@ def doctor() -> None:
     if free < 5 * 1024**3:
         problems.append(f"less than 5 GiB free at {root}: run `harness sandbox prune --all` and `docker image prune`")
     console.print(f"warm service: {_warm_state()}", soft_wrap=True, markup=False)
+    for preset in ("pypi", "npm", "go"):
+        console.print(registry_line(preset), soft_wrap=True, markup=False)
     for problem in problems:
         err_console.print(f"[bold red]problem:[/] {escape(problem)}", soft_wrap=True)
     if problems:
         raise typer.Exit(int(ExitCode.SANDBOX))
     console.print("[green]all good[/]")
+
+
+def registry_line(preset: str, resolve: Any = None) -> str:
+    """How a registry's name resolves here, and the flags a setup that needs it takes (the name looked
+    up on this machine, with a short bound; nothing is connected to)."""
+    import ipaddress
+
+    from sandbox.network.allow import PRESETS, refused_kind
+
+    host = PRESETS[preset][0]
+    try:
+        addresses = (resolve or _resolve)(host)
+    except OSError as error:
+        return (
+            f"registry {host}: does not resolve here ({error.strerror or error}): setups that need `{preset}` "
+            "cannot fetch from it on this machine"
+        )
+    kinds = {address: refused_kind(ipaddress.ip_address(address)) for address in addresses}
+    inside = [address for address, kind in kinds.items() if kind is not None]
+    if not inside:
+        return f"registry {host}: public address(es) {', '.join(addresses)}: `--allow-net {preset}` is enough"
+    listed = " ".join(f"--allow-net {address}" for address in inside)
+    return (
+        f"registry {host}: resolves to {inside[0]} ({kinds[inside[0]]}): split DNS or an intercepting proxy; "
+        f"a setup that needs it takes --allow-net {preset} {listed} --ca-bundle /etc/ssl/certs/ca-certificates.crt "
+        "(the host's bundle, which trusts that proxy)"
+    )
+
+
+def _resolve(host: str) -> list[str]:
+    """The addresses of host, within 3 s (OSError when it does not resolve in time)."""
+    import concurrent.futures
+    import socket
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        future = pool.submit(socket.getaddrinfo, host, 443, proto=socket.IPPROTO_TCP)
+        try:
+            found = future.result(timeout=3)
+        except concurrent.futures.TimeoutError:
+            raise OSError(f"no answer within 3 s for {host}") from None
+    return list(dict.fromkeys(str(info[4][0]) for info in found))
 
 
 def _warm_state() -> str:

@@ -352,6 +352,7 @@ def session_config(path: Path, *, setup: list[str], writable_root: bool, **optio
 
     from harness.agent.detect import expand_setup
     from harness.assembly.sessions import session_config as config_of
+    from harness.config import said
     from harness.errors import UsageError
     from sandbox.settings import SessionSettings
 
@@ -361,7 +362,7 @@ def session_config(path: Path, *, setup: list[str], writable_root: bool, **optio
     try:
         settings = SessionSettings(setup=setup, **options)
     except ValidationError as error:
-        raise UsageError(str(error.errors()[0]["msg"]).removeprefix("Value error, ")) from None
+        raise UsageError(said(error, "flags")) from None
     return config_of(settings, writable_root=writable_root)
 
 

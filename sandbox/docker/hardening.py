@@ -157,21 +157,28 @@ def egress_environment(folder: Path) -> dict[str, str]:
         found.update(json.loads(placeholders.read_text()))
     if _has_ca(str(folder)):
         found.update(dict.fromkeys(EGRESS_CA_VARIABLES, EGRESS_BUNDLE))
-        found["NODE_EXTRA_CA_CERTS"] = f"{egress.CONTAINER_DIR}/{egress.CA_NAME}"
+        found["NODE_EXTRA_CA_CERTS"] = EGRESS_EXTRA
     return found
 
 
+EGRESS_EXTRA = "/tmp/harness-egress-extra-ca.pem"
+"""The CAs the session adds to the image's (the session CA, the user's --ca-bundle): Node takes only these."""
+
+
 def _has_ca(folder: str | None) -> bool:
-    return folder is not None and (Path(folder) / egress.CA_NAME).is_file()
+    return folder is not None and any((Path(folder) / name).is_file() for name in (egress.CA_NAME, egress.TRUST_NAME))
 
 
 def with_relay(command: list[str], trust: bool = False) -> list[str]:
     """command, started once the relay serves 127.0.0.1 inside the container (it returns then);
-    with trust, once the session CA has joined the image's bundle."""
+    with trust, once the session's CAs (the session CA with secrets, the user's --ca-bundle) have
+    joined the image's bundle."""
     start = f"python3 {RELAY_TARGET} {egress.RELAY_PORT} {egress.CONTAINER_DIR}/{egress.SOCKET_NAME}"
     if trust:
-        bundle = f"cat /etc/ssl/certs/ca-certificates.crt {egress.CONTAINER_DIR}/{egress.CA_NAME} > {EGRESS_BUNDLE} 2>/dev/null"
-        start = f"{{ {bundle} || cp {egress.CONTAINER_DIR}/{egress.CA_NAME} {EGRESS_BUNDLE}; }} && {start}"
+        added = " ".join(f"{egress.CONTAINER_DIR}/{name}" for name in (egress.CA_NAME, egress.TRUST_NAME))
+        extra = f"cat {added} > {EGRESS_EXTRA} 2>/dev/null; [ -s {EGRESS_EXTRA} ]"
+        bundle = f"cat /etc/ssl/certs/ca-certificates.crt {EGRESS_EXTRA} > {EGRESS_BUNDLE} 2>/dev/null"
+        start = f"{{ {extra}; }} && {{ {bundle} || cp {EGRESS_EXTRA} {EGRESS_BUNDLE}; }} && {start}"
     return ["/bin/sh", "-c", f'{start} && exec "$@"', "sh", *command]
 
 

@@ -69,6 +69,9 @@ def parse(entries: Iterable[str]) -> list[Entry]:
 
 
 def _entry(text: str, shown: str) -> Entry:
+    if "://" in text or ("/" in text and _address(text.split("/", 1)[0]) is None):
+        host = text.split("://", 1)[-1].split("/", 1)[0].rsplit("@", 1)[-1]
+        raise AllowError(f"--allow-net {shown!r} is a URL: give a host, not a URL (try --allow-net {host})")
     host, ports = _split_port(text.strip().lower())
     if not host:
         raise AllowError(f"--allow-net {shown!r}: empty host ({_FORM})")
@@ -103,6 +106,21 @@ def _split_port(text: str) -> tuple[str, tuple[int, ...]]:
     return host, (int(port),)
 
 
+SPECIAL_RANGES: tuple[tuple[str, str], ...] = (
+    ("192.0.2.0/24", "a documentation range (TEST-NET-1, RFC 5737)"),
+    ("198.51.100.0/24", "a documentation range (TEST-NET-2, RFC 5737)"),
+    ("203.0.113.0/24", "a documentation range (TEST-NET-3, RFC 5737)"),
+    ("198.18.0.0/15", "the benchmarking range (RFC 2544)"),
+    ("100.64.0.0/10", "shared address space (carrier-grade NAT, RFC 6598)"),
+    ("10.0.0.0/8", "a private range (RFC 1918)"),
+    ("172.16.0.0/12", "a private range (RFC 1918)"),
+    ("192.168.0.0/16", "a private range (RFC 1918)"),
+    ("fc00::/7", "a unique local range (RFC 4193)"),
+)
+"""Ranges named by what they are, not just "private": a registry resolving into a documentation or
+benchmarking range is a sign of split DNS or an intercepting proxy, which the refusal line says."""
+
+
 def refused_kind(address: Address) -> str | None:
     """Why an address is never reached unless listed: its kind, or None for a public address."""
     mapped = getattr(address, "ipv4_mapped", None)
@@ -110,6 +128,9 @@ def refused_kind(address: Address) -> str | None:
         address = mapped
     if address == ipaddress.ip_address("169.254.169.254") or address == ipaddress.ip_address("fd00:ec2::254"):
         return "cloud metadata"
+    for cidr, named in SPECIAL_RANGES:
+        if address in ipaddress.ip_network(cidr):
+            return named
     for kind, test in (
         ("loopback", address.is_loopback),
         ("link-local", address.is_link_local),
@@ -150,7 +171,10 @@ class Allowlist:
         kind = refused_kind(address)
         if kind is None:
             return None
-        return f"{host} resolves to {address} ({kind}); list that address with --allow-net to reach it"
+        said = f"{host} resolves to {address} ({kind}); list that address with --allow-net {address} to reach it"
+        if kind.startswith(("a documentation", "the benchmarking", "shared address")):
+            said += " (split DNS or an intercepting proxy does this: if it also re-signs TLS, add --ca-bundle FILE)"
+        return said
 
 
 def _address(host: str) -> Address | None:

@@ -24,6 +24,8 @@ MARKER = "sandbox.network.serve"
 """The proxy's module, which its command line holds (prune looks for it)."""
 CA_NAME = "ca.pem"
 """The session CA's certificate, beside the socket (containers trust it when the session has secrets)."""
+TRUST_NAME = "trust.pem"
+"""The user's `--ca-bundle`, beside the socket (containers trust it: an intercepting proxy's CA)."""
 SOCKET_NAME = "proxy.sock"
 ENVIRONMENT_NAME = "environment.json"
 """The secrets' placeholders by variable name, beside the socket (what the containers' environment gets)."""
@@ -50,8 +52,13 @@ class Egress:
         session: str = "",
         secrets: Sequence[Secret] = (),
         upstream_ca: Path | None = None,
+        trust: Path | None = None,
     ) -> None:
+        """trust: a PEM bundle the session's containers trust (`--ca-bundle`), put beside the socket."""
         parse(allow)  # an entry that cannot be read fails here, before any process starts
+        for bundle, flag in ((upstream_ca, "--allow-net-ca"), (trust, "--ca-bundle")):
+            if bundle is not None:
+                pem_bundle(bundle, flag)
         self.allow, self.log, self.session = list(allow), Path(log), session
         self.secrets, self.upstream_ca = list(secrets), upstream_ca
         self.folder = Path(tempfile.mkdtemp(prefix="harness-egress-"))
@@ -59,6 +66,8 @@ class Egress:
         if self.secrets:  # what the containers see instead of the values
             placeholders = {secret.name: secret.placeholder for secret in self.secrets}
             (self.folder / ENVIRONMENT_NAME).write_text(json.dumps(placeholders))
+        if trust is not None:
+            (self.folder / TRUST_NAME).write_bytes(pem_bundle(trust, "--ca-bundle"))
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -128,6 +137,21 @@ class Egress:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def pem_bundle(path: Path, flag: str) -> bytes:
+    """A CA bundle's bytes (an absolute path, read once); EgressError naming the flag and the file when
+    it cannot be read or holds no certificate."""
+    path = Path(path).expanduser()
+    if not path.is_absolute():
+        raise EgressError(f"{flag} {path}: give an absolute path (the proxy does not run in this folder)")
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise EgressError(f"{flag} {path}: cannot read it ({error.strerror or error})") from None
+    if b"-----BEGIN CERTIFICATE-----" not in data:
+        raise EgressError(f"{flag} {path}: no PEM certificate in it (-----BEGIN CERTIFICATE-----)")
+    return data
 
 
 def _environment() -> dict[str, str]:

@@ -147,7 +147,9 @@ class Session:
                 raise
             if config.network_hosts and (prepare is not None or config.allow_net_tools):  # someone will use it
                 folder.mkdir(parents=True, exist_ok=True)
-                egress = Egress(config.network_hosts, paths.network, sid, secrets, config.allow_net_ca).start()
+                egress = Egress(
+                    config.network_hosts, paths.network, sid, secrets, config.proxy_trust, config.ca_bundle
+                ).start()
             try:
                 setup = prepare(paths.workspace, egress.folder if egress else None) if prepare is not None else None
             finally:
@@ -348,7 +350,9 @@ class Session:
             self.info = self.info.model_copy(update={"config": config})
         hosts = [*config.network_hosts, *(s.host for s in secrets if s.host not in config.network_hosts)]
         if self.egress is None and config.allow_net_tools and hosts:
-            self.egress = Egress(hosts, self.paths.network, self.id, secrets, config.allow_net_ca).start()
+            self.egress = Egress(
+                hosts, self.paths.network, self.id, secrets, config.proxy_trust, config.ca_bundle
+            ).start()
 
     def close(self) -> None:
         if self.egress is not None:

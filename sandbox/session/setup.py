@@ -384,7 +384,7 @@ def make_prepare(sandbox: Sandbox, spec: SandboxSpec, config: SessionConfig) -> 
                 network=config.setup_network,
                 run_id=engine_box.run_id,
                 timeout_s=config.setup_timeout,
-                ca=config.setup_ca,
+                ca=config.setup_trust,
                 proxy=config.setup_proxy,
                 mounts=config.setup_mounts,
                 log=log,
