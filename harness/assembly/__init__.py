@@ -381,8 +381,8 @@ def mcp_servers(config: RunConfig, session: Session, runtime: Runtime) -> Iterat
     try:
         for name, declared in config.mcp.items():
             check_name(name)
-            spec = call_spec(session.spec).model_copy(
-                update={"image": declared.image or config.image, "timeout_s": declared.timeout_s}
+            spec = call_spec(session.spec).model_copy(  # the session's image now: what setup installed is there
+                update={"image": declared.image or session.image, "timeout_s": declared.timeout_s}
             )
             launch = engine.mcp_launcher(
                 runtime.docker_host,

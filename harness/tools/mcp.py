@@ -13,6 +13,7 @@ import asyncio
 import json
 import re
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ class MCPServerConfig(BaseModel):
     command: list[str] = Field(min_length=1)
     """The server's argv inside its container (no shell)."""
     image: str | None = None
-    """Its image (default: the run's)."""
+    """Its image (default: the session's image as it is when the server starts: the run's image after its setup)."""
     allow_net: list[str] = Field(default_factory=list)
     """Hosts it may reach through the session's egress proxy (default: none at all)."""
     writable: bool = False
@@ -89,15 +90,37 @@ class MCPServer:
         launched = self._launch()
         self._stop, self._stderr, self._running = launched.stop, launched.stderr, launched.running
         ready = asyncio.run_coroutine_threadsafe(self._open(launched.bridge), self._loop)
+        deadline = time.monotonic() + START_TIMEOUT_S
         try:
-            self.tools = ready.result(START_TIMEOUT_S)
-        except FutureTimeout:
-            self.close()
-            raise ConfigError(f"MCP server {self.name} did not answer within {START_TIMEOUT_S:g}s") from None
+            while True:  # a server that exits is said at once, not after the whole wait
+                try:
+                    self.tools = ready.result(0.25)
+                    break
+                except FutureTimeout:
+                    if not launched.running():
+                        said = self._last_words() or " (it wrote nothing on stderr)"
+                        self._abandon(ready)
+                        self.close()
+                        raise ConfigError(f"MCP server {self.name} exited as it started{said}") from None
+                    if time.monotonic() > deadline:
+                        said = self._last_words()
+                        self._abandon(ready)
+                        self.close()
+                        raise ConfigError(
+                            f"MCP server {self.name} did not answer within {START_TIMEOUT_S:g}s{said}"
+                        ) from None
+        except ConfigError:
+            raise
         except Exception as error:  # noqa: BLE001 - the SDK's and the server's failures, said in one line
             said = self._last_words()
             self.close()
             raise ConfigError(f"MCP server {self.name} failed to start: {_first(error)}{said}") from None
+
+    def _abandon(self, ready: Any) -> None:
+        """Give up a start that is still waiting for the server (its tasks cancelled, not left pending)."""
+        ready.cancel()
+        if self._done is not None:
+            self._loop.call_soon_threadsafe(self._done.cancel)
 
     async def _open(self, bridge: list[str]) -> list[Any]:
         from mcp import ClientSession, StdioServerParameters
@@ -141,6 +164,17 @@ class MCPServer:
 
     def shutdown(self) -> None:
         self.close()
+
+        async def drain() -> None:  # a start given up leaves its tasks: they end here, not pending
+            tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        try:
+            asyncio.run_coroutine_threadsafe(drain(), self._loop).result(10)
+        except Exception:  # noqa: BLE001 - ending: whatever the transport does when cancelled
+            pass
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
 

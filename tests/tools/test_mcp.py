@@ -301,3 +301,60 @@ def test_a_worker_machine_runs_a_tasks_mcp_server_and_service(tmp_path, project,
     assert calls[1].text.startswith("exit_code=0") and "2 passed" in calls[1].text, calls[1].text
     assert docker_client.containers.list(all=True, filters={"label": f"harness.run={label}"}) == []
     assert docker_client.networks.list(filters={"label": f"harness.run={label}"}) == []
+
+
+@pytest.fixture(scope="module")
+def mcp_site(tmp_path_factory) -> Path:
+    """The MCP SDK and what it needs, as files a setup command copies into the image's virtual
+    environment (what `pip install mcp` from an index leaves there; the tests reach no index)."""
+    site = tmp_path_factory.mktemp("mcp-site") / "site"
+    dists: dict[str, metadata.Distribution] = {}
+    _closure("mcp", dists)
+    for dist in dists.values():
+        for file in dist.files or []:
+            source = Path(str(dist.locate_file(file)))
+            if source.is_file() and "__pycache__" not in file.parts and not str(file).startswith(".."):
+                target = site / file
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, target)
+    return site
+
+
+def test_an_mcp_server_starts_from_the_image_setup_made_and_one_that_exits_is_said_at_once(
+    tmp_path, project, mcp_site, run_label, docker_client
+):
+    """The server declares no image: it starts from the session's image after setup, which installed
+    the SDK it imports (before, it started from the base image and the run waited 60 s for nothing).
+    A server that exits as it starts is reported in seconds, with what it wrote on stderr."""
+    import time
+
+    import yaml
+
+    harness = Harness(tmp_path / "sessions", f"{run_label}-mcpsetup")
+    install = "cp -r /mnt/mcp-site/. $(python3 -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])')/"
+    config = tmp_path / "config.toml"
+    config.write_text('[mcp.projtools]\ncommand = ["python3", "/workspace/tools/server.py"]\ntimeout_s = 60\n')
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump({"turns": [
+        turn("Counting.", ("projtools__word_count", {"path": "notes.txt"})), turn("Done."),
+    ]}))  # fmt: skip
+    ran = harness(
+        "run", "--image", "py311", "--model", f"scripted:{script}", str(project), "--task", "Count.", "--no-verify",
+        "--config", str(config), "--session", "s", "--setup", install, "--setup-mount", f"{mcp_site}:/mnt/mcp-site",
+        "--json",
+    )  # fmt: skip
+    assert ran.code == 10, ran.stdout + ran.stderr
+    calls = [r for r in read_records(harness.session_dir("s")) if isinstance(r, ToolRecord)]
+    assert calls[0].text.startswith("5 words in notes.txt"), calls[0].text
+
+    broken = tmp_path / "broken.toml"
+    broken.write_text('[mcp.gone]\ncommand = ["python3", "-c", "import no_such_module_here"]\n')
+    started = time.monotonic()
+    failed = harness(
+        "run", "--image", "py311", "--model", f"scripted:{script}", str(project), "--task", "Count.", "--no-verify",
+        "--config", str(broken), "--session", "b",
+    )  # fmt: skip
+    took = time.monotonic() - started
+    assert failed.code == 78 and "MCP server gone exited as it started" in failed.stderr, failed.stderr
+    assert "No module named 'no_such_module_here'" in failed.stderr and took < 40, (took, failed.stderr)
+    assert docker_client.containers.list(all=True, filters={"label": f"harness.run={run_label}-mcpsetup"}) == []
