@@ -122,8 +122,11 @@ a { color: var(--accent); }
 pre, code { font: 12px/1.4 ui-monospace, "DejaVu Sans Mono", monospace; }
 pre { white-space: pre-wrap; word-break: break-word; background: var(--soft); border: 1px solid var(--line);
   border-radius: 4px; padding: 8px; margin: 4px 0; max-height: 480px; overflow: auto; }
-table { border-collapse: collapse; margin: 6px 0 14px; }
+table { border-collapse: collapse; margin: 6px 0 14px; max-width: 100%; }
+.table-wrap { max-width: 100%; overflow-x: auto; }
 th, td { border: 1px solid var(--line); padding: 3px 8px; text-align: left; vertical-align: top; }
+td { overflow-wrap: anywhere; }
+table.runs td:first-child { min-width: 12ch; }
 th { background: var(--soft); }
 th button.sort { all: unset; cursor: pointer; font-weight: 600; }
 th button.sort:focus-visible { outline: 2px solid var(--accent); }

@@ -79,7 +79,8 @@ def table(
         cells = "".join(f'<td data-v="{esc("" if key is None else key)}">{cell}</td>' for cell, key in row)
         body.append(f"<tr>{cells}</tr>")
     cls = " ".join(c for c in ("sortable" if sortable else "", classes) if c)
-    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+    made = f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+    return f'<div class="table-wrap">{made}</div>'  # long ids wrap; what still does not fit scrolls, not the page
 
 
 def relative_href(target: Path, from_dir: Path) -> str:

@@ -29,6 +29,9 @@ class Overlap:
     b: str
     files: list[str]
     same_lines: list[str]
+    starts: list[str] = field(default_factory=list)
+    """The commits the two start from when they differ (mined tasks of several commits): their line
+    numbers then count in different files, so `same_lines` is left empty and this says why."""
 
 
 def touched(patch: str | None) -> Touched:
@@ -49,16 +52,26 @@ def touched(patch: str | None) -> Touched:
 
 def overlaps(records: Sequence[TaskRunRecord]) -> list[Overlap]:
     """Every pair of verified changes that touch a file in common, by session id."""
-    changes = [(r.session_id, touched(r.patch)) for r in records if r.verified and r.patch]
+    changes = [(r.session_id, touched(r.patch), start_of(r)) for r in records if r.verified and r.patch]
     found = []
-    for i, (a, one) in enumerate(changes):
-        for b, other in changes[i + 1 :]:
+    for i, (a, one, a_start) in enumerate(changes):
+        for b, other, b_start in changes[i + 1 :]:
             common = sorted(set(one.files) & set(other.files))
             if not common:
+                continue
+            if a_start != b_start:
+                found.append(Overlap(a=a, b=b, files=common, same_lines=[], starts=[a_start, b_start]))
                 continue
             lines = [f for f in common if _intersect(one.files[f], other.files[f])]
             found.append(Overlap(a=a, b=b, files=common, same_lines=lines))
     return found
+
+
+def start_of(record: TaskRunRecord) -> str:
+    """The commit a task-run's change is against: a mined task's start commit (its commit's parent, or
+    the commit itself when the tags name no parent), else "" (the batch's one repository state)."""
+    tags = record.tags or {}
+    return str(tags.get("parent") or tags.get("commit") or "")
 
 
 def by_session(pairs: Sequence[Overlap]) -> dict[str, list[str]]:

@@ -86,6 +86,12 @@ def as_markdown(reports: Sequence[Report]) -> str:
                 lines.append(
                     f"- {_escape(pair['a'])} and {_escape(pair['b'])}: {_escape(', '.join(pair['files']))}"
                     + (f" (same lines in {_escape(', '.join(pair['same_lines']))})" if pair["same_lines"] else "")
+                    + (
+                        f" (they start from different commits, {pair['starts'][0][:12]} and {pair['starts'][1][:12]}: "
+                        "their lines are not comparable)"
+                        if pair.get("starts")
+                        else ""
+                    )
                 )
         if report.failures.refused_hosts:
             lines += ["", "### Network requests refused", ""]

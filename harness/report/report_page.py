@@ -100,13 +100,21 @@ def _batch(name: str, batch: Batch, *, several: bool) -> str:
                 (esc(pair["a"]), pair["a"]),
                 (esc(pair["b"]), pair["b"]),
                 (esc(", ".join(pair["files"])), len(pair["files"])),
-                (esc(", ".join(pair["same_lines"])) or '<span class="muted">no</span>', len(pair["same_lines"])),
+                (_same_lines(pair), len(pair["same_lines"])),
             ]
             for pair in report.overlaps
         ]
         parts.append("<h3>Overlapping changes</h3>" + table(["change", "overlaps with", "files", "same lines"], rows))
     parts.append("<h3>Task-runs</h3>" + _runs(batch, verdicts, by_session([Overlap(**p) for p in report.overlaps])))
     return "\n".join(parts)
+
+
+def _same_lines(pair: dict[str, Any]) -> str:
+    """The files both change on the same lines; for changes from different commits, why that is unknown."""
+    if pair.get("starts"):
+        first, second = (esc(str(commit)[:12]) for commit in pair["starts"])
+        return f'<span class="muted">not comparable: they start from {first} and {second}</span>'
+    return esc(", ".join(pair["same_lines"])) or '<span class="muted">no</span>'
 
 
 def _groups(groups: dict[str, Figures]) -> str:

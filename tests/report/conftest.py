@@ -83,7 +83,12 @@ def make_batch(root: Path, repo: Path) -> BatchDir:
     batch = BatchDir(root)
     good = TaskRunKey(task_id="fix-answer", model="scripted:hostile", run_index=0)
     bad = TaskRunKey(task_id="fix-answer", model="scripted:/tmp/<b>answer</b>.yaml", run_index=0)
-    lost = TaskRunKey(task_id="lost-task", model="scripted:hostile", run_index=0)
+    # as long as a mined id and a local server's model name get: the runs table must still fit its page
+    lost = TaskRunKey(
+        task_id="lost-task-5a7e078c-raise-in-partition-all-when-length-is-invalid",
+        model="openai:qwen2.5-coder-32b-instruct-q4_k_m.gguf@http://127.0.0.1:8080/v1/chat/completions",
+        run_index=0,
+    )
     good_dir = run_session(repo, batch.sessions, good.session_id, hostile_turns())
     bad_turns = [_turn("Giving up.\nBiggest obstacle: the <script> tags in page.html.", tokens=900)]
     bad_dir = run_session(repo, batch.sessions, bad.session_id, bad_turns, verify="false")

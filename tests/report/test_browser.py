@@ -32,6 +32,11 @@ def column(browser, index: int) -> list[str]:
     return [row.find_elements(By.TAG_NAME, "td")[index].get_attribute("data-v") for row in rows]
 
 
+def fits(browser) -> bool:
+    """Nothing on the page is wider than the window (long ids wrap; a wide table scrolls in its box)."""
+    return bool(browser.execute_script("return document.documentElement.scrollWidth <= window.innerWidth + 1;"))
+
+
 def not_blank(png: bytes) -> None:
     image = Image.open(io.BytesIO(png)).convert("RGB")
     assert image.width > 500 and image.height > 500
@@ -50,6 +55,7 @@ def test_the_report_and_a_trajectory_page_in_a_browser(browser, hostile_batch, t
     assert pwned(browser) is None
     assert browser.find_elements(By.CSS_SELECTOR, "svg rect.bar"), "the charts drew no bars"
     assert "scripted:/tmp/<b>answer</b>.yaml" in browser.find_element(By.TAG_NAME, "main").text  # as text
+    assert fits(browser), "the page runs off its window sideways"
 
     cost = 8  # the cost column of the task-runs table
     header = browser.find_elements(By.CSS_SELECTOR, "table.runs thead button.sort")[cost]
