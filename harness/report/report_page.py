@@ -8,6 +8,7 @@ import dataclasses
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from harness.batch.records import TaskRunRecord
 from harness.report import charts
