@@ -37,37 +37,40 @@ def manifest(root: Path, name: str) -> str | None:
         return None
 
 
-def detect_setup(repo: Path) -> tuple[list[str], str] | None:
+def detect_setup(repo: Path, language: str | None = None) -> tuple[list[str], str] | None:
     """(commands, why) that install what the repository declares, or None when it declares nothing:
     a Python package (`pip install -e .`) and its requirement files, a Node project (`npm ci` with a
-    lockfile, else `npm install`), a Go module (`go mod download`), a Rust crate (`cargo fetch`)."""
-    root = Path(repo)
-    commands: list[str] = []
-    reasons: list[str] = []
+    lockfile, else `npm install`), a Go module (`go mod download`), a Rust crate
+    (`cargo fetch`). language: only that ecosystem's (python, javascript, go, rust), as a mined
+    task of that language needs."""
+    found = [item for item in _declared(Path(repo)) if language is None or item[0] == language]
+    if not found:
+        return None
+    return [command for _, command, _ in found], ", ".join(why for _, _, why in found)
+
+
+def _declared(root: Path) -> list[tuple[str, str, str]]:
+    """(language, command, why) of every ecosystem the repository's root declares dependencies in."""
+    found: list[tuple[str, str, str]] = []
     pyproject = manifest(root, "pyproject.toml")
     if manifest(root, "setup.py") is not None or (
         pyproject is not None and re.search(r"^\[(project|build-system|tool\.poetry)\]", pyproject, re.MULTILINE)
     ):
-        commands.append("python3 -m pip install -e .")
-        reasons.append("setup.py" if manifest(root, "setup.py") is not None else "pyproject.toml declares a package")
+        why = "setup.py" if manifest(root, "setup.py") is not None else "pyproject.toml declares a package"
+        found.append(("python", "python3 -m pip install -e .", why))
     for name in REQUIREMENTS:
         if manifest(root, name) is not None:
-            commands.append(f"python3 -m pip install -r {name}")
-            reasons.append(name)
+            found.append(("python", f"python3 -m pip install -r {name}", name))
     package = manifest(root, "package.json")
     if package is not None and _json_object(package):
         lock = next((n for n in ("package-lock.json", "npm-shrinkwrap.json") if manifest(root, n) is not None), None)
-        commands.append("npm ci" if lock else "npm install")
-        reasons.append(f"package.json with {lock}" if lock else "package.json without a lockfile")
+        why = f"package.json with {lock}" if lock else "package.json without a lockfile"
+        found.append(("javascript", "npm ci" if lock else "npm install", why))
     if manifest(root, "go.mod") is not None:
-        commands.append("go mod download")
-        reasons.append("go.mod")
+        found.append(("go", "go mod download", "go.mod"))
     if manifest(root, "Cargo.toml") is not None:
-        commands.append("cargo fetch")
-        reasons.append("Cargo.toml")
-    if not commands:
-        return None
-    return commands, ", ".join(reasons)
+        found.append(("rust", "cargo fetch", "Cargo.toml"))
+    return found
 
 
 def expand_setup(setup: list[str], repo: Path) -> tuple[list[str], str]:

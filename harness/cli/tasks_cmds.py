@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import typer
 
-from harness.cli.app import ExitCode, app, console, docker_host, err_console, fail, reported
+from harness.agent.detect import AUTO
+from harness.cli.app import CA_BUNDLE, ExitCode, app, console, docker_host, err_console, fail, reported
 
 tasks_app = typer.Typer(
     help="Benchmark tasks from a repository's history (mine), kept only when sound (check).",
@@ -17,6 +19,35 @@ tasks_app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(tasks_app, name="tasks")
+
+
+SETUP = typer.Option(
+    [],
+    "--setup",
+    help="Each task's setup: auto (what its start state declares for its language: pip, npm ci / npm install, "
+    "go mod download), none, or commands (repeatable) [default: auto]; it runs through --allow-net with the "
+    "language's registry preset (pypi, npm, go, crates).",
+)
+SETUP_NET = typer.Option(
+    [], "--allow-net", help="Another host a task's setup may reach (repeatable): a registry's address behind split DNS."
+)
+SETUP_TIMEOUT = typer.Option(
+    None, "--setup-timeout", min=1, max=24 * 3600, help="Seconds a task's setup commands together may take [900]."
+)
+
+
+def setup_policy(setup: list[str], allow_net: list[str], ca_bundle: Path | None, timeout: float | None) -> Any:
+    """The flags' setup policy; one line and exit 64 for a combination that cannot be."""
+    from harness.history.prepare import NONE, SetupPolicy
+
+    if NONE in setup and len(setup) > 1:
+        fail("--setup none stands alone (no other --setup with it)", ExitCode.USAGE)
+    if NONE in setup and (allow_net or ca_bundle):
+        fail("--allow-net and --ca-bundle are for a setup: drop --setup none", ExitCode.USAGE)
+    if ca_bundle is not None and not ca_bundle.expanduser().is_file():
+        fail(f"--ca-bundle {ca_bundle}: no such file", ExitCode.USAGE)
+    bundle = ca_bundle.expanduser().absolute() if ca_bundle is not None else None
+    return SetupPolicy(commands=list(setup), allow_net=list(allow_net), ca_bundle=bundle, timeout_s=timeout)
 
 
 @tasks_app.command("mine")
@@ -40,6 +71,10 @@ def mine_command(
     first_parent: bool = typer.Option(
         False, "--first-parent", help="Skip merges: only the first-parent line's own commits make tasks."
     ),
+    setup: list[str] = SETUP,
+    allow_net: list[str] = SETUP_NET,
+    ca_bundle: Path | None = CA_BUNDLE,
+    setup_timeout: float | None = SETUP_TIMEOUT,
     as_json: bool = typer.Option(False, "--json", help="Print tasks, skipped commits and the yield as JSON."),
 ) -> None:
     """Turn changes that touch code and tests into tasks (each commit of the first-parent line, and
@@ -71,7 +106,8 @@ def mine_command(
             )
             fail(f"no commit of {repo} makes a task ({reasons or 'no commits'})", ExitCode.NOT_FOUND)
         output.parent.mkdir(parents=True, exist_ok=True)
-        states = materialize.write(mined, history, output, image=image)
+        policy = setup_policy(setup or [AUTO], allow_net, ca_bundle, setup_timeout)
+        states = materialize.write(mined, history, output, image=image, setup=policy)
     if as_json:
         print(
             json.dumps(
@@ -152,10 +188,20 @@ def check_command(
         help="When no image meets a declaration, build one from the Debian release that has it (bullseye: "
         "Python 3.9, Node 12, Go 1.15; trixie: Python 3.13, Node 20, Go 1.24, Rust 1.85); kept and found later.",
     ),
+    setup: list[str] = typer.Option(
+        [],
+        "--setup",
+        help="Give every task this setup (auto: what its start state declares; none; or commands), instead of "
+        "its own [default: each task's own].",
+    ),
+    allow_net: list[str] = SETUP_NET,
+    ca_bundle: Path | None = CA_BUNDLE,
+    setup_timeout: float | None = SETUP_TIMEOUT,
     as_json: bool = typer.Option(False, "--json", help="Print the verdicts and the yield as JSON."),
 ) -> None:
     """Keep the tasks whose verify fails at the start and passes with the reference change (both in
-    the real sandbox); list the others with why, and the yield per repository and language."""
+    the real sandbox); list the others with why, and the yield per repository and language. The
+    setup flags change the tasks' setup for the check and in the sound file."""
     import yaml
 
     from harness.assembly import Runtime
@@ -165,6 +211,10 @@ def check_command(
 
     with reported():
         tasks = load_tasks(tasks_file)
+        raw = yaml.safe_load(tasks_file.read_text(encoding="utf-8"))
+        if setup or allow_net or ca_bundle or setup_timeout:
+            policy = setup_policy(setup, allow_net, ca_bundle, setup_timeout)
+            tasks = with_setup(tasks, raw, policy, given=bool(setup))
         runtime = Runtime(run_id=run_id("check"), docker_host=docker_host())
 
         def said(verdict: check.Verdict) -> None:
@@ -181,7 +231,6 @@ def check_command(
             on_verdict=said,
             log=lambda text: err_console.print(text, soft_wrap=True, markup=False),
         )
-        raw = yaml.safe_load(tasks_file.read_text(encoding="utf-8"))
         sound = {v.task_id: v for v in verdicts if v.sound}
         kept = [entry for entry in raw.get("tasks", []) if entry.get("id") in sound]
         default_image = (raw.get("defaults") or {}).get("image", tasks.defaults.image)
@@ -189,6 +238,8 @@ def check_command(
             picked = sound[entry["id"]].image
             if picked and picked != entry.get("image", default_image):
                 entry["image"] = picked
+            if sound[entry["id"]].verify:  # the tests broken either way left out
+                entry["verify"] = sound[entry["id"]].verify
         target = output or sound_path(tasks_file)
         if target.resolve().parent != tasks_file.resolve().parent:
             fail("-o must be in the same directory as TASKS (its repo paths are relative to it)", ExitCode.USAGE)
@@ -216,6 +267,40 @@ def check_command(
         )
     if not kept:
         raise typer.Exit(int(ExitCode.FAILED_VERIFICATION))
+
+
+def with_setup(tasks: Any, raw: dict, policy: Any, *, given: bool) -> Any:
+    """The tasks (and their raw entries, for the sound file) with the setup the flags ask for: a given
+    `--setup` replaces each task's own; `--allow-net`, `--ca-bundle` and `--setup-timeout` join what
+    each task's setup has."""
+    from harness.errors import UsageError
+    from harness.history.prepare import SETUP_KEYS, setup_keys, with_network
+    from sandbox.settings import SessionSettings
+
+    entries = {entry.get("id"): entry for entry in raw.get("tasks", []) if isinstance(entry, dict)}
+    cleared = {key: SessionSettings.model_fields[key].get_default(call_default_factory=True) for key in SETUP_KEYS}
+    changed = []
+    for task in tasks.tasks:
+        language = str((task.tags.model_extra or {}).get("language") or "python")
+        own = {key: getattr(task.session, key) for key in SETUP_KEYS}
+        keys = setup_keys(task.repo, language, policy) if given else with_network(own, policy)
+        update = {**cleared, **keys} if given else keys  # a given --setup replaces what the task had
+        try:
+            session = SessionSettings(**{**dict(task.session), **update})
+        except ValueError as error:
+            raise UsageError(f"task {task.id}: {error}") from None
+        changed.append(task.model_copy(update={"session": session}))
+        entry = entries.get(task.id)
+        if entry is None:
+            continue
+        nested = entry.get("session")
+        table: dict[str, Any] = nested if isinstance(nested, dict) else entry
+        for key in SETUP_KEYS:
+            if key in keys:
+                table[key] = keys[key]
+            elif given:
+                table.pop(key, None)
+    return tasks.model_copy(update={"tasks": changed})
 
 
 def print_check_yield(report: dict) -> None:

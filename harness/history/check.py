@@ -5,6 +5,7 @@ whose verify command fails at the start state and passes once the reference chan
 from __future__ import annotations
 
 import re
+import shlex
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
@@ -26,7 +27,7 @@ from harness.trajectory import VerifyRecord, read_records
 from sandbox.errors import SandboxError
 from sandbox.tree import remove_tree
 
-START_PROBLEMS = frozenset({"network", "read_only", "no_tests", "runner_missing"})
+START_PROBLEMS = frozenset({"network", "read_only", "no_tests", "runner_missing", "needs_modules"})
 """What, at the start state, says the tests cannot judge at all (a missing name or a collection error
 there is the expected failure of a test added with its feature)."""
 
@@ -40,7 +41,9 @@ class Verdict:
     network, times out, ...), or "sound"."""
     kind: str = "sound"
     """The reason in a word: sound, passes_at_start, fails_after_reference, missing_module, network,
-    read_only, collection_error, no_tests, runner_missing, timeout, setup_failed, environment_mismatch
+    read_only, collection_error, no_tests, runner_missing, needs_modules (Go modules never downloaded),
+    fails_either_way (the same tests fail at the start and after the reference: the environment breaks them),
+    timeout, setup_failed, environment_mismatch
     (it failed, and the image's interpreter or toolchain does not meet what the commit declares),
     no_reference, no_verify."""
     evidence: str = ""
@@ -49,6 +52,9 @@ class Verdict:
     """Where it was found: `start` (the task's start state) or `reference` (after the reference change)."""
     image: str = ""
     """The image the task was checked in (another than its own when --env-images picked one)."""
+    verify: str = ""
+    """The verify command the task is sound with when it is not its own: the tests that fail at the
+    start and after the reference alike (broken by the environment, not judging the change) left out."""
     environment: str = ""
     """The image's toolchain against what the commit declares (`python 3.11.2; declares <3.10 in
     pyproject.toml:project.requires-python: not met`), when it declares something."""
@@ -157,6 +163,10 @@ def check(
         remove_tree(scratch)
 
 
+ERA_KINDS = frozenset({"fails_after_reference", "fails_either_way", "collection_error", "missing_module"})
+"""Failures an interpreter newer than the commit explains (a removed module, a changed signature)."""
+
+
 def check_in_environment(
     task: Task,
     tasks: TasksFile,
@@ -166,7 +176,57 @@ def check_in_environment(
 ) -> Verdict:
     """check_task in an image that meets what the task's commit declares (its own, else the first
     candidate that does, else one built for it when allowed); a failure with the declaration unmet
-    is named for it."""
+    is named for it. A task that fails so, in an image whose interpreter is newer than its commit,
+    is tried once more in an environment of the commit's time (picked, or built with --build-envs)."""
+    verdict = _in_declared(task, tasks, sessions, runtime, toolchains)
+    if verdict.sound or verdict.kind not in ERA_KINDS:
+        return verdict
+    return _of_its_time(task, tasks, sessions, runtime, toolchains, verdict) or verdict
+
+
+def _of_its_time(
+    task: Task, tasks: TasksFile, sessions: Path, runtime: assembly.Runtime, toolchains: Environments, verdict: Verdict
+) -> Verdict | None:
+    tags = task.tags.model_extra or {}
+    language, date = str(tags.get("language") or ""), str(tags.get("date") or "")
+    image = verdict.image or task.image or tasks.defaults.image
+    version = toolchains.version(image, language) if language else None
+    older = environment.older_than(language, version, date)
+    if older is None:
+        return None
+    versions = {other: toolchains.version(other, language) for other in toolchains.candidates(language)}
+    chosen = environment.pick(language, older, versions, [])
+    if chosen is None and toolchains.can_build:
+        try:
+            built = toolchains.build(language, older)
+        except (HarnessError, SandboxError):
+            return None
+        if built is not None:
+            versions[built] = toolchains.version(built, language)
+            chosen = environment.pick(language, older, {built: versions[built] or ""}, [])
+    if chosen is None:
+        return None
+    again = check_task(task.model_copy(update={"image": chosen}), tasks, scratch_of(sessions, "era"), runtime)
+    if not again.sound:
+        return None
+    told = f"{language} {versions.get(chosen)} in {chosen}: the commit ({date}) is older than {language} {version} of {image}"
+    return replace(again, image=chosen, environment=told, reason=f"{again.reason} (in an environment of its time)")
+
+
+def scratch_of(sessions: Path, name: str) -> Path:
+    """A folder beside the check's sessions for a second try (its session ids do not clash)."""
+    folder = sessions / f".{name}"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+def _in_declared(
+    task: Task,
+    tasks: TasksFile,
+    sessions: Path,
+    runtime: assembly.Runtime,
+    toolchains: Environments,
+) -> Verdict:
     image = task.image or tasks.defaults.image
     wanted = (task.tags.model_extra or {}).get("environment")
     if not isinstance(wanted, dict) or not wanted.get("requires") or not wanted.get("language"):
@@ -232,6 +292,9 @@ def check_task(task: Task, tasks: TasksFile, sessions: Path, runtime: assembly.R
     if result.limit == "wall_clock":
         return Verdict(task.id, False, "times out with the reference change", "timeout", phase="reference")
     last = _last_verify(sessions / f"{task.id}-reference")
+    narrowed = _without_broken(task, config.verify, start, last, tasks, sessions, runtime)
+    if narrowed is not None:
+        return narrowed
     found = diagnose(last.output if last else "", last.exit_code if last else 0) if last else None
     if found is not None:
         return Verdict(
@@ -241,6 +304,70 @@ def check_task(task: Task, tasks: TasksFile, sessions: Path, runtime: assembly.R
     detail = f": {failing}" if failing else f" ({result.outcome}: {result.detail})"
     reason = f"fails after the reference{detail}".splitlines()[0]
     return Verdict(task.id, False, reason, "fails_after_reference", _deciding(last.output) if last else "", "reference")
+
+
+def _without_broken(
+    task: Task,
+    verify: str,
+    start: VerifyResult,
+    last: VerifyRecord | None,
+    tasks: TasksFile,
+    sessions: Path,
+    runtime: assembly.Runtime,
+) -> Verdict | None:
+    """A sound verdict with a narrower verify, when every test that fails after the reference failed
+    at the start too (the environment breaks them: an interpreter newer than the commit knew, a
+    platform difference) and others fail only at the start (they judge the change): pytest's run
+    without the broken ones is tried again at both ends, in new sessions. None when that does not hold."""
+    if last is None or "pytest" not in verify or not start.failing or not last.failing:
+        return None
+    at_start, after = set(start.failing), set(last.failing)
+    if any(not _test_id(name) for name in at_start | after) or not after <= at_start:
+        return None
+    said_then, said_now = _summary(start.output), _summary(last.output)
+    if any(name not in said_then or said_then[name] != said_now.get(name) for name in after):
+        return None  # failing otherwise after the reference: the change is judged, and found wanting
+    if at_start == after:  # nothing fails only at the start: no test judges the change here
+        shown = ", ".join(sorted(after)[:3]) + (f" and {len(after) - 3} more" if len(after) > 3 else "")
+        reason = f"the same tests fail the same way at the start and after the reference (not by the change): {shown}"
+        return Verdict(task.id, False, reason, "fails_either_way", shown, "reference")
+    broken = sorted(after)
+    narrowed = verify + "".join(f" --deselect {shlex.quote(name)}" for name in broken)
+    task = task.model_copy(update={"verify": narrowed})
+    spec = TaskRunSpec(
+        key=TaskRunKey(task_id=task.id, model=REFERENCE_MODEL, run_index=0),
+        task=task,
+        defaults=tasks.defaults,
+        sessions=sessions,
+        run_id=runtime.run_id,
+    )
+    try:
+        config = run_config(spec)
+        again = assembly.verify_once(task.repo, config, sessions, runtime, f"{task.id}-start-narrowed")
+        if again.passed or _start_problem(task.id, again) is not None:
+            return None
+        result = assembly.start_run(task.repo, task.task, config, sessions, runtime, f"{task.id}-reference-narrowed")
+    except (HarnessError, SandboxError):
+        return None
+    if result.outcome != "verified":
+        return None
+    left_out = ", ".join(broken[:3]) + (f" and {len(broken) - 3} more" if len(broken) > 3 else "")
+    reason = f"sound without {len(broken)} test(s) that fail at the start and after the reference alike: {left_out}"
+    return Verdict(task.id, True, reason, "sound", left_out, "reference", verify=narrowed)
+
+
+_SUMMARY = re.compile(r"^(?:FAILED|ERROR) (\S+?)(?: - (.*))?$", re.MULTILINE)
+
+
+def _summary(output: str) -> dict[str, str]:
+    """pytest's short summary: each failing test's id and how it failed (`AssertionError: ...`); a
+    test that fails the same way before and after the change is broken by something else."""
+    return {found.group(1): (found.group(2) or "").strip() for found in _SUMMARY.finditer(output or "")}
+
+
+def _test_id(name: str) -> bool:
+    """A runner's id of one test (`path::name[...]`), not `exit N` or a bare count."""
+    return "::" in name and not name.startswith("exit ")
 
 
 def _start_problem(task_id: str, result: VerifyResult) -> Verdict | None:

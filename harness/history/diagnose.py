@@ -1,6 +1,7 @@
 """Why a task's tests could not judge it, read from what the test runner printed: the kinds users
 met (a module the image lacks, an error while collecting, no test collected, the network, a
-read-only cache, a runner that is not there), each with the line that decided it. One reading for
+read-only cache, a runner that is not there, Go modules that were never downloaded), each with the line
+that decided it. One reading for
 the start state and for the run with the reference change, so the same cause gets the same name."""
 
 from __future__ import annotations
@@ -34,9 +35,36 @@ class Diagnosis:
     line: str
 
 
+_GO_MODULE = re.compile(
+    r"(missing go\.sum entry for module providing package (\S+)|no required module provides package (\S+)|"
+    r"go: downloading (\S+) \S+|go: (\S+)@\S+: Get \"https://proxy\.golang\.org|"
+    r"cannot find module providing package (\S+))"
+)
+_NPX_FETCH = re.compile(
+    r"(npm ERR! request to https?://\S+?/(@?[\w.-]+(?:/[\w.-]+)?) failed|"
+    r"npm ERR! could not determine executable to run|npx: command not found|npm ERR! canceled)"
+)
+
+
 def diagnose(output: str, exit_code: int) -> Diagnosis | None:
     """The environment problem the output shows, or None when the tests ran and judged."""
     text = output or ""
+    go_module = _GO_MODULE.search(text)
+    if go_module:
+        name = next((group for group in go_module.groups()[1:] if group), "its modules")
+        reason = (
+            f"needs the Go module {name}, which is not in the image (its setup, `go mod download`, needs "
+            "the Go module proxy: --allow-net go)"
+        )
+        return Diagnosis("needs_modules", reason, line_at(text, go_module.start()))
+    runner = _NPX_FETCH.search(text)
+    if runner:
+        name = runner.group(2) or "the test runner"
+        reason = (
+            f"the test runner ({name}) is not installed, and npx tried to fetch it: the repository's setup "
+            "(npm ci / npm install, through --allow-net npm) installs it"
+        )
+        return Diagnosis("runner_missing", reason, line_at(text, runner.start()))
     module = _MODULE.search(text)
     if module:
         name = next(group for group in module.groups()[1:] if group)

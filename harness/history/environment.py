@@ -33,6 +33,29 @@ RELEASE_TOOLCHAINS = {
 built is probed again: its own version is what a verdict reports)."""
 
 
+RELEASED = {
+    "python": {"3.8": "2019-10-14", "3.9": "2020-10-05", "3.10": "2021-10-04", "3.11": "2022-10-24",
+               "3.12": "2023-10-02", "3.13": "2024-10-07", "3.14": "2025-10-07"},
+    "javascript": {"12": "2019-04-23", "14": "2020-04-21", "16": "2021-04-20", "18": "2022-04-19", "20": "2023-04-18",
+                   "22": "2024-04-24"},
+}  # fmt: skip
+"""When each interpreter line came out (Python minor, Node major): a commit older than an image's
+interpreter may need one of its own time (`older_than`)."""
+
+
+def older_than(language: str, version: str | None, date: str) -> str | None:
+    """The requirement an environment of the commit's time meets (`<3.11`), when the image's version
+    came out after the commit (date `YYYY-MM-DD`); None when it did not, or nothing is known."""
+    numbers = normalize(language, version or "").split(".")
+    if language not in RELEASED or len(numbers) < 2 or not date:
+        return None
+    line = ".".join(numbers[:2]) if language == "python" else numbers[0]
+    released = RELEASED[language].get(line)
+    if released is None or date >= released:
+        return None
+    return f"<{line}" if language == "python" else f"<{line}.0.0"
+
+
 @dataclass(frozen=True)
 class Declared:
     language: str

@@ -15,6 +15,7 @@ import yaml
 
 from harness.errors import UsageError
 from harness.history.mine import Mined, MinedTask
+from harness.history.prepare import SetupPolicy, setup_keys
 from harness.history.reader import SYMLINK, History
 from sandbox.durable import write_text_atomic
 from sandbox.tree import remove_tree
@@ -31,9 +32,13 @@ def states_dir(output: Path) -> Path:
     return output.parent / f"{output.stem}.tasks"
 
 
-def write(mined: Mined, history: History, output: Path, *, image: str | None = None) -> Path:
+def write(
+    mined: Mined, history: History, output: Path, *, image: str | None = None, setup: SetupPolicy | None = None
+) -> Path:
     """Write the tasks file and the states beside it; the states directory. image: the defaults'
-    image (default: the most common of the tasks'; a task in another names its own)."""
+    image (default: the most common of the tasks'; a task in another names its own). setup: what
+    each task's setup is (default: what its start state declares for its language)."""
+    setup = setup or SetupPolicy()
     output = Path(output)
     states = states_dir(output)
     if states.exists():
@@ -50,7 +55,8 @@ def write(mined: Mined, history: History, output: Path, *, image: str | None = N
         _materialize(history, task, folder / "repo")
         (folder / PATCH).write_bytes(task.patch)
         write_text_atomic(folder / REFERENCE, json.dumps(_reference(history, task), indent=1))
-        entries.append(_entry(task, folder.relative_to(output.parent), image, _source(history)))
+        entry = _entry(task, folder.relative_to(output.parent), image, _source(history))
+        entries.append({**entry, **setup_keys(folder / "repo", task.language, setup)})
     skipped = [{"commit": s.commit, "subject": s.subject, "reason": s.reason} for s in mined.skipped]
     write_text_atomic(states / "skipped.json", json.dumps(skipped, indent=1))
     write_text_atomic(states / YIELD, json.dumps(mined.yield_summary(str(history.source)), indent=1))
@@ -104,6 +110,7 @@ def _entry(task: MinedTask, folder: Path, image: str, repository: str) -> dict[s
         "long_context": task.long_context,
         "commit": task.commit,
         "parent": task.parent,
+        "date": task.date,
         "repository": repository,
         "language": task.language,
         "source": task.source,

@@ -20,6 +20,7 @@ twice the reference, with a little slack).
 
 from __future__ import annotations
 
+import datetime
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -75,6 +76,8 @@ class MinedTask:
     reference: dict[str, Entry | None] = field(default_factory=dict)
     """The commit's other changes: path -> its new entry (None: deleted)."""
     patch: bytes = b""
+    date: str = ""
+    """When the commit was made (UTC, `YYYY-MM-DD`): `tasks check` may look for an environment of its time."""
     parent: str = ""
     """The commit the task starts from (the mined commit's first parent: for a merge, the line it was
     merged into); its tree plus the test changes is the start state."""
@@ -246,6 +249,8 @@ def _task(
     kept_tests = [c.path for c in tests if c.new is not None]
     if not kept_tests:
         return skip("its test changes only delete tests")
+    if not any(_checks(history, change) for change in tests):
+        return skip("its test changes check nothing new (only comments, imports, blank lines or formatting)")
     start = history.files(parent.tree)
     for change in tests:
         _overlay(start, change)
@@ -281,7 +286,35 @@ def _task(
         reference={c.path: c.new for c in others},
         patch=patch,
         parent=parent.id.decode(),
+        date=datetime.datetime.fromtimestamp(commit.commit_time, datetime.UTC).date().isoformat(),
     )
+
+
+_COMMENT = {".py": "#", ".pyi": "#", ".rb": "#"}
+_IMPORT_LINE = re.compile(r"^(import\s|from\s+\S+\s+import\s|use\s|package\s|#\s*-\*-)")
+
+
+def _checks(history: History, change: Change) -> bool:
+    """Whether a test file's change can check something new: what it holds besides comments, blank
+    lines, imports and spacing differs (a moved import, a re-wrapped tuple, a comment or an empty
+    `__init__.py` checks nothing, and makes a task whose tests pass before the change)."""
+    marker = _COMMENT.get(PurePosixPath(change.path).suffix, "//")
+
+    def essence(entry: Entry | None) -> str:
+        if entry is None or entry.mode in (GITLINK, SYMLINK):
+            return ""
+        data = history.blob(entry.sha)
+        if is_binary(data):
+            return data.hex()
+        kept = []
+        for line in data.decode("utf-8", "replace").splitlines():
+            stripped = line.strip()
+            if not stripped or stripped.startswith(marker) or _IMPORT_LINE.match(stripped):
+                continue
+            kept.append("".join(stripped.split()))
+        return "".join(kept)
+
+    return essence(change.old) != essence(change.new)
 
 
 def _root_file(history: History, files: dict[str, Entry], path: str) -> bytes | None:

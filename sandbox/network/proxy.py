@@ -39,6 +39,37 @@ HOP_BY_HOP = frozenset(
 )  # fmt: skip
 
 
+class Resolver:
+    """A proxy's name lookups: an answer is kept for `ttl` seconds (a package manager's hundreds of
+    requests to one registry make one lookup, and see one answer), and a temporary failure (EAI_AGAIN:
+    the resolver under a burst) is tried again twice before the request is refused. Every address is
+    still checked against the allowlist on every request."""
+
+    def __init__(self, ttl: float = 30.0, attempts: int = 3, pause: float = 0.2) -> None:
+        self.ttl, self.attempts, self.pause = ttl, attempts, pause
+        self._known: dict[str, tuple[float, list[str]]] = {}
+        self._lock = threading.Lock()
+
+    def lookup(self, host: str, port: int) -> list[str]:
+        now = time.monotonic()
+        with self._lock:
+            cached = self._known.get(host)
+        if cached is not None and now - cached[0] < self.ttl:
+            return cached[1]
+        for attempt in range(self.attempts):
+            try:
+                found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+                break
+            except socket.gaierror as error:
+                if error.errno != socket.EAI_AGAIN or attempt + 1 == self.attempts:
+                    raise
+                time.sleep(self.pause * (attempt + 1))
+        addresses = list(dict.fromkeys(str(item[4][0]) for item in found))
+        with self._lock:
+            self._known[host] = (time.monotonic(), addresses)
+        return addresses
+
+
 @dataclass
 class RequestRecord:
     """One request through the proxy, as the session's network log keeps it."""
@@ -84,6 +115,7 @@ class EgressProxy:
     ) -> None:
         self.allowlist, self._record = allowlist, record
         self.secrets, self.ca, self.upstream = list(secrets), ca, upstream
+        self.resolver = Resolver()
         self._open_entries: dict[int, RequestRecord] = {}
         self._lock = threading.Lock()
 
@@ -161,10 +193,9 @@ class EgressProxy:
         if refusal:
             raise Refused(403, refusal)
         try:
-            found = socket.getaddrinfo(entry.host.strip("[]"), entry.port, type=socket.SOCK_STREAM)
+            addresses = self.resolver.lookup(entry.host.strip("[]"), entry.port)
         except socket.gaierror as error:
             raise Refused(502, f"cannot resolve {entry.host}: {error.strerror}") from None
-        addresses = list(dict.fromkeys(str(item[4][0]) for item in found))
         for address in addresses:
             refusal = self.allowlist.address_refusal(entry.host, ipaddress.ip_address(address), entry.port)
             if refusal:

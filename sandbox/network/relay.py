@@ -2,88 +2,183 @@
 read-only, standard library only): serves 127.0.0.1:PORT and carries each connection to the proxy's
 Unix socket, unchanged. The container has no other way out (no route, no resolver), so this is a
 convenience for HTTP(S)_PROXY, not a boundary: the proxy decides. It returns once it listens (the
-container's command starts after it), and serves on in the background."""
+container's command starts after it), and serves on in the background.
+
+One thread carries every connection (non-blocking sockets, one selector): a package manager opens
+two hundred connections at once, and a container's pids limit counts threads; a relay that spent a
+thread per connection ran out of them, refused connections and stalled installs for minutes."""
 
 from __future__ import annotations  # runs in the container's python, 3.8 or newer
 
+import collections
 import os
+import selectors
 import socket
 import sys
-import threading
+import time
 
 CHUNK = 1 << 20
+HIGH_WATER = 4 << 20
+"""Bytes held for a slow receiver before the other side stops being read."""
 
 
-def pump(source, sink):
+class Queue:
+    """Bytes waiting for one socket, as the chunks they came in (nothing is copied to send them)."""
+
+    def __init__(self):
+        self.chunks = collections.deque()  # type: ignore[var-annotated]
+        self.size = 0
+
+    def __bool__(self):
+        return self.size > 0
+
+    def add(self, data):
+        self.chunks.append(memoryview(data))
+        self.size += len(data)
+
+    def head(self):
+        return self.chunks[0]
+
+    def sent(self, count):
+        self.size -= count
+        if count == len(self.chunks[0]):
+            self.chunks.popleft()
+        elif count:
+            self.chunks[0] = self.chunks[0][count:]
+
+
+class Pair:
+    """A client connection and its connection to the proxy: what waits to be written to each."""
+
+    def __init__(self, client, upstream):
+        self.peer = {client: upstream, upstream: client}
+        self.pending = {client: Queue(), upstream: Queue()}
+        self.reading = {client: True, upstream: True}
+        self.closed = False
+
+    def interest(self, sock):
+        wanted = selectors.EVENT_READ if self.reading[sock] and self.pending[self.peer[sock]].size < HIGH_WATER else 0
+        return wanted | (selectors.EVENT_WRITE if self.pending[sock] else 0)
+
+    def done(self):
+        return not any(self.reading.values()) and not any(self.pending.values())
+
+
+def serve(listener, path):
+    """Accept and carry until the process ends; nothing that happens to one connection stops it."""
+    selector = selectors.DefaultSelector()
+    listener.setblocking(False)
+    selector.register(listener, selectors.EVENT_READ, None)
+    while True:
+        for key, events in selector.select():
+            if key.data is None:
+                _accept(listener, path, selector)
+                continue
+            pair = key.data
+            if pair.closed:
+                continue
+            try:
+                _move(pair, key.fileobj, events)
+                _settle(pair, selector)
+            except Exception:  # noqa: BLE001 - one connection's trouble ends that connection, never the relay
+                pair.reading = dict.fromkeys(pair.reading, False)
+                pair.pending = {sock: Queue() for sock in pair.pending}
+                _settle(pair, selector)
+
+
+def _accept(listener, path, selector):
     try:
-        if hasattr(os, "splice"):
-            _splice(source, sink)
-        else:
-            while True:
-                data = source.recv(CHUNK)
-                if not data:
-                    break
-                sink.sendall(data)
-    except OSError:
-        pass
-    finally:
-        try:
-            sink.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
-
-
-def _splice(source, sink):
-    """source to sink through a pipe, in the kernel (no copy through this process)."""
-    read_end, write_end = os.pipe()
+        client, _ = listener.accept()
+    except (BlockingIOError, InterruptedError):
+        return
+    except OSError:  # out of descriptors: let connections end first
+        time.sleep(0.05)
+        return
     try:
-        try:
-            import fcntl
-
-            fcntl.fcntl(write_end, 1031, CHUNK)  # F_SETPIPE_SZ: bigger moves per call
-        except OSError:
-            pass
-        while True:
-            moved = os.splice(source.fileno(), write_end, CHUNK)
-            if moved == 0:
-                return
-            while moved:
-                moved -= os.splice(read_end, sink.fileno(), moved)
-    finally:
-        os.close(read_end)
-        os.close(write_end)
-
-
-def carry(client, path):
-    try:
+        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        upstream.connect(path)
+        try:
+            upstream.connect(path)
+        except OSError:
+            upstream.close()
+            raise
     except OSError:
         client.close()
         return
-    back = threading.Thread(target=pump, args=(upstream, client), daemon=True)
-    back.start()
-    pump(client, upstream)
-    back.join()
-    client.close()
-    upstream.close()
+    client.setblocking(False)
+    upstream.setblocking(False)
+    pair = Pair(client, upstream)
+    for sock in (client, upstream):
+        selector.register(sock, selectors.EVENT_READ, pair)
+
+
+def _move(pair, sock, events):
+    if events & selectors.EVENT_READ and pair.reading[sock]:
+        try:
+            data = sock.recv(CHUNK)
+        except (BlockingIOError, InterruptedError):
+            data = None
+        except OSError:
+            data = b""
+        if data == b"":
+            pair.reading[sock] = False
+            if not pair.pending[pair.peer[sock]]:
+                _close_write(pair.peer[sock])
+        elif data:
+            pair.pending[pair.peer[sock]].add(data)
+    if events & selectors.EVENT_WRITE and pair.pending[sock]:
+        try:
+            sent = sock.send(pair.pending[sock].head())
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        except OSError:  # the receiver is gone: nothing more to carry either way
+            pair.reading = dict.fromkeys(pair.reading, False)
+            pair.pending = {key: Queue() for key in pair.pending}
+            return
+        pair.pending[sock].sent(sent)
+        if not pair.pending[sock] and not pair.reading[pair.peer[sock]]:
+            _close_write(sock)
+
+
+def _settle(pair, selector):
+    """Each socket watched for what it can do next; both closed once nothing is left to carry."""
+    if pair.done():
+        pair.closed = True
+        for sock in pair.peer:
+            if sock in selector.get_map():
+                selector.unregister(sock)
+            sock.close()
+        return
+    for sock in pair.peer:
+        wanted = pair.interest(sock)
+        registered = sock in selector.get_map()
+        if wanted and registered:
+            selector.modify(sock, wanted, pair)
+        elif wanted:
+            selector.register(sock, wanted, pair)
+        elif registered:
+            selector.unregister(sock)
+
+
+def _close_write(sock):
+    try:
+        sock.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
 
 
 def main(port, path):
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", port))
-    listener.listen(128)
+    listener.listen(512)
     if os.fork() > 0:  # the parent returns: the port is served from here on
         os._exit(0)
     os.setsid()
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
-    while True:
-        client, _ = listener.accept()
-        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        threading.Thread(target=carry, args=(client, path), daemon=True).start()
+    serve(listener, path)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from sandbox import durable, labels
-from sandbox.errors import PatchConflict, SessionNotFound, SnapshotError, StepOutOfRange, WorkspaceError
+from sandbox.errors import PatchConflict, SessionNotFound, SetupError, SnapshotError, StepOutOfRange, WorkspaceError
 from sandbox.layout import SessionFolder, objects_dir
 from sandbox.network.egress import Egress
 from sandbox.network.secrets import Secret
@@ -65,6 +65,18 @@ __all__ = [
     "StepRecord",
     "list_sessions",
 ]
+
+
+def _refusals(log: Path) -> str:
+    """The distinct requests a session's egress proxy refused, with why (what a failed setup needed and
+    could not reach: a registry resolving into a reserved range, a host not listed)."""
+    from sandbox.network.egress import read_log
+
+    seen: dict[str, str] = {}
+    for request in read_log(log):
+        if not request.get("allowed"):
+            seen.setdefault(f"{request.get('host')}:{request.get('port')}", str(request.get("reason", "")))
+    return "; ".join(f"{target} ({why})" for target, why in list(seen.items())[:3])
 
 
 class Session:
@@ -152,6 +164,11 @@ class Session:
                 ).start()
             try:
                 setup = prepare(paths.workspace, egress.folder if egress else None) if prepare is not None else None
+            except SetupError as error:
+                refused = _refusals(paths.network) if egress is not None else ""
+                if not refused:
+                    raise
+                raise SetupError(f"{error}; the egress proxy refused {refused}") from None
             finally:
                 if egress is not None and not config.allow_net_tools:
                     egress.stop()  # setup was all that may reach the hosts

@@ -47,6 +47,13 @@ def test_the_layout_names_the_install(tmp_path: Path, files: dict[str, str], com
 
 def test_nothing_to_install_and_untrusted_files(tmp_path: Path) -> None:
     assert detect_setup(_repo(tmp_path, {"pyproject.toml": "[tool.ruff]\nline-length = 1\n"})) is None  # no package
+    (tmp_path / "go.mod").write_text("module x\n")
+    both = _repo(tmp_path, {"setup.py": "", "package.json": "{}"})
+    assert detect_setup(both, "javascript") == (["npm install"], "package.json without a lockfile")
+    assert detect_setup(both, "python") == (["python3 -m pip install -e ."], "setup.py")
+    (tmp_path / "package.json").unlink()
+    (tmp_path / "setup.py").unlink()
+    (tmp_path / "go.mod").unlink()
     (tmp_path / "secret").write_text("[project]\n")
     (tmp_path / "setup.py").symlink_to(tmp_path / "secret")  # never read through a link
     (tmp_path / "package.json").write_text("[1, 2]")  # not a package manifest
