@@ -182,7 +182,9 @@ def test_bench_net_measures_both_sides_and_leaves_nothing(tmp_path, run_label, d
     assert figures["direct_ms"] > 0 and figures["proxy_ms"] > 0 and figures["small_added_ms"] is not None
     assert figures["proxy_over_direct"] == round(figures["proxy_ms"] / figures["direct_ms"], 2)
     left = [
-        c for c in docker_client.containers.list(all=True, ignore_removed=True) if c.labels.get("harness.run", "").startswith("bench-net-")
+        c
+        for c in docker_client.containers.list(all=True, ignore_removed=True)
+        if c.labels.get("harness.run", "").startswith("bench-net-")
     ]
     assert left == []
 
