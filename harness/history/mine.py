@@ -306,12 +306,17 @@ def _checks(history: History, change: Change) -> bool:
         data = history.blob(entry.sha)
         if is_binary(data):
             return data.hex()
-        kept = []
+        kept, in_import = [], False
         for line in data.decode("utf-8", "replace").splitlines():
             stripped = line.strip()
-            if not stripped or stripped.startswith(marker) or _IMPORT_LINE.match(stripped):
+            if in_import:  # the rest of a parenthesised import
+                in_import = ")" not in stripped
                 continue
-            kept.append("".join(stripped.split()))
+            if _IMPORT_LINE.match(stripped):
+                in_import = "(" in stripped and ")" not in stripped
+                continue
+            if stripped and not stripped.startswith(marker):
+                kept.append("".join(stripped.split()))
         return "".join(kept)
 
     return essence(change.old) != essence(change.new)

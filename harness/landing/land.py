@@ -230,6 +230,15 @@ def _start(info: dict[str, Any], repo: Repository) -> Start:
     return Start(str(origin), applied)
 
 
+def _started_at(target: Repository, record: TaskRunRecord) -> int:
+    """When the commit a task-run started from was made (0 when it cannot be told): stacking order."""
+    try:
+        start = _start(_session_info(SessionFolder(Path(record.session_dir))), target)
+        return int(target.commit(start.commit).commit_time)
+    except (UsageError, NotFoundError, KeyError, OSError):
+        return 0
+
+
 def _ours(repo: Repository, sha: str) -> bool:
     """The commit was made by harness apply (its message ends with the session trailer)."""
     try:
@@ -332,7 +341,8 @@ def combine_batch(
     repo: Path | None = None,
 ) -> tuple[list[Landed], list[tuple[str, str]]]:
     """The chosen task-runs stacked on one branch (of repo, else the first one's repository), one
-    commit each, completed ones first and then the smallest change first; a change that conflicts
+    commit each, completed ones first, then in the order of the commits they were mined from, then the
+    smallest change first; a change that conflicts
     with those stacked before it (or is already in the stack, or belongs to another repository) is
     left out, with why."""
     from harness.report.metrics import completion
@@ -349,6 +359,10 @@ def combine_batch(
     folders: dict[str, Path] = {}
     path = target_path(info, repo)
     with Repository(path) as target:
+        # changes of older commits first (mined tasks of several commits stack in the history's order)
+        records.sort(key=lambda r: (not completion(r).completed, _started_at(target, r)))
+        first = SessionFolder(Path(records[0].session_dir))
+        info = _session_info(first)
         existing = _free(target, branch, force)
         tip = base = target.resolve(onto) if onto else _start(info, target).commit
         for record in records:

@@ -91,6 +91,11 @@ def to_atif(session_dir: Path, info: dict[str, Any] | None = None, tools: Sequen
     if outcome is not None:
         extra["outcome"] = {"outcome": outcome.outcome, "detail": outcome.detail, "exit_code": outcome.exit_code}
     extra["patch"] = view.patch
+    if view.family:
+        extra["family"] = [
+            {"session_id": r.session_id, "folder": str(r.folder), "at": r.at, "outcome": r.outcome, "depth": r.depth}
+            for r in view.family
+        ]
     if view.problems:
         extra["problems"] = view.problems
     document: dict[str, Any] = {
@@ -385,8 +390,8 @@ def to_view(data: dict[str, Any], source: Path) -> SessionView:
             if verify is not None:
                 (view.steps[-1] if view.steps else _zero(view)).verify.append(verify)
                 continue
-        if ours and origin in ("system", "user") and not own.get("harness_kind"):
-            continue  # harness's own prompts (the task, verify feedback): its session page does not list them
+        if ours and origin in ("system", "user") and own.get("harness_kind") in (None, "resume"):
+            continue  # harness's own prompts and resume marks: its session page lists neither
         if origin != "agent":
             said = own["detail"] if isinstance(own.get("detail"), str) else _text(raw.get("message"))
             event = EventRecord(ts=ts, event=str(own.get("event") or origin or "step"), detail=said[:4000])
@@ -411,6 +416,7 @@ def to_view(data: dict[str, Any], source: Path) -> SessionView:
         detail=str((outcome or {}).get("detail") or data.get("notes") or f"ATIF {data.get('schema_version', '')}"),
         exit_code=_int((outcome or {}).get("exit_code"), 0),
     )
+    view.family = _family(extra.get("family"))
     view.totals = [] if ours else _totals_shown(final)  # harness's own: the page's facts say them already
     patch = extra.get("patch")
     if isinstance(patch, str):
@@ -465,6 +471,29 @@ def _totals_shown(final: dict[str, Any]) -> list[tuple[str, str]]:
         "total_steps": "steps",
     }
     return [(label, str(final[key])) for key, label in names.items() if isinstance(final.get(key), int | float)]
+
+
+def _family(value: Any) -> list[Any]:
+    """The family of forks harness's own export carries, as the page draws it (anything else: none)."""
+    from harness.assembly.sessions import Relative
+
+    if not isinstance(value, list):
+        return []
+    found = []
+    for item in value:
+        if not isinstance(item, dict) or not isinstance(item.get("session_id"), str):
+            return []
+        at = item.get("at")
+        found.append(
+            Relative(
+                session_id=item["session_id"],
+                folder=Path(str(item.get("folder") or item["session_id"])),
+                at=at if isinstance(at, int) and not isinstance(at, bool) else None,
+                outcome=str(item.get("outcome") or ""),
+                depth=_int(item.get("depth"), 0),
+            )
+        )
+    return found
 
 
 def _mapping(value: Any) -> dict[str, Any]:

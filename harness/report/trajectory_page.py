@@ -101,7 +101,7 @@ def _family(view: SessionView) -> str:
         while depth > relative.depth:
             html.append("</ul></li>")
             depth -= 1
-        me = relative.folder.name == view.folder.name and relative.session_id == view.session_id
+        me = relative.session_id == view.session_id and relative.folder.name in (view.folder.name, view.session_id)
         name = f"<b>{esc(relative.session_id)}</b> (this session)" if me else esc(relative.session_id)
         css = "ok" if relative.outcome == "verified" else "warn" if relative.outcome.startswith("running") else "bad"
         parted = f"forked at step {relative.at} · " if relative.at is not None else "the root · "

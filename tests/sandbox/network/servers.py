@@ -68,7 +68,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.end_headers()
             return
         self.send_response(200)
-        self.send_header("Content-Type", "text/html" if self.path.endswith("/") else "application/octet-stream")
+        kind = "text/html" if self.path.endswith("/") else "application/octet-stream"
+        self.send_header("Content-Type", "application/json" if body[:1] == b"{" else kind)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -80,10 +81,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 class Server:
     """An HTTP (or, with a cert, HTTPS) server on 127.0.0.1 serving /hello and the given files."""
 
-    def __init__(self, files: dict[str, bytes] | None = None, cert: tuple[Path, Path] | None = None) -> None:
+    def __init__(
+        self, files: dict[str, bytes] | None = None, cert: tuple[Path, Path] | None = None, host: str = "127.0.0.1"
+    ) -> None:
+        """host: another loopback address (127.0.0.2) is reached through the egress proxy from inside a
+        container, where 127.0.0.1 and localhost are NO_PROXY (the container's own loopback)."""
         handler = type("Handler", (_Handler,), {"files": dict(files or {}), "seen": []})
         self.handler = handler
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.host = host
+        self.httpd = http.server.ThreadingHTTPServer((host, 0), handler)
         if cert is not None:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(str(cert[0]), str(cert[1]))
