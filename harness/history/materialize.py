@@ -56,7 +56,7 @@ def write(
         (folder / PATCH).write_bytes(task.patch)
         write_text_atomic(folder / REFERENCE, json.dumps(_reference(history, task), indent=1))
         entry = _entry(task, folder.relative_to(output.parent), image, _source(history))
-        entries.append({**entry, **setup_keys(folder / "repo", task.language, setup)})
+        entries.append({**entry, **setup_keys(folder / "repo", task.language, setup, task.added)})
     skipped = [{"commit": s.commit, "subject": s.subject, "reason": s.reason} for s in mined.skipped]
     write_text_atomic(states / "skipped.json", json.dumps(skipped, indent=1))
     write_text_atomic(states / YIELD, json.dumps(mined.yield_summary(str(history.source)), indent=1))

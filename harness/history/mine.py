@@ -76,6 +76,9 @@ class MinedTask:
     reference: dict[str, Entry | None] = field(default_factory=dict)
     """The commit's other changes: path -> its new entry (None: deleted)."""
     patch: bytes = b""
+    added: list[str] = field(default_factory=list)
+    """Dependencies the reference change declares that the start state does not (`name@range` for npm,
+    requirement specifiers for pip): the tests after the change need them, so setup installs them too."""
     date: str = ""
     """When the commit was made (UTC, `YYYY-MM-DD`): `tasks check` may look for an environment of its time."""
     parent: str = ""
@@ -286,6 +289,7 @@ def _task(
         reference={c.path: c.new for c in others},
         patch=patch,
         parent=parent.id.decode(),
+        added=_added_dependencies(history, start, after, language.name),
         date=datetime.datetime.fromtimestamp(commit.commit_time, datetime.UTC).date().isoformat(),
     )
 
@@ -320,6 +324,43 @@ def _checks(history: History, change: Change) -> bool:
         return "".join(kept)
 
     return essence(change.old) != essence(change.new)
+
+
+def _added_dependencies(
+    history: History, before: dict[str, Entry], after: dict[str, Entry], language: str
+) -> list[str]:
+    """What the change adds to the root manifest's dependencies: package.json's (dependencies and
+    devDependencies, `name@range`) for JavaScript, requirement files' lines for Python."""
+    if language == "javascript":
+        old, new = (_npm_dependencies(_root_file(history, files, "package.json")) for files in (before, after))
+        return [f"{name}@{spec}" for name, spec in sorted(new.items()) if old.get(name) != spec]
+    if language == "python":
+        added: list[str] = []
+        for name in sorted(p for p in after if re.fullmatch(r"[\w.-]*requirements[\w.-]*\.txt", p)):
+            old_lines = set(_requirement_lines(_root_file(history, before, name)))
+            added += [line for line in _requirement_lines(_root_file(history, after, name)) if line not in old_lines]
+        return added
+    return []
+
+
+def _npm_dependencies(data: bytes | None) -> dict[str, str]:
+    import json
+
+    try:
+        manifest = json.loads(data or b"{}")
+    except ValueError:
+        return {}
+    found: dict[str, str] = {}
+    for key in ("dependencies", "devDependencies"):
+        table = manifest.get(key) if isinstance(manifest, dict) else None
+        if isinstance(table, dict):
+            found.update({str(k): str(v) for k, v in table.items() if isinstance(v, str)})
+    return found
+
+
+def _requirement_lines(data: bytes | None) -> list[str]:
+    lines = (data or b"").decode("utf-8", "replace").splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.strip().startswith(("#", "-"))]
 
 
 def _root_file(history: History, files: dict[str, Entry], path: str) -> bytes | None:

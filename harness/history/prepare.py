@@ -8,6 +8,7 @@ give it to tasks that have none, or change it, with the same flags."""
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,13 @@ RUNNER_PINS = r"(pytest[[:alnum:]_.-]*|py|pluggy|nose2?|tox|coverage|flake8[[:al
 """Packages a mined Python task's requirement files may pin that the image's own test runner must
 keep: a commit of 2012 pinning pytest 2.2 would replace the image's pytest with one that cannot run
 on its interpreter (the tests, not the code, would fail)."""
+
+
+_RUNNER = re.compile(
+    r"^(pytest[\w.-]*|py|pluggy|nose2?|tox|coverage|flake8[\w.-]*|pylint|mypy|black|isort)(?=[<>=!~;\s\[]|$)",
+    re.IGNORECASE,
+)
+"""RUNNER_PINS as Python reads a requirement (the grep form runs in the setup container)."""
 
 
 def declared(start: Path, language: str) -> list[str]:
@@ -92,13 +100,27 @@ def _names(folder: Path) -> list[str]:
         return []
 
 
-def setup_keys(start: Path, language: str, policy: SetupPolicy) -> dict[str, Any]:
+def added_installs(language: str, added: list[str]) -> list[str]:
+    """Commands that install what the reference change adds to the manifests (its tests need it)."""
+    if not added:
+        return []
+    quoted = " ".join(shlex.quote(item) for item in added)
+    if language == "javascript":
+        return [f"npm install --no-save {quoted}"]
+    if language == "python":
+        kept = [item for item in added if not _RUNNER.match(item)]
+        return [f"python3 -m pip install {' '.join(shlex.quote(item) for item in kept)}"] if kept else []
+    return []
+
+
+def setup_keys(start: Path, language: str, policy: SetupPolicy, added: list[str] | None = None) -> dict[str, Any]:
     """The session keys (flat, as a tasks file spells them) a task of this language and start state
-    gets: none when its start state declares nothing to install (or setup is off)."""
+    gets: none when its start state declares nothing to install (or setup is off). added: what its
+    reference change adds to the manifests, installed too."""
     if policy.off:
         return {}
     if policy.commands == [AUTO]:
-        commands = declared(start, language)
+        commands = declared(start, language) + added_installs(language, added or [])
     else:
         commands = [c for command in policy.commands for c in _expanded(command, start, language)]
     if not commands:

@@ -141,3 +141,27 @@ def test_a_commit_whose_test_changes_check_nothing_is_no_task(tmp_path: Path) ->
     ]
     [task] = mined.tasks
     assert task.commit == fix.decode() and task.parent and task.date.count("-") == 2
+
+
+def test_what_the_reference_adds_to_the_manifests_is_installed_too(tmp_path: Path) -> None:
+    """A change that starts using a package: its tests need it after the change, so setup installs
+    it (the start state's manifest does not name it yet)."""
+    from harness.history.mine import MineOptions, mine
+    from harness.history.reader import History
+    from harness.history.writer import HistoryWriter
+
+    writer = HistoryWriter(tmp_path / "repo")
+    writer.commit("start", {"package.json": '{"devDependencies": {"ava": "^5"}}', "index.js": "module.exports = 1\n",
+                            "test.js": "require('assert').equal(require('.'), 1)\n"})  # fmt: skip
+    writer.commit("Use a transliterator", {
+        "package.json": '{"dependencies": {"translit": "^1.2.0"}, "devDependencies": {"ava": "^5"}}',
+        "index.js": "module.exports = require('translit')('a')\n",
+        "test.js": "require('assert').equal(require('.'), 'a')\n",
+    })  # fmt: skip
+    writer.close()
+    with History.open(tmp_path / "repo") as history:
+        [task] = mine(history, MineOptions()).tasks
+    assert task.added == ["translit@^1.2.0"]
+    start = _tree(tmp_path / "start", {"package.json": '{"devDependencies": {"ava": "^5"}}'})
+    keys = setup_keys(start, "javascript", SetupPolicy(), task.added)
+    assert keys["setup"] == ["npm install", "npm install --no-save 'translit@^1.2.0'"]
