@@ -60,6 +60,9 @@ DEPENDENCY_FILES = (
 SETUP_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID"]
 """What package managers need as root (apt drops to its own user); nothing else."""
 SETUP_TIMEOUT_S = 900.0
+SETUP_FORMAT = 2
+"""What a setup image is made like (in its cache key): 2 keeps none of setup's proxy or CA variables
+(images of 1 carried them into every later call)."""
 SETUP_LOG = "setup.log"
 """In the session folder: every setup command's full output (beside it, `<id>.setup.log`, when setup
 failed and the session was not made)."""
@@ -87,7 +90,13 @@ def dependency_digest(workspace: Path) -> str:
 def cache_key(
     base_image_id: str, commands: Sequence[str], network: bool, digest: str, mounts: Sequence[str] = ()
 ) -> str:
-    fields: dict[str, object] = {"base": base_image_id, "commands": list(commands), "network": network, "deps": digest}
+    fields: dict[str, object] = {
+        "base": base_image_id,
+        "commands": list(commands),
+        "network": network,
+        "deps": digest,
+        "format": SETUP_FORMAT,
+    }
     if mounts:  # what a wheelhouse serves decides the result too (named, not hashed: it may be large)
         fields["mounts"] = list(mounts)
     blob = json.dumps(fields)
@@ -180,6 +189,11 @@ def prepare_environment(
             path=base_path,
         )
         config["host_config"]["cap_add"] = list(SETUP_CAPS)
+        if spec.egress:  # given to each command, not the container: a commit keeps a container's own variables,
+            # and the image would point every later call at a relay and CA files that are not there
+            carried = hardening.egress_environment(Path(spec.egress))
+            config["environment"] = {k: v for k, v in config["environment"].items() if k not in carried}
+            environment = {**carried, **environment}
         copied = scratch / "workspace"
         keep_node_modules = (copied / "package.json").is_file() and not (copied / "node_modules").exists()
         image, mode = _run_and_commit(

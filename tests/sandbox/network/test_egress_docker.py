@@ -130,7 +130,7 @@ def _wheel(tmp_path: Path) -> Path:
     return next(wheels.glob("*.whl"))
 
 
-def test_setup_installs_from_a_listed_index_and_a_refused_call_is_on_record(tmp_path, run_label):
+def test_setup_installs_from_a_listed_index_and_a_refused_call_is_on_record(tmp_path, run_label, docker_client):
     wheel = _wheel(tmp_path)
     files = {
         "/simple/egress-probe/": f'<a href="/files/{wheel.name}">{wheel.name}</a>'.encode(),
@@ -162,6 +162,11 @@ def test_setup_installs_from_a_listed_index_and_a_refused_call_is_on_record(tmp_
     assert [r["host"] for r in refused] == ["example.invalid"] and refused[0]["status"] == 403
     trajectory = (tmp_path / "state" / "net" / "trajectory.jsonl").read_text()
     assert "installed through the allowlist" in trajectory and "HTTP Error 403" in trajectory
+    image = json.loads((tmp_path / "state" / "net" / "session.json").read_text())["setup"]["image"]
+    baked = docker_client.images.get(image).attrs["Config"]["Env"]
+    assert not [v for v in baked if v.split("=")[0] in ("HTTP_PROXY", "https_proxy", "SSL_CERT_FILE", "PIP_CERT")], (
+        "the setup image keeps none of setup's proxy or CA variables"
+    )
     assert "Network: your commands may reach only these hosts" in trajectory  # the model was told
     rows = [" ".join(line.replace("│", " ").split()) for line in shown.stdout.splitlines()]
     assert sum(row.startswith(f"setup net GET localhost:{index.port} allowed") for row in rows) >= 2, shown.stdout
