@@ -191,3 +191,32 @@ def test_a_whole_run_on_a_strict_reasoning_server(harness, server, tmp_path):
     assert first.reasoning is not None and first.reasoning.text == "Read ops.py before changing it."
     shown = harness("show", "thinks", env={"COLUMNS": "250"})
     assert "thinking: Read ops.py before changing it." in shown.stdout
+
+
+def test_a_run_whose_endpoint_never_answered_resumes_against_another(harness, server, tmp_path):
+    """The URL was wrong: the run ends in seconds with 69 and says which flag fixes it; the resume
+    points at the server that is there and reads the key from another variable (both recorded, no key
+    in any file), and the run verifies over the real SDK."""
+    import time
+
+    began = time.monotonic()
+    ran = harness.run(
+        "openai:wire-model", "--base-url", "http://127.0.0.1:9/v1", session="moved", env={"OPENAI_API_KEY": "sk-old"}
+    )
+    assert ran.code == 69 and time.monotonic() - began < 60 and ran.json()["cause"] == "endpoint_unreachable"
+    server.push(
+        openai_turn("Fixing.", [call("c1", "apply_patch", **ADD_FIX)]),
+        openai_turn("I changed add() to add. The verify command passes now."),
+    )
+    resumed = harness(
+        "resume", "moved", "--base-url", server.openai_base_url, "--api-key-env", "WIRE_KEY", "--json",
+        env={"WIRE_KEY": KEY},
+    )  # fmt: skip
+    assert resumed.code == 0 and resumed.json()["outcome"] == "verified", resumed.stdout + resumed.stderr
+    assert server.requests[0].headers["authorization"] == f"Bearer {KEY}"
+    folder = harness.session_dir("moved")
+    [changed] = [r for r in read_records(folder) if r.kind == "event" and r.event == "resume_changed"]
+    assert "base_url: 'http://127.0.0.1:9/v1' ->" in changed.detail and "api_key_env" in changed.detail
+    saved = json.loads((folder / "run.json").read_text())
+    assert saved["base_url"] == server.openai_base_url, "a later resume continues against the new endpoint"
+    assert KEY not in (folder / "run.json").read_text() + (folder / TRAJECTORY_FILE).read_text()

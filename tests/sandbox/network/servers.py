@@ -21,8 +21,8 @@ from cryptography.x509.oid import NameOID
 BODY = b"hello from the test's own internet\n"
 
 
-def make_ca(folder: Path) -> tuple[Path, Path, Path]:
-    """(ca.pem, server cert, server key) for `localhost` and 127.0.0.1."""
+def make_ca(folder: Path, addresses: tuple[str, ...] = ("127.0.0.1",)) -> tuple[Path, Path, Path]:
+    """(ca.pem, server cert, server key) for `localhost` and the addresses (127.0.0.1)."""
     now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "harness test CA")])
@@ -34,7 +34,7 @@ def make_ca(folder: Path) -> tuple[Path, Path, Path]:
         .sign(ca_key, hashes.SHA256())
     )  # fmt: skip
     key = ec.generate_private_key(ec.SECP256R1())
-    names = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+    names = [x509.DNSName("localhost"), *(x509.IPAddress(ipaddress.ip_address(a)) for a in addresses)]
     cert = (
         x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
         .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
