@@ -19,6 +19,7 @@ from harness.agent.verify import VerifyResult
 from harness.batch.records import TaskRunKey
 from harness.batch.tasks import Task, TasksFile
 from harness.batch.worker import REFERENCE_MODEL, TaskRunSpec, run_config
+from harness.config import RunConfig
 from harness.errors import HarnessError
 from harness.history import environment
 from harness.history.diagnose import diagnose
@@ -265,9 +266,8 @@ def _in_declared(
     return verdict
 
 
-def check_task(task: Task, tasks: TasksFile, sessions: Path, runtime: assembly.Runtime) -> Verdict:
-    if task.reference is None:
-        return Verdict(task.id, False, "no reference (only mined tasks have one)", "no_reference")
+def reference_config(task: Task, tasks: TasksFile, sessions: Path, runtime: assembly.Runtime) -> RunConfig:
+    """The config a task runs with under the `reference:` model, as a batch would run it."""
     spec = TaskRunSpec(
         key=TaskRunKey(task_id=task.id, model=REFERENCE_MODEL, run_index=0),
         task=task,
@@ -275,8 +275,14 @@ def check_task(task: Task, tasks: TasksFile, sessions: Path, runtime: assembly.R
         sessions=sessions,
         run_id=runtime.run_id,
     )
+    return run_config(spec)
+
+
+def check_task(task: Task, tasks: TasksFile, sessions: Path, runtime: assembly.Runtime) -> Verdict:
+    if task.reference is None:
+        return Verdict(task.id, False, "no reference (only mined tasks have one)", "no_reference")
     try:
-        config = run_config(spec)
+        config = reference_config(task, tasks, sessions, runtime)
         if not config.verify:
             return Verdict(task.id, False, "no verify command", "no_verify")
         start = assembly.verify_once(task.repo, config, sessions, runtime, f"{task.id}-start")
@@ -334,15 +340,8 @@ def _without_broken(
     broken = sorted(after)
     narrowed = verify + "".join(f" --deselect {shlex.quote(name)}" for name in broken)
     task = task.model_copy(update={"verify": narrowed})
-    spec = TaskRunSpec(
-        key=TaskRunKey(task_id=task.id, model=REFERENCE_MODEL, run_index=0),
-        task=task,
-        defaults=tasks.defaults,
-        sessions=sessions,
-        run_id=runtime.run_id,
-    )
     try:
-        config = run_config(spec)
+        config = reference_config(task, tasks, sessions, runtime)
         again = assembly.verify_once(task.repo, config, sessions, runtime, f"{task.id}-start-narrowed")
         if again.passed or _start_problem(task.id, again) is not None:
             return None
