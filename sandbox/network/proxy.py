@@ -179,7 +179,11 @@ class EgressProxy:
     def _request(self, conn: socket.socket, entry: RequestRecord) -> None:
         conn.settimeout(HEAD_TIMEOUT_S)
         parser = h11.Connection(h11.SERVER)
-        request = _head(conn, parser)
+        try:
+            request = _head(conn, parser)
+        except h11.RemoteProtocolError as error:  # two Hosts, a bad line: refused, and on the record like any
+            entry.method, entry.host = "?", "?"
+            raise Refused(400, f"a malformed request: {error}") from None
         entry.method = request.method.decode("ascii", "replace").upper()
         if entry.method == "CONNECT":
             entry.host, entry.port = _authority(request.target.decode("ascii", "replace"), 443)
@@ -281,10 +285,12 @@ class EgressProxy:
         if scheme.lower() != "http":
             raise Refused(400, f"{scheme}:// through a proxy goes by CONNECT, not {entry.method}")
         with self._open(entry) as upstream:
-            head = [f"{entry.method} /{path} HTTP/1.1\r\n".encode()]
+            # the target's authority is the Host (RFC 9112 3.2.2): a Host of the client's own choosing
+            # would let a listed front end serve any site
+            head = [f"{entry.method} /{path} HTTP/1.1\r\n".encode(), b"Host: " + authority.encode("ascii") + b"\r\n"]
             chunked = False
             for name, value in request.headers.raw_items():
-                if name.lower() in HOP_BY_HOP:
+                if name.lower() in HOP_BY_HOP or name.lower() == b"host":
                     continue
                 chunked = chunked or (name.lower() == b"transfer-encoding" and b"chunked" in value.lower())
                 head.append(name + b": " + value + b"\r\n")

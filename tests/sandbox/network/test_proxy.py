@@ -159,3 +159,22 @@ def test_the_proxy_ends_with_the_controller_that_started_it(tmp_path):
     assert not Path(f"/proc/{proxy}").exists() or "Z" in Path(f"/proc/{proxy}/stat").read_text().split(")")[-1][:3]
     assert proxy not in leftover_proxies()
     assert not Path(folder).exists(), "the proxy removed its socket's folder on its way out"
+
+
+def test_the_host_is_the_targets_and_two_hosts_are_refused_on_record(world):
+    """A listed front end must not serve another site: the proxy sends the target's authority as Host
+    (RFC 9112 3.2.2), whatever Host the client wrote. Two Host headers: 400, and on the record."""
+    port = world["plain"].port
+    with proxy_socket(world["egress"].socket) as conn:
+        conn.sendall(f"GET http://127.0.0.1:{port}/hello HTTP/1.1\r\nHost: other.invalid\r\n\r\n".encode())
+        answer = read_all(conn)
+    assert answer.endswith(BODY)
+    assert world["plain"].seen[-1]["headers"]["Host"] == f"127.0.0.1:{port}"
+    with proxy_socket(world["egress"].socket) as conn:
+        conn.sendall(
+            f"GET http://127.0.0.1:{port}/hello HTTP/1.1\r\nHost: a.invalid\r\nHost: b.invalid\r\n\r\n".encode()
+        )
+        refused = read_all(conn)
+    assert refused.startswith(b"HTTP/1.1 400") and b"malformed" in refused
+    record = _last(world, method="?")
+    assert not record["allowed"] and record["status"] == 400 and "malformed" in record["reason"]
