@@ -20,7 +20,7 @@ from dulwich.objects import Commit, ObjectID
 from harness.errors import NotFoundError, UsageError
 from harness.history.mine import PULL_REQUEST, TRAILER
 from harness.landing.merge import Held, merge
-from harness.landing.repository import BRANCH_PREFIX, Repository
+from harness.landing.repository import Repository
 from harness.trajectory import read_records
 from sandbox import durable
 from sandbox.layout import SessionFolder
@@ -254,12 +254,26 @@ def _ended(folder: SessionFolder) -> float:
     return outcome.ts if outcome is not None else folder.steps.stat().st_mtime
 
 
-_BAD_BRANCH = re.compile(r"(^[-/.])|(\.\.)|([\x00-\x20~^:?*\[\\\x7f])|(@\{)|(/$)|(\.lock$)|(//)|(\.$)")
+_BAD_CHARACTERS = re.compile(r"[\x00-\x20~^:?*\[\\\x7f]|@\{|\.\.|//")
 
 
 def _check_branch_name(name: str) -> None:
-    if not name or _BAD_BRANCH.search(name) or name.startswith(BRANCH_PREFIX):
-        raise UsageError(f"{name!r} is not a branch name git accepts (see git check-ref-format)")
+    """UsageError unless git accepts refs/heads/NAME (git check-ref-format --branch): no part begins
+    with a dot or ends with `.lock`, no `..`, `@{`, `//`, control or special character, not `@`, not
+    `HEAD`, not a full ref, nothing leading with `-`."""
+    parts = name.split("/")
+    why = (
+        "it is empty" if not name
+        else "it names a full ref: give the branch's name" if name.startswith("refs/")
+        else "HEAD and @ are not branch names" if name in ("HEAD", "@")
+        else "it begins with - or ends with / or ." if name.startswith("-") or name.endswith(("/", "."))
+        else "a part begins with ." if any(part.startswith(".") for part in parts)
+        else "a part ends with .lock" if any(part.endswith(".lock") for part in parts)
+        else "it holds a space, a control character, .., //, @{ or one of ~^:?*[\\" if _BAD_CHARACTERS.search(name)
+        else ""
+    )  # fmt: skip
+    if why:
+        raise UsageError(f"{name!r} is not a branch name git accepts ({why}; see git check-ref-format)")
 
 
 def branch_name(prefix: str, task_id: str, model: str, run_index: int) -> str:

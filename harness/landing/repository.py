@@ -11,6 +11,7 @@ import re
 import zlib
 from pathlib import Path
 
+from dulwich.file import FileLocked
 from dulwich.object_store import DiskObjectStore
 from dulwich.objects import Commit, ObjectID, ShaFile, Tree
 from dulwich.refs import DiskRefsContainer, Ref
@@ -33,6 +34,13 @@ class Repository:
             raise NotFoundError(f"{self.path} is no git repository (no objects folder)")
         self.store = DiskObjectStore(str(self.commondir / "objects"))
         self.refs = DiskRefsContainer(str(self.commondir), worktree_path=str(self.gitdir))
+        head, _ = self.head()
+        if head is not None and len(head) != 40:
+            self.store.close()
+            raise UsageError(
+                f"{self.path} names its objects with another hash than SHA-1 ({len(head)} hex digits): harness "
+                "apply writes SHA-1 repositories only; export the patch instead (harness export)"
+            )
 
     def close(self) -> None:
         self.store.close()
@@ -127,6 +135,9 @@ class Repository:
 
     # --- writing ----------------------------------------------------------------------------------
 
+    def _no_link(self, target: Path, what: str) -> None:
+        _no_link_below(self.commondir, target, what)
+
     def write(self, kind: bytes, data: bytes) -> str:
         """A loose object as git writes it (temp file in its fan-out folder, fsync, rename); its id."""
         raw = b"%s %d\0" % (kind, len(data)) + data
@@ -134,6 +145,7 @@ class Repository:
         if self.has(oid):
             return oid
         folder = self.commondir / "objects" / oid[:2]
+        self._no_link(folder, "objects")
         folder.mkdir(exist_ok=True)
         target = folder / oid[2:]
         temporary = folder / f"tmp_obj_harness_{os.getpid()}_{oid[2:10]}"
@@ -146,14 +158,40 @@ class Repository:
         return oid
 
     def create_branch(self, name: str, sha: str, *, replace: str | None = None) -> None:
-        """refs/heads/name → sha, only if it does not exist (or still points at replace)."""
+        """refs/heads/name → sha, only if it does not exist (or still points at replace). Never through
+        a link the repository made, never over another writer's lock: UsageError, nothing written."""
         ref = Ref((BRANCH_PREFIX + name).encode())
-        if replace is None:
-            done = self.refs.add_if_new(ref, ObjectID(sha.encode()))
-        else:
-            done = self.refs.set_if_equals(ref, ObjectID(replace.encode()), ObjectID(sha.encode()))
+        path = self.commondir / BRANCH_PREFIX / name
+        self._no_link(path, "refs")
+        if path.with_name(path.name + ".lock").exists():
+            raise UsageError(
+                f"branch {name} is being written by another program ({BRANCH_PREFIX}{name}.lock exists in "
+                f"{self.path}); nothing was written"
+            )
+        try:
+            if replace is None:
+                done = self.refs.add_if_new(ref, ObjectID(sha.encode()))
+            else:
+                done = self.refs.set_if_equals(ref, ObjectID(replace.encode()), ObjectID(sha.encode()))
+        except (OSError, FileLocked) as error:
+            raise UsageError(f"branch {name} cannot be written in {self.path}: {error}; nothing was written") from None
         if not done:
             raise UsageError(f"branch {name} appeared or moved while it was being written; nothing was changed")
+
+
+def _no_link_below(root: Path, target: Path, what: str) -> None:
+    """UsageError when a folder or file on the way from root to target is a symbolic link (or not a
+    folder where one is needed): the repository's own links are never written through."""
+    current = root
+    for part in target.relative_to(root).parts:
+        current = current / part
+        if current.is_symlink():
+            raise UsageError(
+                f"{current} is a symbolic link in the repository's {what}: harness apply never writes through "
+                "a link the repository made; nothing was written"
+            )
+        if current != target and current.exists() and not current.is_dir():
+            raise UsageError(f"{current} is in the way of {target.name} (a file, not a folder); nothing was written")
 
 
 def _gitdir(path: Path) -> Path:

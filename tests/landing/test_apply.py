@@ -285,3 +285,34 @@ def _review_in_the_browser(browser, out: Path, accept: str) -> None:
         server.close()
     written = (out / "report.html").read_text(encoding="utf-8")
     assert 'class="mark-button" hidden' in written, "a written page shows no buttons (nothing to send them to)"
+
+
+def test_apply_never_writes_through_the_repositorys_links_and_takes_only_names_git_takes(landed, tmp_path):
+    """A ref folder that is a link to elsewhere, a branch name git refuses, a ref another writer holds
+    locked, a repository hashed with SHA-256: each is one line, exit 64, and nothing is written."""
+    repo = tmp_path / "copy"
+    shutil.copytree(landed["repo"], repo, symlinks=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (repo / ".git" / "refs" / "heads" / "adv").symlink_to(outside)
+    args = ["apply", "fix", "--repo", str(repo), "--state-dir", str(landed["state"])]
+    through = _harness(*args, "--branch", "adv/applied", state=landed["state"], label=landed["label"])
+    assert through.returncode == 64 and "never writes through a link" in through.stderr, through.stderr
+    assert list(outside.iterdir()) == [], "nothing was written where the link leads"
+    for name in ("HEAD", "a/.hidden", "a.lock/b", "x..y", "refs/heads/x"):
+        refused = _harness(*args, "--branch", name, state=landed["state"], label=landed["label"])
+        assert refused.returncode == 64 and "not a branch name git accepts" in refused.stderr, (name, refused.stderr)
+        assert len(refused.stderr.strip().splitlines()) == 1
+    (repo / ".git" / "refs" / "heads" / "held.lock").write_text("")
+    locked = _harness(*args, "--branch", "held", state=landed["state"], label=landed["label"])
+    assert locked.returncode == 64 and "being written by another program" in locked.stderr, locked.stderr
+    assert not (repo / ".git" / "refs" / "heads" / "held").exists()
+    wide = tmp_path / "sha256"
+    (wide / "objects").mkdir(parents=True)
+    (wide / "refs" / "heads").mkdir(parents=True)
+    (wide / "HEAD").write_text("ref: refs/heads/main\n")
+    (wide / "refs" / "heads" / "main").write_text("a" * 64 + "\n")
+    other = _harness("apply", "fix", "--repo", str(wide), "--state-dir", str(landed["state"]), "--branch", "w",
+                     state=landed["state"], label=landed["label"])  # fmt: skip
+    assert other.returncode == 64 and "SHA-1 repositories only" in other.stderr, other.stderr
+    assert "Traceback" not in through.stderr + locked.stderr + other.stderr
