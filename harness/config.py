@@ -9,6 +9,7 @@ the environment variable that holds each one (`api_key_env`); the CLI reads that
 from __future__ import annotations
 
 import copy
+import re
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -146,7 +147,11 @@ class ServiceConfig(BaseModel):
     @field_validator("user")
     @classmethod
     def _not_root(cls, value: str | None) -> str | None:
-        if value is not None and (not value.strip() or value.split(":")[0] in ("root", "0")):
+        if value is None:
+            return value
+        name = value.split(":")[0].strip()
+        numeric = re.fullmatch(r"[+-]?\d+", name)
+        if not name or name == "root" or (numeric and int(name) == 0):  # `00`, `+0`, `-0` are root too
             raise ValueError("a service never runs as root: give the image's own user (such as postgres) or a uid")
         return value
 

@@ -157,39 +157,48 @@ def start_service(
     each tmpfs path a fresh writable tmpfs bounded like /tmp (a database's data directory)."""
     api = client.api
     networking = api.create_networking_config({network: api.create_endpoint_config(aliases=[name])})  # type: ignore[arg-type]
+    uid, gid = user_ids(client, spec, user, labels)
+    if uid == 0:  # decided on the number the engine runs as, not on how the user was spelled
+        raise SetupError(
+            f"the {name} service's user {user!r} is uid 0 (root) in {spec.image}: a service never runs as root"
+        )
     return _start_long_lived(
-        client, spec, workspace, user=user, labels=labels, environment=environment, writable=False,
+        client, spec, workspace, user=f"{uid}:{gid}", labels=labels, environment=environment, writable=False,
         log_size="2m", what=f"the {name} service", networking=networking, network=network,
         command=list(argv) if argv else None,
-        tmpfs=_owned_tmpfs(client, spec, user, labels, tmpfs),
+        tmpfs=_owned_tmpfs(spec, uid, gid, tmpfs),
     )  # fmt: skip
 
 
-def _owned_tmpfs(
-    client: docker.DockerClient, spec: SandboxSpec, user: str, labels: dict[str, str], paths: Sequence[str]
-) -> dict[str, str]:
-    """Each path a tmpfs owned by user (the engine gives a tmpfs over an image's directory that
+def _owned_tmpfs(spec: SandboxSpec, uid: int, gid: int, paths: Sequence[str]) -> dict[str, str]:
+    """Each path a tmpfs owned by uid:gid (the engine gives a tmpfs over an image's directory that
     directory's owner and mode, so a data directory of root's would stay unwritable)."""
-    if not paths:
-        return {}
-    found = re.fullmatch(r"(\d+)(?::(\d+))?", user)
-    if found:
-        uid, gid = found.group(1), found.group(2) or found.group(1)
-    else:  # a name only the image's /etc/passwd knows: asked of the image itself, as that user
-        try:
-            with translate(f"finding the uid of {user} in {spec.image}"):
-                said = client.containers.run(
-                    spec.image, entrypoint=["id"], user=user, network_mode="none", cap_drop=["ALL"], read_only=True,
-                    security_opt=["no-new-privileges"], labels=labels, remove=True, stdout=True, stderr=True,
-                )  # fmt: skip
-        except docker.errors.ContainerError as error:
-            said = error.stderr if isinstance(error.stderr, bytes) else str(error).encode()
-        ids = re.search(rb"uid=(\d+).*?gid=(\d+)", said if isinstance(said, bytes) else b"")
-        if ids is None:
-            words = said.decode("utf-8", "replace").strip()[:200] if isinstance(said, bytes) else ""
-            raise SetupError(f"cannot tell the uid of user {user} in {spec.image}: {words or 'id said nothing'}")
-        uid, gid = ids.group(1).decode(), ids.group(2).decode()
     return {path: f"rw,nosuid,nodev,noexec,size={spec.tmpfs},uid={uid},gid={gid},mode=0755" for path in paths}
+
+
+def user_ids(client: docker.DockerClient, spec: SandboxSpec, user: str, labels: dict[str, str]) -> tuple[int, int]:
+    """The uid and gid the engine runs user as in spec.image: numbers parsed as the engine parses
+    them (`00`, `+0` and `-0` are 0), a name asked of the image itself (its /etc/passwd decides)."""
+    found = re.fullmatch(r"\s*([+-]?\d+)\s*(?::\s*([+-]?\d+)\s*)?", user)
+    if found:
+        uid = int(found.group(1))
+        gid = int(found.group(2)) if found.group(2) else uid
+        if uid < 0 or gid < 0:
+            raise SetupError(f"user {user!r}: a uid and gid are not negative")
+        return uid, gid
+    try:  # a name only the image's /etc/passwd knows: asked of the image itself, as that user
+        with translate(f"finding the uid of {user} in {spec.image}"):
+            said = client.containers.run(
+                spec.image, entrypoint=["id"], user=user, network_mode="none", cap_drop=["ALL"], read_only=True,
+                security_opt=["no-new-privileges"], labels=labels, remove=True, stdout=True, stderr=True,
+            )  # fmt: skip
+    except docker.errors.ContainerError as error:
+        said = error.stderr if isinstance(error.stderr, bytes) else str(error).encode()
+    ids = re.search(rb"uid=(\d+).*?gid=(\d+)", said if isinstance(said, bytes) else b"")
+    if ids is None:
+        words = said.decode("utf-8", "replace").strip()[:200] if isinstance(said, bytes) else ""
+        raise SetupError(f"cannot tell the uid of user {user} in {spec.image}: {words or 'id said nothing'}")
+    return int(ids.group(1)), int(ids.group(2))
 
 
 def exec_in(client: docker.DockerClient, cid: str, argv: Sequence[str], timeout_s: float = 10.0) -> int:

@@ -143,7 +143,8 @@ def db_image(docker_client, run_label, tmp_path) -> str:
     (tmp_path / "ctx").mkdir()
     (tmp_path / "ctx" / "server.py").write_text(DB)
     (tmp_path / "ctx" / "Dockerfile").write_text(
-        f"FROM {base.id}\nUSER root\nRUN useradd --uid 999 --no-create-home dbuser && mkdir -p /var/lib/db\n"
+        f"FROM {base.id}\nUSER root\nRUN useradd --uid 999 --no-create-home dbuser && mkdir -p /var/lib/db"
+        " && useradd --uid 0 --non-unique --no-create-home toor\n"  # a name for root
         'COPY server.py /srv/server.py\nUSER dbuser\nCMD ["python3", "/srv/server.py"]\n'
     )
     tag = f"harness-test/db:{run_label.lower()}"
@@ -173,12 +174,19 @@ def test_a_service_runs_as_its_images_own_user_with_a_writable_data_directory(tm
         "--verify", "python3 -m pytest -q test_db.py", "--config", str(config), "--json",
     )  # fmt: skip
     assert ran.code == 0 and ran.json()["outcome"] == "verified", ran.stdout + ran.stderr
-    config.write_text(config.read_text().replace('user = "dbuser"', 'user = "0:0"'))
-    refused = harness(
+    written = config.read_text()
+    for spelling in ("0:0", "00", "+0", "-0", "000:000"):  # each is uid 0 as the engine reads it
+        config.write_text(written.replace('user = "dbuser"', f'user = "{spelling}"'))
+        refused = harness(
+            "run", "--image", "py311", "--model", f"scripted:{script}", str(repo), "--task", "x", "--config", str(config)
+        )
+        assert refused.code == 78 and "never runs as root" in refused.stderr, (spelling, refused.stderr)
+        assert "Traceback" not in refused.stderr
+    config.write_text(written.replace('user = "dbuser"', 'user = "toor"'))  # the image's own name for uid 0
+    named = harness(
         "run", "--image", "py311", "--model", f"scripted:{script}", str(repo), "--task", "x", "--config", str(config)
     )
-    assert refused.code == 78 and "never runs as root" in refused.stderr, refused.stderr
-    assert "Traceback" not in refused.stderr
+    assert named.code != 0 and "is uid 0 (root)" in named.stderr and "Traceback" not in named.stderr, named.stderr
 
 
 def test_a_batch_task_declares_its_services(tmp_path, project, run_label, docker_client):
