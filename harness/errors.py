@@ -46,6 +46,12 @@ class ScriptError(ConfigError):
     """A scripted-model file is malformed; the message names the offending line."""
 
 
+class DamagedError(HarnessError, RuntimeError):
+    """A session's stored data is missing or corrupt (a snapshot object): nothing was made from it."""
+
+    exit_code: ClassVar[int] = ExitCode.PATCH_CONFLICT
+
+
 class SessionError(HarnessError, RuntimeError):
     """A session cannot be opened, resumed or changed as asked."""
 

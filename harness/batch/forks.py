@@ -14,8 +14,9 @@ from harness.agent.outcome import RunState
 from harness.batch.records import BatchDir, TaskRunKey, TaskRunRecord
 from harness.batch.tasks import ForkFrom, Tags, Task, TaskDefaults, TasksFile
 from harness.batch.worker import REFERENCE_MODEL, TaskRunSpec, no_reference, session_record
-from harness.errors import NotFoundError, UsageError
+from harness.errors import DamagedError, NotFoundError, UsageError
 from harness.trajectory import read_records, read_state
+from sandbox.errors import SandboxError
 from sandbox.layout import SessionFolder
 
 
@@ -30,7 +31,14 @@ def fork_tasks(parent_dir: Path, at: int, *, runs: int, models: list[str], hint:
     config = assembly.saved_config(parent_dir, {})
     records = read_records(parent_dir)
     start = fork_start(records, at, session_id=parent_dir.name, model="", config=config.context, hint=hint)
-    info = assembly.open_session(parent_dir.parent, parent_dir.name).info
+    opened = assembly.open_session(parent_dir.parent, parent_dir.name)
+    info = opened.info
+    try:  # a damaged parent is refused before a cluster starts or anything is written
+        opened.check_step(start.state.snapshot_step)
+    except SandboxError as error:
+        raise DamagedError(f"{error}; nothing was forked") from None
+    finally:
+        opened.close()
     record = batch_record(parent_dir)
     kept: dict[str, Any] = {}
     if record is not None:  # a task-run of a batch: the fork is the same task (reference, tags, tests)

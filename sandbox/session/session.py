@@ -252,6 +252,7 @@ class Session:
             raise WorkspaceError(
                 f"session {parent.id} keeps a store of its own (an older session): it cannot be forked"
             )
+        parent.check_step(step)  # before anything is written: a damaged parent makes no half fork
         prefix = parent.records[: parent.record(step).step + 1]
         sid = session_id or uuid.uuid4().hex[:12]
         if not sid.replace("-", "").replace("_", "").isalnum():
@@ -303,6 +304,26 @@ class Session:
         if self._store is None:
             self._store = SnapshotStore(self.workspace, self.paths.store, self.info.config.snapshot, self.shared)
         return self._store
+
+    def check_step(self, step: int) -> None:
+        """SnapshotError naming what is wrong when step's tree cannot be read whole: every tree is read,
+        every file's object must be there (large files and submodules are kept elsewhere)."""
+        objects = self._objects()
+        pending = [self.record(step).tree]
+        while pending:
+            try:
+                entries = objects.tree(pending.pop())
+            except SnapshotError as error:
+                raise SnapshotError(f"session {self.id}'s step {step} cannot be read: {error}") from None
+            for entry in entries:
+                kind = entry.mode & 0o170000
+                if kind == 0o040000:
+                    pending.append(entry.oid)
+                elif not (entry.mode & LARGE or kind == 0o160000) and not objects.has(entry.oid):
+                    name = entry.name.decode("utf-8", "replace")
+                    raise SnapshotError(
+                        f"session {self.id}'s step {step} cannot be read: the object of {name} is missing"
+                    )
 
     def _objects(self) -> ObjectStore:
         if self._store is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -162,6 +163,27 @@ def test_a_fork_of_a_fork_and_the_refusals(forked, tmp_path):
         os.close(lock)
     assert running.code == 64 and "still running" in running.stderr, running.stderr
     assert len(running.stderr.strip().splitlines()) == 1
+
+    # a parent whose snapshot is damaged: refused in one line (65), nothing made, no reference added
+    copy = tmp_path / "damaged"
+    shutil.copytree(harness.state_dir, copy, symlinks=True)
+    info = json.loads((copy / "parent" / "session.json").read_text())
+    (copy / "parent" / "session.json").write_text(json.dumps({**info, "objects": str(copy / ".objects")}))
+    tree = _steps(copy / "parent")[1]["tree"]
+    objects = copy / ".objects" / "git" / "objects"
+    loose = objects / tree[:2] / tree[2:]
+    if loose.is_file():
+        loose.chmod(0o644)
+        loose.write_bytes(b"not an object")
+    else:  # packed when the run ended: the packs go (every object of the copy is missing then)
+        for pack in (objects / "pack").iterdir():
+            pack.unlink()
+    refs = sorted((copy / ".objects" / "sessions").iterdir())
+    damaged = harness("fork", "parent", "--at", "2", "--model", f"scripted:{script}", "--state-dir", str(copy),
+                      "--out", str(tmp_path / "z"))  # fmt: skip
+    assert damaged.code == 65 and "cannot be read" in damaged.stderr, damaged.stderr
+    assert len(damaged.stderr.strip().splitlines()) == 1 and not (tmp_path / "z").exists()
+    assert sorted((copy / ".objects" / "sessions").iterdir()) == refs and not list(copy.glob("*/workspace.building-*"))
 
 
 def test_the_python_api_and_a_killed_fork_batch_runs_each_fork_once(forked, tmp_path, run_label):

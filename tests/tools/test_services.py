@@ -178,7 +178,16 @@ def test_a_service_runs_as_its_images_own_user_with_a_writable_data_directory(tm
     for spelling in ("0:0", "00", "+0", "-0", "000:000"):  # each is uid 0 as the engine reads it
         config.write_text(written.replace('user = "dbuser"', f'user = "{spelling}"'))
         refused = harness(
-            "run", "--image", "py311", "--model", f"scripted:{script}", str(repo), "--task", "x", "--config", str(config)
+            "run",
+            "--image",
+            "py311",
+            "--model",
+            f"scripted:{script}",
+            str(repo),
+            "--task",
+            "x",
+            "--config",
+            str(config),
         )
         assert refused.code == 78 and "never runs as root" in refused.stderr, (spelling, refused.stderr)
         assert "Traceback" not in refused.stderr
