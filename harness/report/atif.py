@@ -337,14 +337,34 @@ def read(path: Path) -> dict[str, Any]:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as error:
         raise UsageError(f"cannot read {path}: {error}") from None
+    except RecursionError:
+        raise UsageError(f"{path} nests deeper than a trajectory does (over {MAX_DEPTH} levels): not read") from None
     except ValueError as error:
         raise UsageError(f"{path} is not JSON: {error}") from None
+    if _deeper_than(data, MAX_DEPTH):
+        raise UsageError(f"{path} nests deeper than a trajectory does (over {MAX_DEPTH} levels): not read")
     if not isinstance(data, dict) or not isinstance(data.get("steps"), list) or "agent" not in data:
         raise UsageError(f"{path} is no ATIF trajectory (it needs `schema_version`, `agent` and `steps`)")
     version = data.get("schema_version")
     if version is not None and version not in KNOWN:
         raise UsageError(f"{path}: schema_version {version!r} is not ATIF-v1.x")
     return data
+
+
+MAX_DEPTH = 64
+"""How deep a document may nest (a real one is under ten; the page and its JSON dumps recurse)."""
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether value nests deeper than limit (walked without recursion)."""
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                return True
+            pending += [(child, depth + 1) for child in (item.values() if isinstance(item, dict) else item)]
+    return False
 
 
 def is_atif(path: Path) -> bool:

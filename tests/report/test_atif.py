@@ -145,3 +145,21 @@ def test_another_agents_atif_renders_with_its_own_shapes(exported, harbor_python
     page = other.with_suffix(".html").read_text()
     assert "bash_command" in page and "printf &#x27;Hello&#x27; &gt; hello.txt" in page
     assert "subagent summary-1: trajectory.summary-1.json" in page and "Done: the file is there." in page
+
+
+def test_a_document_nested_ten_thousand_deep_is_refused_in_one_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    deep = tmp_path / "deep.json"
+    nested = "[" * 10_000 + "]" * 10_000
+    deep.write_text('{"schema_version": "ATIF-v1.7", "agent": {"name": "x"}, "steps": [{"source": "agent", '
+                    f'"message": "hi", "tool_calls": [{{"tool_call_id": "a", "function_name": "f", "arguments": {{"x": {nested}}}}}]}}]}}')  # fmt: skip
+    done = subprocess.run([str(Path(sys.executable).parent / "harness"), "view", str(deep), "--no-open"],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 64 and "nests deeper than a trajectory does" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not deep.with_suffix(".html").exists()
+    shallow = tmp_path / "shallow.json"
+    shallow.write_text(deep.read_text().replace(nested, "[[1]]"))
+    assert subprocess.run([str(Path(sys.executable).parent / "harness"), "view", str(shallow), "--no-open"],
+                          capture_output=True, timeout=60).returncode == 0  # fmt: skip

@@ -9,6 +9,7 @@ and 192.0.2.0/24 only."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import ssl
 import subprocess
@@ -178,3 +179,25 @@ def test_the_host_is_the_targets_and_two_hosts_are_refused_on_record(world):
     assert refused.startswith(b"HTTP/1.1 400") and b"malformed" in refused
     record = _last(world, method="?")
     assert not record["allowed"] and record["status"] == 400 and "malformed" in record["reason"]
+
+
+def test_a_proxy_that_cannot_start_says_which_file_and_leaves_nothing(tmp_path, monkeypatch):
+    import tempfile
+
+    from sandbox.network.egress import EgressError
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    tempfile.tempdir = None  # read TMPDIR again
+    try:
+        for bundle, says in (
+            (Path("relative/ca.pem"), "give an absolute path"),
+            (tmp_path / "missing.pem", str(tmp_path / "missing.pem")),
+            (Path(__file__), "no PEM certificate"),
+        ):
+            for kwargs in ({"upstream_ca": bundle}, {"trust": bundle}):
+                with pytest.raises(EgressError, match=re.escape(says)):
+                    Egress(["pypi"], tmp_path / "log.jsonl", "s", **kwargs).start()
+        assert list((tmp_path / "tmp").iterdir()) == [], "no harness-egress-* folder is left"
+    finally:
+        tempfile.tempdir = None
