@@ -86,9 +86,9 @@ class _LazyConsole:
     def real(self) -> Console:
         """The Console itself (for what needs the object, not its methods: rich's Live)."""
         if self._console is None:
-            from rich.console import Console
+            from harness.cli.terminal import visible_console
 
-            self._console = Console(stderr=self._stderr, highlight=False)
+            self._console = visible_console(stderr=self._stderr)
         return self._console
 
 

@@ -234,8 +234,8 @@ def render_patch(console: Console, patch_path: str | None) -> None:
     if not patch_path or not Path(patch_path).is_file():
         return
     text = Path(patch_path).read_text(encoding="utf-8")
-    if text.strip() and console.is_terminal:
-        console.print(Syntax(text, "diff", theme="ansi_dark", background_color="default", word_wrap=True))
+    if text.strip() and console.is_terminal:  # a terminal gets the patch's control characters spelled out
+        console.print(Syntax(visible(text), "diff", theme="ansi_dark", background_color="default", word_wrap=True))
     elif text.strip():
         console.file.write(text)  # byte-exact when piped: a cropped line would corrupt the patch
     else:

@@ -224,7 +224,10 @@ def diff_command(
     if as_json:
         print(json.dumps({"changes": [c.model_dump() for c in result.changes], "text": result.text}))
         return
-    console.out(result.text.rstrip("\n"), highlight=False) if result.text else None
+    if result.text and not console.is_terminal:  # piped: the diff byte for byte (a patch to apply)
+        console.file.write(result.text if result.text.endswith("\n") else result.text + "\n")
+    elif result.text:  # a terminal: its control characters spelled out
+        console.out(result.text.rstrip("\n"), highlight=False)
     for path in result.binary:
         console.print(f"binary: {path}", markup=False)
     for change in result.mode_changes:

@@ -10,6 +10,10 @@ other than it is. Rich's `escape` stops markup only; `visible` shows every such 
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 _CONTROL = re.compile(
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]"
@@ -32,3 +36,15 @@ def literal(text: str) -> str:
 def _spelled(found: re.Match[str]) -> str:
     code = ord(found.group())
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def visible_console(**options: Any) -> Console:
+    """A rich Console that makes control characters visible in every string it renders (printed,
+    or a table's or a panel's cell): no command can hand a terminal an escape it got from outside."""
+    from rich.console import Console
+
+    class Visible(Console):
+        def render_str(self, text: str, **kwargs: Any) -> Any:
+            return super().render_str(visible(text), **kwargs)
+
+    return Visible(highlight=False, **options)

@@ -115,3 +115,27 @@ def test_the_session_trusts_one_ca_bundle_and_its_network_is_shown(tmp_path: Pat
     sessions = harness("session", "list", state=state, run_label=run_label)
     assert "s  no run" in sessions.stdout and str(repo) in sessions.stdout
     assert json.loads(harness("session", "list", "--json", state=state).stdout)[0]["outcome"] == ""
+
+
+def test_text_from_outside_reaches_the_terminal_with_its_control_characters_spelled_out(tmp_path: Path) -> None:
+    """A model's words, a tool's output, a path: printed, in a table's cell or in a panel, an escape
+    from outside is shown as `\\x1b`, never sent (every command prints through the one console)."""
+    import io
+
+    from rich.panel import Panel
+    from rich.table import Table
+
+    from harness.cli.terminal import visible_console
+
+    hostile = "clear\x1b[2Jtitle\x1b]0;owned\x07back\rover\u202eright"
+    out = io.StringIO()
+    console = visible_console(file=out, force_terminal=True, width=200)
+    table = Table("cell")
+    table.add_row(hostile)
+    console.print(hostile, markup=False)
+    console.print(table)
+    console.print(Panel(hostile))
+    console.out(hostile)
+    written = out.getvalue()
+    assert "\x1b[2J" not in written and "\x1b]0;" not in written and "\r" not in written and "\u202e" not in written
+    assert written.count("\\x1b[2J") == 4 and written.count("\\u202e") == 4
