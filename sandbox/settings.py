@@ -214,18 +214,26 @@ def parse_setup_mount(item: str) -> tuple[Path, str]:
     return Path(host).expanduser(), target.rstrip("/") or "/"
 
 
-_SECRET = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=([A-Za-z_][A-Za-z0-9_]*)@([A-Za-z0-9.-]+(:[0-9]{1,5})?)$")
+_SECRET = re.compile(
+    r"^([A-Za-z_][A-Za-z0-9_]*)=([A-Za-z_][A-Za-z0-9_]*)@([A-Za-z0-9.-]+(:[0-9]{1,5})?)(/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*)?$"
+)
 
 
 def parse_secret(item: str) -> tuple[str, str, str]:
-    """(NAME, ENV_VAR, HOST[:PORT]) of `NAME=ENV_VAR@HOST`; ValueError says the form."""
+    """(NAME, ENV_VAR, HOST[:PORT]) of `NAME=ENV_VAR@HOST[:PORT][/PATH]`; ValueError says the form."""
     found = _SECRET.match(item.strip())
     if found is None:
         raise ValueError(
-            f"--secret {item!r}: write NAME=ENV_VAR@HOST (the container's variable, the host variable "
-            "holding the value, the one host it is sent to)"
+            f"--secret {item!r}: write NAME=ENV_VAR@HOST[/PATH] (the container's variable, the host variable "
+            "holding the value, the one host it is sent to, and the paths there it is sent with)"
         )
     return found[1], found[2], found[3].lower()
+
+
+def secret_path(item: str) -> str:
+    """The path prefix `NAME=ENV_VAR@HOST/PATH` binds the value to ("": every request to the host)."""
+    found = _SECRET.match(item.strip())
+    return found[5] or "" if found is not None else ""
 
 
 def redact_url(url: str) -> str:

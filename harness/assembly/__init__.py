@@ -109,7 +109,7 @@ def bound_secrets(bindings: Sequence[str], values: Mapping[str, str]) -> list[Se
     """`--secret` bindings with their values (by NAME) and fresh placeholders; a binding whose value
     the caller did not read is a ConfigError naming its variable."""
     from sandbox.network.secrets import SecretError, bind
-    from sandbox.settings import parse_secret
+    from sandbox.settings import parse_secret, secret_path
 
     found = []
     for item in bindings:
@@ -118,7 +118,7 @@ def bound_secrets(bindings: Sequence[str], values: Mapping[str, str]) -> list[Se
         if not value:
             raise ConfigError(f"--secret {name}: ${variable} is not set (its value is read from there)")
         try:
-            found.append(bind(name, host, value))
+            found.append(bind(name, host, value, secret_path(item)))
         except SecretError as error:
             raise ConfigError(str(error)) from None
     return found

@@ -255,9 +255,13 @@ class EgressProxy:
             except (ssl.SSLError, OSError) as error:
                 entry.allowed = False
                 raise Refused(502, f"TLS with {entry.host} failed: {error}") from None
-            from sandbox.network.terminate import carry
+            from sandbox.network.terminate import Unreadable, carry
 
-            entry.sent, entry.received, swapped = carry(client, upstream, bound)
+            try:
+                entry.sent, entry.received, swapped = carry(client, upstream, bound)
+            except Unreadable as why:  # an answer the proxy could not look into: not passed on
+                entry.status, entry.reason = 502, f"the answer was not passed on: {why}"
+                return
             entry.extra["secrets_swapped"] = swapped
 
     def _check_hello(self, data: bytes, entry: RequestRecord) -> None:

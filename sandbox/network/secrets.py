@@ -33,6 +33,8 @@ class Secret:
     host: str
     value: str = field(repr=False)
     placeholder: str = ""
+    path: str = ""
+    """Only requests whose target starts with this get the value ("": every request to the host)."""
 
     @property
     def hostname(self) -> str:
@@ -42,14 +44,14 @@ class Secret:
         return ":" not in self.host or self.host.rsplit(":", 1)[1] == str(port)
 
 
-def bind(name: str, host: str, value: str) -> Secret:
-    """A secret with a fresh placeholder of the value's own length."""
+def bind(name: str, host: str, value: str, path: str = "") -> Secret:
+    """A secret with a fresh placeholder of the value's own length (path: the requests it goes with)."""
     if len(value) < MIN_LENGTH:
         raise SecretError(f"--secret {name}: the value is shorter than {MIN_LENGTH} characters")
     if any(ch in value for ch in "\r\n\0"):
         raise SecretError(f"--secret {name}: the value holds a line break or NUL; it cannot go in a header")
     placeholder = "".join(random.choice(_ALPHABET) for _ in range(len(value)))
-    return Secret(name=name, host=host.lower(), value=value, placeholder=placeholder)
+    return Secret(name=name, host=host.lower(), value=value, placeholder=placeholder, path=path)
 
 
 class SessionCA:

@@ -272,3 +272,119 @@ def test_a_batch_task_reaches_its_hosts_and_the_report_counts_the_refused(tmp_pa
         "### Network requests refused" in (out / "report.md").read_text()
         and "- example.invalid: 1" in (out / "report.md").read_text()
     )
+
+
+HOSTILE_PROBE = r"""
+import base64, binascii, json, os, sys, urllib.error, urllib.request
+for name in ("NO_PROXY", "no_proxy"):
+    os.environ.pop(name, None)
+port, token = int(sys.argv[1]), os.environ["API_TOKEN"]
+out = {"in_container": token}
+for path in ("chunked", "gzip", "deflate", "gzip-twice", "b64", "b64url", "hex", "header", "br"):
+    request = urllib.request.Request(f"https://localhost:{port}/{path}", headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=20) as answer:
+            body = answer.read()
+            seen = body.decode("latin-1") + " | " + " ".join(answer.headers.values())
+    except urllib.error.HTTPError as error:
+        seen = f"HTTP {error.code}: {error.read().decode('latin-1')}"
+    for decode in (base64.b64decode, base64.urlsafe_b64decode, binascii.unhexlify):
+        try:
+            seen += " | " + decode(body.strip()).decode("latin-1")
+        except Exception:
+            pass
+    out[path] = seen
+print(json.dumps(out))
+"""
+
+
+def _hostile_host(cert: Path, key: Path):
+    """A secret's host that hands the credential back in every way a careless or hostile API could:
+    split across chunks, compressed (twice), base64 at an odd offset, hex, in a header, and in a
+    coding the proxy cannot undo."""
+    import base64
+    import gzip
+    import http.server
+    import ssl
+    import threading
+    import zlib
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:
+            token = (self.headers.get("Authorization") or "").removeprefix("Bearer ").encode()
+            echo = b"you sent " + token
+            kind = self.path.strip("/")
+            headers = {"Content-Type": "text/plain"}
+            if kind == "chunked":
+                cut = len(echo) - len(token) // 2
+                body = b"%x\r\n%s\r\n%x\r\n%s\r\n0\r\n\r\n" % (cut, echo[:cut], len(echo) - cut, echo[cut:])
+                headers["Transfer-Encoding"] = "chunked"
+            elif kind in ("gzip", "gzip-twice"):
+                body = gzip.compress(echo) if kind == "gzip" else gzip.compress(gzip.compress(echo))
+                headers["Content-Encoding"] = "gzip" if kind == "gzip" else "gzip, gzip"
+            elif kind == "deflate":
+                squeeze = zlib.compressobj(wbits=-15)
+                body = squeeze.compress(echo) + squeeze.flush()
+                headers["Content-Encoding"] = "deflate"
+            elif kind in ("b64", "b64url"):
+                encode = base64.b64encode if kind == "b64" else base64.urlsafe_b64encode
+                body = encode(b"x" + echo)
+            elif kind == "hex":
+                body = token.hex().encode()
+            elif kind == "header":
+                body, headers["X-Echo"] = b"see the header", token.decode()
+            else:
+                body, headers["Content-Encoding"] = b"\x1b\x2a\x00" + token, "br"
+            self.send_response(200)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            if "Transfer-Encoding" not in headers:
+                self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            return None
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(str(cert), str(key))
+    httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd
+
+
+def test_a_secrets_host_cannot_hand_the_value_back_in_any_encoding_the_proxy_can_undo(tmp_path, run_label):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    ca, cert, key = make_ca(tmp_path / "tls")
+    (repo / "probe.py").write_text(HOSTILE_PROBE)
+    state = tmp_path / "state"
+    host = _hostile_host(cert, key)
+    port = host.server_address[1]
+    try:
+        env = {**os.environ, "HARNESS_RUN_ID": run_label, "HARNESS_STATE_DIR": str(state), "TEST_API_TOKEN": VALUE}
+        ran = subprocess.run(
+            [*CLI, "exec", "--session", "hostile", "--allow-net", f"127.0.0.1:{port}",
+             "--secret", f"API_TOKEN=TEST_API_TOKEN@localhost:{port}", "--allow-net-ca", str(ca), str(repo), "--",
+             "python3", "probe.py", str(port)],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=240,
+        )  # fmt: skip
+    finally:
+        host.shutdown()
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    out = json.loads(ran.stdout.strip().splitlines()[-1])
+    placeholder = out.pop("in_container")
+    assert VALUE not in ran.stdout, "no encoding the proxy can undo brought the value into the container"
+    for kind in ("chunked", "gzip", "deflate", "gzip-twice", "header"):
+        assert placeholder in out[kind], (kind, out[kind])
+    assert "you sent " + placeholder in out["b64"] and "you sent " + placeholder in out["b64url"], out
+    assert placeholder in out["hex"], out["hex"]
+    assert out["br"].startswith("HTTP 502") and "cannot undo (br)" in out["br"], out["br"]
+    records = read_log(state / "hostile" / "network.jsonl")
+    assert any(r.get("status") == 502 and "not passed on" in r.get("reason", "") for r in records), records
+    for path in (state / "hostile").rglob("*"):
+        if path.is_file():
+            assert VALUE.encode() not in path.read_bytes(), f"the value is in {path}"
