@@ -117,9 +117,19 @@ __all__ = ["object_id", "running", "server_logs", "start_server", "stop_server"]
 
 
 def create_network(client: docker.DockerClient, name: str, labels: dict[str, str]) -> str:
-    """An internal network (no route out, no gateway to the host) for a session's services and calls."""
+    """An internal network (no route out) for a session's services and calls, whose bridge has no
+    address on the host (an internal bridge otherwise holds the gateway's address, and a call reached
+    every host listener bound to 0.0.0.0 through it)."""
     with translate("creating the services network"):
-        return str(client.networks.create(name, driver="bridge", internal=True, labels=labels).id)
+        return str(
+            client.networks.create(
+                name,
+                driver="bridge",
+                internal=True,
+                labels=labels,
+                options={"com.docker.network.bridge.inhibit_ipv4": "true"},
+            ).id
+        )
 
 
 def remove_network(client: docker.DockerClient, name: str, attempts: int = 20) -> None:

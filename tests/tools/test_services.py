@@ -38,6 +38,21 @@ def test_the_service_network_has_no_route_out():
 """
 
 
+HOST_TEST = """import socket
+
+
+def test_no_host_listener_is_reached_through_the_services_network():
+    mine = socket.gethostbyname(socket.gethostname())
+    bridge = mine.rsplit(".", 2)[0] + ".0.1"  # where an internal bridge's host address would be
+    for address in (bridge, mine.rsplit(".", 1)[0] + ".1"):
+        try:
+            socket.create_connection((address, PORT), timeout=3).close()
+        except OSError:
+            continue
+        raise AssertionError(f"reached the host at {address}")
+"""
+
+
 @pytest.fixture
 def project(tmp_path) -> Path:
     repo = tmp_path / "repo"
@@ -66,11 +81,18 @@ def test_a_service_is_reached_by_name_its_logs_read_and_it_ends_with_the_run(
         turn("Its logs.", ("service_logs", {"name": "web", "lines": 50})),
         turn("Done."),
     ]}))  # fmt: skip
-    ran = harness(
-        "run", "--image", "py311", "--model", f"scripted:{script}", str(project), "--task", "Check the service.",
-        "--verify", "python3 -m pytest -q test_service.py", "--config", str(_config(tmp_path)), "--session", "s",
-        "--json",
-    )  # fmt: skip
+    import socket
+
+    host = socket.create_server(("0.0.0.0", 0))  # a host listener on every address, the bridge's among them
+    (project / "test_host.py").write_text(HOST_TEST.replace("PORT", str(host.getsockname()[1])))
+    try:
+        ran = harness(
+            "run", "--image", "py311", "--model", f"scripted:{script}", str(project), "--task", "Check the service.",
+            "--verify", "python3 -m pytest -q test_service.py test_host.py", "--config", str(_config(tmp_path)),
+            "--session", "s", "--json",
+        )  # fmt: skip
+    finally:
+        host.close()
     assert ran.code == 0 and ran.json()["outcome"] == "verified", ran.stdout + ran.stderr
     calls = {c.name: c for c in read_records(harness.session_dir("s")) if isinstance(c, ToolRecord)}
     assert calls["run_tests"].text.startswith("exit_code=0") and "..  " in calls["run_tests"].text
