@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from harness.errors import ConfigError, UsageError
+from harness.errors import ConfigError, FlagError
 from harness.policy.gate import GateConfig
 from harness.providers.config import ProviderConfig
 from harness.providers.vendor import prefix_of
@@ -260,7 +260,9 @@ def default_config_path() -> Path:
     return Path(platformdirs.user_config_dir("harness")) / CONFIG_FILE_NAME
 
 
-def load_config(path: Path | None, overrides: dict[str, Any] | None = None, *, repo: Path | None = None) -> RunConfig:
+def load_config(
+    path: Path | None, overrides: dict[str, Any] | None = None, *, repo: Path | None = None, flags: bool = True
+) -> RunConfig:
     """Read the TOML file (explicit path, else the per-user one if present) and apply overrides.
 
     overrides maps dotted keys (`limits.max_steps`) to values; None values are ignored.
@@ -275,12 +277,15 @@ def load_config(path: Path | None, overrides: dict[str, Any] | None = None, *, r
             data = tomllib.loads(chosen.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
             raise ConfigError(f"{chosen}: not valid TOML: {error}") from None
-    return with_overrides(data, overrides or {}, str(chosen) if chosen.is_file() else "flags")
+    return with_overrides(data, overrides or {}, str(chosen) if chosen.is_file() else "flags", flags=flags)
 
 
-def with_overrides(data: dict[str, Any], overrides: dict[str, Any], source: str = "flags") -> RunConfig:
+def with_overrides(
+    data: dict[str, Any], overrides: dict[str, Any], source: str = "flags", *, flags: bool = False
+) -> RunConfig:
     """A RunConfig from data with dotted overrides applied (`limits.max_steps`; None = keep). The
-    session settings' flat keys (`setup`, `workspace_quota`...) name their place in `session`."""
+    session settings' flat keys (`setup`, `workspace_quota`...) name their place in `session`. flags:
+    the overrides are the command line's, so a bad one is a FlagError named as its flag."""
     try:
         data = lift_flat(copy.deepcopy(data))
     except ValueError as error:
@@ -294,8 +299,8 @@ def with_overrides(data: dict[str, Any], overrides: dict[str, Any], source: str 
         given = {f"session.{key}" if key in FLAT_KEYS else key for key, value in overrides.items() if value is not None}
         where = ".".join(str(part) for part in error.errors()[0]["loc"] if not isinstance(part, int))
         flagged = any(where == key or where.startswith(key + ".") or key.startswith(where + ".") for key in given)
-        if flagged or (source == "flags" and not where):
-            raise UsageError(said(error, "flags")) from None  # a flag's value: exit 64, named as the flag
+        if flags and (flagged or (source == "flags" and not where)):
+            raise FlagError(said(error, "flags")) from None  # a flag's value: exit 64, named as the flag
         raise ConfigError(said(error, source)) from None
 
 

@@ -42,6 +42,11 @@ class ConfigError(HarnessError, ValueError):
     exit_code: ClassVar[int] = ExitCode.CONFIG
 
 
+class FlagError(UsageError, ConfigError):
+    """A flag's value the config cannot take: a usage error (64), named as the flag; a ConfigError
+    still for callers that catch those."""
+
+
 class ScriptError(ConfigError):
     """A scripted-model file is malformed; the message names the offending line."""
 

@@ -586,8 +586,19 @@ def _run_agent(
     if result.cause is None:  # ended: its snapshots stay, the workspace copy goes (made again when needed)
         from sandbox.errors import SandboxError
 
-        with contextlib.suppress(OSError, SandboxError):  # a workspace that cannot go now stays, whole
-            session.retire()
+        expected = session.shared is None or bool(session.config.workspace_quota)  # kept by design
+        try:  # a workspace that cannot go now stays, whole; the trajectory says why
+            kept = (
+                None
+                if session.retire() or expected
+                else f"it holds what no step recorded: {', '.join(session.unrecorded[:5]) or 'nothing named'}"
+            )
+        except (OSError, SandboxError) as error:
+            kept = f"{type(error).__name__}: {error}"
+        if kept is not None:
+            trajectory = Trajectory(session.dir, runtime.secrets)
+            trajectory.append(EventRecord(event="workspace_kept", detail=kept[:500]))
+            trajectory.close()
     return result
 
 
@@ -836,8 +847,9 @@ def replay_run(session_id: str, sessions: Path, runtime: Runtime) -> ReplayRepor
             )
 
 
-def saved_config(session_dir: Path, overrides: dict[str, Any]) -> RunConfig:
-    """The config a run recorded in its session folder, with dotted overrides (None = keep)."""
+def saved_config(session_dir: Path, overrides: dict[str, Any], *, flags: bool = False) -> RunConfig:
+    """The config a run recorded in its session folder, with dotted overrides (None = keep; flags:
+    they are the command line's, see `with_overrides`)."""
     saved = SessionFolder(session_dir).run_config
     if not saved.is_file():
         raise SessionError(f"no run recorded in {session_dir}")
@@ -845,7 +857,7 @@ def saved_config(session_dir: Path, overrides: dict[str, Any]) -> RunConfig:
         data = json.loads(saved.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
         raise SessionError(f"{saved} is unreadable ({error}); the session cannot be continued") from None
-    return with_overrides(data, overrides, str(saved))
+    return with_overrides(data, overrides, str(saved), flags=flags)
 
 
 def _start_record(

@@ -1,6 +1,7 @@
 """`harness bench net`: a 20 MB download through a session's egress proxy (the container's relay, the
 Unix socket, the proxy process) vs the same download straight from the same local server, side by
-side in one run, and the added latency of one small request.
+side in one run, and the added latency of one small request; and the same download through the same
+hops with a bare splice forwarder in the proxy's place: the bound the route itself sets here.
 
 Both sides run the same program inside a container of the same image, timing only the transfer
 (`urlopen` to the last byte): the proxied side in a container with network `none` and the relay, as
@@ -58,6 +59,13 @@ class NetBench(BaseModel):
     small_proxy_ms: float
     small_added_ms: float
     """What the proxy adds to one small request (a connection, the checks, the record)."""
+    hops_ms: float = 0.0
+    """The same download through the same hops with nothing on them but a splice forwarder (the
+    container's relay, a Unix socket, a host process): the floor of the topology on this machine."""
+    hops_over_direct: float = 0.0
+    """The bound the proxy's route itself sets (the proxy cannot be under it)."""
+    proxy_over_hops: float = 0.0
+    """What the proxy's own work adds over its route: its parsing, checks, record and copies."""
     load_1m: float
 
 
@@ -66,7 +74,7 @@ class _Blob(http.server.BaseHTTPRequestHandler):
     blob = b""
 
     def do_GET(self) -> None:
-        body = self.blob if self.path.startswith("/big") else b"ok\n"
+        body = self.blob if "/big" in self.path else b"ok\n"  # the floor's forwarder passes the absolute URL
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -88,21 +96,27 @@ def measure(client: Any, *, image: str = "py311", rounds: int = 9) -> NetBench:
             script.write_text(FETCH)
             os.chmod(tmp, 0o755)  # the container's user reads the script
             script.chmod(0o644)
+            hops = Path(tmp) / "hops"
+            hops.mkdir()
+            os.chmod(hops, 0o755)
             with (
                 Egress([f"127.0.0.1:{port}"], Path(tmp) / "network.jsonl") as egress,
+                _forwarder(hops / "proxy.sock", port),
                 _container(client, image, Path(tmp), run_id, egress=str(egress.folder)) as proxied,
+                _container(client, image, Path(tmp), run_id, egress=str(hops)) as floor,
                 _container(client, image, Path(tmp), run_id, network="host") as direct,
             ):
-                big: dict[str, list[float]] = {"proxy": [], "direct": []}
+                big: dict[str, list[float]] = {"proxy": [], "direct": [], "hops": []}
                 small: dict[str, list[float]] = {"proxy": [], "direct": []}
-                for _ in range(rounds):  # interleaved: machine noise hits both sides alike
-                    for name, box in (("proxy", proxied), ("direct", direct)):
+                for _ in range(rounds):  # interleaved: machine noise hits every side alike
+                    for name, box in (("proxy", proxied), ("direct", direct), ("hops", floor)):
                         big[name] += _fetch(box, f"http://127.0.0.1:{port}/big", 1)
-                        small[name] += _fetch(box, f"http://127.0.0.1:{port}/small", 5)
+                        if name != "hops":
+                            small[name] += _fetch(box, f"http://127.0.0.1:{port}/small", 5)
     finally:
         server.shutdown()
         server.server_close()
-    proxy_ms, direct_ms = median(big["proxy"]), median(big["direct"])
+    proxy_ms, direct_ms, hops_ms = median(big["proxy"]), median(big["direct"]), median(big["hops"])
     small_proxy, small_direct = median(small["proxy"], 2), median(small["direct"], 2)
     return NetBench(
         megabytes=BIG // 1024**2,
@@ -113,8 +127,46 @@ def measure(client: Any, *, image: str = "py311", rounds: int = 9) -> NetBench:
         small_direct_ms=small_direct,
         small_proxy_ms=small_proxy,
         small_added_ms=round(small_proxy - small_direct, 2),
+        hops_ms=hops_ms,
+        hops_over_direct=ratio(hops_ms, direct_ms),
+        proxy_over_hops=ratio(proxy_ms, hops_ms),
         load_1m=round(os.getloadavg()[0], 2),
     )
+
+
+@contextlib.contextmanager
+def _forwarder(path: Path, port: int) -> Iterator[None]:
+    """A Unix socket whose every connection is spliced to 127.0.0.1:port, nothing read or checked:
+    what the proxy's route costs with no proxy on it."""
+    import socket
+
+    from sandbox.network.proxy import _pump
+
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    os.chmod(path, 0o777)  # the container's user connects
+    listener.listen(16)
+
+    def carry(conn: socket.socket) -> None:
+        with conn, socket.create_connection(("127.0.0.1", port)) as upstream:
+            back = threading.Thread(target=_pump, args=(conn, upstream), daemon=True)
+            back.start()
+            _pump(upstream, conn)
+            back.join(5)
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=carry, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield
+    finally:
+        listener.close()
 
 
 def _fetch(container: Any, url: str, times: int) -> list[float]:

@@ -233,9 +233,9 @@ def resume(
     }
     with reported():
         if api_key_env:
-            saved = assembly.saved_config(sessions / session, overrides)
+            saved = assembly.saved_config(sessions / session, overrides, flags=True)
             overrides[f"providers.{prefix_of(saved.model)}.api_key_env"] = checked_key_env(api_key_env)
-        config = assembly.saved_config(sessions / session, overrides)
+        config = assembly.saved_config(sessions / session, overrides, flags=True)
         spans = environment.telemetry(otel_endpoint, otel_file, otel_content)
         outside = environment.runtime(config, interactive=_interactive(json_out), spans=spans)
         result = _terminable(lambda: assembly.resume_run(session, sessions, outside, overrides))

@@ -94,6 +94,8 @@ class Session:
         """The state directory's object store this session's snapshots are in (None: its own)."""
         self._store: SnapshotStore | None = None
         self._holding = False
+        self.unrecorded: list[str] = []
+        """What a refused `retire` found in the workspace that no step holds (`added path`, ...)."""
         self.records = self._read_steps()
         if not self.records:
             raise SessionNotFound(f"session {info.id} has no committed step; remove it: harness session rm {info.id}")
@@ -344,8 +346,11 @@ class Session:
             return False
         gone = self.dir / f"workspace.retired-{os.getpid()}"
         with self._locked():
-            if self.store.snapshot() != self.last_tree:
-                return False  # never lose what no step holds
+            now = self.store.snapshot()
+            if now != self.last_tree:  # never lose what no step holds
+                changes = snapdiff.diff(self._objects(), self.last_tree, now).changes
+                self.unrecorded = [f"{change.kind} {change.path}" for change in changes]
+                return False
             self.close()
             os.rename(self.paths.workspace, gone)
             (self.paths.store / "index.pickle").unlink(missing_ok=True)

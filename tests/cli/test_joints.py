@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli.sandbox_cmds import registry_line
 from sandbox.network.allow import Allowlist, parse
 from tests.sandbox.network.servers import Server, make_ca
 
@@ -63,6 +62,10 @@ def test_a_bad_flag_is_one_line_in_harness_words_and_a_bare_command_helps(tmp_pa
 
 
 def test_a_refusal_names_the_range_and_the_flags_that_fit() -> None:
+    # imported here: a command module imported while tests are collected would rebind `harness.cli.app`
+    # (the Typer object other tests import) to the submodule of that name
+    from harness.cli.sandbox_cmds import registry_line
+
     allowed = Allowlist(parse(["pypi"]))
     said = allowed.address_refusal("pypi.org", ipaddress.ip_address("203.0.113.80"), 443)
     assert said is not None and "a documentation range (TEST-NET-3, RFC 5737)" in said

@@ -186,6 +186,8 @@ def test_bench_net_measures_both_sides_and_leaves_nothing(tmp_path, run_label, d
     assert figures["megabytes"] == 20 and figures["rounds"] == 3
     assert figures["direct_ms"] > 0 and figures["proxy_ms"] > 0 and figures["small_added_ms"] is not None
     assert figures["proxy_over_direct"] == round(figures["proxy_ms"] / figures["direct_ms"], 2)
+    assert figures["hops_ms"] > 0 and figures["hops_over_direct"] == round(figures["hops_ms"] / figures["direct_ms"], 2)
+    assert figures["proxy_over_hops"] == round(figures["proxy_ms"] / figures["hops_ms"], 2)
     left = [
         c
         for c in docker_client.containers.list(all=True, ignore_removed=True)
