@@ -228,6 +228,7 @@ def _in_declared(
     runtime: assembly.Runtime,
     toolchains: Environments,
 ) -> Verdict:
+    """check_task in the image the task's declaration asks for (see check_in_environment)."""
     image = task.image or tasks.defaults.image
     wanted = (task.tags.model_extra or {}).get("environment")
     if not isinstance(wanted, dict) or not wanted.get("requires") or not wanted.get("language"):
