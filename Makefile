@@ -7,8 +7,9 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: setup deps engine images browser check test demo demo-history bench clean-containers
+.PHONY: setup deps deps-run engine images images-demo browser check test test-fast demo demo-history bench clean-containers
 
+# Everything the tests need (the test and check toolchains, every image).
 setup: deps engine images
 
 # Debian's chromium and chromedriver, for the report pages' browser tests (only `make test` needs them).
@@ -17,17 +18,30 @@ browser:
 
 deps: $(VENV)/.installed
 
+# Only what running harness needs (the demos): no test or check toolchain.
+deps-run: $(VENV)/.installed-run
+
+$(VENV)/.installed-run: pyproject.toml setup.py
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q -e .
+	@touch $@
+
 $(VENV)/.installed: pyproject.toml setup.py
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test,check]'
-	@touch $@
+	@touch $@ $(VENV)/.installed-run
 
 engine:
 	@bash scripts/ensure-engine.sh
 
 images: deps engine
 	$(BIN)/harness images build
+
+# The demos run in py311 only: the base, the sandbox layer and py311 (go, node, rust come with
+# `make images`, `make test`, or `harness images build NAME` when a task needs them).
+images-demo: deps-run engine
+	$(BIN)/harness images build py311
 
 # The shape of the code: lint and format (ruff), types (mypy), and the import contracts of
 # ARCHITECTURE.md (import-linter). `make test` runs them before the tests.
@@ -40,13 +54,17 @@ check: deps
 test: setup browser check
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-demo: setup
+# The edit-test loop: the tests that need no engine, in parallel (no Docker, no browser, no image).
+test-fast: deps
+	$(BIN)/python -m pytest -q -m "not docker and not slow" -n 2 $(PYTEST_ARGS)
+
+demo: deps-run engine images-demo
 	$(BIN)/harness run --image py311 --model scripted:examples/calc-fix.yaml examples/calc --task "Fix the failing tests in calc." --verify "python3 -m pytest -q"
 
 # The second demo: benchmark tasks mined from the example's own history, checked in the sandbox, run
 # by the reference model (offline), and the report (100% completion).
 DEMO_DIR ?= /tmp/harness-demo-history
-demo-history: setup
+demo-history: deps-run engine images-demo
 	rm -rf $(DEMO_DIR) && mkdir -p $(DEMO_DIR)
 	$(BIN)/harness tasks mine examples/mathlib.bundle -o $(DEMO_DIR)/tasks.yaml
 	$(BIN)/harness tasks check $(DEMO_DIR)/tasks.yaml
