@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from harness.errors import SessionError
-from harness.policy.gate import Decision
+from harness.policy.decision import Decision
 from harness.types import Cause, Message, ModelTurn, ToolCall, ToolSchema
 from sandbox.durable import read_lines, write_text_atomic
 from sandbox.envelope import Envelope

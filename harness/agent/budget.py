@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
-from harness.config import LimitsConfig
 from harness.deadline import Deadline
 from harness.errors import LimitReached
 from harness.types import ModelTurn, Usage
+
+if TYPE_CHECKING:
+    from harness.config import LimitsConfig
 
 
 class Spent(BaseModel):

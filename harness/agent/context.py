@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import json
 import re
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.config import ContextConfig
 from harness.errors import LimitReached
 from harness.types import SUMMARY_REQUEST, Message, ModelTurn, ToolCall, ToolSchema
+
+if TYPE_CHECKING:
+    from harness.config import ContextConfig
 
 _MESSAGE_OVERHEAD_CHARS = 16
 HEAD = 2

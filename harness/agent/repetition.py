@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.config import RepetitionConfig
 from harness.types import ToolCall
+
+if TYPE_CHECKING:
+    from harness.config import RepetitionConfig
 
 KEEP = 24
 

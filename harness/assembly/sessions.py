@@ -39,7 +39,7 @@ __all__ = [
 
 def list_sessions(sessions: Path) -> list[SessionInfo]:
     """Every complete session of the state directory, oldest first."""
-    from sandbox.session.session import list_sessions as listed
+    from sandbox.session.records import list_sessions as listed
 
     return listed(sessions)
 

@@ -113,6 +113,13 @@ class TaskRunRecord(BaseModel):
     """The refused ones, by host."""
     obstacle: str = ""
     """The model's own line on its biggest obstacle, from its final turn (empty when it gave none)."""
+    call_overhead_ms: float | None = None
+    """Median sandbox overhead of the run's tool calls: each call's time minus its command's own
+    (what engine contention stretches; `--workers auto` reads it)."""
+    model_ms_per_token: float | None = None
+    """Median model milliseconds per output token of the run's turns (None: no usage reported)."""
+    rate_limited: int = 0
+    """Model requests retried after a 429 during the run."""
 
 
 class BatchDir:

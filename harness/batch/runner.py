@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.batch import shipping
+from harness.batch.adaptive import LOG, Concurrency, Pace
 from harness.batch.parents import bundle
 from harness.batch.records import BatchDir, TaskRunKey, TaskRunRecord
 from harness.batch.tasks import Task, TasksFile
@@ -149,8 +150,11 @@ def run_batch(
     stopping: Callable[[], bool] = lambda: False,
     telemetry: TelemetryConfig | None = None,
     secret_values: dict[str, str] | None = None,
+    adaptive: bool = False,
 ) -> BatchSummary:
-    """Run every task-run not yet recorded in out; records are written as results arrive. Once
+    """Run every task-run not yet recorded in out; records are written as results arrive. With
+    adaptive, workers is the ceiling and the number running at once moves below it as the batch goes
+    (`harness.batch.adaptive`, every change in the batch's `concurrency.jsonl`). Once
     `stopping()` says so, no new task-run starts and the running ones finish (the rest stay
     unrecorded: the next invocation runs them). With telemetry on, the batch is one span, the trace
     parent of every task-run's span on whichever worker runs it."""
@@ -167,7 +171,12 @@ def run_batch(
         if batch.todo:  # everything recorded already: no cluster to start
             with dask_client(cluster, workers) as client:
                 # Workers of a local cluster share this filesystem; a cluster's may not: ship to those.
-                batch.schedule(client, max(1, _slots(client) or workers), shipping.Shipper(client) if cluster else None)
+                slots = max(1, _slots(client) or workers)
+                if adaptive:
+                    batch.concurrency = Concurrency(slots, batch.batch.root / LOG)
+                batch.schedule(client, slots, shipping.Shipper(client) if cluster else None)
+                if batch.concurrency is not None:
+                    batch.concurrency.ended()
         summary = batch.summary()
         span.set(**{f"harness__batch__{name}": value for name, value in summary.model_dump().items()})
     return summary
@@ -210,6 +219,8 @@ class BatchRun:
         """`--secret` values by NAME; each task-run gets those its task binds."""
         self.trace_parent: dict[str, str] = {}
         """The batch span's trace context, handed to every task-run."""
+        self.concurrency: Concurrency | None = None
+        """`--workers auto`: the limit below the cluster's slots, moved by each result."""
         on_event(BatchEvent(kind="planned", queued=len(self.todo), done=self.skipped))
 
     def spec(self, key: TaskRunKey, task: Task, shipper: shipping.Shipper | None) -> TaskRunSpec:
@@ -265,6 +276,8 @@ class BatchRun:
                 self.queue.insert(0, (key, task))
             else:
                 self._record(key, task, output)
+                if self.concurrency is not None:
+                    self.concurrency.finished(Pace.of(output.record), len(self.running))
             self._submit_more(client, slots, shipper, pending)
         why = self.exhausted()
         for key, task in self.queue if why else []:  # the budget stopped scheduling: say so in each record
@@ -285,6 +298,8 @@ class BatchRun:
         return self.bundles[into]
 
     def _submit_more(self, client: Any, slots: int, shipper: shipping.Shipper | None, pending: Any) -> None:
+        if self.concurrency is not None:
+            slots = self.concurrency.pressure(len(self.running))
         while self.queue and len(self.running) < slots and self.exhausted() is None and not self.stopping():
             key, task = self.queue.pop(0)
             future = client.submit(

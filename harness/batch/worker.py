@@ -6,6 +6,7 @@ and are never retried."""
 from __future__ import annotations
 
 import socket
+import statistics
 import time
 from collections import Counter
 from pathlib import Path
@@ -361,6 +362,9 @@ def _record(
             "peak_context_tokens": facts.peak_context_tokens,
             "tool_errors": facts.tool_errors,
             "obstacle": facts.obstacle,
+            "call_overhead_ms": facts.call_overhead_ms,
+            "model_ms_per_token": facts.model_ms_per_token,
+            "rate_limited": facts.rate_limited,
             "reference_lines": _reference_lines(spec.task.reference),
             "net_requests": len(requests),
             "net_refused": dict(Counter(str(r.get("host", "?")) for r in requests if not r.get("allowed"))),
@@ -387,6 +391,9 @@ class _Facts(NamedTuple):
     tool_errors: dict[str, int]
     obstacle: str
     """The model's last "Biggest obstacle" line."""
+    call_overhead_ms: float | None
+    model_ms_per_token: float | None
+    rate_limited: int
 
 
 def _trajectory_facts(session_dir: Path) -> _Facts:
@@ -399,10 +406,21 @@ def _trajectory_facts(session_dir: Path) -> _Facts:
         if record.kind == "tool" and record.error_kind:
             errors[record.error_kind] = errors.get(record.error_kind, 0) + 1
     obstacles = [record.detail for record in records if record.kind == "event" and record.event == "obstacle"]
+    overheads = [
+        max(0, record.duration_ms - record.envelope.duration_ms)
+        for record in records
+        if record.kind == "tool" and record.envelope is not None
+    ]
+    per_token = [
+        turn.latency_ms / turn.usage.output_tokens for turn in turns if turn.usage.output_tokens and turn.latency_ms
+    ]
     return _Facts(
         turns=len(with_calls),
         first_tool=with_calls[0].tool_calls[0].name if with_calls else None,
         peak_context_tokens=max((record.estimated_tokens for record in records if record.kind == "request"), default=0),
         tool_errors=errors,
         obstacle=obstacles[-1] if obstacles else "",
+        call_overhead_ms=round(statistics.median(overheads), 1) if overheads else None,
+        model_ms_per_token=round(statistics.median(per_token), 2) if per_token else None,
+        rate_limited=sum(reason.startswith("ModelRateLimited") for turn in turns for reason in turn.retry_reasons),
     )

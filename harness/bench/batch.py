@@ -20,7 +20,8 @@ import psutil
 import yaml
 from pydantic import BaseModel
 
-from harness.batch.runner import BatchBudget, run_batch
+from harness.batch.adaptive import read_log
+from harness.batch.runner import BatchBudget, default_workers, run_batch
 from harness.batch.tasks import load_tasks
 from harness.bench.measure import ratio
 from harness.bench.run import EXAMPLE
@@ -30,9 +31,12 @@ VERIFY = "python3 -m pytest -q"
 
 
 class WorkersRun(BaseModel):
-    """One batch at one worker count."""
+    """One batch at one worker count (with auto: the ceiling its limit moved under)."""
 
     workers: int
+    auto: bool = False
+    limits: list[int] = []
+    """With auto: the limit after each change, in order."""
     seconds: float
     verified: int
     peak_mb: float
@@ -65,6 +69,8 @@ class BatchBench(BaseModel):
     cpu_bound_speedup: float = 0.0
     """The most speedup this machine's cores allow for this batch: the fewest workers' seconds over
     the CPU time their run took spread over every core (the same work cannot finish sooner)."""
+    auto_over_best: float | None = None
+    """With auto: the best fixed count's seconds over auto's (throughput ratio). Target: at least 0.9."""
 
 
 def _script(folder: Path, think_s: float) -> Path:
@@ -193,17 +199,20 @@ def measure(
     tasks: int = 24,
     think_s: float = 1.0,
     workers: tuple[int, ...] = (1, 4, 8),
+    auto: bool = False,
 ) -> BatchBench:
-    """Run the same batch once per worker count, then measure the engine's own start rate."""
+    """Run the same batch once per worker count (and with auto, once more with `--workers auto` under
+    the machine's default ceiling), then measure the engine's own start rate."""
     runs = []
     cores = psutil.cpu_count() or 1
     with tempfile.TemporaryDirectory(prefix="harness-bench-batch-") as tmp:
         folder = Path(tmp)
         model = f"scripted:{_script(folder, think_s)}"
         tasks_file = load_tasks(_tasks(folder, tasks))
-        for count in workers:
-            out = folder / f"out-{count}"
-            label = f"{run_id}-w{count}"
+        plans = [(count, False) for count in workers] + ([(default_workers(), True)] if auto else [])
+        for count, adaptive in plans:
+            out = folder / f"out-{count}{'-auto' if adaptive else ''}"
+            label = f"{run_id}-w{count}{'a' if adaptive else ''}"
             with _Sampler(client, label) as sampler:
                 started = time.monotonic()
                 summary = run_batch(
@@ -215,11 +224,14 @@ def measure(
                     budget=BatchBudget(),
                     run_id=label,
                     docker_host=docker_host,
+                    adaptive=adaptive,
                 )
                 seconds = time.monotonic() - started
             runs.append(
                 WorkersRun(
                     workers=count,
+                    auto=adaptive,
+                    limits=[change.limit for change in read_log(out)],
                     seconds=round(seconds, 2),
                     verified=summary.verified,
                     peak_mb=round(sampler.peak / 1024**2, 1),
@@ -233,13 +245,16 @@ def measure(
                 )
             )
     ceiling = _engine_ceiling(image_ref, run_id)
+    fixed = [run for run in runs if not run.auto]
+    best = min(run.seconds for run in fixed)
     return BatchBench(
         tasks=tasks,
         think_s=think_s,
         runs=runs,
-        speedup=ratio(runs[0].seconds, runs[-1].seconds),
+        speedup=ratio(fixed[0].seconds, fixed[-1].seconds),
+        auto_over_best=next((ratio(best, run.seconds) for run in runs if run.auto), None),
         engine_starts_per_s=ceiling,
-        cpu_bound_speedup=ratio(runs[0].seconds, runs[0].cpu_s / cores) if runs[0].cpu_s else 0.0,
+        cpu_bound_speedup=ratio(fixed[0].seconds, fixed[0].cpu_s / cores) if fixed[0].cpu_s else 0.0,
     )
 
 

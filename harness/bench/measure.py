@@ -18,6 +18,15 @@ CLI = [sys.executable, "-c", "from harness.cli import main; main()"]
 """`harness` as a fresh process of this interpreter (what a bench times, or starts a service with)."""
 
 
+def cli_env(**extra: str) -> dict[str, str]:
+    """The environment of timed `harness` processes: this one's, as installed, so without
+    PYTHONDONTWRITEBYTECODE (the warm-up writes harness's bytecode, as pip does the libraries'; no
+    side pays a compile a user pays once), plus extra."""
+    import os
+
+    return {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}, **extra}
+
+
 class Latency(BaseModel):
     """Median and 90th percentile of one side, in milliseconds."""
 

@@ -21,7 +21,8 @@ from pydantic import BaseModel
 
 from harness.bench.measure import timed
 from sandbox.session.session import Session
-from sandbox.snapshot.store import SnapshotConfig, SnapshotStore
+from sandbox.snapshot.config import SnapshotConfig
+from sandbox.snapshot.store import SnapshotStore
 from sandbox.spec import SandboxSpec
 
 

@@ -4,7 +4,9 @@
 - a one-shot `harness exec PATH -- true` against `docker run --rm --network none IMAGE true` (the
   floor of any one-call container), twice: warm (a warm service of the bench's own, in a private
   folder, has the container started before the command) and cold (no service: the command starts
-  its container and waits for it, as every one-shot did before the service).
+  its container and waits for it, as every one-shot did before the service);
+- the warm one-shot against `docker exec LIVE true` into a container of the image started before the
+  rounds (what a tool that keeps one container per task pays per call).
 
 Every side is a fresh process of the same interpreter (and the docker CLI), interleaved round by
 round; the figures are medians. The warm service is stopped at the end, removing its containers.
@@ -16,12 +18,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from pydantic import BaseModel
 
-from harness.bench.measure import CLI, Latency, latency, ratio, side_by_side
+from harness.bench.measure import CLI, Latency, cli_env, latency, ratio, side_by_side
 from sandbox import labels
+from sandbox.warm import protocol
 
 
 class StartupBench(BaseModel):
@@ -36,10 +40,15 @@ class StartupBench(BaseModel):
     """The one-shot exec with the warm service running."""
     docker_run: Latency | None = None
     exec_over_docker_run: float | None = None
-    """Warm one-shot exec / docker run. Target: at most 1; None when no docker CLI is installed to compare with."""
+    """Warm one-shot exec / docker run. Target: at most 0.3; None when no docker CLI is installed to compare with."""
     cold_exec: Latency | None = None
     """The one-shot exec without a warm service."""
     cold_exec_over_docker_run: float | None = None
+    """Target: at most 2."""
+    docker_exec: Latency | None = None
+    """`docker exec` of the same command into a live container of the image (the docker CLI's fastest call)."""
+    exec_over_docker_exec: float | None = None
+    """Warm one-shot exec / docker exec. Target: at most 0.6."""
     image: str = ""
 
 
@@ -49,13 +58,22 @@ def _run(argv: list[str], env: dict[str, str] | None = None) -> None:
         raise RuntimeError(f"{' '.join(argv[:4])} ... exited {done.returncode}: {done.stderr.decode()[-300:]}")
 
 
+def _refilled(folder: Path, image: str, timeout_s: float = 30.0) -> None:
+    """Until the warm service has its ready containers back (it starts one after each call, in the
+    background): between two commands, as when a person or a model takes a moment between them."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and protocol.status(folder).ready.get(image, 0) < 2:
+        time.sleep(0.05)
+
+
 def measure(*, image_ref: str, run_id: str, rounds: int = 10) -> StartupBench:
     """Time both pairs `rounds` times each (fresh processes every time)."""
-    import os
-
-    env = {**os.environ, "HARNESS_RUN_ID": run_id}
+    env = cli_env(HARNESS_RUN_ID=run_id)
     help_samples = side_by_side(
-        {"help": lambda: _run([*CLI, "--help"]), "typer": lambda: _run([sys.executable, "-c", "import typer"])},
+        {
+            "help": lambda: _run([*CLI, "--help"], env),
+            "typer": lambda: _run([sys.executable, "-c", "import typer"], env),
+        },
         rounds=rounds,
     )
     result = StartupBench(
@@ -76,19 +94,27 @@ def measure(*, image_ref: str, run_id: str, rounds: int = 10) -> StartupBench:
         cold_env = {**env, "HARNESS_WARM_DIR": str(Path(tmp) / "none")}
         bare = [docker, "run", "--rm", "--network", "none", "--label", f"{labels.RUN}={run_id}", image_ref, "true"]
         one_shot = [*CLI, "exec", str(repo), "--image", image_ref, "--", "true"]
+        live = f"harness-bench-live-{run_id}"
+        _run([docker, "run", "-d", "--rm", "--name", live, "--network", "none", "--label", f"{labels.RUN}={run_id}",
+              image_ref, "sleep", "3600"])  # fmt: skip
         _run([*CLI, "warm", "start", "--image", image_ref, "--per-run", "0"], warm_env)
         try:
+            folder = protocol.engine_folder(Path(tmp) / "warm", warm_env.get("DOCKER_HOST") or None)
             samples = side_by_side(
                 {
                     "exec": lambda: _run(one_shot, warm_env),
                     "cold": lambda: _run(one_shot, cold_env),
                     "docker_run": lambda: _run(bare),
+                    "docker_exec": lambda: _run([docker, "exec", live, "true"]),
                 },
                 rounds=rounds,
+                between=lambda: _refilled(folder, image_ref),
             )
         finally:
             _run([*CLI, "warm", "stop"], warm_env)
+            subprocess.run([docker, "rm", "-f", live], capture_output=True, check=False)
     ours, cold, theirs = latency(samples["exec"]), latency(samples["cold"]), latency(samples["docker_run"])
+    into = latency(samples["docker_exec"])
     return result.model_copy(
         update={
             "exec": ours,
@@ -96,5 +122,7 @@ def measure(*, image_ref: str, run_id: str, rounds: int = 10) -> StartupBench:
             "exec_over_docker_run": ratio(ours.median_ms, theirs.median_ms),
             "cold_exec": cold,
             "cold_exec_over_docker_run": ratio(cold.median_ms, theirs.median_ms),
+            "docker_exec": into,
+            "exec_over_docker_exec": ratio(ours.median_ms, into.median_ms),
         }
     )

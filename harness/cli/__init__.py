@@ -25,26 +25,60 @@ COMMAND_MODULES = (
 )
 """Importing a command module registers its commands on `app` / `bench_app`."""
 
+MODULE_OF = {
+    "apply": "apply_cmds",
+    "batch": "batch_cmds",
+    "fork": "batch_cmds",
+    "worker": "batch_cmds",
+    "approvals": "batch_cmds",
+    "bench": "bench_cmds",
+    "models": "model_cmds",
+    "report": "report_cmds",
+    "view": "report_cmds",
+    "run": "run_cmds",
+    "resume": "run_cmds",
+    "show": "run_cmds",
+    "replay": "run_cmds",
+    "exec": "sandbox_cmds",
+    "doctor": "sandbox_cmds",
+    "images": "sandbox_cmds",
+    "sandbox": "sandbox_cmds",
+    "diff": "session_cmds",
+    "rollback": "session_cmds",
+    "export": "session_cmds",
+    "session": "session_cmds",
+    "tasks": "tasks_cmds",
+    "tool": "tool_cmds",
+    "tools": "tool_cmds",
+    "warm": "warm_cmds",
+}
+"""The module that registers each top-level command or group (a test keeps this whole): a command
+line loads only its command's module, so typer builds that module's commands, not all of them."""
 
-def _load() -> Any:
+
+def _load(command: str | None = None) -> Any:
     import importlib
 
-    for name in COMMAND_MODULES:
+    everything = command not in MODULE_OF
+    for name in COMMAND_MODULES if everything else [MODULE_OF[str(command)]]:
         importlib.import_module(f"harness.cli.{name}")
     module = importlib.import_module("harness.cli.app")
-    # As before: `harness.cli.app` names the Typer object (the submodule stays in sys.modules).
-    globals().update(app=module.app, bench_app=module.bench_app)
+    if everything:  # as before: `harness.cli.app` names the Typer object with every command on it
+        globals().update(app=module.app, bench_app=module.bench_app)
     return module
 
 
 def main() -> None:
     """Console-script entry."""
-    from harness.cli import quick
+    if sys.argv[1:2] in (["exec"], ["--version"]):  # the only forms quick may take: others skip its imports
+        from harness.cli import quick
 
-    code = quick.run(sys.argv[1:])
-    if code is not None:
-        sys.exit(code)
-    _load().main()
+        code = quick.run(sys.argv[1:])
+        if code is not None:
+            sys.exit(code)
+    # the command's module alone (help, a typo, an option first: every module, for typer to list them)
+    first = sys.argv[1] if len(sys.argv) > 1 and not sys.argv[1].startswith("-") else None
+    _load(first).main()
 
 
 def __getattr__(name: str) -> Any:

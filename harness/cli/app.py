@@ -57,7 +57,7 @@ app.add_typer(bench_app, name="bench")
 
 def _print_version(value: bool) -> None:
     if value:
-        from harness.telemetry.export import harness_version
+        from harness.version import harness_version
 
         print(f"harness {harness_version()}")
         raise typer.Exit(0)

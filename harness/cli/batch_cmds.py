@@ -18,7 +18,18 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from harness.cli import environment
-from harness.cli.app import OTEL_CONTENT, OTEL_ENDPOINT, OTEL_FILE, app, console, err_console, real_console, reported
+from harness.cli.app import (
+    OTEL_CONTENT,
+    OTEL_ENDPOINT,
+    OTEL_FILE,
+    ExitCode,
+    app,
+    console,
+    err_console,
+    fail,
+    real_console,
+    reported,
+)
 
 if TYPE_CHECKING:
     from harness.batch.runner import BatchBudget
@@ -31,12 +42,12 @@ def batch(
     out: Path = typer.Option(..., "--out", help="Batch directory: records, sessions (rerun to continue)."),
     model: list[str] = typer.Option([], "--model", help="PROVIDER:MODEL (repeatable: every task with each)."),
     runs: int | None = typer.Option(None, "--runs", min=1, max=100, help="Runs per task and model (pass@k)."),
-    workers: int | None = typer.Option(
+    workers: str | None = typer.Option(
         None,
         "--workers",
-        min=1,
-        max=256,
-        help="Concurrent sessions on a local cluster [default: from cores and memory].",
+        metavar="N|auto",
+        help="Concurrent sessions on a local cluster [default: from cores and memory]; auto: grows while "
+        "calls and model requests keep their pace, shrinks on engine errors, 429s and memory pressure.",
     ),
     max_cost: float | None = typer.Option(None, "--max-cost", min=0, help="Global spend limit in USD."),
     max_tokens: int | None = typer.Option(None, "--max-tokens", min=1, help="Global token limit."),
@@ -72,7 +83,7 @@ def execute(
     *,
     models: list[str],
     runs: int | None,
-    workers: int | None,
+    workers: str | int | None,
     budget: BatchBudget,
     cluster: str | None,
     telemetry: tuple[str | None, Path | None, bool],
@@ -95,7 +106,8 @@ def execute(
             raise KeyboardInterrupt  # the second: the running sessions stop too (they resume next time)
         err_console.print("stopping: no new task-run starts, running ones finish (Ctrl-C again to interrupt them)")
 
-    slots = workers or default_workers()
+    adaptive = workers == "auto"
+    slots = default_workers() if adaptive or workers is None else _workers(workers)
     live: Any = contextlib.nullcontext()
     if not json_out and console.is_terminal:
         _, on_terminal, live = live_display(real_console(console), slots)
@@ -126,6 +138,7 @@ def execute(
             models=models,
             runs=runs,
             workers=slots,
+            adaptive=adaptive,
             budget=budget,
             run_id=environment.run_id("batch"),
             cluster=cluster,
@@ -192,16 +205,28 @@ def fork(
     )
 
 
+def _workers(value: str | int) -> int:
+    """--workers N: a number of sessions from 1 to 256 (or `auto`, taken before this)."""
+    try:
+        count = int(str(value).strip())
+    except ValueError:
+        fail(f"--workers must be a number from 1 to 256 or auto, not {str(value)!r}", ExitCode.USAGE)
+    if not 1 <= count <= 256:
+        fail(f"--workers must be a number from 1 to 256 or auto, not {count}", ExitCode.USAGE)
+    return count
+
+
 def _write_reports(out: Path) -> None:
     """report.json, report.md and report.html (with a page per task-run) beside the records, at the
     end of every batch."""
+    from harness.batch.adaptive import read_log
     from harness.batch.records import BatchDir
     from harness.report import pages
     from harness.report.metrics import report
     from harness.report.render import as_json, as_markdown
     from sandbox.durable import write_text_atomic
 
-    made = report(BatchDir(out).records(), source=str(out))
+    made = report(BatchDir(out).records(), source=str(out), concurrency=read_log(out))
     write_text_atomic(out / "report.json", as_json([made]))
     write_text_atomic(out / "report.md", as_markdown([made]))
     pages.write_batch(out)

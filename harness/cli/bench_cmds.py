@@ -12,7 +12,7 @@ from typing import Any
 import typer
 
 from harness.cli import environment
-from harness.cli.app import bench_app, console, err_console, reported
+from harness.cli.app import ExitCode, bench_app, console, err_console, fail, reported
 
 
 def _client() -> Any:
@@ -25,9 +25,23 @@ def _client() -> Any:
 def bench_sandbox(
     calls: int = typer.Option(20, min=3, max=1000, help="Timed calls per approach."),
     image: str = typer.Option("py311", help="Image to measure on."),
+    burst: int | None = typer.Option(
+        None,
+        "--burst",
+        min=2,
+        max=32,
+        help="Instead: N sandboxes asked for at once (and sequentially, and staggered), time to a first "
+        "command's output, percentiles beside docker run's.",
+    ),
+    rounds: int = typer.Option(2, "--rounds", min=1, max=20, help="With --burst: rounds of each pattern."),
+    stagger_ms: float = typer.Option(100.0, "--stagger-ms", min=0, help="With --burst: the staggered pattern's gap."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
-    """Pooled single-use call vs cold create/start/wait/remove vs exec into a long-lived container."""
+    """Pooled single-use call vs cold create/start/wait/remove vs exec into a long-lived container;
+    with --burst N, start-up under load: percentiles and success rates beside docker run."""
+    if burst is not None:
+        _bench_burst(image, burst, rounds, stagger_ms, as_json)
+        return
     from rich.table import Table
 
     from harness.bench.sandbox import measure
@@ -51,6 +65,44 @@ def bench_sandbox(
         f"sustain {result.sustained_calls_per_s:.1f}/s (the refill is the ceiling, not the call)"
     )
     console.print(f"[dim]{result.note}[/]")
+
+
+def _bench_burst(image: str, n: int, rounds: int, stagger_ms: float, as_json: bool) -> None:
+    from rich.table import Table
+
+    from harness.assembly.engine import image_ref
+    from harness.bench.burst import measure
+
+    with reported():
+        ref = image_ref(environment.docker_host(), image)
+        result = measure(
+            image=image, image_ref=ref, run_id=environment.run_id("bench"), n=n, rounds=rounds, stagger_ms=stagger_ms
+        )
+    if as_json:
+        print(result.model_dump_json())
+        return
+    table = Table(
+        title=f"time to a first command's output, {n} sandboxes x {rounds} rounds per pattern, on {result.image}"
+    )
+    for column in ("pattern", "side", "ok", "p50 ms", "p95 ms", "p99 ms", "max ms"):
+        table.add_column(column, justify="left" if column in ("pattern", "side") else "right")
+    for row in result.patterns:
+        for side, figures in (("harness exec", row.harness), ("docker run", row.docker_run)):
+            table.add_row(
+                row.pattern if side == "harness exec" else "",
+                side,
+                f"{figures.succeeded}/{figures.launches}",
+                f"{figures.p50_ms:.0f}",
+                f"{figures.p95_ms:.0f}",
+                f"{figures.p99_ms:.0f}",
+                f"{figures.max_ms:.0f}",
+            )
+    console.print(table)
+    for row in result.patterns:
+        for side, figures in (("harness exec", row.harness), ("docker run", row.docker_run)):
+            for failure in figures.failures:
+                console.print(f"{row.pattern}, {side} failed: {failure}", markup=False)
+    console.print(f"burst: harness p99 / docker run p50 = {result.p99_over_docker_run_p50:.2f} (target <= 1 at N = 20)")
 
 
 @bench_app.command("net")
@@ -226,11 +278,17 @@ def bench_startup(
         return
     console.print(
         f"harness exec PATH -- true {result.exec.median_ms:.0f} ms (warm service) vs docker run --rm --network none "
-        f"{result.docker_run.median_ms:.0f} ms: {result.exec_over_docker_run:.2f}x (target <= 1)"
+        f"{result.docker_run.median_ms:.0f} ms: {result.exec_over_docker_run:.2f}x (target <= 0.3)"
     )
+    if result.docker_exec is not None:
+        console.print(
+            f"  vs docker exec into a live container {result.docker_exec.median_ms:.0f} ms: "
+            f"{result.exec_over_docker_exec:.2f}x (target <= 0.6)"
+        )
     if result.cold_exec is not None:
         console.print(
-            f"without a warm service {result.cold_exec.median_ms:.0f} ms: {result.cold_exec_over_docker_run:.2f}x"
+            f"without a warm service {result.cold_exec.median_ms:.0f} ms: {result.cold_exec_over_docker_run:.2f}x "
+            "docker run (target <= 2)"
         )
 
 
@@ -268,10 +326,14 @@ def bench_batch(
         False, "--disk", help="Measure disk instead: --tasks task-runs of a generated repository."
     ),
     repo_mb: int = typer.Option(50, "--repo-mb", min=1, max=2000, help="With --disk: the repository's size in MB."),
+    auto: bool = typer.Option(
+        False, "--auto", help="Also run the batch with --workers auto, and compare it with the best fixed count."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Batch speedup over one worker, memory per concurrent session, container starts/s vs the
-    engine's; with --disk, the disk a batch leaves over its repository's size."""
+    engine's; with --auto, adaptive concurrency vs the best fixed count; with --disk, the disk a batch
+    leaves over its repository's size."""
     from harness.assembly.engine import image_ref
     from harness.bench.batch import measure
 
@@ -289,23 +351,28 @@ def bench_batch(
             tasks=tasks or 24,
             think_s=think,
             workers=tuple(sorted(set(workers))),
+            auto=auto,
         )
     if as_json:
         print(result.model_dump_json())
         return
     for run in result.runs:
         console.print(
-            f"{run.workers} worker(s): {run.seconds:.1f} s, {run.verified}/{result.tasks} verified, "
+            (f"auto (at most {run.workers}, limits {run.limits})" if run.auto else f"{run.workers} worker(s)")
+            + f": {run.seconds:.1f} s, {run.verified}/{result.tasks} verified, "
             f"peak {run.peak_mb:.0f} MB RSS ({run.mb_per_session:.0f} MB per session), "
             f"{run.peak_pss_mb:.0f} MB PSS ({run.pss_mb_per_session:.0f} per session), "
             f"{run.container_starts} container starts ({run.starts_per_s:.1f}/s), "
             f"cores {run.cpu_busy:.0%} busy"
         )
+    fixed = [run for run in result.runs if not run.auto]
     console.print(
-        f"speedup {result.runs[-1].workers} over {result.runs[0].workers} worker(s): {result.speedup:.2f}x "
+        f"speedup {fixed[-1].workers} over {fixed[0].workers} worker(s): {result.speedup:.2f}x "
         f"(target at 8 over 1: >= 6; this machine's cores allow at most {result.cpu_bound_speedup:.2f}x); "
         f"engine ceiling {result.engine_starts_per_s:.1f} bare runs/s"
     )
+    if result.auto_over_best is not None:
+        console.print(f"auto over the best fixed count: {result.auto_over_best:.2f}x the throughput (target >= 0.9)")
 
 
 def _bench_disk(tasks: int, workers: int, repo_mb: int, as_json: bool) -> None:
@@ -460,3 +527,81 @@ def bench_mine(
             markup=False,
         )
     console.print(f"targets {'met' if result.targets_met else 'NOT met'}; {result.seconds:.0f} s", markup=False)
+
+
+@bench_app.command("commands")
+def bench_commands(
+    rounds: int = typer.Option(10, "--rounds", min=3, max=200, help="Fresh processes per command."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """The read commands (--help, --version, session list, show, diff, export, report) vs the bare
+    import of typer, rich and pydantic, and vs a one-command typer app (the floor of any typer CLI)."""
+    from rich.table import Table
+
+    from harness.bench.commands import measure
+
+    with reported():
+        result = measure(docker_host=environment.docker_host(), run_id=environment.run_id("bench"), rounds=rounds)
+    if as_json:
+        print(result.model_dump_json())
+        return
+    table = Table(title=f"read commands, fresh processes, medians of {result.rounds} rounds")
+    for column in ("command", "median ms", "p90 ms", "/ bare import", "/ typer app"):
+        table.add_column(column, justify="left" if column == "command" else "right")
+    table.add_row(
+        "python -c 'import typer, rich, pydantic'",
+        f"{result.bare.median_ms:.0f}",
+        f"{result.bare.p90_ms:.0f}",
+        "1.00",
+        "",
+    )
+    table.add_row(
+        "a one-command typer app (the floor)",
+        f"{result.typer_app.median_ms:.0f}",
+        f"{result.typer_app.p90_ms:.0f}",
+        f"{result.typer_app_over_bare:.2f}",
+        "1.00",
+    )
+    for row in result.commands:
+        table.add_row(
+            f"harness {row.command}",
+            f"{row.latency.median_ms:.0f}",
+            f"{row.latency.p90_ms:.0f}",
+            f"{row.over_bare:.2f}",
+            f"{row.over_typer_app:.2f}",
+        )
+    console.print(table)
+    console.print(
+        f"target: each command <= 1.5x the bare import; no typer command goes below the floor ({result.typer_app_over_bare:.2f}x)"
+    )
+
+
+@bench_app.command("setup")
+def bench_setup(
+    image: str = typer.Option("py311", "--image", help="The demo's image."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """What `make demo` sets up on a bare machine (the package in a fresh venv; the base, the sandbox
+    layer and the image built from nothing) against bootstrapping the base plus installing the package."""
+    from harness.bench.setup import measure
+
+    with reported():
+        try:
+            result = measure(
+                _client(),
+                run_id=environment.run_id("bench"),
+                image=image,
+                log=lambda line: err_console.print(line, markup=False),
+            )
+        except RuntimeError as error:
+            fail(str(error), ExitCode.SANDBOX)
+    if as_json:
+        print(result.model_dump_json())
+        return
+    console.print(
+        f"make demo's set-up {result.demo_s:.0f} s: install {result.install_s:.0f} s + base {result.base_s:.0f} s + "
+        f"sandbox layer {result.sandbox_s:.0f} s + {result.image} {result.image_s:.0f} s"
+    )
+    console.print(
+        f"vs base + install {result.floor_s:.0f} s: {result.demo_over_floor:.2f}x (target <= 1.5)", markup=False
+    )

@@ -12,8 +12,6 @@ values reach the rest of harness inside an `assembly.Runtime`.
 from __future__ import annotations
 
 import os
-import signal
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,6 +28,8 @@ CRASH_PHASES = ("model_answered", "turn_recorded", "mid_tool", "mid_snapshot", "
 
 def run_id(prefix: str = "run") -> str:
     """$HARNESS_RUN_ID or a fresh `<prefix>-<12 hex>` id."""
+    import uuid  # here: the quick path of `harness exec` imports this module and never needs one
+
     return os.environ.get("HARNESS_RUN_ID") or f"{prefix}-{uuid.uuid4().hex[:12]}"
 
 
@@ -110,6 +110,8 @@ def crash_hook() -> Callable[[str], None]:
         if reached == phase:
             seen[0] += 1
             if seen[0] >= target:
+                import signal
+
                 os.kill(os.getpid(), signal.SIGKILL)
 
     return hook

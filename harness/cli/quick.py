@@ -2,9 +2,12 @@
 imported (no typer, rich, pydantic or docker SDK: an interpreter start and one round trip).
 
 Only the plain form is taken here: `harness exec PATH [--image NAME] [--json] -- CMD...`. Anything
-else (other flags, `--help`, a session), or no warm service for this engine, returns None and the
-full command line handles it, on the warm service too when one runs (`sandbox_cmds.execute`). The
-output is what the full command prints: the envelope's JSON, or its headline, stdout and stderr.
+else (other flags, `--help`, a session, a path that does not exist) returns None and the full command
+line handles it, on the warm service too when one runs (`sandbox_cmds.execute`). With no warm service
+for this engine the plain form still skips the command line: its container is started for it by the
+function the full command calls (`engine.execute_once`; the docker SDK and pydantic load then, typer
+and rich never). The output is what the full command prints: the envelope's JSON, or its headline,
+stdout and stderr, control characters made visible.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import sys
 from typing import Any
 
 from harness.cli import environment
+from harness.cli.terminal import visible
 from sandbox.exit_code import ExitCode
 from sandbox.warm import protocol
 from sandbox.warm.messages import ErrorReply, ExecRequest
@@ -47,6 +51,11 @@ def parse(argv: list[str]) -> tuple[str, str, bool, list[str]] | None:
 
 def run(argv: list[str]) -> int | None:
     """The exit code of the quick path, or None when it does not apply here."""
+    if argv == ["--version"]:  # what typer's eager option prints, without loading the command line
+        from harness.version import harness_version
+
+        print(f"harness {harness_version()}")
+        return 0
     plain = parse(argv)
     if plain is None:
         return None
@@ -55,22 +64,65 @@ def run(argv: list[str]) -> int | None:
     try:
         reply = protocol.execute(environment.warm_dir(), request)
     except protocol.Unavailable:
-        return None
+        return _cold(path, image, as_json, command)
     except ValueError:
         return _error(MALFORMED, ExitCode.INTERNAL)
     if isinstance(reply, ErrorReply):
         return _error(reply.error, reply.exit_code)
-    envelope: dict[str, Any] = reply.envelope
+    return _printed(reply.envelope, reply.headline, as_json)
+
+
+def _cold(path: str, image: str, as_json: bool, command: list[str]) -> int | None:
+    """No warm service: the call in a container started for it (what the full command does on its cold
+    path, through the same function), still without the command line's typer and rich. A path that
+    does not exist goes to the full command, which says so."""
+    if not os.path.exists(path):
+        return None
+    from pathlib import Path
+
+    from harness.assembly import engine
+    from harness.errors import HarnessError
+    from sandbox.errors import SandboxError
+    from sandbox.spec import SandboxSpec
+
+    try:
+        envelope = engine.execute_once(
+            environment.docker_host(), environment.run_id("cli"), Path(path), command, SandboxSpec(image=image), None
+        )
+    except (HarnessError, SandboxError) as error:  # as the full command's `reported()` says them
+        code = getattr(error, "exit_code", None)
+        return _error(visible(str(error)), int(code) if isinstance(code, int) else ExitCode.INTERNAL)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return int(ExitCode.INTERRUPTED)
+    except Exception as error:  # the full command's last resorts, in its words
+        from harness.storage import describe, is_storage_failure
+
+        if isinstance(error, OSError) and is_storage_failure(error):
+            return _error(visible(describe(error)), ExitCode.STORAGE)
+        if environment.show_tracebacks():
+            raise
+        print(
+            f"{_styled(sys.stderr, 'internal error:', BOLD_RED)} {type(error).__name__}: {visible(str(error))} "
+            "(set HARNESS_TRACEBACK=1 to see where; please report it)",
+            file=sys.stderr,
+        )
+        return int(ExitCode.INTERNAL)
+    return _printed(envelope.model_dump(mode="json"), envelope.headline(), as_json)
+
+
+def _printed(envelope: dict[str, Any], headline: str, as_json: bool) -> int:
+    """Print an envelope as the full command does (control characters made visible); its exit code."""
     code = int(envelope["exit_code"])
     try:
         if as_json:
             print(json.dumps(envelope))
         else:
-            print(_styled(sys.stdout, reply.headline, BOLD_GREEN if envelope["status"] == "ok" else BOLD_RED))
+            print(_styled(sys.stdout, visible(headline), BOLD_GREEN if envelope["status"] == "ok" else BOLD_RED))
             for name in ("stdout", "stderr"):
                 if envelope.get(name):
                     print(_styled(sys.stdout, f"--- {name} ---", DIM))
-                    print(str(envelope[name]).rstrip("\n"))
+                    print(visible(str(envelope[name]).rstrip("\n")))
         sys.stdout.flush()
     except BrokenPipeError:  # the reader went away (`| head`): the command's code all the same
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -4,7 +4,6 @@ on 127.0.0.1."""
 
 from __future__ import annotations
 
-import webbrowser
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ def report_command(
 ) -> None:
     """Completion, turns, first-tool accuracy, cost and long-context success, per model and category;
     a Harbor job directory's trials beside harness's batches (each trial a task-run of `harbor:AGENT`)."""
+    from harness.batch.adaptive import read_log
     from harness.batch.records import BatchDir
     from harness.report import harbor_jobs
     from harness.report.metrics import report
@@ -47,10 +47,9 @@ def report_command(
             console.print(f"wrote {written}", soft_wrap=True, markup=False)
             return
         reports = [
-            report(
-                harbor_jobs.records(folder) if harbor_jobs.is_job(folder) else BatchDir(folder).records(),
-                source=str(folder),
-            )
+            report(harbor_jobs.records(folder), source=str(folder))
+            if harbor_jobs.is_job(folder)
+            else report(BatchDir(folder).records(), source=str(folder), concurrency=read_log(folder))
             for folder in dirs
         ]
         text = as_json(reports) if fmt == "json" else as_markdown(reports)
@@ -84,7 +83,7 @@ def view_command(
         with reported():
             written = _atif_page(Path(target).expanduser(), atif)
         console.print(f"wrote {written}", soft_wrap=True, markup=False)
-        if open_browser and not webbrowser.open(written.resolve().as_uri()):
+        if open_browser and not _open_in_browser(written.resolve().as_uri()):
             err_console.print("no browser to open it here: open the file above")
         return
     folder, batch = _resolve(target, state)
@@ -94,7 +93,7 @@ def view_command(
             return
         written = pages.write_batch(folder) if batch else pages.write_session(folder)
     console.print(f"wrote {written}", soft_wrap=True, markup=False)
-    if open_browser and not webbrowser.open(written.resolve().as_uri()):
+    if open_browser and not _open_in_browser(written.resolve().as_uri()):
         err_console.print("no browser to open it here: open the file above")
 
 
@@ -142,10 +141,17 @@ def _serve(folder: Path, batch: bool, port: int, open_browser: bool) -> None:
         fail(f"cannot serve on 127.0.0.1:{port}: {error.strerror or error}", ExitCode.USAGE)
     console.print(f"serving {folder} at {server.url} (Ctrl-C stops)", soft_wrap=True, markup=False)
     if open_browser:
-        webbrowser.open(server.url)
+        _open_in_browser(server.url)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         console.print("stopped")
     finally:
         server.close()
+
+
+def _open_in_browser(url: str) -> bool:
+    """Whether a browser took url (webbrowser is imported only when one is asked for)."""
+    import webbrowser
+
+    return webbrowser.open(url)

@@ -64,7 +64,7 @@ def render_session(console: Console, session_dir: Path) -> None:
         console.print(f"calls made by an outside framework, no model run of harness; {visible(said)}", markup=False)
         return
     render_summary(console, result_of(session_dir))
-    from harness.landing.land import trail
+    from harness.landing.trail import trail
 
     for landed in trail(Path(session_dir)):
         console.print(

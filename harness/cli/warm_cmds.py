@@ -23,7 +23,13 @@ warm_app = typer.Typer(
 app.add_typer(warm_app, name="warm")
 
 IMAGES = typer.Option(["py311"], "--image", help="Image kept warm with the default limits (repeatable).")
-PER_SPEC = typer.Option(2, "--per-spec", min=1, max=8, help="Ready containers per image and limits.")
+PER_SPEC = typer.Option(
+    2,
+    "--per-spec",
+    min=1,
+    max=32,
+    help="Ready containers per image and limits (a burst of calls at once wants as many).",
+)
 IDLE = typer.Option(900.0, "--idle", min=1.0, help="Seconds without a request after which the service exits.")
 PER_RUN = typer.Option(
     6, "--per-run", min=0, max=16, help="Containers lent to a new `harness run` session (0: none are kept)."

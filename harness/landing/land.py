@@ -7,7 +7,6 @@ the session folder (and the batch directory)."""
 from __future__ import annotations
 
 import getpass
-import json
 import re
 import time
 from collections.abc import Sequence
@@ -21,6 +20,7 @@ from harness.errors import NotFoundError, UsageError
 from harness.history.mine import PULL_REQUEST, TRAILER
 from harness.landing.merge import Held, merge
 from harness.landing.repository import Repository
+from harness.landing.trail import TRAIL
 from harness.trajectory import read_records
 from sandbox import durable
 from sandbox.layout import SessionFolder
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 
 SESSION_TRAILER = "Harness-Session"
 AUTHOR = "harness <harness@localhost>"
-TRAIL = "applied.jsonl"
 """Every apply of a session (or of a batch's task-runs), in its folder: branch, commit, by whom, when."""
 
 
@@ -282,12 +281,6 @@ def branch_name(prefix: str, task_id: str, model: str, run_index: int) -> str:
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "model"
     task = re.sub(r"[^A-Za-z0-9._/-]+", "-", task_id).strip("-./") or "task"
     return f"{prefix.rstrip('/')}/{task}/{slug}" + (f"-{run_index}" if run_index else "")
-
-
-def trail(folder: Path) -> list[dict[str, Any]]:
-    """What was applied from a session folder (or a batch directory), oldest first."""
-    path = Path(folder) / TRAIL
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
 
 
 def chosen(batch_dir: Path, only: str, pick: Sequence[str]) -> tuple[list[TaskRunRecord], list[tuple[str, str]]]:

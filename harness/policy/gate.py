@@ -19,6 +19,7 @@ import pathspec
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.policy.argv import Rejected, effective_argv, normalize_path, parse_command, program_of
+from harness.policy.decision import Action, Decision
 
 __all__ = [
     "Decision",
@@ -32,18 +33,7 @@ __all__ = [
     "parse_command",
 ]
 
-Action = Literal["allow", "deny", "ask"]
 Tier = Literal["read", "write", "exec"]
-
-
-class Decision(BaseModel):
-    """What the gate decided for one call, and which rule decided it (logged with the step)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    action: Action
-    rule: str
-    reason: str
 
 
 class GateRequest(BaseModel):

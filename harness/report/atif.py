@@ -28,7 +28,6 @@ from typing import Any, get_args
 from harness.errors import UsageError
 from harness.policy.gate import Decision
 from harness.report.session_view import SessionView, StepView
-from harness.telemetry.export import harness_version
 from harness.trajectory import (
     EventRecord,
     OutcomeRecord,
@@ -42,6 +41,7 @@ from harness.trajectory import (
     read_records,
 )
 from harness.types import Message, ModelTurn, Reasoning, StopReason, ToolCall, ToolSchema, Usage
+from harness.version import harness_version
 from sandbox.envelope import Envelope
 
 SCHEMA = "ATIF-v1.7"

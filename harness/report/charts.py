@@ -106,3 +106,44 @@ def per_step(title: str, steps: Sequence[int], bars_of: Sequence[float], line_of
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" role="img" aria-label="{esc(title)}">{"".join(parts)}</svg></figure>'
     )
+
+
+def steps(title: str, points: Sequence[tuple[float, float]], *, end: float, unit: str = "s") -> str:
+    """A value that holds until it changes (e.g. a limit over time): (x, value) points in x order,
+    drawn as a step line up to `end`."""
+    if not points:
+        return _empty(title)
+    height, base, left, width = 150, 125, 30, _W - 40
+    span = max(end, points[-1][0]) - points[0][0] or 1.0
+    top = max(value for _, value in points) or 1
+
+    def x(at: float) -> float:
+        return left + width * (at - points[0][0]) / span
+
+    def y(value: float) -> float:
+        return base - (base - 15) * value / top
+
+    path, previous = [], None
+    for at, value in points:
+        if previous is not None:
+            path.append(f"{x(at):.1f},{y(previous):.1f}")
+        path.append(f"{x(at):.1f},{y(value):.1f}")
+        previous = value
+    path.append(f"{x(max(end, points[-1][0])):.1f},{y(points[-1][1]):.1f}")
+    parts = [
+        f'<line class="axis" x1="{left}" y1="{base}" x2="{left + width}" y2="{base}"></line>',
+        f'<polyline class="line" points="{" ".join(path)}"></polyline>',
+        f'<text x="{left - 4}" y="{y(top) + 4:.1f}" text-anchor="end">{esc(_number(top))}</text>',
+        f'<text x="{left}" y="{base + 16}">0 {esc(unit)}</text>',
+        f'<text x="{left + width}" y="{base + 16}" text-anchor="end">{esc(_number(span))} {esc(unit)}</text>',
+    ]
+    for at, value in points:
+        parts.append(
+            f"<g><title>{esc(_number(at - points[0][0]))} {esc(unit)}: {esc(_number(value))}</title>"
+            f'<circle cx="{x(at):.1f}" cy="{y(value):.1f}" r="3"></circle></g>'
+        )
+    return (
+        f"<figure><figcaption>{esc(title)}</figcaption>"
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{height}" viewBox="0 0 {_W} {height}" '
+        f'role="img" aria-label="{esc(title)}">{"".join(parts)}</svg></figure>'
+    )

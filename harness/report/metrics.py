@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.agent.outcome import LEGACY_OUTCOMES, is_infra
+from harness.batch.adaptive import Change
 from harness.batch.records import TaskRunRecord
 from harness.report.overlaps import overlaps
 from harness.report.patchstats import patch_stats
@@ -144,6 +145,8 @@ class Report(BaseModel):
     overlaps: list[dict[str, Any]] = Field(default_factory=list)
     """Pairs of verified changes touching the same files (`a`, `b` session ids, `files`, and
     `same_lines`: the files where their hunks cover the same lines of the original)."""
+    concurrency: list[dict[str, Any]] = Field(default_factory=list)
+    """`--workers auto`: each change of the limit (`ts`, `limit`, `running`, `why`), oldest first."""
 
 
 def infra_failed(record: TaskRunRecord) -> bool:
@@ -192,8 +195,8 @@ def figures(records: Sequence[TaskRunRecord]) -> Figures:
     )
 
 
-def report(records: Iterable[TaskRunRecord], source: str = "") -> Report:
-    """The report of a batch's records."""
+def report(records: Iterable[TaskRunRecord], source: str = "", concurrency: Sequence[Change] = ()) -> Report:
+    """The report of a batch's records (and, run with `--workers auto`, its limit over time)."""
     records = list(records)
     ran = [r for r in records if r.status != "never_started"]
     infra = [r for r in ran if infra_failed(r)]
@@ -236,6 +239,7 @@ def report(records: Iterable[TaskRunRecord], source: str = "") -> Report:
         infra_causes=dict(Counter(r.cause or LEGACY_OUTCOMES.get(r.outcome, r.outcome) for r in infra).most_common()),
         per_task=per_task,
         overlaps=[pair.__dict__ for pair in overlaps(ran)],
+        concurrency=[change._asdict() for change in concurrency],
     )
 
 

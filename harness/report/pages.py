@@ -8,6 +8,7 @@ import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness.batch.adaptive import read_log
 from harness.batch.records import BatchDir, TaskRunRecord
 from harness.errors import UsageError
 from harness.report import harbor_jobs, report_page, session_view, trajectory_page
@@ -70,7 +71,8 @@ def batch_report(dirs: Sequence[Path], *, page_dir: Path, linked: bool = True) -
                 return None
             return relative_href(page_path(batch, record), page_dir)
 
-        batches.append(report_page.Batch(report(records, source=str(root)), records, href, read_marks(root)))
+        made = report(records, source=str(root), concurrency=read_log(root))
+        batches.append(report_page.Batch(made, records, href, read_marks(root)))
     return report_page.render(batches)
 
 

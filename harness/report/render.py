@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from harness.report.metrics import Figures, Report
 
@@ -98,10 +99,24 @@ def as_markdown(reports: Sequence[Report]) -> str:
             lines += [f"- {_escape(host)}: {count}" for host, count in report.failures.refused_hosts.items()]
             by_task = {task: int(row["net_refused"]) for task, row in report.per_task.items() if row.get("net_refused")}
             lines += ["", "By task: " + _escape(", ".join(f"{task} {count}" for task, count in by_task.items())) + "."]
+        if report.concurrency:
+            lines += ["", "### Concurrency (`--workers auto`)", ""]
+            lines += [f"- {_escape(line)}" for line in concurrency_lines(report.concurrency)]
         if report.failures.obstacles:
             lines += ["", "### The models' biggest obstacles", ""]
             lines += [f"- {_escape(line)}: {count}" for line, count in report.failures.obstacles.items()]
     return "\n".join(lines) + "\n"
+
+
+def concurrency_lines(changes: Sequence[dict[str, Any]]) -> list[str]:
+    """Each change of the limit, seconds from the batch's start (each invocation starts again)."""
+    lines, start = [], 0.0
+    for change in changes:
+        if str(change["why"]).startswith("start at"):
+            start = float(change["ts"])
+        at = float(change["ts"]) - start
+        lines.append(f"+{at:.1f} s: limit {change['limit']} ({change['running']} running): {change['why']}")
+    return lines
 
 
 def _groups(title: str, groups: dict[str, Figures]) -> list[str]:

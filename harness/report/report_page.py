@@ -16,7 +16,7 @@ from harness.report.html import esc, page, table
 from harness.report.metrics import Figures, Report, completion, first_tool
 from harness.report.overlaps import Overlap, by_session
 from harness.report.patchstats import patch_stats
-from harness.report.render import ROWS, delta, format_value, infra_line
+from harness.report.render import ROWS, concurrency_lines, delta, format_value, infra_line
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,8 @@ def _batch(name: str, batch: Batch, *, several: bool) -> str:
         parts.append(
             "<h3>The models' biggest obstacles (their own words)</h3>" + _counts(failures.obstacles, "obstacle", "")
         )
+    if report.concurrency:
+        parts.append("<h3>Concurrency (--workers auto)</h3>" + _concurrency(report.concurrency))
     if report.overlaps:
         rows = [
             [
@@ -108,6 +110,15 @@ def _batch(name: str, batch: Batch, *, several: bool) -> str:
         parts.append("<h3>Overlapping changes</h3>" + table(["change", "overlaps with", "files", "same lines"], rows))
     parts.append("<h3>Task-runs</h3>" + _runs(batch, verdicts, by_session([Overlap(**p) for p in report.overlaps])))
     return "\n".join(parts)
+
+
+def _concurrency(changes: list[dict[str, Any]]) -> str:
+    """The limit over the last invocation's time (a step line), then every change with why."""
+    starts = [n for n, change in enumerate(changes) if str(change["why"]).startswith("start at")] or [0]
+    points = [(float(change["ts"]), float(change["limit"])) for change in changes[starts[-1] :]]
+    chart = charts.steps("Task-runs allowed at once", points, end=points[-1][0])
+    rows = [[(esc(line), n)] for n, line in enumerate(concurrency_lines(changes))]
+    return f'<div class="charts">{chart}</div>' + table(["change"], rows, sortable=False)
 
 
 def _same_lines(pair: dict[str, Any]) -> str:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from harness.telemetry.config import TelemetryConfig
+from harness.version import harness_version
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -147,12 +148,3 @@ def _one_line_logs() -> None:
     handler.setFormatter(_OneLine())
     logger.addHandler(handler)
     logger.propagate = False
-
-
-def harness_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("harness")
-    except PackageNotFoundError:
-        return "0"

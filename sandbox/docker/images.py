@@ -24,9 +24,10 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import docker
 from pydantic import BaseModel
@@ -197,27 +198,25 @@ def _build_one(
     path: Path | None = None,
     buildargs: dict[str, str],
     extra_labels: dict[str, str] | None = None,
+    nocache: bool = False,
 ) -> None:
     if _image_id(client, ref):
         log(f"{ref} is current")
         return
     log(f"building {ref}")
     image_labels = {labels.IMAGE: name, labels.CONTENT: version, **(extra_labels or {})}
+    source: dict[str, Any] = {"fileobj": io.BytesIO(fileobj)} if fileobj is not None else {"path": str(path)}
     try:
-        if fileobj is not None:
-            client.images.build(
-                fileobj=io.BytesIO(fileobj),
-                tag=ref,
-                buildargs=buildargs,
-                labels=image_labels,
-                rm=True,
-                forcerm=True,
-                pull=False,
-            )
-        else:
-            client.images.build(
-                path=str(path), tag=ref, buildargs=buildargs, labels=image_labels, rm=True, forcerm=True, pull=False
-            )
+        client.images.build(
+            **source,
+            tag=ref,
+            buildargs=buildargs,
+            labels=image_labels,
+            rm=True,
+            forcerm=True,
+            pull=False,
+            nocache=nocache,
+        )
     except docker.errors.BuildError as error:
         tail = " | ".join(str(line.get("stream", line.get("error", ""))).strip() for line in list(error.build_log)[-3:])
         raise ImageBuildError(f"building {ref} failed: {error.msg} ({tail})") from None
@@ -234,8 +233,35 @@ def ensure_base(client: docker.DockerClient, log: Log, release: str = "bookworm"
         return base_id
     if _pull_registry_base(client, log, release):
         return object_id(client.images.get(ref))
-    _bootstrap_base(client, log, release)
+    bootstrap_base(client, log, release)
     return object_id(client.images.get(ref))
+
+
+def build_from_scratch(
+    client: docker.DockerClient, repository: str, name: str, log: Log, root: Path = INPUTS_ROOT
+) -> dict[str, float]:
+    """What a bare machine does for `name`, under `repository/...` tags and without the build cache
+    (`harness bench setup`): bootstrap the base, build the sandbox layer over it, then the image;
+    seconds of each step. The caller removes the images."""
+    seconds: dict[str, float] = {}
+    started = time.monotonic()
+    bootstrap_base(client, log, repository=f"{repository}/base")
+    seconds["base"] = time.monotonic() - started
+    base_ref = f"{repository}/base:bookworm"
+    sandbox_ref = f"{repository}/{SANDBOX}:scratch"
+    started = time.monotonic()
+    _build_one(
+        client, SANDBOX, sandbox_ref, "scratch", log,
+        fileobj=(root / "Dockerfile.sandbox").read_bytes(), buildargs={"BASE": base_ref}, nocache=True,
+    )  # fmt: skip
+    seconds[SANDBOX] = time.monotonic() - started
+    started = time.monotonic()
+    _build_one(
+        client, name, f"{repository}/{name}:scratch", "scratch", log,
+        path=root / "images" / name, buildargs={"SANDBOX": sandbox_ref}, nocache=True,
+    )  # fmt: skip
+    seconds[name] = time.monotonic() - started
+    return seconds
 
 
 def build_env(
@@ -300,7 +326,10 @@ def apt_mirror(etc: Path = Path("/etc/apt")) -> str:
     return "http://deb.debian.org/debian"
 
 
-def _bootstrap_base(client: docker.DockerClient, log: Log, release: str = "bookworm") -> None:
+def bootstrap_base(
+    client: docker.DockerClient, log: Log, release: str = "bookworm", repository: str = "harness/base"
+) -> None:
+    """The base image made offline from the apt mirror by debootstrap, imported as repository:release."""
     if os.geteuid() != 0:
         raise ImageBuildError(
             f"harness/base:{release} is missing and no registry answers; run `harness images build` as root "
@@ -320,9 +349,9 @@ def _bootstrap_base(client: docker.DockerClient, log: Log, release: str = "bookw
         )
         _run(["tar", "-C", str(rootfs), "-cf", str(tarball), "."], "tar of the bootstrap")
         client.api.import_image_from_file(
-            str(tarball), repository="harness/base", tag=release, changes=[f"LABEL {labels.IMAGE}=base"]
+            str(tarball), repository=repository, tag=release, changes=[f"LABEL {labels.IMAGE}=base"]
         )
-    log(f"imported harness/base:{release}")
+    log(f"imported {repository}:{release}")
 
 
 def _run(argv: list[str], what: str) -> None:

@@ -3,14 +3,17 @@ the hooks and step-image operations a session is given (injected, so a session n
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sandbox import durable
+from sandbox.layout import SessionFolder
 from sandbox.settings import SessionSettings, StartedFrom
-from sandbox.snapshot.store import SnapshotConfig
+from sandbox.snapshot.config import SnapshotConfig
 from sandbox.spec import MAX_FILE_BYTES, SandboxSpec
 
 
@@ -104,6 +107,16 @@ class SessionInfo(BaseModel):
     own `store/` (sessions made before stores were shared)."""
     parent: ForkPoint | None = None
     """The session and step this one was forked from (None: made from a repository)."""
+
+
+def list_sessions(state_dir: Path) -> list[SessionInfo]:
+    """Every complete session in state_dir, oldest first (a folder whose record does not read is
+    not one)."""
+    found = []
+    for folder in sorted(Path(state_dir).glob(f"*/{SessionFolder(Path()).info.name}")):
+        with contextlib.suppress(OSError, ValueError):
+            found.append(SessionInfo(**durable.read_json(folder)))
+    return sorted(found, key=lambda info: info.created)
 
 
 Prepare = Callable[[Path, Path | None], SetupRecord]

@@ -42,6 +42,7 @@ from sandbox.session.records import (
     SetupRecord,
     StepImages,
     StepRecord,
+    list_sessions,
 )
 from sandbox.session.workspace import copy_repository
 from sandbox.settings import StartedFrom
@@ -646,15 +647,6 @@ class Session:
         remove_tree(self.dir)
         if self.shared is not None:
             self.shared.remove_ref(self.dir)  # its objects go at the next collection unless others hold them
-
-
-def list_sessions(state_dir: Path) -> list[SessionInfo]:
-    """Every complete session in state_dir, oldest first."""
-    found = []
-    for folder in sorted(Path(state_dir).glob(f"*/{SessionFolder(Path()).info.name}")):
-        with contextlib.suppress(OSError, ValueError):
-            found.append(SessionInfo(**durable.read_json(folder)))
-    return sorted(found, key=lambda info: info.created)
 
 
 def _call_spec(info: SessionInfo, image: str, egress: Egress | None = None, network: str | None = None) -> SandboxSpec:

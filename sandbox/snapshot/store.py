@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import BinaryIO
 
 import pathspec
-from pydantic import BaseModel, ConfigDict, Field
 
 from sandbox.errors import STORAGE_ERRNOS, SnapshotError, at_path
 from sandbox.owner import hand_over
+from sandbox.snapshot.config import SnapshotConfig
 from sandbox.snapshot.objects import DIR, LARGE, LINK, REG, ObjectStore, TreeEntry
 from sandbox.snapshot.shared import SharedObjects
 from sandbox.snapshot.watch import Watcher, start
@@ -40,22 +40,6 @@ _GENERATION = "\0generation"
 _RACY_NS = 50_000_000
 """File timestamps are coarse (jiffies): a file whose ctime is this close to the walk may still
 change without its stat changing, so it is re-hashed next time instead of trusted."""
-
-
-class SnapshotConfig(BaseModel):
-    """How workspace snapshots are taken."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    max_file_size: int = Field(5 * 1024**2, ge=1)
-    """Files larger than this many bytes are stored by hash outside the object store (not compressed,
-    never re-read while unchanged) and left out of exported patches."""
-    ignore: list[str] = Field(default_factory=list)
-    """gitignore-syntax patterns of paths never snapshotted (left untouched by restores)."""
-    watch: bool = True
-    """Use inotify to find changed directories; False walks and stats every file each time."""
-    durable: bool = True
-    """fsync new objects before a snapshot returns (a crash of the machine cannot lose them)."""
 
 
 class _Dir:

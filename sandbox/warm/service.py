@@ -68,7 +68,7 @@ class WarmConfig(BaseModel):
 
     images: list[str] = Field(default_factory=lambda: ["py311"])
     """Images kept warm from the start, with the default limits."""
-    per_spec: int = Field(2, ge=1, le=8)
+    per_spec: int = Field(2, ge=1, le=32)
     """Ready slots per spec (calls arriving faster than the engine starts containers wait for one)."""
     idle_s: float = Field(900.0, gt=0)
     """The service exits after this long without a request."""

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness.batch.adaptive import read_log
 from harness.batch.records import BatchDir
 from tests.telemetry.receiver import Receiver
 
@@ -130,8 +131,26 @@ def test_a_spent_budget_stops_scheduling_and_the_records_say_so(tmp_path, run_la
     assert summary["never_started"] >= 1 and summary["ran"] + summary["never_started"] == 6
     never = [r for r in BatchDir(out).records() if r.status == "never_started"]
     assert never and all("wall clock" in r.detail for r in never)
-    rest = _batch(str(tasks), "--out", str(out), "--workers", "2", label=run_label)
+    rest = _batch(str(tasks), "--out", str(out), "--workers", "auto", label=run_label)
     assert _result(rest)["ran"] == summary["never_started"], "the never-started ones run on the next invocation"
+    # --workers auto: its limit over time is in the batch, and in the report of it
+    changes = read_log(out)
+    assert changes[0].why.startswith("start at ") and changes[-1].why == "the batch ended"
+    assert all(1 <= c.limit <= int(changes[0].why.split()[-1]) for c in changes)
+    assert "### Concurrency (`--workers auto`)" in (out / "report.md").read_text()
+    assert "Task-runs allowed at once" in (out / "report.html").read_text(encoding="utf-8")
+    ran = [r for r in BatchDir(out).records() if r.status == "done"]
+    assert ran and all(r.call_overhead_ms is not None and r.call_overhead_ms >= 0 for r in ran)
+    assert all(r.rate_limited == 0 for r in ran)
+
+
+def test_workers_is_a_number_or_auto(tmp_path, run_label):
+    tasks = _tasks(tmp_path, 1)
+    for value, said in (("lots", "not 'lots'"), ("0", "not 0"), ("257", "not 257")):
+        done = _batch(str(tasks), "--out", str(tmp_path / "out"), "--workers", value, label=run_label)
+        assert done.returncode == 64 and f"--workers must be a number from 1 to 256 or auto, {said}" in done.stderr
+        assert "Traceback" not in done.stderr
+    assert not (tmp_path / "out").exists(), "nothing started, nothing written"
 
 
 def test_a_broken_tasks_file_fails_with_the_line_and_starts_nothing(tmp_path, run_label):

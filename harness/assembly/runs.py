@@ -1,0 +1,868 @@
+"""Runs: the composition root's functions that build sandboxes, sessions, providers, tool contexts and
+agents from a `RunConfig` (start, resume, replay, fork, `harness tool`). `harness.assembly` names
+them; see its docstring."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from harness.agent.budget import Budget
+from harness.agent.context import Context
+from harness.agent.guard import ReadOnlyGuard
+from harness.agent.loop import Agent
+from harness.agent.outcome import RunResult, RunState
+from harness.agent.prompt import system_prompt, task_message
+from harness.agent.verify import VERIFY_START, Protection, Verifier, VerifyResult, detect_verify
+from harness.assembly import engine
+from harness.assembly.engine import step_images
+from harness.config import RunConfig, with_overrides
+from harness.errors import ConfigError, ModelAuthError, NotFoundError, SessionError, StateError, UsageError
+from harness.policy.gate import Gate
+from harness.providers.config import ProviderConfig
+from harness.providers.factory import make_provider
+from harness.providers.protocol import Provider
+from harness.providers.vendor import ModelSpec
+from harness.telemetry.config import TelemetryConfig
+from harness.tools.declared import FRONT, GROUP, build, group
+from harness.tools.registry import Registry, ToolContext
+from harness.trajectory import EventRecord, StartRecord, Trajectory, TrajectoryObserver, read_state, write_state
+from sandbox.durable import write_text_atomic
+from sandbox.layout import SessionFolder
+from sandbox.spec import Mount, PooledSandbox, Sandbox, SandboxSpec
+
+if TYPE_CHECKING:
+    from harness.agent.reissue import ReplayReport
+    from harness.policy.approve import Approver
+    from sandbox.docker.containers import DockerSandbox
+    from sandbox.network.secrets import Secret
+    from sandbox.session.session import Session
+    from sandbox.warm.loans import Loan
+
+POOL_SIZE = 3
+"""Warm containers of a run: a turn with two concurrent reads plus the next call still find one ready."""
+
+
+def _no_phase(phase: str) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """What a run takes from outside its config; the CLI fills it from flags and the environment."""
+
+    run_id: str
+    """Label of every container and image the run makes (`harness sandbox prune --run` finds them)."""
+    docker_host: str | None = None
+    """Engine address; None is the default socket."""
+    api_key: str | None = field(default=None, repr=False)
+    """The model endpoint's key; never logged, never passed into a container."""
+    base_url_fallback: str | None = None
+    """Endpoint used when neither the flag nor the config file names one (`$OPENAI_BASE_URL`...)."""
+    cloud_fallback: dict[str, str] = field(default_factory=dict)
+    """A `bedrock:`/`vertex:` model's region and project when neither flag nor config file names them
+    (`$AWS_REGION`, `$CLOUD_ML_REGION`, `$ANTHROPIC_VERTEX_PROJECT_ID`)."""
+    key_variable: str | None = None
+    """Where the key was looked for (named in the error when a vendor endpoint gets none)."""
+    on_phase: Callable[[str], None] = _no_phase
+    """Told each loop phase (tests kill the process at one to prove crash safety)."""
+    interactive: bool = False
+    """A person at the terminal answers `ask` rules; otherwise approvals wait in the session folder."""
+    warm_dir: Path | None = None
+    """The warm service's folder: a new session of `pace="latency"` borrows its first containers
+    there when a run slot is ready (see sandbox.warm.loans)."""
+    pace: Literal["latency", "throughput"] = "latency"
+    """latency: a session starts POOL_SIZE warm containers, its first beside the network-namespace
+    holder (a person or a script waits on every call). throughput, for batches: one warm container,
+    more only when a call finds none, and the first joins the holder: the models think between calls,
+    and every start (twice the engine's CPU in a namespace of its own) is CPU the other sessions of a
+    small host need."""
+    telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
+    """Where the run's OpenTelemetry spans go (nowhere by default)."""
+    trace_parent: dict[str, str] = field(default_factory=dict)
+    """The W3C trace context the run span is a child of (a batch's task-run), empty for a root."""
+    secret_values: dict[str, str] = field(default_factory=dict, repr=False)
+    """The values of the session settings' `--secret` bindings, by NAME (read from their variables by
+    the CLI): only the session's egress proxy gets them; every record and report redacts them."""
+
+    @property
+    def secrets(self) -> list[str]:
+        """Strings the trajectory redacts."""
+        return [value for value in (self.api_key, *self.secret_values.values()) if value]
+
+
+def bound_secrets(bindings: Sequence[str], values: Mapping[str, str]) -> list[Secret]:
+    """`--secret` bindings with their values (by NAME) and fresh placeholders; a binding whose value
+    the caller did not read is a ConfigError naming its variable."""
+    from sandbox.network.secrets import SecretError, bind
+    from sandbox.settings import parse_secret, secret_path
+
+    found = []
+    for item in bindings:
+        name, variable, host = parse_secret(item)
+        value = values.get(name)
+        if not value:
+            raise ConfigError(f"--secret {name}: ${variable} is not set (its value is read from there)")
+        try:
+            found.append(bind(name, host, value, secret_path(item)))
+        except SecretError as error:
+            raise ConfigError(str(error)) from None
+    return found
+
+
+# --- providers ----------------------------------------------------------------------------------
+
+
+def absolute_model(spec: str, sessions: Path) -> str:
+    """Make file-based model specs independent of the working directory (so resume works anywhere)."""
+    model = ModelSpec.of(spec)
+    if model.vendor.file_target and model.target:
+        return model.with_target(str(Path(model.target).expanduser().resolve()))
+    if model.prefix == "replay":
+        candidate = Path(model.target).expanduser()
+        directory = candidate if candidate.is_dir() else sessions / model.target
+        if not directory.is_dir():
+            raise ConfigError(f"replay: no session {model.target!r} in {sessions}")
+        return model.with_target(str(directory.resolve()))
+    return spec
+
+
+def provider_settings(
+    config: RunConfig, base_url_fallback: str | None = None, cloud_fallback: dict[str, str] | None = None
+) -> ProviderConfig:
+    """The provider config with its endpoint resolved: --base-url > config file > the fallback the
+    caller read from the environment > the SDK's vendor default (a cloud's region and project alike)."""
+    settings = config.provider_config()
+    if settings.base_url is None and base_url_fallback:
+        settings = settings.model_copy(update={"base_url": base_url_fallback})
+    unset = {key: value for key, value in (cloud_fallback or {}).items() if getattr(settings, key) is None}
+    return settings.model_copy(update=unset) if unset else settings
+
+
+def build_provider(config: RunConfig, runtime: Runtime) -> Provider:
+    """The run's provider behind the retry policy (a scripted file is validated here, before any
+    container starts). A vendor endpoint without a key is refused here, at once: no session is made
+    and no request is sent (a local server named by base_url may need none)."""
+    settings = provider_settings(config, runtime.base_url_fallback, runtime.cloud_fallback)
+    if ModelSpec.of(config.model).vendor.key_required and not runtime.api_key and settings.base_url is None:
+        where = f"set {runtime.key_variable}" if runtime.key_variable else "pass api_key"
+        raise ModelAuthError(
+            f"no API key for {config.model}: {where} (or point base_url at a local server that needs none)"
+        )
+    return make_provider(config.model or "", settings, api_key=runtime.api_key)
+
+
+def endpoint_warnings(config: RunConfig, runtime: Runtime) -> list[str]:
+    """What the run's model server will do to a long run that the user should hear before it starts:
+    a local Ollama or llama.cpp server that keeps less context than harness budgets."""
+    from harness.providers.local import detect_local_server, may_be_local
+
+    settings = provider_settings(config, runtime.base_url_fallback)
+    model = ModelSpec.of(config.model)
+    if not model.vendor.openai_protocol or not settings.base_url or not may_be_local(settings.base_url):
+        return []
+    server = detect_local_server(settings.base_url, model.target, config.context.budget_tokens)
+    return [server.warning] if server and server.warning else []
+
+
+# --- sandbox and sessions -----------------------------------------------------------------------
+
+
+def open_sandbox(
+    runtime: Runtime, session_id: str | None, *, pool_size: int = POOL_SIZE, share_netns: bool = True
+) -> DockerSandbox:
+    """A DockerSandbox on the runtime's engine. `share_netns=False` and `pool_size=0` suit one-call
+    commands, where a holder or a warm container would double the cost of the only start."""
+    return engine.sandbox_for(
+        engine.connect(runtime.docker_host),
+        runtime.run_id,
+        session_id,
+        pool_size=pool_size,
+        pool_initial=pool_size if runtime.pace == "latency" else min(pool_size, 1),
+        share_netns=share_netns,
+        first_apart=runtime.pace == "latency",
+        owns_client=True,
+    )
+
+
+def check_image(sandbox: DockerSandbox, image: str) -> None:
+    """Fail before a session is made when the image is missing (ImageNotFound says how to build it)."""
+    engine.image_ref(sandbox.client, image)
+
+
+def call_spec(spec: SandboxSpec) -> SandboxSpec:
+    """The spec tool calls actually run with (the session's current image, the runner's output cap)."""
+    from harness.tools.builtin import RUNNER_STDOUT_CAP
+
+    return spec if spec.stdout_cap >= RUNNER_STDOUT_CAP else spec.model_copy(update={"stdout_cap": RUNNER_STDOUT_CAP})
+
+
+def tool_mounts(workspace: Path, config: RunConfig) -> list[Mount]:
+    """The runner and the read-only paths, mounted into every tool and verify container."""
+    from harness.tools import builtin
+
+    return builtin.context_mounts(workspace, config.gate.read_only_paths)
+
+
+def prewarm(config: RunConfig, sandbox: Sandbox, workspace: Path, spec: SandboxSpec) -> None:
+    """Start the run's warm containers: tool calls and verification share one config, so one pool."""
+    sandbox.prewarm(workspace=workspace, spec=call_spec(spec), mounts=tool_mounts(workspace, config))
+
+
+def warm_run_request(config: RunConfig, workspace: Path) -> dict[str, Any]:
+    """The run config a session of config on this workspace (or repository) asks the warm service for."""
+    from sandbox.warm.loans import run_request
+
+    return run_request(call_spec(config.spec()), tool_mounts(workspace, config), workspace)
+
+
+def warm_for(runtime: Runtime) -> Path | None:
+    """Where a new session of this runtime may borrow warm containers (a latency run only: a batch's
+    sessions start their own, spread over its life)."""
+    return runtime.warm_dir if runtime.pace == "latency" else None
+
+
+def borrow(config: RunConfig, sandbox: Sandbox, repo: Path, sessions: Path, warm: Path | None) -> Loan | None:
+    """A warm run slot for a new session of config, when it can use one: the warm service's
+    containers are the session's first (no setup image, no quota filesystem, a read-only root), and
+    the sandbox can take containers another process started."""
+    if warm is None or not isinstance(sandbox, PooledSandbox):
+        return None
+    if config.session.setup or config.session.workspace_quota or not config.sandbox.read_only_root:
+        return None
+    if config.session.allow_net_tools:
+        return None  # a slot's containers have no relay to this session's egress proxy
+    from harness.tools.calls import literal_paths, plain_kind
+
+    if any(plain_kind(repo, rel) == "file" for rel in literal_paths(config.gate.read_only_paths)):
+        return None  # a slot's mount points are directories: a read-only file is mounted by the session itself
+    from sandbox.warm.loans import borrow as borrow_slot
+
+    return borrow_slot(warm, warm_run_request(config, repo), sessions)
+
+
+def adopt(loan: Loan, config: RunConfig, sandbox: PooledSandbox, workspace: Path, spec: SandboxSpec) -> None:
+    """The loan's containers as the session's ready ones, if the workspace has the shape the slot was
+    made for (else they are given back, and the session starts its own)."""
+    from sandbox.warm.loans import run_request
+
+    calls, mounts = call_spec(spec), tool_mounts(workspace, config)
+    if run_request(calls, mounts, workspace) != loan.request:  # run_request leaves the labels out
+        loan.give_back()
+        return
+    containers, loan.containers = loan.containers, []
+    sandbox.adopt(containers, workspace=workspace, spec=calls, mounts=mounts, keep_open=loan.conn)
+
+
+def create_session(
+    repo: Path,
+    sessions: Path,
+    config: RunConfig,
+    sandbox: Sandbox,
+    session_id: str | None,
+    warm: Path | None = None,
+    secrets: Sequence[Secret] = (),
+) -> Session:
+    """A new session from repo: the workspace copy (into a borrowed warm slot when one is ready), the
+    setup step (cached), warm containers started as soon as the workspace exists, step 0."""
+    from sandbox.session.session import SessionConfig
+    from sandbox.session.setup import create_session as new_session
+
+    session_config = SessionConfig.of(config.session, writable_root=not config.sandbox.read_only_root)
+    sessions.mkdir(parents=True, exist_ok=True)
+    loan = borrow(config, sandbox, Path(repo), sessions, warm)
+
+    def ready(workspace: Path, spec: SandboxSpec) -> None:
+        if loan is not None and isinstance(sandbox, PooledSandbox):  # borrow lends to no other
+            adopt(loan, config, sandbox, workspace, spec)
+        prewarm(config, sandbox, workspace, spec)
+
+    try:
+        return new_session(
+            repo,
+            sessions,
+            spec=config.spec(),
+            config=session_config,
+            sandbox=sandbox,
+            session_id=session_id,
+            images=step_images(sandbox),
+            ready=ready,
+            workspace_from=loan.folder if loan is not None else None,
+            secrets=secrets,
+            started_from=config.started_from,
+        )
+    finally:
+        if loan is not None and loan.containers:  # not adopted: the session failed before its calls
+            loan.give_back()
+
+
+def open_session(sessions: Path, session_id: str, sandbox: Sandbox | None = None) -> Session:
+    """An existing session at its last complete step (with the sandbox's step-image operations)."""
+    from sandbox.session.session import Session
+
+    return Session.open(sessions, session_id, images=step_images(sandbox) if sandbox is not None else None)
+
+
+# --- tools and the agent ------------------------------------------------------------------------
+
+
+def registry(
+    config: RunConfig | None = None, servers: Sequence[Any] = (), running: engine.RunningServices | None = None
+) -> Registry:
+    """The tool menu: the built-ins, the project's tools config declares, the tools of the session's
+    MCP servers (running, from mcp_servers), and service_logs when the run has services."""
+    from harness.tools import builtin
+    from harness.tools.declared import menu
+    from harness.tools.mcp import tools_of
+    from harness.tools.services import service_logs_tool
+
+    if (config is None or not config.tools.declared) and not servers and running is None:
+        return builtin.default_registry()
+    declared = config.tools.declared if config else {}
+    if declared:
+        menu(declared, [t.name for t in builtin.BUILTIN_TOOLS])  # a name clash is refused here
+    project = [build(name, tool) for name, tool in declared.items()]
+    project += [tool for server in servers for tool in tools_of(server)]
+    if len(project) > FRONT:  # the menu the seed recommends: ten in front, the rest as one tool's sub-commands
+        project = [*project[:FRONT], group(project[FRONT:])]
+    logs = [service_logs_tool(list(running.containers), running.logs)] if running is not None else []
+    return Registry(builtin.BUILTIN_TOOLS, extra=[*project, *logs])
+
+
+def menu_warning(registry: Registry) -> str | None:
+    """What to say when the project's tools (declared and MCP) did not all fit in front."""
+    names = [schema.name for schema in registry.schemas()]
+    if GROUP not in names:
+        return None
+    return (
+        f"more than {FRONT} project tools (declared and MCP): the first {FRONT} are in the menu, the rest behind "
+        f"one tool ({GROUP}); every description counts against the context budget"
+    )
+
+
+@contextlib.contextmanager
+def services(config: RunConfig, session: Session, runtime: Runtime) -> Iterator[engine.RunningServices | None]:
+    """The session's services for the run: started before its first step on a network of their own
+    (no route out) that every call joins; stopped and removed after (started again on resume)."""
+    if not config.services:
+        yield None
+        return
+    running = engine.start_services(
+        runtime.docker_host, runtime.run_id, session.id, call_spec(session.spec), session.workspace, config.services
+    )
+    session.service_network = running.network
+    try:
+        yield running
+    finally:
+        session.service_network = None
+        running.stop()
+
+
+@contextlib.contextmanager
+def mcp_servers(config: RunConfig, session: Session, runtime: Runtime) -> Iterator[list[Any]]:
+    """The session's MCP servers, each started in its container for the run and removed after."""
+    from harness.tools.mcp import MCPServer, check_name
+
+    started: list[MCPServer] = []
+    try:
+        for name, declared in config.mcp.items():
+            check_name(name)
+            spec = call_spec(session.spec).model_copy(  # the session's image now: what setup installed is there
+                update={"image": declared.image or session.image, "timeout_s": declared.timeout_s}
+            )
+            launch = engine.mcp_launcher(
+                runtime.docker_host,
+                runtime.run_id,
+                spec,
+                declared.command,
+                session.workspace,
+                writable=declared.writable,
+                environment=declared.env,
+                allow_net=declared.allow_net,
+                network_log=session.dir / f"mcp-{name}-network.jsonl",
+            )
+            server = MCPServer(name, declared, launch)
+            started.append(server)
+            server.start()
+        yield started
+    finally:
+        for server in started:
+            server.shutdown()
+
+
+def tool_warnings(config: RunConfig) -> list[str]:
+    """What the person starting the run should hear about the project's tools (a long menu)."""
+    from harness.tools import builtin
+    from harness.tools.declared import menu
+
+    return menu(config.tools.declared, [t.name for t in builtin.BUILTIN_TOOLS])[1] if config.tools.declared else []
+
+
+def approver(config: RunConfig, session_dir: Path, interactive: bool) -> Approver:
+    """At a terminal a person answers; otherwise requests wait in the session folder, then deny."""
+    from harness.policy.approve import InteractiveApprover, UnattendedApprover, UnattendedConfig
+
+    if config.approval == "interactive" or (config.approval == "auto" and interactive):
+        return InteractiveApprover()
+    return UnattendedApprover(
+        UnattendedConfig(approvals_dir=SessionFolder(session_dir).approvals, timeout_s=config.approval_timeout_s)
+    )
+
+
+def tool_context(
+    config: RunConfig,
+    session: Session,
+    sandbox: Sandbox,
+    *,
+    interactive: bool = False,
+    gate: Gate | None = None,
+    test_command: str | None = None,
+) -> ToolContext:
+    """What every tool call of the session runs with: sandbox, workspace, spec, gate, approver, mounts."""
+    writable = session.config.writable_root
+    gate = gate or Gate(config.gate)
+    return ToolContext(
+        sandbox=sandbox,
+        workspace=session.workspace,
+        spec=session.spec,
+        gate=gate,
+        approver=approver(config, session.dir, interactive),
+        mounts=tool_mounts(session.workspace, config),
+        test_command=test_command or config.test_cmd or config.verify,
+        commit_changes=writable,
+        follow=(lambda: session.spec) if writable else None,
+        timeouts=dict(config.tools.timeouts),
+    )
+
+
+def build_agent(
+    *,
+    config: RunConfig,
+    session: Session,
+    sandbox: Sandbox,
+    provider: Provider,
+    state: RunState,
+    runtime: Runtime,
+    resumed: bool = False,
+    servers: Sequence[Any] = (),
+    running: engine.RunningServices | None = None,
+) -> Agent:
+    """An Agent for a new or resumed run (state carries the context and spend of a resumed one);
+    servers: the session's running MCP servers."""
+    context_tools = tool_context(config, session, sandbox, interactive=runtime.interactive)
+    context = Context(
+        config.context,
+        system_prompt(config.verify),
+        task_message(
+            state.task,
+            session.info.left_out,
+            session.info.config.network_hosts if session.info.config.allow_net_tools else (),
+        ),
+        state.context if state.context.entries else None,
+    )
+    start_image = session.record(0).image
+    protected = (config.gate.read_only_paths, config.verify_protect)
+    protection = Protection(session, *protected, session.dir.parent / VERIFY_START, start_image)
+    verifier = Verifier(sandbox, config.verify, context_tools.mounts, protection) if config.verify else None
+    checks = [Verifier(sandbox, command, mounts=context_tools.mounts) for command in config.checks]
+    prewarm(config, sandbox, session.workspace, session.spec)  # a no-op when create_session did it already
+    tools = registry(config, servers, running)
+    _write_menu(session.paths.menu, tools)
+    trajectory = Trajectory(session.dir, runtime.secrets, observers(config, state, runtime, resumed))
+    warning = menu_warning(tools) if servers else None  # a declared-only menu was warned of before the run
+    if warning:
+        trajectory.append(EventRecord(event="menu", detail=warning))
+    return Agent(
+        provider=provider,
+        registry=tools,
+        tool_context=context_tools,
+        session=session,
+        sandbox=sandbox,
+        verifier=verifier,
+        verify_spec=lambda: call_spec(session.spec),
+        checks=checks,
+        budget=Budget(config.limits, state.spent),
+        context=context,
+        trajectory=trajectory,
+        state=state,
+        max_turn_tokens=config.limits.max_turn_tokens,
+        max_verify_rounds=config.limits.max_verify_rounds,
+        repetition=config.repetition,
+        on_phase=runtime.on_phase,
+        secrets=runtime.secrets,
+        guard=ReadOnlyGuard(session, config.gate.read_only_paths),
+    )
+
+
+def observers(config: RunConfig, state: RunState, runtime: Runtime, resumed: bool) -> list[TrajectoryObserver]:
+    """What watches the run's trajectory besides its file: the OpenTelemetry spans, when asked for."""
+    if not runtime.telemetry.enabled:
+        return []
+    from harness.telemetry.spans import RunSpans
+
+    spans = RunSpans(
+        runtime.telemetry,
+        session_id=state.session_id,
+        model=config.model or "",
+        task=state.task,
+        resumed=resumed,
+        parent=runtime.trace_parent,
+        secrets=runtime.secrets,
+    )
+    return [spans]
+
+
+# --- whole runs ---------------------------------------------------------------------------------
+
+
+def start_run(
+    repo: Path, task: str, config: RunConfig, sessions: Path, runtime: Runtime, session_id: str | None = None
+) -> RunResult:
+    """A new run: session from repo, the agent loop to its end, the sandbox closed on every path."""
+    if not config.model:
+        raise UsageError("no model: pass --model PROVIDER:MODEL or set model in the config file")
+    if not Path(repo).is_dir():
+        raise NotFoundError(f"repository path does not exist: {repo}")
+    config = with_verify(config.model_copy(update={"model": absolute_model(config.model, sessions)}), Path(repo))
+    config = with_setup(config, Path(repo))
+    provider = build_provider(config, runtime)
+    if session_id is not None:  # a controller of this id that died (a batch worker killed mid-run) left these
+        engine.prune_crashed(runtime.docker_host, sessions, session_id)
+    with open_sandbox(runtime, session_id) as sandbox:
+        check_image(sandbox, config.image)
+        secrets = bound_secrets(config.session.secrets, runtime.secret_values)
+        session = create_session(Path(repo), sessions, config, sandbox, session_id, warm_for(runtime), secrets)
+        write_text_atomic(session.paths.run_config, config.model_dump_json(indent=1))
+        state = RunState(session_id=session.id, task=task, model=config.model or "", snapshot_step=session.step)
+        write_state(session.dir, state, runtime.secrets)
+        _start_record(session, config, state, Path(repo), resumed=False, runtime=runtime)
+        with session:
+            return _run_agent(config, session, sandbox, provider, state, runtime, resumed=False)
+
+
+def _run_agent(
+    config: RunConfig,
+    session: Session,
+    sandbox: Sandbox,
+    provider: Provider,
+    state: RunState,
+    runtime: Runtime,
+    *,
+    resumed: bool,
+) -> RunResult:
+    """The agent loop with the session's services and MCP servers (started for this run, new or
+    resumed, and ended with it)."""
+    with (
+        running_lock(session.paths.running),
+        services(config, session, runtime) as running,
+        mcp_servers(config, session, runtime) as servers,
+    ):
+        agent = build_agent(
+            config=config,
+            session=session,
+            sandbox=sandbox,
+            provider=provider,
+            state=state,
+            runtime=runtime,
+            resumed=resumed,
+            servers=servers,
+            running=running,
+        )
+        result = agent.run()
+    if result.cause is None:  # ended: its snapshots stay, the workspace copy goes (made again when needed)
+        from sandbox.errors import SandboxError
+
+        expected = session.shared is None or bool(session.config.workspace_quota)  # kept by design
+        try:  # a workspace that cannot go now stays, whole; the trajectory says why
+            kept = (
+                None
+                if session.retire() or expected
+                else f"it holds what no step recorded: {', '.join(session.unrecorded[:5]) or 'nothing named'}"
+            )
+        except (OSError, SandboxError) as error:
+            kept = f"{type(error).__name__}: {error}"
+        if kept is not None:
+            trajectory = Trajectory(session.dir, runtime.secrets)
+            trajectory.append(EventRecord(event="workspace_kept", detail=kept[:500]))
+            trajectory.close()
+    return result
+
+
+@contextlib.contextmanager
+def running_lock(path: Path) -> Iterator[None]:
+    """Held for a run of the session (see SessionFolder.running)."""
+    import fcntl
+    import os
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise StateError(f"session {path.parent.name} is being run by another process") from None
+    try:
+        yield
+    finally:
+        os.close(fd)
+
+
+def is_running(session_dir: Path) -> bool:
+    """A controller is running the session now."""
+    import fcntl
+    import os
+
+    try:
+        fd = os.open(SessionFolder(session_dir).running, os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def fork_session(
+    parent_dir: Path,
+    at: int,
+    sessions: Path,
+    runtime: Runtime,
+    session_id: str,
+    overrides: dict[str, Any] | None = None,
+    hint: str | None = None,
+) -> Session:
+    """A new session that continues the run of parent_dir after its step `at`, ready for `resume_run`
+    (which runs it to its end): the parent's steps through `at` (shared, nothing copied), its
+    trajectory through that step, the run's state then (the conversation as the parent would have
+    sent it next, then the hint as one more user message), and its config with the overrides (the
+    model, limits)."""
+    from harness.agent.fork import fork_start
+    from harness.trajectory import read_records
+    from sandbox.session.session import Session
+
+    parent_dir = Path(parent_dir)
+    check_forkable(parent_dir)
+    parent = open_session(parent_dir.parent, parent_dir.name)
+    config = saved_config(parent_dir, {"approval": "unattended", **(overrides or {})})
+    if config.model != saved_config(parent_dir, {}).model:  # another model's script starts at its first turn
+        config = took_over(config, at)
+    start = fork_start(
+        read_records(parent_dir), at, session_id=session_id, model=config.model or "", config=config.context, hint=hint
+    )
+    images = engine.engine_step_images(runtime.docker_host)
+    fork = Session.fork(parent, start.snapshot_step, sessions, session_id, images=images, run_step=at)
+    try:
+        write_text_atomic(fork.paths.run_config, config.model_dump_json(indent=1))
+        trajectory = Trajectory(fork.dir, runtime.secrets)
+        for record in start.records:
+            trajectory.append(record)
+        told = f"forked from session {parent.id} at step {at}" + (f" with a hint: {hint}" if hint else "")
+        trajectory.append(EventRecord(event="fork", detail=told), durable=True)
+        trajectory.close()
+        write_state(fork.dir, start.state, runtime.secrets)
+    except BaseException:
+        fork.delete()
+        raise
+    fork.close()
+    return fork
+
+
+def check_forkable(parent_dir: Path) -> None:
+    """UsageError unless parent_dir is a session with a run that no controller is running now."""
+    if not SessionFolder(parent_dir).run_config.is_file():
+        raise UsageError(f"session {parent_dir.name} recorded no run: there is no conversation to fork")
+    if is_running(parent_dir):
+        raise UsageError(f"session {parent_dir.name} is still running: fork it once it has ended or stopped")
+
+
+def _write_menu(path: Path, tools: Registry) -> None:
+    """menu.json for `harness tools list --session` (a view, not state: never fsynced, and a failed
+    write costs only that view)."""
+    import os
+
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    with contextlib.suppress(OSError):
+        tmp.write_text(json.dumps([schema.model_dump() for schema in tools.schemas()], indent=1), encoding="utf-8")
+        os.replace(tmp, path)
+
+
+def with_verify(config: RunConfig, repo: Path) -> RunConfig:
+    """config with the repository's own test command as verify when none was given (and detection
+    is on); where it came from is kept in `verify_source`."""
+    if config.verify or not config.detect_verify:
+        return config
+    found = detect_verify(repo)
+    if found is None:
+        return config
+    command, why = found
+    return config.model_copy(update={"verify": command, "verify_source": f"detected: {why}"})
+
+
+def with_setup(config: RunConfig, repo: Path) -> RunConfig:
+    """config with `--setup auto` replaced by the install commands the repository's layout names
+    (where they came from kept in `setup_source`); UsageError when it names none."""
+    from harness.agent.detect import expand_setup
+
+    commands, why = expand_setup(list(config.session.setup), repo)
+    if not why:
+        return config
+    session = config.session.model_copy(update={"setup": commands})
+    return config.model_copy(update={"session": session, "setup_source": f"detected: {why}"})
+
+
+def verify_once(
+    repo: Path, config: RunConfig, sessions: Path, runtime: Runtime, session_id: str | None = None
+) -> VerifyResult:
+    """The verify command run once on a new session of repo (setup done), no model involved: what
+    `harness tasks check` asks of a task's start state."""
+    verify = config.verify
+    if not verify:
+        raise UsageError("no verify command to run")
+    config = with_setup(config, Path(repo))
+    with open_sandbox(runtime, session_id) as sandbox:
+        check_image(sandbox, config.image)
+        session = create_session(Path(repo), sessions, config, sandbox, session_id)
+        mounts = tool_mounts(session.workspace, config)
+        return Verifier(sandbox, verify, mounts=mounts).run(session.workspace, call_spec(session.spec))
+
+
+def resume_run(session_id: str, sessions: Path, runtime: Runtime, overrides: dict[str, Any] | None = None) -> RunResult:
+    """Continue a crashed, interrupted or failed run from its last complete step (limits may be raised
+    through overrides such as `{"limits.max_steps": 60}`)."""
+    folder = SessionFolder(sessions / session_id)
+    if folder.root.is_dir():  # first: a crashed controller's containers go even if its files are damaged
+        engine.prune_crashed(runtime.docker_host, sessions, session_id)
+    before = saved_config(folder.root, {})
+    config = saved_config(folder.root, overrides or {})
+    state = read_state(folder.root, RunState)
+    if state is None:
+        raise SessionError(f"session {session_id} has no run to resume")
+    if config.model != before.model and config.model:
+        config = took_over(config.model_copy(update={"model": absolute_model(config.model, sessions)}), state.step)
+    if state.finished and state.result is not None:
+        raise StateError(f"session {session_id} already ended as {state.result.outcome}; nothing to resume")
+    provider = build_provider(config, runtime)
+    changed = changed_settings(before, config)
+    with open_sandbox(runtime, session_id) as sandbox:
+        session = open_session(sessions, session_id, sandbox)
+        state = state.model_copy(update={"finished": False, "result": None, "model": config.model or state.model})
+        if changed:  # what a later resume (and replay) continues with; the trajectory says what changed
+            write_text_atomic(folder.run_config, config.model_dump_json(indent=1))
+        _start_record(session, config, state, session.repo, resumed=True, runtime=runtime)
+        if changed:
+            trajectory = Trajectory(session.dir, runtime.secrets)
+            trajectory.append(EventRecord(event="resume_changed", detail="; ".join(changed)), durable=True)
+            trajectory.close()
+        with session:
+            session.connect_network(
+                config.session.allow_net,
+                config.session.allow_net_tools,
+                bound_secrets(config.session.secrets, runtime.secret_values),
+            )
+            return _run_agent(config, session, sandbox, provider, state, runtime, resumed=True)
+
+
+def took_over(config: RunConfig, turns: int) -> RunConfig:
+    """config whose model takes over a conversation that had `turns` model turns (a scripted model
+    then serves its own first turn next)."""
+    from harness.providers.vendor import prefix_of
+
+    prefix = prefix_of(config.model)
+    entry = config.providers.get(prefix, ProviderConfig()).model_copy(update={"first_turn": turns})
+    return config.model_copy(update={"providers": {**config.providers, prefix: entry}})
+
+
+RESUME_SETTINGS = (
+    "model",
+    "base_url",
+    "region",
+    "project",
+    "thinking",
+    "limits.max_steps",
+    "limits.max_cost_usd",
+    "limits.max_tokens",
+    "limits.timeout_min",
+    "session.allow_net",
+    "session.allow_net_tools",
+    "session.secrets",
+)
+"""What a resume may change (the endpoint, the key's variable, model options, limits, network), by
+dotted key; `providers.PREFIX.api_key_env` too. The task, tools, verify and sandbox stay the run's."""
+
+
+def changed_settings(before: RunConfig, after: RunConfig) -> list[str]:
+    """`key: old -> new` for every resumable setting that differs (keys' variables by name only)."""
+    changed = []
+    for key in RESUME_SETTINGS:
+        old, new = _dotted(before, key), _dotted(after, key)
+        if old != new:
+            changed.append(f"{key}: {old!r} -> {new!r}")
+    prefixes = sorted(set(before.providers) | set(after.providers))
+    for prefix in prefixes:
+        old_env = before.providers[prefix].api_key_env if prefix in before.providers else None
+        new_env = after.providers[prefix].api_key_env if prefix in after.providers else None
+        if old_env != new_env:
+            changed.append(f"providers.{prefix}.api_key_env: {old_env!r} -> {new_env!r}")
+    return changed
+
+
+def _dotted(config: RunConfig, key: str) -> Any:
+    value: Any = config
+    for part in key.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def replay_run(session_id: str, sessions: Path, runtime: Runtime) -> ReplayReport:
+    """Re-issue a recorded session's tool calls on a fresh copy of its repository (a new session
+    `<id>-replay-<n>` beside the original, kept for inspection)."""
+    from harness.agent.reissue import free_id, recorded_calls, reissue
+
+    config = saved_config(sessions / session_id, {})
+    original = open_session(sessions, session_id)
+    calls = recorded_calls(original.dir)
+    if not calls:
+        raise SessionError(f"session {original.id} recorded no tool calls to replay")
+    with open_sandbox(runtime, None) as sandbox:
+        session = create_session(original.repo, sessions, config, sandbox, free_id(sessions, f"{original.id}-replay"))
+        with session, services(config, session, runtime) as running, mcp_servers(config, session, runtime) as servers:
+            return reissue(  # an MCP call is re-issued like any, beside the same services
+                calls, original.id, session, registry(config, servers, running), tool_context(config, session, sandbox)
+            )
+
+
+def saved_config(session_dir: Path, overrides: dict[str, Any], *, flags: bool = False) -> RunConfig:
+    """The config a run recorded in its session folder, with dotted overrides (None = keep; flags:
+    they are the command line's, see `with_overrides`)."""
+    saved = SessionFolder(session_dir).run_config
+    if not saved.is_file():
+        raise SessionError(f"no run recorded in {session_dir}")
+    try:
+        data = json.loads(saved.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise SessionError(f"{saved} is unreadable ({error}); the session cannot be continued") from None
+    return with_overrides(data, overrides, str(saved), flags=flags)
+
+
+def _start_record(
+    session: Session, config: RunConfig, state: RunState, repo: Path, *, resumed: bool, runtime: Runtime
+) -> None:
+    trajectory = Trajectory(session.dir, runtime.secrets)
+    trajectory.append(
+        StartRecord(
+            session_id=state.session_id,
+            task=state.task,
+            model=config.model or "",
+            repo=str(repo),
+            resumed=resumed,
+            config=config.model_dump(mode="json"),
+        ),
+        durable=True,
+    )
+    trajectory.close()

@@ -1,0 +1,172 @@
+"""`harness batch --workers auto`: how many task-runs run at once, decided as the batch goes.
+
+The cluster is started with the most sessions the machine could hold (`default_workers`, or an
+existing cluster's slots) and the limit moves inside that ceiling, the way TCP and adaptive
+concurrency limiters do:
+- it starts at 2 and doubles after each healthy task-run until the first sign of trouble (slow
+  start), then grows by one per healthy task-run that finished while the limit was in use;
+- it halves on trouble that says "too many": an engine failure (the run's or one of its attempts'
+  cause), a model rate limit (a 429 retried during the run), or memory pressure on this machine;
+- it steps down by one when the run's pace slowed: its sandbox overhead per call (the call's time
+  minus its command's own), or its model's milliseconds per output token, more than twice the best
+  seen in this batch (a task's own commands never count: only what contention stretches).
+Every change is one line of `concurrency.jsonl` in the batch directory (time, limit, running, why):
+the report draws the concurrency over time from it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+from sandbox import durable
+
+if TYPE_CHECKING:
+    from harness.batch.records import TaskRunRecord
+
+LOG = "concurrency.jsonl"
+"""The batch directory's record of the limit over time."""
+START = 2
+SLOWER = 2.0
+"""A pace this many times the batch's best counts as slowed."""
+MEMORY_FLOOR = 0.10
+"""Below this fraction of memory available, the limit halves."""
+ENGINE_CAUSES = frozenset({"engine_unavailable", "sandbox_failed", "workspace_failed", "snapshot_failed"})
+
+
+class Pace(NamedTuple):
+    """What one finished task-run says about the load (from its record)."""
+
+    engine_trouble: bool
+    rate_limited: int
+    call_overhead_ms: float | None
+    model_ms_per_token: float | None
+
+    @classmethod
+    def of(cls, record: TaskRunRecord) -> Pace:
+        causes = {record.cause, *(attempt.cause for attempt in record.attempts)}
+        return cls(
+            engine_trouble=bool(causes & ENGINE_CAUSES),
+            rate_limited=record.rate_limited,
+            call_overhead_ms=record.call_overhead_ms,
+            model_ms_per_token=record.model_ms_per_token,
+        )
+
+
+class Change(NamedTuple):
+    ts: float
+    limit: int
+    running: int
+    why: str
+
+
+def memory_available() -> float:
+    """The fraction of this machine's memory available."""
+    import psutil
+
+    memory = psutil.virtual_memory()
+    return float(memory.available) / float(memory.total) if memory.total else 1.0
+
+
+class Concurrency:
+    """The limit, and the rule that moves it. `log` is the batch directory's file (None: not kept)."""
+
+    def __init__(
+        self,
+        ceiling: int,
+        log: Path | None = None,
+        *,
+        memory: Callable[[], float] = memory_available,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.ceiling = max(1, ceiling)
+        self.limit = min(START, self.ceiling)
+        self.slow_start = True
+        self.best_overhead: float | None = None
+        self.best_per_token: float | None = None
+        self.log = log
+        self.memory = memory
+        self.clock = clock
+        self.changes: list[Change] = []
+        self._say(0, f"start at {self.limit} of at most {self.ceiling}")
+
+    def finished(self, pace: Pace, running: int) -> int:
+        """A task-run came back (running: how many still run): the new limit."""
+        was_full = running + 1 >= self.limit
+        if pace.engine_trouble:
+            return self._down(running, "an engine failure", halve=True)
+        if pace.rate_limited:
+            return self._down(
+                running, f"the model endpoint rate-limited ({pace.rate_limited} retries after 429)", halve=True
+            )
+        slowed = self._slowed(pace)
+        if slowed:
+            return self._down(running, slowed, halve=False)
+        if was_full and self.limit < self.ceiling:
+            grown = min(self.ceiling, self.limit * 2 if self.slow_start else self.limit + 1)
+            self._set(grown, running, "healthy at the limit" + (" (slow start)" if self.slow_start else ""))
+        return self.limit
+
+    def pressure(self, running: int) -> int:
+        """Before more task-runs start (after every result): memory pressure halves the limit."""
+        if self.memory() < MEMORY_FLOOR and self.limit > 1:
+            return self._down(running, f"memory pressure ({self.memory():.0%} available)", halve=True)
+        return self.limit
+
+    def ended(self) -> None:
+        """The batch stopped scheduling: the last line (where the report's chart ends)."""
+        self._say(0, "the batch ended")
+
+    def _slowed(self, pace: Pace) -> str | None:
+        why = None
+        if pace.call_overhead_ms is not None:
+            best = self.best_overhead
+            if best is not None and pace.call_overhead_ms > SLOWER * max(best, 5.0):
+                why = (
+                    f"sandbox overhead per call {pace.call_overhead_ms:.0f} ms, over {SLOWER:g}x the best {best:.0f} ms"
+                )
+            self.best_overhead = pace.call_overhead_ms if best is None else min(best, pace.call_overhead_ms)
+        if pace.model_ms_per_token is not None:
+            best = self.best_per_token
+            if why is None and best is not None and pace.model_ms_per_token > SLOWER * max(best, 1.0):
+                why = f"model {pace.model_ms_per_token:.0f} ms per output token, over {SLOWER:g}x the best {best:.0f}"
+            self.best_per_token = pace.model_ms_per_token if best is None else min(best, pace.model_ms_per_token)
+        return why
+
+    def _down(self, running: int, why: str, *, halve: bool) -> int:
+        self.slow_start = False
+        lower = max(1, self.limit // 2 if halve else self.limit - 1)
+        if lower != self.limit:
+            self._set(lower, running, why)
+        return self.limit
+
+    def _set(self, limit: int, running: int, why: str) -> None:
+        self.limit = limit
+        self._say(running, why)
+
+    def _say(self, running: int, why: str) -> None:
+        change = Change(ts=round(self.clock(), 3), limit=self.limit, running=running, why=why)
+        self.changes.append(change)
+        if self.log is not None:
+            durable.append_line(self.log, change._asdict())
+
+
+def read_log(batch_dir: Path) -> list[Change]:
+    """The limit over time of a batch run with `--workers auto` (every invocation's, oldest first);
+    lines that are not a change are skipped (a batch directory is outside input)."""
+    path = Path(batch_dir) / LOG
+    changes = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if path.is_file() else []:
+        try:
+            data = json.loads(line)
+            changes.append(
+                Change(
+                    ts=float(data["ts"]), limit=int(data["limit"]), running=int(data["running"]), why=str(data["why"])
+                )
+            )
+        except (ValueError, KeyError, TypeError):
+            continue
+    return changes

@@ -1,0 +1,76 @@
+"""The start-up benches on the real engine, small: `bench commands` (its own session and batch, each read
+command timed against both floors), `bench sandbox --burst` (every pattern, both sides, percentiles and
+success rates) and `bench startup` (the warm and cold one-shot beside `docker run` and `docker exec`).
+Figures are machine noise here; what is checked is that each side ran, succeeded and is reported."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(400)]
+
+
+def _bench(*args: str, label: str, tmp_path) -> dict:
+    env = {**os.environ, "HARNESS_RUN_ID": label, "HARNESS_WARM_DIR": str(tmp_path / "warm")}
+    done = subprocess.run(
+        [sys.executable, "-c", "from harness.cli import main; main()", "bench", *args, "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=380,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout)
+
+
+def test_bench_commands_times_every_read_command_on_a_real_session_and_batch(tmp_path, run_label, docker_client):
+    result = _bench("commands", "--rounds", "3", label=run_label, tmp_path=tmp_path)
+    assert [row["command"] for row in result["commands"]] == [
+        "--help",
+        "--version",
+        "session list",
+        "show SESSION",
+        "diff SESSION",
+        "export SESSION",
+        "report BATCH",
+    ]
+    assert result["bare"]["median_ms"] > 0 and result["typer_app"]["median_ms"] > 0
+    for row in result["commands"]:
+        assert row["latency"]["median_ms"] > 0
+        assert row["over_bare"] == pytest.approx(row["latency"]["median_ms"] / result["bare"]["median_ms"], abs=0.01)
+    left = docker_client.containers.list(all=True, filters={"label": f"harness.run={run_label}"})
+    assert left == [], "the fixture's runs leave no container"
+
+
+def test_bench_burst_reports_percentiles_and_success_for_every_pattern_on_both_sides(
+    tmp_path, run_label, docker_client
+):
+    result = _bench(
+        "sandbox", "--burst", "3", "--rounds", "1", "--stagger-ms", "50", label=run_label, tmp_path=tmp_path
+    )
+    assert result["n"] == 3 and [p["pattern"] for p in result["patterns"]] == ["sequential", "staggered", "burst"]
+    for pattern in result["patterns"]:
+        for side in ("harness", "docker_run"):
+            figures = pattern[side]
+            assert (figures["launches"], figures["succeeded"], figures["success_rate"]) == (3, 3, 1.0), figures
+            assert 0 < figures["p50_ms"] <= figures["p95_ms"] <= figures["p99_ms"] <= figures["max_ms"]
+    burst = result["patterns"][-1]
+    assert result["p99_over_docker_run_p50"] == burst["p99_over_docker_run_p50"] > 0
+    left = docker_client.containers.list(all=True, filters={"label": f"harness.run={run_label}"})
+    assert left == [], "the bench's warm service and docker runs leave no container"
+
+
+def test_bench_startup_compares_the_one_shot_with_docker_run_and_docker_exec(tmp_path, run_label, docker_client):
+    result = _bench("startup", "--rounds", "3", label=run_label, tmp_path=tmp_path)
+    for side in ("help", "exec", "cold_exec", "docker_run", "docker_exec"):
+        assert result[side]["median_ms"] > 0, side
+    assert result["exec_over_docker_exec"] == pytest.approx(
+        result["exec"]["median_ms"] / result["docker_exec"]["median_ms"], abs=0.01
+    )
+    left = docker_client.containers.list(all=True, filters={"label": f"harness.run={run_label}"})
+    assert left == [], "the live container and the warm service's are gone"

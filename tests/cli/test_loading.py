@@ -1,0 +1,77 @@
+"""What a command line loads: the command's own module (so typer builds its commands, not all of them),
+and a read command none of the run machinery: the agent loop, the tools, the providers, the gate's rule
+engine, the docker SDK, dulwich. The table that maps commands to modules is kept whole here."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+from harness import cli
+
+READ_COMMANDS_NEVER_LOAD = (
+    "harness.agent.loop",
+    "harness.assembly.runs",
+    "harness.config",
+    "harness.tools.registry",
+    "harness.providers.factory",
+    "harness.policy.gate",
+    "harness.landing.land",
+    "docker",
+    "dulwich",
+)
+
+
+def test_the_table_names_the_module_of_every_top_level_command_and_group():
+    app = cli.app  # every module loaded
+    registered = {info.name or info.callback.__name__: info.callback.__module__ for info in app.registered_commands}
+    registered.update(
+        {group.name: group.typer_instance.registered_commands[0].callback.__module__ for group in app.registered_groups}
+    )
+    assert {name: f"harness.cli.{module}" for name, module in cli.MODULE_OF.items()} == registered
+    assert set(cli.MODULE_OF.values()) == set(cli.COMMAND_MODULES)
+
+
+def _loaded(tmp_path, *argv: str) -> tuple[int, list[str], str]:
+    """Run `harness ARGV` in a fresh interpreter; its exit code, the modules it had loaded, its output."""
+    probe = textwrap.dedent(
+        f"""
+        import atexit, json, sys
+        atexit.register(lambda: sys.__stderr__.write("MODULES " + json.dumps(sorted(sys.modules)) + "\\n"))
+        sys.argv = ["harness", *{list(argv)!r}]
+        from harness.cli import main
+        main()
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        env={"HARNESS_STATE_DIR": str(tmp_path / "state"), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        timeout=60,
+    )
+    line = next(line for line in done.stderr.splitlines() if line.startswith("MODULES "))
+    return done.returncode, json.loads(line.removeprefix("MODULES ")), done.stdout
+
+
+def test_a_read_command_loads_its_module_and_none_of_the_run_machinery(tmp_path):
+    code, modules, out = _loaded(tmp_path, "session", "list")
+    assert code == 0 and "no sessions in" in out
+    commands = {m.rsplit(".", 1)[-1] for m in modules if m.startswith("harness.cli.") and m.endswith("_cmds")}
+    assert commands == {"session_cmds"}
+    assert [m for m in modules if m.split(".")[0] in ("docker", "dulwich") or m in READ_COMMANDS_NEVER_LOAD] == []
+    code, modules, _ = _loaded(tmp_path, "show", "nosuchsession")
+    assert code == 66
+    assert [m for m in modules if m.split(".")[0] in ("docker", "dulwich") or m in READ_COMMANDS_NEVER_LOAD] == []
+
+
+def test_help_a_typo_and_the_version_still_see_every_command(tmp_path):
+    code, modules, out = _loaded(tmp_path, "--help")
+    assert code == 0 and all(f" {name} " in out for name in ("apply", "session", "warm", "bench"))
+    assert {f"harness.cli.{name}" for name in cli.COMMAND_MODULES} <= set(modules)
+    code, modules, _ = _loaded(tmp_path, "sesion", "list")
+    assert code == 64 and "harness.cli.session_cmds" in modules, "a typo is told the command it may mean"
+    code, modules, out = _loaded(tmp_path, "--version")
+    assert code == 0 and out.startswith("harness ") and "typer" not in modules
