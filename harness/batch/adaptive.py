@@ -3,13 +3,17 @@
 The cluster is started with the most sessions the machine could hold (`default_workers`, or an
 existing cluster's slots) and the limit moves inside that ceiling, the way TCP and adaptive
 concurrency limiters do:
-- it starts at 2 and doubles after each healthy task-run until the first sign of trouble (slow
-  start), then grows by one per healthy task-run that finished while the limit was in use;
-- it halves on trouble that says "too many": an engine failure (the run's or one of its attempts'
+- it starts where a fixed `--workers` would (twice the cores, within memory) and doubles after each
+  healthy task-run that finished at the limit until the first sign of trouble (slow start), then
+  grows by one per such task-run;
+- it shrinks only on trouble that says "too many", by half: an engine failure (the run's or one of its attempts'
   cause), a model rate limit (a 429 retried during the run), or memory pressure on this machine;
-- it steps down by one when the run's pace slowed: its sandbox overhead per call (the call's time
-  minus its command's own), or its model's milliseconds per output token, more than twice the best
-  seen in this batch (a task's own commands never count: only what contention stretches).
+- it grows only while the pace holds: a run whose sandbox overhead per call (the call's time minus
+  its command's own) or model milliseconds per output token is more than twice the best seen in
+  this batch (a task's own commands never count: only what contention stretches) stops the growth
+  until the pace is back; when that ends the slow start (the doubling overshot), the limit also
+  steps back a quarter. With the sessions on this machine (a local cluster), cores more than 85%
+  busy since the last result stop the growth too: more at once would only queue for them.
 Every change is one line of `concurrency.jsonl` in the batch directory (time, limit, running, why):
 the report draws the concurrency over time from it.
 """
@@ -32,6 +36,8 @@ LOG = "concurrency.jsonl"
 START = 2
 SLOWER = 2.0
 """A pace this many times the batch's best counts as slowed."""
+CPU_BUSY = 0.85
+"""Cores this busy since the last result: growing would only queue (sessions on this machine)."""
 MEMORY_FLOOR = 0.10
 """Below this fraction of memory available, the limit halves."""
 ENGINE_CAUSES = frozenset({"engine_unavailable", "sandbox_failed", "workspace_failed", "snapshot_failed"})
@@ -63,6 +69,14 @@ class Change(NamedTuple):
     why: str
 
 
+def cpu_busy() -> float:
+    """The fraction of this machine's cores busy since the last call (every process: the engine, the
+    containers, the controllers); the first call starts the measure."""
+    import psutil
+
+    return float(psutil.cpu_percent(interval=None)) / 100
+
+
 def memory_available() -> float:
     """The fraction of this machine's memory available."""
     import psutil
@@ -79,16 +93,24 @@ class Concurrency:
         ceiling: int,
         log: Path | None = None,
         *,
+        start: int = START,
         memory: Callable[[], float] = memory_available,
+        cpu: Callable[[], float] | None = cpu_busy,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.ceiling = max(1, ceiling)
-        self.limit = min(START, self.ceiling)
+        self.limit = max(1, min(start, self.ceiling))
         self.slow_start = True
+        self.holding = False
+        """The pace slowed: no growth until it is back (said once in the log)."""
         self.best_overhead: float | None = None
         self.best_per_token: float | None = None
         self.log = log
         self.memory = memory
+        self.cpu = cpu
+        """None when the sessions run on other machines (an existing cluster): no CPU signal here."""
+        if cpu is not None:
+            cpu()
         self.clock = clock
         self.changes: list[Change] = []
         self._say(0, f"start at {self.limit} of at most {self.ceiling}")
@@ -103,8 +125,18 @@ class Concurrency:
                 running, f"the model endpoint rate-limited ({pace.rate_limited} retries after 429)", halve=True
             )
         slowed = self._slowed(pace)
+        busy = self.cpu() if self.cpu is not None else 0.0
+        if not slowed and busy >= CPU_BUSY:  # the cores are the limit: more at once would only queue
+            slowed = f"the machine's cores are {busy:.0%} busy"
+        elif slowed and self.slow_start:  # the doubling overshot: back a quarter, then grow no more
+            return self._down(running, slowed, halve=False, step=max(1, self.limit // 4))
         if slowed:
-            return self._down(running, slowed, halve=False)
+            self.slow_start = False
+            if not self.holding:
+                self.holding = True
+                self._say(running, f"holding: {slowed}")
+            return self.limit
+        self.holding = False
         if was_full and self.limit < self.ceiling:
             grown = min(self.ceiling, self.limit * 2 if self.slow_start else self.limit + 1)
             self._set(grown, running, "healthy at the limit" + (" (slow start)" if self.slow_start else ""))
@@ -136,9 +168,9 @@ class Concurrency:
             self.best_per_token = pace.model_ms_per_token if best is None else min(best, pace.model_ms_per_token)
         return why
 
-    def _down(self, running: int, why: str, *, halve: bool) -> int:
+    def _down(self, running: int, why: str, *, halve: bool, step: int = 1) -> int:
         self.slow_start = False
-        lower = max(1, self.limit // 2 if halve else self.limit - 1)
+        lower = max(1, self.limit // 2 if halve else self.limit - step)
         if lower != self.limit:
             self._set(lower, running, why)
         return self.limit

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.batch import shipping
-from harness.batch.adaptive import LOG, Concurrency, Pace
+from harness.batch.adaptive import LOG, Concurrency, Pace, cpu_busy
 from harness.batch.parents import bundle
 from harness.batch.records import BatchDir, TaskRunKey, TaskRunRecord
 from harness.batch.tasks import Task, TasksFile
@@ -76,17 +76,18 @@ class BatchSummary(BaseModel):
     elapsed_s: float
 
 
-def default_workers(session_memory: int = 1024**3) -> int:
+def default_workers(session_memory: int = 1024**3, *, adaptive: bool = False) -> int:
     """Concurrent sessions for a local cluster: twice the cores (a model's think time overlaps
     other sessions' work), no more than free memory allows at one session's limit plus its worker's
-    own ~200 MB, at most 16."""
+    own ~200 MB, at most 16. With adaptive (`--workers auto`), the ceiling its limit moves under:
+    memory's bound alone, at most 16 (how much think time overlaps is what it finds out)."""
     import os
 
     import psutil
 
     cores = os.cpu_count() or 1
     room = max(1, (psutil.virtual_memory().available - 1024**3) // (session_memory + 200 * 1024**2))
-    return int(max(1, min(2 * cores, room, 16)))
+    return int(max(1, min(room, 16) if adaptive else min(2 * cores, room, 16)))
 
 
 def plan(tasks: TasksFile, models: list[str], runs: int | None) -> list[tuple[TaskRunKey, Any]]:
@@ -110,7 +111,8 @@ def plan(tasks: TasksFile, models: list[str], runs: int | None) -> list[tuple[Ta
 
 @contextmanager
 def dask_client(cluster: str | None, workers: int) -> Iterator[Any]:
-    """A client of the given scheduler, or of a local cluster on 127.0.0.1 (one session per worker)."""
+    """A client of the given scheduler, or of a local cluster on 127.0.0.1 (one session per worker;
+    `client.cluster.scale(n)` adds workers later)."""
     import dask
     from distributed import Client, LocalCluster
 
@@ -169,11 +171,19 @@ def run_batch(
     ) as span:
         batch.trace_parent = span.carrier
         if batch.todo:  # everything recorded already: no cluster to start
-            with dask_client(cluster, workers) as client:
+            # --workers auto on a local cluster: workers start as the limit grows (never more than it)
+            growing = adaptive and not cluster
+            start = min(workers, default_workers()) if adaptive else workers
+            # auto: a local cluster starts one doubling ahead, so the first growth waits for no process
+            with dask_client(cluster, min(workers, 2 * start) if growing else start) as client:
                 # Workers of a local cluster share this filesystem; a cluster's may not: ship to those.
-                slots = max(1, _slots(client) or workers)
+                slots = workers if growing else max(1, _slots(client) or workers)
                 if adaptive:
-                    batch.concurrency = Concurrency(slots, batch.batch.root / LOG)
+                    batch.concurrency = Concurrency(
+                        slots, batch.batch.root / LOG, start=start, cpu=cpu_busy if growing else None
+                    )
+                    batch.grow = client.cluster.scale if growing else None
+                    batch.started_workers = min(workers, 2 * start)
                 batch.schedule(client, slots, shipping.Shipper(client) if cluster else None)
                 if batch.concurrency is not None:
                     batch.concurrency.ended()
@@ -221,6 +231,9 @@ class BatchRun:
         """The batch span's trace context, handed to every task-run."""
         self.concurrency: Concurrency | None = None
         """`--workers auto`: the limit below the cluster's slots, moved by each result."""
+        self.grow: Callable[[int], object] | None = None
+        """`--workers auto` on a local cluster: start workers up to n (`LocalCluster.scale`)."""
+        self.started_workers = 0
         on_event(BatchEvent(kind="planned", queued=len(self.todo), done=self.skipped))
 
     def spec(self, key: TaskRunKey, task: Task, shipper: shipping.Shipper | None) -> TaskRunSpec:
@@ -300,6 +313,9 @@ class BatchRun:
     def _submit_more(self, client: Any, slots: int, shipper: shipping.Shipper | None, pending: Any) -> None:
         if self.concurrency is not None:
             slots = self.concurrency.pressure(len(self.running))
+            if self.grow is not None and slots > self.started_workers:
+                self.grow(slots)  # the new workers join while the queued task-runs wait for them
+                self.started_workers = slots
         while self.queue and len(self.running) < slots and self.exhausted() is None and not self.stopping():
             key, task = self.queue.pop(0)
             future = client.submit(

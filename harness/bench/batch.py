@@ -209,7 +209,7 @@ def measure(
         folder = Path(tmp)
         model = f"scripted:{_script(folder, think_s)}"
         tasks_file = load_tasks(_tasks(folder, tasks))
-        plans = [(count, False) for count in workers] + ([(default_workers(), True)] if auto else [])
+        plans = [(count, False) for count in workers] + ([(default_workers(adaptive=True), True)] if auto else [])
         for count, adaptive in plans:
             out = folder / f"out-{count}{'-auto' if adaptive else ''}"
             label = f"{run_id}-w{count}{'a' if adaptive else ''}"
@@ -227,17 +227,19 @@ def measure(
                     adaptive=adaptive,
                 )
                 seconds = time.monotonic() - started
+            limits = [change.limit for change in read_log(out)]
+            at_once = max(limits) if adaptive and limits else count  # auto: the most it ran at once
             runs.append(
                 WorkersRun(
                     workers=count,
                     auto=adaptive,
-                    limits=[change.limit for change in read_log(out)],
+                    limits=limits,
                     seconds=round(seconds, 2),
                     verified=summary.verified,
                     peak_mb=round(sampler.peak / 1024**2, 1),
-                    mb_per_session=round(sampler.peak / 1024**2 / count, 1),
+                    mb_per_session=round(sampler.peak / 1024**2 / at_once, 1),
                     peak_pss_mb=round(sampler.peak_pss / 1024**2, 1),
-                    pss_mb_per_session=round(sampler.peak_pss / 1024**2 / count, 1),
+                    pss_mb_per_session=round(sampler.peak_pss / 1024**2 / at_once, 1),
                     container_starts=len(sampler.starts),
                     starts_per_s=round(len(sampler.starts) / seconds, 2),
                     cpu_s=round(sampler.cpu_s, 1),

@@ -107,7 +107,7 @@ def execute(
         err_console.print("stopping: no new task-run starts, running ones finish (Ctrl-C again to interrupt them)")
 
     adaptive = workers == "auto"
-    slots = default_workers() if adaptive or workers is None else _workers(workers)
+    slots = default_workers(adaptive=adaptive) if adaptive or workers is None else _workers(workers)
     live: Any = contextlib.nullcontext()
     if not json_out and console.is_terminal:
         _, on_terminal, live = live_display(real_console(console), slots)

@@ -1,6 +1,6 @@
 """`--workers auto`'s rule, on the paces a batch's records report: slow start, then one more per
-healthy result at the limit; halving on engine failures, 429s and memory pressure; one less when the
-sandbox or the model slowed past twice the batch's best; never above the ceiling or below one; every
+healthy result at the limit; halving on engine failures, 429s and memory pressure; no growth while
+the sandbox or the model is slower than twice the batch's best (a quarter back at the overshoot); never above the ceiling or below one; every
 change one line of the batch's log, which the report reads back (and skips what is not a change)."""
 
 from __future__ import annotations
@@ -15,10 +15,14 @@ from harness.report.render import as_markdown
 HEALTHY = Pace(engine_trouble=False, rate_limited=0, call_overhead_ms=40.0, model_ms_per_token=20.0)
 
 
-def _limiter(ceiling: int, tmp_path=None, memory: float = 0.8) -> Concurrency:
+def _limiter(ceiling: int, tmp_path=None, memory: float = 0.8, cpu=None) -> Concurrency:
     clock = iter(range(1000, 2000))
     return Concurrency(
-        ceiling, tmp_path / "concurrency.jsonl" if tmp_path else None, memory=lambda: memory, clock=lambda: next(clock)
+        ceiling,
+        tmp_path / "concurrency.jsonl" if tmp_path else None,
+        memory=lambda: memory,
+        cpu=cpu,
+        clock=lambda: next(clock),
     )
 
 
@@ -47,16 +51,35 @@ def test_trouble_halves_and_ends_the_slow_start(tmp_path):
     assert limiter.finished(HEALTHY._replace(engine_trouble=True), running=0) == 1, "never below one"
 
 
-def test_a_pace_twice_the_batch_best_steps_down_by_one():
-    limiter = _limiter(16)
+def test_a_pace_twice_the_batch_best_stops_the_growth_and_steps_back_a_quarter_at_the_overshoot(tmp_path):
+    limiter = _limiter(16, tmp_path)
     limiter.finished(HEALTHY, running=1)  # 4; best overhead 40 ms, 20 ms per token
     assert limiter.finished(HEALTHY._replace(call_overhead_ms=70.0), running=3) == 8, "under twice the best"
-    assert limiter.finished(HEALTHY._replace(call_overhead_ms=95.0), running=7) == 7
+    assert limiter.finished(HEALTHY._replace(call_overhead_ms=95.0), running=7) == 6, "the doubling overshot"
     assert "sandbox overhead per call 95 ms" in limiter.changes[-1].why
-    assert limiter.finished(HEALTHY._replace(model_ms_per_token=55.0), running=6) == 6
-    assert "ms per output token" in limiter.changes[-1].why
+    slow = HEALTHY._replace(model_ms_per_token=55.0)
+    assert limiter.finished(slow, running=5) == 6 and limiter.changes[-1].why.startswith("holding: model 55 ms")
+    assert limiter.finished(slow, running=5) == 6 and len(read_log(tmp_path)) == 5, "holding is said once"
+    assert limiter.finished(HEALTHY, running=5) == 7, "the pace is back: one more"
     unknown = HEALTHY._replace(call_overhead_ms=None, model_ms_per_token=None)  # no calls, no usage: no verdict
-    assert limiter.finished(unknown, running=5) == 7
+    assert limiter.finished(unknown, running=6) == 8
+
+
+def test_it_starts_where_a_fixed_count_would_within_the_ceiling():
+    assert Concurrency(16, start=4, memory=lambda: 0.8, cpu=None).limit == 4
+    assert Concurrency(3, start=4, memory=lambda: 0.8, cpu=None).limit == 3
+
+
+def test_busy_cores_hold_the_growth_on_this_machine_and_free_ones_let_it_go_on():
+    busy = iter([0.0, 0.5, 0.95, 0.97, 0.6])  # the first call starts the measure
+    limiter = _limiter(16, cpu=lambda: next(busy))
+    assert limiter.finished(HEALTHY, running=1) == 4
+    assert (
+        limiter.finished(HEALTHY, running=3) == 4
+        and limiter.changes[-1].why == "holding: the machine's cores are 95% busy"
+    )
+    assert limiter.finished(HEALTHY, running=3) == 4 and len(limiter.changes) == 3
+    assert limiter.finished(HEALTHY, running=3) == 5, "cores free again: one more (the slow start is over)"
 
 
 def test_memory_pressure_halves_before_more_start():

@@ -83,6 +83,22 @@ def test_exec_human_output_runs_the_example_tests(run_label, sandbox_image) -> N
     assert "2 failed, 2 passed" in done.stdout
 
 
+@pytest.mark.docker
+def test_the_plain_form_without_a_warm_service_prints_what_the_full_command_prints(run_label, sandbox_image, tmp_path):
+    """`exec PATH -- CMD` with no warm service skips the command line (typer, rich) and starts its own
+    container; a flag the quick path does not take goes through the command line. Same words, same
+    code, and a container's terminal escapes shown as text, never sent to the terminal."""
+    command = ["--", "sh", "-c", "printf 'a\\033]0;owned\\007b\\033[2Jc\\n'; echo err >&2; exit 3"]
+    quick = harness("exec", EXAMPLE, *command, run_label=run_label, HARNESS_WARM_DIR=str(tmp_path / "none"))
+    full = harness("exec", "--timeout", "60", EXAMPLE, *command, run_label=run_label, HARNESS_WARM_DIR=str(tmp_path))
+    assert quick.returncode == full.returncode == 3
+    assert "\x1b" not in quick.stdout + full.stdout and "\x07" not in quick.stdout
+    assert "a\\x1b]0;owned\\x07b\\x1b[2Jc" in quick.stdout
+    strip = [line for line in quick.stdout.splitlines() if not line.startswith("exit_code=")]
+    assert strip == [line for line in full.stdout.splitlines() if not line.startswith("exit_code=")]
+    assert strip == ["--- stdout ---", "a\\x1b]0;owned\\x07b\\x1b[2Jc", "--- stderr ---", "err"]
+
+
 @pytest.mark.parametrize(
     "flags",
     [
