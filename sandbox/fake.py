@@ -98,6 +98,9 @@ class FakeSandbox:
     def prewarm(self, *, workspace: Path, spec: SandboxSpec, mounts: Sequence[Mount] = ()) -> None:
         """Nothing to pre-start."""
 
+    def quiesce(self) -> None:
+        """Nothing starts ahead of time here."""
+
     def close(self) -> None:
         """Nothing is owned between calls."""
 

@@ -129,6 +129,11 @@ class Sandbox(Protocol):
         """Start single-use containers for these arguments ahead of time (no-op if unsupported)."""
         ...
 
+    def quiesce(self) -> None:
+        """Start nothing more ahead of time and wait for what is starting: a workspace the warm
+        containers mount is about to go (no-op if unsupported)."""
+        ...
+
     def close(self) -> None:
         """Kill and remove every container this sandbox still owns."""
         ...

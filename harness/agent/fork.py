@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from harness.agent.context import Context, ContextConfig, ContextState, Entry, call_label
+from harness.agent.context import Context, ContextState, Entry, call_label
 from harness.agent.outcome import RunState
 from harness.errors import UsageError
 from harness.trajectory import RequestRecord, StepRecord, ToolRecord, TurnRecord, VerifyRecord
 from harness.types import ToolCall, is_summary_request
+
+if TYPE_CHECKING:
+    from harness.config import ContextConfig
 
 
 @dataclass(frozen=True)

@@ -576,6 +576,8 @@ def _run_agent(
     if result.cause is None:  # ended: its snapshots stay, the workspace copy goes (made again when needed)
         from sandbox.errors import SandboxError
 
+        sandbox.quiesce()  # no warm start after this may have the engine make the workspace's path again
+
         expected = session.shared is None or bool(session.config.workspace_quota)  # kept by design
         try:  # a workspace that cannot go now stays, whole; the trajectory says why
             kept = (

@@ -135,6 +135,9 @@ class TimedSandbox:
     def adopt(self, containers: Any, **kwargs: Any) -> None:
         self.inner.adopt(containers, **kwargs)
 
+    def quiesce(self) -> None:
+        self.inner.quiesce()
+
     def close(self) -> None:
         self.inner.close()
 

@@ -255,6 +255,10 @@ class DockerSandbox:
         """Remove a container from `start_one` off the caller's path."""
         self.pool.release(cid)
 
+    def quiesce(self) -> None:
+        """Start no more containers ahead of time and wait for those starting (see `WarmPool.drain`)."""
+        self.pool.drain()
+
     def close(self) -> None:
         """Kill and remove every container this sandbox still owns."""
         self.pool.close()

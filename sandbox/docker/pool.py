@@ -70,6 +70,8 @@ class WarmPool:
         """Keys holding adopted containers: no refill while more than one is left."""
         self._busy = 0
         self._closed = False
+        self._draining = False
+        """No more background starts (`drain`); calls still start what they need."""
         self.starters = STARTERS
         self._starter = ThreadPoolExecutor(max_workers=self.starters, thread_name_prefix="harness-pool-start")
         self._reaper = ThreadPoolExecutor(max_workers=2, thread_name_prefix="harness-pool-remove")
@@ -93,7 +95,7 @@ class WarmPool:
     def prewarm(self, key: str, config: dict[str, Any], family: str = "") -> None:
         """Start containers in the background until the key's target are ready or starting."""
         with self._lock:
-            if self._closed:
+            if self._closed or self._draining:
                 return
             self._register(key, config, family)
             self._unfilled.discard(key)
@@ -155,6 +157,14 @@ class WarmPool:
         """Block until no start or removal is in flight (benchmarks time calls outside this)."""
         with self._lock:
             return self._lock.wait_for(lambda: self._busy == 0, timeout)
+
+    def drain(self, timeout_s: float = 60.0) -> None:
+        """Start nothing more in the background and wait for the starts under way (what they start
+        stays ready): before a folder the containers bind goes away, so that no late start has the
+        engine make its path again (it creates a missing bind source as an empty directory)."""
+        with self._lock:
+            self._draining = True
+            self._lock.wait_for(lambda: not any(self._pending.values()), timeout=timeout_s)
 
     def close(self) -> None:
         """Discard every idle container and wait for background work to finish."""

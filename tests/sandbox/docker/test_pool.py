@@ -155,3 +155,31 @@ def test_acquire_joins_a_start_already_under_way_instead_of_starting_another() -
     pool.release(cid)
     pool.close()
     assert engine.alive == set()
+
+
+def test_drain_waits_for_the_starts_under_way_and_starts_nothing_more_in_the_background() -> None:
+    """Before a run's workspace goes: a start that finished after it would have the engine make the
+    folder it binds again (an empty directory where the retired workspace was)."""
+    engine = Engine()
+    gate = threading.Event()
+    finished: list[str] = []
+
+    def slow_start(config: dict, kind: str) -> str:
+        if kind == "pool":
+            gate.wait(5)
+        cid = engine.start(config, kind)
+        finished.append(kind)
+        return cid
+
+    pool = WarmPool(slow_start, engine.remove, PoolConfig(size=2, initial=2))
+    pool.prewarm("k", {"image": "i1"})
+    threading.Timer(0.3, gate.set).start()
+    pool.drain()
+    assert finished == ["pool", "pool"], "drain returns only once the starts under way are done"
+    pool.prewarm("k", {"image": "i1"})
+    cid = pool.acquire("k", {"image": "i1"})  # a call still gets a container: a ready one
+    pool.release(cid)
+    pool.wait_idle()
+    assert [kind for _, kind in engine.started] == ["pool", "pool"], "no refill after a drain"
+    pool.close()
+    assert engine.alive == set()
