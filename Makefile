@@ -54,7 +54,7 @@ check: deps
 # Two workers, a whole test file each (a file's shared sessions and batches stay in one process; every
 # test labels its containers with its worker's run id, so the workers never remove each other's).
 test: setup browser check
-	$(BIN)/python -m pytest -n 2 --dist loadfile $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n 2 --dist loadfile --durations=15 $(PYTEST_ARGS)
 
 # The edit-test loop: the tests that need no engine, in parallel (no Docker, no browser, no image).
 test-fast: deps
