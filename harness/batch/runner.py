@@ -171,10 +171,10 @@ def run_batch(
     ) as span:
         batch.trace_parent = span.carrier
         if batch.todo:  # everything recorded already: no cluster to start
-            # --workers auto on a local cluster: workers start as the limit grows (never more than it)
+            # --workers auto on a local cluster: workers start one doubling ahead of the limit (its first
+            # growth waits for no process), then as it grows; an existing cluster's are all there
             growing = adaptive and not cluster
             start = min(workers, default_workers()) if adaptive else workers
-            # auto: a local cluster starts one doubling ahead, so the first growth waits for no process
             with dask_client(cluster, min(workers, 2 * start) if growing else start) as client:
                 # Workers of a local cluster share this filesystem; a cluster's may not: ship to those.
                 slots = workers if growing else max(1, _slots(client) or workers)

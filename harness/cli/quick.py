@@ -68,7 +68,7 @@ def run(argv: list[str]) -> int | None:
     except ValueError:
         return _error(MALFORMED, ExitCode.INTERNAL)
     if isinstance(reply, ErrorReply):
-        return _error(reply.error, reply.exit_code)
+        return _error(visible(reply.error), reply.exit_code)
     return _printed(reply.envelope, reply.headline, as_json)
 
 
