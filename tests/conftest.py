@@ -131,13 +131,3 @@ def harbor_python() -> Path:
     from tests.harbor_venv import harbor_python as made
 
     return made()
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Files with the most slow tests first, each file's own order kept: `make test` gives two workers
-    a whole file at a time, and a long file handed out last would leave one worker alone at the end."""
-    slow: dict[Path, int] = {}
-    for item in items:
-        if item.get_closest_marker("slow") is not None:
-            slow[item.path] = slow.get(item.path, 0) + 1
-    items.sort(key=lambda item: -slow.get(item.path, 0))

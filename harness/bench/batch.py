@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from harness.batch.adaptive import read_log
 from harness.batch.runner import BatchBudget, default_workers, run_batch
 from harness.batch.tasks import load_tasks
-from harness.bench.measure import ratio
+from harness.bench.measure import docker_labels, ratio
 from harness.bench.run import EXAMPLE
 from sandbox import labels
 
@@ -177,7 +177,7 @@ def _engine_ceiling(image_ref: str, run_id: str, seconds: float = 8.0, parallel:
     def loop() -> None:
         while time.monotonic() < deadline:
             subprocess.run(
-                [docker, "run", "--rm", "--network", "none", "--label", f"{labels.RUN}={run_id}", image_ref, "true"],
+                [docker, "run", "--rm", "--network", "none", *docker_labels(run_id), image_ref, "true"],
                 capture_output=True,
                 check=False,
             )

@@ -26,8 +26,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from harness.bench.measure import CLI, cli_env, ratio
-from sandbox import labels
+from harness.bench.measure import CLI, cli_env, docker_labels, ratio
 from sandbox.warm import protocol
 
 PATTERNS = ("sequential", "staggered", "burst")
@@ -153,18 +152,7 @@ def measure(
             (repo / "README").write_text(f"sandbox {index}\n")
             repos.append(repo)
         ours = [[*CLI, "exec", str(repo), "--image", image, "--", "echo", EXPECTED] for repo in repos]
-        bare = [
-            docker,
-            "run",
-            "--rm",
-            "--network",
-            "none",
-            "--label",
-            f"{labels.RUN}={run_id}",
-            image_ref,
-            "echo",
-            EXPECTED,
-        ]
+        bare = [docker, "run", "--rm", "--network", "none", *docker_labels(run_id), image_ref, "echo", EXPECTED]
         theirs = [list(bare) for _ in repos]
         started = subprocess.run(
             [*CLI, "warm", "start", "--image", image, f"--per-spec={n}", "--per-run=0"],

@@ -18,6 +18,17 @@ CLI = [sys.executable, "-c", "from harness.cli import main; main()"]
 """`harness` as a fresh process of this interpreter (what a bench times, or starts a service with)."""
 
 
+def docker_labels(run_id: str) -> list[str]:
+    """`--label` flags for a container a bench makes with the docker CLI: its run, this process as
+    its controller (so `harness sandbox prune` elsewhere leaves it while the bench runs) and its kind."""
+    import os
+
+    from sandbox import labels
+
+    marks = {labels.RUN: run_id, labels.PID: str(os.getpid()), labels.KIND: "bench"}
+    return [flag for name, value in marks.items() for flag in ("--label", f"{name}={value}")]
+
+
 def cli_env(**extra: str) -> dict[str, str]:
     """The environment of timed `harness` processes: this one's, as installed, so without
     PYTHONDONTWRITEBYTECODE (the warm-up writes harness's bytecode, as pip does the libraries'; no

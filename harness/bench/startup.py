@@ -23,8 +23,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from harness.bench.measure import CLI, Latency, cli_env, latency, ratio, side_by_side
-from sandbox import labels
+from harness.bench.measure import CLI, Latency, cli_env, docker_labels, latency, ratio, side_by_side
 from sandbox.warm import protocol
 
 
@@ -92,11 +91,11 @@ def measure(*, image_ref: str, run_id: str, rounds: int = 10) -> StartupBench:
         (repo / "README").write_text("bench\n")
         warm_env = {**env, "HARNESS_WARM_DIR": str(Path(tmp) / "warm")}
         cold_env = {**env, "HARNESS_WARM_DIR": str(Path(tmp) / "none")}
-        bare = [docker, "run", "--rm", "--network", "none", "--label", f"{labels.RUN}={run_id}", image_ref, "true"]
+        bare = [docker, "run", "--rm", "--network", "none", *docker_labels(run_id), image_ref, "true"]
         one_shot = [*CLI, "exec", str(repo), "--image", image_ref, "--", "true"]
         live = f"harness-bench-live-{run_id}"
-        _run([docker, "run", "-d", "--rm", "--name", live, "--network", "none", "--label", f"{labels.RUN}={run_id}",
-              image_ref, "sleep", "3600"])  # fmt: skip
+        _run([docker, "run", "-d", "--rm", "--name", live, "--network", "none", *docker_labels(run_id), image_ref,
+              "sleep", "3600"])  # fmt: skip
         _run([*CLI, "warm", "start", "--image", image_ref, "--per-run", "0"], warm_env)
         try:
             folder = protocol.engine_folder(Path(tmp) / "warm", warm_env.get("DOCKER_HOST") or None)
