@@ -51,10 +51,11 @@ check: deps
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# Two workers, a whole test file each (a file's shared sessions and batches stay in one process; every
-# test labels its containers with its worker's run id, so the workers never remove each other's).
+# Three workers, a whole test file each (a file's shared sessions and batches stay in one process; every
+# test labels its containers with its worker's run id, so the workers never remove each other's). Three
+# on two cores: the tests wait on the engine and the containers more than they compute.
 test: setup browser check
-	$(BIN)/python -m pytest -n 2 --dist loadfile --durations=15 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n 3 --dist loadfile --durations=15 $(PYTEST_ARGS)
 
 # The edit-test loop: the tests that need no engine, in parallel (no Docker, no browser, no image).
 test-fast: deps
