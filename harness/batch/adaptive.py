@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sandbox import durable
 
@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 LOG = "concurrency.jsonl"
 """The batch directory's record of the limit over time."""
 START = 2
+STARTED = "start at"
+"""How the first line of each invocation's changes begins (the report splits the log there)."""
 SLOWER = 2.0
 """A pace this many times the batch's best counts as slowed."""
 CPU_BUSY = 0.85
@@ -113,7 +115,7 @@ class Concurrency:
             cpu()
         self.clock = clock
         self.changes: list[Change] = []
-        self._say(0, f"start at {self.limit} of at most {self.ceiling}")
+        self._say(0, f"{STARTED} {self.limit} of at most {self.ceiling}")
 
     def finished(self, pace: Pace, running: int) -> int:
         """A task-run came back (running: how many still run): the new limit."""
@@ -144,8 +146,9 @@ class Concurrency:
 
     def pressure(self, running: int) -> int:
         """Before more task-runs start (after every result): memory pressure halves the limit."""
-        if self.memory() < MEMORY_FLOOR and self.limit > 1:
-            return self._down(running, f"memory pressure ({self.memory():.0%} available)", halve=True)
+        available = self.memory()
+        if available < MEMORY_FLOOR and self.limit > 1:
+            return self._down(running, f"memory pressure ({available:.0%} available)", halve=True)
         return self.limit
 
     def ended(self) -> None:
@@ -184,6 +187,16 @@ class Concurrency:
         self.changes.append(change)
         if self.log is not None:
             durable.append_line(self.log, change._asdict())
+
+
+def invocations(changes: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+    """The changes (as `Change._asdict()`) split per invocation of the batch, oldest first."""
+    runs: list[list[Mapping[str, Any]]] = []
+    for change in changes:
+        if str(change["why"]).startswith(STARTED) or not runs:
+            runs.append([])
+        runs[-1].append(change)
+    return runs
 
 
 def read_log(batch_dir: Path) -> list[Change]:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from harness.bench.measure import CLI, cli_env, docker_labels, ratio
+from harness.bench.measure import CLI, cli_env, docker_labels, ratio, warm_ready
 from sandbox.warm import protocol
 
 PATTERNS = ("sequential", "staggered", "burst")
@@ -124,16 +124,6 @@ def arrivals(
     return results
 
 
-def _wait_ready(folder: Path, image: str, n: int, timeout_s: float = 180.0) -> None:
-    """Until the warm service has n containers of image ready (it refills after every burst)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if protocol.status(folder).ready.get(image, 0) >= n:
-            return
-        time.sleep(0.2)
-    raise RuntimeError(f"the warm service did not have {n} containers ready within {timeout_s:.0f} s")
-
-
 def measure(
     *, image: str, image_ref: str, run_id: str, n: int = 20, rounds: int = 2, stagger_ms: float = 100.0
 ) -> BurstBench:
@@ -172,8 +162,8 @@ def measure(
                         ("docker_run", lambda p=pattern: arrivals(theirs, env, p, stagger_ms)),  # type: ignore[misc]
                     ]
                     for side, action in sides if round_ % 2 == 0 else reversed(sides):
-                        if side == "harness":
-                            _wait_ready(folder, image, n)
+                        if side == "harness" and not warm_ready(folder, image, n, timeout_s=180.0):
+                            raise RuntimeError(f"the warm service did not have {n} containers ready within 180 s")
                         samples.setdefault((pattern, side), []).extend(action())
         finally:
             subprocess.run([*CLI, "warm", "stop"], capture_output=True, env=env, check=False)

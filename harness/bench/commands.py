@@ -22,7 +22,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from harness.assembly.engine import prune_containers
-from harness.bench.measure import CLI, Latency, cli_env, latency, ratio, side_by_side
+from harness.bench.measure import CLI, Latency, cli_env, latency, ratio, run_checked, side_by_side
 from harness.bench.run import EXAMPLE, TASK, VERIFY
 
 BARE = "import typer, rich, pydantic"
@@ -58,12 +58,6 @@ class CommandsBench(BaseModel):
     commands: list[CommandTime]
 
 
-def _check(argv: list[str], env: dict[str, str]) -> None:
-    done = subprocess.run(argv, capture_output=True, env=env, check=False, stdin=subprocess.DEVNULL)
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv[3:7])} ... exited {done.returncode}: {done.stderr.decode()[-400:]}")
-
-
 def _fixture(tmp: Path, env: dict[str, str]) -> tuple[str, Path]:
     """A session of the offline example and a batch of two task-runs: (session id, batch dir)."""
     import json
@@ -73,7 +67,7 @@ def _fixture(tmp: Path, env: dict[str, str]) -> tuple[str, Path]:
     repo = tmp / "calc"
     shutil.copytree(EXAMPLE / "calc", repo)
     script = f"scripted:{EXAMPLE / 'calc-fix.yaml'}"
-    _check(
+    run_checked(
         [*CLI, "run", "--image", "py311", "--model", script, str(repo), "--task", TASK, "--verify", VERIFY, "--json"],
         env,
     )
@@ -89,7 +83,7 @@ def _fixture(tmp: Path, env: dict[str, str]) -> tuple[str, Path]:
         )
     )
     batch = tmp / "batch"
-    _check([*CLI, "batch", str(tasks), "--out", str(batch), "--workers", "2", "--json"], env)
+    run_checked([*CLI, "batch", str(tasks), "--out", str(batch), "--workers", "2", "--json"], env)
     return str(session), batch
 
 
@@ -109,10 +103,10 @@ def measure(*, docker_host: str | None, run_id: str, rounds: int = 10) -> Comman
                 "export SESSION": ["export", session, "-o", str(tmp / "export.json")],
                 "report BATCH": ["report", str(batch)],
             }
-            sides = {"bare": lambda: _check([sys.executable, "-c", BARE], env)}
-            sides["typer_app"] = lambda: _check([sys.executable, "-c", TYPER_APP], env)
+            sides = {"bare": lambda: run_checked([sys.executable, "-c", BARE], env)}
+            sides["typer_app"] = lambda: run_checked([sys.executable, "-c", TYPER_APP], env)
             for label, argv in commands.items():
-                sides[label] = lambda argv=argv: _check([*CLI, *argv], env)  # type: ignore[misc]
+                sides[label] = lambda argv=argv: run_checked([*CLI, *argv], env)  # type: ignore[misc]
             samples = side_by_side(sides, rounds=rounds)
         finally:  # the runs close their containers; this is the backstop
             prune_containers(docker_host, everything=True, run_id=run_id)

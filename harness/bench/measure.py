@@ -11,11 +11,38 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 from pydantic import BaseModel
 
 CLI = [sys.executable, "-c", "from harness.cli import main; main()"]
 """`harness` as a fresh process of this interpreter (what a bench times, or starts a service with)."""
+
+
+def run_checked(argv: list[str], env: dict[str, str] | None = None) -> None:
+    """Run a bench's process (stdin closed, output captured); RuntimeError with its stderr's tail when
+    it fails."""
+    import subprocess
+
+    done = subprocess.run(argv, capture_output=True, env=env, stdin=subprocess.DEVNULL, check=False)
+    if done.returncode != 0:
+        shown = " ".join(part for part in argv[:7] if not part.startswith("from harness.cli"))
+        raise RuntimeError(f"{shown} ... exited {done.returncode}: {done.stderr.decode(errors='replace')[-400:]}")
+
+
+def warm_ready(folder: Path, image: str, count: int, timeout_s: float) -> bool:
+    """Wait until the warm service in folder has count containers of image ready (it refills in the
+    background after every call); False when it had not within timeout_s."""
+    import time
+
+    from sandbox.warm import protocol
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if protocol.status(folder).ready.get(image, 0) >= count:
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def docker_labels(run_id: str) -> list[str]:

@@ -12,7 +12,6 @@ harness images are never touched).
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -21,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from harness.bench.measure import ratio
+from harness.bench.measure import ratio, run_checked
 
 PROJECT = Path(__file__).resolve().parents[2]
 """The checkout the package is installed from (a wheel has none: the bench says so)."""
@@ -57,11 +56,8 @@ def measure(client: Any, *, run_id: str, image: str = "py311", log: Any = lambda
     with tempfile.TemporaryDirectory(prefix="harness-bench-setup-") as tmp:
         started = time.monotonic()
         venv = Path(tmp) / "venv"
-        _run([sys.executable, "-m", "venv", str(venv)], "making a venv")
-        _run(
-            [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-cache-dir", str(PROJECT)],
-            "installing the package",
-        )
+        run_checked([sys.executable, "-m", "venv", str(venv)])
+        run_checked([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-cache-dir", str(PROJECT)])
         install_s = time.monotonic() - started
         shutil.rmtree(venv, ignore_errors=True)
     try:
@@ -82,9 +78,3 @@ def measure(client: Any, *, run_id: str, image: str = "py311", log: Any = lambda
         floor_s=round(floor, 1),
         demo_over_floor=ratio(demo, floor),
     )
-
-
-def _run(argv: list[str], what: str) -> None:
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"{what} failed (exit {done.returncode}): {done.stderr.strip()[-300:]}")

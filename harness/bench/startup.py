@@ -18,12 +18,21 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from pydantic import BaseModel
 
-from harness.bench.measure import CLI, Latency, cli_env, docker_labels, latency, ratio, side_by_side
+from harness.bench.measure import (
+    CLI,
+    Latency,
+    cli_env,
+    docker_labels,
+    latency,
+    ratio,
+    run_checked,
+    side_by_side,
+    warm_ready,
+)
 from sandbox.warm import protocol
 
 
@@ -51,27 +60,13 @@ class StartupBench(BaseModel):
     image: str = ""
 
 
-def _run(argv: list[str], env: dict[str, str] | None = None) -> None:
-    done = subprocess.run(argv, capture_output=True, env=env, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv[:4])} ... exited {done.returncode}: {done.stderr.decode()[-300:]}")
-
-
-def _refilled(folder: Path, image: str, timeout_s: float = 30.0) -> None:
-    """Until the warm service has its ready containers back (it starts one after each call, in the
-    background): between two commands, as when a person or a model takes a moment between them."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and protocol.status(folder).ready.get(image, 0) < 2:
-        time.sleep(0.05)
-
-
 def measure(*, image_ref: str, run_id: str, rounds: int = 10) -> StartupBench:
     """Time both pairs `rounds` times each (fresh processes every time)."""
     env = cli_env(HARNESS_RUN_ID=run_id)
     help_samples = side_by_side(
         {
-            "help": lambda: _run([*CLI, "--help"], env),
-            "typer": lambda: _run([sys.executable, "-c", "import typer"], env),
+            "help": lambda: run_checked([*CLI, "--help"], env),
+            "typer": lambda: run_checked([sys.executable, "-c", "import typer"], env),
         },
         rounds=rounds,
     )
@@ -94,23 +89,23 @@ def measure(*, image_ref: str, run_id: str, rounds: int = 10) -> StartupBench:
         bare = [docker, "run", "--rm", "--network", "none", *docker_labels(run_id), image_ref, "true"]
         one_shot = [*CLI, "exec", str(repo), "--image", image_ref, "--", "true"]
         live = f"harness-bench-live-{run_id}"
-        _run([docker, "run", "-d", "--rm", "--name", live, "--network", "none", *docker_labels(run_id), image_ref,
+        run_checked([docker, "run", "-d", "--rm", "--name", live, "--network", "none", *docker_labels(run_id), image_ref,
               "sleep", "3600"])  # fmt: skip
-        _run([*CLI, "warm", "start", "--image", image_ref, "--per-run", "0"], warm_env)
+        run_checked([*CLI, "warm", "start", "--image", image_ref, "--per-run", "0"], warm_env)
         try:
             folder = protocol.engine_folder(Path(tmp) / "warm", warm_env.get("DOCKER_HOST") or None)
             samples = side_by_side(
                 {
-                    "exec": lambda: _run(one_shot, warm_env),
-                    "cold": lambda: _run(one_shot, cold_env),
-                    "docker_run": lambda: _run(bare),
-                    "docker_exec": lambda: _run([docker, "exec", live, "true"]),
+                    "exec": lambda: run_checked(one_shot, warm_env),
+                    "cold": lambda: run_checked(one_shot, cold_env),
+                    "docker_run": lambda: run_checked(bare),
+                    "docker_exec": lambda: run_checked([docker, "exec", live, "true"]),
                 },
                 rounds=rounds,
-                between=lambda: _refilled(folder, image_ref),
+                between=lambda: warm_ready(folder, image_ref, 2, timeout_s=30.0),  # as between two commands
             )
         finally:
-            _run([*CLI, "warm", "stop"], warm_env)
+            run_checked([*CLI, "warm", "stop"], warm_env)
             subprocess.run([docker, "rm", "-f", live], capture_output=True, check=False)
     ours, cold, theirs = latency(samples["exec"]), latency(samples["cold"]), latency(samples["docker_run"])
     into = latency(samples["docker_exec"])

@@ -10,21 +10,6 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-COMMAND_MODULES = (
-    "apply_cmds",
-    "batch_cmds",
-    "bench_cmds",
-    "model_cmds",
-    "report_cmds",
-    "run_cmds",
-    "sandbox_cmds",
-    "session_cmds",
-    "tasks_cmds",
-    "tool_cmds",
-    "warm_cmds",
-)
-"""Importing a command module registers its commands on `app` / `bench_app`."""
-
 MODULE_OF = {
     "apply": "apply_cmds",
     "batch": "batch_cmds",
@@ -54,6 +39,9 @@ MODULE_OF = {
 }
 """The module that registers each top-level command or group (a test keeps this whole): a command
 line loads only its command's module, so typer builds that module's commands, not all of them."""
+
+COMMAND_MODULES = tuple(sorted(set(MODULE_OF.values())))
+"""Importing a command module registers its commands on `app` / `bench_app`."""
 
 
 def _load(command: str | None = None) -> Any:

@@ -15,8 +15,8 @@ if TYPE_CHECKING:
 
 from harness.cli import environment
 from harness.cli.environment import docker_host, state_dir
+from harness.cli.failure import error_line, exit_code_for, internal_line
 from harness.errors import ExitCode, HarnessError
-from harness.storage import describe, is_storage_failure
 from sandbox.errors import SandboxError
 
 __all__ = [
@@ -154,20 +154,6 @@ def fail(message: str, code: int) -> NoReturn:
     raise typer.Exit(int(code))
 
 
-def exit_code_for(error: BaseException) -> int:
-    """The documented exit code of an error: its class says (see harness.errors.ExitCode)."""
-    code = getattr(error, "exit_code", None)
-    if isinstance(code, int):
-        return code
-    if is_storage_failure(error):
-        return ExitCode.STORAGE
-    if isinstance(error, FileNotFoundError):
-        return ExitCode.NOT_FOUND
-    if isinstance(error, ValueError):
-        return ExitCode.USAGE
-    return ExitCode.INTERNAL
-
-
 @contextlib.contextmanager
 def reported() -> Iterator[None]:
     """Turn our exceptions into a one-line error and a distinct exit code."""
@@ -202,18 +188,13 @@ def main() -> None:
         from rich.markup import escape
 
         # Raised outside a command's `reported()` block: still one line and the class's exit code.
-        text = describe(error) if isinstance(error, OSError) and is_storage_failure(error) else str(error)
-        err_console.print(f"[bold red]error:[/] {escape(text)}", soft_wrap=True)
+        err_console.print(f"[bold red]error:[/] {escape(error_line(error))}", soft_wrap=True)
         sys.exit(exit_code_for(error))
     except Exception as error:
         if environment.show_tracebacks():
             raise
         from rich.markup import escape
 
-        err_console.print(
-            f"[bold red]internal error:[/] {type(error).__name__}: {escape(str(error))} "
-            "(set HARNESS_TRACEBACK=1 to see where; please report it)",
-            soft_wrap=True,
-        )
+        err_console.print(f"[bold red]internal error:[/] {escape(internal_line(error))}", soft_wrap=True)
         sys.exit(int(ExitCode.INTERNAL))
     sys.exit(result if isinstance(result, int) else 0)

@@ -81,6 +81,7 @@ def _cold(path: str, image: str, as_json: bool, command: list[str]) -> int | Non
     from pathlib import Path
 
     from harness.assembly import engine
+    from harness.cli.failure import error_line, exit_code_for, internal_line
     from harness.errors import HarnessError
     from sandbox.errors import SandboxError
     from sandbox.spec import SandboxSpec
@@ -89,24 +90,15 @@ def _cold(path: str, image: str, as_json: bool, command: list[str]) -> int | Non
         envelope = engine.execute_once(
             environment.docker_host(), environment.run_id("cli"), Path(path), command, SandboxSpec(image=image), None
         )
-    except (HarnessError, SandboxError) as error:  # as the full command's `reported()` says them
-        code = getattr(error, "exit_code", None)
-        return _error(visible(str(error)), int(code) if isinstance(code, int) else ExitCode.INTERNAL)
+    except (HarnessError, SandboxError, OSError) as error:  # as the full command says them
+        return _error(visible(error_line(error)), exit_code_for(error))
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
-    except Exception as error:  # the full command's last resorts, in its words
-        from harness.storage import describe, is_storage_failure
-
-        if isinstance(error, OSError) and is_storage_failure(error):
-            return _error(visible(describe(error)), ExitCode.STORAGE)
+    except Exception as error:
         if environment.show_tracebacks():
             raise
-        print(
-            f"{_styled(sys.stderr, 'internal error:', BOLD_RED)} {type(error).__name__}: {visible(str(error))} "
-            "(set HARNESS_TRACEBACK=1 to see where; please report it)",
-            file=sys.stderr,
-        )
+        print(f"{_styled(sys.stderr, 'internal error:', BOLD_RED)} {visible(internal_line(error))}", file=sys.stderr)
         return int(ExitCode.INTERNAL)
     return _printed(envelope.model_dump(mode="json"), envelope.headline(), as_json)
 

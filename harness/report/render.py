@@ -7,6 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from harness.batch.adaptive import invocations
 from harness.report.metrics import Figures, Report
 
 ROWS: list[tuple[str, str]] = [
@@ -110,13 +111,12 @@ def as_markdown(reports: Sequence[Report]) -> str:
 
 def concurrency_lines(changes: Sequence[dict[str, Any]]) -> list[str]:
     """Each change of the limit, seconds from the batch's start (each invocation starts again)."""
-    lines, start = [], 0.0
-    for change in changes:
-        if str(change["why"]).startswith("start at"):
-            start = float(change["ts"])
-        at = float(change["ts"]) - start
-        lines.append(f"+{at:.1f} s: limit {change['limit']} ({change['running']} running): {change['why']}")
-    return lines
+    return [
+        f"+{float(change['ts']) - float(run[0]['ts']):.1f} s: limit {change['limit']} ({change['running']} running): "
+        f"{change['why']}"
+        for run in invocations(changes)
+        for change in run
+    ]
 
 
 def _groups(title: str, groups: dict[str, Figures]) -> list[str]:

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.batch.adaptive import invocations
 from harness.batch.records import TaskRunRecord
 from harness.report import charts
 from harness.report.html import esc, page, table
@@ -114,8 +115,7 @@ def _batch(name: str, batch: Batch, *, several: bool) -> str:
 
 def _concurrency(changes: list[dict[str, Any]]) -> str:
     """The limit over the last invocation's time (a step line), then every change with why."""
-    starts = [n for n, change in enumerate(changes) if str(change["why"]).startswith("start at")] or [0]
-    points = [(float(change["ts"]), float(change["limit"])) for change in changes[starts[-1] :]]
+    points = [(float(change["ts"]), float(change["limit"])) for change in invocations(changes)[-1]]
     chart = charts.steps("Task-runs allowed at once", points, end=points[-1][0])
     rows = [[(esc(line), n)] for n, line in enumerate(concurrency_lines(changes))]
     return f'<div class="charts">{chart}</div>' + table(["change"], rows, sortable=False)

@@ -1,0 +1,31 @@
+"""How a command that fails says so: the exit code of an error and its one line, shared by the full
+command line (`app`) and the quick path (`quick`), which must not import typer or rich."""
+
+from __future__ import annotations
+
+from harness.errors import ExitCode
+from harness.storage import describe, is_storage_failure
+
+
+def exit_code_for(error: BaseException) -> int:
+    """The documented exit code of an error: its class says (see harness.errors.ExitCode)."""
+    code = getattr(error, "exit_code", None)
+    if isinstance(code, int):
+        return code
+    if is_storage_failure(error):
+        return ExitCode.STORAGE
+    if isinstance(error, FileNotFoundError):
+        return ExitCode.NOT_FOUND
+    if isinstance(error, ValueError):
+        return ExitCode.USAGE
+    return ExitCode.INTERNAL
+
+
+def error_line(error: BaseException) -> str:
+    """What follows `error:`: a failing disk in the words of `harness.storage`, else the error's own."""
+    return describe(error) if isinstance(error, OSError) and is_storage_failure(error) else str(error)
+
+
+def internal_line(error: BaseException) -> str:
+    """What follows `internal error:` for an error harness did not expect."""
+    return f"{type(error).__name__}: {error} (set HARNESS_TRACEBACK=1 to see where; please report it)"
