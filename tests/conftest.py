@@ -73,16 +73,18 @@ def _remove_labelled(client: docker.DockerClient, run_label: str) -> None:
                 container.remove(force=True)
     # Newest first, in passes: a step image is a child of the one before it, and the engine refuses
     # to remove a parent while a child exists (force or not).
+    # One listing request (the SDK's images.list inspects each image after it, and another worker's
+    # session may remove one in between).
     for _ in range(5):
         images = sorted(
-            (image for image in client.images.list(filters=key) if ours(image.labels)),
-            key=lambda image: image.attrs.get("Created", ""),
+            (image for image in client.api.images(filters=key) if ours(image.get("Labels"))),
+            key=lambda image: image.get("Created", 0),
         )
         if not images:
             break
         for image in reversed(images):
             with contextlib.suppress(docker.errors.APIError):
-                client.images.remove(image.id, force=True)
+                client.images.remove(image["Id"], force=True)
     for network in client.networks.list(filters=key):
         if ours(network.attrs.get("Labels")):
             with contextlib.suppress(docker.errors.APIError):
