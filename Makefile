@@ -7,7 +7,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: setup deps deps-run engine images images-demo browser check test test-fast demo demo-history bench clean-containers
+.PHONY: setup deps deps-run engine images images-demo browser check test test-fast demo demo-history demo-local local-model local-model-start bench clean-containers
 
 # Everything the tests need (the test and check toolchains, every image).
 setup: deps engine images
@@ -51,15 +51,34 @@ check: deps
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# The real model of the tests (llama.cpp's server, built from source once per machine, under /var/tmp):
+# `local-model-start` builds it in the background while the rest of `make test`'s set-up runs; the
+# tests wait for it (tests/local_model.py).
+local-model:
+	@$(PYTHON) tests/local_model.py
+
+local-model-start:
+	@nohup $(PYTHON) tests/local_model.py > /var/tmp/harness-tests-local-model.log 2>&1 &
+
 # Three workers, a whole test file each (a file's shared sessions and batches stay in one process; every
 # test labels its containers with its worker's run id, so the workers never remove each other's). Three
 # on two cores: the tests wait on the engine and the containers more than they compute.
-test: setup browser check
+test: local-model-start setup browser check
 	$(BIN)/python -m pytest -n 3 --dist loadfile --durations=15 $(PYTEST_ARGS)
 
 # The edit-test loop: the tests that need no engine, in parallel (no Docker, no browser, no image).
 test-fast: deps
 	$(BIN)/python -m pytest -q -m "not docker and not slow" -n 2 $(PYTEST_ARGS)
+
+# The example with a real model on this machine: SmolLM2-135M on llama.cpp's server (built once, a few
+# minutes), whatever the outcome. A model this small calls a tool when made to and reads the result; it
+# fixes nothing, so the run ends stuck: the honest outcome.
+demo-local: deps-run engine images-demo local-model
+	@echo "SmolLM2-135M can: call a tool (forced on its first turn), with arguments that fit the schema; read the result; answer."
+	@echo "It cannot: find or fix a bug. Expect 'stuck' or 'failed_verification'; docs/models.md says why and what to change."
+	-$(PYTHON) tests/local_model.py run -- $(BIN)/harness run --image py311 --model openai:smollm2 --base-url {base_url} \
+		--config examples/local-model.toml examples/calc --task "Run python3 -m pytest -q and fix the failing tests in calc." \
+		--verify "python3 -m pytest -q" --max-steps 6
 
 demo: deps-run engine images-demo
 	$(BIN)/harness run --image py311 --model scripted:examples/calc-fix.yaml examples/calc --task "Fix the failing tests in calc." --verify "python3 -m pytest -q"

@@ -143,6 +143,10 @@ class ModelUnreachable(ModelUnavailable):
     """The endpoint cannot be reached at all (connection refused, no such host): the machine's
     network or the server is down, not the model (a batch tries the run again)."""
 
+    nothing_listens = False
+    """A port on this machine refused the connection: no server runs there (until the endpoint
+    has answered once, nothing is retried: a wrong port or a server not started is said at once)."""
+
 
 class ModelBadResponse(ModelError):
     """The server answered with something that is not a valid response (not retried)."""

@@ -44,6 +44,8 @@ class Usage(BaseModel):
     cache_write_tokens: int = 0
     reasoning_tokens: int = 0
     """The part of output_tokens the model spent reasoning, when the server reports it."""
+    estimated: bool = False
+    """The server reported no usage: harness counted (providers.counting), so part of this is an estimate."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -52,6 +54,7 @@ class Usage(BaseModel):
             cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
             reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            estimated=self.estimated or other.estimated,
         )
 
 

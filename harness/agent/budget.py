@@ -30,6 +30,8 @@ class Spent(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     cached_input_tokens: int = 0
+    estimated_tokens: int = 0
+    """The part of input and output tokens harness counted where the server reported none."""
     cost_usd: float = 0.0
     elapsed_s: float = 0.0
     """Wall-clock seconds of earlier processes of this run (resumes add to it)."""
@@ -65,6 +67,8 @@ class Budget:
             self._spent.input_tokens += usage.input_tokens
             self._spent.output_tokens += usage.output_tokens
             self._spent.cached_input_tokens += usage.cached_input_tokens
+            if usage.estimated:
+                self._spent.estimated_tokens += usage.input_tokens + usage.output_tokens
         self._spent.cost_usd += cost_usd
 
     def charge_step(self) -> None:

@@ -127,6 +127,13 @@ class RunState(BaseModel):
     result: RunResult | None = None
 
 
+def token_counts(spent: Spent) -> dict[str, int]:
+    """A result's `tokens`: input, output, cached, and `estimated` (the part harness counted where the
+    server reported no usage) when there is one."""
+    counts = {"input": spent.input_tokens, "output": spent.output_tokens, "cached": spent.cached_input_tokens}
+    return counts | ({"estimated": spent.estimated_tokens} if spent.estimated_tokens else {})
+
+
 class RunResult(BaseModel):
     """The final result object (`harness show --json`, `harness run --json`)."""
 
@@ -142,6 +149,7 @@ class RunResult(BaseModel):
     verified: bool
     steps: int
     tokens: dict[str, int]
+    """input, output, cached; `estimated` when part of them was counted by harness (no usage reported)."""
     cost_usd: float
     elapsed_s: float
     verify_rounds: int = 0
@@ -187,7 +195,7 @@ class RunResult(BaseModel):
             cause=cause,
             verified=outcome == "verified",
             steps=state.step,
-            tokens={"input": spent.input_tokens, "output": spent.output_tokens, "cached": spent.cached_input_tokens},
+            tokens=token_counts(spent),
             cost_usd=round(spent.cost_usd, 6),
             elapsed_s=round(spent.elapsed_s, 3),
             verify_rounds=state.verify_rounds,

@@ -15,6 +15,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from harness.config import ServiceConfig
 from harness.errors import ConfigError
+from harness.providers.config import ProviderConfig
 from harness.tools.declared import CommandToolConfig
 from harness.tools.mcp import MCPServerConfig
 from sandbox.settings import SessionSettings, lift_flat
@@ -74,6 +75,10 @@ class TaskDefaults(BaseModel):
     """k: how many times each task runs with each model (pass@k)."""
     model: list[str] = Field(default_factory=list)
     """Models to run every task with (flags `--model` override)."""
+    providers: dict[str, ProviderConfig] = Field(default_factory=dict)
+    """Per-prefix provider settings of every task-run, as a run's config file has them
+    (`providers: {openai: {base_url: http://127.0.0.1:8080/v1, force_tool: run_command}}`): a local
+    server's endpoint and limits. Over the user's config file's entries."""
     grace_s: float = Field(60.0, ge=1, le=24 * 3600)
     """How long a session may run past its wall clock (`limits.timeout_min`) before its worker stops it."""
 

@@ -124,6 +124,7 @@ def run_config(spec: TaskRunSpec) -> RunConfig:
             name: service.model_dump(mode="json")
             for name, service in {**defaults.services, **(task.services or {})}.items()
         },
+        "providers": {name: entry.model_dump(mode="json") for name, entry in defaults.providers.items()} or None,
         **_limits(spec),
         "started_from": started_from(task),
     }

@@ -125,6 +125,7 @@ def execute(
     previous = signal.signal(signal.SIGINT, on_interrupt)
     with reported(), live:
         user_config = load_config(None)  # its provider entries name the keys' variables (`api_key_env`)
+        tasks.defaults.providers = {**user_config.providers, **tasks.defaults.providers}  # travels to the workers
         keys = {
             prefix_of(spec): environment.model_key(spec, user_config)[1]
             for spec in [

@@ -22,7 +22,12 @@ def check(
     ),
     region: str | None = typer.Option(None, "--region", help="bedrock:/vertex: the cloud region."),
     project: str | None = typer.Option(None, "--project", help="vertex: the Google Cloud project."),
-    timeout: float = typer.Option(30.0, "--timeout", help="Seconds to wait for the answer (also the stall limit)."),
+    timeout: float | None = typer.Option(
+        None,
+        "--timeout",
+        min=0.1,
+        help="Seconds each wait may take (default: the endpoint's limits; a local server's fit a model on CPU).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Send two small identical requests with one tool: does the endpoint stream, call tools (two at
@@ -35,11 +40,13 @@ def check(
     from rich.markup import escape
 
     from harness.config import ContextConfig, load_config
+    from harness.providers.vendor import prefix_of
 
     try:
         from harness.providers.check import check_endpoint
 
-        variable, key = environment.model_key(model, load_config(None))
+        config = load_config(None)
+        variable, key = environment.model_key(model, config)
         cloud = environment.cloud_fallback(model)
         report = check_endpoint(
             model,
@@ -50,6 +57,7 @@ def check(
             region=region or cloud.get("region"),
             project=project or cloud.get("project"),
             context_budget=ContextConfig().budget_tokens,
+            settings=config.providers.get(prefix_of(model)),
         )
     except (ModelAuthError, ModelSpendLimitError) as error:
         fail(str(error), ExitCode.MODEL_AUTH)
@@ -72,8 +80,9 @@ def check(
     console.print(f"  streams:        {yes[report.streams]}")
     console.print(f"  calls tools:    {yes[report.calls_tools]} (stop reason {report.stop_reason})")
     console.print(f"  parallel tools: {yes[report.parallel_tools]}")
+    counted = " counted by harness, estimated" if report.usage_estimated else ""
     console.print(
-        f"  reports usage:  {yes[report.reports_usage]} ({report.input_tokens} in / {report.output_tokens} out)"
+        f"  reports usage:  {yes[report.reports_usage]} ({report.input_tokens} in / {report.output_tokens} out{counted})"
     )
     console.print(f"  reasoning:      {yes[report.reasoning]}")
     console.print(f"  prompt cache:   {yes[report.caches]} ({report.cached_tokens} cached on the second request)")

@@ -11,7 +11,7 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
 
-from harness.agent.outcome import RunResult, RunState, exit_code_for_outcome
+from harness.agent.outcome import RunResult, RunState, exit_code_for_outcome, token_counts
 from harness.cli.terminal import literal, visible
 from harness.trajectory import OutcomeRecord, read_records, read_state
 
@@ -33,7 +33,7 @@ def result_of(session_dir: Path) -> RunResult:
         exit_code=exit_code_for_outcome("interrupted"),
         verified=False,
         steps=state.step,
-        tokens={"input": spent.input_tokens, "output": spent.output_tokens, "cached": spent.cached_input_tokens},
+        tokens=token_counts(spent),
         cost_usd=spent.cost_usd,
         elapsed_s=spent.elapsed_s,
         verify_rounds=state.verify_rounds,
@@ -108,7 +108,8 @@ def _row(record: Any) -> tuple[str, str] | None:
     if record.kind == "turn":
         turn = record.turn
         calls = "".join(f"\n→ {literal(c.name)}({_args(c.arguments)})" for c in turn.tool_calls)
-        tokens = f"  [dim]({turn.usage.input_tokens} in / {turn.usage.output_tokens} out tokens)[/]"
+        counted = ", estimated: the server reported none" if turn.usage.estimated else ""
+        tokens = f"  [dim]({turn.usage.input_tokens} in / {turn.usage.output_tokens} out tokens{counted})[/]"
         text = (_clip(turn.text, 600) or "[dim](no text)[/]") + tokens + calls
         if turn.reasoning:
             text = f"[dim]thinking: {_clip(turn.reasoning.text or '(redacted)', 300)}[/]\n" + text
@@ -214,13 +215,19 @@ def _share(tokens: dict[str, int]) -> str:
     return f" ({tokens.get('cached', 0) / total:.0%} of input)" if total else ""
 
 
+def _estimated(tokens: dict[str, int]) -> str:
+    """How many of the tokens harness counted because the server reported none."""
+    counted = tokens.get("estimated", 0)
+    return f"\n          [yellow]{counted} of them estimated[/]: the model server reported no usage" if counted else ""
+
+
 def render_summary(console: Console, result: RunResult) -> None:
     style = _STYLE.get(result.outcome, "bold red")
     lines = [
         f"outcome   [{style}]{result.outcome}[/]" + (f" — {literal(result.detail)}" if result.detail else ""),
         f"steps     {result.steps}   verify rounds {result.verify_rounds}",
         f"tokens    in {result.tokens.get('input', 0)}  out {result.tokens.get('output', 0)}"
-        f"  cached {result.tokens.get('cached', 0)}{_share(result.tokens)}",
+        f"  cached {result.tokens.get('cached', 0)}{_share(result.tokens)}{_estimated(result.tokens)}",
         f"cost      ${result.cost_usd:.4f}   elapsed {result.elapsed_s:.1f}s",
         f"session   {literal(result.session_id)}  ({literal(result.session_dir)})",
         f"patch     {literal(result.patch or '-')}",

@@ -114,6 +114,9 @@ class AnthropicProvider:
             request["system"] = system
         if tools:
             request["tools"] = [t.anthropic() for t in tools]
+        forced = self.config.forced_tool(messages, tools)
+        if forced:
+            request["tool_choice"] = {"type": "any"} if forced == "required" else {"type": "tool", "name": forced}
         if self.config.reasoning_effort:
             request.update(thinking_request(self.model, self.config, max_tokens))
         assembly = EventAssembly()
@@ -128,12 +131,12 @@ class AnthropicProvider:
         )
         return safe_turn(assembly.turn().model_copy(update={"latency_ms": latency_ms}))
 
-    def _translate(self, error: BaseException, stall_s: float) -> ModelError:
+    def _translate(self, error: BaseException, silence: str) -> ModelError:
         if self._cloud and isinstance(error, self._cloud.auth_errors()):
             return ModelAuthError(
                 redact(f"{self._cloud.prefix} credentials: {error} ({self._cloud.auth_hint})", self._secret)
             )
-        return translate_error(error, self._secret, stall_s, str(self._client.base_url))
+        return translate_error(error, self._secret, silence, str(self._client.base_url))
 
 
 class CloudAccess(Protocol):
@@ -158,9 +161,10 @@ class _Answer:
 
     def __init__(self, stream: Any) -> None:
         self._stream = stream
+        self.response = stream.response
 
     def __enter__(self) -> Iterator[Any]:
-        response = self._stream.response
+        response = self.response
         refuse_unreadable(response.headers.get("content-type", ""), response)
         if is_whole_json(response.headers.get("content-type", "")):
             return read_body((), response.read())
@@ -237,6 +241,16 @@ class EventAssembly:
             value = usage.get(key) if isinstance(usage, dict) else getattr(usage, key, None)
             if value is not None:
                 self.raw_usage[key] = value
+        details = (
+            usage.get("output_tokens_details")
+            if isinstance(usage, dict)
+            else getattr(usage, "output_tokens_details", None)
+        )
+        thinking = (
+            details.get("thinking_tokens") if isinstance(details, dict) else getattr(details, "thinking_tokens", None)
+        )
+        if thinking is not None:  # part of output_tokens, as OpenAI's reasoning_tokens are
+            self.raw_usage["thinking_tokens"] = thinking
 
     def usage(self) -> Usage | None:
         """Normalised usage: input includes cache reads and writes (our Usage convention)."""
@@ -249,6 +263,7 @@ class EventAssembly:
             output_tokens=self.raw_usage.get("output_tokens", 0),
             cached_input_tokens=read,
             cache_write_tokens=write,
+            reasoning_tokens=self.raw_usage.get("thinking_tokens", 0),
         )
 
     def turn(self) -> ModelTurn:
@@ -372,14 +387,14 @@ def _blocks(message: Message) -> list[dict[str, Any]]:
     return blocks
 
 
-def translate_error(error: BaseException, secret: str | None, stall_s: float = 0, endpoint: str = "") -> ModelError:
+def translate_error(error: BaseException, secret: str | None, silence: str = "", endpoint: str = "") -> ModelError:
     """The one place Anthropic SDK / httpx errors become harness.errors (keys redacted)."""
     transport = transport_error(
         error,
         timeouts=(anthropic.APITimeoutError,),
         unreachable=(anthropic.APIConnectionError,),
         secret=secret,
-        stall_s=stall_s,
+        silence=silence,
         endpoint=endpoint,
     )
     if transport is not None:

@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from harness.errors import ConfigError, ModelAuthError, ModelError
-from harness.providers.config import ProviderConfig, RetryConfig, check_base_url
+from harness.providers.config import LocalTimeouts, ProviderConfig, RetryConfig, check_base_url
 from harness.providers.local import LocalServer, detect_local_server
 from harness.providers.pricing import PriceTable
 from harness.providers.protocol import Provider
@@ -48,6 +48,8 @@ class CheckReport(BaseModel):
     parallel_tools: bool = False
     """Two calls in one turn, as asked."""
     reports_usage: bool
+    usage_estimated: bool = False
+    """The server sent no usage: the figures below are harness's count (its tokenizer, else an estimate)."""
     reasoning: bool = False
     """The model reasoned (reasoning text, items or tokens came back)."""
     caches: bool | None = None
@@ -78,28 +80,31 @@ def check_endpoint(
     base_url: str | None,
     api_key: str | None,
     key_variable: str,
-    timeout_s: float,
+    timeout_s: float | None = None,
     region: str | None = None,
     project: str | None = None,
     context_budget: int | None = None,
+    settings: ProviderConfig | None = None,
 ) -> CheckReport:
-    """Two tiny requests with one tool to the endpoint of spec, and a look at what serves it."""
+    """Two tiny requests with one tool to the endpoint of spec, and a look at what serves it. Each
+    attempt runs under the endpoint's limits (a local server's first-token limit fits a model on
+    CPU reading the tool schemas), or with `timeout_s` under that many seconds for every wait.
+    `settings` is the user's entry for the protocol (`[providers.openai]`: its limits, its endpoint)."""
     import httpx2
 
     parsed = ModelSpec.parse(spec)
     prefix, model = parsed.prefix, parsed.target
     if prefix not in PROTOCOLS:
         raise ConfigError(f"models check needs a model of one of {', '.join(PROTOCOLS)}, not {prefix!r}")
+    base_url = base_url or (settings.base_url if settings else None)
     check_base_url(base_url)
-    config = ProviderConfig(
-        model=model,
-        base_url=base_url,
-        timeout_s=timeout_s,
-        stall_timeout_s=timeout_s,
-        retry=CHECK_RETRY,
-        region=region,
-        project=project,
-    )
+    chosen = {"model": model, "base_url": base_url, "retry": CHECK_RETRY, "region": region, "project": project}
+    config = (settings or ProviderConfig()).model_copy(update=chosen)
+    if timeout_s is not None:
+        waits = {"first_token_timeout_s": timeout_s, "stall_timeout_s": timeout_s}
+        config = config.model_copy(
+            update={"timeout_s": timeout_s, **waits, "local": LocalTimeouts(timeout_s=timeout_s, **waits)}
+        )
     if api_key is None and base_url is None and prefix not in KEYLESS:
         raise ModelAuthError(f"no API key: set {key_variable} (or pass --base-url for a local server)")
     seen: dict[str, Any] = {}
@@ -110,11 +115,8 @@ def check_endpoint(
     client = httpx2.Client(event_hooks={"response": [on_response]})
     build = _constructor(prefix)
     provider = RetryingProvider(build(config, api_key, client), RetryPolicy(config.retry), PriceTable(vendor=prefix))
-    bound = timeout_s + CHECK_RETRY.max_retry_after_s
-    turn = provider.complete(_PROMPT, [_PING], max_tokens=256, timeout_s=bound)
-    again = _again(
-        build(config.model_copy(update={"retry": RetryConfig(max_retries_per_call=0)}), api_key, client), bound
-    )
+    turn = provider.complete(_PROMPT, [_PING], max_tokens=256)  # each attempt under the whole limits
+    again = _again(build(config.model_copy(update={"retry": RetryConfig(max_retries_per_call=0)}), api_key, client))
     pings = [c for c in turn.tool_calls if c.name == "ping" and c.parse_error is None]
     server = detect_local_server(base_url, model, context_budget) if base_url and prefix.startswith("openai") else None
     return CheckReport(
@@ -125,7 +127,8 @@ def check_endpoint(
         ),
         calls_tools=bool(pings),
         parallel_tools=len(pings) >= 2,
-        reports_usage=turn.usage.input_tokens > 0 or turn.usage.output_tokens > 0,
+        reports_usage=(turn.usage.input_tokens > 0 or turn.usage.output_tokens > 0) and not turn.usage.estimated,
+        usage_estimated=turn.usage.estimated,
         reasoning=bool(turn.reasoning) or turn.usage.reasoning_tokens > 0,
         caches=None if again is None else again.usage.cached_input_tokens > 0,
         input_tokens=turn.usage.input_tokens,
@@ -140,10 +143,10 @@ def check_endpoint(
     )
 
 
-def _again(provider: Provider, bound: float) -> ModelTurn | None:
+def _again(provider: Provider) -> ModelTurn | None:
     """The same request once more (what a prompt cache serves); None when it failed."""
     try:
-        return provider.complete(_PROMPT, [_PING], max_tokens=256, timeout_s=bound)
+        return provider.complete(_PROMPT, [_PING], max_tokens=256)
     except ModelError:
         return None
 

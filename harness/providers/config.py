@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from harness.types import Message, ToolSchema
 
 
 class RetryConfig(BaseModel):
@@ -29,6 +34,34 @@ class RetryConfig(BaseModel):
     while no call of this provider has reached it yet: a wrong URL or a server that is not running
     is said in seconds, not after the whole budget (once it answered, such errors get the usual
     retries: a server restarting mid-run)."""
+
+
+class LocalTimeouts(BaseModel):
+    """The limits of a model server on this machine or its network, often on CPU: reading a prompt
+    with the tool schemas can take a small model half a minute and a large one many minutes before
+    the first token, and a busy single-slot server queues a request behind the one before it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    timeout_s: float = Field(default=3600.0, gt=0)
+    """Wall-clock limit of one attempt (request + whole stream)."""
+    connect_timeout_s: float = Field(default=5.0, gt=0)
+    """Limit for opening the connection (a local port answers at once, or nothing listens)."""
+    first_token_timeout_s: float = Field(default=900.0, gt=0)
+    """How long the server may read the prompt before its answer starts."""
+    stall_timeout_s: float = Field(default=300.0, gt=0)
+    """Once the answer started, no bytes for this long is a stalled stream."""
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """The limits one call runs under (the endpoint's: hosted or local)."""
+
+    total_s: float
+    connect_s: float
+    first_token_s: float
+    stall_s: float
+    local: bool
 
 
 class ModelPrice(BaseModel):
@@ -61,8 +94,16 @@ class ProviderConfig(BaseModel):
     """Wall-clock limit of one attempt (request + whole stream)."""
     connect_timeout_s: float = Field(default=10.0, gt=0)
     """Limit for opening the connection."""
+    first_token_timeout_s: float = Field(default=60.0, gt=0)
+    """How long the server may take before its answer starts (the headers of a streamed answer)."""
     stall_timeout_s: float = Field(default=60.0, gt=0)
     """A stream that sends no bytes for this long is a stalled stream: a retryable timeout."""
+    endpoint: Literal["auto", "hosted", "local"] = "auto"
+    """Which limits apply: the ones above (`hosted`), or `local`'s (a server on this machine or its
+    network, often on CPU). `auto`: local for a loopback or private address, `localhost`, or a host
+    name without a dot (a container's service name); hosted otherwise."""
+    local: LocalTimeouts = Field(default_factory=LocalTimeouts)
+    """The limits of a local endpoint (`[providers.openai.local]`)."""
     max_tokens: int = Field(default=4096, gt=0)
     """Default output-token limit per turn."""
     max_tokens_field: Literal["auto", "max_tokens", "max_completion_tokens"] = "auto"
@@ -94,11 +135,65 @@ class ProviderConfig(BaseModel):
     official OpenAI API rejects the field). `auto`: never for api.openai.com, tool_turns for DeepSeek
     (by endpoint or model name), with_reasoning elsewhere. Anthropic always gets its thinking blocks
     back unchanged, as its protocol requires."""
+    force_tool: str | None = None
+    """Make the first `force_tool_turns` turns of a conversation call a tool: a tool's name (that
+    tool; llama.cpp's function-calling format then generates its arguments to the tool's schema), or
+    `required` (any tool, where the server takes it). For small local models that answer in prose
+    when they should act. None: the model chooses."""
+    force_tool_turns: int = Field(default=1, ge=1)
+    """How many turns `force_tool` applies to (counted in the conversation: a resume keeps counting)."""
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     """Price overrides by model name; they win over the genai-prices table."""
     first_turn: int = Field(default=0, ge=0)
     """`scripted:` only: the model turns the conversation held when this model took it over (a fork
     or a resume with another model; harness sets it): the script's first turn answers the next one."""
+
+    def forced_tool(self, messages: Sequence[Message], tools: Sequence[ToolSchema]) -> str | None:
+        """The tool this request must call (`required`: any), or None."""
+        if not self.force_tool or not tools:
+            return None
+        if sum(1 for message in messages if message.role == "assistant") >= self.force_tool_turns:
+            return None
+        if self.force_tool != "required" and self.force_tool not in {tool.name for tool in tools}:
+            from harness.errors import ConfigError
+
+            known = ", ".join(sorted(tool.name for tool in tools))
+            raise ConfigError(f"force_tool names {self.force_tool!r}, which is no tool of this run (tools: {known})")
+        return self.force_tool
+
+    def timeouts(self) -> Timeouts:
+        """The limits this endpoint's calls run under."""
+        if self.is_local():
+            local = self.local
+            return Timeouts(
+                local.timeout_s, local.connect_timeout_s, local.first_token_timeout_s, local.stall_timeout_s, True
+            )
+        return Timeouts(self.timeout_s, self.connect_timeout_s, self.first_token_timeout_s, self.stall_timeout_s, False)
+
+    def is_local(self) -> bool:
+        """Whether the endpoint is a local server (see `endpoint`)."""
+        if self.endpoint != "auto":
+            return self.endpoint == "local"
+        return self.base_url is not None and is_local_address(self.base_url)
+
+
+def is_local_address(url: str) -> bool:
+    """A loopback, private or link-local address, `localhost` (or a name under it), or a host name
+    without a dot: a server on this machine or its network. Nothing is resolved."""
+    from ipaddress import ip_address
+    from urllib.parse import urlsplit
+
+    try:
+        host = (urlsplit(url.strip()).hostname or "").lower()
+    except ValueError:
+        return False
+    if not host:
+        return False
+    try:
+        address = ip_address(host)
+    except ValueError:
+        return host == "localhost" or host.endswith(".localhost") or "." not in host
+    return address.is_loopback or address.is_private or address.is_link_local
 
 
 def check_base_url(url: str | None) -> None:

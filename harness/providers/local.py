@@ -3,8 +3,9 @@
 Ollama answers `GET /api/version`; its OpenAI-compatible endpoint silently truncates a conversation
 to the model's `num_ctx` (the server's default, 2k-4k tokens unless OLLAMA_CONTEXT_LENGTH or the
 model's parameters say more), whatever the client budgets. llama.cpp's server answers `GET /props`
-with the context it was started with (`n_ctx`). Both are asked with a short timeout; a server that
-answers neither is just "an OpenAI-compatible server".
+with the context it was started with (`n_ctx`). llama.cpp's Python server (`llama-cpp-python[server]`)
+answers neither, but names itself in its OpenAPI document. Each is asked with a short timeout; a
+server that answers none is just "an OpenAI-compatible server".
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ _PROBE_TIMEOUT_S = 3.0
 class LocalServer(BaseModel):
     """A local server and the context it will really keep."""
 
-    kind: Literal["ollama", "llama.cpp"]
+    kind: Literal["ollama", "llama.cpp", "llama-cpp-python"]
     version: str = ""
     context_tokens: int | None = None
     """Tokens of conversation the server keeps for this model; None when it does not say."""
@@ -56,7 +57,7 @@ def detect_local_server(base_url: str, model: str, context_budget: int | None = 
     root = re.sub(r"/v1/?$", "", base_url.rstrip("/"))
     try:
         with httpx2.Client(timeout=_PROBE_TIMEOUT_S) as client:
-            server = _ollama(client, root, model) or _llama_cpp(client, root)
+            server = _ollama(client, root, model) or _llama_cpp(client, root) or _llama_cpp_python(client, root)
     except httpx2.HTTPError:
         return None
     if server and context_budget and server.context_tokens and server.context_tokens < context_budget:
@@ -99,6 +100,20 @@ def _llama_cpp(client: Any, root: str) -> LocalServer | None:
         context_tokens=int(n_ctx) if isinstance(n_ctx, int) else None,
         context_source="the server's n_ctx (its -c flag)",
     )
+
+
+PYTHON_SERVER_NOTE = (
+    "llama.cpp's Python server sends no usage in a stream (harness counts with the server's tokenizer, "
+    "marked estimated); its chatml-function-calling format HTML-escapes the prompt (the model reads "
+    "`here&#39;s`, `&lt;` and may write them back): see docs/models.md"
+)
+
+
+def _llama_cpp_python(client: Any, root: str) -> LocalServer | None:
+    info = (_json(client.get(f"{root}/openapi.json")) or {}).get("info")
+    if not isinstance(info, dict) or "llama.cpp python" not in str(info.get("title") or "").lower():
+        return None
+    return LocalServer(kind="llama-cpp-python", version=str(info.get("version") or ""), warning=PYTHON_SERVER_NOTE)
 
 
 def _warning(server: LocalServer, budget: int) -> str:

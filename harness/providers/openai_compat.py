@@ -26,6 +26,7 @@ from harness.errors import (
 )
 from harness.providers.arguments import build_tool_call, safe_turn
 from harness.providers.config import ProviderConfig, redact
+from harness.providers.counting import TokenCounter
 from harness.providers.factory import register_provider
 from harness.providers.retry import parse_retry_after
 from harness.providers.sse import WireItem, is_whole_json, read_body, refuse_unreadable
@@ -69,6 +70,8 @@ class OpenAICompatProvider:
         self.echo = reasoning_echo(config)
         self.limit_field = limit_field(config)
         self._client = openai_client(config, api_key, http_client)
+        self.local = config.is_local()
+        self.counter = TokenCounter(config.base_url, self.local, http_client)
 
     def __repr__(self) -> str:
         return f"OpenAICompatProvider({self.name!r})"
@@ -98,13 +101,18 @@ class OpenAICompatProvider:
     ) -> ModelTurn:
         request: dict[str, Any] = {
             "model": self.model,
-            "messages": [to_openai_message(m, self.echo) for m in messages],
+            "messages": [to_openai_message(m, self.echo, local=self.local) for m in messages],
             "stream": True,
             "stream_options": {"include_usage": True},
             self.limit_field: max_tokens,
         }
         if tools:
-            request["tools"] = [t.openai() for t in tools]
+            request["tools"] = [local_tool(t) if self.local else t.openai() for t in tools]
+        forced = self.config.forced_tool(messages, tools)
+        if forced:
+            request["tool_choice"] = (
+                forced if forced == "required" else {"type": "function", "function": {"name": forced}}
+            )
         if self.config.reasoning_effort:
             request["reasoning_effort"] = self.config.reasoning_effort
         elif self.config.temperature is not None and not is_reasoning_model(self.model):
@@ -119,10 +127,39 @@ class OpenAICompatProvider:
             foreign=(openai.OpenAIError, httpx2.HTTPError),
             translate=self._translate,
         )
-        return safe_turn(assembly.turn().model_copy(update={"latency_ms": latency_ms}))
+        turn = assembly.turn().model_copy(update={"latency_ms": latency_ms})
+        if assembly.usage is None:  # the server sent none, even asked: counted, marked estimated
+            turn = turn.model_copy(update={"usage": self.counter.usage(messages, tools, turn)})
+        return safe_turn(turn)
 
-    def _translate(self, error: BaseException, stall_s: float) -> ModelError:
-        return translate_error(error, self._secret, stall_s, str(self._client.base_url))
+    def _translate(self, error: BaseException, silence: str) -> ModelError:
+        return translate_error(error, self._secret, silence, str(self._client.base_url))
+
+
+GRAMMAR_LENGTH_BOUND = 1000
+"""The longest string bound a local server's schema grammar is sent (see `local_tool`)."""
+
+
+def local_tool(tool: ToolSchema) -> dict[str, Any]:
+    """A tool entry for a local server, its string length bounds above GRAMMAR_LENGTH_BOUND left out:
+    llama.cpp compiles a schema into a grammar with a rule per allowed character, a bound of thousands
+    fails to compile (and has taken llama-cpp-python's server down with it). harness still enforces
+    every bound when the call arrives."""
+
+    def bounded(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {
+                key: bounded(value)
+                for key, value in node.items()
+                if not (key in ("maxLength", "minLength") and isinstance(value, int) and value > GRAMMAR_LENGTH_BOUND)
+            }
+        if isinstance(node, list):
+            return [bounded(item) for item in node]
+        return node
+
+    entry = tool.openai()
+    entry["function"]["parameters"] = bounded(tool.parameters)
+    return entry
 
 
 def openai_client(config: ProviderConfig, api_key: str | None, http_client: httpx2.Client | None) -> openai.OpenAI:
@@ -144,13 +181,13 @@ class WireAnswer:
 
     def __init__(self, stream: Any) -> None:
         self._stream = stream
-        self._response = stream.response
+        self.response = stream.response
 
     def __enter__(self) -> Iterator[WireItem]:
-        kind = self._response.headers.get("content-type", "")
-        refuse_unreadable(kind, self._response)
-        whole = self._response.read() if is_whole_json(kind) else None
-        return read_body(self._response.iter_lines(), whole)
+        kind = self.response.headers.get("content-type", "")
+        refuse_unreadable(kind, self.response)
+        whole = self.response.read() if is_whole_json(kind) else None
+        return read_body(self.response.iter_lines(), whole)
 
     def __exit__(self, *exc: object) -> None:
         self._stream.close()
@@ -390,13 +427,15 @@ def reasoning_echo(config: ProviderConfig) -> str:
     return "with_reasoning"
 
 
-def to_openai_message(message: Message, echo: str = "never") -> dict[str, Any]:
-    """Provider-neutral Message -> chat-completions message (with its reasoning when `echo` says)."""
+def to_openai_message(message: Message, echo: str = "never", *, local: bool = False) -> dict[str, Any]:
+    """Provider-neutral Message -> chat-completions message (with its reasoning when `echo` says). A
+    tool-call turn without text says so with null content, or with "" to a local server
+    (llama-cpp-python's server refuses null there)."""
     if message.role == "tool":
         return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": message.content}
     if message.role != "assistant":
         return {"role": message.role, "content": message.content}
-    wire: dict[str, Any] = {"role": "assistant", "content": message.content or None}
+    wire: dict[str, Any] = {"role": "assistant", "content": message.content or ("" if local else None)}
     if message.tool_calls:
         wire["tool_calls"] = [
             {
@@ -459,14 +498,14 @@ def not_found_text(error: openai.APIError, endpoint: str, text: str) -> str:
     return f"{text} (asked POST {url}{hint})"
 
 
-def translate_error(error: BaseException, secret: str | None, stall_s: float = 0, endpoint: str = "") -> ModelError:
+def translate_error(error: BaseException, secret: str | None, silence: str = "", endpoint: str = "") -> ModelError:
     """The one place OpenAI SDK / httpx errors become harness.errors (keys redacted)."""
     transport = transport_error(
         error,
         timeouts=(openai.APITimeoutError,),
         unreachable=(openai.APIConnectionError,),
         secret=secret,
-        stall_s=stall_s,
+        silence=silence,
         endpoint=endpoint,
     )
     if transport is not None:
@@ -497,6 +536,10 @@ def translate_error(error: BaseException, secret: str | None, stall_s: float = 0
     headers = error.response.headers if isinstance(error, openai.APIStatusError) else {}
     if status == 429 or "rate_limit" in lowered:
         return ModelRateLimited(text, retry_after=parse_retry_after(headers))
+    if status is not None and status >= 500 and "validation error" in lowered and "'loc'" in lowered:
+        # a server that answers 500 for a request it refused by its shape (llama-cpp-python's pydantic
+        # models): the same request would be refused again, so it is not retried
+        return ModelError(f"{text[:800]}{' …' if len(text) > 800 else ''} (the server refused the request's shape)")
     if status is None or status in (408, 409) or status >= 500:
         return ModelUnavailable(text, retry_after=parse_retry_after(headers))
     return ModelError(text)

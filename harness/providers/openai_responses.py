@@ -19,6 +19,7 @@ import openai
 from harness.errors import ModelBadResponse, ModelError, ModelUnavailable
 from harness.providers.arguments import build_tool_call, safe_turn
 from harness.providers.config import ProviderConfig
+from harness.providers.counting import TokenCounter
 from harness.providers.factory import register_provider
 from harness.providers.openai_compat import (
     WireAnswer,
@@ -50,6 +51,7 @@ class ResponsesProvider:
         self.config = config
         self._secret = api_key
         self._client = openai_client(config, api_key, http_client)
+        self.counter = TokenCounter(config.base_url, config.is_local(), http_client)
 
     def __repr__(self) -> str:
         return f"ResponsesProvider({self.name!r})"
@@ -78,6 +80,9 @@ class ResponsesProvider:
                 {"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters}
                 for t in tools
             ]
+        forced = self.config.forced_tool(messages, tools)
+        if forced:
+            request["tool_choice"] = forced if forced == "required" else {"type": "function", "name": forced}
         reasoning = is_reasoning_model(self.model) or self.config.reasoning_effort is not None
         if reasoning:
             request["include"] = ["reasoning.encrypted_content"]
@@ -95,10 +100,13 @@ class ResponsesProvider:
             foreign=(openai.OpenAIError, httpx2.HTTPError),
             translate=self._translate,
         )
-        return safe_turn(assembly.turn().model_copy(update={"latency_ms": latency_ms}))
+        turn = assembly.turn().model_copy(update={"latency_ms": latency_ms})
+        if assembly.usage is None:  # the server sent none: counted, marked estimated
+            turn = turn.model_copy(update={"usage": self.counter.usage(messages, tools, turn)})
+        return safe_turn(turn)
 
-    def _translate(self, error: BaseException, stall_s: float) -> ModelError:
-        return translate_error(error, self._secret, stall_s, str(self._client.base_url))
+    def _translate(self, error: BaseException, silence: str) -> ModelError:
+        return translate_error(error, self._secret, silence, str(self._client.base_url))
 
 
 class ResponseAssembly:

@@ -103,7 +103,7 @@ class RetryPolicy:
             return (
                 not self.reached
                 and isinstance(error, ModelUnreachable)
-                and state.attempt_number > cfg.max_retries_unreached
+                and (error.nothing_listens or state.attempt_number > cfg.max_retries_unreached)
             )
 
         def stop(state: RetryCallState) -> bool:  # tenacity computes the wait first: upcoming_sleep is known
@@ -127,6 +127,8 @@ class RetryPolicy:
         def exhausted(state: RetryCallState) -> T:
             assert state.outcome is not None
             last = state.outcome.exception()
+            if never_reached(state) and isinstance(last, ModelUnreachable) and last.nothing_listens:
+                raise last
             if never_reached(state):
                 why = "the endpoint never answered: check the URL and that its server runs"
             elif (

@@ -97,6 +97,8 @@ class Figures(BaseModel):
     """Mean input tokens per task-run."""
     cached_share: float | None = None
     """Share of all input tokens the provider served from its prompt cache."""
+    estimated_share: float | None = None
+    """Share of all tokens harness counted because the model server reported no usage (estimates)."""
     long_context_tagged: float | None
     """Completion on task-runs of tasks tagged long_context."""
     long_context_by_size: float | None
@@ -187,6 +189,10 @@ def figures(records: Sequence[TaskRunRecord]) -> Figures:
         cost_per_run_usd=round(cost / len(ran), 6) if ran else None,
         input_tokens_per_run=round(inputs / len(ran), 1) if ran else None,
         cached_share=_share(sum(r.tokens.get("cached", 0) for r in ran), inputs),
+        estimated_share=_share(
+            sum(r.tokens.get("estimated", 0) for r in ran),
+            sum(r.tokens.get("input", 0) + r.tokens.get("output", 0) for r in ran),
+        ),
         long_context_tagged=_share(sum(tagged), len(tagged)),
         long_context_by_size=_share(sum(by_size), len(by_size)),
         pass_at_k=_share(sum(1 for runs in tasks.values() if any(runs)), len(tasks)),

@@ -22,6 +22,7 @@ ROWS: list[tuple[str, str]] = [
     ("cost total (USD)", "cost_total_usd"),
     ("input tokens per task-run", "input_tokens_per_run"),
     ("input served from the prompt cache", "cached_share"),
+    ("tokens estimated (no usage reported)", "estimated_share"),
     ("long-context success (tagged)", "long_context_tagged"),
     ("long-context success (by prompt size)", "long_context_by_size"),
 ]
@@ -32,6 +33,7 @@ RATES = {
     "long_context_tagged",
     "long_context_by_size",
     "cached_share",
+    "estimated_share",
 }
 
 

@@ -116,6 +116,7 @@ class RunSpans:
             "harness.cost_usd": turn.cost_usd,
             "harness.cost_known": turn.cost_known,
             "harness.retries": turn.retries,
+            "harness.usage.estimated": usage.estimated,
             "harness.step": record.step,
             "harness.tool_calls": len(turn.tool_calls),
         }

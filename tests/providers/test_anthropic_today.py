@@ -61,6 +61,20 @@ def test_adaptive_thinking_request_and_the_recorded_answer(wire):
     assert body["max_tokens"] > 4096 and "anthropic-beta" not in wire.requests[0].headers  # interleaves by itself
     assert turn.reasoning is not None and turn.reasoning.blocks[0]["type"] == "thinking"
     assert turn.reasoning.blocks[0]["signature"] and turn.text and turn.stop_reason == "end_turn"
+    assert turn.usage.output_tokens == 44 and turn.usage.reasoning_tokens == 0  # the recording breaks none down
+
+
+def test_thinking_tokens_are_read_as_reasoning_tokens(wire):
+    """The same recorded stream with the break-down today's API adds to the final usage
+    (`output_tokens_details.thinking_tokens`, part of `output_tokens`): an edit of the recording, not a capture."""
+    case = recording("an_stream_adaptive_thinking_opus46")
+    closing = b'"output_tokens":44}'
+    assert case.body.count(closing) == 1
+    body = case.body.replace(closing, b'"output_tokens":44,"output_tokens_details":{"thinking_tokens":29}}')
+    wire.push(Reply(status=200, headers=case.reply().headers, body=body))
+    settings = ProviderConfig(base_url=wire.anthropic_base_url, retry=NO_RETRY, reasoning_effort="high")
+    turn = make_provider("anthropic:claude-opus-4-6", settings, api_key=KEY).complete(PROMPT, [TOOL], max_tokens=4096)
+    assert turn.usage.output_tokens == 44 and turn.usage.reasoning_tokens == 29
 
 
 def test_rolling_breakpoints_and_the_recorded_cache_read(wire):

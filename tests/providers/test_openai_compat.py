@@ -8,19 +8,29 @@ import time
 import pytest
 
 from harness.errors import (
+    ConfigError,
     ModelAuthError,
     ModelContextLengthError,
     ModelError,
     ModelRateLimited,
     ModelSpendLimitError,
     ModelUnavailable,
+    ModelUnreachable,
     RetryBudgetExhausted,
 )
-from harness.providers.config import ProviderConfig, RetryConfig
+from harness.providers.config import LocalTimeouts, ProviderConfig, RetryConfig
 from harness.providers.factory import make_provider
 from harness.types import Message, ToolCall
 from tests.providers.conftest import KEY, PROMPT, TOOL, stalled_for
-from tests.providers.wire_server import Reply, openai_chunk, openai_error, openai_turn, openai_usage, sse_data
+from tests.providers.wire_server import (
+    Reply,
+    WireServer,
+    openai_chunk,
+    openai_error,
+    openai_turn,
+    openai_usage,
+    sse_data,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -56,7 +66,9 @@ def test_parallel_calls_interleaved_never_mix(wire):
 
 
 def test_history_with_tool_calls_is_sent_in_openai_form(wire):
-    wire.push(openai_turn("done"))
+    """A tool-call turn without text carries null content (OpenAI's form); to a local server "" (the
+    one llama.cpp's Python server takes)."""
+    wire.push(openai_turn("done"), openai_turn("done"))
     history = [
         *PROMPT,
         Message(
@@ -64,7 +76,9 @@ def test_history_with_tool_calls_is_sent_in_openai_form(wire):
         ),
         Message(role="tool", tool_call_id="c1", name="read_file", content="exit 0\nhello", is_error=False),
     ]
+    provider(wire, endpoint="hosted").complete(history, [TOOL], max_tokens=50)
     provider(wire).complete(history, [TOOL], max_tokens=50)
+    assert wire.requests[1].body["messages"][2]["content"] == ""
     sent = wire.requests[0].body["messages"]
     assert sent[2] == {
         "role": "assistant",
@@ -92,7 +106,7 @@ def test_stalled_stream_times_out_and_is_retried(wire, sleeps):
     stalled = openai_turn("never finishes", pieces=4, stall_after=2, stall_s=20)
     wire.push(stalled, openai_turn("recovered"))
     started = time.monotonic()
-    turn = provider(wire, sleeps, stall_timeout_s=0.5).complete(PROMPT, [TOOL], max_tokens=50)
+    turn = provider(wire, sleeps, stall_timeout_s=0.5, endpoint="hosted").complete(PROMPT, [TOOL], max_tokens=50)
     assert turn.text == "recovered" and turn.retries == 1
     assert time.monotonic() - started < 10
 
@@ -100,11 +114,11 @@ def test_stalled_stream_times_out_and_is_retried(wire, sleeps):
 def test_stalled_stream_without_retries_is_a_timeout(wire, sleeps):
     wire.push(openai_turn("x", stall_after=1, stall_s=20))
     with pytest.raises(RetryBudgetExhausted) as caught:
-        provider(wire, sleeps, stall_timeout_s=0.3, retry=RetryConfig(max_retries_per_call=0)).complete(
-            PROMPT, [TOOL], max_tokens=50
-        )
+        provider(
+            wire, sleeps, stall_timeout_s=0.3, endpoint="hosted", retry=RetryConfig(max_retries_per_call=0)
+        ).complete(PROMPT, [TOOL], max_tokens=50)
     assert isinstance(caught.value.last_error, ModelUnavailable)
-    assert "stalled" in str(caught.value.last_error)
+    assert "stalled (no data for 0.3s, the endpoint's stall limit)" in str(caught.value.last_error)
 
 
 def test_retry_after_2_is_honoured(wire, sleeps):
@@ -270,14 +284,68 @@ def test_price_override_from_config(wire):
     assert turn.cost_known and turn.cost_usd == pytest.approx(0.4)
 
 
-def test_connection_refused_is_retryable_then_exhausted(sleeps):
+def test_a_loopback_port_nothing_listens_on_is_said_at_once_and_retried_once_it_answered(sleeps):
+    """Before the endpoint ever answered, a refused loopback port is a server not started (or a wrong
+    port): said at once, never retried. A server that answered and then refuses (restarting
+    mid-run) gets the usual retries."""
     cfg = ProviderConfig(
         base_url="http://127.0.0.1:9/v1", retry=RetryConfig(max_retries_per_call=2, initial_backoff_s=0)
     )
-    with pytest.raises(RetryBudgetExhausted) as caught:
+    with pytest.raises(ModelUnreachable, match=r"^nothing listens on 127\.0\.0\.1:9 \(the model server of"):
         make_provider("openai:gpt-4.1", cfg, api_key=KEY, sleep=sleeps).complete(PROMPT, [TOOL], max_tokens=50)
-    assert isinstance(caught.value.last_error, ModelUnavailable) and len(sleeps.waits) == 2
-    assert "127.0.0.1:9" in str(caught.value)
+    assert sleeps.waits == []
+    with WireServer() as server:
+        server.push(openai_turn("up"))
+        cfg = cfg.model_copy(update={"base_url": server.openai_base_url})
+        model = make_provider("openai:gpt-4.1", cfg, api_key=KEY, sleep=sleeps)
+        assert model.complete(PROMPT, [TOOL], max_tokens=50).text == "up"
+    with pytest.raises(RetryBudgetExhausted) as caught:  # the server is gone now: its port refuses
+        model.complete(PROMPT, [TOOL], max_tokens=50)
+    assert isinstance(caught.value.last_error, ModelUnreachable) and len(sleeps.waits) == 2
+    assert "nothing listens on 127.0.0.1:" in str(caught.value)
+
+
+def test_a_local_server_gets_its_first_token_limit_then_its_stall_limit(wire, sleeps):
+    """A loopback endpoint is local: the wait before its answer starts (a CPU model reading the
+    prompt) has the first-token limit, each silence after it the stall limit, and a timeout says which."""
+    local = LocalTimeouts(first_token_timeout_s=5, stall_timeout_s=0.4)
+    once = RetryConfig(max_retries_per_call=0)
+    wire.push(openai_turn("thought long", delay_s=1.2))  # longer than the stall limit, shorter than the first token's
+    assert provider(wire, sleeps, local=local, stall_timeout_s=0.1).complete(PROMPT, [TOOL], max_tokens=50).text == (
+        "thought long"
+    )
+    wire.push(openai_turn("then stalled", pieces=4, stall_after=2, stall_s=20))
+    with pytest.raises(RetryBudgetExhausted) as caught:
+        provider(wire, sleeps, local=local, retry=once).complete(PROMPT, [TOOL], max_tokens=50)
+    assert "(no data for 0.4s, the local server's stall limit)" in str(caught.value)
+    wire.push(openai_turn("too slow to start", delay_s=20))
+    slow = local.model_copy(update={"first_token_timeout_s": 0.5})
+    with pytest.raises(RetryBudgetExhausted) as caught:
+        provider(wire, sleeps, local=slow, retry=once).complete(PROMPT, [TOOL], max_tokens=50)
+    assert "its answer did not start within the local server's first-token limit of 0.5s" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "local"),
+    [
+        ("http://127.0.0.1:8080/v1", True),
+        ("http://localhost:11434/v1", True),
+        ("http://[::1]:8000/v1", True),
+        ("http://192.168.1.20:8000/v1", True),
+        ("http://10.0.0.7/v1", True),
+        ("http://ollama:11434/v1", True),  # a container's service name
+        ("https://api.openai.com/v1", False),
+        ("https://api.deepseek.com", False),
+        ("http://8.8.8.8:8000/v1", False),
+        (None, False),
+    ],
+)
+def test_which_endpoints_are_local(url, local):
+    config = ProviderConfig(base_url=url)
+    assert config.is_local() is local
+    assert config.timeouts().first_token_s == (900.0 if local else 60.0)
+    assert ProviderConfig(base_url=url, endpoint="hosted").timeouts().local is False
+    assert ProviderConfig(base_url=url, endpoint="local").timeouts().stall_s == 300.0
 
 
 def test_a_call_given_less_time_than_its_stall_timeout_ends_in_that_time(wire, sleeps):
@@ -289,3 +357,46 @@ def test_a_call_given_less_time_than_its_stall_timeout_ends_in_that_time(wire, s
     assert time.monotonic() - started < 5
     assert "wall clock" in str(caught.value) and isinstance(caught.value.last_error, ModelUnavailable)
     assert 0.3 < stalled_for(caught.value.last_error) <= 0.5
+
+
+def test_a_turn_whose_server_reports_no_usage_is_counted_and_marked_estimated(wire):
+    """A local server that sends no usage (llama.cpp's Python server) counts with its own tokenizer:
+    llama-cpp-python's route, else llama.cpp's; a hosted endpoint is never asked and gets harness's
+    estimate. Never a silent zero."""
+    wire.routes["/extras/tokenize/count"] = Reply(body=b'{"count": 41}')
+    wire.push(openai_turn("Reading it.", [("c1", "read_file", '{"path": "calc.py"}')], no_usage=True))
+    turn = provider(wire).complete(PROMPT, [TOOL], max_tokens=50)
+    assert (turn.usage.input_tokens, turn.usage.output_tokens, turn.usage.estimated) == (41, 41, True)
+    prompt, answer = (r.body["input"] for r in wire.counts)
+    assert PROMPT[-1].content in prompt and TOOL.name in prompt and "Reading it." in answer and "calc.py" in answer
+    del wire.routes["/extras/tokenize/count"]
+    wire.routes["/tokenize"] = Reply(body=json.dumps({"tokens": list(range(9))}).encode())
+    wire.push(openai_turn("Done.", no_usage=True), openai_turn("Again.", no_usage=True))
+    model = provider(wire)
+    assert model.complete(PROMPT, [TOOL], max_tokens=50).usage.input_tokens == 9
+    asked = len(wire.counts)
+    assert model.complete(PROMPT, [TOOL], max_tokens=50).usage.output_tokens == 9
+    assert [r.path for r in wire.counts[asked:]] == ["/tokenize", "/tokenize"]  # the route found is remembered
+    wire.push(openai_turn("Hosted.", no_usage=True), openai_turn("Reported."))
+    before = len(wire.counts)
+    hosted = provider(wire, endpoint="hosted").complete(PROMPT, [TOOL], max_tokens=50)
+    assert len(wire.counts) == before and hosted.usage.estimated and hosted.usage.output_tokens == 2  # "Hosted." / 4
+    assert hosted.usage.input_tokens > 0
+    reported = provider(wire).complete(PROMPT, [TOOL], max_tokens=50)
+    assert not reported.usage.estimated and len(wire.counts) == before
+
+
+def test_force_tool_makes_the_first_turns_call_a_tool(wire):
+    """`force_tool` (for small local models that answer in prose): the first turns name the tool in
+    `tool_choice`, later ones leave the choice to the model; a name that is no tool is a config error."""
+    wire.push(openai_turn("a"), openai_turn("b"), openai_turn("c"))
+    model = provider(wire, force_tool="read_file", force_tool_turns=1)
+    model.complete(PROMPT, [TOOL], max_tokens=50)
+    later = [*PROMPT, Message(role="assistant", content="a"), Message(role="user", content="go on")]
+    model.complete(later, [TOOL], max_tokens=50)
+    provider(wire, force_tool="required", force_tool_turns=2).complete(later, [TOOL], max_tokens=50)
+    first, second, third = (r.body for r in wire.requests)
+    assert first["tool_choice"] == {"type": "function", "function": {"name": "read_file"}}
+    assert "tool_choice" not in second and third["tool_choice"] == "required"
+    with pytest.raises(ConfigError, match="force_tool names 'write_file', which is no tool of this run"):
+        provider(wire, force_tool="write_file").complete(PROMPT, [TOOL], max_tokens=50)

@@ -13,7 +13,7 @@ from harness.config import ContextConfig
 from harness.errors import ModelAuthError, ModelSpendLimitError, RetryBudgetExhausted
 from harness.providers.config import ProviderConfig, RetryConfig
 from harness.providers.factory import make_provider
-from harness.types import ToolSchema
+from harness.types import ModelTurn, ToolSchema
 from tests.providers.conftest import KEY, PROMPT, TOOL
 from tests.providers.recordings import recording
 from tests.providers.wire_server import Reply, responses_reasoning_check, responses_turn
@@ -134,7 +134,18 @@ def test_interleaved_reasoning_keeps_each_item_in_its_place(wire):
     context.add_turn(turn)
     for call in turn.tool_calls:
         context.add_tool_result(call, "ok", is_error=False)
-    assert provider.complete(context.prepare(tools), tools, max_tokens=1000).text == "Done."
+    done = provider.complete(context.prepare(tools), tools, max_tokens=1000)
+    assert done.text == "Done." and not done.tool_calls
+    # a turn without tool calls keeps its reasoning too: with `store: false` every reasoning item goes
+    # back, here after the turn went through the trajectory's JSON (what a resume reads) and a verdict
+    context.add_turn(ModelTurn.model_validate_json(done.model_dump_json()))
+    context.add_user("The tests still fail.")
+    wire.push(responses_turn("Fixed."))
+    provider.complete(context.prepare(tools), tools, max_tokens=1000)
+    sent = wire.requests[-1].body["input"]
+    assert [i.get("type", i.get("role")) for i in sent[-3:]] == ["reasoning", "assistant", "user"]
+    assert sent[-3]["encrypted_content"] == "enc-2" and sent[-2]["content"] == "Done."
+    assert sum(i.get("type") == "reasoning" for i in sent) == 1 + kinds.count("reasoning")
 
 
 def test_an_error_event_inside_the_stream_is_classified_by_its_code(wire):

@@ -30,6 +30,12 @@ class Reply:
     stall_after: int | None = None
     """Send this many frames, then hold the connection open without sending (a stalled stream)."""
     stall_s: float = 30.0
+    delay_s: float = 0.0
+    """Wait this long before the status line (a server reading a long prompt before its first token)."""
+
+
+TOKENIZERS = ("/extras/tokenize/count", "/tokenize")
+"""The routes a local server counts tokens on (answered 404 unless a test routes them)."""
 
 
 @dataclass
@@ -48,6 +54,8 @@ class WireServer:
     def __init__(self) -> None:
         self.requests: list[Recorded] = []
         """The POST requests received (model calls, a token refresh, Ollama's /api/show)."""
+        self.counts: list[Recorded] = []
+        """The token-count requests received (llama.cpp's tokenizer routes, kept apart from model calls)."""
         self.gets: list[Recorded] = []
         """The GET requests received (a client asking what the server is)."""
         self._replies: list[Reply] = []
@@ -89,6 +97,9 @@ class WireServer:
 
     def _next(self, recorded: Recorded, method: str = "POST") -> Reply:
         with self._lock:
+            if recorded.path in TOKENIZERS:  # a loopback server is asked to count what it reported no usage for
+                self.counts.append(recorded)
+                return self.routes.get(recorded.path, Reply(status=404, body=b'{"detail": "Not Found"}'))
             (self.gets if method == "GET" else self.requests).append(recorded)
             if recorded.path in self.routes:
                 return self.routes[recorded.path]
@@ -142,6 +153,8 @@ def _handler_for(server: WireServer) -> type[BaseHTTPRequestHandler]:
                 pass
 
         def _send(self, reply: Reply) -> None:
+            if reply.delay_s and server._stop.wait(reply.delay_s):
+                return
             self.send_response(reply.status)
             kind = "text/event-stream" if reply.events else "application/json"
             headers = {"content-type": kind, "connection": "close", **reply.headers}
@@ -211,6 +224,7 @@ def openai_turn(
     interleave: bool = False,
     finish: str | None = None,
     usage: dict[str, Any] | None = None,
+    no_usage: bool = False,
     raw_chunks: Sequence[dict[str, Any]] = (),
     call_fields: Callable[[str], dict[str, Any]] | None = None,
     **reply: Any,
@@ -233,7 +247,8 @@ def openai_turn(
     chunks += [openai_chunk({"tool_calls": [frag]}) for frag in order]
     chunks += list(raw_chunks)
     chunks.append(openai_chunk({}, finish=finish or ("tool_calls" if tool_calls else "stop")))
-    chunks.append(openai_chunk(None, usage=usage or openai_usage()))
+    if not no_usage:  # llama.cpp's Python server sends none, even asked
+        chunks.append(openai_chunk(None, usage=usage or openai_usage()))
     return Reply(events=[sse_data(c) for c in chunks] + [b"data: [DONE]\n\n"], **reply)
 
 
@@ -334,7 +349,7 @@ def anthropic_events(
 
 
 def anthropic_turn(text: str = "", tool_calls: Sequence[tuple[str, str, str]] = (), **kwargs: Any) -> Reply:
-    reply = {k: kwargs.pop(k) for k in ("stall_after", "stall_s", "headers") if k in kwargs}
+    reply = {k: kwargs.pop(k) for k in ("stall_after", "stall_s", "headers", "delay_s") if k in kwargs}
     return Reply(events=anthropic_events(text, tool_calls, **kwargs), **reply)
 
 

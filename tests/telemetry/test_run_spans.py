@@ -87,6 +87,9 @@ def test_a_run_is_one_trace_of_model_tool_and_verify_spans(tmp_path, run_label):
     assert first["gen_ai.response.finish_reasons"] == ["tool_use"] and first["harness.step"] == 1
     assert {"gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "gen_ai.usage.cache_read.input_tokens",
             "gen_ai.usage.reasoning.output_tokens", "harness.cost_usd", "harness.retries"} <= set(first)  # fmt: skip
+    assert (
+        first["harness.usage.estimated"] is False
+    )  # the script's usage is its own (tests/agent/test_local_model.py: counted)
 
     tools = {s["attributes"]["gen_ai.tool.call.id"]: s for s in children if s["name"].startswith("execute_tool ")}
     assert [s["attributes"]["gen_ai.tool.name"] for s in tools.values()] == [
