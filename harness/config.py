@@ -164,6 +164,44 @@ class ServiceConfig(BaseModel):
         return paths
 
 
+class HookEntry(BaseModel):
+    """One lifecycle hook: a program of the user's, run on this machine with the event's JSON on stdin
+    (harness.agent.hooks; docs/hooks.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    command: str = Field(min_length=1)
+    """A shell command line (`/bin/sh -c`), run in the session's workspace."""
+    matcher: str = ""
+    """Tool events only: the tool names it applies to, a regular expression matched whole
+    (`run_command|apply_patch`); "" or `*` matches every tool."""
+    timeout: float = Field(60.0, gt=0, le=3600)
+    """Seconds it may take; past them it is stopped (a gating hook then blocks)."""
+
+    @field_validator("matcher")
+    @classmethod
+    def _pattern(cls, value: str) -> str:
+        if value in ("", "*"):
+            return value
+        try:
+            re.compile(value)
+        except re.error as error:
+            raise ValueError(f"matcher {value!r} is no regular expression ({error})") from None
+        return value
+
+
+class HooksConfig(BaseModel):
+    """Hooks by event (`[[hooks.PreToolUse]]`...), each list run in its order, one at a time."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    SessionStart: list[HookEntry] = Field(default_factory=list)
+    PreToolUse: list[HookEntry] = Field(default_factory=list)
+    PostToolUse: list[HookEntry] = Field(default_factory=list)
+    Stop: list[HookEntry] = Field(default_factory=list)
+    SessionEnd: list[HookEntry] = Field(default_factory=list)
+
+
 class RunConfig(BaseModel):
     """Everything `harness run` needs, from the config file and flags."""
 
@@ -238,6 +276,9 @@ class RunConfig(BaseModel):
     """Container posture and limits for tool calls (image is taken from `image`)."""
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     """Per-prefix provider settings, e.g. [providers.openai] base_url / api_key_env / retry / prices."""
+    hooks: HooksConfig = Field(default_factory=HooksConfig)
+    """Lifecycle hooks of the user's own (never a repository's): `[[hooks.PreToolUse]]` with `command`,
+    `matcher`, `timeout`. The gating events (PreToolUse, Stop) fail closed."""
 
     def spec(self, **labels: str) -> SandboxSpec:
         """The sandbox spec for this run's tool calls."""

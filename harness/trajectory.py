@@ -157,6 +157,30 @@ class EventRecord(_Record):
     detail: str = ""
 
 
+class HookRecord(_Record):
+    """One lifecycle hook's run and what it decided (written before what it gates happens; `harness
+    replay` follows it without running the hook again)."""
+
+    kind: Literal["hook"] = "hook"
+    event: str
+    command: str
+    """The hook's command line, as configured."""
+    step: int = 0
+    call_id: str | None = None
+    tool_name: str | None = None
+    verdict: Literal["allow", "block", "ok", "failed"]
+    """allow: a gating hook let it through; block: it refused (or failed: gating hooks fail closed);
+    ok: an observer ran; failed: an observer failed (it fails open)."""
+    reason: str = ""
+    exit_code: int | None = None
+    """None when the hook never exited (a timeout, a command that could not start)."""
+    duration_ms: int = 0
+    updated_input: dict[str, Any] | None = None
+    """PreToolUse: the arguments the hook gave instead (they went through the gate)."""
+    context: str = ""
+    """`additionalContext` the hook gave the model."""
+
+
 class OutcomeRecord(_Record):
     kind: Literal["outcome"] = "outcome"
     outcome: str
@@ -176,6 +200,7 @@ Record = Annotated[
     | VerifyRecord
     | SummaryRecord
     | EventRecord
+    | HookRecord
     | OutcomeRecord,
     Field(discriminator="kind"),
 ]

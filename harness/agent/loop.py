@@ -21,6 +21,7 @@ from harness.agent import recovery
 from harness.agent.budget import Budget
 from harness.agent.context import Context, stable
 from harness.agent.guard import DENIED, ReadOnlyGuard
+from harness.agent.hooks import GATING, HOOK_NOTE, HookOutcome, Hooks
 from harness.agent.outcome import FINAL_OUTCOMES, RunResult, RunState, infra_cause, machine_cause, outcome_kind
 from harness.agent.prompt import obstacle_line
 from harness.agent.repetition import NOTE
@@ -29,7 +30,7 @@ from harness.agent.verify import VerifyResult, feedback
 from harness.config import RepetitionConfig
 from harness.errors import LimitReached, ModelError, Stop
 from harness.storage import is_storage_failure
-from harness.tools.registry import ToolContext
+from harness.tools.registry import ToolContext, ToolResult, error_text
 from harness.trajectory import (
     EventRecord,
     OutcomeRecord,
@@ -80,10 +81,13 @@ class Agent:
         on_phase: Callable[[str], None] = lambda phase: None,
         secrets: Sequence[str] = (),
         guard: ReadOnlyGuard | None = None,
+        hooks: Hooks | None = None,
     ) -> None:
         self.provider, self.registry, self.tool_context = provider, registry, tool_context
         self.guard = guard
         """Puts back what a step changed in read-only paths no mount covers (globs, paths made later)."""
+        self.hooks = hooks if hooks else None
+        """The user's lifecycle hooks (harness.agent.hooks); None when none is configured."""
         self.session, self.sandbox, self.verifier, self.verify_spec = session, sandbox, verifier, verify_spec
         self.checks = list(checks)
         """Layers after verify (a linter, a type check, a scan): verified only when every one passes."""
@@ -102,6 +106,7 @@ class Agent:
         detail, evidence, cause = "", None, None
         try:
             pending = recovery.restore(self.session, self.state, self.trajectory)
+            self._session_start(resumed=pending is not None or self.state.step > 0)
             if pending is not None:
                 self._take_turn(pending.step, pending.turn, attempt=pending.attempt, reuse=pending.reuse)
             while True:
@@ -197,7 +202,10 @@ class Agent:
             obstacle = obstacle_line(turn.text)
             if obstacle:  # asked for in the final reply (see the system prompt); the report groups them
                 self.trajectory.append(EventRecord(event="obstacle", detail=obstacle))
-            self.state.awaiting_verify = True
+            refused = self._stop_hooks(step, turn)
+            self.state.awaiting_verify = refused is None
+            if refused is not None:  # a Stop hook wants more work first: the model hears why
+                self.context.add_user(refused)
             self._commit(step, wrote=False, committed_image=None)
             return
         wrote, image, repeated = False, None, None
@@ -243,12 +251,95 @@ class Agent:
         self, step: int, calls: list[ToolCall], batch: list[int], attempt: int, records: list[ToolRecord | None]
     ) -> None:
         context = dataclasses.replace(self.tool_context, deadline=self.budget.deadline())
-        results = self.registry.execute_turn([calls[i] for i in batch], context)
-        for index, result in zip(batch, results, strict=False):
+        blocked: dict[int, ToolResult] = {}
+        if self.hooks is not None:
+            for index in batch:
+                calls[index], refusal = self._pre_tool(step, calls[index])
+                if refusal is not None:
+                    blocked[index] = refusal
+        allowed = [index for index in batch if index not in blocked]
+        ran = dict(zip(allowed, self.registry.execute_turn([calls[i] for i in allowed], context), strict=False))
+        for index in batch:
+            result = blocked.get(index) or ran[index]
+            if self.hooks is not None and index in ran:
+                result = self._post_tool(step, calls[index], result)
             record = ToolRecord.of(step, attempt, calls[index], result)
             records[index] = record
             self.trajectory.append(record)
         self.on_phase("mid_tool")
+
+    # --- hooks ----------------------------------------------------------------------------------
+
+    def _hook(self, event: str, payload: dict[str, Any], step: int) -> HookOutcome:
+        assert self.hooks is not None
+        outcome = self.hooks.run(event, payload, step=step)
+        for record in outcome.records:
+            self.trajectory.append(record, durable=event in GATING)  # a decision is written before it acts
+        return outcome
+
+    def _pre_tool(self, step: int, call: ToolCall) -> tuple[ToolCall, ToolResult | None]:
+        """PreToolUse: the call as the hooks leave it (their updatedInput goes through the gate like
+        the model's own), or the result of a call they blocked."""
+        if self.hooks is None or not self.hooks.wanted("PreToolUse", call.name):
+            return call, None
+        payload = {"tool_name": call.name, "tool_input": call.arguments, "tool_use_id": call.id}
+        outcome = self._hook("PreToolUse", {**payload, "snapshot_id": self._snapshot_id()}, step)
+        if outcome.blocked:
+            text = error_text("hook_blocked", f"the hook `{outcome.hook}` blocked {call.name}: {outcome.reason}")
+            return call, ToolResult(
+                call_id=call.id,
+                name=call.name,
+                text=_with_context(text, outcome),
+                is_error=True,
+                error_kind="hook_blocked",
+            )
+        if outcome.updated_input is not None:
+            call = call.model_copy(update={"arguments": outcome.updated_input, "raw_arguments": None})
+        return call, None
+
+    def _post_tool(self, step: int, call: ToolCall, result: ToolResult) -> ToolResult:
+        """PostToolUse (an observer): the hooks get the whole envelope; what they say back is added to
+        the result the model reads."""
+        if self.hooks is None or not self.hooks.wanted("PostToolUse", call.name):
+            return result
+        envelope = result.envelope.model_dump(mode="json") if result.envelope is not None else None
+        response = {
+            "text": result.text,
+            "is_error": result.is_error,
+            "error_kind": result.error_kind,
+            "envelope": envelope,
+        }
+        payload = {
+            "tool_name": call.name,
+            "tool_input": call.arguments,
+            "tool_use_id": call.id,
+            "tool_response": response,
+        }
+        outcome = self._hook("PostToolUse", {**payload, "snapshot_id": self._snapshot_id()}, step)
+        return result.model_copy(update={"text": _with_context(result.text, outcome)}) if outcome.context else result
+
+    def _stop_hooks(self, step: int, turn: ModelTurn) -> str | None:
+        """Stop, before verification decides: None to go on, else what the model is told instead."""
+        if self.hooks is None or not self.hooks.wanted("Stop"):
+            return None
+        payload = {"stop_hook_active": self.state.stop_refused, "last_assistant_message": turn.text}
+        outcome = self._hook("Stop", payload, step)
+        self.state.stop_refused = outcome.blocked
+        if not outcome.blocked:
+            return None
+        return _with_context(
+            f"NOTE from the harness: the Stop hook `{outcome.hook}` refused to stop: {outcome.reason}", outcome
+        )
+
+    def _session_start(self, *, resumed: bool) -> None:
+        if self.hooks is None or not self.hooks.wanted("SessionStart"):
+            return
+        outcome = self._hook("SessionStart", {"source": "resume" if resumed else "startup"}, self.state.step)
+        if outcome.context:
+            self.context.add_user("Context from a SessionStart hook:\n" + "\n".join(outcome.context))
+
+    def _snapshot_id(self) -> str | None:
+        return getattr(self.session, "last_tree", None)
 
     def _observe_failure(self, record: ToolRecord) -> None:
         """The tool circuit breaker's memory: consecutive failures of the same tool."""
@@ -348,6 +439,9 @@ class Agent:
         except Exception as error:  # noqa: BLE001 - a failed export must not hide the run's outcome
             detail = f"{detail} (patch export failed: {error})".strip()
         spent = self.budget.spent()
+        if self.hooks is not None and self.hooks.wanted("SessionEnd"):
+            with contextlib.suppress(OSError):  # an observer: the run's outcome stands whatever it does
+                self._hook("SessionEnd", {"reason": outcome, "detail": detail}, self.state.step)
         result = RunResult.of(
             self.state,
             outcome,
@@ -390,3 +484,10 @@ class Agent:
             with contextlib.suppress(OSError):  # closing flushes: a full disk already said so above
                 self.trajectory.close()
         return result
+
+
+def _with_context(text: str, outcome: HookOutcome) -> str:
+    """A text with the context hooks gave the model after it."""
+    if not outcome.context:
+        return text
+    return text + HOOK_NOTE + "\n".join(outcome.context)

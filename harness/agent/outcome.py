@@ -123,6 +123,8 @@ class RunState(BaseModel):
     streak: ToolStreak = Field(default_factory=ToolStreak)
     repetition: Repetition = Field(default_factory=Repetition)
     """Fingerprints of the latest calls: what the loop-catcher counts (kept across a resume)."""
+    stop_refused: bool = False
+    """A Stop hook refused the model's last attempt to stop (its `stop_hook_active` next time)."""
     finished: bool = False
     result: RunResult | None = None
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from harness.agent.hooks import HOOK_NOTE
 from harness.agent.seams import RegistryLike, SessionLike
 from harness.tools.registry import ToolContext
 from harness.trajectory import ToolRecord, read_records
@@ -70,6 +71,10 @@ def reissue(
     for step in sorted({record.step for record in calls}):
         wrote = False
         for record in (r for r in calls if r.step == step):
+            if record.error_kind == "hook_blocked":  # the recorded decision stands: the hook is not run again
+                report.append(_compare(record, record.text))
+                continue
+            # a hook's updatedInput is in the record's arguments: what ran is what is re-issued
             call = ToolCall(id=record.call_id, name=record.name, arguments=record.arguments)
             [result] = registry.execute_turn([call], context)
             report.append(_compare(record, result.text))
@@ -93,7 +98,8 @@ def free_id(sessions: Path, stem: str) -> str:
 
 
 def _compare(record: ToolRecord, text: str) -> ReplayedCall:
-    before, after = normalise(record.text).splitlines(), normalise(text).splitlines()
+    recorded = record.text.split(HOOK_NOTE)[0]  # what a PostToolUse hook added is the hook's, not the tool's
+    before, after = normalise(recorded).splitlines(), normalise(text.split(HOOK_NOTE)[0]).splitlines()
     difference = ""
     if before != after:
         delta = [

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from harness.agent.budget import Budget
 from harness.agent.context import Context
 from harness.agent.guard import ReadOnlyGuard
+from harness.agent.hooks import Hooks
 from harness.agent.loop import Agent
 from harness.agent.outcome import RunResult, RunState
 from harness.agent.prompt import system_prompt, task_message
@@ -495,6 +496,12 @@ def build_agent(
         on_phase=runtime.on_phase,
         secrets=runtime.secrets,
         guard=ReadOnlyGuard(session, config.gate.read_only_paths),
+        hooks=Hooks(
+            config.hooks,
+            session_id=state.session_id,
+            workspace=session.workspace,
+            transcript=SessionFolder(session.dir).trajectory,
+        ),
     )
 
 

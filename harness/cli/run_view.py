@@ -129,6 +129,16 @@ def _row(record: Any) -> tuple[str, str] | None:
     if record.kind == "verify":
         mark = "[green]passed[/]" if record.passed else f"[red]failed[/] {_clip(', '.join(record.failing[:5]), 300)}"
         return (f"verify {record.round}", f"exit {record.exit_code}: {mark}")
+    if record.kind == "hook":
+        style = {"block": "red", "failed": "yellow"}.get(record.verdict, "dim")
+        target = f" {literal(record.tool_name)}" if record.tool_name else ""
+        why = f": {_clip(record.reason, 300)}" if record.reason else ""
+        changed = " [yellow](changed the input)[/]" if record.updated_input is not None else ""
+        return (
+            "",
+            f"[{style}]hook {literal(record.event)}{target} {record.verdict}[/]{why}{changed} "
+            f"[dim]`{_clip(record.command, 80)}` exit {record.exit_code}, {record.duration_ms} ms[/]",
+        )
     if record.kind == "event" and record.event in ("resumed", "interrupted", "resume_changed", "fork"):
         return ("", f"[yellow]{literal(record.event)}[/] {_clip(record.detail, 400)}")
     return None
@@ -149,6 +159,11 @@ def render_steps(console: Console, session_dir: Path) -> None:
             mark = "[red]✗[/]" if record.is_error else "[yellow]·[/]" if exited else "[green]✓[/]"
             console.print(
                 f"step {record.step:>2}  {mark} {literal(record.name):<12} {_clip(first, 90)}", soft_wrap=True
+            )
+        elif record.kind == "hook" and record.verdict in ("block", "failed"):
+            console.print(
+                f"step {record.step:>2}  [red]hook[/] {literal(record.event)} {record.verdict}: {_clip(record.reason, 90)}",
+                soft_wrap=True,
             )
         elif record.kind == "verify":
             status = "[green]passed[/]" if record.passed else "[red]failed[/]"

@@ -39,6 +39,7 @@ ErrorKind = Literal[
     "execution_error",
     "tool_error",
     "mcp_server_down",
+    "hook_blocked",
 ]
 
 NEXT_STEP: dict[str, str] = {
@@ -51,6 +52,7 @@ NEXT_STEP: dict[str, str] = {
     "execution_error": "Read the message, adjust the call, and try again.",
     "tool_error": "The tool reported this failure itself: read it, adjust the arguments, and try again.",
     "mcp_server_down": "Its tools cannot be used in this run: do the work with the other tools.",
+    "hook_blocked": "Do not retry the same call: the hook's reason says what it refuses; take another approach.",
 }
 
 

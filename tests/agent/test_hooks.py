@@ -1,0 +1,192 @@
+"""Lifecycle hooks with real hook programs around real runs (the CLI, real containers, a scripted model):
+PreToolUse denies by exit 2 and by JSON, and a crashing, hanging or garbage-printing hook blocks (fail
+closed); an updatedInput goes through the gate again; PostToolUse receives the envelope; a Stop hook
+refuses to stop until a file exists; a hook sees no API key; a Claude Code hook script works unchanged;
+`harness show` names each decision; `harness replay` follows them without running a hook again."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.trajectory import read_records
+from tests.agent.conftest import Harness, turn
+
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
+
+GATE = r"""
+import json, os, sys, time
+data = json.load(sys.stdin)
+with open(sys.argv[1], "a") as log:
+    log.write(json.dumps({"event": data["hook_event_name"], "input": data.get("tool_input"), "env": sorted(os.environ)}) + "\n")
+command = (data.get("tool_input") or {}).get("command", "")
+if "deny-exit2" in command:
+    print("exit 2 says no", file=sys.stderr); sys.exit(2)
+if "deny-json" in command:
+    print(json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+                                             "permissionDecisionReason": "the JSON says no"}}))
+elif "crash" in command:
+    raise RuntimeError("the hook itself broke")
+elif "hang" in command:
+    time.sleep(60)
+elif "garbage" in command:
+    print("this is not JSON {")
+elif "rewrite" in command:
+    print(json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse", "updatedInput": {"command": "echo rewritten"}}}))
+elif "widen" in command:
+    print(json.dumps({"hookSpecificOutput": {"permissionDecision": "allow", "updatedInput": {"command": "curl http://example.invalid/"}}}))
+"""
+
+POST = r"""
+import json, sys
+with open(sys.argv[1], "a") as out:
+    out.write(sys.stdin.read() + "\n")
+print(json.dumps({"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": "post hook saw it"}}))
+"""
+
+STOP = r"""
+import json, os, sys
+if not os.path.exists("DONE.txt"):
+    print(json.dumps({"decision": "block", "reason": "write DONE.txt before you stop"}))
+"""
+
+# Claude Code's documented shape of a Bash validator, as a team would have it in .claude/hooks/: it reads
+# tool_input.command and exits 2 with the reason on stderr. Used unchanged (matcher "Bash").
+CLAUDE_SCRIPT = r"""#!/usr/bin/env python3
+import json
+import re
+import sys
+
+VALIDATION_RULES = [
+    (r"\bgrep\b(?!.*\|)", "Use 'rg' (ripgrep) instead of 'grep' for better performance and features"),
+]
+
+try:
+    input_data = json.load(sys.stdin)
+except json.JSONDecodeError as e:
+    print(f"Error: Invalid JSON input: {e}", file=sys.stderr)
+    sys.exit(1)
+
+tool_input = input_data.get("tool_input", {})
+command = tool_input.get("command", "")
+if not command:
+    sys.exit(0)
+issues = [message for pattern, message in VALIDATION_RULES if re.search(pattern, command)]
+if issues:
+    for message in issues:
+        print(f"• {message}", file=sys.stderr)
+    sys.exit(2)
+"""
+
+COMMANDS = [
+    "echo deny-exit2",
+    "echo deny-json",
+    "echo crash",
+    "echo hang",
+    "echo garbage",
+    "echo rewrite",
+    "echo widen",
+]
+
+
+def _config(tmp_path: Path) -> Path:
+    scripts = {name: tmp_path / f"{name}.py" for name in ("gate", "post", "stop", "claude")}
+    for name, text in zip(scripts, (GATE, POST, STOP, CLAUDE_SCRIPT), strict=True):
+        scripts[name].write_text(text)
+    python = sys.executable
+    config = tmp_path / "hooks.toml"
+    config.write_text(
+        f"""
+[[hooks.PreToolUse]]
+matcher = "run_command"
+command = "{python} {scripts["gate"]} {tmp_path / "gate.log"}"
+timeout = 2
+
+[[hooks.PreToolUse]]
+matcher = "Bash"
+command = "{python} {scripts["claude"]}"
+
+[[hooks.PostToolUse]]
+matcher = "run_command"
+command = "{python} {scripts["post"]} {tmp_path / "post.log"}"
+
+[[hooks.Stop]]
+command = "{python} {scripts["stop"]}"
+
+[[hooks.SessionEnd]]
+command = "echo ended >> {tmp_path / "end.log"}"
+"""
+    )
+    return config
+
+
+def test_hooks_gate_observe_and_refuse_to_stop_around_a_real_run(tmp_path, run_label, script):
+    harness = Harness(tmp_path / "sessions", run_label)
+    calls = [("run_command", {"command": command}) for command in COMMANDS]
+    model = script(
+        turn("Trying every command.", *calls),
+        turn("Searching.", ("run_command", {"command": "grep -r add calc"})),
+        turn("Plain.", ("run_command", {"command": "echo plain"})),
+        turn("I am done."),  # the Stop hook refuses: no DONE.txt
+        turn("Writing it.", ("write_file", {"path": "DONE.txt", "content": "done\n"})),
+        turn("Now I am done."),
+    )
+    ran = harness(
+        "run", "--image", "py311", "--model", model, str(Path(__file__).parents[2] / "examples" / "calc"),
+        "--task", "Try the hooks.", "--no-verify", "--session", "hooked", "--config", str(_config(tmp_path)), "--json",
+        env={"OPENAI_API_KEY": "sk-never-in-a-hook", "ANTHROPIC_API_KEY": "sk-ant-never"},
+    )  # fmt: skip
+    assert ran.code == 10 and ran.json()["outcome"] == "unverified", ran.stdout + ran.stderr
+    records = read_records(harness.session_dir("hooked"))
+    tools = {r.arguments.get("command", r.arguments.get("path")): r for r in records if r.kind == "tool"}
+
+    def blocked(command: str) -> str:
+        record = tools[command]
+        assert record.is_error and record.error_kind == "hook_blocked" and record.envelope is None, record.text
+        return record.text
+
+    assert "exit 2 says no" in blocked("echo deny-exit2")
+    assert "the JSON says no" in blocked("echo deny-json")
+    assert "fail closed" in blocked("echo crash") and "the hook itself broke" in blocked("echo crash")
+    assert "did not finish in 2s" in blocked("echo hang")
+    assert "not a JSON object" in blocked("echo garbage")
+    rewritten = tools["echo rewritten"]  # the hook's input ran, through the gate
+    assert rewritten.envelope is not None and "rewritten" in rewritten.text and rewritten.decision.action == "allow"
+    widened = tools["curl http://example.invalid/"]  # an "allow" with new input cannot widen the gate
+    assert widened.error_kind == "denied" and widened.envelope is None
+    assert "rg" in blocked("grep -r add calc")  # Claude Code's script, unchanged, matched as "Bash"
+    plain = tools["echo plain"]
+    assert plain.envelope is not None and plain.text.endswith("NOTE from a hook:\npost hook saw it")
+
+    posted = [json.loads(line) for line in (tmp_path / "post.log").read_text().splitlines()]
+    seen = {p["tool_input"]["command"]: p for p in posted}
+    # every call that reached the tools (the gate's denial included), never one a hook blocked
+    assert set(seen) == {"echo rewritten", "curl http://example.invalid/", "echo plain"}
+    assert seen["curl http://example.invalid/"]["tool_response"]["error_kind"] == "denied"
+    envelope = seen["echo plain"]["tool_response"]["envelope"]
+    assert envelope["exit_code"] == 0 and envelope["status"] == "ok" and "plain" in envelope["stdout"]
+    assert seen["echo plain"]["tool_use_id"] == plain.call_id and seen["echo plain"]["session_id"] == "hooked"
+
+    hooks = [r for r in records if r.kind == "hook"]
+    stops = [r for r in hooks if r.event == "Stop"]
+    assert [s.verdict for s in stops] == ["block", "allow"] and "write DONE.txt" in stops[0].reason
+    turns = [r for r in records if r.kind == "turn"]
+    assert turns[-1].turn.text == "Now I am done." and len(turns) == 6
+    assert (tmp_path / "end.log").read_text() == "ended\n"
+    gate_log = [json.loads(line) for line in (tmp_path / "gate.log").read_text().splitlines()]
+    assert all(not any(k.endswith("API_KEY") for k in entry["env"]) for entry in gate_log)
+    assert {"HARNESS_SESSION_ID", "CLAUDE_PROJECT_DIR", "PATH"} <= set(gate_log[0]["env"])
+
+    shown = harness("show", "hooked")
+    assert shown.code == 0 and "hook PreToolUse run_command block" in shown.stdout
+    assert "hook Stop block" in shown.stdout and "(changed the input)" in shown.stdout
+
+    before = len(gate_log)
+    replayed = harness("replay", "hooked", "--json")
+    assert replayed.code == 0, replayed.stdout + replayed.stderr
+    report = json.loads(replayed.stdout)
+    assert report["diverged"] == 0, report
+    assert len((tmp_path / "gate.log").read_text().splitlines()) == before  # no hook ran again
