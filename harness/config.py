@@ -276,6 +276,9 @@ class RunConfig(BaseModel):
     """Container posture and limits for tool calls (image is taken from `image`)."""
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     """Per-prefix provider settings, e.g. [providers.openai] base_url / api_key_env / retry / prices."""
+    repo_hooks: bool = False
+    """`--repo-hooks`: also run the hooks the repository declares (`.harness/hooks.toml`), each in a
+    sandbox container of the session (no network, the workspace read-only), after the user's own."""
     hooks: HooksConfig = Field(default_factory=HooksConfig)
     """Lifecycle hooks of the user's own (never a repository's): `[[hooks.PreToolUse]]` with `command`,
     `matcher`, `timeout`. The gating events (PreToolUse, Stop) fail closed."""

@@ -165,6 +165,8 @@ class HookRecord(_Record):
     event: str
     command: str
     """The hook's command line, as configured."""
+    place: Literal["host", "container"] = "host"
+    """Where it ran: the user's hooks on this machine, a repository's in a sandbox container."""
     step: int = 0
     call_id: str | None = None
     tool_name: str | None = None

@@ -20,14 +20,16 @@ import os
 import re
 import signal
 import subprocess
+import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.config import HookEntry, HooksConfig
 from harness.trajectory import HookRecord
+from sandbox.spec import Sandbox, SandboxSpec
 
 GATING = ("PreToolUse", "Stop")
 """Events whose hooks can refuse: they fail closed."""
@@ -66,22 +68,36 @@ class HookOutcome:
 class Hooks:
     """Runs the configured hooks of one session."""
 
-    def __init__(self, config: HooksConfig, *, session_id: str, workspace: Path, transcript: Path) -> None:
+    def __init__(
+        self,
+        config: HooksConfig,
+        *,
+        session_id: str,
+        workspace: Path,
+        transcript: Path,
+        repository: HooksConfig | None = None,
+        container: tuple[Sandbox, Callable[[], SandboxSpec]] | None = None,
+    ) -> None:
         self.config = config
+        self.repository = repository or HooksConfig()
+        """The repository's own hooks (`--repo-hooks`): run only in a sandbox container, after the user's."""
         self.session_id = session_id
         self.workspace = workspace
         self.transcript = transcript
+        self.container = container
+        """The session's sandbox and the spec of its calls (for the repository's hooks)."""
 
     def __bool__(self) -> bool:
-        return any(getattr(self.config, event) for event in HooksConfig.model_fields)
+        return any(getattr(c, event) for c in (self.config, self.repository) for event in HooksConfig.model_fields)
+
+    def placed(self, event: str, tool_name: str | None = None) -> list[tuple[HookEntry, str]]:
+        """The hooks of event that apply (a tool event's by its matcher), the user's on this machine
+        first, then the repository's in a container."""
+        found = [(e, "host") for e in _matching(self.config, event, tool_name)]
+        return found + [(e, "container") for e in _matching(self.repository, event, tool_name)]
 
     def wanted(self, event: str, tool_name: str | None = None) -> list[HookEntry]:
-        """The hooks of event that apply (a tool event's by its matcher)."""
-        entries: list[HookEntry] = getattr(self.config, event)
-        if tool_name is None:
-            return list(entries)
-        aliases = [tool_name, *(claude for claude, ours in CLAUDE_NAMES.items() if ours == tool_name)]
-        return [e for e in entries if e.matcher in ("", "*") or any(re.fullmatch(e.matcher, n) for n in aliases)]
+        return [entry for entry, _ in self.placed(event, tool_name)]
 
     def run(self, event: str, payload: Mapping[str, Any], *, step: int = 0) -> HookOutcome:
         """Run event's hooks in order with payload (the common fields are added); the first that
@@ -96,10 +112,10 @@ class Hooks:
             "step": step,
             **payload,
         }
-        for entry in self.wanted(event, tool_name if isinstance(tool_name, str) else None):
+        for entry, place in self.placed(event, tool_name if isinstance(tool_name, str) else None):
             if outcome.updated_input is not None:
                 data["tool_input"] = outcome.updated_input  # the next hook sees the input it will get
-            record = self._one(entry, event, data)
+            record = self._one(entry, event, data, place)
             record = record.model_copy(
                 update={"step": step, "call_id": payload.get("tool_use_id"), "tool_name": tool_name}
             )
@@ -113,7 +129,7 @@ class Hooks:
                 outcome.updated_input = record.updated_input
         return outcome
 
-    def _one(self, entry: HookEntry, event: str, data: Mapping[str, Any]) -> HookRecord:
+    def _one(self, entry: HookEntry, event: str, data: Mapping[str, Any], place: str) -> HookRecord:
         gating = event in GATING
         started = time.monotonic()
 
@@ -123,6 +139,7 @@ class Hooks:
             return HookRecord(
                 event=event,
                 command=entry.command,
+                place=place,
                 verdict=verdict,
                 reason=reason[:2000],
                 exit_code=code,
@@ -130,26 +147,11 @@ class Hooks:
                 **more,
             )
 
-        try:
-            process = subprocess.Popen(
-                ["/bin/sh", "-c", entry.command],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=self.workspace if self.workspace.is_dir() else None,
-                env=self._environment(event),
-                start_new_session=True,  # its own process group: a timeout ends everything it started
-            )
-        except OSError as error:
-            return ended("failed", f"it could not start ({error})")
-        try:
-            out, err = process.communicate(json.dumps(data).encode(), timeout=entry.timeout)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.communicate()
-            return ended("failed", f"it did not finish in {entry.timeout:g}s")
-        returncode = process.returncode
+        stdin = json.dumps(data).encode()
+        ran = self._in_container(entry, stdin) if place == "container" else self._on_host(entry, event, stdin)
+        if isinstance(ran, str):
+            return ended("failed", ran)
+        returncode, out, err = ran
         stdout = out[:_OUTPUT_LIMIT].decode("utf-8", "replace").strip()
         stderr = err[:_OUTPUT_LIMIT].decode("utf-8", "replace").strip()
         if returncode == 2:  # an observer's exit 2 is feedback for the model (Claude Code's PostToolUse)
@@ -173,6 +175,55 @@ class Hooks:
             return ended("ok", code=0, context=stdout[:4000] if event == "SessionStart" else "")
         return _answered(answer, event, gating, ended)
 
+    def _on_host(self, entry: HookEntry, event: str, stdin: bytes) -> tuple[int, bytes, bytes] | str:
+        """The user's hook on this machine: (exit code, stdout, stderr), or why it did not finish."""
+        try:
+            process = subprocess.Popen(
+                ["/bin/sh", "-c", entry.command],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=self.workspace if self.workspace.is_dir() else None,
+                env=self._environment(event),
+                start_new_session=True,  # its own process group: a timeout ends everything it started
+            )
+        except OSError as error:
+            return f"it could not start ({error})"
+        try:
+            out, err = process.communicate(stdin, timeout=entry.timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            return f"it did not finish in {entry.timeout:g}s"
+        return process.returncode, out, err
+
+    def _in_container(self, entry: HookEntry, stdin: bytes) -> tuple[int, bytes, bytes] | str:
+        """A repository's hook in a fresh sandbox container of the session, as a tool call runs: no
+        network, the call's limits, the workspace mounted read-only at /workspace (its working
+        directory a scratch folder that goes with the container). Never on this machine."""
+        from sandbox.spec import Mount
+
+        if self.container is None:
+            return "no sandbox to run a repository's hook in"
+        sandbox, spec_of = self.container
+        spec = spec_of().model_copy(update={"timeout_s": entry.timeout, "workdir": "/hook", "network": "none"})
+        with tempfile.TemporaryDirectory(prefix="harness-hook-") as scratch:
+            prelude = f"cd /workspace && export CLAUDE_PROJECT_DIR=/workspace HARNESS_SESSION_ID={self.session_id}"
+            envelope = sandbox.run(
+                ["/bin/sh", "-c", f"{prelude} && {entry.command}"],
+                workspace=Path(scratch),
+                spec=spec,
+                mounts=[Mount(source=self.workspace, target="/workspace", read_only=True)],
+                stdin=stdin,
+                refill=False,
+            )
+        if envelope.status == "timeout":
+            return f"it did not finish in {entry.timeout:g}s"
+        if envelope.status not in ("ok", "exit_nonzero"):
+            return f"its container ended {envelope.status}"
+        return envelope.exit_code, envelope.stdout.encode(), envelope.stderr.encode()
+
     def _environment(self, event: str) -> dict[str, str]:
         env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
         env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
@@ -182,6 +233,110 @@ class Hooks:
             CLAUDE_PROJECT_DIR=str(self.workspace),  # what Claude Code's hook scripts look for
         )
         return env
+
+
+def _matching(config: HooksConfig, event: str, tool_name: str | None) -> list[HookEntry]:
+    entries: list[HookEntry] = getattr(config, event)
+    if tool_name is None:
+        return list(entries)
+    aliases = [tool_name, *(claude for claude, ours in CLAUDE_NAMES.items() if ours == tool_name)]
+    return [e for e in entries if e.matcher in ("", "*") or any(re.fullmatch(e.matcher, n) for n in aliases)]
+
+
+REPOSITORY_HOOKS = ".harness/hooks.toml"
+"""Where a repository declares its hooks (read only with `--repo-hooks`, run only in a container)."""
+CLAUDE_SETTINGS = ".claude/settings.json"
+"""Claude Code's project settings: their `hooks` are taken the same way (with `--repo-hooks` only)."""
+_REPOSITORY_HOOKS_LIMIT = 64 * 1024
+
+
+def repository_hooks(read: Callable[[str], bytes | None] | Path) -> HooksConfig:
+    """The hooks a repository declares, read as hostile input (regular files, never a link the
+    repository made, at most 64 KiB each): REPOSITORY_HOOKS (`[[hooks.EVENT]]` tables and nothing
+    else), then the `hooks` of CLAUDE_SETTINGS in Claude Code's shape (`{"matcher", "hooks": [{"type":
+    "command", "command", "timeout"}]}`). `read` gives a regular file's bytes by its path (a run reads
+    the session's start tree, never what the model wrote since), or is a folder to read them from.
+    Used only with `--repo-hooks`, and run only in a container."""
+    import tomllib
+
+    from harness.errors import ConfigError
+
+    reader = read if callable(read) else _folder_reader(read)
+    events: dict[str, list[dict[str, Any]]] = {}
+    text = _repository_file(reader, REPOSITORY_HOOKS)
+    if text is not None:
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as error:
+            raise ConfigError(f"the repository's {REPOSITORY_HOOKS} is not valid TOML: {error}") from None
+        if set(data) - {"hooks"}:
+            raise ConfigError(f"the repository's {REPOSITORY_HOOKS} may hold only [[hooks.EVENT]] tables")
+        events = dict(data.get("hooks") or {})
+    text = _repository_file(reader, CLAUDE_SETTINGS)
+    if text is not None:
+        for event, entries in _claude_hooks(text).items():
+            events[event] = [*events.get(event, []), *entries]
+    try:
+        return HooksConfig.model_validate(events)
+    except ValueError as error:
+        raise ConfigError(f"the repository's hooks: {str(error).splitlines()[0]}") from None
+
+
+def _folder_reader(folder: Path) -> Callable[[str], bytes | None]:
+    def read(relative: str) -> bytes | None:
+        import stat
+
+        from harness.errors import ConfigError
+
+        path = folder / relative
+        try:
+            info, parent = path.lstat(), path.parent.lstat()
+        except FileNotFoundError:
+            return None
+        if not stat.S_ISREG(info.st_mode) or not stat.S_ISDIR(parent.st_mode):
+            raise ConfigError(f"the repository's {relative} is not a regular file (a link is never followed)")
+        return path.read_bytes()[: _REPOSITORY_HOOKS_LIMIT + 1]
+
+    return read
+
+
+def _repository_file(read: Callable[[str], bytes | None], relative: str) -> str | None:
+    from harness.errors import ConfigError
+
+    data = read(relative)
+    if data is None:
+        return None
+    if len(data) > _REPOSITORY_HOOKS_LIMIT:
+        raise ConfigError(f"the repository's {relative} is over {_REPOSITORY_HOOKS_LIMIT // 1024} KiB")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"the repository's {relative} is not UTF-8 text") from None
+
+
+def _claude_hooks(text: str) -> dict[str, list[dict[str, Any]]]:
+    """Claude Code's `hooks` settings as harness's entries (events harness has; command hooks only)."""
+    from harness.errors import ConfigError
+
+    try:
+        settings = json.loads(text)
+    except ValueError as error:
+        raise ConfigError(f"the repository's {CLAUDE_SETTINGS} is not valid JSON: {error}") from None
+    hooks = settings.get("hooks") if isinstance(settings, dict) else None
+    found: dict[str, list[dict[str, Any]]] = {}
+    for event, groups in (hooks if isinstance(hooks, dict) else {}).items():
+        if event not in HooksConfig.model_fields or not isinstance(groups, list):
+            continue
+        for group in (g for g in groups if isinstance(g, dict)):
+            for hook in (h for h in group.get("hooks") or () if isinstance(h, dict) and h.get("type") == "command"):
+                entry: dict[str, Any] = {
+                    "command": str(hook.get("command") or ""),
+                    "matcher": str(group.get("matcher") or ""),
+                }
+                if isinstance(hook.get("timeout"), int | float):
+                    entry["timeout"] = min(float(hook["timeout"]), 3600.0)
+                found.setdefault(event, []).append(entry)
+    return found
 
 
 def _answered(answer: dict[str, Any], event: str, gating: bool, ended: Any) -> HookRecord:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from harness.agent.budget import Budget
 from harness.agent.context import Context
 from harness.agent.guard import ReadOnlyGuard
-from harness.agent.hooks import Hooks
+from harness.agent.hooks import Hooks, repository_hooks
 from harness.agent.loop import Agent
 from harness.agent.outcome import RunResult, RunState
 from harness.agent.prompt import system_prompt, task_message
@@ -501,6 +501,12 @@ def build_agent(
             session_id=state.session_id,
             workspace=session.workspace,
             transcript=SessionFolder(session.dir).trajectory,
+            repository=(
+                repository_hooks(lambda path: session.read_file(session.start_tree, path))
+                if config.repo_hooks
+                else None
+            ),
+            container=(sandbox, lambda: call_spec(session.spec)),
         ),
     )
 

@@ -125,6 +125,7 @@ def run_config(spec: TaskRunSpec) -> RunConfig:
             for name, service in {**defaults.services, **(task.services or {})}.items()
         },
         "providers": {name: entry.model_dump(mode="json") for name, entry in defaults.providers.items()} or None,
+        "hooks": defaults.hooks.model_dump(mode="json"),
         **_limits(spec),
         "started_from": started_from(task),
     }

@@ -115,6 +115,11 @@ def run(
     runtime: str | None = typer.Option(
         None, "--runtime", help="OCI runtime of every call: runc (default) or runsc (gVisor)."
     ),
+    repo_hooks: bool = typer.Option(
+        False,
+        "--repo-hooks",
+        help="Run the hooks the repository declares (.harness/hooks.toml), each in a sandbox container, never here.",
+    ),
     state_dir_opt: Path | None = _STATE_DIR,
     config_file: Path | None = typer.Option(None, "--config", help="Config file (default: the per-user config.toml)."),
     otel_endpoint: str | None = OTEL_ENDPOINT,
@@ -157,6 +162,7 @@ def run(
             "sandbox.read_only_root": False if writable_root else None,
             "sandbox.runtime": runtime,
             "thinking": thinking,
+            "repo_hooks": True if repo_hooks else None,
         }
         if no_verify and verify:
             fail("--verify and --no-verify contradict each other", ExitCode.USAGE)

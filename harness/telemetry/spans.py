@@ -208,9 +208,36 @@ class RunSpans:
         }
         if self.config.content:
             attributes["harness.verify.failing"] = [self._text(f) for f in record.failing[:100]]
+        self._span_of("verify", record, attributes)
+
+    def _span_of(self, name: str, record: Any, attributes: dict[str, Any], error: str | None = None) -> None:
+        """An ended span for a record that took `duration_ms` up to its timestamp (marked an error)."""
         started = record.ts - record.duration_ms / 1000
-        span = self._tracer.start_span("verify", context=self._context, start_time=_ns(started), attributes=attributes)
+        span = self._tracer.start_span(name, context=self._context, start_time=_ns(started), attributes=attributes)
+        if error:
+            _error(span, error)
         span.end(end_time=_ns(record.ts))
+
+    def _on_hook(self, record: Any) -> None:
+        """A span per hook run, beside the calls it gated (the command line is configuration, not content)."""
+        attributes: dict[str, Any] = {
+            "harness.hook.event": record.event,
+            "harness.hook.command": record.command,
+            "harness.hook.verdict": record.verdict,
+            "harness.hook.place": record.place,
+            "harness.hook.duration_ms": record.duration_ms,
+            "harness.step": record.step,
+        }
+        if record.exit_code is not None:
+            attributes["harness.hook.exit_code"] = record.exit_code
+        if record.tool_name:
+            attributes.update({"gen_ai.tool.name": record.tool_name, "gen_ai.tool.call.id": record.call_id or ""})
+        if record.updated_input is not None:
+            attributes["harness.hook.updated_input"] = True
+        if self.config.content and record.reason:
+            attributes["harness.hook.reason"] = self._text(record.reason)
+        failed = record.verdict in ("block", "failed")
+        self._span_of(f"hook {record.event}", record, attributes, f"hook {record.verdict}" if failed else None)
 
     def _on_outcome(self, record: Any) -> None:
         self._end_tools()  # the tool spans of a step that never committed end with the run

@@ -114,3 +114,43 @@ def test_a_hook_sees_the_event_and_a_whitelisted_environment(tmp_path, monkeypat
     assert set(got["env"]) <= {"PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ", "PWD", "SHLVL", "_",
                                "HARNESS_SESSION_ID", "HARNESS_HOOK_EVENT", "CLAUDE_PROJECT_DIR"}  # fmt: skip
     assert os.environ["OPENAI_API_KEY"] == "sk-host-secret"
+
+
+def test_a_repositorys_hooks_file_is_read_as_hostile_input(tmp_path):
+    from harness.agent.hooks import repository_hooks
+    from harness.errors import ConfigError
+
+    assert repository_hooks(tmp_path) == HooksConfig()  # none declared
+    folder = tmp_path / ".harness"
+    folder.mkdir()
+    (folder / "hooks.toml").write_text('[[hooks.Stop]]\ncommand = "make lint"\n')
+    assert repository_hooks(tmp_path).Stop[0].command == "make lint"
+    (folder / "hooks.toml").write_text('[[hooks.Stop]]\ncommand = "x"\n[providers.openai]\nbase_url = "http://a"\n')
+    with pytest.raises(ConfigError, match=r"only \[\[hooks.EVENT\]\]"):
+        repository_hooks(tmp_path)
+    (folder / "hooks.toml").unlink()
+    (folder / "hooks.toml").symlink_to(Path.home() / ".config" / "harness" / "config.toml")
+    with pytest.raises(ConfigError, match="not a regular file"):
+        repository_hooks(tmp_path)
+    (folder / "hooks.toml").unlink()
+    (folder / "hooks.toml").write_bytes(b"\xff\xfe not toml")
+    with pytest.raises(ConfigError, match="not UTF-8 text"):
+        repository_hooks(tmp_path)
+    (folder / "hooks.toml").write_text("[[hooks.Stop]\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        repository_hooks(tmp_path)
+    (folder / "hooks.toml").unlink()
+    claude = tmp_path / ".claude"
+    claude.mkdir()
+    settings = {
+        "permissions": {"allow": ["Bash(*)"]},  # never read: harness takes a project's hooks, nothing else
+        "hooks": {
+            "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "./v.sh", "timeout": 30}]}],
+            "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "x"}]}],  # no such event here
+            "Stop": [{"hooks": [{"type": "prompt", "prompt": "?"}, {"type": "command", "command": "make lint"}]}],
+        },
+    }
+    (claude / "settings.json").write_text(json.dumps(settings))
+    found = repository_hooks(tmp_path)
+    assert [(e.matcher, e.command, e.timeout) for e in found.PreToolUse] == [("Bash", "./v.sh", 30.0)]
+    assert [e.command for e in found.Stop] == ["make lint"] and not found.PostToolUse

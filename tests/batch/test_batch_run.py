@@ -23,7 +23,7 @@ FIX = ROOT / "examples" / "calc-fix.yaml"
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(600)]
 
 
-def _tasks(tmp_path: Path, count: int) -> Path:
+def _tasks(tmp_path: Path, count: int, hooks: dict | None = None) -> Path:
     tasks = []
     for n in range(count):
         kind = ("verified", "failing", "blocked")[n % 3]
@@ -40,9 +40,8 @@ def _tasks(tmp_path: Path, count: int) -> Path:
             task["read_only"] = ["tests/", "calc/"]
         tasks.append(task)
     path = tmp_path / "tasks.yaml"
-    path.write_text(
-        yaml.safe_dump({"defaults": {"verify": "python3 -m pytest -q", "model": [f"scripted:{FIX}"]}, "tasks": tasks})
-    )
+    defaults = {"verify": "python3 -m pytest -q", "model": [f"scripted:{FIX}"], **({"hooks": hooks} if hooks else {})}
+    path.write_text(yaml.safe_dump({"defaults": defaults, "tasks": tasks}))
     return path
 
 
@@ -63,7 +62,8 @@ def _result(done: subprocess.CompletedProcess[str]) -> dict:
 
 
 def test_a_batch_runs_every_task_once_and_again_does_nothing(tmp_path, run_label, docker_client):
-    tasks = _tasks(tmp_path, 6)
+    ended = tmp_path / "ended.log"  # the tasks file's own hook, run by the workers for every task-run
+    tasks = _tasks(tmp_path, 6, {"SessionEnd": [{"command": f'echo "$HARNESS_SESSION_ID $(cat)" >> {ended}'}]})
     out = tmp_path / "out"
     with Receiver() as receiver:  # the batch's spans, from the client and from both workers
         first = _batch(
@@ -76,6 +76,9 @@ def test_a_batch_runs_every_task_once_and_again_does_nothing(tmp_path, run_label
     assert (summary["planned"], summary["ran"], summary["skipped"]) == (6, 6, 0)
     records = {r.key.task_id: r for r in BatchDir(out).records()}
     assert len(records) == 6 and all(r.status == "done" for r in records.values())
+    lines = dict(line.split(" ", 1) for line in ended.read_text().splitlines())
+    assert set(lines) == {r.session_id for r in records.values()}
+    assert all(json.loads(lines[r.session_id])["reason"] == r.outcome for r in records.values())
     assert {r.outcome for k, r in records.items() if "verified" in k} == {"verified"}
     assert {r.outcome for k, r in records.items() if "failing" in k} <= {"failed_verification", "stuck"}
     assert {r.outcome for k, r in records.items() if "blocked" in k} <= {"failed_verification", "stuck"}
