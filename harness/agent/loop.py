@@ -87,7 +87,8 @@ class Agent:
         self.guard = guard
         """Puts back what a step changed in read-only paths no mount covers (globs, paths made later)."""
         self.hooks = hooks if hooks else None
-        """The user's lifecycle hooks (harness.agent.hooks); None when none is configured."""
+        """The lifecycle hooks (harness.agent.hooks: the user's, a repository's with --repo-hooks);
+        None when none is configured."""
         self.session, self.sandbox, self.verifier, self.verify_spec = session, sandbox, verifier, verify_spec
         self.checks = list(checks)
         """Layers after verify (a linter, a type check, a scan): verified only when every one passes."""
@@ -280,8 +281,8 @@ class Agent:
     def _pre_tool(self, step: int, call: ToolCall) -> tuple[ToolCall, ToolResult | None]:
         """PreToolUse: the call as the hooks leave it (their updatedInput goes through the gate like
         the model's own), or the result of a call they blocked."""
-        if self.hooks is None or not self.hooks.wanted("PreToolUse", call.name):
-            return call, None
+        if self.hooks is None or call.parse_error is not None or not self.hooks.wanted("PreToolUse", call.name):
+            return call, None  # a call whose arguments did not parse never runs: nothing to ask about
         payload = {"tool_name": call.name, "tool_input": call.arguments, "tool_use_id": call.id}
         outcome = self._hook("PreToolUse", {**payload, "snapshot_id": self._snapshot_id()}, step)
         if outcome.blocked:

@@ -14,6 +14,7 @@ from harness.errors import SessionError
 from harness.steps import StepMap
 from harness.trajectory import (
     EventRecord,
+    HookRecord,
     OutcomeRecord,
     RequestRecord,
     StartRecord,
@@ -42,6 +43,8 @@ class StepView:
     verify: list[VerifyRecord] = field(default_factory=list)
     summaries: list[SummaryRecord] = field(default_factory=list)
     """Third-tier summaries made before this step's model call."""
+    hooks: list[HookRecord] = field(default_factory=list)
+    """The lifecycle hooks that ran in this step (docs/hooks.md), in order."""
     committed: StepRecord | None = None
     """None while the step is in flight (a live session) or when a crash cut it."""
     sent_tokens: int = 0
@@ -103,6 +106,8 @@ def load(folder: Path) -> SessionView:
             _add(last, record)
         elif isinstance(record, SummaryRecord):
             by_step.setdefault(record.step, StepView(step=record.step)).summaries.append(record)
+        elif isinstance(record, HookRecord):
+            by_step.setdefault(record.step, StepView(step=record.step)).hooks.append(record)
         elif isinstance(record, VerifyRecord):
             if last is None:
                 last = by_step.setdefault(0, StepView(step=0))

@@ -12,7 +12,7 @@ from typing import Any
 from harness.report import charts
 from harness.report.html import esc, page, table
 from harness.report.session_view import SessionView, StepView
-from harness.trajectory import ToolRecord, VerifyRecord
+from harness.trajectory import HookRecord, ToolRecord, VerifyRecord
 
 
 def render(view: SessionView, *, back: str | None = None, review: Sequence[str] = ()) -> str:
@@ -169,6 +169,7 @@ def _step(step: StepView) -> str:
         elif not turn.tool_calls:
             parts.append('<p class="muted">(empty reply)</p>')
     parts += [_call(call) for call in step.calls]
+    parts += [_hook(hook) for hook in step.hooks]
     for event in step.events:
         parts.append(f'<p class="muted">event <b>{esc(event.event)}</b>: {esc(event.detail)}</p>')
     if step.diff or step.diff_note:
@@ -215,6 +216,20 @@ def _call(call: ToolRecord) -> str:
     classes = "call failed" if failed else "call"
     open_ = " open" if failed else ""
     return f'<details class="{classes}" id="call-{esc(call.call_id)}-{call.attempt}"{open_}>{summary}{_kv(facts)}</details>'
+
+
+def _hook(hook: HookRecord) -> str:
+    """One hook's run: its event and target, what it decided and why, whose it was."""
+    css = {"block": "bad", "failed": "warn"}.get(hook.verdict, "muted")
+    target = f" {esc(hook.tool_name)}" if hook.tool_name else ""
+    whose = "the repository's, in a container" if hook.place == "container" else "yours"
+    why = f": {esc(hook.reason)}" if hook.reason else ""
+    changed = ' <span class="warn">(changed the input)</span>' if hook.updated_input is not None else ""
+    return (
+        f'<p class="hook">hook <b>{esc(hook.event)}</b>{target} <span class="{css}">{esc(hook.verdict)}</span>{why}'
+        f'{changed} <span class="muted">({esc(whose)}) <code>{esc(hook.command)}</code> '
+        f"exit {hook.exit_code}, {hook.duration_ms} ms</span></p>"
+    )
 
 
 def _verify(round_: VerifyRecord) -> str:

@@ -241,6 +241,10 @@ command = "touch {marker} 2>/dev/null; echo planted > /workspace/planted.txt 2>/
     [tool] = [r for r in records if r.kind == "tool"]
     assert tool.error_kind == "hook_blocked" and "repo hook refuses" in tool.text
     assert not marker.exists() and harness.final("with", "planted.txt") is None
+    viewed = harness("view", "with", "--no-open")
+    page = (harness.session_dir("with") / "view.html").read_text(encoding="utf-8")
+    assert viewed.code == 0 and "hook <b>PreToolUse</b> run_command" in page and "in a container" in page
+    assert "repo hook refuses" in page
     shown = harness("show", "with")
     assert "the repository's, in a container" in " ".join(shown.stdout.split())  # wrapped at 80 columns
 
