@@ -30,6 +30,7 @@ from harness.policy.gate import Decision
 from harness.report.session_view import SessionView, StepView
 from harness.trajectory import (
     EventRecord,
+    HookRecord,
     OutcomeRecord,
     RequestRecord,
     StartRecord,
@@ -70,6 +71,8 @@ def to_atif(session_dir: Path, info: dict[str, Any] | None = None, tools: Sequen
             writer.system(f"resumed ({record.model})", record.ts, {"harness_kind": "resume"})
         elif isinstance(record, EventRecord):
             writer.event(record)
+        elif isinstance(record, HookRecord):
+            writer.hook(record)
         elif isinstance(record, SummaryRecord):
             writer.summary(record)
         elif isinstance(record, StepRecord):
@@ -264,6 +267,19 @@ class _Writer:
         self.system(f"{record.event}: {record.detail}" if record.detail else record.event, record.ts, {
             "harness_kind": "event", "event": record.event, "detail": record.detail,
         })  # fmt: skip
+
+    def hook(self, record: HookRecord) -> None:
+        """A hook's run: in the extra of the agent step it belongs to (a tool's or a stop's), else a
+        system step of its own (SessionStart, SessionEnd)."""
+        entry = {
+            "event": record.event, "verdict": record.verdict, "reason": record.reason, "command": record.command,
+            "place": record.place, "exit_code": record.exit_code, "tool_call_id": record.call_id,
+        }  # fmt: skip
+        step = self._open
+        if step is not None and step["extra"].get("harness_step") == record.step and record.event != "SessionEnd":
+            step["extra"].setdefault("harness_hooks", []).append(entry)
+            return
+        self.system(f"hook {record.event}: {record.verdict}", record.ts, {"harness_kind": "hook", **entry})
 
     def summary(self, record: SummaryRecord) -> None:
         self.system(

@@ -196,6 +196,14 @@ def test_hooks_gate_observe_and_refuse_to_stop_around_a_real_run(tmp_path, run_l
     assert shown.code == 0 and "hook PreToolUse run_command block" in said
     assert "hook Stop block" in said and "(changed the input)" in said
 
+    exported = harness("export", "hooked", "--format", "atif", "-o", str(tmp_path / "atif.json"))
+    assert exported.code == 0, exported.stderr
+    steps = json.loads((tmp_path / "atif.json").read_text())["steps"]
+    in_steps = [h for s in steps for h in s.get("extra", {}).get("harness_hooks", [])]
+    alone = [s["extra"] for s in steps if s.get("extra", {}).get("harness_kind") == "hook"]
+    assert len(in_steps) + len(alone) == len(hooks) and [a["event"] for a in alone] == ["SessionEnd"]
+    assert {h["verdict"] for h in in_steps} == {"allow", "block", "ok"}
+
     before = len(gate_log)
     replayed = harness("replay", "hooked", "--json")
     assert replayed.code == 0, replayed.stdout + replayed.stderr
