@@ -147,6 +147,8 @@ class Hooks:
                 **more,
             )
 
+        if place == "container":  # the container's own view: no path of this machine goes in
+            data = {**data, "cwd": "/workspace", "transcript_path": ""}
         stdin = json.dumps(data).encode()
         ran = self._in_container(entry, stdin) if place == "container" else self._on_host(entry, event, stdin)
         if isinstance(ran, str):

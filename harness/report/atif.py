@@ -91,6 +91,7 @@ def to_atif(session_dir: Path, info: dict[str, Any] | None = None, tools: Sequen
     if start is not None:
         extra["task"] = start.task
         extra["model"] = start.model
+        extra["started"] = _iso(start.ts)  # the run's own start (its first step comes a moment later)
     if outcome is not None:
         extra["outcome"] = {"outcome": outcome.outcome, "detail": outcome.detail, "exit_code": outcome.exit_code}
     extra["patch"] = view.patch
@@ -400,7 +401,8 @@ def to_view(data: dict[str, Any], source: Path) -> SessionView:
     extra = data.get("extra") or {}
     session = str(data.get("session_id") or data.get("trajectory_id") or source.stem)
     view = SessionView(session_id=session, folder=source.parent)
-    first = _stamp(_first_time(data.get("steps", [])))
+    started = extra.get("started") if isinstance(extra.get("started"), str) else None
+    first = _stamp(started or _first_time(data.get("steps", [])))
     task = next((_text(s.get("message")) for s in data["steps"] if s.get("source") == "user"), "")
     model = str(agent.get("model_name") or "")
     view.start = StartRecord(
