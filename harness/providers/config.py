@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from ipaddress import IPv4Address, IPv6Address
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -177,23 +178,54 @@ class ProviderConfig(BaseModel):
         return self.base_url is not None and is_local_address(self.base_url)
 
 
-def is_local_address(url: str) -> bool:
-    """A loopback, private or link-local address, `localhost` (or a name under it), or a host name
-    without a dot: a server on this machine or its network. Nothing is resolved."""
+@dataclass(frozen=True)
+class Host:
+    """An endpoint URL's host as written (nothing is resolved): the one parse of it every check uses."""
+
+    name: str
+    """Lowercased; "" when the URL names none."""
+    port: int
+    """The URL's, else its scheme's default."""
+    address: IPv4Address | IPv6Address | None
+    """The name as an IP address, when it is one."""
+
+    @property
+    def loopback(self) -> bool:
+        if self.address is not None:
+            return self.address.is_loopback
+        return self.name == "localhost" or self.name.endswith(".localhost")
+
+    @property
+    def local(self) -> bool:
+        """A loopback, private or link-local address, `localhost` (or a name under it), or a name
+        without a dot: a server on this machine or its network."""
+        if self.address is not None:
+            return self.address.is_loopback or self.address.is_private or self.address.is_link_local
+        return bool(self.name) and (self.loopback or "." not in self.name)
+
+
+def host_of(url: str) -> Host | None:
+    """The host of an endpoint URL; None when it cannot be parsed (a bad port, a bad IPv6 literal)."""
     from ipaddress import ip_address
     from urllib.parse import urlsplit
 
     try:
-        host = (urlsplit(url.strip()).hostname or "").lower()
+        parts = urlsplit(url.strip())
+        name = (parts.hostname or "").lower()
+        port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
-        return False
-    if not host:
-        return False
+        return None
     try:
-        address = ip_address(host)
+        address: IPv4Address | IPv6Address | None = ip_address(name)
     except ValueError:
-        return host == "localhost" or host.endswith(".localhost") or "." not in host
-    return address.is_loopback or address.is_private or address.is_link_local
+        address = None
+    return Host(name, port, address)
+
+
+def is_local_address(url: str) -> bool:
+    """Whether the URL names a server on this machine or its network (see `Host.local`)."""
+    host = host_of(url)
+    return host is not None and host.local
 
 
 def check_base_url(url: str | None) -> None:

@@ -12,10 +12,10 @@ either way the figures are marked `estimated`.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from typing import Any
 
+from harness.providers.local import server_root
 from harness.types import Message, ModelTurn, ToolSchema, Usage
 
 CHARS_PER_TOKEN = 4.0
@@ -52,7 +52,7 @@ class TokenCounter:
     once, then remembered), else by estimate."""
 
     def __init__(self, base_url: str | None, local: bool, client: Any = None) -> None:
-        self.root = re.sub(r"/v1/?$", "", (base_url or "").rstrip("/"))
+        self.root = server_root(base_url or "")
         self._client = client
         self._route: str | None = "" if local and self.root else None
         """"" until asked; None: the server cannot count (or is not asked); else the path that counts."""

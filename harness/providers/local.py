@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from harness.providers.config import host_of
+
 OLLAMA_DEFAULT_CONTEXT = 4096
 """What an Ollama server keeps when neither the model nor the server says otherwise (recent releases;
 older ones kept 2048)."""
@@ -37,24 +39,23 @@ class LocalServer(BaseModel):
 def may_be_local(base_url: str) -> bool:
     """Worth asking whether a local server answers: a loopback or LAN address, a bare host name, or a
     port other than 443 (a hosted vendor behind https is never probed)."""
-    from ipaddress import ip_address
-    from urllib.parse import urlsplit
+    host = host_of(base_url)
+    if host is None:
+        return False
+    return host.address is not None or host.name == "localhost" or "." not in host.name or host.port != 443
 
-    parts = urlsplit(base_url)
-    host = parts.hostname or ""
-    try:
-        ip_address(host)
-        return True
-    except ValueError:
-        pass
-    return host == "localhost" or "." not in host or (parts.port or (443 if parts.scheme == "https" else 80)) != 443
+
+def server_root(base_url: str) -> str:
+    """The server's own root: its OpenAI-compatible base URL without `/v1` (where it answers what it
+    is, and counts tokens)."""
+    return re.sub(r"/v1/?$", "", base_url.rstrip("/"))
 
 
 def detect_local_server(base_url: str, model: str, context_budget: int | None = None) -> LocalServer | None:
     """Ollama or llama.cpp behind `base_url` (its /v1 stripped), or None."""
     import httpx2
 
-    root = re.sub(r"/v1/?$", "", base_url.rstrip("/"))
+    root = server_root(base_url)
     try:
         with httpx2.Client(timeout=_PROBE_TIMEOUT_S) as client:
             server = _ollama(client, root, model) or _llama_cpp(client, root) or _llama_cpp_python(client, root)

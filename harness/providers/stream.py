@@ -12,7 +12,7 @@ from typing import Any
 import httpx2
 
 from harness.errors import ModelError, ModelUnavailable, ModelUnreachable
-from harness.providers.config import ProviderConfig, redact
+from harness.providers.config import ProviderConfig, host_of, redact
 from harness.types import Usage
 
 
@@ -112,19 +112,8 @@ def transport_error(
 
 def refused_here(cause: BaseException, endpoint: str) -> str:
     """`HOST:PORT` when a connection to a loopback address of endpoint was refused, else ""."""
-    from ipaddress import ip_address
-    from urllib.parse import urlsplit
-
     if not isinstance(cause, httpx2.ConnectError):
         return ""
     refused = isinstance(cause.__context__, ConnectionRefusedError) or "refused" in str(cause).lower()
-    try:
-        parts = urlsplit(endpoint)
-        host, port = (parts.hostname or "").lower(), parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        return ""
-    try:
-        loopback = ip_address(host).is_loopback
-    except ValueError:
-        loopback = host == "localhost" or host.endswith(".localhost")
-    return f"{host}:{port}" if refused and loopback else ""
+    host = host_of(endpoint)
+    return f"{host.name}:{host.port}" if refused and host is not None and host.loopback else ""
