@@ -201,6 +201,12 @@ class HooksConfig(BaseModel):
     Stop: list[HookEntry] = Field(default_factory=list)
     SessionEnd: list[HookEntry] = Field(default_factory=list)
 
+    def then(self, other: HooksConfig) -> HooksConfig:
+        """These hooks, then other's, each event's list in its order."""
+        return HooksConfig(
+            **{event: [*getattr(self, event), *getattr(other, event)] for event in type(self).model_fields}
+        )
+
 
 class RunConfig(BaseModel):
     """Everything `harness run` needs, from the config file and flags."""

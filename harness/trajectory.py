@@ -182,6 +182,11 @@ class HookRecord(_Record):
     context: str = ""
     """`additionalContext` the hook gave the model."""
 
+    @property
+    def whose(self) -> str:
+        """Whose hook it was, as the views say it."""
+        return "the repository's, in a container" if self.place == "container" else "yours"
+
 
 class OutcomeRecord(_Record):
     kind: Literal["outcome"] = "outcome"

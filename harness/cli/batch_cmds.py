@@ -126,12 +126,7 @@ def execute(
     with reported(), live:
         user_config = load_config(None)  # its provider entries name the keys' variables (`api_key_env`)
         tasks.defaults.providers = {**user_config.providers, **tasks.defaults.providers}  # travels to the workers
-        tasks.defaults.hooks = type(tasks.defaults.hooks).model_validate(
-            {  # the user's hooks first, then the tasks file's, each list in its order
-                event: [*getattr(user_config.hooks, event), *getattr(tasks.defaults.hooks, event)]
-                for event in type(tasks.defaults.hooks).model_fields
-            }
-        )
+        tasks.defaults.hooks = user_config.hooks.then(tasks.defaults.hooks)  # the user's first
         keys = {
             prefix_of(spec): environment.model_key(spec, user_config)[1]
             for spec in [

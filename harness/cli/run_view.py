@@ -134,11 +134,10 @@ def _row(record: Any) -> tuple[str, str] | None:
         target = f" {literal(record.tool_name)}" if record.tool_name else ""
         why = f": {_clip(record.reason, 300)}" if record.reason else ""
         changed = " [yellow](changed the input)[/]" if record.updated_input is not None else ""
-        where = "the repository's, in a container" if record.place == "container" else "yours"
         return (
             "",
             f"[{style}]hook {literal(record.event)}{target} {record.verdict}[/]{why}{changed} "
-            f"[dim]({where})[/] "
+            f"[dim]({record.whose})[/] "
             f"[dim]`{_clip(record.command, 80)}` exit {record.exit_code}, {record.duration_ms} ms[/]",
         )
     if record.kind == "event" and record.event in ("resumed", "interrupted", "resume_changed", "fork"):

@@ -222,12 +222,11 @@ def _hook(hook: HookRecord) -> str:
     """One hook's run: its event and target, what it decided and why, whose it was."""
     css = {"block": "bad", "failed": "warn"}.get(hook.verdict, "muted")
     target = f" {esc(hook.tool_name)}" if hook.tool_name else ""
-    whose = "the repository's, in a container" if hook.place == "container" else "yours"
     why = f": {esc(hook.reason)}" if hook.reason else ""
     changed = ' <span class="warn">(changed the input)</span>' if hook.updated_input is not None else ""
     return (
         f'<p class="hook">hook <b>{esc(hook.event)}</b>{target} <span class="{css}">{esc(hook.verdict)}</span>{why}'
-        f'{changed} <span class="muted">({esc(whose)}) <code>{esc(hook.command)}</code> '
+        f'{changed} <span class="muted">({esc(hook.whose)}) <code>{esc(hook.command)}</code> '
         f"exit {hook.exit_code}, {hook.duration_ms} ms</span></p>"
     )
 
