@@ -7,7 +7,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: setup deps deps-run engine images images-demo browser check test test-fast demo demo-history demo-local local-model local-model-start bench clean-containers
+.PHONY: setup deps deps-run engine images images-demo browser check test test-fast demo demo-delegate demo-history demo-local local-model local-model-start bench clean-containers
 
 # Everything the tests need (the test and check toolchains, every image).
 setup: deps engine images
@@ -82,6 +82,10 @@ demo-local: deps-run engine images-demo local-model
 
 demo: deps-run engine images-demo
 	$(BIN)/harness run --image py311 --model scripted:examples/calc-fix.yaml examples/calc --task "Fix the failing tests in calc." --verify "python3 -m pytest -q"
+
+# The example with a sub-agent: the run's agent hands the fix to a child under a share of its budget.
+demo-delegate: deps-run engine images-demo
+	$(BIN)/harness run --image py311 --delegate-depth 1 --model scripted:examples/delegate-fix.yaml examples/calc --task "Fix the failing tests in calc." --verify "python3 -m pytest -q"
 
 # The second demo: benchmark tasks mined from the example's own history, checked in the sandbox, run
 # by the reference model (offline), and the report (100% completion).

@@ -190,6 +190,21 @@ class HookEntry(BaseModel):
         return value
 
 
+class DelegateConfig(BaseModel):
+    """Sub-agents (`delegate`): how deep the tree may go, how many children run at once across it, and
+    the share of what is left a child gets when the model names none."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    depth: int = Field(0, ge=0, le=4)
+    """Levels of sub-agents below the run's own agent; 0 leaves `delegate` out of the menu."""
+    at_once: int = Field(2, ge=1, le=8)
+    """Children running at the same time, counted on the run's whole tree."""
+    share: float = Field(0.5, gt=0, le=1)
+    """The fraction of what is left (steps, tokens, cost, wall clock) a child is reserved when the
+    delegating model asks for no amount."""
+
+
 class HooksConfig(BaseModel):
     """Hooks by event (`[[hooks.PreToolUse]]`...), each list run in its order, one at a time."""
 
@@ -285,6 +300,8 @@ class RunConfig(BaseModel):
     repo_hooks: bool = False
     """`--repo-hooks`: also run the hooks the repository declares (`.harness/hooks.toml`), each in a
     sandbox container of the session (no network, the workspace read-only), after the user's own."""
+    delegate: DelegateConfig = Field(default_factory=DelegateConfig)
+    """Sub-agents: `[delegate] depth = 1` puts the `delegate` tool in the menu (see docs/subagents.md)."""
     hooks: HooksConfig = Field(default_factory=HooksConfig)
     """Lifecycle hooks of the user's own (never a repository's): `[[hooks.PreToolUse]]` with `command`,
     `matcher`, `timeout`. The gating events (PreToolUse, Stop) fail closed."""

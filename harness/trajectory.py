@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,6 +39,9 @@ STATE_FILE = SessionFolder(Path()).state.name
 class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
     ts: float = Field(default_factory=time.time)
+    agent: str | None = Field(None, exclude_if=lambda value: value is None)
+    """The sub-agent whose record it is (`d1`, its own child `d1.d1`: see harness.agent.delegate);
+    None (and left out of the line) for the run's own agent."""
 
 
 class StartRecord(_Record):
@@ -188,6 +192,56 @@ class HookRecord(_Record):
         return "the repository's, in a container" if self.place == "container" else "yours"
 
 
+class DelegateRecord(_Record):
+    """A sub-agent started (`phase="start"`, before it runs) or ended (`"end"`, with what became of its
+    change); its own records follow the start, each with `agent` set to its name."""
+
+    kind: Literal["delegate"] = "delegate"
+    phase: Literal["start", "end"]
+    step: int
+    """The delegating agent's step whose call started it."""
+    call_id: str
+    child: str
+    """The sub-agent's name (`agent` of its records)."""
+    session: str
+    """The session that holds its branch of the snapshots."""
+    task: str = ""
+    base: str = ""
+    """The workspace tree it started from (the delegating agent's workspace at the call)."""
+    reserve: dict[str, float | int | None] = Field(default_factory=dict)
+    """Its limits, taken out of what the delegating agent had left: max_steps, max_tokens,
+    max_cost_usd, timeout_min."""
+    outcome: str = ""
+    detail: str = ""
+    change: Literal["", "applied", "conflict", "discarded", "none"] = ""
+    """What became of its change: applied to the delegating agent's workspace, refused for a conflict
+    with what that agent changed since, discarded as asked, or there was none."""
+    paths: list[str] = Field(default_factory=list)
+    """The paths it changed (applied: taken over)."""
+    conflicts: list[str] = Field(default_factory=list)
+    final: str = ""
+    """Its final message."""
+    steps: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+    @property
+    def reserve_text(self) -> str:
+        """Its reserve as the views say it (`max_steps 6, max_tokens 550`)."""
+        return ", ".join(f"{key} {value:g}" for key, value in self.reserve.items() if value is not None)
+
+    @property
+    def change_text(self) -> str:
+        """What became of its change, as the views say it."""
+        return {
+            "applied": f"change applied: {', '.join(self.paths[:10])}",
+            "conflict": f"change NOT applied, conflicts: {', '.join(self.conflicts[:10])}",
+            "discarded": "change discarded, as asked",
+            "none": "no change",
+        }.get(self.change, "")
+
+
 class OutcomeRecord(_Record):
     kind: Literal["outcome"] = "outcome"
     outcome: str
@@ -208,6 +262,7 @@ Record = Annotated[
     | SummaryRecord
     | EventRecord
     | HookRecord
+    | DelegateRecord
     | OutcomeRecord,
     Field(discriminator="kind"),
 ]
@@ -224,7 +279,11 @@ class TrajectoryObserver(Protocol):
 
 
 class Trajectory:
-    """Appends records to one session's JSONL file."""
+    """Appends records to one session's JSONL file (a sub-agent's through a view of its parent's:
+    `child`)."""
+
+    agent: str | None = None
+    """Whose records this writer appends (None: the run's own agent)."""
 
     def __init__(
         self, session_dir: Path, secrets: Sequence[str] = (), observers: Sequence[TrajectoryObserver] = ()
@@ -234,6 +293,9 @@ class Trajectory:
         self._observers = list(observers)
         torn = _cut_torn_tail(self.path)
         self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - held open until close()
+        self._lock = threading.Lock()  # children at once append from their threads
+        self._owner = True
+        """This writer opened the file (a sub-agent's view writes into its parent's)."""
         self._sent: list[Message] = []
         if torn:  # a crash cut the last record short: it is dropped, and the drop is on record
             self.append(EventRecord(event="torn_tail", detail=f"dropped an unfinished last record ({torn} bytes)"))
@@ -258,20 +320,37 @@ class Trajectory:
 
     def append(self, record: _Record, *, durable: bool = False) -> None:
         """Write one line; durable=True fsyncs (model turns and step commits)."""
+        if self.agent is not None:
+            record.agent = self.agent
         line = record.model_dump_json()
         for secret in self._secrets:
             line = line.replace(secret, "***")
-        try:
-            self._file.write(line + "\n")
-            self._file.flush()
-            if durable:
-                os.fsync(self._file.fileno())
-        except OSError as error:  # a torn line at most: readers drop it, the next writer cuts it
-            raise at_path(error, self.path) from None
-        for observer in self._observers:
-            observer.observe(record)
+        with self._lock:
+            try:
+                self._file.write(line + "\n")
+                self._file.flush()
+                if durable:
+                    os.fsync(self._file.fileno())
+            except OSError as error:  # a torn line at most: readers drop it, the next writer cuts it
+                raise at_path(error, self.path) from None
+            for observer in self._observers:
+                observer.observe(record)
+
+    def child(self, name: str) -> Trajectory:
+        """A writer of sub-agent `name`'s records into this same file (closing it closes nothing)."""
+        view = object.__new__(Trajectory)
+        view.path, view._secrets, view._observers = self.path, self._secrets, self._observers
+        view._file, view._lock, view._sent, view.agent = self._file, self._lock, [], name
+        view._owner = False
+        return view
+
+    def records(self) -> list[Any]:
+        """The records this writer's agent appended so far (a resume reads where it stopped)."""
+        return read_records(self.path.parent, agent=self.agent)
 
     def close(self) -> None:
+        if not self._owner:  # a sub-agent's view: the file is its parent's
+            return
         for observer in self._observers:
             observer.close()
         self._observers = []
@@ -286,12 +365,18 @@ class Trajectory:
                     self._file.close()
 
 
-def read_records(session_dir: Path) -> list[Any]:
-    """All records of a session, tolerating a torn last line (cut anywhere, inside a UTF-8 sequence
-    too); damage before it is a SessionError naming the file and line."""
+EVERY_AGENT = "*"
+"""`read_records(..., agent=EVERY_AGENT)`: the run's own records and every sub-agent's, in file order."""
+
+
+def read_records(session_dir: Path, agent: str | None = None) -> list[Any]:
+    """The records of a session's own agent (agent=None), of one sub-agent (its name), or of the whole
+    tree (EVERY_AGENT), tolerating a torn last line (cut anywhere, inside a UTF-8 sequence too);
+    damage before it is a SessionError naming the file and line."""
     path = SessionFolder(Path(session_dir)).trajectory
     try:
-        return [_RECORD.validate_python(raw) for raw in read_lines(path)]
+        every = [_RECORD.validate_python(raw) for raw in read_lines(path)]
+        return every if agent == EVERY_AGENT else [r for r in every if r.agent == agent]
     except ValueError as error:  # ValidationError too: a record that is JSON but not ours
         raise SessionError(
             f"the trajectory {path} is damaged and cannot be read back: {error}".splitlines()[0]

@@ -7,9 +7,10 @@ a plain model so a resumed run continues from what the crashed one had already u
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -42,13 +43,24 @@ class Spent(BaseModel):
 
 
 class Budget:
-    """Meters one run against its limits."""
+    """Meters one run against its limits; a sub-agent's budget meters its reserve and charges every
+    enclosing budget too (Inspect's stacked limits), so the tree never passes the run's limits."""
 
-    def __init__(self, limits: LimitsConfig, spent: Spent | None = None, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        limits: LimitsConfig,
+        spent: Spent | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        parent: Budget | None = None,
+    ):
         self.limits = limits
         self._spent = (spent or Spent()).model_copy()
         self._clock = clock
         self._started = clock()
+        self.parent = parent
+        self._lock = threading.Lock()  # children at once charge their parent from their threads
+        self._children: list[Budget] = []
+        """Sub-agents running now: what they have not used of their reserve is not this budget's to give."""
 
     def spent(self) -> Spent:
         """A copy of the current totals, wall clock included."""
@@ -63,20 +75,42 @@ class Budget:
 
     def charge(self, usage: Usage | None, cost_usd: float) -> None:
         """Add tokens and cost; also used for failed calls, which are billed too."""
-        if usage is not None:
-            self._spent.input_tokens += usage.input_tokens
-            self._spent.output_tokens += usage.output_tokens
-            self._spent.cached_input_tokens += usage.cached_input_tokens
-            if usage.estimated:
-                self._spent.estimated_tokens += usage.input_tokens + usage.output_tokens
-        self._spent.cost_usd += cost_usd
+        with self._lock:
+            if usage is not None:
+                self._spent.input_tokens += usage.input_tokens
+                self._spent.output_tokens += usage.output_tokens
+                self._spent.cached_input_tokens += usage.cached_input_tokens
+                if usage.estimated:
+                    self._spent.estimated_tokens += usage.input_tokens + usage.output_tokens
+            self._spent.cost_usd += cost_usd
+        if self.parent is not None:
+            self.parent.charge(usage, cost_usd)
 
     def charge_step(self) -> None:
         """Count one model step."""
-        self._spent.steps += 1
+        with self._lock:
+            self._spent.steps += 1
+        if self.parent is not None:
+            self.parent.charge_step()
+
+    def add(self, spent: Spent) -> None:
+        """Count what a sub-agent spent in an earlier process of this run (a resume picks it up: this
+        budget's own state was saved before the sub-agent started)."""
+        with self._lock:
+            for name in ("steps", "input_tokens", "output_tokens", "cached_input_tokens", "estimated_tokens"):
+                setattr(self._spent, name, getattr(self._spent, name) + getattr(spent, name))
+            self._spent.cost_usd += spent.cost_usd
+        if self.parent is not None:
+            self.parent.add(spent)
 
     def check(self) -> None:
-        """Raise LimitReached for the first spent limit (steps, tokens, cost, wall clock)."""
+        """Raise LimitReached for the first spent limit (steps, tokens, cost, wall clock), this budget's
+        own first, then every enclosing one's."""
+        self._check_own()
+        if self.parent is not None:
+            self.parent.check()
+
+    def _check_own(self) -> None:
         limits, spent = self.limits, self._spent
         if spent.steps >= limits.max_steps:
             raise LimitReached("steps", f"{spent.steps} of {limits.max_steps} steps used")
@@ -99,7 +133,65 @@ class Budget:
         return Deadline(remaining)
 
     def remaining_s(self) -> float | None:
-        """Seconds left on the wall clock, or None when unlimited (to cap a tool call's timeout)."""
-        if self.limits.timeout_min is None:
-            return None
-        return max(0.0, self.limits.timeout_min * 60 - self.elapsed_s())
+        """Seconds left on the wall clock (this budget's and every enclosing one's), or None when
+        unlimited (to cap a tool call's timeout)."""
+        own = None if self.limits.timeout_min is None else max(0.0, self.limits.timeout_min * 60 - self.elapsed_s())
+        above = self.parent.remaining_s() if self.parent is not None else None
+        return own if above is None else above if own is None else min(own, above)
+
+    # --- sub-agents -----------------------------------------------------------------------------
+
+    def left(self) -> Reserve:
+        """What is left to give a sub-agent: each limit less what is spent and less what the children
+        running now have not used of their reserves (None where unlimited)."""
+        with self._lock:
+            spent, limits, children = self.spent(), self.limits, list(self._children)
+        held = [child.unused() for child in children]
+        remaining = self.remaining_s()
+        return Reserve(
+            steps=limits.max_steps - spent.steps - sum(h.steps or 0 for h in held),
+            tokens=_less(limits.max_tokens, spent.tokens, [h.tokens for h in held]),
+            cost_usd=_less(limits.max_cost_usd, spent.cost_usd, [h.cost_usd for h in held]),
+            seconds=None if remaining is None else remaining - sum(h.seconds or 0 for h in held),
+        )
+
+    def unused(self) -> Reserve:
+        """What this (sub-agent's) budget has not used of its own limits."""
+        spent, limits = self.spent(), self.limits
+        return Reserve(
+            steps=max(0, limits.max_steps - spent.steps),
+            tokens=None if limits.max_tokens is None else max(0, limits.max_tokens - spent.tokens),
+            cost_usd=None if limits.max_cost_usd is None else max(0.0, limits.max_cost_usd - spent.cost_usd),
+            seconds=None if limits.timeout_min is None else max(0.0, limits.timeout_min * 60 - self.elapsed_s()),
+        )
+
+    def reserve(self, limits: LimitsConfig, spent: Spent | None = None) -> Budget:
+        """A sub-agent's budget with these limits (already taken out of `left()`), held against this
+        one until `release`."""
+        child = Budget(limits, spent, self._clock, parent=self)
+        with self._lock:
+            self._children.append(child)
+        return child
+
+    def release(self, child: Budget) -> None:
+        """A sub-agent ended: what it did not use is this budget's again."""
+        with self._lock:
+            if child in self._children:
+                self._children.remove(child)
+
+
+class Reserve(BaseModel):
+    """Amounts of each limit (steps, tokens, USD, wall-clock seconds); None is unlimited."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    steps: int
+    tokens: int | None = None
+    cost_usd: float | None = None
+    seconds: float | None = None
+
+
+def _less(limit: float | None, spent: float, held: list[Any]) -> Any:
+    if limit is None:
+        return None
+    return limit - spent - sum(h or 0 for h in held)

@@ -28,10 +28,11 @@ from harness.agent.repetition import NOTE
 from harness.agent.seams import Provider, RegistryLike, Sandbox, SessionLike, VerifierLike
 from harness.agent.verify import VerifyResult, feedback
 from harness.config import RepetitionConfig
-from harness.errors import LimitReached, ModelError, Stop
+from harness.errors import LimitReached, ModelError, SessionError, Stop
 from harness.storage import is_storage_failure
 from harness.tools.registry import ToolContext, ToolResult, error_text
 from harness.trajectory import (
+    DelegateRecord,
     EventRecord,
     OutcomeRecord,
     StepRecord,
@@ -82,8 +83,11 @@ class Agent:
         secrets: Sequence[str] = (),
         guard: ReadOnlyGuard | None = None,
         hooks: Hooks | None = None,
+        unchecked: str = "no verify command: the model's account was not checked",
     ) -> None:
         self.provider, self.registry, self.tool_context = provider, registry, tool_context
+        self.unchecked = unchecked
+        """The outcome's detail when there is no verifier (a sub-agent's: its parent checks the work)."""
         self.guard = guard
         """Puts back what a step changed in read-only paths no mount covers (globs, paths made later)."""
         self.hooks = hooks if hooks else None
@@ -251,7 +255,7 @@ class Agent:
     def _execute(
         self, step: int, calls: list[ToolCall], batch: list[int], attempt: int, records: list[ToolRecord | None]
     ) -> None:
-        context = dataclasses.replace(self.tool_context, deadline=self.budget.deadline())
+        context = dataclasses.replace(self.tool_context, deadline=self.budget.deadline(), step=step)
         blocked: dict[int, ToolResult] = {}
         if self.hooks is not None:
             for index in batch:
@@ -379,7 +383,7 @@ class Agent:
 
     def _verify(self) -> None:
         if self.verifier is None:
-            raise Stop("unverified", "no verify command: the model's account was not checked")
+            raise Stop("unverified", self.unchecked)
         spec = self.budget.deadline().cap(self.verify_spec())  # before the round is counted: a stop spends none
         self.state.verify_rounds += 1
         rounds = self.state.verify_rounds
@@ -452,6 +456,7 @@ class Agent:
             patch=str(patch_path) if patch_path else None,
             session_dir=str(self.session.dir),
             cause=cause,
+            subagent_steps=self._subagent_steps(),
         )
         try:
             self.trajectory.append(
@@ -485,6 +490,15 @@ class Agent:
             with contextlib.suppress(OSError):  # closing flushes: a full disk already said so above
                 self.trajectory.close()
         return result
+
+    def _subagent_steps(self) -> int:
+        """The steps of this agent's sub-agents, theirs included (0 without delegation)."""
+        if self.tool_context.delegator is None:
+            return 0
+        with contextlib.suppress(OSError, SessionError):
+            ended = [r for r in self.trajectory.records() if isinstance(r, DelegateRecord) and r.phase == "end"]
+            return sum(r.steps for r in ended)
+        return 0
 
 
 def _with_context(text: str, outcome: HookOutcome) -> str:

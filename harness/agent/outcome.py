@@ -150,6 +150,9 @@ class RunResult(BaseModel):
     """Set when the machine, not the model, failed the run (see `Cause`)."""
     verified: bool
     steps: int
+    subagent_steps: int = 0
+    """Model steps its sub-agents took (the tree's steps are `steps` + this); tokens and cost are
+    the whole tree's already."""
     tokens: dict[str, int]
     """input, output, cached; `estimated` when part of them was counted by harness (no usage reported)."""
     cost_usd: float
@@ -186,6 +189,7 @@ class RunResult(BaseModel):
         patch: str | None,
         session_dir: str,
         cause: Cause | None = None,
+        subagent_steps: int = 0,
     ) -> RunResult:
         """The result of a run that ended with `outcome` after `state`'s steps and `spent`."""
         return cls(
@@ -197,6 +201,7 @@ class RunResult(BaseModel):
             cause=cause,
             verified=outcome == "verified",
             steps=state.step,
+            subagent_steps=subagent_steps,
             tokens=token_counts(spent),
             cost_usd=round(spent.cost_usd, 6),
             elapsed_s=round(spent.elapsed_s, 3),

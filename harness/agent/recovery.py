@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from harness.agent.outcome import RunState
 from harness.agent.seams import SessionLike
-from harness.trajectory import EventRecord, ToolRecord, Trajectory, read_records
+from harness.trajectory import EventRecord, ToolRecord, Trajectory
 from harness.types import ModelTurn
 
 
@@ -33,7 +33,7 @@ def restore(session: SessionLike, state: RunState, trajectory: Trajectory) -> Pe
 
     A fresh run (nothing recorded yet) is left alone. The resume is noted in the trajectory.
     """
-    records = read_records(session.dir)
+    records = trajectory.records()  # a sub-agent's own, in its parent's file
     if not any(r.kind == "turn" or r.kind == "step" for r in records):
         return None
     if session.step == state.snapshot_step:

@@ -5,6 +5,7 @@ them; see its docstring."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from harness.agent.budget import Budget
 from harness.agent.context import Context
+from harness.agent.delegate import Branching, Child, Delegator, Tree, delegate
 from harness.agent.guard import ReadOnlyGuard
 from harness.agent.hooks import Hooks, repository_hooks
 from harness.agent.loop import Agent
@@ -321,7 +323,8 @@ def registry(
     from harness.tools.mcp import tools_of
     from harness.tools.services import service_logs_tool
 
-    if (config is None or not config.tools.declared) and not servers and running is None:
+    delegating = [delegate] if config is not None and config.delegate.depth > 0 else []
+    if (config is None or not config.tools.declared) and not servers and running is None and not delegating:
         return builtin.default_registry()
     declared = config.tools.declared if config else {}
     if declared:
@@ -331,7 +334,7 @@ def registry(
     if len(project) > FRONT:  # the menu the seed recommends: ten in front, the rest as one tool's sub-commands
         project = [*project[:FRONT], group(project[FRONT:])]
     logs = [service_logs_tool(list(running.containers), running.logs)] if running is not None else []
-    return Registry(builtin.BUILTIN_TOOLS, extra=[*project, *logs])
+    return Registry((*builtin.BUILTIN_TOOLS, *delegating), extra=[*project, *logs])
 
 
 def menu_warning(registry: Registry) -> str | None:
@@ -477,6 +480,21 @@ def build_agent(
     warning = menu_warning(tools) if servers else None  # a declared-only menu was warned of before the run
     if warning:
         trajectory.append(EventRecord(event="menu", detail=warning))
+    budget = Budget(config.limits, state.spent)
+    hooks = Hooks(
+        config.hooks,
+        session_id=state.session_id,
+        workspace=session.workspace,
+        transcript=SessionFolder(session.dir).trajectory,
+        repository=(
+            repository_hooks(lambda path: session.read_file(session.start_tree, path)) if config.repo_hooks else None
+        ),
+        container=(sandbox, lambda: call_spec(session.spec)),
+    )
+    if config.delegate.depth > 0:
+        context_tools.delegator = _delegator(
+            config, session, sandbox, provider, tools, trajectory, budget, runtime, hooks
+        )
     return Agent(
         provider=provider,
         registry=tools,
@@ -486,7 +504,7 @@ def build_agent(
         verifier=verifier,
         verify_spec=lambda: call_spec(session.spec),
         checks=checks,
-        budget=Budget(config.limits, state.spent),
+        budget=budget,
         context=context,
         trajectory=trajectory,
         state=state,
@@ -496,18 +514,94 @@ def build_agent(
         on_phase=runtime.on_phase,
         secrets=runtime.secrets,
         guard=ReadOnlyGuard(session, config.gate.read_only_paths),
-        hooks=Hooks(
-            config.hooks,
-            session_id=state.session_id,
-            workspace=session.workspace,
-            transcript=SessionFolder(session.dir).trajectory,
-            repository=(
-                repository_hooks(lambda path: session.read_file(session.start_tree, path))
-                if config.repo_hooks
-                else None
-            ),
-            container=(sandbox, lambda: call_spec(session.spec)),
+        hooks=hooks,
+    )
+
+
+SUBAGENT_PREFACE = (
+    "You are a sub-agent: another agent working on this repository handed you the task below. Your "
+    "workspace is a copy of its workspace as it was then; what you change is given back to it when you "
+    "end. Do only this task. When you are done, reply WITHOUT any tool call: say what you changed (or "
+    "found) and how you checked it; that message and your diff are all the other agent sees."
+)
+
+
+def _delegator(
+    config: RunConfig,
+    session: Session,
+    sandbox: Sandbox,
+    provider: Provider,
+    tools: Registry,
+    trajectory: Trajectory,
+    budget: Budget,
+    runtime: Runtime,
+    hooks: Hooks,
+) -> Delegator:
+    """The run's agent's delegator: its children are sessions forked from the run's (in the same
+    folder of sessions), agents with the same tools, gate, approver and hooks, a fresh conversation,
+    no verify command (the delegating agent judges the work), and the next level's delegator."""
+    from sandbox.session.session import Session as Sessions
+
+    images = step_images(sandbox)
+    branching = Branching(
+        fork=lambda parent, child_id, name, at: Sessions.fork(
+            parent, parent.step, parent.dir.parent, child_id, images=images, run_step=at, agent=name
         ),
+        open=lambda child_id: Sessions.open(session.dir.parent, child_id, images=images),
+    )
+    parent_context = tool_context(config, session, sandbox, interactive=runtime.interactive)
+
+    def build(child: Child) -> Agent:
+        work = child.session
+        child.state.model = child.state.model or config.model or ""
+        context_tools = dataclasses.replace(
+            parent_context,
+            workspace=work.workspace,
+            spec=work.spec,
+            mounts=tool_mounts(work.workspace, config),
+            follow=(lambda: work.spec) if work.config.writable_root else None,
+            delegator=child.delegator,
+        )
+        context = Context(
+            config.context,
+            system_prompt(None),
+            SUBAGENT_PREFACE + "\n\n" + task_message(child.state.task, work.info.left_out),
+            child.state.context if child.state.context.entries else None,
+        )
+        child_provider = provider.for_agent(child.name) if hasattr(provider, "for_agent") else provider
+        return Agent(
+            provider=child_provider,
+            registry=tools,
+            tool_context=context_tools,
+            session=work,
+            sandbox=sandbox,
+            verifier=None,
+            verify_spec=lambda: call_spec(work.spec),
+            budget=child.budget,
+            context=context,
+            trajectory=child.trajectory,
+            state=child.state,
+            max_turn_tokens=config.limits.max_turn_tokens,
+            max_verify_rounds=config.limits.max_verify_rounds,
+            repetition=config.repetition,
+            on_phase=lambda phase: runtime.on_phase(f"child_{phase}"),
+            secrets=runtime.secrets,
+            guard=ReadOnlyGuard(work, config.gate.read_only_paths),
+            hooks=hooks,
+            unchecked="a sub-agent: the agent that delegated the task checks the work",
+        )
+
+    return Delegator(
+        tree=Tree(config.delegate),
+        depth=0,
+        prefix="",
+        session=session,
+        trajectory=trajectory,
+        budget=budget,
+        branching=branching,
+        build=build,
+        limits=config.limits,
+        task="",
     )
 
 

@@ -13,7 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from harness.config import HooksConfig, ServiceConfig
+from harness.config import DelegateConfig, HooksConfig, ServiceConfig
 from harness.errors import ConfigError
 from harness.providers.config import ProviderConfig
 from harness.tools.declared import CommandToolConfig
@@ -79,6 +79,9 @@ class TaskDefaults(BaseModel):
     """Per-prefix provider settings of every task-run, as a run's config file has them
     (`providers: {openai: {base_url: http://127.0.0.1:8080/v1, force_tool: run_command}}`): a local
     server's endpoint and limits. Over the user's config file's entries."""
+    delegate: DelegateConfig = Field(default_factory=DelegateConfig)
+    """Sub-agents of every task-run (`delegate: {depth: 1}`; docs/subagents.md): their steps, tokens and
+    cost count in the task-run's own limits."""
     hooks: HooksConfig = Field(default_factory=HooksConfig)
     """Lifecycle hooks of every task-run (docs/hooks.md), the tasks file's author's own programs, run
     where the task-run runs (on a cluster: the worker's machine)."""

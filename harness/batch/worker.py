@@ -126,6 +126,7 @@ def run_config(spec: TaskRunSpec) -> RunConfig:
         },
         "providers": {name: entry.model_dump(mode="json") for name, entry in defaults.providers.items()} or None,
         "hooks": defaults.hooks.model_dump(mode="json"),
+        "delegate": defaults.delegate.model_dump(mode="json"),
         **_limits(spec),
         "started_from": started_from(task),
     }

@@ -120,6 +120,13 @@ def run(
         "--repo-hooks",
         help="Run the hooks the repository declares (.harness/hooks.toml), each in a sandbox container, never here.",
     ),
+    delegate_depth: int | None = typer.Option(
+        None,
+        "--delegate-depth",
+        min=0,
+        max=4,
+        help="Let the model hand pieces of the task to sub-agents, this many levels deep (0: none, the default).",
+    ),
     state_dir_opt: Path | None = _STATE_DIR,
     config_file: Path | None = typer.Option(None, "--config", help="Config file (default: the per-user config.toml)."),
     otel_endpoint: str | None = OTEL_ENDPOINT,
@@ -163,6 +170,7 @@ def run(
             "sandbox.runtime": runtime,
             "thinking": thinking,
             "repo_hooks": True if repo_hooks else None,
+            "delegate.depth": delegate_depth,
         }
         if no_verify and verify:
             fail("--verify and --no-verify contradict each other", ExitCode.USAGE)
@@ -262,7 +270,14 @@ def show(
     if not folder.root.is_dir():
         fail(f"no session {session} in {folder.root.parent}", ExitCode.NOT_FOUND)
     directory = folder.root
-    if not folder.run_config.is_file() and not folder.trajectory.is_file():
+    branch = _subagent_of(folder.info)
+    if branch is not None and not json_out:  # a sub-agent's session: its records are in its parent's file
+        from harness.cli.run_view import render_subagent
+
+        with reported():
+            render_subagent(console, directory, *branch)
+        return
+    if not folder.run_config.is_file() and not folder.trajectory.is_file() and branch is None:
         if json_out:
             fail(f"session {session} never had a run: no result to print (see: harness show {session})", 66)
         from harness.cli.run_view import render_commands
@@ -276,6 +291,18 @@ def show(
             print(result_of(directory).model_dump_json(indent=2))
         else:
             render_session(console, directory)
+
+
+def _subagent_of(info: Path) -> tuple[Path, str] | None:
+    """(the parent's session folder, the sub-agent's name) when the session is a sub-agent's branch."""
+    import json
+
+    try:
+        parent = json.loads(info.read_text(encoding="utf-8")).get("parent") or {}
+    except (OSError, ValueError, AttributeError):
+        return None
+    agent, where = parent.get("agent"), parent.get("folder")
+    return (Path(where), agent) if isinstance(agent, str) and isinstance(where, str) else None
 
 
 @app.command("replay")
@@ -301,7 +328,8 @@ def replay(
         for step in report.steps:
             mark = "[green]same[/]" if step.same else f"[red]DIVERGED[/] {escape(step.first_difference)}"
             named = escape(f"{step.name:<12} {step.call_id:<14}")
-            console.print(f"step {step.step:>3}  {named} {mark}", soft_wrap=True)
+            who = escape(f"  {step.agent} ") if step.agent else ""
+            console.print(f"{who}step {step.step:>3}  {named} {mark}", soft_wrap=True)
         console.print(
             f"{report.diverged} of {len(report.steps)} tool results diverged (replayed in {report.session_id})"
         )

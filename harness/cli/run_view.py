@@ -13,7 +13,7 @@ from rich.table import Table
 
 from harness.agent.outcome import RunResult, RunState, exit_code_for_outcome, token_counts
 from harness.cli.terminal import literal, visible
-from harness.trajectory import OutcomeRecord, read_records, read_state
+from harness.trajectory import EVERY_AGENT, OutcomeRecord, read_records, read_state
 
 _STYLE = {"verified": "bold green", "unverified": "yellow", "interrupted": "yellow"}
 
@@ -41,6 +41,30 @@ def result_of(session_dir: Path) -> RunResult:
     )
 
 
+def render_subagent(console: Console, session_dir: Path, parent_dir: Path, agent: str) -> None:
+    """A sub-agent's session: its records (and its own sub-agents') from its parent's trajectory, then
+    its result."""
+    console.print(
+        f"[bold]session {literal(Path(session_dir).name)}[/]: sub-agent {literal(agent)} of session "
+        f"{literal(parent_dir.name)} (its records are in that session's trajectory)"
+    )
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(no_wrap=True, style="bold")
+    grid.add_column(overflow="fold")
+    below = agent + "."
+    for record in read_records(parent_dir, EVERY_AGENT) if parent_dir.is_dir() else []:
+        if record.agent != agent and not (record.agent or "").startswith(below):
+            continue
+        row = _row(record)
+        if row is not None:
+            if record.agent != agent:
+                row = (f"{literal(record.agent)} {row[0]}" if row[0] else "", "[dim]│[/] " + row[1])
+            grid.add_row(*row)
+    console.print(grid)
+    if read_state(session_dir, RunState) is not None:
+        render_summary(console, result_of(session_dir))
+
+
 def render_session(console: Console, session_dir: Path) -> None:
     """Steps, tool calls, results, tokens, cost and outcome of a recorded session: a step column and
     one column of text that wraps at the terminal's width (readable at 80 columns)."""
@@ -49,10 +73,13 @@ def render_session(console: Console, session_dir: Path) -> None:
     grid.add_column(no_wrap=True, style="bold")
     grid.add_column(overflow="fold")
     first = True
-    for kind, item, where in with_network(read_records(session_dir), network_requests(session_dir)):
+    for kind, item, where in with_network(read_records(session_dir, EVERY_AGENT), network_requests(session_dir)):
         row = _row(item) if kind == "record" else _network_row(item, where)
         if row is None:
             continue
+        if kind == "record" and item.agent is not None:  # a sub-agent's: under the call that started it
+            text = "[dim]files changed (kept in its branch)[/]" if item.kind == "step" else row[1]
+            row = (f"{literal(item.agent)} {row[0]}" if row[0] else "", "[dim]│[/] " + text)
         if row[0] and not first:
             grid.add_row("", "")
         first = False
@@ -140,18 +167,44 @@ def _row(record: Any) -> tuple[str, str] | None:
             f"[dim]({record.whose})[/] "
             f"[dim]`{_clip(record.command, 80)}` exit {record.exit_code}, {record.duration_ms} ms[/]",
         )
+    if record.kind == "delegate":
+        return ("", _delegated(record))
     if record.kind == "event" and record.event in ("resumed", "interrupted", "resume_changed", "fork"):
         return ("", f"[yellow]{literal(record.event)}[/] {_clip(record.detail, 400)}")
     return None
 
 
+def _delegated(record: Any) -> str:
+    """A sub-agent's start (its task and reserve) or end (its outcome and change)."""
+    if record.phase == "start":
+        return f"[cyan]sub-agent {literal(record.child)} started[/] ({record.reserve_text}): {_clip(record.task, 300)}"
+    style = "red" if record.change == "conflict" else "dim"
+    tokens = record.input_tokens + record.output_tokens
+    return (
+        f"[cyan]sub-agent {literal(record.child)} ended[/] {literal(record.outcome)}; "
+        f"[{style}]{literal(record.change_text)}[/] [dim]({record.steps} steps, {tokens} tokens, ${record.cost_usd:.4f})[/]"
+    )
+
+
 def render_steps(console: Console, session_dir: Path) -> None:
-    """One line per tool call and verification: the compact trace printed at the end of a run."""
+    """One line per tool call and verification: the compact trace printed at the end of a run (a
+    sub-agent's lines indented under the call that started it)."""
     final = ""
-    for kind, record, where in with_network(read_records(session_dir), network_requests(session_dir)):
+    for kind, record, where in with_network(read_records(session_dir, EVERY_AGENT), network_requests(session_dir)):
         if kind == "net":
             _network_line(console, record, where)
             continue
+        if record.agent is not None:
+            if record.kind == "tool":
+                first = record.text.splitlines()[0] if record.text else ""
+                mark = "[red]✗[/]" if record.is_error else "[green]✓[/]"
+                console.print(
+                    f"  {literal(record.agent)} step {record.step:>2}  {mark} {literal(record.name):<12} {_clip(first, 80)}",
+                    soft_wrap=True,
+                )
+            continue
+        if record.kind == "delegate" and record.phase == "end":
+            console.print(f"        {_delegated(record)}", soft_wrap=True)
         if record.kind == "turn" and not record.turn.tool_calls:
             final = record.turn.text
         if record.kind == "tool":
@@ -241,7 +294,7 @@ def render_summary(console: Console, result: RunResult) -> None:
     style = _STYLE.get(result.outcome, "bold red")
     lines = [
         f"outcome   [{style}]{result.outcome}[/]" + (f" — {literal(result.detail)}" if result.detail else ""),
-        f"steps     {result.steps}   verify rounds {result.verify_rounds}",
+        f"steps     {result.steps}{_by_subagents(result)}   verify rounds {result.verify_rounds}",
         f"tokens    in {result.tokens.get('input', 0)}  out {result.tokens.get('output', 0)}"
         f"  cached {result.tokens.get('cached', 0)}{_share(result.tokens)}{_estimated(result.tokens)}",
         f"cost      ${result.cost_usd:.4f}   elapsed {result.elapsed_s:.1f}s",
@@ -251,6 +304,10 @@ def render_summary(console: Console, result: RunResult) -> None:
     if result.evidence:
         lines.append(f"evidence  {literal(str(result.evidence))}")
     console.print(Panel("\n".join(lines), title="harness run", expand=False))
+
+
+def _by_subagents(result: RunResult) -> str:
+    return f" (+{result.subagent_steps} by sub-agents)" if result.subagent_steps else ""
 
 
 def render_patch(console: Console, patch_path: str | None) -> None:

@@ -72,7 +72,12 @@ def session_list(
             console.print(f"  {literal(run['task'])}")
         where = [literal(info.repo)]
         if info.parent:
-            where.append(f"forked from {literal(info.parent.session)} at step {info.parent.step}")
+            if info.parent.agent:
+                where.append(
+                    f"sub-agent {literal(info.parent.agent)} of {literal(info.parent.session)} (its step {info.parent.step})"
+                )
+            else:
+                where.append(f"forked from {literal(info.parent.session)} at step {info.parent.step}")
         if info.setup:
             where.append("setup cached" if info.setup.cached else "setup built")
         console.print("  [dim]" + " · ".join(where) + "[/]")

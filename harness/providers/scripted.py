@@ -15,7 +15,8 @@ string) instead of a mapping, `arguments` may be any YAML value (a non-mapping i
 text), `name` may be empty or unknown, `{}` is an empty turn (no text, no call), `stop_reason:
 max_tokens` says the server stopped the turn at the output-token limit (its calls' argument text is
 then cut off, as a real server's would be), and `delay_s` makes the model think that long before
-answering (batch benchmarks need real think time).
+answering (batch benchmarks need real think time), `usage: {input_tokens: N, output_tokens: M}` and
+`cost_usd` say what the turn cost (budgets and totals are exercised offline).
 
 The turn served is chosen by how many assistant messages the conversation already holds (like the
 replay provider), so a resumed run continues at the right turn without any outside bookkeeping (a
@@ -24,14 +25,24 @@ its first turn answers first);
 when the turns run out the model answers with a final text and no tool call. The file is validated
 when the provider is built (before the run), and errors name the line.
 Tool-call ids are deterministic: `call_<turn>_<n>` (1-based turn, 0-based call) unless given.
+
+A run with sub-agents (`delegate`) scripts each child's turns under `agents`, by the child's name
+(`d1`, `d2` ... in the order the run delegates; a child's own children `d1.d1`):
+
+    turns: [...]
+    agents:
+      d1:
+        turns: [...]
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
@@ -40,10 +51,11 @@ from harness.errors import ScriptError
 from harness.providers.arguments import build_tool_call, safe_turn
 from harness.providers.config import ProviderConfig
 from harness.providers.factory import register_provider
-from harness.types import Message, ModelTurn, ToolCall, ToolSchema, is_summary_request, turns_so_far
+from harness.types import Message, ModelTurn, ToolCall, ToolSchema, Usage, is_summary_request, turns_so_far
 
 EXHAUSTED_TEXT = "I have nothing more to do."
-_TURN_KEYS = {"text", "tool_calls", "delay_s", "stop_reason"}
+_TURN_KEYS = {"text", "tool_calls", "delay_s", "stop_reason", "usage", "cost_usd"}
+_USAGE_KEYS = {"input_tokens", "output_tokens"}
 _STOPS = ("end_turn", "tool_use", "max_tokens")
 _CALL_KEYS = {"name", "arguments", "arguments_text", "id"}
 
@@ -59,8 +71,11 @@ class ScriptedProvider:
         delays: Sequence[float] = (),
         sleep: Callable[[float], None] = time.sleep,
         first_turn: int = 0,
+        agents: dict[str, ScriptedProvider] | None = None,
     ) -> None:
         self.name = name
+        self.agents = agents or {}
+        """The sub-agents' scripts by name."""
         self.first_turn = first_turn
         """Turns the conversation held before this script took it over (a fork with another model)."""
         self.model = "scripted"
@@ -78,8 +93,16 @@ class ScriptedProvider:
             text = path.read_text(encoding="utf-8")
         except OSError as error:
             raise ScriptError(f"cannot read model script {path}: {error.strerror}") from error
-        turns, delays = parse_script_with_delays(text, str(path))
-        return cls(turns, name=f"scripted:{path}", delays=delays, first_turn=first_turn)
+        turns, delays, agents = _parse(text, str(path))
+        children = {
+            agent: cls(agent_turns, name=f"scripted:{path}#{agent}", delays=agent_delays)
+            for agent, (agent_turns, agent_delays) in agents.items()
+        }
+        return cls(turns, name=f"scripted:{path}", delays=delays, first_turn=first_turn, agents=children)
+
+    def for_agent(self, agent: str) -> ScriptedProvider:
+        """The script of sub-agent `agent` (one that answers with a final text when it has none)."""
+        return self.agents.get(agent) or ScriptedProvider([], name=f"{self.name}#{agent}")
 
     def complete(
         self,
@@ -122,6 +145,15 @@ def parse_script(text: str, source: str = "<script>") -> list[ModelTurn]:
 
 def parse_script_with_delays(text: str, source: str = "<script>") -> tuple[list[ModelTurn], list[float]]:
     """The turns and each turn's think time (`delay_s`, 0 when not given)."""
+    turns, delays, _ = _parse(text, source)
+    return turns, delays
+
+
+Script = tuple[list[ModelTurn], list[float]]
+
+
+def _parse(text: str, source: str) -> tuple[list[ModelTurn], list[float], dict[str, Script]]:
+    """The turns, their think times, and the sub-agents' own (by name)."""
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as error:
@@ -131,11 +163,31 @@ def parse_script_with_delays(text: str, source: str = "<script>") -> tuple[list[
         raise ScriptError(f"{source}{line}: invalid YAML: {problem}") from None
     if root is None:
         raise ScriptError(f"{source}:1: empty script: expected a mapping with a 'turns' list")
-    fields = _mapping(root, source, "the script", required={"turns"}, allowed={"turns"})
-    turns_node = fields["turns"]
-    if not isinstance(turns_node, SequenceNode):
-        raise _error(source, turns_node, "'turns' must be a list of turns")
-    parsed = [_turn(node, source, number) for number, node in enumerate(turns_node.value, start=1)]
+    fields = _mapping(root, source, "the script", required={"turns"}, allowed={"turns", "agents"})
+    turns, delays = _turns(fields["turns"], source)
+    agents: dict[str, Script] = {}
+    if "agents" in fields:
+        node = fields["agents"]
+        if not isinstance(node, MappingNode):
+            raise _error(source, node, "'agents' must map a sub-agent's name (d1, d1.d2 ...) to its turns")
+        _mapping(node, source, "'agents'", required=set(), allowed=None)  # keys are strings, none twice
+        for key_node, script in node.value:
+            name = key_node.value
+            if not AGENT_NAME.fullmatch(name):
+                raise _error(source, key_node, f"{name!r} is not a sub-agent's name (d1, d2, d1.d1 ...)")
+            agents[name] = _turns(
+                _mapping(script, source, name, required={"turns"}, allowed={"turns"})["turns"], source
+            )
+    return turns, delays, agents
+
+
+AGENT_NAME = re.compile(r"d[1-9][0-9]*(\.d[1-9][0-9]*)*")
+
+
+def _turns(node: Node, source: str) -> Script:
+    if not isinstance(node, SequenceNode):
+        raise _error(source, node, "'turns' must be a list of turns")
+    parsed = [_turn(turn, source, number) for number, turn in enumerate(node.value, start=1)]
     return [turn for turn, _ in parsed], [delay for _, delay in parsed]
 
 
@@ -154,7 +206,12 @@ def _turn(node: Node, source: str, number: int) -> tuple[ModelTurn, float]:
         for index, call_node in enumerate(calls_node.value):
             calls.append(_call(call_node, source, f"call_{number}_{index}", truncated=stop == "max_tokens"))
     stop = stop or ("tool_use" if calls else "end_turn")
-    turn = ModelTurn(text=text, tool_calls=calls, stop_reason=stop, model="scripted")
+    usage = Usage()
+    if "usage" in fields:
+        counts = _mapping(fields["usage"], source, "'usage'", required=set(), allowed=_USAGE_KEYS)
+        usage = Usage(**{key: _count(node, source, key) for key, node in counts.items()})
+    cost = _count(fields["cost_usd"], source, "cost_usd", number=float) if "cost_usd" in fields else 0.0
+    turn = ModelTurn(text=text, tool_calls=calls, stop_reason=stop, model="scripted", usage=usage, cost_usd=cost)
     return safe_turn(turn), delay
 
 
@@ -175,6 +232,16 @@ def _call(node: Node, source: str, default_id: str, *, truncated: bool = False) 
     return build_tool_call(call_id, name, json.dumps(value, default=str))
 
 
+def _count(node: Node, source: str, what: str, number: type = int) -> Any:
+    try:
+        value = number(node.value) if isinstance(node, ScalarNode) else -1
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise _error(source, node, f"{what!r} must be a number, 0 or more")
+    return value
+
+
 def _seconds(node: Node, source: str) -> float:
     try:
         value = float(node.value) if isinstance(node, ScalarNode) else -1.0
@@ -185,14 +252,15 @@ def _seconds(node: Node, source: str) -> float:
     return value
 
 
-def _mapping(node: Node, source: str, what: str, *, required: set[str], allowed: set[str]) -> dict[str, Node]:
+def _mapping(node: Node, source: str, what: str, *, required: set[str], allowed: set[str] | None) -> dict[str, Node]:
     if not isinstance(node, MappingNode):
         raise _error(source, node, f"{what} must be a mapping")
     fields: dict[str, Node] = {}
     for key_node, value_node in node.value:
         key = key_node.value if isinstance(key_node, ScalarNode) else None
-        if key not in allowed:
-            raise _error(source, key_node, f"unknown key {key!r} in {what} (allowed: {', '.join(sorted(allowed))})")
+        if key is None or (allowed is not None and key not in allowed):
+            known = f" (allowed: {', '.join(sorted(allowed))})" if allowed is not None else ""
+            raise _error(source, key_node, f"unknown key {key!r} in {what}{known}")
         if key in fields:
             raise _error(source, key_node, f"duplicate key {key!r} in {what}")
         fields[key] = value_node

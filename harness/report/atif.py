@@ -29,6 +29,8 @@ from harness.errors import UsageError
 from harness.policy.gate import Decision
 from harness.report.session_view import SessionView, StepView
 from harness.trajectory import (
+    EVERY_AGENT,
+    DelegateRecord,
     EventRecord,
     HookRecord,
     OutcomeRecord,
@@ -52,34 +54,15 @@ KNOWN = tuple(f"ATIF-v1.{minor}" for minor in range(10))
 def to_atif(session_dir: Path, info: dict[str, Any] | None = None, tools: Sequence[ToolSchema] = ()) -> dict[str, Any]:
     """The session's trajectory as one ATIF document (a dict ready for json.dumps); tools: the menu's
     schemas, written as the agent's tool definitions (else only the names the requests carried)."""
-    records = read_records(session_dir)
+    every = read_records(session_dir, EVERY_AGENT)
+    records = [r for r in every if r.agent is None]
     writer = _Writer({schema.name: schema for schema in tools})
     view = _view_of(Path(session_dir))
     writer.diffs = {step.step: (step.diff, step.diff_note) for step in view.steps if step.diff or step.diff_note}
     start = next((r for r in records if isinstance(r, StartRecord)), None)
-    outcome: OutcomeRecord | None = None
-    for record in records:
-        if isinstance(record, RequestRecord):
-            writer.request(record)
-        elif isinstance(record, TurnRecord):
-            writer.turn(record)
-        elif isinstance(record, ToolRecord):
-            writer.tool(record)
-        elif isinstance(record, VerifyRecord):
-            writer.verify(record)
-        elif isinstance(record, StartRecord) and record.resumed:
-            writer.system(f"resumed ({record.model})", record.ts, {"harness_kind": "resume"})
-        elif isinstance(record, EventRecord):
-            writer.event(record)
-        elif isinstance(record, HookRecord):
-            writer.hook(record)
-        elif isinstance(record, SummaryRecord):
-            writer.summary(record)
-        elif isinstance(record, StepRecord):
-            writer.committed(record)
-        elif isinstance(record, OutcomeRecord):
-            outcome = record
     session_id = Path(session_dir).name
+    outcome = _write(writer, every, None, session_id)
+
     facts = dict(info or {})
     extra: dict[str, Any] = {"harness_session": session_id}
     for key in ("repo", "created", "origin"):
@@ -116,8 +99,72 @@ def to_atif(session_dir: Path, info: dict[str, Any] | None = None, tools: Sequen
         "final_metrics": writer.final_metrics(),
         "extra": extra,
     }
+    if writer.subagents:
+        document["subagent_trajectories"] = writer.subagents
     if outcome is not None and outcome.detail:
         document["notes"] = f"{outcome.outcome}: {outcome.detail}"
+    return document
+
+
+def _write(writer: _Writer, every: list[Any], agent: str | None, root: str) -> OutcomeRecord | None:
+    """Write one agent's records (a sub-agent's as an embedded trajectory, referenced from the result
+    of the delegate call that started it); its outcome record."""
+    outcome: OutcomeRecord | None = None
+    for record in every:
+        if record.agent != agent:
+            continue
+        if isinstance(record, RequestRecord):
+            writer.request(record)
+        elif isinstance(record, TurnRecord):
+            writer.turn(record)
+        elif isinstance(record, ToolRecord):
+            writer.tool(record)
+        elif isinstance(record, VerifyRecord):
+            writer.verify(record)
+        elif isinstance(record, StartRecord) and record.resumed:
+            writer.system(f"resumed ({record.model})", record.ts, {"harness_kind": "resume"})
+        elif isinstance(record, EventRecord):
+            writer.event(record)
+        elif isinstance(record, HookRecord):
+            writer.hook(record)
+        elif isinstance(record, SummaryRecord):
+            writer.summary(record)
+        elif isinstance(record, StepRecord):
+            writer.committed(record)
+        elif isinstance(record, DelegateRecord) and record.phase == "end":
+            writer.subagents.append(_subagent(every, record, root))
+            writer.delegated[record.call_id] = record
+            writer.add_totals(writer.subagents[-1]["final_metrics"])
+        elif isinstance(record, OutcomeRecord):
+            outcome = record
+    return outcome
+
+
+def _subagent(every: list[Any], end: DelegateRecord, root: str) -> dict[str, Any]:
+    """A sub-agent's trajectory, embedded in its parent's (`trajectory_id` ROOT/NAME)."""
+    writer = _Writer({})
+    _write(writer, every, end.child, root)
+    document: dict[str, Any] = {
+        "schema_version": SCHEMA,
+        "session_id": end.session,
+        "trajectory_id": f"{root}/{end.child}",
+        "agent": {"name": f"harness {end.child}", "version": harness_version()},
+        "steps": writer.steps
+        or [{"step_id": 1, "timestamp": _iso(end.ts), "source": "system", "message": "(no step recorded)"}],
+        "final_metrics": writer.final_metrics(),
+        "notes": f"{end.outcome}: {end.detail}" if end.detail else end.outcome,
+        "extra": {
+            "harness_session": end.session,
+            "task": end.task,
+            "outcome": end.outcome,
+            "change": end.change,
+            "paths": end.paths,
+            "conflicts": end.conflicts,
+            "reserve": end.reserve,
+        },
+    }
+    if writer.subagents:
+        document["subagent_trajectories"] = writer.subagents
     return document
 
 
@@ -136,6 +183,10 @@ class _Writer:
         """The last request's estimated prompt size (what a turn without reported usage sent)."""
         self.diffs: dict[int, tuple[str, str]] = {}
         """Each run step's change (diff, note), from the snapshot store."""
+        self.subagents: list[dict[str, Any]] = []
+        """The embedded trajectories of this agent's sub-agents."""
+        self.delegated: dict[str, DelegateRecord] = {}
+        """Each ended sub-agent by the call id that started it."""
 
     def _add(self, step: dict[str, Any]) -> dict[str, Any]:
         step["step_id"] = len(self.steps) + 1
@@ -228,7 +279,13 @@ class _Writer:
             extra["envelope"] = record.envelope.model_dump(mode="json")
         if record.attempt:
             extra["attempt"] = record.attempt
-        result = {"source_call_id": record.call_id, "content": record.text, "extra": extra}
+        result: dict[str, Any] = {"source_call_id": record.call_id, "content": record.text, "extra": extra}
+        ended = self.delegated.get(record.call_id)
+        if ended is not None:
+            result["subagent_trajectory_ref"] = [
+                {"trajectory_id": self.subagents[list(self.delegated).index(record.call_id)]["trajectory_id"],
+                 "session_id": ended.session}
+            ]  # fmt: skip
         if step is None or record.call_id not in ids:  # a call no open turn asked for (a re-issued one)
             self._add(
                 {
@@ -319,6 +376,18 @@ class _Writer:
     def system(self, message: str, ts: float, extra: dict[str, Any]) -> None:
         self._open = None
         self._add({"timestamp": _iso(ts), "source": "system", "message": message, "extra": extra})
+
+    def add_totals(self, metrics: dict[str, Any]) -> None:
+        """Count a sub-agent's totals in this trajectory's (ATIF: the cost includes the subagents')."""
+        self._totals = self._totals + Usage(
+            input_tokens=metrics.get("total_prompt_tokens", 0),
+            output_tokens=metrics.get("total_completion_tokens", 0),
+            cached_input_tokens=metrics.get("total_cached_tokens", 0),
+        )
+        if "total_cost_usd" in metrics:
+            self._cost += metrics["total_cost_usd"]
+        else:
+            self._cost_known = False
 
     def final_metrics(self) -> dict[str, Any]:
         metrics: dict[str, Any] = {

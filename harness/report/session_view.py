@@ -13,6 +13,8 @@ from harness.agent.outcome import RunState
 from harness.errors import SessionError
 from harness.steps import StepMap
 from harness.trajectory import (
+    EVERY_AGENT,
+    DelegateRecord,
     EventRecord,
     HookRecord,
     OutcomeRecord,
@@ -51,10 +53,26 @@ class StepView:
     """The prompt of this step's model call: reported input tokens, else the estimate."""
     diff: str = ""
     diff_note: str = ""
+    subagents: list[SubagentView] = field(default_factory=list)
+    """The sub-agents this step's delegate calls started, each with its own steps."""
 
     @property
     def failed(self) -> bool:
         return any(call.is_error for call in self.calls)
+
+
+@dataclass
+class SubagentView:
+    """A sub-agent under the step that started it: its task and reserve, its steps, how it ended."""
+
+    start: DelegateRecord
+    end: DelegateRecord | None = None
+    """None while it runs (or when a crash cut it and no resume has run it to its end yet)."""
+    steps: list[StepView] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.start.child
 
 
 @dataclass
@@ -96,7 +114,10 @@ def load(folder: Path) -> SessionView:
     view = SessionView(session_id=folder.name, folder=folder)
     by_step: dict[int, StepView] = {}
     last: StepView | None = None
-    for record in read_records(folder):
+    every = read_records(folder, EVERY_AGENT)
+    for record in every:
+        if record.agent is not None:
+            continue
         if isinstance(record, StartRecord):
             view.start = view.start or record
         elif isinstance(record, OutcomeRecord):
@@ -114,6 +135,7 @@ def load(folder: Path) -> SessionView:
             last.verify.append(record)
         elif isinstance(record, EventRecord):
             (last.events if last is not None else view.events).append(record)
+    _attach(by_step, every, None)
     view.steps = [by_step[step] for step in sorted(by_step)]
     view.network = _network(folder, [call for step in view.steps for call in step.calls])
     if view.start is None:  # a run started through the API without a start record: the state says
@@ -190,6 +212,33 @@ def _start_of(folder: Path) -> StartRecord | None:
         return None
     stamp = SessionFolder(folder).state.stat().st_mtime
     return StartRecord(ts=stamp, session_id=state.session_id, task=state.task, model=state.model, repo="")
+
+
+def _attach(by_step: dict[int, StepView], every: list[Any], agent: str | None) -> None:
+    """Put each sub-agent the agent started under the step that started it, with its own steps (and
+    theirs)."""
+    ends = {r.child: r for r in every if isinstance(r, DelegateRecord) and r.phase == "end" and r.agent == agent}
+    for start in (r for r in every if isinstance(r, DelegateRecord) and r.phase == "start" and r.agent == agent):
+        steps: dict[int, StepView] = {}
+        last: StepView | None = None
+        for record in every:
+            if record.agent != start.child:
+                continue
+            if isinstance(record, RequestRecord | TurnRecord | ToolRecord | StepRecord):
+                last = steps.setdefault(record.step, StepView(step=record.step))
+                _add(last, record)
+            elif isinstance(record, HookRecord):
+                steps.setdefault(record.step, StepView(step=record.step)).hooks.append(record)
+            elif isinstance(record, EventRecord) and last is not None:
+                last.events.append(record)
+        _attach(steps, every, start.child)
+        child = SubagentView(start, ends.get(start.child), [steps[n] for n in sorted(steps)])
+        by_step.setdefault(start.step, StepView(step=start.step)).subagents.append(child)
+
+
+def subagent_steps(view: SessionView) -> int:
+    """The steps the run's sub-agents took (theirs included)."""
+    return sum(s.end.steps for step in view.steps for s in step.subagents if s.end is not None)
 
 
 def _add(step: StepView, record: RequestRecord | TurnRecord | ToolRecord | StepRecord) -> None:

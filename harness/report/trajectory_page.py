@@ -11,7 +11,7 @@ from typing import Any
 
 from harness.report import charts
 from harness.report.html import esc, page, table
-from harness.report.session_view import SessionView, StepView
+from harness.report.session_view import SessionView, StepView, SubagentView, subagent_steps
 from harness.trajectory import HookRecord, ToolRecord, VerifyRecord
 
 
@@ -29,7 +29,7 @@ def render(view: SessionView, *, back: str | None = None, review: Sequence[str] 
         ("repository", esc(start.repo) if start else ""),
         ("started", esc(_when(start.ts)) if start else ""),
         ("outcome", _outcome(view)),
-        ("steps", str(len([s for s in view.steps if s.turn is not None]))),
+        ("steps", str(len([s for s in view.steps if s.turn is not None])) + _by_subagents(view)),
         ("cost", f"${view.cost_usd:.4f}"),
         *[(name, esc(value)) for name, value in view.totals],
     ]
@@ -138,7 +138,41 @@ def _chart(view: SessionView) -> str:
     )
 
 
-def _step(step: StepView) -> str:
+def _by_subagents(view: SessionView) -> str:
+    taken = subagent_steps(view)
+    return f" (+{taken} by sub-agents)" if taken else ""
+
+
+def _subagent(child: SubagentView) -> str:
+    """A sub-agent under the step that started it: what it was asked, its reserve, its steps (its own
+    sub-agents inside them), how it ended and what became of its change."""
+    start, end = child.start, child.end
+    if end is None:
+        said = '<span class="warn">no end recorded (running, or cut short: resume it)</span>'
+    else:
+        css = "bad" if end.change == "conflict" else "ok" if end.change == "applied" else "muted"
+        said = (
+            f'{esc(end.outcome)} · <span class="{css}">{esc(end.change_text)}</span> <span class="muted">'
+            f"{end.steps} steps, {end.input_tokens} in / {end.output_tokens} out tokens, ${end.cost_usd:.4f}</span>"
+        )
+    parts = [
+        f'<details class="subagent" open><summary>sub-agent <b>{esc(child.name)}</b> · {said}</summary>',
+        _kv(
+            [
+                ("task", f"<pre>{esc(start.task)}</pre>"),
+                ("reserve", esc(start.reserve_text)),
+                ("session", esc(start.session)),
+            ]
+        ),
+        *[_step(step, prefix=f"{child.name}-") for step in child.steps],
+    ]
+    if end is not None and end.final.strip():
+        parts.append(f'<p class="muted">its final message</p><pre class="model-text">{esc(end.final)}</pre>')
+    parts.append("</details>")
+    return "\n".join(parts)
+
+
+def _step(step: StepView, prefix: str = "") -> str:
     classes = "step has-failed" if step.failed else "step"
     committed = step.committed
     so_far = (
@@ -146,9 +180,10 @@ def _step(step: StepView) -> str:
         if committed
         else "not committed yet"
     )
+    who = f"{prefix.rstrip('-')} " if prefix else ""
     parts = [
-        f'<section class="{classes}" id="step-{step.step}" tabindex="-1">',
-        f'<h2>Step {step.step} <span class="muted">· {esc(so_far)} · ~{step.sent_tokens} tokens sent</span></h2>',
+        f'<section class="{classes}" id="step-{esc(prefix)}{step.step}" tabindex="-1">',
+        f'<h2>{esc(who)}Step {step.step} <span class="muted">· {esc(so_far)} · ~{step.sent_tokens} tokens sent</span></h2>',
     ]
     for summary in step.summaries:
         excluded = "".join(f"<li>{esc(d)}</li>" for d in summary.excluded)
@@ -169,6 +204,7 @@ def _step(step: StepView) -> str:
         elif not turn.tool_calls:
             parts.append('<p class="muted">(empty reply)</p>')
     parts += [_call(call) for call in step.calls]
+    parts += [_subagent(child) for child in step.subagents]
     parts += [_hook(hook) for hook in step.hooks]
     for event in step.events:
         parts.append(f'<p class="muted">event <b>{esc(event.event)}</b>: {esc(event.detail)}</p>')
@@ -215,7 +251,8 @@ def _call(call: ToolRecord) -> str:
     facts.append(("the model read", f"<pre>{esc(call.text)}</pre>"))
     classes = "call failed" if failed else "call"
     open_ = " open" if failed else ""
-    return f'<details class="{classes}" id="call-{esc(call.call_id)}-{call.attempt}"{open_}>{summary}{_kv(facts)}</details>'
+    who = f"{call.agent}-" if call.agent else ""  # a sub-agent's call ids may repeat its parent's
+    return f'<details class="{classes}" id="call-{esc(who + call.call_id)}-{call.attempt}"{open_}>{summary}{_kv(facts)}</details>'
 
 
 def _hook(hook: HookRecord) -> str:

@@ -1,6 +1,7 @@
 """A run's spans, made from its trajectory as it is written: the run (`invoke_agent harness`), each
 model call (`chat MODEL`, GenAI semantic conventions), each tool call (`execute_tool NAME`) and each
-verification round. Every record the loop appends passes through `RunSpans.observe`, so run,
+verification round; a sub-agent's `invoke_agent dN` span under its `execute_tool delegate`, its own
+calls under it. Every record the loop appends passes through `RunSpans.observe`, so run,
 resume and a batch's worker make the same spans without the loop knowing.
 
 Nothing the model or the repository wrote is an attribute unless `content` is on; keys never are
@@ -12,6 +13,7 @@ import contextlib
 import json
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,8 +42,23 @@ def _ns(seconds: float) -> int:
     return int(seconds * 1e9)
 
 
+@dataclass
+class _Agent:
+    """The spans in progress of one agent of the run (its own, or a sub-agent's)."""
+
+    context: Any
+    """The context its spans are children of (its invoke_agent span)."""
+    span: Span | None = None
+    """A sub-agent's invoke_agent span (the run's own is `RunSpans.run`)."""
+    request_ts: float | None = None
+    request_messages: list[Any] = field(default_factory=list)
+    tools: list[tuple[Span, float]] = field(default_factory=list)
+    """Tool spans of the step in progress: ended when the step's snapshot is known."""
+
+
 class RunSpans:
-    """Turns one run's trajectory records into spans, as they are appended."""
+    """Turns one run's trajectory records into spans, as they are appended (a sub-agent's under the
+    `delegate` call that started it)."""
 
     def __init__(
         self,
@@ -74,11 +91,10 @@ class RunSpans:
         self.run = self._tracer.start_span(
             "invoke_agent harness", context=export.parent(parent or {}), attributes=attributes
         )
-        self._context = _context_of(self.run)
-        self._request_ts: float | None = None
+        self._agents: dict[str | None, _Agent] = {None: _Agent(_context_of(self.run))}
+        self._delegating: dict[tuple[str | None, str], Span] = {}
+        """Open `delegate` call spans by (delegating agent, call id): its sub-agent's spans are their children."""
         self._totals: dict[str, Any] = {}
-        self._tools: list[tuple[Span, float]] = []
-        """Tool spans of the step in progress: ended when the step's snapshot is known."""
         self._ended = False
 
     # --- the records ------------------------------------------------------------------------------
@@ -92,14 +108,18 @@ class RunSpans:
             if handler is not None:
                 handler(record)
 
+    def _agent(self, record: Any) -> _Agent:
+        return self._agents.get(record.agent) or self._agents[None]
+
     def _on_request(self, record: Any) -> None:
-        self._request_ts = record.ts
-        self._request_messages = record.messages if self.config.content else []
+        agent = self._agent(record)
+        agent.request_ts = record.ts
+        agent.request_messages = record.messages if self.config.content else []
 
     def _on_turn(self, record: TurnRecord) -> None:
-        turn = record.turn
-        started = self._request_ts if self._request_ts is not None else record.ts - turn.latency_ms / 1000
-        self._request_ts = None
+        turn, agent = record.turn, self._agent(record)
+        started = agent.request_ts if agent.request_ts is not None else record.ts - turn.latency_ms / 1000
+        agent.request_ts = None
         usage = turn.usage
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "chat",
@@ -124,14 +144,16 @@ class RunSpans:
             attributes["gen_ai.response.model"] = turn.model
         if self.config.content:
             attributes["gen_ai.input.messages"] = self._json(
-                [m.model_dump(mode="json") for m in self._request_messages]
+                [m.model_dump(mode="json") for m in agent.request_messages]
             )
             output = {"text": turn.text, "tool_calls": [c.model_dump(mode="json") for c in turn.tool_calls]}
             attributes["gen_ai.output.messages"] = self._json([output])
             if turn.retry_reasons:
                 attributes["harness.retry_reasons"] = [self._text(r) for r in turn.retry_reasons]
+        if record.agent is not None:
+            attributes["harness.agent"] = record.agent
         span = self._tracer.start_span(
-            f"chat {self.model}", context=self._context, start_time=_ns(started), attributes=attributes
+            f"chat {self.model}", context=agent.context, start_time=_ns(started), attributes=attributes
         )
         span.end(end_time=_ns(record.ts))
 
@@ -169,32 +191,81 @@ class RunSpans:
         if self.config.content:
             attributes["gen_ai.tool.call.arguments"] = self._json(record.arguments)
             attributes["gen_ai.tool.call.result"] = self._text(record.text)
-        started = record.ts - record.duration_ms / 1000
-        span = self._tracer.start_span(
-            f"execute_tool {record.name}", context=self._context, start_time=_ns(started), attributes=attributes
-        )
+        if record.agent is not None:
+            attributes["harness.agent"] = record.agent
+        agent = self._agent(record)
+        span = self._delegating.pop((record.agent, record.call_id), None)
+        if span is not None:  # a delegate call: its span opened when the sub-agent started
+            span.set_attributes(attributes)
+        else:
+            started = record.ts - record.duration_ms / 1000
+            span = self._tracer.start_span(
+                f"execute_tool {record.name}", context=agent.context, start_time=_ns(started), attributes=attributes
+            )
         if record.is_error:
             _error(span, record.error_kind or "tool error")
-        self._tools.append((span, record.ts))
+        agent.tools.append((span, record.ts))
+
+    def _on_delegate(self, record: Any) -> None:
+        """A sub-agent started: the delegate call's span opens now and the sub-agent's span under it;
+        it ended: its span ends with its outcome and spend."""
+        if record.phase == "start":
+            call = self._tracer.start_span(
+                "execute_tool delegate", context=self._agent(record).context, start_time=_ns(record.ts)
+            )
+            self._delegating[(record.agent, record.call_id)] = call
+            span = self._tracer.start_span(
+                f"invoke_agent {record.child}",
+                context=_context_of(call),
+                start_time=_ns(record.ts),
+                attributes={
+                    "gen_ai.operation.name": "invoke_agent",
+                    "gen_ai.agent.name": f"harness {record.child}",
+                    "gen_ai.conversation.id": record.session,
+                    "harness.agent": record.child,
+                    "harness.session.id": record.session,
+                    **{f"harness.reserve.{k}": v for k, v in record.reserve.items() if v is not None},
+                },
+            )
+            self._agents[record.child] = _Agent(_context_of(span), span)
+            return
+        agent = self._agents.pop(record.child, None)
+        if agent is None or agent.span is None:
+            return
+        self._end_tools(agent)
+        agent.span.set_attributes(
+            {
+                "harness.outcome": record.outcome,
+                "harness.change": record.change,
+                "harness.steps": record.steps,
+                "gen_ai.usage.input_tokens": record.input_tokens,
+                "gen_ai.usage.output_tokens": record.output_tokens,
+                "harness.cost_usd": record.cost_usd,
+            }
+        )
+        if record.outcome in FAILED_OUTCOMES:
+            _error(agent.span, record.outcome)
+        agent.span.end(end_time=_ns(record.ts))
 
     def _on_step(self, record: Any) -> None:
-        self._totals = {
-            "harness.steps": record.step,
-            "gen_ai.usage.input_tokens": record.input_tokens,
-            "gen_ai.usage.output_tokens": record.output_tokens,
-            "harness.cost_usd": record.cost_usd,
-        }
-        self._end_tools(record.snapshot_id, record.snapshot_step)
+        if record.agent is None:
+            self._totals = {
+                "harness.steps": record.step,
+                "gen_ai.usage.input_tokens": record.input_tokens,
+                "gen_ai.usage.output_tokens": record.output_tokens,
+                "harness.cost_usd": record.cost_usd,
+            }
+        self._end_tools(self._agent(record), record.snapshot_id, record.snapshot_step)
 
-    def _end_tools(self, snapshot_id: str | None = None, snapshot_step: int | None = None) -> None:
+    def _end_tools(self, agent: _Agent, snapshot_id: str | None = None, snapshot_step: int | None = None) -> None:
         """End the step's tool spans, with the snapshot the step committed (none for a step cut short)."""
-        for span, ended in self._tools:
+        for span, ended in agent.tools:
             if snapshot_id:
                 span.set_attribute("harness.snapshot.id", snapshot_id)
             if snapshot_step is not None:
                 span.set_attribute("harness.snapshot.step", snapshot_step)
             span.end(end_time=_ns(ended))
-        self._tools = []
+        agent.tools = []
 
     def _on_verify(self, record: VerifyRecord) -> None:
         attributes: dict[str, Any] = {
@@ -213,7 +284,8 @@ class RunSpans:
     def _span_of(self, name: str, record: Any, attributes: dict[str, Any], error: str | None = None) -> None:
         """An ended span for a record that took `duration_ms` up to its timestamp (marked an error)."""
         started = record.ts - record.duration_ms / 1000
-        span = self._tracer.start_span(name, context=self._context, start_time=_ns(started), attributes=attributes)
+        context = self._agent(record).context
+        span = self._tracer.start_span(name, context=context, start_time=_ns(started), attributes=attributes)
         if error:
             _error(span, error)
         span.end(end_time=_ns(record.ts))
@@ -240,7 +312,10 @@ class RunSpans:
         self._span_of(f"hook {record.event}", record, attributes, f"hook {record.verdict}" if failed else None)
 
     def _on_outcome(self, record: Any) -> None:
-        self._end_tools()  # the tool spans of a step that never committed end with the run
+        if record.agent is not None:  # a sub-agent's: its span ends with its DelegateRecord (end)
+            self._end_tools(self._agent(record))
+            return
+        self._end_tools(self._agents[None])  # the tool spans of a step that never committed end with the run
         self.run.set_attributes(
             {**self._totals, "harness.outcome": record.outcome, "harness.exit_code": record.exit_code}
         )
@@ -258,7 +333,13 @@ class RunSpans:
             return
         self._ended = True
         with contextlib.suppress(Exception):
-            self._end_tools()
+            for agent in self._agents.values():
+                self._end_tools(agent)
+                if agent.span is not None:  # a sub-agent cut short with the run
+                    agent.span.set_attribute("harness.outcome", "incomplete")
+                    agent.span.end(end_time=_ns(at if at is not None else time.time()))
+            for call in self._delegating.values():
+                call.end(end_time=_ns(at if at is not None else time.time()))
             if at is None:
                 self.run.set_attributes({**self._totals, "harness.outcome": "incomplete"})
             self.run.end(end_time=_ns(at if at is not None else time.time()))

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -110,6 +110,12 @@ class ToolContext:
     gets the spec's timeout. Always capped by the wall clock left."""
     call_timeout_s: float | None = None
     """This call's own timeout (set by the registry from `timeouts` before the tool runs)."""
+    step: int = 0
+    """The agent's step whose calls these are (set by the loop)."""
+    call_id: str = ""
+    """The call being run (set by the registry before the tool runs)."""
+    delegator: Any = None
+    """Starts sub-agents (`harness.agent.delegate.Delegator`) when the run allows them; None otherwise."""
 
     def call_spec(self) -> SandboxSpec:
         """The spec this call runs with: its tool's timeout, never beyond the wall clock left."""
@@ -159,12 +165,18 @@ class Registry:
         """How a turn's calls are scheduled (the one place that decides it): indices in runs of
         reads, each run closed by the write or exec call that follows it. The reads of a segment run
         concurrently (separate containers); its closing call waits for them and runs alone, so every
-        call sees the writes of the calls before it. An unknown tool counts as a read (it fails at once)."""
+        call sees the writes of the calls before it. Calls of a `together` tool side by side form a
+        segment of their own and run at once (sub-agents: each works on a branch of its own). An unknown tool counts as a read (it fails at once)."""
         segments: list[list[int]] = [[]]
+        together = False
         for index, call in enumerate(calls):
-            segments[-1].append(index)
             known = self.tools.get(call.name)
-            if known is not None and known.tier != "read":
+            joins = known is not None and known.together
+            if segments[-1] and joins != together:  # calls that run together share a segment of their own
+                segments.append([])
+            together = joins
+            segments[-1].append(index)
+            if known is not None and known.tier != "read" and not joins:
                 segments.append([])
         return [segment for segment in segments if segment]
 
@@ -181,8 +193,8 @@ class Registry:
         prepared = [self._prepare(call, ctx) for call in calls]
         results: list[ToolResult | None] = [p if isinstance(p, ToolResult) else None for p in prepared]
         ready = [(i, p) for i, p in enumerate(prepared) if isinstance(p, _Ready)]
-        reads = [(i, p) for i, p in ready if p.tool.tier == "read"]
-        rest = [(i, p) for i, p in ready if p.tool.tier != "read"]
+        reads = [(i, p) for i, p in ready if p.tool.tier == "read" or p.tool.together]
+        rest = [(i, p) for i, p in ready if p.tool.tier != "read" and not p.tool.together]
         if len(reads) == 1:
             rest.insert(0, reads.pop())
         futures = {i: pool.submit(self._run, calls[i], p, ctx) for i, p in reads}
@@ -236,7 +248,8 @@ class Registry:
         base = dict(call_id=call.id, name=call.name, decision=ready.decision)
         try:
             args = {k: getattr(ready.args, k) for k in type(ready.args).model_fields}
-            outcome = ready.tool.fn(ctx.for_tool(ready.tool.name, ready.tool.tier), **args)
+            for_call = dataclasses.replace(ctx.for_tool(ready.tool.name, ready.tool.tier), call_id=call.id)
+            outcome = ready.tool.fn(for_call, **args)
         except ToolError as error:
             return ToolResult(
                 **base,

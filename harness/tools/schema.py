@@ -9,7 +9,7 @@ import inspect
 import re
 import typing
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
@@ -38,6 +38,8 @@ class Tool:
     tier: Tier
     description: str
     request: Callable[[BaseModel], GateRequest]
+    together: bool = field(default=False, kw_only=True)
+    """Calls of it side by side in one turn run at once (sub-agents, each on a branch of its own)."""
 
     def schema(self) -> ToolSchema:
         return ToolSchema(name=self.name, description=self.description, parameters=clean_schema(self.args_model))
@@ -57,6 +59,8 @@ class ToolFunction:
     """The parameter that holds a command line (the gate parses it), if any."""
     targets: Callable[[Any], list[str]] | None = None
     """More paths the call touches, read from its parsed arguments (a diff's files)."""
+    together: bool = False
+    """Calls of it side by side in one turn run at once (see Tool.together)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Outcome:
         return self.fn(*args, **kwargs)
@@ -67,12 +71,16 @@ class ToolFunction:
 
 
 def tool(
-    tier: Tier, paths: Sequence[str] = (), command: str | None = None, targets: Callable[[Any], list[str]] | None = None
+    tier: Tier,
+    paths: Sequence[str] = (),
+    command: str | None = None,
+    targets: Callable[[Any], list[str]] | None = None,
+    together: bool = False,
 ) -> Callable[[Callable[..., Outcome]], ToolFunction]:
     """Mark a function as a tool: its tier, which parameters are paths, which is the command line."""
 
     def mark(fn: Callable[..., Outcome]) -> ToolFunction:
-        return ToolFunction(fn, tier, tuple(paths), command, targets)
+        return ToolFunction(fn, tier, tuple(paths), command, targets, together)
 
     return mark
 
@@ -120,7 +128,7 @@ def build_tool(marked: ToolFunction) -> Tool:
         command = getattr(args, marked.command) if marked.command else None
         return GateRequest(tool=marked.name, tier=marked.tier, paths=tuple(paths), command=command)
 
-    return Tool(marked.name, fn, model, marked.tier, description, request)
+    return Tool(marked.name, fn, model, marked.tier, description, request, together=marked.together)
 
 
 def clean_schema(model: type[BaseModel]) -> dict[str, Any]:

@@ -84,6 +84,8 @@ class ForkPoint(BaseModel):
     """The parent's snapshot step holding the workspace then (the fork's steps 0..snapshot are its)."""
     folder: str
     """The parent's session folder (absolute)."""
+    agent: str | None = None
+    """Set when the session is a sub-agent's branch: its name in the parent's run (`d1`)."""
 
 
 class SessionInfo(BaseModel):

@@ -245,12 +245,13 @@ class Session:
         session_id: str | None = None,
         images: StepImages | None = None,
         run_step: int | None = None,
+        agent: str | None = None,
     ) -> Session:
         """A new session in state_dir whose steps 0..step are parent's (same trees, images and
         numbers: its diff and patch still start at the import; run_step: the parent's run step that
         snapshot holds, for the record): nothing is copied, its objects are
         the parent's shared store's (referenced by the fork too) and its workspace is made from them
-        when first needed."""
+        when first needed; agent: the name of the sub-agent whose branch it is)."""
         if parent.shared is None:
             raise WorkspaceError(
                 f"session {parent.id} keeps a store of its own (an older session): it cannot be forked"
@@ -278,6 +279,7 @@ class Session:
                         step=step if run_step is None else run_step,
                         snapshot=step,
                         folder=str(parent.dir.resolve()),
+                        agent=agent,
                     ),
                 }
             )
@@ -599,6 +601,10 @@ class Session:
         """Unified diff, binary and mode changes between two steps (default: import to latest)."""
         a = self.record(from_step).tree
         b = self.record(self.step if to_step is None else to_step).tree
+        return snapdiff.diff(self._objects(), a, b)
+
+    def diff_trees(self, a: str, b: str) -> SnapshotDiff:
+        """Unified diff, binary and mode changes between two stored trees (a sub-agent's branch)."""
         return snapdiff.diff(self._objects(), a, b)
 
     def export_patch(self) -> str:

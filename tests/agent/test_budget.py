@@ -94,3 +94,36 @@ def test_outcome_exit_codes_match_the_cli_exit_codes():
     assert exit_code_for_outcome("model_error") == ExitCode.MODEL_ERROR
     assert exit_code_for_outcome("infra_error") == ExitCode.SANDBOX
     assert exit_code_for_outcome("interrupted") == ExitCode.INTERRUPTED
+
+
+def test_a_childs_reserve_is_taken_out_of_what_is_left_and_its_use_counts_above():
+    clock = Clock()
+    parent = Budget(LimitsConfig(max_steps=20, max_tokens=1000, max_cost_usd=1.0, timeout_min=10), clock=clock)
+    parent.charge_step()
+    parent.charge_turn(turn(100, 0, 0.1))
+    left = parent.left()
+    assert (left.steps, left.tokens, left.cost_usd, left.seconds) == (19, 900, pytest.approx(0.9), 600)
+    child = parent.reserve(LimitsConfig(max_steps=5, max_tokens=300, max_cost_usd=0.3, timeout_min=2))
+    held = parent.left()  # a second child gets what neither the parent spent nor the first holds
+    assert (held.steps, held.tokens, held.cost_usd) == (14, 600, pytest.approx(0.6))
+    child.charge_step()
+    child.charge_turn(turn(50, 50, 0.05))
+    assert parent.spent().steps == 2 and parent.spent().tokens == 200, "the child's use counts above"
+    assert parent.left().tokens == 600, "spent by the child or still held: the same to its siblings"
+    clock.now += 150
+    assert child.remaining_s() == 0.0 and parent.remaining_s() == pytest.approx(450)
+    with pytest.raises(LimitReached) as stop:
+        child.check()
+    assert stop.value.which == "wall_clock", "its own two minutes are over, the run's ten are not"
+    parent.release(child)
+    assert parent.left().tokens == 800 and parent.left().steps == 18, "what it did not use is the parent's again"
+
+
+def test_a_child_stops_at_the_runs_limit_even_within_its_own():
+    parent = Budget(LimitsConfig(max_steps=3))
+    child = parent.reserve(LimitsConfig(max_steps=10))
+    for _ in range(3):
+        child.charge_step()
+    with pytest.raises(LimitReached) as stop:
+        child.check()
+    assert stop.value.which == "steps" and "of 3 steps" in str(stop.value)

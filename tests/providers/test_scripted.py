@@ -69,6 +69,11 @@ def test_empty_turn_list_answers_final_text_at_once():
         ("turns: hello\n", 1, "'turns' must be a list"),
         ("", 1, "empty script"),
         ("- text: a\n", 1, "must be a mapping"),
+        ("turns: []\nagents: [d1]\n", 2, "'agents' must map"),
+        ("turns: []\nagents:\n  child:\n    turns: []\n", 3, "'child' is not a sub-agent's name"),
+        ("turns: []\nagents:\n  d1: {turn: []}\n", 3, "unknown key 'turn' in d1"),
+        ("turns:\n  - usage: {input_tokens: -5}\n", 2, "'input_tokens' must be a number"),
+        ("turns:\n  - usage: {tokens: 5}\n", 2, "unknown key 'tokens' in 'usage'"),
     ],
 )
 def test_malformed_scripts_name_the_line(tmp_path, text, line, message):
@@ -159,3 +164,17 @@ def _turns_and_delays(text: str):
 
     turns, delays = parse_script_with_delays(text)
     return (turns,), {"delays": delays}
+
+
+def test_a_script_serves_its_sub_agents_by_name_and_says_what_turns_cost(tmp_path):
+    path = tmp_path / "tree.yaml"
+    path.write_text(
+        "turns:\n  - {text: parent, usage: {input_tokens: 100, output_tokens: 7}, cost_usd: 0.25}\n"
+        "agents:\n  d1:\n    turns: [{text: child}]\n  d1.d1:\n    turns: [{text: grandchild}]\n"
+    )
+    provider = ScriptedProvider.from_file(path)
+    first = provider.complete(PROMPT, [TOOL], max_tokens=100)
+    assert (first.text, first.usage.input_tokens, first.usage.output_tokens, first.cost_usd) == ("parent", 100, 7, 0.25)
+    assert provider.for_agent("d1").complete(PROMPT, [TOOL], max_tokens=100).text == "child"
+    assert provider.for_agent("d1.d1").complete(PROMPT, [TOOL], max_tokens=100).text == "grandchild"
+    assert provider.for_agent("d2").complete(PROMPT, [TOOL], max_tokens=100).text == EXHAUSTED_TEXT

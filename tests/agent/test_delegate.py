@@ -1,0 +1,222 @@
+"""Sub-agents through the CLI, real containers and a scripted model (its children scripted under
+`agents`): the shipped example ends verified with the child's change in the run's patch, and so does
+the same run killed (-9) in the middle of its child and resumed; `show`, the spans, the ATIF export
+(Harbor's validator) and `replay` carry the tree; a child that runs past its reserve stops with
+`limit:` while the run goes on with the rest, the tree's totals are the sum of its parts and never
+pass the run's limits; two children at once work on one base, one change applied and the other
+reported as a conflict; the caps on children at once and on depth refuse with a clear error."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from harness.trajectory import EVERY_AGENT, DelegateRecord, read_records
+from tests.agent.conftest import ADD_FIX, ROOT, Harness, turn
+from tests.harbor_venv import validate
+from tests.telemetry.test_run_spans import spans_in
+
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
+
+EXAMPLE_SCRIPT = ROOT / "examples" / "delegate-fix.yaml"
+
+
+def _usage(step: dict[str, Any], tokens: int = 100) -> dict[str, Any]:
+    return {**step, "usage": {"input_tokens": tokens, "output_tokens": 0}, "cost_usd": 0.001}
+
+
+def _script(folder: Path, name: str, turns: list[dict[str, Any]], agents: dict[str, list[dict[str, Any]]]) -> str:
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({"turns": turns, "agents": {k: {"turns": v} for k, v in agents.items()}}))
+    return f"scripted:{path}"
+
+
+def _delegates(harness: Harness, session: str, phase: str = "end") -> dict[str, DelegateRecord]:
+    every = read_records(harness.session_dir(session), EVERY_AGENT)
+    return {r.child: r for r in every if isinstance(r, DelegateRecord) and r.phase == phase}
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory, run_label) -> tuple[Harness, Path]:
+    """The shipped example twice: straight through (with spans), and killed in its child's second turn
+    then resumed."""
+    folder = tmp_path_factory.mktemp("delegate")
+    harness = Harness(folder / "sessions", run_label)
+    model = f"scripted:{EXAMPLE_SCRIPT}"
+    ran = harness.run(model, "--delegate-depth", "1", "--otel-file", str(folder / "spans.jsonl"), session="straight")
+    assert ran.code == 0, ran.stdout + ran.stderr
+    crashed = harness.run(
+        model, "--delegate-depth", "1", session="crashed", env={"HARNESS_CRASH_AT": "child_turn_recorded:2"}
+    )
+    assert crashed.code == -9, crashed.stdout + crashed.stderr
+    return harness, folder
+
+
+def test_the_example_ends_verified_with_the_childs_change_in_the_patch(example):
+    harness, folder = example
+    shown = harness("show", "straight", "--json").json()
+    assert shown["outcome"] == "verified", shown
+    assert shown["steps"] == 4 and shown["subagent_steps"] == 4
+    patch = Path(shown["patch"]).read_text()
+    assert "+    return a + b" in patch, "the child's fix is in the run's patch"
+    [end] = _delegates(harness, "straight").values()
+    assert end.child == "d1" and end.change == "applied" and end.paths == ["calc/ops.py"]
+    assert end.outcome == "unverified" and "add() in calc/ops.py" in end.final
+    state = json.loads((harness.session_dir("straight") / "state.json").read_text())
+    assert state["spent"]["steps"] == shown["steps"] + shown["subagent_steps"], "the tree's steps, counted once"
+    child = harness.state_dir / end.session
+    assert child.is_dir() and not (child / "trajectory.jsonl").exists(), "its records are in the run's file"
+    text = harness("show", "straight").stdout
+    assert "sub-agent d1 started" in text and "d1 step 2" in text and "(+4 by sub-agents)" in text
+    own = harness("show", end.session).stdout  # the child's session shows its part of the run's file
+    assert "sub-agent d1 of session straight" in own and "add() subtracts" in own and "unverified" in own
+    listed = harness("session", "list").stdout
+    assert "sub-agent d1 of straight" in listed
+    assert harness("view", "straight", "--no-open").code == 0
+    page = (harness.session_dir("straight") / "view.html").read_text()
+    assert "sub-agent <b>d1</b> · unverified" in page and "change applied: calc/ops.py" in page
+    assert 'id="step-d1-2"' in page and "4 (+4 by sub-agents)" in page
+    spans = spans_in(folder / "spans.jsonl")
+    by_id = {s["span_id"]: s for s in spans}
+    [child_span] = [s for s in spans if s["name"] == "invoke_agent d1"]
+    assert by_id[child_span["parent_id"]]["name"] == "execute_tool delegate"
+    assert by_id[by_id[child_span["parent_id"]]["parent_id"]]["name"] == "invoke_agent harness"
+    under = [s["name"] for s in spans if s["parent_id"] == child_span["span_id"]]
+    assert under.count("chat delegate-fix.yaml") == 4 and "execute_tool apply_patch" in under
+    assert child_span["attributes"]["harness.outcome"] == "unverified"
+
+
+def test_kill_9_in_the_child_then_resume_continues_the_child_then_the_run(example):
+    harness, folder = example
+    assert _delegates(harness, "crashed", "start") and not _delegates(harness, "crashed"), "killed inside d1"
+    resumed = harness("resume", "crashed", "--json")
+    assert resumed.code == 0 and resumed.json()["outcome"] == "verified", resumed.stdout + resumed.stderr
+    every = read_records(harness.session_dir("crashed"), EVERY_AGENT)
+    child = [r for r in every if r.agent == "d1"]
+    assert any(r.kind == "event" and r.event == "resumed" for r in child), "the child picked up where it stopped"
+    patches = [r for r in child if r.kind == "tool" and r.name == "apply_patch"]
+    assert len(patches) == 1, "the child's turn cut short ran its call once"
+    starts = [r for r in every if isinstance(r, DelegateRecord) and r.phase == "start"]
+    assert len(starts) == 1, "the resume ran the same child, not a new one"
+    result = resumed.json()
+    state = json.loads((harness.session_dir("crashed") / "state.json").read_text())
+    assert result["subagent_steps"] == 4 and state["spent"]["steps"] == result["steps"] + 4
+    assert "+    return a + b" in Path(result["patch"]).read_text()
+    # replay re-issues the tree: the run's calls and, where its delegate call was, the child's
+    replayed = harness("replay", "crashed", "--json")
+    assert replayed.code == 0, replayed.stdout + replayed.stderr
+    report = replayed.json()
+    assert report["diverged"] == 0
+    assert [s["name"] for s in report["steps"] if s["agent"] == "d1"] == ["read_file", "apply_patch", "run_tests"]
+    # the ATIF export embeds the child's trajectory, referenced from the delegate call's result
+    target = folder / "crashed.atif.json"
+    assert harness("export", "crashed", "--format", "atif", "-o", str(target)).code == 0
+    document = json.loads(target.read_text())
+    [embedded] = document["subagent_trajectories"]
+    assert embedded["trajectory_id"] == "crashed/d1" and embedded["session_id"] == "crashed-d1"
+    results = [r for s in document["steps"] for r in (s.get("observation") or {}).get("results", [])]
+    refs = [r["subagent_trajectory_ref"] for r in results if "subagent_trajectory_ref" in r]
+    assert refs == [[{"trajectory_id": "crashed/d1", "session_id": "crashed-d1"}]]
+    assert any(c["function_name"] == "apply_patch" for s in embedded["steps"] for c in s.get("tool_calls", []))
+
+
+def test_the_export_of_a_tree_is_valid_atif(example, harbor_python):
+    harness, folder = example
+    target = folder / "straight.atif.json"
+    assert harness("export", "straight", "--format", "atif", "-o", str(target)).code == 0
+    assert validate(harbor_python, target) == {}
+
+
+def test_a_child_past_its_reserve_stops_and_the_run_goes_on_within_its_limits(harness: Harness, tmp_path):
+    files = ["calc/ops.py", "calc/__init__.py", "tests/test_ops.py", "pyproject.toml", "README.md"]
+    reading = [_usage(turn("Reading.", ("read_file", {"path": path}))) for path in files]
+    listing = [_usage(turn("Listing.", ("list_dir", {"path": path}))) for path in (".", "calc", "tests")]
+    model = _script(
+        tmp_path,
+        "reserve",
+        [
+            _usage(turn("Handing the reading over.", ("delegate", {"task": "Read calc/ops.py.", "steps": 2}))),
+            _usage(turn("More than is left.", ("delegate", {"task": "Read everything.", "steps": 50}))),
+            _usage(turn("Fixing it myself.", ("apply_patch", ADD_FIX))),
+            _usage(turn("I changed add() to return a + b.")),
+        ],
+        {"d1": reading, "d2": reading + listing},
+    )
+    ran = harness.run(model, "--delegate-depth", "1", "--max-tokens", "1500", "--max-steps", "30", session="reserve")
+    result = ran.json()
+    assert result["outcome"] == "verified", ran.stdout + ran.stderr
+    ends = _delegates(harness, "reserve")
+    assert ends["d1"].outcome == "limit:steps" and ends["d1"].steps == 2, "stopped at its reserve of 2 steps"
+    starts = _delegates(harness, "reserve", "start")
+    # d2 asked 50 steps: it got what was left (30 - 2 own - 2 of d1 = 26), and half the tokens left
+    assert starts["d2"].reserve["max_steps"] == 26
+    assert starts["d2"].reserve["max_tokens"] == (1500 - 400) // 2 == 550
+    assert ends["d2"].outcome == "limit:tokens" and ends["d2"].steps == 6, "100 tokens a turn: past 550 at 600"
+    own, children = result["steps"], result["subagent_steps"]
+    assert (own, children) == (4, 8)
+    assert result["tokens"]["input"] == 100 * (own + children) == 1200 <= 1500, "the tree's tokens, once each"
+    assert result["cost_usd"] == pytest.approx(0.001 * 12)
+    shown = harness("show", "reserve").stdout
+    assert "in 1200" in shown and "limit:steps" in shown and "limit:tokens" in shown
+    said = [r.text for r in read_records(harness.session_dir("reserve")) if r.kind == "tool" and r.name == "delegate"]
+    assert said[0].startswith("sub-agent d1 ended: limit:steps") and "it changed no file" in said[0]
+
+
+def test_children_at_once_share_a_base_a_conflict_is_reported_and_the_caps_refuse(harness: Harness, tmp_path):
+    config = tmp_path / "delegate.toml"
+    config.write_text("[delegate]\ndepth = 2\nat_once = 2\n")
+    other_fix = {**ADD_FIX, "new_text": ADD_FIX["new_text"].replace("a + b", "b + a")}
+    write = ("write_file", {"path": "NOTES.md", "content": "notes of d3\n"})
+    model = _script(
+        tmp_path,
+        "tree",
+        [
+            turn(
+                "Three pieces at once.",
+                ("delegate", {"task": "Fix add()."}),
+                ("delegate", {"task": "Fix add() your way."}),
+                ("delegate", {"task": "A third piece."}),
+            ),
+            turn("Notes next.", ("delegate", {"task": "Write notes, and have a helper write more."})),
+            turn("add() is fixed and the notes are written."),
+        ],
+        {
+            "d1": [turn("Fixing.", ("apply_patch", ADD_FIX)), turn("Fixed add().")],
+            "d2": [turn("Fixing.", ("apply_patch", other_fix)), turn("Fixed add() my way.")],
+            "d3": [turn("Writing.", write, ("delegate", {"task": "Write more notes."})), turn("Notes written.")],
+            "d3.d1": [
+                turn("More.", ("write_file", {"path": "MORE.md", "content": "more\n"})),
+                turn("Deeper?", ("delegate", {"task": "Even more."})),
+                turn("Wrote MORE.md."),
+            ],
+        },
+    )
+    ran = harness.run(model, "--config", str(config), session="tree")
+    result = ran.json()
+    assert result["outcome"] == "verified", ran.stdout + ran.stderr
+    starts, ends = _delegates(harness, "tree", "start"), _delegates(harness, "tree")
+    assert set(ends) == {"d1", "d2", "d3", "d3.d1"}
+    assert starts["d1"].base == starts["d2"].base, "children of one turn start from the same workspace"
+    assert sorted(ends[name].change for name in ("d1", "d2")) == ["applied", "conflict"]
+    [lost] = [ends[name] for name in ("d1", "d2") if ends[name].change == "conflict"]
+    assert lost.conflicts == ["calc/ops.py"]
+    records = read_records(harness.session_dir("tree"), EVERY_AGENT)
+    told = {r.call_id: r.text for r in records if r.kind == "tool" and r.name == "delegate" and r.agent is None}
+    assert "NOT applied" in told["call_1_0" if lost.child == "d1" else "call_1_1"]
+    assert "delegate call 3 of the turn" in told["call_1_2"] and "2 sub-agent(s) at once" in told["call_1_2"]
+    deeper = [r for r in records if r.agent == "d3.d1" and r.kind == "tool" and r.name == "delegate"]
+    assert deeper and "2 level(s) deep" in deeper[0].text
+    assert ends["d3.d1"].change == "applied" and ends["d3"].change == "applied"
+    assert sorted(ends["d3"].paths) == ["MORE.md", "NOTES.md"], "the grandchild's change came up through d3"
+    patch = Path(result["patch"]).read_text()
+    assert "notes of d3" in patch and "+more" in patch
+    assert result["subagent_steps"] == sum(ends[name].steps for name in ("d1", "d2", "d3"))
+    shown = harness("show", "tree").stdout
+    assert "d3.d1 step 1" in shown and "conflicts" in shown
+    replayed = harness("replay", "tree", "--json").json()
+    assert replayed["diverged"] == 0, replayed
+    assert {s["agent"] for s in replayed["steps"]} == {None, "d1", "d2", "d3", "d3.d1"}
