@@ -52,8 +52,11 @@ class Budget:
         spent: Spent | None = None,
         clock: Callable[[], float] = time.monotonic,
         parent: Budget | None = None,
+        halted: Callable[[], bool] | None = None,
     ):
         self.limits = limits
+        self.halted = halted
+        """A sub-agent's: true once the person stopped the run (its next check ends it as interrupted)."""
         self._spent = (spent or Spent()).model_copy()
         self._clock = clock
         self._started = clock()
@@ -106,6 +109,8 @@ class Budget:
     def check(self) -> None:
         """Raise LimitReached for the first spent limit (steps, tokens, cost, wall clock), this budget's
         own first, then every enclosing one's."""
+        if self.halted is not None and self.halted():
+            raise KeyboardInterrupt  # the run was stopped while this sub-agent ran in a thread of its own
         self._check_own()
         if self.parent is not None:
             self.parent.check()
@@ -165,10 +170,12 @@ class Budget:
             seconds=None if limits.timeout_min is None else max(0.0, limits.timeout_min * 60 - self.elapsed_s()),
         )
 
-    def reserve(self, limits: LimitsConfig, spent: Spent | None = None) -> Budget:
+    def reserve(
+        self, limits: LimitsConfig, spent: Spent | None = None, halted: Callable[[], bool] | None = None
+    ) -> Budget:
         """A sub-agent's budget with these limits (already taken out of `left()`), held against this
         one until `release`."""
-        child = Budget(limits, spent, self._clock, parent=self)
+        child = Budget(limits, spent, self._clock, parent=self, halted=halted)
         with self._lock:
             self._children.append(child)
         return child

@@ -48,6 +48,8 @@ class Tree:
     config: DelegateConfig
     running: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    stopped: threading.Event = field(default_factory=threading.Event)
+    """Set when the person stops the run: every sub-agent ends at its next step."""
 
 
 @dataclass
@@ -182,19 +184,26 @@ class Delegator:
         return self._ran(start, session, state, limits, apply)
 
     def _ran(self, start: DelegateRecord, session: Any, state: RunState, limits: LimitsConfig, apply: bool) -> Outcome:
-        budget = self.budget.reserve(limits, state.spent)
+        budget = self.budget.reserve(limits, state.spent, halted=self.tree.stopped.is_set)
+        trajectory = self.trajectory.child(start.child)
         try:
-            trajectory = self.trajectory.child(start.child)
-            below = self.for_child(start.child, session, trajectory, budget)
-            agent = self.build(Child(start.child, session, state, trajectory, budget, below))
-            result = agent.run()
+            if state.finished and state.result is not None:  # it ended; a crash came before its end record
+                result = state.result
+            else:
+                below = self.for_child(start.child, session, trajectory, budget)
+                result = self.build(Child(start.child, session, state, trajectory, budget, below)).run()
         finally:
             self.budget.release(budget)
-        if result.outcome == "interrupted" and "Ctrl-C" in result.detail:
-            raise KeyboardInterrupt  # the person stopped the run, not only the child
+        if self.tree.stopped.is_set():
+            raise KeyboardInterrupt  # the person stopped the run (Ctrl-C), not only this child
         final = _final_text(trajectory)
         end = self._end(start, session, result, final, apply)
         return self._taken_over(start, session, end)
+
+    def stop(self) -> None:
+        """The person stopped the run (Ctrl-C): the sub-agents running in other threads end at their
+        next step (their calls in flight end with the sandbox, which the loop closes)."""
+        self.tree.stopped.set()
 
     def for_child(self, name: str, session: Any, trajectory: Trajectory, budget: Budget) -> Delegator:
         """The delegator of a child (it refuses at the depth cap)."""

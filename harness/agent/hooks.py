@@ -90,6 +90,25 @@ class Hooks:
     def __bool__(self) -> bool:
         return any(getattr(c, event) for c in (self.config, self.repository) for event in HooksConfig.model_fields)
 
+    def for_subagent(self, session_id: str, workspace: Path, spec: Callable[[], SandboxSpec]) -> Hooks:
+        """The hooks of a sub-agent: the tool events only (its calls are gated as its parent's are; its
+        start and end are its parent's delegate call, not a session's, and its parent's Stop decides),
+        seeing its own workspace."""
+        tools_only = {"PreToolUse", "PostToolUse"}
+
+        def kept(config: HooksConfig) -> HooksConfig:
+            return config.model_copy(update={e: [] for e in HooksConfig.model_fields if e not in tools_only})
+
+        container = (self.container[0], spec) if self.container is not None else None
+        return Hooks(
+            kept(self.config),
+            session_id=session_id,
+            workspace=workspace,
+            transcript=self.transcript,
+            repository=kept(self.repository),
+            container=container,
+        )
+
     def placed(self, event: str, tool_name: str | None = None) -> list[tuple[HookEntry, str]]:
         """The hooks of event that apply (a tool event's by its matcher), the user's on this machine
         first, then the repository's in a container."""

@@ -137,6 +137,8 @@ class Agent:
                 raise
             outcome, detail = "state_error", storage.describe(error, self.session.dir)
         except KeyboardInterrupt:
+            if self.tool_context.delegator is not None:
+                self.tool_context.delegator.stop()  # sub-agents in other threads end at their next step
             self.sandbox.close()  # kills the container of the call in flight
             outcome, detail = "interrupted", "stopped by Ctrl-C; resume with `harness resume`"
         except BaseException as error:  # a bug: record it (the run stays resumable), then let it surface
@@ -264,6 +266,7 @@ class Agent:
                     blocked[index] = refusal
         allowed = [index for index in batch if index not in blocked]
         ran = dict(zip(allowed, self.registry.execute_turn([calls[i] for i in allowed], context), strict=False))
+        self.on_phase("calls_returned")  # before their records: a sub-agent stopped meanwhile records none
         for index in batch:
             result = blocked.get(index) or ran[index]
             if self.hooks is not None and index in ran:

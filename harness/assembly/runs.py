@@ -492,8 +492,9 @@ def build_agent(
         container=(sandbox, lambda: call_spec(session.spec)),
     )
     if config.delegate.depth > 0:
+        below = registry(config, (), running) if servers else tools  # an MCP server sees its session's workspace only
         context_tools.delegator = _delegator(
-            config, session, sandbox, provider, tools, trajectory, budget, runtime, hooks
+            config, session, sandbox, provider, below, trajectory, budget, runtime, hooks
         )
     return Agent(
         provider=provider,
@@ -538,21 +539,34 @@ def _delegator(
     hooks: Hooks,
 ) -> Delegator:
     """The run's agent's delegator: its children are sessions forked from the run's (in the same
-    folder of sessions), agents with the same tools, gate, approver and hooks, a fresh conversation,
+    folder of sessions), agents with the same tools (an MCP server's left out: its container sees the
+    run's workspace, not a child's branch), gate, approver and tool hooks, a fresh conversation,
     no verify command (the delegating agent judges the work), and the next level's delegator."""
+    import shutil
+
+    from sandbox.errors import SandboxError
     from sandbox.session.session import Session as Sessions
 
     images = step_images(sandbox)
+
+    def fork(parent: Session, child_id: str, name: str, at: int) -> Session:
+        orphan = parent.dir.parent / child_id
+        if orphan.is_dir():  # a crash came between the fork and its start record: nothing refers to it
+            try:
+                Sessions.open(parent.dir.parent, child_id, images=images).delete()
+            except SandboxError:  # cut short while it was made: no session to open, only its folder
+                shutil.rmtree(orphan, ignore_errors=True)
+        return Sessions.fork(parent, parent.step, parent.dir.parent, child_id, images=images, run_step=at, agent=name)
+
     branching = Branching(
-        fork=lambda parent, child_id, name, at: Sessions.fork(
-            parent, parent.step, parent.dir.parent, child_id, images=images, run_step=at, agent=name
-        ),
+        fork=fork,
         open=lambda child_id: Sessions.open(session.dir.parent, child_id, images=images),
     )
     parent_context = tool_context(config, session, sandbox, interactive=runtime.interactive)
 
     def build(child: Child) -> Agent:
         work = child.session
+        work.service_network = session.service_network  # the run's services, reached by name as the parent does
         child.state.model = child.state.model or config.model or ""
         context_tools = dataclasses.replace(
             parent_context,
@@ -569,6 +583,13 @@ def _delegator(
             child.state.context if child.state.context.entries else None,
         )
         child_provider = provider.for_agent(child.name) if hasattr(provider, "for_agent") else provider
+        halted = child.budget.halted
+
+        def phase(name: str) -> None:
+            runtime.on_phase(f"child_{name}")
+            if halted is not None and halted():  # stopped while its calls ran: their (killed) results uncommitted
+                raise KeyboardInterrupt
+
         return Agent(
             provider=child_provider,
             registry=tools,
@@ -584,10 +605,10 @@ def _delegator(
             max_turn_tokens=config.limits.max_turn_tokens,
             max_verify_rounds=config.limits.max_verify_rounds,
             repetition=config.repetition,
-            on_phase=lambda phase: runtime.on_phase(f"child_{phase}"),
+            on_phase=phase,
             secrets=runtime.secrets,
             guard=ReadOnlyGuard(work, config.gate.read_only_paths),
-            hooks=hooks,
+            hooks=hooks.for_subagent(work.id, work.workspace, lambda: call_spec(work.spec)),
             unchecked="a sub-agent: the agent that delegated the task checks the work",
         )
 
@@ -752,7 +773,7 @@ def fork_session(
     sent it next, then the hint as one more user message), and its config with the overrides (the
     model, limits)."""
     from harness.agent.fork import fork_start
-    from harness.trajectory import read_records
+    from harness.trajectory import EVERY_AGENT, DelegateRecord, read_records
     from sandbox.session.session import Session
 
     parent_dir = Path(parent_dir)
@@ -761,15 +782,24 @@ def fork_session(
     config = saved_config(parent_dir, {"approval": "unattended", **(overrides or {})})
     if config.model != saved_config(parent_dir, {}).model:  # another model's script starts at its first turn
         config = took_over(config, at)
+    every = read_records(parent_dir, EVERY_AGENT)
     start = fork_start(
-        read_records(parent_dir), at, session_id=session_id, model=config.model or "", config=config.context, hint=hint
+        [r for r in every if r.agent is None],
+        at,
+        session_id=session_id,
+        model=config.model or "",
+        config=config.context,
+        hint=hint,
     )
+    kept = {id(record) for record in start.records}
+    children = {r.child for r in start.records if isinstance(r, DelegateRecord)}  # their records come along
+    records = [r for r in every if id(r) in kept or (r.agent is not None and r.agent.split(".")[0] in children)]
     images = engine.engine_step_images(runtime.docker_host)
     fork = Session.fork(parent, start.snapshot_step, sessions, session_id, images=images, run_step=at)
     try:
         write_text_atomic(fork.paths.run_config, config.model_dump_json(indent=1))
         trajectory = Trajectory(fork.dir, runtime.secrets)
-        for record in start.records:
+        for record in records:
             trajectory.append(record)
         told = f"forked from session {parent.id} at step {at}" + (f" with a hint: {hint}" if hint else "")
         trajectory.append(EventRecord(event="fork", detail=told), durable=True)

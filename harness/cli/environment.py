@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from harness.config import RunConfig
     from harness.telemetry.config import TelemetryConfig
 
-LOOP_PHASES = ("model_answered", "turn_recorded", "mid_tool", "mid_snapshot", "after_snapshot")
+LOOP_PHASES = ("model_answered", "turn_recorded", "calls_returned", "mid_tool", "mid_snapshot", "after_snapshot")
 CRASH_PHASES = (*LOOP_PHASES, *(f"child_{phase}" for phase in LOOP_PHASES))
 """Where `HARNESS_CRASH_AT` may kill: the loop's phases, and a sub-agent's (`child_...`)."""
 

@@ -21,15 +21,17 @@ from harness.types import Message, ModelTurn, ToolSchema, Usage, is_summary_requ
 EXHAUSTED_TEXT = "The recorded session has no more turns."
 
 
-def recorded_summaries(session_dir: Path) -> dict[int, str]:
-    """The summaries a session's model wrote, by the model turn they summarise through."""
-    return {record.through_turn: record.text for record in read_records(session_dir) if record.kind == "summary"}
+def recorded_summaries(session_dir: Path, agent: str | None = None) -> dict[int, str]:
+    """The summaries a session's model (or its sub-agent's) wrote, by the model turn they summarise through."""
+    records = read_records(session_dir, agent)
+    return {record.through_turn: record.text for record in records if record.kind == "summary"}
 
 
-def recorded_turns(session_dir: Path) -> list[ModelTurn]:
-    """The model turns of a session in step order (the last record wins for a step)."""
+def recorded_turns(session_dir: Path, agent: str | None = None) -> list[ModelTurn]:
+    """The model turns of a session (or of one of its sub-agents) in step order (the last record wins
+    for a step)."""
     by_step: dict[int, ModelTurn] = {}
-    for record in read_records(session_dir):
+    for record in read_records(session_dir, agent):
         if record.kind == "turn":
             by_step[record.step] = record.turn
     return [by_step[step] for step in sorted(by_step)]
@@ -42,6 +44,8 @@ class ReplayProvider:
         self, turns: Sequence[ModelTurn], *, name: str = "replay", summaries: dict[int, str] | None = None
     ) -> None:
         self.name = name
+        self.folder: Path | None = None
+        """The recorded session (its sub-agents' turns are read from it when they start)."""
         self.turns = [turn.model_copy(update={"usage": Usage(), "cost_usd": 0.0, "retries": 0}) for turn in turns]
         self.summaries = dict(summaries or {})
 
@@ -50,7 +54,17 @@ class ReplayProvider:
         if not (Path(session_dir) / TRAJECTORY_FILE).is_file():
             raise ConfigError(f"replay: no recorded trajectory in {session_dir}")
         folder = Path(session_dir)
-        return cls(recorded_turns(folder), name=f"replay:{session_dir}", summaries=recorded_summaries(folder))
+        provider = cls(recorded_turns(folder), name=f"replay:{session_dir}", summaries=recorded_summaries(folder))
+        provider.folder = folder
+        return provider
+
+    def for_agent(self, agent: str) -> ReplayProvider:
+        """The recorded turns of sub-agent `agent` (a run replayed with its tree answers each child as
+        it was answered)."""
+        if self.folder is None:
+            return ReplayProvider([], name=f"{self.name}#{agent}")
+        turns, summaries = recorded_turns(self.folder, agent), recorded_summaries(self.folder, agent)
+        return ReplayProvider(turns, name=f"{self.name}#{agent}", summaries=summaries)
 
     def complete(
         self,

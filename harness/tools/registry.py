@@ -184,9 +184,14 @@ class Registry:
         """All calls of one model turn, segment by segment; results in call order. Each call is
         validated and gated just before its segment runs."""
         results: list[ToolResult] = []
-        with ThreadPoolExecutor(max_workers=self.max_parallel) as pool:
+        pool = ThreadPoolExecutor(max_workers=self.max_parallel)
+        try:
             for segment in self.segments(calls):
                 results += self._run_segment(pool, [calls[i] for i in segment], ctx)
+        except BaseException:  # Ctrl-C: the loop stops what still runs; this thread does not wait for it
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
         return results
 
     def _run_segment(self, pool: ThreadPoolExecutor, calls: list[ToolCall], ctx: ToolContext) -> list[ToolResult]:

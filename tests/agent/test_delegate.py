@@ -124,6 +124,23 @@ def test_kill_9_in_the_child_then_resume_continues_the_child_then_the_run(exampl
     assert any(c["function_name"] == "apply_patch" for s in embedded["steps"] for c in s.get("tool_calls", []))
 
 
+def test_a_fork_keeps_the_tree_and_a_replayed_model_answers_each_child_as_it_was(example):
+    harness, folder = example
+    forked = harness("fork", "straight", "--at", "2", "--out", str(folder / "forks"), "--json")
+    assert forked.code == 0, forked.stdout + forked.stderr
+    lines = [json.loads(line) for line in forked.stdout.strip().splitlines()]
+    [session] = [line["record"]["session_dir"] for line in lines if line.get("kind") == "finished"]
+    records = read_records(Path(session), EVERY_AGENT)
+    assert {r.agent for r in records} == {None, "d1"}, "the child's records came with the fork's prefix"
+    assert json.loads(forked.stdout.strip().splitlines()[-1])["verified"] == 1
+    # the recorded session as the model: the run delegates again and its child gets d1's recorded turns
+    again = harness.run(f"replay:{harness.session_dir('straight')}", "--delegate-depth", "1", session="replayed")
+    result = again.json()
+    assert result["outcome"] == "verified" and result["subagent_steps"] == 4, again.stdout + again.stderr
+    [end] = _delegates(harness, "replayed").values()
+    assert end.change == "applied" and end.final == _delegates(harness, "straight")["d1"].final
+
+
 def test_the_export_of_a_tree_is_valid_atif(example, harbor_python):
     harness, folder = example
     target = folder / "straight.atif.json"
@@ -195,6 +212,7 @@ def test_children_at_once_share_a_base_a_conflict_is_reported_and_the_caps_refus
             ],
         },
     )
+    (harness.state_dir / "tree-d3").mkdir(parents=True)  # left by a crash between a fork and its record
     ran = harness.run(model, "--config", str(config), session="tree")
     result = ran.json()
     assert result["outcome"] == "verified", ran.stdout + ran.stderr
@@ -220,3 +238,59 @@ def test_children_at_once_share_a_base_a_conflict_is_reported_and_the_caps_refus
     replayed = harness("replay", "tree", "--json").json()
     assert replayed["diverged"] == 0, replayed
     assert {s["agent"] for s in replayed["steps"]} == {None, "d1", "d2", "d3", "d3.d1"}
+
+
+def test_ctrl_c_stops_children_running_at_once(harness: Harness, tmp_path, docker_client):
+    import signal
+    import subprocess
+    import time
+
+    from tests.agent.conftest import CLI, run_args
+
+    slow = ("run_tests", {})
+    model = _script(
+        tmp_path,
+        "slow",
+        [turn("Two at once.", ("delegate", {"task": "Run the tests."}), ("delegate", {"task": "And you too."}))],
+        {"d1": [turn("", slow)], "d2": [turn("", slow)]},
+    )
+    until = time.time() + 12  # the tests sleep until then: past the Ctrl-C, not past the resume
+    args = run_args(
+        model,
+        "--delegate-depth",
+        "1",
+        "--test-cmd",
+        f"python3 -c 'import time; time.sleep(max(0, {until} - time.time()))'",
+        verify="true",
+    )
+    proc = subprocess.Popen(
+        [*CLI, *args, "--session", "int"], cwd=ROOT, env=harness.env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not {"d1", "d2"} <= {r.agent for r in _turns(harness, "int")}:  # both children call the slow tests
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.2)
+        time.sleep(2.0)
+        proc.send_signal(signal.SIGINT)
+        started = time.monotonic()
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130 and time.monotonic() - started < 30, "no waiting for the children's tests"
+    assert json.loads(out)["outcome"] == "interrupted"
+    label = harness.env["HARNESS_RUN_ID"]
+    mine = docker_client.containers.list(all=True, filters={"label": f"harness.run={label}"}, ignore_removed=True)
+    assert [c for c in mine if c.labels.get("harness.session", "").startswith("int")] == [], "no container left"
+    every = read_records(harness.session_dir("int"), EVERY_AGENT)
+    assert not [r for r in every if r.kind == "tool" and r.agent], "a call the stop cut short is not recorded"
+    resumed = harness("resume", "int", "--json")
+    assert resumed.code == 0 and resumed.json()["outcome"] == "verified", resumed.stdout + resumed.stderr
+    ends = _delegates(harness, "int")
+    assert set(ends) == {"d1", "d2"} and all(e.outcome == "unverified" for e in ends.values())
+
+
+def _turns(harness: Harness, session: str) -> list[Any]:
+    folder = harness.session_dir(session)
+    return [r for r in read_records(folder, EVERY_AGENT) if r.kind == "turn"] if folder.is_dir() else []
