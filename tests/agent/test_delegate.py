@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from harness.trajectory import EVERY_AGENT, DelegateRecord, read_records
-from tests.agent.conftest import ADD_FIX, ROOT, Harness, turn
+from tests.agent.conftest import ADD_FIX, EXAMPLE, ROOT, Harness, turn
 from tests.harbor_venv import validate
 from tests.telemetry.test_run_spans import spans_in
 
@@ -163,7 +163,11 @@ def test_a_child_past_its_reserve_stops_and_the_run_goes_on_within_its_limits(ha
         ],
         {"d1": reading, "d2": reading + listing},
     )
-    ran = harness.run(model, "--delegate-depth", "1", "--max-tokens", "1500", "--max-steps", "30", session="reserve")
+    spans_file = tmp_path / "spans.jsonl"
+    ran = harness.run(
+        model, "--delegate-depth", "1", "--max-tokens", "1500", "--max-steps", "30", "--otel-file", str(spans_file),
+        session="reserve",
+    )  # fmt: skip
     result = ran.json()
     assert result["outcome"] == "verified", ran.stdout + ran.stderr
     ends = _delegates(harness, "reserve")
@@ -177,10 +181,32 @@ def test_a_child_past_its_reserve_stops_and_the_run_goes_on_within_its_limits(ha
     assert (own, children) == (4, 8)
     assert result["tokens"]["input"] == 100 * (own + children) == 1200 <= 1500, "the tree's tokens, once each"
     assert result["cost_usd"] == pytest.approx(0.001 * 12)
+    spans = spans_in(spans_file)
+    chats = [s["attributes"]["gen_ai.usage.input_tokens"] for s in spans if s["name"].startswith("chat ")]
+    [run] = [s for s in spans if s["name"] == "invoke_agent harness"]
+    children = {s["name"]: s["attributes"] for s in spans if s["name"] in ("invoke_agent d1", "invoke_agent d2")}
+    assert sum(chats) == run["attributes"]["gen_ai.usage.input_tokens"] == 1200, "the run's total is its parts'"
+    assert (children["invoke_agent d1"]["gen_ai.usage.input_tokens"], children["invoke_agent d2"]["harness.steps"]) == (
+        200,
+        6,
+    )
     shown = harness("show", "reserve").stdout
     assert "in 1200" in shown and "limit:steps" in shown and "limit:tokens" in shown
     said = [r.text for r in read_records(harness.session_dir("reserve")) if r.kind == "tool" and r.name == "delegate"]
     assert said[0].startswith("sub-agent d1 ended: limit:steps") and "it changed no file" in said[0]
+    # the same run as a batch's task-run (the tasks file's defaults): the report counts the tree's use
+    tasks = tmp_path / "tasks.yaml"
+    defaults = {"model": [model], "verify": "python3 -m pytest -q", "delegate": {"depth": 1}}
+    defaults["limits"] = {"max_tokens": 1500, "max_steps": 30}
+    tasks.write_text(yaml.safe_dump({"defaults": defaults, "tasks": [{"id": "r", "repo": str(EXAMPLE), "task": "t"}]}))
+    out = tmp_path / "batch"
+    batch = harness("batch", str(tasks), "--out", str(out), "--workers", "1", "--json")
+    assert batch.code == 0, batch.stdout + batch.stderr
+    [report] = json.loads(harness("report", str(out), "--format", "json").stdout)
+    assert report["overall"]["input_tokens_per_run"] == 1200
+    assert report["overall"]["cost_total_usd"] == pytest.approx(0.012)
+    [page] = (out / "pages").glob("*.html")
+    assert "sub-agent <b>d2</b> · limit:tokens" in page.read_text(), "the task-run's page nests its children"
 
 
 def test_children_at_once_share_a_base_a_conflict_is_reported_and_the_caps_refuse(harness: Harness, tmp_path):
