@@ -190,6 +190,46 @@ class HookEntry(BaseModel):
         return value
 
 
+class Dropped(BaseModel):
+    """One thing of a devcontainer.json that was not applied (harness.agent.devcontainer)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str
+    why: str
+
+    def line(self) -> str:
+        return f"{self.key}: {self.why}"
+
+
+class Devcontainer(BaseModel):
+    """What harness takes of a devcontainer.json, and what it drops."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str
+    """The file, relative to the repository."""
+    image: str | None = None
+    """The image the environment starts from (never pulled: the engine must have it)."""
+    dockerfile: str | None = None
+    """The Dockerfile to build, relative to the repository (inside it)."""
+    context: str = "."
+    """The build context, relative to the repository (inside it)."""
+    build_args: dict[str, str] = Field(default_factory=dict)
+    target: str | None = None
+    commands: list[str] = Field(default_factory=list)
+    """The lifecycle commands, each one shell command line, in order."""
+    environment: dict[str, str] = Field(default_factory=dict)
+    """`containerEnv`, for the lifecycle commands (never with a value of this machine's)."""
+    dropped: list[Dropped] = Field(default_factory=list)
+    built: str | None = None
+    """The image calls start from, once built (harness's sandbox layer over the devcontainer's)."""
+
+    @property
+    def dropped_lines(self) -> list[str]:
+        return [d.line() for d in self.dropped]
+
+
 class DelegateConfig(BaseModel):
     """Sub-agents (`delegate`): how deep the tree may go, how many children run at once across it, and
     the share of what is left a child gets when the model names none."""
@@ -300,6 +340,9 @@ class RunConfig(BaseModel):
     repo_hooks: bool = False
     """`--repo-hooks`: also run the hooks the repository declares (`.harness/hooks.toml`), each in a
     sandbox container of the session (no network, the workspace read-only), after the user's own."""
+    devcontainer: Devcontainer | None = None
+    """`--setup devcontainer`: what the run takes of the repository's devcontainer.json (the image or
+    Dockerfile calls start from, its lifecycle commands as setup) and what it never applies."""
     delegate: DelegateConfig = Field(default_factory=DelegateConfig)
     """Sub-agents: `[delegate] depth = 1` puts the `delegate` tool in the menu (see docs/subagents.md)."""
     hooks: HooksConfig = Field(default_factory=HooksConfig)

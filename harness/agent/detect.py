@@ -78,6 +78,11 @@ def expand_setup(setup: list[str], repo: Path) -> tuple[list[str], str]:
     `auto` was asked for); UsageError when the repository declares nothing to install."""
     from harness.errors import UsageError
 
+    if "devcontainer" in setup:  # `harness run` and a batch take it before this (their engine builds the image)
+        raise UsageError(
+            "--setup devcontainer needs the image the devcontainer describes: use it with `harness run` or a "
+            "tasks file; here give the setup commands (or auto)"
+        )
     if AUTO not in setup:
         return setup, ""
     found = detect_setup(repo)

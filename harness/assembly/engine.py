@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, overload
 if TYPE_CHECKING:
     import docker
 
+    from harness.config import Devcontainer
     from harness.tools.mcp import Launched
     from sandbox.docker.containers import DockerSandbox
     from sandbox.docker.images import ImageStatus as ImageStatus
@@ -30,6 +31,7 @@ __all__ = [
     "build_env",
     "build_images",
     "connect",
+    "devcontainer_image",
     "engine_facts",
     "env_images",
     "execute_once",
@@ -265,6 +267,28 @@ def env_images(docker_host: str | None) -> dict[str, str]:
 
     with engine(docker_host) as client:
         return images.env_images(client)
+
+
+def devcontainer_image(
+    client: docker.DockerClient, repo: Path, found: Devcontainer, *, network: bool, log: Callable[[str], None]
+) -> Devcontainer:
+    """found with the image calls start from built (its Dockerfile or image, harness's sandbox layer
+    over it) and what the base image's `devcontainer.metadata` label asked for listed as dropped."""
+    from harness.agent.devcontainer import metadata_dropped
+    from sandbox.docker import images
+
+    ref, metadata = images.build_devcontainer(
+        client,
+        Path(repo),
+        image=found.image,
+        dockerfile=found.dockerfile,
+        context=found.context,
+        build_args=found.build_args,
+        target=found.target,
+        network=network,
+        log=log,
+    )
+    return found.model_copy(update={"built": ref, "dropped": [*found.dropped, *metadata_dropped(metadata)]})
 
 
 def build_task_image(

@@ -661,6 +661,7 @@ def start_run(
     if session_id is not None:  # a controller of this id that died (a batch worker killed mid-run) left these
         engine.prune_crashed(runtime.docker_host, sessions, session_id)
     with open_sandbox(runtime, session_id) as sandbox:
+        config = devcontainer_built(config, sandbox, Path(repo))
         check_image(sandbox, config.image)
         secrets = bound_secrets(config.session.secrets, runtime.secret_values)
         session = create_session(Path(repo), sessions, config, sandbox, session_id, warm_for(runtime), secrets)
@@ -848,11 +849,45 @@ def with_setup(config: RunConfig, repo: Path) -> RunConfig:
     (where they came from kept in `setup_source`); UsageError when it names none."""
     from harness.agent.detect import expand_setup
 
+    if DEVCONTAINER in config.session.setup:
+        return _with_devcontainer(config, repo)
     commands, why = expand_setup(list(config.session.setup), repo)
     if not why:
         return config
     session = config.session.model_copy(update={"setup": commands})
     return config.model_copy(update={"session": session, "setup_source": f"detected: {why}"})
+
+
+DEVCONTAINER = "devcontainer"
+"""`--setup devcontainer`: the repository's devcontainer.json (harness.agent.devcontainer)."""
+
+
+def _with_devcontainer(config: RunConfig, repo: Path) -> RunConfig:
+    """config with the repository's devcontainer: its lifecycle commands in place of the word, the
+    file as read (the image is built when the engine is at hand: `devcontainer_built`)."""
+    from harness.agent.devcontainer import read
+
+    found = read(repo)
+    setup = [
+        part for command in config.session.setup for part in (found.commands if command == DEVCONTAINER else [command])
+    ]
+    session = config.session.model_copy(update={"setup": setup})
+    source = f"devcontainer: {found.path}"
+    return config.model_copy(update={"session": session, "devcontainer": found, "setup_source": source})
+
+
+def devcontainer_built(
+    config: RunConfig, sandbox: Sandbox, repo: Path, log: Callable[[str], None] = _no_phase
+) -> RunConfig:
+    """config whose calls start from its devcontainer's image, built now (unchanged without one)."""
+    found = config.devcontainer
+    if found is None or found.built is not None:
+        return config
+    client = getattr(sandbox, "client", None)
+    if client is None:
+        raise UsageError("a devcontainer's image is built by a Docker engine: this sandbox has none")
+    built = engine.devcontainer_image(client, repo, found, network=config.session.setup_network, log=log)
+    return config.model_copy(update={"devcontainer": built, "image": built.built or config.image})
 
 
 def verify_once(
@@ -865,6 +900,7 @@ def verify_once(
         raise UsageError("no verify command to run")
     config = with_setup(config, Path(repo))
     with open_sandbox(runtime, session_id) as sandbox:
+        config = devcontainer_built(config, sandbox, Path(repo))
         check_image(sandbox, config.image)
         session = create_session(Path(repo), sessions, config, sandbox, session_id)
         mounts = tool_mounts(session.workspace, config)

@@ -79,7 +79,9 @@ def run(
         None, "--max-verify-rounds", help="Failed verifications sent back before giving up (default 3)."
     ),
     setup: list[str] | None = typer.Option(
-        None, "--setup", help="Setup command run once before step 1 (repeatable); `auto`: detected from the repository."
+        None,
+        "--setup",
+        help="Setup command run once before step 1 (repeatable); `auto`: detected from the repository; `devcontainer`: its devcontainer.json.",
     ),
     setup_network: bool | None = typer.Option(
         None, "--setup-network", help="Allow network for the setup commands only."
@@ -186,6 +188,13 @@ def run(
         if config.setup_source:
             shown = " && ".join(config.session.setup)
             err_console.print(f"setup: `{shown}` ({config.setup_source})", soft_wrap=True, markup=False)
+        if config.devcontainer is not None and config.devcontainer.dropped:
+            dropped = ", ".join(d.key for d in config.devcontainer.dropped)
+            err_console.print(
+                f"devcontainer {config.devcontainer.path}: not applied: {dropped} (`harness show` says why)",
+                soft_wrap=True,
+                markup=False,
+            )
         if config.verify_source:
             err_console.print(f"verify: `{config.verify}` ({config.verify_source})", soft_wrap=True, markup=False)
         spans = environment.telemetry(otel_endpoint, otel_file, otel_content)

@@ -85,6 +85,7 @@ def render_session(console: Console, session_dir: Path) -> None:
         first = False
         grid.add_row(*row)
     console.print(grid)
+    _devcontainer(console, session_dir)
     if read_state(session_dir, RunState) is None:  # a framework's calls (the integrations' box): no model run
         ended = [r for r in read_records(session_dir) if isinstance(r, OutcomeRecord)]
         said = f"{ended[-1].outcome}: {ended[-1].detail}" if ended else "still open"
@@ -98,6 +99,22 @@ def render_session(console: Console, session_dir: Path) -> None:
             f"applied: branch {landed.get('branch')} at {str(landed.get('commit'))[:12]} in {landed.get('repo')}",
             markup=False,
             soft_wrap=True,
+        )
+
+
+def _devcontainer(console: Console, session_dir: Path) -> None:
+    """What the run took of the repository's devcontainer.json, and what it never applied (and why)."""
+    start = next((r for r in read_records(session_dir) if r.kind == "start"), None)
+    found = (start.config.get("devcontainer") if start is not None else None) or {}
+    if not found:
+        return
+    console.print(
+        f"devcontainer {literal(str(found.get('path')))}: calls start from {literal(str(found.get('built')))}",
+        soft_wrap=True,
+    )
+    for item in found.get("dropped") or []:
+        console.print(
+            f"  not applied: {literal(str(item.get('key')))}: {literal(str(item.get('why')))}", soft_wrap=True
         )
 
 

@@ -457,3 +457,91 @@ def remove_task(client: docker.DockerClient, tag: str) -> None:
     for ref in (tag, f"{tag}-task"):
         with contextlib.suppress(docker.errors.ImageNotFound, docker.errors.APIError):
             client.images.remove(ref, force=True)
+
+
+DEVCONTAINER = "devcontainer"
+"""The `harness.image` label of an image made from a repository's devcontainer.json."""
+
+
+def devcontainer_layer(root: Path = INPUTS_ROOT) -> bytes:
+    """Dockerfile.sandbox without its PATH: a devcontainer's image keeps its own (a venv, a toolchain
+    the image put first)."""
+    text = (root / "Dockerfile.sandbox").read_text(encoding="utf-8")
+    kept = re.sub(r"[ \t]*\\\n[ \t]*PATH=\S+", "", text)
+    if "PATH=" in kept:
+        raise ImageBuildError("Dockerfile.sandbox sets PATH where the devcontainer layer cannot leave it out")
+    return kept.encode()
+
+
+def build_devcontainer(
+    client: docker.DockerClient,
+    repo: Path,
+    *,
+    image: str | None = None,
+    dockerfile: str | None = None,
+    context: str = ".",
+    build_args: dict[str, str] | None = None,
+    target: str | None = None,
+    network: bool = False,
+    log: Log = lambda _: None,
+    root: Path = INPUTS_ROOT,
+) -> tuple[str, str | None]:
+    """The image a devcontainer describes, with harness's sandbox layer over it: (its reference, the
+    `devcontainer.metadata` label of what it stands on). Nothing is pulled (ImageNotFound names an
+    image the engine lacks); the repository's Dockerfile builds from its context inside the
+    repository, its RUN steps without network unless `network`; the layer is current once built for
+    the same inputs (the engine's build cache serves an unchanged Dockerfile)."""
+    if dockerfile is not None:
+        text = (repo / dockerfile).read_text(encoding="utf-8", errors="replace")
+        for wanted in base_images(text):
+            if _image_id(client, wanted) is None:
+                raise ImageNotFound(
+                    f"the devcontainer's Dockerfile starts FROM {wanted}, which this engine does not have, and "
+                    "harness never pulls: build it here or load it (`harness images import FILE.tar`)"
+                )
+        digest = hashlib.sha256("\0".join([text, repr(sorted((build_args or {}).items())), target or ""]).encode())
+        stage = f"harness/devcontainer-build:{digest.hexdigest()[:16]}"
+        log(f"building {dockerfile} (context {context}, {'with' if network else 'no'} network)")
+        try:
+            client.images.build(
+                path=str(repo / context),
+                dockerfile=str((repo / dockerfile).resolve()),
+                tag=stage,
+                buildargs=dict(build_args or {}),
+                target=target,
+                labels={labels.IMAGE: DEVCONTAINER, labels.KIND: "devcontainer-build"},
+                network_mode=None if network else "none",
+                rm=True,
+                forcerm=True,
+                pull=False,
+            )
+        except docker.errors.BuildError as error:
+            tail = " | ".join(
+                str(line.get("stream", line.get("error", ""))).strip() for line in list(error.build_log)[-3:]
+            )
+            raise ImageBuildError(f"building the devcontainer's {dockerfile} failed: {error.msg} ({tail})") from None
+        except docker.errors.APIError as error:
+            raise ImageBuildError(
+                f"building the devcontainer's {dockerfile} failed: {error.explanation or error}"
+            ) from None
+        start = stage
+    elif image is not None:
+        start = image
+    else:
+        raise ImageNotFound("the devcontainer names neither an image nor a Dockerfile")
+    try:
+        built = client.images.get(start)
+    except docker.errors.ImageNotFound:
+        raise ImageNotFound(
+            f"the devcontainer's image {start} is not on this engine, and harness never pulls: pull or load it "
+            "yourself (`harness images import FILE.tar`)"
+        ) from None
+    metadata = ((built.attrs.get("Config") or {}).get("Labels") or {}).get("devcontainer.metadata")
+    sandbox_file = devcontainer_layer(root)
+    version = hashlib.sha256(sandbox_file + object_id(built).encode()).hexdigest()[:16]
+    ref = f"harness/{DEVCONTAINER}:{version}"
+    _build_one(
+        client, DEVCONTAINER, ref, version, log, fileobj=sandbox_file, buildargs={"BASE": start},
+        extra_labels={labels.KIND: DEVCONTAINER},
+    )  # fmt: skip
+    return ref, metadata

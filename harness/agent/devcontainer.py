@@ -1,0 +1,240 @@
+"""A repository's `devcontainer.json`, read as hostile input (`--setup devcontainer`).
+
+What is honoured: the environment's `image` or `build` (a Dockerfile inside the repository, its
+build args with nothing of this machine's expanded), and the commands that prepare the tree
+(`onCreateCommand`, `updateContentCommand`, `postCreateCommand`, in that order), which run once in
+harness's setup phase. What would reach this machine or the engine is never applied and is listed,
+each with why: `initializeCommand` (runs on the host), `runArgs`, `mounts`, `workspaceMount`,
+`privileged`, `capAdd`, `securityOpt`, `init`, `overrideCommand`, ports, the commands that run at
+every start or attach, users, and every `${localEnv:...}` or host path variable (expanded to empty).
+`features` run install scripts as root at build time: none is run (listed). `dockerComposeFile` is
+refused in one line.
+
+Pure: text in, a `Devcontainer` out (the engine work is the composition root's)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+from harness.config import Devcontainer, Dropped
+from harness.errors import UsageError
+
+MAX_BYTES = 512 * 1024
+"""A devcontainer.json larger than this is not read (they are a few hundred bytes)."""
+LIFECYCLE = ("onCreateCommand", "updateContentCommand", "postCreateCommand")
+"""The commands that prepare the tree, in the order the spec runs them (each once, at creation)."""
+DROPPED = {
+    "initializeCommand": "runs on the host before the container exists",
+    "runArgs": "engine flags (privileges, mounts, devices, network)",
+    "mounts": "mounts of this machine's paths or the engine socket",
+    "workspaceMount": "a mount of this machine's path",
+    "workspaceFolder": "harness's workspace is /workspace",
+    "privileged": "a privileged container",
+    "capAdd": "added capabilities",
+    "securityOpt": "engine security options (seccomp, AppArmor off)",
+    "init": "an init process of the engine's",
+    "overrideCommand": "the container's own command",
+    "forwardPorts": "ports forwarded to this machine",
+    "appPort": "ports published on this machine",
+    "portsAttributes": "ports forwarded to this machine",
+    "otherPortsAttributes": "ports forwarded to this machine",
+    "postStartCommand": "runs at every start: harness's calls each start a fresh container",
+    "postAttachCommand": "runs at every attach of an editor",
+    "remoteUser": "harness runs every call as its own unprivileged user",
+    "containerUser": "harness runs every call as its own unprivileged user",
+    "updateRemoteUserUID": "harness runs every call as its own unprivileged user",
+    "remoteEnv": "variables of an editor's processes",
+    "shutdownAction": "harness removes every container it starts",
+    "hostRequirements": "the session's limits are yours (--cpus, --memory)",
+    "gpuRequirements": "no device reaches a call",
+}
+"""Keys never applied, with why (what each would do to this machine or the engine)."""
+IGNORED = {"name", "$schema", "customizations", "waitFor", "userEnvProbe", "secrets", "otherPortsAttributes"}
+"""Keys about an editor's view of the container: nothing to apply, nothing to warn of."""
+_VARIABLE = re.compile(r"\$\{([A-Za-z]+)(?::([^}]*))?\}")
+_CONTAINER_VARIABLES = {"containerWorkspaceFolder": "/workspace", "containerWorkspaceFolderBasename": "workspace"}
+
+
+def find(repo: Path) -> Path | None:
+    """The repository's devcontainer.json (the spec's places, first found), never through a link."""
+    root = Path(repo)
+    candidates = [root / ".devcontainer" / "devcontainer.json", root / ".devcontainer.json"]
+    folder = root / ".devcontainer"
+    if folder.is_dir() and not folder.is_symlink():
+        candidates += sorted(p / "devcontainer.json" for p in folder.iterdir() if p.is_dir() and not p.is_symlink())
+    for path in candidates:
+        if path.is_file() and not path.is_symlink() and not path.parent.is_symlink():
+            return path
+    return None
+
+
+def read(repo: Path) -> Devcontainer:
+    """The repository's devcontainer, sanitised; UsageError naming what is wrong (no file, not JSON
+    with comments, a compose file, a build outside the repository)."""
+    root = Path(repo).resolve()
+    path = find(root)
+    if path is None:
+        raise UsageError(
+            f"--setup devcontainer: {repo} has no devcontainer.json (.devcontainer/devcontainer.json, "
+            ".devcontainer.json or .devcontainer/NAME/devcontainer.json)"
+        )
+    relative = path.relative_to(root).as_posix()
+    try:
+        if path.stat().st_size > MAX_BYTES:
+            raise UsageError(f"{relative} is larger than {MAX_BYTES // 1024} KiB: not read")
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise UsageError(f"{relative} cannot be read: {error}") from None
+    return parse(text, relative, root)
+
+
+def parse(text: str, relative: str, root: Path) -> Devcontainer:
+    """A devcontainer.json's text (JSON with comments and trailing commas) as a Devcontainer."""
+    import json5
+
+    try:
+        data = json5.loads(text)
+    except (ValueError, RecursionError) as error:
+        raise UsageError(f"{relative} is not JSON with comments: {str(error).splitlines()[0][:200]}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{relative} holds no object: a devcontainer.json is one JSON object")
+    dropped: list[Dropped] = []
+    data = _expanded(data, dropped)
+    if "dockerComposeFile" in data:
+        raise UsageError(
+            f"{relative} describes its environment with docker compose (dockerComposeFile), which harness does "
+            "not run: give an image or a Dockerfile, or use --setup with your own commands"
+        )
+    found = Devcontainer(path=relative)
+    folder = (root / relative).parent
+    for key, value in data.items():
+        if key == "image":
+            found.image = _text(value, relative, key)
+        elif key in ("build", "dockerFile", "dockerfile", "context"):
+            continue  # below, together
+        elif key in LIFECYCLE:
+            continue  # below, in the spec's order
+        elif key == "containerEnv":
+            found.environment = _strings(value, relative, key)
+            if found.environment:  # kept on record; the commands and calls run with harness's own environment
+                dropped.append(Dropped(key=f"containerEnv ({', '.join(sorted(found.environment))[:200]})",
+                                       why="the commands and calls run with harness's own environment"))  # fmt: skip
+        elif key == "features":
+            names = sorted(value) if isinstance(value, dict) else [str(value)]
+            dropped.append(Dropped(key=f"features ({', '.join(names)[:300]})", why="their install scripts run as root"))
+        elif key in DROPPED:
+            dropped.append(Dropped(key=key, why=DROPPED[key]))
+        elif key not in IGNORED:
+            dropped.append(Dropped(key=key, why="not a key harness knows"))
+    _build(data, found, relative, folder, root, dropped)
+    for key in LIFECYCLE:
+        if key in data:
+            found.commands += _commands(data[key], relative, key)
+    if found.image is None and found.dockerfile is None:
+        raise UsageError(f"{relative} names neither an image nor a Dockerfile to build")
+    found.dropped = dropped
+    return found
+
+
+def _build(
+    data: dict[str, Any], found: Devcontainer, relative: str, folder: Path, root: Path, dropped: list[Dropped]
+) -> None:
+    build = data.get("build")
+    if build is not None and not isinstance(build, dict):
+        raise UsageError(f"{relative}: build must be an object")
+    build = dict(build or {})
+    dockerfile = build.get("dockerfile", data.get("dockerFile", data.get("dockerfile")))
+    if dockerfile is None:
+        return
+    context = build.get("context", data.get("context", "."))
+    found.dockerfile = _inside(folder, _text(dockerfile, relative, "build.dockerfile"), root, relative)
+    found.context = _inside(folder, _text(context, relative, "build.context"), root, relative)
+    found.build_args = _strings(build.get("args", {}), relative, "build.args")
+    if build.get("target") is not None:
+        found.target = _text(build["target"], relative, "build.target")
+    for key in sorted(set(build) - {"dockerfile", "context", "args", "target"}):
+        dropped.append(Dropped(key=f"build.{key}", why="engine build options (cache sources, options)"))
+
+
+def _inside(folder: Path, value: str, root: Path, relative: str) -> str:
+    """value (relative to the file's folder) as a path relative to the repository, which it may not
+    leave (through `..` or a link)."""
+    target = (folder / value).resolve()
+    if target != root and root not in target.parents:
+        raise UsageError(f"{relative}: {value!r} is outside the repository: a build sees the repository only")
+    return target.relative_to(root).as_posix() or "."
+
+
+def _expanded(value: Any, dropped: list[Dropped]) -> Any:
+    """Every `${...}` variable of the file: a container path as the spec says, anything of this
+    machine's (`localEnv`, `localWorkspaceFolder`) as empty, each such use listed."""
+    if isinstance(value, dict):
+        return {key: _expanded(item, dropped) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_expanded(item, dropped) for item in value]
+    if not isinstance(value, str):
+        return value
+
+    def one(match: re.Match[str]) -> str:
+        kind, argument = match.group(1), match.group(2) or ""
+        if kind in _CONTAINER_VARIABLES:
+            return _CONTAINER_VARIABLES[kind]
+        if kind == "localEnv":
+            name = argument.split(":", 1)[0]
+            dropped.append(Dropped(key=f"${{localEnv:{name}}}", why="a variable of this machine's: expanded to empty"))
+        else:
+            dropped.append(Dropped(key=f"${{{kind}}}", why="a value of this machine's: expanded to empty"))
+        return ""
+
+    return _VARIABLE.sub(one, value)
+
+
+def _commands(value: Any, relative: str, key: str) -> list[str]:
+    """A lifecycle command: a string (a shell line), an array (one program and its arguments), or an
+    object of named commands (run in the order given)."""
+    if isinstance(value, str):
+        return [value] if value.strip() else []
+    if isinstance(value, list):
+        if not value or not all(isinstance(v, str) for v in value):
+            raise UsageError(f"{relative}: {key} must be a string, an array of strings or an object of them")
+        return [shlex.join(value)]
+    if isinstance(value, dict):
+        return [line for item in value.values() for line in _commands(item, relative, key)]
+    raise UsageError(f"{relative}: {key} must be a string, an array of strings or an object of them")
+
+
+def _text(value: Any, relative: str, key: str) -> str:
+    if not isinstance(value, str) or not value.strip() or "\x00" in value:
+        raise UsageError(f"{relative}: {key} must be a non-empty string")
+    return value
+
+
+def _strings(value: Any, relative: str, key: str) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise UsageError(f"{relative}: {key} must be an object of strings")
+    return {str(k): str(v) for k, v in value.items() if isinstance(v, str | int | float | bool)}
+
+
+def metadata_dropped(label: str | None) -> list[Dropped]:
+    """What an image's `devcontainer.metadata` label asks for that is never applied (the label is a
+    JSON array of objects with the file's keys; harness applies none of them)."""
+    import json
+
+    if not label:
+        return []
+    try:
+        entries = json.loads(label)
+    except (ValueError, RecursionError):
+        return [Dropped(key="devcontainer.metadata", why="the image's label is not JSON: not read")]
+    entries = entries if isinstance(entries, list) else [entries]
+    found = []
+    for entry in entries:
+        for key in entry if isinstance(entry, dict) else {}:
+            if key in DROPPED or key in LIFECYCLE or key in ("features", "containerEnv", "entrypoint"):
+                found.append(
+                    Dropped(key=f"{key} (the image's devcontainer.metadata)", why="never applied from a label")
+                )
+    return list({d.key: d for d in found}.values())

@@ -1,0 +1,137 @@
+"""`--setup devcontainer` through the CLI on real images: a hostile devcontainer.json (a host command,
+engine flags, mounts of the engine socket and $HOME, a key from this machine's environment, a base
+image whose metadata label asks for privileges, a feature) changes nothing of the call posture and
+each part is listed as dropped; a well-meaning one (a Dockerfile, a postCreateCommand installing from
+a local wheel, no network) builds once, its tests run in calls, and a second session reuses both the
+image and the setup."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.trajectory import read_records
+from tests.agent.conftest import EXAMPLE, Harness, turn
+
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(600)]
+
+PROBE = (
+    "import os, pathlib; "
+    "caps = [l for l in open('/proc/self/status') if l.startswith('CapEff')][0].split()[1]; "
+    "assert int(caps, 16) == 0, caps; "
+    "assert not pathlib.Path('/host').exists() and not pathlib.Path('/var/run/docker.sock').exists(); "
+    "assert os.environ.get('KEY', '') == '', 'a host variable reached the call'; "
+    "assert os.getuid() != 0; "
+    "assert open('/opt/build-net.txt').read() == 'lo', 'the build had a network'"
+)
+
+
+def _py311(docker_client) -> str:
+    from harness.assembly.engine import image_ref
+
+    return image_ref(docker_client, "py311")
+
+
+def _copy(tmp_path: Path) -> Path:
+    import shutil
+
+    repo = tmp_path / "repo"
+    shutil.copytree(EXAMPLE, repo, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
+    return repo
+
+
+def test_a_hostile_devcontainer_changes_nothing_and_says_what_it_dropped(
+    tmp_path, script, harness: Harness, docker_client
+):
+    repo = _copy(tmp_path)
+    marker = tmp_path / "host-marker"
+    (repo / ".devcontainer").mkdir()
+    (repo / ".devcontainer" / "Dockerfile").write_text(
+        f"FROM {_py311(docker_client)}\n"
+        'LABEL devcontainer.metadata=\'[{"privileged": true, "capAdd": ["SYS_ADMIN"], "postStartCommand": "x"}]\'\n'
+        "USER root\n"
+        "RUN python3 -c \"import socket; open('/opt/build-net.txt', 'w').write(' '.join(n for _, n in socket.if_nameindex()))\"\n"
+    )
+    (repo / ".devcontainer" / "devcontainer.json").write_text(
+        json.dumps(
+            {
+                "build": {"dockerfile": "Dockerfile"},
+                "initializeCommand": f"touch {marker}",
+                "runArgs": ["--privileged", "-v", "/:/host"],
+                "mounts": [
+                    "source=/var/run/docker.sock,target=/var/run/docker.sock,type=bind",
+                    "source=${localEnv:HOME},target=/home/me,type=bind",
+                ],
+                "containerEnv": {"KEY": "${localEnv:OPENAI_API_KEY}"},
+                "features": {"ghcr.io/devcontainers/features/docker-in-docker:2": {}},
+                "capAdd": ["SYS_ADMIN"],
+                "postCreateCommand": "echo prepared > /opt/prepared.txt",
+            }
+        )
+    )
+    model = script(turn("Probing.", ("run_command", {"command": f'python3 -c "{PROBE}"'})), turn("Done."))
+    ran = harness(
+        "run", "--image", "py311", "--model", model, str(repo), "--task", "t", "--setup", "devcontainer",
+        "--verify", "cat /opt/prepared.txt", "--session", "hostile", "--json",
+        env={"OPENAI_API_KEY": "sk-this-never-leaves-1234"},
+    )  # fmt: skip
+    assert ran.code == 0 and ran.json()["outcome"] == "verified", ran.stdout + ran.stderr
+    assert not marker.exists(), "initializeCommand never runs"
+    records = read_records(harness.session_dir("hostile"))
+    probe = next(r for r in records if r.kind == "tool")
+    assert probe.envelope is not None and probe.envelope.exit_code == 0, probe.text
+    said = [line for line in ran.stderr.splitlines() if line.startswith("devcontainer ")]
+    assert len(said) == 1, ran.stderr
+    for key in ("initializeCommand", "runArgs", "mounts", "capAdd", "features", "${localEnv:OPENAI_API_KEY}"):
+        assert key in said[0]
+    start = next(r for r in records if r.kind == "start")
+    dropped = {d["key"] for d in start.config["devcontainer"]["dropped"]}
+    assert {"privileged (the image's devcontainer.metadata)", "capAdd (the image's devcontainer.metadata)"} <= dropped
+    assert start.config["image"].startswith("harness/devcontainer:")
+    shown = harness("show", "hostile").stdout
+    assert "not applied: initializeCommand: runs on the host" in shown
+    text = (harness.session_dir("hostile") / "trajectory.jsonl").read_text()
+    assert "sk-this-never-leaves-1234" not in text
+
+
+def test_a_well_meaning_devcontainer_builds_once_and_a_second_session_reuses_it(
+    tmp_path, script, harness: Harness, docker_client
+):
+    repo = _copy(tmp_path)
+    helper = tmp_path / "helper"
+    (helper / "calchelper").mkdir(parents=True)
+    (helper / "calchelper" / "__init__.py").write_text("TWO = 2\n")
+    (helper / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "calchelper"\nversion = "1.0"\n'
+    )
+    wheels = repo / "wheels"
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(helper)],
+        capture_output=True,
+        text=True,
+    )
+    assert built.returncode == 0, built.stderr
+    (repo / ".devcontainer").mkdir()
+    (repo / ".devcontainer" / "Dockerfile").write_text(f"FROM {_py311(docker_client)}\nENV CALC_MODE=devcontainer\n")
+    (repo / ".devcontainer" / "devcontainer.json").write_text(
+        '// a team\'s own environment\n{"build": {"dockerfile": "Dockerfile", "context": ".."},\n'
+        ' "postCreateCommand": "pip install --no-index --find-links wheels calchelper",}\n'
+    )
+    check = (
+        'python3 -c \'import calchelper, os; assert calchelper.TWO == 2 and os.environ["CALC_MODE"] == "devcontainer"\''
+    )
+    model = script(turn("Checking the environment.", ("run_command", {"command": check})), turn("It is there."))
+    for session in ("first", "second"):
+        ran = harness(
+            "run", "--image", "py311", "--model", model, str(repo), "--task", "t", "--setup", "devcontainer",
+            "--verify", check, "--session", session, "--json",
+        )  # fmt: skip
+        assert ran.code == 0 and ran.json()["outcome"] == "verified", ran.stdout + ran.stderr
+    first, second = (json.loads((harness.session_dir(s) / "session.json").read_text()) for s in ("first", "second"))
+    assert first["setup"]["cached"] is False and second["setup"]["cached"] is True, "the second reuses the setup"
+    assert first["spec"]["image"] == second["spec"]["image"] or first["setup"]["image"] == second["setup"]["image"]
