@@ -851,6 +851,14 @@ def with_setup(config: RunConfig, repo: Path) -> RunConfig:
 
     if DEVCONTAINER in config.session.setup:
         return _with_devcontainer(config, repo)
+    if "auto" in config.session.setup and _declares_devcontainer(repo):  # the repository says its environment
+        setup = [DEVCONTAINER if command == "auto" else command for command in config.session.setup]
+        chosen = _with_devcontainer(
+            config.model_copy(update={"session": config.session.model_copy(update={"setup": setup})}), repo
+        )
+        return chosen.model_copy(
+            update={"setup_source": f"{chosen.setup_source} (--setup auto: the repository declares its environment)"}
+        )
     commands, why = expand_setup(list(config.session.setup), repo)
     if not why:
         return config
@@ -874,6 +882,12 @@ def _with_devcontainer(config: RunConfig, repo: Path) -> RunConfig:
     session = config.session.model_copy(update={"setup": setup})
     source = f"devcontainer: {found.path}"
     return config.model_copy(update={"session": session, "devcontainer": found, "setup_source": source})
+
+
+def _declares_devcontainer(repo: Path) -> bool:
+    from harness.agent.devcontainer import find
+
+    return find(Path(repo)) is not None
 
 
 def devcontainer_built(

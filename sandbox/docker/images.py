@@ -131,6 +131,10 @@ def list_images(client: docker.DockerClient, root: Path = INPUTS_ROOT) -> list[I
         name = f"env-{image.labels.get(ENV_LANGUAGE, '?')} ({image.labels.get(ENV_RELEASE, '?')})"
         for tag in image.tags:
             rows.append(ImageStatus(name=name, ref=tag, status="current", image_id=image.id))
+    for image in client.images.list(filters={"label": f"{labels.KIND}={DEVCONTAINER}"}):  # a repository's own
+        name = f"devcontainer (from {image.labels.get(DEVCONTAINER_FROM, '?')})"
+        for tag in image.tags:
+            rows.append(ImageStatus(name=name, ref=tag, status="current", image_id=image.id))
     return rows
 
 
@@ -461,6 +465,8 @@ def remove_task(client: docker.DockerClient, tag: str) -> None:
 
 DEVCONTAINER = "devcontainer"
 """The `harness.image` label of an image made from a repository's devcontainer.json."""
+DEVCONTAINER_FROM = "harness.devcontainer.from"
+"""The label that says what a devcontainer's image stands on (its `image`, or its Dockerfile's build)."""
 
 
 def devcontainer_layer(root: Path = INPUTS_ROOT) -> bytes:
@@ -538,10 +544,10 @@ def build_devcontainer(
         ) from None
     metadata = ((built.attrs.get("Config") or {}).get("Labels") or {}).get("devcontainer.metadata")
     sandbox_file = devcontainer_layer(root)
-    version = hashlib.sha256(sandbox_file + object_id(built).encode()).hexdigest()[:16]
+    version = hashlib.sha256(sandbox_file + object_id(built).encode() + (dockerfile or start).encode()).hexdigest()[:16]
     ref = f"harness/{DEVCONTAINER}:{version}"
     _build_one(
         client, DEVCONTAINER, ref, version, log, fileobj=sandbox_file, buildargs={"BASE": start},
-        extra_labels={labels.KIND: DEVCONTAINER},
+        extra_labels={labels.KIND: DEVCONTAINER, DEVCONTAINER_FROM: dockerfile or start},
     )  # fmt: skip
     return ref, metadata

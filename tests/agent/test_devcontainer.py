@@ -126,12 +126,15 @@ def test_a_well_meaning_devcontainer_builds_once_and_a_second_session_reuses_it(
         'python3 -c \'import calchelper, os; assert calchelper.TWO == 2 and os.environ["CALC_MODE"] == "devcontainer"\''
     )
     model = script(turn("Checking the environment.", ("run_command", {"command": check})), turn("It is there."))
-    for session in ("first", "second"):
+    for session, setup in (("first", "devcontainer"), ("second", "auto")):  # auto: the repository declares one
         ran = harness(
-            "run", "--image", "py311", "--model", model, str(repo), "--task", "t", "--setup", "devcontainer",
+            "run", "--image", "py311", "--model", model, str(repo), "--task", "t", "--setup", setup,
             "--verify", check, "--session", session, "--json",
         )  # fmt: skip
         assert ran.code == 0 and ran.json()["outcome"] == "verified", ran.stdout + ran.stderr
+        assert "(devcontainer: .devcontainer/devcontainer.json" in ran.stderr
+    listed = harness("images", "list", "--json")
+    assert ".devcontainer/Dockerfile" in listed.stdout, listed.stdout + listed.stderr
     first, second = (json.loads((harness.session_dir(s) / "session.json").read_text()) for s in ("first", "second"))
     assert first["setup"]["cached"] is False and second["setup"]["cached"] is True, "the second reuses the setup"
     assert first["spec"]["image"] == second["spec"]["image"] or first["setup"]["image"] == second["setup"]["image"]
