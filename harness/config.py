@@ -220,7 +220,8 @@ class Devcontainer(BaseModel):
     commands: list[str] = Field(default_factory=list)
     """The lifecycle commands, each one shell command line, in order."""
     environment: dict[str, str] = Field(default_factory=dict)
-    """`containerEnv`, for the lifecycle commands (never with a value of this machine's)."""
+    """`containerEnv`: the image's environment, for the lifecycle commands and the calls (never with a
+    value of this machine's, never a variable harness's calls depend on)."""
     dropped: list[Dropped] = Field(default_factory=list)
     built: str | None = None
     """The image calls start from, once built (harness's sandbox layer over the devcontainer's)."""

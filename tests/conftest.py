@@ -29,6 +29,29 @@ starts its own in a folder of its own)."""
 atexit.register(shutil.rmtree, os.environ["HARNESS_WARM_DIR"], ignore_errors=True)
 
 
+LONGEST_FIRST = (
+    "tests/history/test_check.py",
+    "tests/history/test_night.py",
+    "tests/agent/test_bench_run.py",
+    "tests/batch/test_disk_benches.py",
+    "tests/integrations/test_harbor.py",
+    "tests/agent/test_engine_restart.py",
+    "tests/tools/test_mcp.py",
+    "tests/cli/test_benches.py",
+    "tests/agent/test_delegate.py",
+    "tests/batch/test_batch_run.py",
+)
+"""The files that take longest (`make test` prints the slowest tests), scheduled first: with one file per
+worker at a time (`--dist loadfile`), a long file that starts last is the suite's tail. The order of the
+tests within a file stays as written."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {name: n for n, name in enumerate(LONGEST_FIRST)}
+    root = Path(__file__).resolve().parent.parent
+    items.sort(key=lambda item: rank.get(Path(item.path).resolve().relative_to(root).as_posix(), len(rank)))
+
+
 @pytest.fixture(scope="session")
 def run_label() -> str:
     """Unique id of this test session (per xdist worker); label every Docker object with it."""

@@ -7,8 +7,9 @@ harness's setup phase. What would reach this machine or the engine is never appl
 each with why: `initializeCommand` (runs on the host), `runArgs`, `mounts`, `workspaceMount`,
 `privileged`, `capAdd`, `securityOpt`, `init`, `overrideCommand`, ports, the commands that run at
 every start or attach, users, and every `${localEnv:...}` or host path variable (expanded to empty).
-`features` run install scripts as root at build time: none is run (listed). `dockerComposeFile` is
-refused in one line.
+`features` run install scripts as root at build time: none is run (listed). `containerEnv` becomes
+the image's environment (what the lifecycle commands and every call see), never a variable harness's
+calls depend on. `dockerComposeFile` is refused in one line.
 
 Pure: text in, a `Devcontainer` out (the engine work is the composition root's)."""
 
@@ -54,6 +55,9 @@ DROPPED = {
 """Keys never applied, with why (what each would do to this machine or the engine)."""
 IGNORED = {"name", "$schema", "customizations", "waitFor", "userEnvProbe", "secrets", "otherPortsAttributes"}
 """Keys about an editor's view of the container: nothing to apply, nothing to warn of."""
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+_RESERVED = {"HOME", "PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"}
+"""Variables harness's calls depend on (the egress relay, the user's home, the loader): never set from the file."""
 _VARIABLE = re.compile(r"\$\{([A-Za-z]+)(?::([^}]*))?\}")
 _CONTAINER_VARIABLES = {"containerWorkspaceFolder": "/workspace", "containerWorkspaceFolderBasename": "workspace"}
 
@@ -118,10 +122,11 @@ def parse(text: str, relative: str, root: Path) -> Devcontainer:
         elif key in LIFECYCLE:
             continue  # below, in the spec's order
         elif key == "containerEnv":
-            found.environment = _strings(value, relative, key)
-            if found.environment:  # kept on record; the commands and calls run with harness's own environment
-                dropped.append(Dropped(key=f"containerEnv ({', '.join(sorted(found.environment))[:200]})",
-                                       why="the commands and calls run with harness's own environment"))  # fmt: skip
+            for name, text in _strings(value, relative, key).items():
+                if _NAME.fullmatch(name) and name not in _RESERVED and "\x00" not in text:
+                    found.environment[name] = text
+                else:
+                    dropped.append(Dropped(key=f"containerEnv {name[:80]!r}", why="not a variable harness sets"))
         elif key == "features":
             names = sorted(value) if isinstance(value, dict) else [str(value)]
             dropped.append(Dropped(key=f"features ({', '.join(names)[:300]})", why="their install scripts run as root"))

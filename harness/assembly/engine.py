@@ -285,6 +285,7 @@ def devcontainer_image(
         context=found.context,
         build_args=found.build_args,
         target=found.target,
+        environment=found.environment,
         network=network,
         log=log,
     )

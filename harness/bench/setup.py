@@ -49,6 +49,7 @@ class SetupBench(BaseModel):
 def measure(client: Any, *, run_id: str, image: str = "py311", log: Any = lambda line: None) -> SetupBench:
     """Install the package in a fresh venv, then build the demo's images from nothing."""
     from sandbox.docker import images
+    from sandbox.docker.ids import present_images
 
     if not (PROJECT / "pyproject.toml").is_file():
         raise RuntimeError("the setup bench installs harness from its checkout, and this installation has none")
@@ -63,7 +64,7 @@ def measure(client: Any, *, run_id: str, image: str = "py311", log: Any = lambda
     try:
         steps = images.build_from_scratch(client, repository, image, log)
     finally:
-        for found in client.images.list(name=f"{repository}/*"):
+        for found in present_images(client, name=f"{repository}/*"):
             for tag in found.tags:
                 client.images.remove(tag, force=True, noprune=False)
     demo = install_s + steps["base"] + steps[images.SANDBOX] + steps[image]

@@ -1,7 +1,12 @@
-"""The id of an object the engine returned: the SDK types it as optional, the engine always sets it."""
+"""The id of an object the engine returned (the SDK types it as optional, the engine always sets it),
+and images listed without tripping over one removed meanwhile."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import docker
+from docker.models.images import Image
 from docker.models.resource import Model
 
 from sandbox.errors import SandboxError
@@ -12,3 +17,15 @@ def object_id(obj: Model) -> str:
     if not obj.id:
         raise SandboxError("the engine returned an object without an id; check it with `harness doctor`")
     return obj.id
+
+
+def present_images(client: docker.DockerClient, **query: Any) -> list[Image]:
+    """`client.images.list(**query)` without its race: the SDK lists the ids, then inspects each, and
+    an image another process removes in between (a test, a prune) made the whole listing fail."""
+    found = []
+    for summary in client.api.images(name=query.get("name"), all=query.get("all", False), filters=query.get("filters")):
+        try:
+            found.append(client.images.get(summary["Id"]))
+        except docker.errors.ImageNotFound:
+            continue
+    return found

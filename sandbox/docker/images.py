@@ -33,7 +33,7 @@ import docker
 from pydantic import BaseModel
 
 from sandbox import labels
-from sandbox.docker.ids import object_id
+from sandbox.docker.ids import object_id, present_images
 from sandbox.errors import ImageBuildError, ImageNotFound
 
 
@@ -125,13 +125,13 @@ def list_images(client: docker.DockerClient, root: Path = INPUTS_ROOT) -> list[I
         if image_id:
             rows.append(ImageStatus(name=name, ref=ref, status="current", image_id=image_id))
             continue
-        older = client.images.list(filters={"label": f"{labels.IMAGE}={name}"})
+        older = present_images(client, filters={"label": f"{labels.IMAGE}={name}"})
         rows.append(ImageStatus(name=name, ref=ref, status="stale" if older else "missing"))
-    for image in client.images.list(filters={"label": ENV_LANGUAGE}):  # environments built for a declaration
+    for image in present_images(client, filters={"label": ENV_LANGUAGE}):  # environments built for a declaration
         name = f"env-{image.labels.get(ENV_LANGUAGE, '?')} ({image.labels.get(ENV_RELEASE, '?')})"
         for tag in image.tags:
             rows.append(ImageStatus(name=name, ref=tag, status="current", image_id=image.id))
-    for image in client.images.list(filters={"label": f"{labels.KIND}={DEVCONTAINER}"}):  # a repository's own
+    for image in present_images(client, filters={"label": f"{labels.KIND}={DEVCONTAINER}"}):  # a repository's own
         name = f"devcontainer (from {image.labels.get(DEVCONTAINER_FROM, '?')})"
         for tag in image.tags:
             rows.append(ImageStatus(name=name, ref=tag, status="current", image_id=image.id))
@@ -296,7 +296,7 @@ def build_env(
 def env_images(client: docker.DockerClient) -> dict[str, str]:
     """The environments built on this engine: tag -> language."""
     found: dict[str, str] = {}
-    for image in client.images.list(filters={"label": ENV_LANGUAGE}):
+    for image in present_images(client, filters={"label": ENV_LANGUAGE}):
         for tag in image.tags:
             found[tag] = image.labels.get(ENV_LANGUAGE, "")
     return found
@@ -488,12 +488,13 @@ def build_devcontainer(
     context: str = ".",
     build_args: dict[str, str] | None = None,
     target: str | None = None,
+    environment: dict[str, str] | None = None,
     network: bool = False,
     log: Log = lambda _: None,
     root: Path = INPUTS_ROOT,
 ) -> tuple[str, str | None]:
-    """The image a devcontainer describes, with harness's sandbox layer over it: (its reference, the
-    `devcontainer.metadata` label of what it stands on). Nothing is pulled (ImageNotFound names an
+    """The image a devcontainer describes, with harness's sandbox layer over it and `environment` as
+    its variables: (its reference, the `devcontainer.metadata` label of what it stands on). Nothing is pulled (ImageNotFound names an
     image the engine lacks); the repository's Dockerfile builds from its context inside the
     repository, its RUN steps without network unless `network`; the layer is current once built for
     the same inputs (the engine's build cache serves an unchanged Dockerfile)."""
@@ -543,11 +544,19 @@ def build_devcontainer(
             "yourself (`harness images import FILE.tar`)"
         ) from None
     metadata = ((built.attrs.get("Config") or {}).get("Labels") or {}).get("devcontainer.metadata")
-    sandbox_file = devcontainer_layer(root)
-    version = hashlib.sha256(sandbox_file + object_id(built).encode() + (dockerfile or start).encode()).hexdigest()[:16]
+    variables = sorted((environment or {}).items())  # each through a build arg: no value is Dockerfile text
+    sandbox_file = (
+        devcontainer_layer(root)
+        + "".join(
+            f"ARG HARNESS_ENV_{n}\nENV {name}=${{HARNESS_ENV_{n}}}\n" for n, (name, _) in enumerate(variables)
+        ).encode()
+    )
+    args = {"BASE": start, **{f"HARNESS_ENV_{n}": value for n, (_, value) in enumerate(variables)}}
+    inputs = sandbox_file + object_id(built).encode() + (dockerfile or start).encode() + repr(variables).encode()
+    version = hashlib.sha256(inputs).hexdigest()[:16]
     ref = f"harness/{DEVCONTAINER}:{version}"
     _build_one(
-        client, DEVCONTAINER, ref, version, log, fileobj=sandbox_file, buildargs={"BASE": start},
+        client, DEVCONTAINER, ref, version, log, fileobj=sandbox_file, buildargs=args,
         extra_labels={labels.KIND: DEVCONTAINER, DEVCONTAINER_FROM: dockerfile or start},
     )  # fmt: skip
     return ref, metadata

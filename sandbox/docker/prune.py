@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field
 
 from sandbox import labels
 from sandbox.docker.engine import translate
-from sandbox.docker.ids import object_id
+from sandbox.docker.ids import object_id, present_images
 from sandbox.layout import SessionFolder
 from sandbox.tree import remove_tree
 
@@ -101,7 +101,7 @@ def remove_service_networks(client: docker.DockerClient, run_id: str | None, eve
 def remove_task_images(client: docker.DockerClient, run_id: str | None, everything: bool) -> int:
     """Images built for another framework's task (a Harbor trial) whose builder is gone; how many."""
     with translate("listing task images"):
-        images = client.images.list(filters={"label": _kind_of_run("task", run_id)})
+        images = present_images(client, filters={"label": _kind_of_run("task", run_id)})
     refs = [ref for i in images if everything or orphaned_labels(i.labels) for ref in i.tags or [str(i.id)]]
     return _removed([functools.partial(client.images.remove, ref, force=True) for ref in refs])
 
@@ -142,7 +142,7 @@ def session_images(
     directory (images made before the state label existed have none and still match)."""
     label = labels.SESSION if session_id is None else f"{labels.SESSION}={session_id}"
     with translate("listing session images"):
-        found: list[Image] = client.images.list(all=True, filters={"label": label})
+        found: list[Image] = present_images(client, all=True, filters={"label": label})
     if state_dir is None:
         return found
     where = str(Path(state_dir).resolve())
@@ -177,7 +177,7 @@ def find_session_leftovers(
                 leftovers.images.append(object_id(image))
         if setup_cache:
             with translate("listing setup images"):
-                setup = client.images.list(all=True, filters={"label": f"{labels.KIND}=setup"})
+                setup = present_images(client, all=True, filters={"label": f"{labels.KIND}=setup"})
             leftovers.images += [object_id(image) for image in setup]
     return leftovers
 
@@ -194,7 +194,7 @@ def remove_session_images(client: docker.DockerClient, session_id: str, state_di
     """Remove every image of this session (newest first, so parents go last); an image a fork of it
     also holds (tagged for the fork) only loses this session's tags."""
     with translate("listing session images"):
-        tagged: list[Image] = client.images.list(name=f"harness-session/{session_id.lower()}")
+        tagged: list[Image] = present_images(client, name=f"harness-session/{session_id.lower()}")
     unique = {object_id(image): image for image in [*session_images(client, session_id, state_dir), *tagged]}
     found = sorted(unique.values(), key=lambda i: i.attrs.get("Created", ""), reverse=True)
     removed = 0

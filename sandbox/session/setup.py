@@ -29,6 +29,7 @@ from sandbox import labels
 from sandbox.docker import hardening
 from sandbox.docker.containers import DockerSandbox
 from sandbox.docker.engine import resolve_image_path, translate
+from sandbox.docker.ids import present_images
 from sandbox.errors import SetupError, SpecError
 from sandbox.network import egress
 from sandbox.network.secrets import Secret
@@ -112,7 +113,9 @@ def find_cached(client: docker.DockerClient, key: str) -> Any | None:
     image) is "intermediate" and hidden from the default listing, which would leave only the child.
     """
     with translate("looking up the setup cache"):
-        found = client.images.list(all=True, filters={"label": [f"{labels.SETUP_KEY}={key}", f"{labels.KIND}=setup"]})
+        found = present_images(
+            client, all=True, filters={"label": [f"{labels.SETUP_KEY}={key}", f"{labels.KIND}=setup"]}
+        )
     found.sort(key=lambda image: image.attrs.get("Created", ""), reverse=True)
     return found[0] if found else None
 

@@ -225,12 +225,14 @@ def test_children_at_once_share_a_base_a_conflict_is_reported_and_the_caps_refus
                 ("delegate", {"task": "A third piece."}),
             ),
             turn("Notes next.", ("delegate", {"task": "Write notes, and have a helper write more."})),
+            turn("A draft I will not keep.", ("delegate", {"task": "Draft a change.", "apply": False})),
             turn("add() is fixed and the notes are written."),
         ],
         {
             "d1": [turn("Fixing.", ("apply_patch", ADD_FIX)), turn("Fixed add().")],
             "d2": [turn("Fixing.", ("apply_patch", other_fix)), turn("Fixed add() my way.")],
             "d3": [turn("Writing.", write, ("delegate", {"task": "Write more notes."})), turn("Notes written.")],
+            "d4": [turn("Drafting.", ("write_file", {"path": "DRAFT.md", "content": "draft\n"})), turn("Drafted.")],
             "d3.d1": [
                 turn("More.", ("write_file", {"path": "MORE.md", "content": "more\n"})),
                 turn("Deeper?", ("delegate", {"task": "Even more."})),
@@ -243,7 +245,8 @@ def test_children_at_once_share_a_base_a_conflict_is_reported_and_the_caps_refus
     result = ran.json()
     assert result["outcome"] == "verified", ran.stdout + ran.stderr
     starts, ends = _delegates(harness, "tree", "start"), _delegates(harness, "tree")
-    assert set(ends) == {"d1", "d2", "d3", "d3.d1"}
+    assert set(ends) == {"d1", "d2", "d3", "d3.d1", "d4"}
+    assert ends["d4"].change == "discarded" and ends["d4"].paths == ["DRAFT.md"], "kept out, as the parent asked"
     assert starts["d1"].base == starts["d2"].base, "children of one turn start from the same workspace"
     assert sorted(ends[name].change for name in ("d1", "d2")) == ["applied", "conflict"]
     [lost] = [ends[name] for name in ("d1", "d2") if ends[name].change == "conflict"]
@@ -257,13 +260,13 @@ def test_children_at_once_share_a_base_a_conflict_is_reported_and_the_caps_refus
     assert ends["d3.d1"].change == "applied" and ends["d3"].change == "applied"
     assert sorted(ends["d3"].paths) == ["MORE.md", "NOTES.md"], "the grandchild's change came up through d3"
     patch = Path(result["patch"]).read_text()
-    assert "notes of d3" in patch and "+more" in patch
-    assert result["subagent_steps"] == sum(ends[name].steps for name in ("d1", "d2", "d3"))
+    assert "notes of d3" in patch and "+more" in patch and "DRAFT.md" not in patch
+    assert result["subagent_steps"] == sum(ends[name].steps for name in ("d1", "d2", "d3", "d4"))
     shown = harness("show", "tree").stdout
     assert "d3.d1 step 1" in shown and "conflicts" in shown
     replayed = harness("replay", "tree", "--json").json()
     assert replayed["diverged"] == 0, replayed
-    assert {s["agent"] for s in replayed["steps"]} == {None, "d1", "d2", "d3", "d3.d1"}
+    assert {s["agent"] for s in replayed["steps"]} == {None, "d1", "d2", "d3", "d3.d1", "d4"}
 
 
 def test_ctrl_c_stops_children_running_at_once(harness: Harness, tmp_path, docker_client):

@@ -120,10 +120,12 @@ def test_a_well_meaning_devcontainer_builds_once_and_a_second_session_reuses_it(
     (repo / ".devcontainer" / "Dockerfile").write_text(f"FROM {_py311(docker_client)}\nENV CALC_MODE=devcontainer\n")
     (repo / ".devcontainer" / "devcontainer.json").write_text(
         '// a team\'s own environment\n{"build": {"dockerfile": "Dockerfile", "context": ".."},\n'
+        ' "containerEnv": {"CALC_FLAG": "set by the file, with spaces"},\n'
         ' "postCreateCommand": "pip install --no-index --find-links wheels calchelper",}\n'
     )
     check = (
-        'python3 -c \'import calchelper, os; assert calchelper.TWO == 2 and os.environ["CALC_MODE"] == "devcontainer"\''
+        'python3 -c \'import calchelper, os; assert calchelper.TWO == 2 and os.environ["CALC_MODE"] == "devcontainer"; '
+        'assert os.environ["CALC_FLAG"] == "set by the file, with spaces"\''
     )
     model = script(turn("Checking the environment.", ("run_command", {"command": check})), turn("It is there."))
     for session, setup in (("first", "devcontainer"), ("second", "auto")):  # auto: the repository declares one

