@@ -92,11 +92,10 @@ class Delegator:
         branching: Branching,
         build: Callable[[Child], Agent],
         limits: LimitsConfig,
-        task: str,
     ) -> None:
         self.tree, self.depth, self.prefix = tree, depth, prefix
         self.session, self.trajectory, self.budget = session, trajectory, budget
-        self.branching, self.build, self.limits, self.task = branching, build, limits, task
+        self.branching, self.build, self.limits = branching, build, limits
         self._apply_lock = threading.Lock()
 
     # --- one delegation ---------------------------------------------------------------------------
@@ -217,7 +216,6 @@ class Delegator:
             branching=self.branching,
             build=self.build,
             limits=budget.limits,
-            task=self.task,
         )
 
     def _end(self, start: DelegateRecord, session: Any, result: RunResult, final: str, apply: bool) -> DelegateRecord:

@@ -622,7 +622,6 @@ def _delegator(
         branching=branching,
         build=build,
         limits=config.limits,
-        task="",
     )
 
 
