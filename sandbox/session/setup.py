@@ -324,8 +324,20 @@ def _run_and_commit(
             image = api.commit(cid, changes=changes, pause=True)["Id"]
         return image, mode
     finally:
-        with translate("removing the setup container"):
+        _remove(api, cid)
+
+
+def _remove(api: docker.APIClient, cid: str) -> None:
+    """Remove the setup container; one already gone, or whose removal the engine already runs, is done
+    (a failure here would hide why setup stopped)."""
+    with translate("removing the setup container"):
+        try:
             api.remove_container(cid, force=True)
+        except docker.errors.NotFound:
+            return
+        except docker.errors.APIError as error:
+            if error.status_code != 409:  # 409: "removal of container ... is already in progress"
+                raise
 
 
 def _exec(
