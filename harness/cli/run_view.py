@@ -73,7 +73,8 @@ def render_session(console: Console, session_dir: Path) -> None:
     grid.add_column(no_wrap=True, style="bold")
     grid.add_column(overflow="fold")
     first = True
-    for kind, item, where in with_network(read_records(session_dir, EVERY_AGENT), network_requests(session_dir)):
+    every = read_records(session_dir, EVERY_AGENT)
+    for kind, item, where in with_network(every, network_requests(session_dir)):
         row = _row(item) if kind == "record" else _network_row(item, where)
         if row is None:
             continue
@@ -85,9 +86,9 @@ def render_session(console: Console, session_dir: Path) -> None:
         first = False
         grid.add_row(*row)
     console.print(grid)
-    _devcontainer(console, session_dir)
+    _devcontainer(console, next((r for r in every if r.kind == "start" and r.agent is None), None))
     if read_state(session_dir, RunState) is None:  # a framework's calls (the integrations' box): no model run
-        ended = [r for r in read_records(session_dir) if isinstance(r, OutcomeRecord)]
+        ended = [r for r in every if isinstance(r, OutcomeRecord) and r.agent is None]
         said = f"{ended[-1].outcome}: {ended[-1].detail}" if ended else "still open"
         console.print(f"calls made by an outside framework, no model run of harness; {visible(said)}", markup=False)
         return
@@ -102,9 +103,8 @@ def render_session(console: Console, session_dir: Path) -> None:
         )
 
 
-def _devcontainer(console: Console, session_dir: Path) -> None:
+def _devcontainer(console: Console, start: Any) -> None:
     """What the run took of the repository's devcontainer.json, and what it never applied (and why)."""
-    start = next((r for r in read_records(session_dir) if r.kind == "start"), None)
     found = (start.config.get("devcontainer") if start is not None else None) or {}
     if not found:
         return

@@ -210,7 +210,7 @@ def _build_one(
     log(f"building {ref}")
     image_labels = {labels.IMAGE: name, labels.CONTENT: version, **(extra_labels or {})}
     source: dict[str, Any] = {"fileobj": io.BytesIO(fileobj)} if fileobj is not None else {"path": str(path)}
-    try:
+    with _build_errors(f"building {ref}"):
         client.images.build(
             **source,
             tag=ref,
@@ -221,12 +221,19 @@ def _build_one(
             pull=False,
             nocache=nocache,
         )
+    log(f"built {ref}")
+
+
+@contextlib.contextmanager
+def _build_errors(what: str) -> Iterator[None]:
+    """The engine's build failures as ImageBuildError: what failed, and the build's last lines."""
+    try:
+        yield
     except docker.errors.BuildError as error:
         tail = " | ".join(str(line.get("stream", line.get("error", ""))).strip() for line in list(error.build_log)[-3:])
-        raise ImageBuildError(f"building {ref} failed: {error.msg} ({tail})") from None
+        raise ImageBuildError(f"{what} failed: {error.msg} ({tail})") from None
     except docker.errors.APIError as error:
-        raise ImageBuildError(f"building {ref} failed: {error.explanation or error}") from None
-    log(f"built {ref}")
+        raise ImageBuildError(f"{what} failed: {error.explanation or error}") from None
 
 
 def ensure_base(client: docker.DockerClient, log: Log, release: str = "bookworm") -> str:
@@ -509,7 +516,7 @@ def build_devcontainer(
         digest = hashlib.sha256("\0".join([text, repr(sorted((build_args or {}).items())), target or ""]).encode())
         stage = f"harness/devcontainer-build:{digest.hexdigest()[:16]}"
         log(f"building {dockerfile} (context {context}, {'with' if network else 'no'} network)")
-        try:
+        with _build_errors(f"building the devcontainer's {dockerfile}"):
             client.images.build(
                 path=str(repo / context),
                 dockerfile=str((repo / dockerfile).resolve()),
@@ -522,15 +529,6 @@ def build_devcontainer(
                 forcerm=True,
                 pull=False,
             )
-        except docker.errors.BuildError as error:
-            tail = " | ".join(
-                str(line.get("stream", line.get("error", ""))).strip() for line in list(error.build_log)[-3:]
-            )
-            raise ImageBuildError(f"building the devcontainer's {dockerfile} failed: {error.msg} ({tail})") from None
-        except docker.errors.APIError as error:
-            raise ImageBuildError(
-                f"building the devcontainer's {dockerfile} failed: {error.explanation or error}"
-            ) from None
         start = stage
     elif image is not None:
         start = image
