@@ -185,13 +185,15 @@ def run(
         if not path.is_dir():
             fail(f"repository path does not exist: {path}", ExitCode.NOT_FOUND)
         config = assembly.with_setup(assembly.with_verify(config, path), path)
-        if config.setup_source:
+        from harness.cli.terminal import visible
+
+        if config.setup_source:  # commands a repository's file wrote, too: its control characters made visible
             shown = " && ".join(config.session.setup)
-            err_console.print(f"setup: `{shown}` ({config.setup_source})", soft_wrap=True, markup=False)
+            err_console.print(visible(f"setup: `{shown}` ({config.setup_source})"), soft_wrap=True, markup=False)
         if config.devcontainer is not None and config.devcontainer.dropped:
             dropped = ", ".join(d.key for d in config.devcontainer.dropped)
             err_console.print(
-                f"devcontainer {config.devcontainer.path}: not applied: {dropped} (`harness show` says why)",
+                visible(f"devcontainer {config.devcontainer.path}: not applied: {dropped} (`harness show` says why)"),
                 soft_wrap=True,
                 markup=False,
             )

@@ -70,6 +70,7 @@ def test_a_hostile_devcontainer_changes_nothing_and_says_what_it_dropped(
                 "features": {"ghcr.io/devcontainers/features/docker-in-docker:2": {}},
                 "capAdd": ["SYS_ADMIN"],
                 "postCreateCommand": "echo prepared > /opt/prepared.txt",
+                "\u001b]0;owned\u0007\u001b[2J": "a key that would drive the terminal",
             }
         )
     )
@@ -86,6 +87,7 @@ def test_a_hostile_devcontainer_changes_nothing_and_says_what_it_dropped(
     assert probe.envelope is not None and probe.envelope.exit_code == 0, probe.text
     said = [line for line in ran.stderr.splitlines() if line.startswith("devcontainer ")]
     assert len(said) == 1, ran.stderr
+    assert "\x1b" not in ran.stderr and "\\x1b" in said[0], "the file's control characters are made visible"
     for key in ("initializeCommand", "runArgs", "mounts", "capAdd", "features", "${localEnv:OPENAI_API_KEY}"):
         assert key in said[0]
     start = next(r for r in records if r.kind == "start")
