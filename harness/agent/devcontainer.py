@@ -156,6 +156,9 @@ def _build(
         return
     context = build.get("context", data.get("context", "."))
     found.dockerfile = _inside(folder, _text(dockerfile, relative, "build.dockerfile"), root, relative)
+    built = root / found.dockerfile
+    if not built.is_file() or built.is_symlink():
+        raise UsageError(f"{relative}: its Dockerfile {found.dockerfile} is not a file in the repository")
     found.context = _inside(folder, _text(context, relative, "build.context"), root, relative)
     found.build_args = _strings(build.get("args", {}), relative, "build.args")
     if build.get("target") is not None:

@@ -62,6 +62,9 @@ def test_a_build_stays_in_the_repository_and_links_are_not_followed(tmp_path):
         '{"build": {"dockerfile": "Dockerfile", "context": "..", "args": {"V": "${localEnv:TOKEN}1"}, '
         '"cacheFrom": "x"}, "postCreateCommand": ["make", "deps"]}',
     )
+    with pytest.raises(UsageError, match=r"its Dockerfile \.devcontainer/Dockerfile is not a file"):
+        read(repo)
+    (repo / ".devcontainer" / "Dockerfile").write_text("FROM scratch\n")
     found = read(repo)
     assert (found.dockerfile, found.context, found.build_args) == (".devcontainer/Dockerfile", ".", {"V": "1"})
     assert {"build.cacheFrom", "${localEnv:TOKEN}"} <= {d.key for d in found.dropped}
