@@ -202,6 +202,51 @@ class Dropped(BaseModel):
         return f"{self.key}: {self.why}"
 
 
+class FeatureAllow(BaseModel):
+    """A devcontainer feature the user allows (`[devcontainer_features."ID"]`): where it is on this
+    machine (it is never fetched) and what pins it. A repository's own feature (`./NAME`) needs no
+    source: its folder in the repository is pinned by its digest."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: Path | None = None
+    """A folder or a `.tgz`/`.tar.gz`/`.tar` archive (as a registry serves a feature) on this machine."""
+    version: str | None = None
+    """The version its `devcontainer-feature.json` must say."""
+    sha256: str | None = None
+    """The archive's SHA-256 (`sha256sum`), or a folder's as harness reports it."""
+
+    @model_validator(mode="after")
+    def _pinned(self) -> FeatureAllow:
+        if self.version is None and self.sha256 is None:
+            raise ValueError("a feature is allowed only pinned: give its version, its sha256, or both")
+        if self.sha256 is not None and not re.fullmatch(r"(sha256:)?[0-9a-f]{64}", self.sha256):
+            raise ValueError(f"sha256 {self.sha256[:80]!r} is not 64 lowercase hex digits")
+        return self
+
+    @property
+    def digest(self) -> str | None:
+        return self.sha256.removeprefix("sha256:") if self.sha256 else None
+
+
+class Feature(BaseModel):
+    """An allowed devcontainer feature, resolved: what its install script is given and what it sets."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    """As the devcontainer.json names it (without its tag)."""
+    source: str
+    """The folder or archive on this machine (a repository's own: its folder, absolute)."""
+    version: str = ""
+    sha256: str
+    """What was read (the archive's digest, or the folder's)."""
+    options: dict[str, str] = Field(default_factory=dict)
+    """The install script's variables (its options, as the spec names them, with their values)."""
+    environment: dict[str, str] = Field(default_factory=dict)
+    """Its `containerEnv`."""
+
+
 class Devcontainer(BaseModel):
     """What harness takes of a devcontainer.json, and what it drops."""
 
@@ -222,6 +267,13 @@ class Devcontainer(BaseModel):
     environment: dict[str, str] = Field(default_factory=dict)
     """`containerEnv`: the image's environment, for the lifecycle commands and the calls (never with a
     value of this machine's, never a variable harness's calls depend on)."""
+    features: list[Feature] = Field(default_factory=list)
+    """The allowed features, in install order (each one's install script runs as root at build time,
+    without network unless `--setup-network`)."""
+    limits: dict[str, float] = Field(default_factory=dict)
+    """`hostRequirements` as limits (cpus; memory in bytes), each capped by the user's."""
+    applied: list[str] = Field(default_factory=list)
+    """How each of `hostRequirements` was taken (asked, and the limit it became)."""
     dropped: list[Dropped] = Field(default_factory=list)
     built: str | None = None
     """The image calls start from, once built (harness's sandbox layer over the devcontainer's)."""
@@ -344,6 +396,9 @@ class RunConfig(BaseModel):
     devcontainer: Devcontainer | None = None
     """`--setup devcontainer`: what the run takes of the repository's devcontainer.json (the image or
     Dockerfile calls start from, its lifecycle commands as setup) and what it never applies."""
+    devcontainer_features: dict[str, FeatureAllow] = Field(default_factory=dict)
+    """The devcontainer features a repository may install (`[devcontainer_features."ID"]`), each pinned
+    and on this machine; any other a devcontainer.json names is listed as not applied."""
     delegate: DelegateConfig = Field(default_factory=DelegateConfig)
     """Sub-agents: `[delegate] depth = 1` puts the `delegate` tool in the menu (see docs/subagents.md)."""
     hooks: HooksConfig = Field(default_factory=HooksConfig)

@@ -7,9 +7,10 @@ harness's setup phase. What would reach this machine or the engine is never appl
 each with why: `initializeCommand` (runs on the host), `runArgs`, `mounts`, `workspaceMount`,
 `privileged`, `capAdd`, `securityOpt`, `init`, `overrideCommand`, ports, the commands that run at
 every start or attach, users, and every `${localEnv:...}` or host path variable (expanded to empty).
-`features` run install scripts as root at build time: none is run (listed). `containerEnv` becomes
-the image's environment (what the lifecycle commands and every call see), never a variable harness's
-calls depend on. `dockerComposeFile` is refused in one line.
+`features` run install scripts as root at build time: only those the user allows, pinned, from this
+machine (harness.agent.features). `hostRequirements` become the calls' limits, never above the user's.
+`containerEnv` becomes the image's environment (what the lifecycle commands and every call see), never
+a variable harness's calls depend on (PATH only extended). `dockerComposeFile` is refused in one line.
 
 Pure: text in, a `Devcontainer` out (the engine work is the composition root's)."""
 
@@ -20,8 +21,10 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from harness.config import Devcontainer, Dropped
+from harness.agent.features import environment_of, resolve
+from harness.config import Devcontainer, Dropped, FeatureAllow
 from harness.errors import UsageError
+from sandbox.spec import parse_size
 
 MAX_BYTES = 512 * 1024
 """A devcontainer.json larger than this is not read (they are a few hundred bytes)."""
@@ -49,15 +52,11 @@ DROPPED = {
     "updateRemoteUserUID": "harness runs every call as its own unprivileged user",
     "remoteEnv": "variables of an editor's processes",
     "shutdownAction": "harness removes every container it starts",
-    "hostRequirements": "the session's limits are yours (--cpus, --memory)",
     "gpuRequirements": "no device reaches a call",
 }
 """Keys never applied, with why (what each would do to this machine or the engine)."""
 IGNORED = {"name", "$schema", "customizations", "waitFor", "userEnvProbe", "secrets", "otherPortsAttributes"}
 """Keys about an editor's view of the container: nothing to apply, nothing to warn of."""
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
-_RESERVED = {"HOME", "PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"}
-"""Variables harness's calls depend on (the egress relay, the user's home, the loader): never set from the file."""
 _VARIABLE = re.compile(r"\$\{([A-Za-z]+)(?::([^}]*))?\}")
 _CONTAINER_VARIABLES = {"containerWorkspaceFolder": "/workspace", "containerWorkspaceFolderBasename": "workspace"}
 
@@ -75,7 +74,7 @@ def find(repo: Path) -> Path | None:
     return None
 
 
-def read(repo: Path) -> Devcontainer:
+def read(repo: Path, allow: dict[str, FeatureAllow] | None = None) -> Devcontainer:
     """The repository's devcontainer, sanitised; UsageError naming what is wrong (no file, not JSON
     with comments, a compose file, a build outside the repository)."""
     root = Path(repo).resolve()
@@ -92,11 +91,12 @@ def read(repo: Path) -> Devcontainer:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise UsageError(f"{relative} cannot be read: {error}") from None
-    return parse(text, relative, root)
+    return parse(text, relative, root, allow)
 
 
-def parse(text: str, relative: str, root: Path) -> Devcontainer:
-    """A devcontainer.json's text (JSON with comments and trailing commas) as a Devcontainer."""
+def parse(text: str, relative: str, root: Path, allow: dict[str, FeatureAllow] | None = None) -> Devcontainer:
+    """A devcontainer.json's text (JSON with comments and trailing commas) as a Devcontainer; allow:
+    the features the user allows (harness.agent.features)."""
     import json5
 
     try:
@@ -122,19 +122,21 @@ def parse(text: str, relative: str, root: Path) -> Devcontainer:
         elif key in LIFECYCLE:
             continue  # below, in the spec's order
         elif key == "containerEnv":
-            for name, text in _strings(value, relative, key).items():
-                if _NAME.fullmatch(name) and name not in _RESERVED and "\x00" not in text:
-                    found.environment[name] = text
-                else:
-                    dropped.append(Dropped(key=f"containerEnv {name[:80]!r}", why="not a variable harness sets"))
-        elif key == "features":
-            names = sorted(value) if isinstance(value, dict) else [str(value)]
-            dropped.append(Dropped(key=f"features ({', '.join(names)[:300]})", why="their install scripts run as root"))
+            found.environment = environment_of(value, key, dropped)
+        elif key in ("features", "overrideFeatureInstallOrder"):
+            continue  # below, together
+        elif key == "hostRequirements":
+            found.limits = _requirements(value, relative, dropped)
         elif key in DROPPED:
             dropped.append(Dropped(key=key, why=DROPPED[key]))
         elif key not in IGNORED:
             dropped.append(Dropped(key=key, why="not a key harness knows"))
     _build(data, found, relative, folder, root, dropped)
+    if "features" in data:
+        found.features, found.commands = resolve(
+            data["features"], allow or {}, folder=folder, root=root, relative=relative,
+            order=data.get("overrideFeatureInstallOrder"), dropped=dropped,
+        )  # fmt: skip
     for key in LIFECYCLE:
         if key in data:
             found.commands += _commands(data[key], relative, key)
@@ -190,6 +192,8 @@ def _expanded(value: Any, dropped: list[Dropped]) -> Any:
         kind, argument = match.group(1), match.group(2) or ""
         if kind in _CONTAINER_VARIABLES:
             return _CONTAINER_VARIABLES[kind]
+        if kind == "containerEnv":  # the container's own: kept for its image (a PATH extension)
+            return match.group(0)
         if kind == "localEnv":
             name = argument.split(":", 1)[0]
             dropped.append(Dropped(key=f"${{localEnv:{name}}}", why="a variable of this machine's: expanded to empty"))
@@ -198,6 +202,34 @@ def _expanded(value: Any, dropped: list[Dropped]) -> Any:
         return ""
 
     return _VARIABLE.sub(one, value)
+
+
+def _requirements(value: Any, relative: str, dropped: list[Dropped]) -> dict[str, float]:
+    """`hostRequirements` as asked limits (cpus; memory in bytes); capped by the user's when applied."""
+    if not isinstance(value, dict):
+        raise UsageError(f"{relative}: hostRequirements must be an object")
+    asked: dict[str, float] = {}
+    for key, item in value.items():
+        try:
+            if key == "cpus" and not isinstance(item, bool) and float(item) > 0:
+                asked["cpus"] = float(item)
+            elif key == "memory" and parse_size(item) >= 64 * 1024**2:
+                asked["memory"] = float(parse_size(item))
+            elif key in ("cpus", "memory"):
+                dropped.append(
+                    Dropped(key=f"hostRequirements.{key}", why=f"{str(item)[:40]!r} is below any usable limit")
+                )
+            elif key == "storage":
+                dropped.append(
+                    Dropped(key="hostRequirements.storage", why="the workspace's size is yours (--workspace-quota)")
+                )
+            else:
+                dropped.append(
+                    Dropped(key=f"hostRequirements.{str(key)[:80]}", why="no device or host resource reaches a call")
+                )
+        except (TypeError, ValueError, OverflowError):
+            dropped.append(Dropped(key=f"hostRequirements.{key}", why=f"{str(item)[:40]!r} is not a number or a size"))
+    return asked
 
 
 def _commands(value: Any, relative: str, key: str) -> list[str]:

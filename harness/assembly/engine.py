@@ -274,21 +274,30 @@ def devcontainer_image(
 ) -> Devcontainer:
     """found with the image calls start from built (its Dockerfile or image, harness's sandbox layer
     over it) and what the base image's `devcontainer.metadata` label asked for listed as dropped."""
+    import tempfile
+
     from harness.agent.devcontainer import metadata_dropped
+    from harness.agent.features import layout
     from sandbox.docker import images
 
-    ref, metadata = images.build_devcontainer(
-        client,
-        Path(repo),
-        image=found.image,
-        dockerfile=found.dockerfile,
-        context=found.context,
-        build_args=found.build_args,
-        target=found.target,
-        environment=found.environment,
-        network=network,
-        log=log,
-    )
+    environment = {name: value for name, value in found.environment.items() if name != "PATH"}
+    with tempfile.TemporaryDirectory(prefix="harness-features-") as context:
+        features = None
+        if found.features or "PATH" in found.environment:  # installed, then PATH extended, over the image
+            features = (Path(context), layout(found.features, Path(context), found.environment.get("PATH"))[1])
+        ref, metadata = images.build_devcontainer(
+            client,
+            Path(repo),
+            image=found.image,
+            dockerfile=found.dockerfile,
+            context=found.context,
+            build_args=found.build_args,
+            target=found.target,
+            environment=environment,
+            features=features,
+            network=network,
+            log=log,
+        )
     return found.model_copy(update={"built": ref, "dropped": [*found.dropped, *metadata_dropped(metadata)]})
 
 

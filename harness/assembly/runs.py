@@ -23,7 +23,7 @@ from harness.agent.prompt import system_prompt, task_message
 from harness.agent.verify import VERIFY_START, Protection, Verifier, VerifyResult, detect_verify
 from harness.assembly import engine
 from harness.assembly.engine import step_images
-from harness.config import RunConfig, with_overrides
+from harness.config import Devcontainer, RunConfig, with_overrides
 from harness.errors import ConfigError, ModelAuthError, NotFoundError, SessionError, StateError, UsageError
 from harness.policy.gate import Gate
 from harness.providers.config import ProviderConfig
@@ -874,13 +874,62 @@ def _with_devcontainer(config: RunConfig, repo: Path) -> RunConfig:
     file as read (the image is built when the engine is at hand: `devcontainer_built`)."""
     from harness.agent.devcontainer import read
 
-    found = read(repo)
+    found = read(repo, config.devcontainer_features)
     setup = [
         part for command in config.session.setup for part in (found.commands if command == DEVCONTAINER else [command])
     ]
     session = config.session.model_copy(update={"setup": setup})
+    limits, applied = _host_requirements(found.limits, config)
     source = f"devcontainer: {found.path}"
-    return config.model_copy(update={"session": session, "devcontainer": found, "setup_source": source})
+    return config.model_copy(
+        update={
+            "session": session,
+            "devcontainer": found.model_copy(update={"applied": applied}),
+            "setup_source": source,
+            "sandbox": config.sandbox.model_copy(update=limits),
+        }
+    )
+
+
+def devcontainer_lines(found: Devcontainer | None) -> list[str]:
+    """What a run takes of a devcontainer besides its image and commands, and what it never applies:
+    the lines a run prints on stderr before it starts."""
+    from harness.agent.features import summary
+
+    if found is None:
+        return []
+    taken = [*(f"feature {line}" for line in summary(found.features)), *found.applied]
+    lines = [f"devcontainer {found.path}: {'; '.join(taken)}"] if taken else []
+    if found.dropped:
+        dropped = ", ".join(d.key for d in found.dropped)
+        lines.append(f"devcontainer {found.path}: not applied: {dropped} (`harness show` says why)")
+    return lines
+
+
+def _host_requirements(asked: dict[str, float], config: RunConfig) -> tuple[dict[str, Any], list[str]]:
+    """A devcontainer's `hostRequirements` as the calls' limits, each capped by the user's: (the
+    limits, how each was taken)."""
+    limits: dict[str, Any] = {}
+    applied = []
+    for key, wanted in sorted(asked.items()):
+        mine = float(getattr(config.sandbox, key))
+        chosen = min(wanted, mine)
+        limits[key] = int(chosen) if key == "memory" else chosen
+        applied.append(
+            f"hostRequirements.{key} {_amount(key, wanted)}: "
+            + (
+                "the calls' limit"
+                if wanted <= mine
+                else f"capped at your limit, {_amount(key, mine)} ([sandbox] {key})"
+            )
+        )
+    return limits, applied
+
+
+def _amount(key: str, value: float) -> str:
+    if key != "memory":
+        return f"{value:g}"
+    return f"{value / 1024**3:g} GiB" if value >= 1024**3 else f"{value / 1024**2:g} MiB"
 
 
 def _declares_devcontainer(repo: Path) -> bool:

@@ -120,6 +120,8 @@ class TaskRunRecord(BaseModel):
     """Median model milliseconds per output token of the run's turns (None: no usage reported)."""
     rate_limited: int = 0
     """Model requests retried after a 429 during the run."""
+    not_applied: list[str] = Field(default_factory=list)
+    """What the repository's devcontainer.json asked for that the run never applied (its keys)."""
 
 
 class BatchDir:

@@ -13,7 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from harness.config import DelegateConfig, HooksConfig, ServiceConfig
+from harness.config import DelegateConfig, FeatureAllow, HooksConfig, ServiceConfig
 from harness.errors import ConfigError
 from harness.providers.config import ProviderConfig
 from harness.tools.declared import CommandToolConfig
@@ -82,6 +82,9 @@ class TaskDefaults(BaseModel):
     delegate: DelegateConfig = Field(default_factory=DelegateConfig)
     """Sub-agents of every task-run (`delegate: {depth: 1}`; docs/subagents.md): their steps, tokens and
     cost count in the task-run's own limits."""
+    devcontainer_features: dict[str, FeatureAllow] = Field(default_factory=dict)
+    """The devcontainer features a task's devcontainer.json may install (docs/setup.md), each pinned and
+    on the machine that builds it; over the user's config file's entries."""
     hooks: HooksConfig = Field(default_factory=HooksConfig)
     """Lifecycle hooks of every task-run (docs/hooks.md), the tasks file's author's own programs, run
     where the task-run runs (on a cluster: the worker's machine)."""

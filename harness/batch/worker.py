@@ -10,7 +10,7 @@ import statistics
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -127,6 +127,9 @@ def run_config(spec: TaskRunSpec) -> RunConfig:
         "providers": {name: entry.model_dump(mode="json") for name, entry in defaults.providers.items()} or None,
         "hooks": defaults.hooks.model_dump(mode="json"),
         "delegate": defaults.delegate.model_dump(mode="json"),
+        "devcontainer_features": {
+            name: entry.model_dump(mode="json") for name, entry in defaults.devcontainer_features.items()
+        },
         **_limits(spec),
         "started_from": started_from(task),
     }
@@ -368,6 +371,7 @@ def _record(
             "call_overhead_ms": facts.call_overhead_ms,
             "model_ms_per_token": facts.model_ms_per_token,
             "rate_limited": facts.rate_limited,
+            "not_applied": facts.not_applied,
             "reference_lines": _reference_lines(spec.task.reference),
             "net_requests": len(requests),
             "net_refused": dict(Counter(str(r.get("host", "?")) for r in requests if not r.get("allowed"))),
@@ -397,6 +401,8 @@ class _Facts(NamedTuple):
     call_overhead_ms: float | None
     model_ms_per_token: float | None
     rate_limited: int
+    not_applied: list[str]
+    """The keys of the devcontainer.json the run never applied."""
 
 
 def _trajectory_facts(session_dir: Path) -> _Facts:
@@ -426,4 +432,12 @@ def _trajectory_facts(session_dir: Path) -> _Facts:
         call_overhead_ms=round(statistics.median(overheads), 1) if overheads else None,
         model_ms_per_token=round(statistics.median(per_token), 2) if per_token else None,
         rate_limited=sum(reason.startswith("ModelRateLimited") for turn in turns for reason in turn.retry_reasons),
+        not_applied=_not_applied(records),
     )
+
+
+def _not_applied(records: list[Any]) -> list[str]:
+    """The devcontainer keys the run's start record lists as never applied."""
+    start = next((r for r in records if r.kind == "start" and r.agent is None), None)
+    found = (start.config.get("devcontainer") if start is not None else None) or {}
+    return [str(item.get("key")) for item in found.get("dropped") or [] if isinstance(item, dict)]

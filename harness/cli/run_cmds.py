@@ -190,13 +190,8 @@ def run(
         if config.setup_source:  # commands a repository's file wrote, too: its control characters made visible
             shown = " && ".join(config.session.setup)
             err_console.print(visible(f"setup: `{shown}` ({config.setup_source})"), soft_wrap=True, markup=False)
-        if config.devcontainer is not None and config.devcontainer.dropped:
-            dropped = ", ".join(d.key for d in config.devcontainer.dropped)
-            err_console.print(
-                visible(f"devcontainer {config.devcontainer.path}: not applied: {dropped} (`harness show` says why)"),
-                soft_wrap=True,
-                markup=False,
-            )
+        for line in assembly.devcontainer_lines(config.devcontainer):
+            err_console.print(visible(line), soft_wrap=True, markup=False)
         if config.verify_source:
             err_console.print(f"verify: `{config.verify}` ({config.verify_source})", soft_wrap=True, markup=False)
         spans = environment.telemetry(otel_endpoint, otel_file, otel_content)

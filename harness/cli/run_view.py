@@ -112,6 +112,15 @@ def _devcontainer(console: Console, start: Any) -> None:
         f"devcontainer {literal(str(found.get('path')))}: calls start from {literal(str(found.get('built')))}",
         soft_wrap=True,
     )
+    for item in found.get("features") or []:
+        console.print(
+            f"  feature: {literal(str(item.get('id')))} {literal(str(item.get('version') or '?'))} "
+            f"(sha256 {literal(str(item.get('sha256', ''))[:12])}, from "
+            f"{'the repository' if str(item.get('id')).startswith('.') else literal(str(item.get('source')))})",
+            soft_wrap=True,
+        )
+    for line in found.get("applied") or []:
+        console.print(f"  limit: {literal(str(line))}", soft_wrap=True)
     for item in found.get("dropped") or []:
         console.print(
             f"  not applied: {literal(str(item.get('key')))}: {literal(str(item.get('why')))}", soft_wrap=True

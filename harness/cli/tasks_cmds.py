@@ -24,9 +24,10 @@ app.add_typer(tasks_app, name="tasks")
 SETUP = typer.Option(
     [],
     "--setup",
-    help="Each task's setup: auto (what its start state declares for its language: pip, npm ci / npm install, "
-    "go mod download), none, or commands (repeatable) [default: auto]; it runs through --allow-net with the "
-    "language's registry preset (pypi, npm, go, crates).",
+    help="Each task's setup: auto (its start state's devcontainer.json when it has one, else what it declares "
+    "for its language: pip, npm ci / npm install, go mod download), devcontainer (the same), none, or commands "
+    "(repeatable) [default: auto]; it runs through --allow-net with the language's registry preset (pypi, npm, "
+    "go, crates).",
 )
 SETUP_NET = typer.Option(
     [], "--allow-net", help="Another host a task's setup may reach (repeatable): a registry's address behind split DNS."
@@ -144,6 +145,16 @@ def mine_command(
             f"skipped {skipped.commit[:8]}  {skipped.reason}: {skipped.subject}", soft_wrap=True, markup=False
         )
     print_mine_yield(summary)
+    from harness.agent.devcontainer import find
+
+    declaring = [task.id for task in mined.tasks if find(states / task.id / "repo") is not None]
+    if declaring and any(word in policy.commands for word in (AUTO, "devcontainer")):
+        console.print(
+            f"setup: {len(declaring)} task(s) take their start state's devcontainer.json (its image is built, never "
+            "pulled; --setup none or your own commands instead)",
+            soft_wrap=True,
+            markup=False,
+        )
     console.print(f"wrote {output}; states in {states}", soft_wrap=True, markup=False)
 
 
@@ -191,8 +202,8 @@ def check_command(
     setup: list[str] = typer.Option(
         [],
         "--setup",
-        help="Give every task this setup (auto: what its start state declares; none; or commands), instead of "
-        "its own [default: each task's own].",
+        help="Give every task this setup (auto: its devcontainer.json, else what its start state declares; none; "
+        "or commands), instead of its own [default: each task's own].",
     ),
     allow_net: list[str] = SETUP_NET,
     ca_bundle: Path | None = CA_BUNDLE,
@@ -207,10 +218,13 @@ def check_command(
     from harness.assembly import Runtime
     from harness.batch.tasks import load_tasks
     from harness.cli.environment import run_id
+    from harness.config import load_config
     from harness.history import check, materialize
 
     with reported():
         tasks = load_tasks(tasks_file)
+        allowed = load_config(None).devcontainer_features  # what a task's devcontainer may install
+        tasks.defaults.devcontainer_features = {**allowed, **tasks.defaults.devcontainer_features}
         raw = yaml.safe_load(tasks_file.read_text(encoding="utf-8"))
         if setup or allow_net or ca_bundle or setup_timeout:
             policy = setup_policy(setup, allow_net, ca_bundle, setup_timeout)

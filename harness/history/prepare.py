@@ -19,6 +19,9 @@ REGISTRIES = {"python": "pypi", "javascript": "npm", "go": "go", "rust": "crates
 """The `--allow-net` preset each language's setup reaches."""
 NONE = "none"
 """`--setup none`: no setup (tasks run on the image as it is)."""
+DEVCONTAINER = "devcontainer"
+"""A task's setup word for its start state's devcontainer.json (harness.agent.devcontainer): the image it
+describes and its commands. `auto` chooses it for a start state that has one."""
 
 
 @dataclass(frozen=True)
@@ -119,8 +122,8 @@ def setup_keys(start: Path, language: str, policy: SetupPolicy, added: list[str]
     reference change adds to the manifests, installed too."""
     if policy.off:
         return {}
-    if policy.commands == [AUTO]:
-        commands = declared(start, language) + added_installs(language, added or [])
+    if policy.commands in ([AUTO], [DEVCONTAINER]):
+        commands = _expanded(policy.commands[0], start, language) + added_installs(language, added or [])
     else:
         commands = [c for command in policy.commands for c in _expanded(command, start, language)]
     if not commands:
@@ -156,4 +159,15 @@ SETUP_KEYS = ("setup", "allow_net", "ca_bundle", "setup_timeout")
 
 
 def _expanded(command: str, start: Path, language: str) -> list[str]:
-    return declared(start, language) if command == AUTO else [command]
+    """A setup word as a task's commands: `auto` and `devcontainer` are the start state's
+    devcontainer.json when it has one, else what it declares for its language."""
+    from harness.agent.devcontainer import find
+
+    if command not in (AUTO, DEVCONTAINER):
+        return [command]
+    return [DEVCONTAINER] if find(start) is not None else declared(start, language)
+
+
+def uses_devcontainer(keys: dict[str, Any]) -> bool:
+    """A task's setup keys take its start state's devcontainer.json."""
+    return DEVCONTAINER in keys.get("setup", [])

@@ -124,6 +124,8 @@ class Failures(BaseModel):
     aside), most frequent first."""
     refused_hosts: dict[str, int] = Field(default_factory=dict)
     """Network requests the sessions' egress proxies refused (`--allow-net`), by host."""
+    not_applied: dict[str, int] = Field(default_factory=dict)
+    """What the repositories' devcontainer.json asked for and harness never applied, by key: task-runs."""
 
 
 class Report(BaseModel):
@@ -209,9 +211,11 @@ def report(records: Iterable[TaskRunRecord], source: str = "", concurrency: Sequ
     failed = Counter(c.why for c in (completion(r) for r in ran if not infra_failed(r)) if not c.completed)
     errors: Counter[str] = Counter()
     refused: Counter[str] = Counter()
+    not_applied: Counter[str] = Counter()
     for record in ran:
         errors.update(record.tool_errors)
         refused.update(record.net_refused)
+        not_applied.update(set(record.not_applied))
     per_task: dict[str, dict[str, float]] = {}
     for task_id in sorted({r.key.task_id for r in ran}):
         runs = [r for r in ran if r.key.task_id == task_id]
@@ -239,6 +243,7 @@ def report(records: Iterable[TaskRunRecord], source: str = "", concurrency: Sequ
             tool_errors=dict(errors.most_common()),
             obstacles=obstacles([r.obstacle for r in ran]),
             refused_hosts=dict(refused.most_common()),
+            not_applied=dict(sorted(not_applied.items(), key=lambda item: (-item[1], item[0]))),
         ),
         never_started=sum(1 for r in records if r.status == "never_started"),
         infra_failures=len(infra),

@@ -102,6 +102,9 @@ def as_markdown(reports: Sequence[Report]) -> str:
             lines += [f"- {_escape(host)}: {count}" for host, count in report.failures.refused_hosts.items()]
             by_task = {task: int(row["net_refused"]) for task, row in report.per_task.items() if row.get("net_refused")}
             lines += ["", "By task: " + _escape(", ".join(f"{task} {count}" for task, count in by_task.items())) + "."]
+        if report.failures.not_applied:
+            lines += ["", "### Not applied from the repositories' devcontainer.json", ""]
+            lines += [f"- {_escape(key)}: {count} task-run(s)" for key, count in report.failures.not_applied.items()]
         if report.concurrency:
             lines += ["", "### Concurrency (`--workers auto`)", ""]
             lines += [f"- {_escape(line)}" for line in concurrency_lines(report.concurrency)]

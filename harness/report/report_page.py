@@ -92,6 +92,11 @@ def _batch(name: str, batch: Batch, *, several: bool) -> str:
             + _counts(failures.refused_hosts, "host", "", "requests")
             + _counts(by_task, "task", "", "requests")
         )
+    if failures.not_applied:
+        parts.append(
+            "<h3>Not applied from the repositories' devcontainer.json</h3>"
+            + _counts(failures.not_applied, "asked for", "", "task-runs")
+        )
     if failures.obstacles:
         parts.append(
             "<h3>The models' biggest obstacles (their own words)</h3>" + _counts(failures.obstacles, "obstacle", "")

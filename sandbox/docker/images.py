@@ -496,15 +496,18 @@ def build_devcontainer(
     build_args: dict[str, str] | None = None,
     target: str | None = None,
     environment: dict[str, str] | None = None,
+    features: tuple[Path, dict[str, str]] | None = None,
     network: bool = False,
     log: Log = lambda _: None,
     root: Path = INPUTS_ROOT,
 ) -> tuple[str, str | None]:
     """The image a devcontainer describes, with harness's sandbox layer over it and `environment` as
-    its variables: (its reference, the `devcontainer.metadata` label of what it stands on). Nothing is pulled (ImageNotFound names an
-    image the engine lacks); the repository's Dockerfile builds from its context inside the
-    repository, its RUN steps without network unless `network`; the layer is current once built for
-    the same inputs (the engine's build cache serves an unchanged Dockerfile)."""
+    its variables: (its reference, the `devcontainer.metadata` label of what it stands on). Nothing
+    is pulled (ImageNotFound names an image the engine lacks); the repository's Dockerfile builds
+    from its context inside the repository, its RUN steps without network unless `network`; features:
+    a build context (its Dockerfile over `BASE`) and its build args, built over the devcontainer's
+    image the same way; the layer is current once built for the same inputs (the engine's build
+    cache serves an unchanged Dockerfile)."""
     if dockerfile is not None:
         text = (repo / dockerfile).read_text(encoding="utf-8", errors="replace")
         for wanted in base_images(text):
@@ -542,6 +545,9 @@ def build_devcontainer(
             "yourself (`harness images import FILE.tar`)"
         ) from None
     metadata = ((built.attrs.get("Config") or {}).get("Labels") or {}).get("devcontainer.metadata")
+    if features is not None:
+        built = _build_features(client, built, features, network, log)
+        start = built.id
     variables = sorted((environment or {}).items())  # each through a build arg: no value is Dockerfile text
     sandbox_file = (
         devcontainer_layer(root)
@@ -558,3 +564,29 @@ def build_devcontainer(
         extra_labels={labels.KIND: DEVCONTAINER, DEVCONTAINER_FROM: dockerfile or start},
     )  # fmt: skip
     return ref, metadata
+
+
+def _build_features(
+    client: docker.DockerClient, base: Any, features: tuple[Path, dict[str, str]], network: bool, log: Log
+) -> Any:
+    """The devcontainer's features installed over base (their context's Dockerfile), cached by the
+    base and the context's content."""
+    context, args = features
+    digest = hashlib.sha256(object_id(base).encode() + repr(sorted(args.items())).encode())
+    for path in sorted(p for p in context.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(context).as_posix().encode() + b"\0" + path.read_bytes())
+    stage = f"harness/devcontainer-features:{digest.hexdigest()[:16]}"
+    if _image_id(client, stage) is None:
+        log(f"installing the devcontainer's features ({'with' if network else 'no'} network)")
+        with _build_errors("installing the devcontainer's features"):
+            client.images.build(
+                path=str(context),
+                tag=stage,
+                buildargs={"BASE": object_id(base), **args},
+                labels={labels.IMAGE: DEVCONTAINER, labels.KIND: "devcontainer-build"},
+                network_mode=None if network else "none",
+                rm=True,
+                forcerm=True,
+                pull=False,
+            )
+    return client.images.get(stage)

