@@ -210,7 +210,8 @@ class FeatureAllow(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     source: Path | None = None
-    """A folder or a `.tgz`/`.tar.gz`/`.tar` archive (as a registry serves a feature) on this machine."""
+    """A folder or a `.tgz`/`.tar.gz`/`.tar` archive (as a registry serves a feature) on this machine;
+    None: fetched from its OCI registry (its pins checked before it is used)."""
     version: str | None = None
     """The version its `devcontainer-feature.json` must say."""
     sha256: str | None = None
@@ -237,7 +238,10 @@ class Feature(BaseModel):
     id: str
     """As the devcontainer.json names it (without its tag)."""
     source: str
-    """The folder or archive on this machine (a repository's own: its folder, absolute)."""
+    """The folder or archive on this machine (a repository's own: its folder, absolute; a fetched one:
+    its archive in the cache)."""
+    fetched: bool = False
+    """Fetched from its registry (harness.agent.registry)."""
     version: str = ""
     sha256: str
     """What was read (the archive's digest, or the folder's)."""

@@ -1,20 +1,20 @@
 """A devcontainer.json's `features`, run only when the user allows them (`[devcontainer_features."ID"]`).
 
 A feature is a folder with `devcontainer-feature.json` and an `install.sh` that runs as root at build
-time: a registry's code, or the repository's own (`./NAME`). harness never fetches one. It runs a
-feature only when the user's allowlist names its id, pins it (the version its metadata says, or the
-SHA-256 of its archive or folder) and, for one not in the repository, says where it is on this
-machine (a folder, or the `.tgz` a registry serves). A reference asking for another major or minor
-version than the pinned one is not run. Of a feature's metadata, its options become its install
-script's variables, its `containerEnv` the image's (the same rules as the file's own), its
-`onCreateCommand`/`updateContentCommand`/`postCreateCommand` setup commands before the file's; what
-would reach the engine (`privileged`, `capAdd`, `securityOpt`, `init`, `mounts`, `entrypoint`) and
-what runs at every start is listed as not applied. Install order: `overrideFeatureInstallOrder`, then
-`dependsOn`/`installsAfter` among the features being installed (one depending on a feature that is
-not is not run), then the file's order.
+time: a registry's code, or the repository's own (`./NAME`). harness runs a feature only when the
+user's allowlist names its id and pins it (the version its metadata says, or the SHA-256 of its
+archive or folder); it comes from the source the allowlist gives on this machine (a folder, or the
+archive a registry serves), else from its OCI registry (harness.agent.registry), checked against the
+pins. A reference asking for another major or minor version than the pinned one is not run. Of a
+feature's metadata, its options become its install script's variables, its `containerEnv` the
+image's (the same rules as the file's own), its `onCreateCommand`/`updateContentCommand`/
+`postCreateCommand` setup commands before the file's; what would reach the engine (`privileged`,
+`capAdd`, `securityOpt`, `init`, `mounts`, `entrypoint`) and what runs at every start is listed as
+not applied. Install order: `overrideFeatureInstallOrder`, then `dependsOn`/`installsAfter` among
+the features being installed (one depending on a feature that is not is not run), then the file's
+order.
 
-Reading is pure but for the sources' bytes; `layout` writes a build context the composition root
-hands to the engine."""
+`layout` writes the build context the composition root hands to the engine."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ import tarfile
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from harness.agent.registry import fetch, is_registry_reference
 from harness.config import Dropped, Feature, FeatureAllow
 from harness.errors import UsageError
 
@@ -65,8 +66,11 @@ def reference(ref: str) -> tuple[str, str | None]:
     a repository's own `./NAME`, or an archive's address."""
     if ref.startswith(("./", "../")):
         return ref.rstrip("/"), None
-    if "://" in ref or "@" in ref:
-        return ref.split("@", 1)[0] if "://" not in ref else ref, None
+    if "://" in ref:
+        return ref, None
+    if "@" in ref:
+        ident, _, digest = ref.partition("@")
+        return ident, digest
     name = ref.rsplit("/", 1)[-1]
     if ":" in name:
         cut = ref.rfind(":")
@@ -75,8 +79,9 @@ def reference(ref: str) -> tuple[str, str | None]:
 
 
 def asks_other(asked: str | None, version: str) -> bool:
-    """A reference's tag (`1`, `1.6`, `latest`) does not admit the pinned version."""
-    if not asked or asked == "latest":
+    """A reference's tag (`1`, `1.6`, `latest`) does not admit the pinned version (a manifest digest
+    is checked by the registry's answer instead)."""
+    if not asked or asked == "latest" or asked.startswith("sha256:"):
         return False
     return version.split(".")[: len(asked.split("."))] != asked.split(".")
 
@@ -106,8 +111,14 @@ def resolve(
             pin = f'; pin it: [devcontainer_features."{ident}"] sha256 = "{tree_digest(source)}"' if source else ""
             dropped.append(Dropped(key=key, why=f"not in your allowlist: its install script would run as root{pin}"))
             continue
+        fetched = source is None and not local and is_registry_reference(ident)
+        if fetched:
+            tag = asked if asked and asked.startswith("sha256:") else entry.version or asked or "latest"
+            source = fetch(ident, tag, layer_digest=entry.digest)
         if source is None:
-            dropped.append(Dropped(key=key, why="your allowlist gives no source: harness never fetches a feature"))
+            dropped.append(
+                Dropped(key=key, why="your allowlist gives no source, and it is no registry's: give its archive")
+            )
             continue
         files, digest = read_source(source, where=f'[devcontainer_features."{ident}"] source')
         metadata = _metadata(files, ident)
@@ -132,8 +143,9 @@ def resolve(
         for name in sorted(set(metadata) & set(NEVER)):
             dropped.append(Dropped(key=f"{key} {name}", why=NEVER[name]))
         feature = Feature(
-            id=ident, source=str(source), version=version, sha256=digest, options=options, environment=environment
-        )
+            id=ident, source=str(source), fetched=fetched, version=version, sha256=digest,
+            options=options, environment=environment,
+        )  # fmt: skip
         found[ident] = (feature, metadata)
     ordered = _ordered(found, order, dropped)
     commands = [line for ident in ordered for name in LIFECYCLE for line in _lines(found[ident][1].get(name))]

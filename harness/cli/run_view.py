@@ -116,7 +116,7 @@ def _devcontainer(console: Console, start: Any) -> None:
         console.print(
             f"  feature: {literal(str(item.get('id')))} {literal(str(item.get('version') or '?'))} "
             f"(sha256 {literal(str(item.get('sha256', ''))[:12])}, from "
-            f"{'the repository' if str(item.get('id')).startswith('.') else literal(str(item.get('source')))})",
+            f"{_feature_source(item)})",
             soft_wrap=True,
         )
     for line in found.get("applied") or []:
@@ -125,6 +125,12 @@ def _devcontainer(console: Console, start: Any) -> None:
         console.print(
             f"  not applied: {literal(str(item.get('key')))}: {literal(str(item.get('why')))}", soft_wrap=True
         )
+
+
+def _feature_source(item: dict[str, Any]) -> str:
+    if str(item.get("id")).startswith("."):
+        return "the repository"
+    return "its registry" if item.get("fetched") else literal(str(item.get("source")))
 
 
 def render_commands(console: Console, session_dir: Path) -> None:

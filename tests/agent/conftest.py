@@ -126,3 +126,13 @@ def turn(text: str = "", *calls: tuple[str, dict[str, Any]]) -> dict[str, Any]:
     if calls:
         out["tool_calls"] = [{"name": name, "arguments": args} for name, args in calls]
     return out
+
+
+@pytest.fixture
+def registry(monkeypatch, tmp_path: Path):
+    """An OCI registry of devcontainer features on 127.0.0.1 (HOST:PORT); fetched features cached under tmp_path."""
+    from tests.agent.oci_registry import serving
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with serving() as address:
+        yield address

@@ -165,6 +165,7 @@ def test_the_environment_the_devcontainer_describes():
     said = subprocess.run(["calc-tool"], capture_output=True, text=True).stdout.strip()
     assert said == "hello; from the feature $(id)", "the feature's option, as given"
     assert open("/opt/calc/build-net.txt").read().split() == ["lo"], "the feature installed without network"
+    assert open("/opt/greeting").read() == "hello\\n", "the feature fetched from its registry"
     paths = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
     limit = next(path for path in paths if os.path.exists(path))
     assert int(open(limit).read()) == 512 * 1024**2, "hostRequirements.memory became the calls' limit"
@@ -186,18 +187,22 @@ FEATURE = {
 }
 
 
-def test_a_mined_history_with_a_devcontainer_through_check_batch_report_and_show(tmp_path, run_label, docker_client):
+def test_a_mined_history_with_a_devcontainer_through_check_batch_report_and_show(
+    tmp_path, run_label, docker_client, registry
+):
     """mine (`auto` takes the start state's devcontainer) → check → batch → report → show: the
-    feature the user allows (pinned by its digest) installs at build time without network, the
-    file's PATH extension and variables reach the calls, hostRequirements become limits capped by
-    the user's, and what was never applied is in the report."""
+    features the user allows (the repository's own pinned by its digest, one from a registry on
+    127.0.0.1 pinned by its version) install at build time without network, the file's PATH
+    extension and variables reach the calls, hostRequirements become limits capped by the user's,
+    and what was never applied is in the report."""
     from harness.agent.features import tree_digest
     from harness.batch.records import BatchDir
     from harness.history.writer import HistoryWriter
 
+    greeter = f"{registry}/features/greeter"
     devcontainer = {
         "image": _py311(docker_client),
-        "features": {"./tools": {"greeting": "hello; from the feature $(id)"}},
+        "features": {"./tools": {"greeting": "hello; from the feature $(id)"}, f"{greeter}:1": {}},
         "containerEnv": {"CALC_MODE": "devcontainer", "PATH": "/opt/calc/bin:${containerEnv:PATH}"},
         "hostRequirements": {"cpus": 8, "memory": "512mb"},
         "runArgs": ["--privileged"],
@@ -223,9 +228,12 @@ def test_a_mined_history_with_a_devcontainer_through_check_batch_report_and_show
         (feature / Path(name).name).write_text(text)
     config = tmp_path / "config" / "harness" / "config.toml"
     config.parent.mkdir(parents=True)
-    config.write_text(f'[devcontainer_features."./tools"]\nsha256 = "{tree_digest(feature)}"\n')
+    config.write_text(
+        f'[devcontainer_features."./tools"]\nsha256 = "{tree_digest(feature)}"\n'
+        f'[devcontainer_features."{greeter}"]\nversion = "1.0.0"\n'
+    )
     harness = Harness(tmp_path / "sessions", run_label)
-    harness.env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
+    harness.env.update({"XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_CACHE_HOME": str(tmp_path / "cache")})
 
     tasks = tmp_path / "t.yaml"
     mined = harness("tasks", "mine", str(tmp_path / "calc"), "-o", str(tasks))
@@ -248,6 +256,7 @@ def test_a_mined_history_with_a_devcontainer_through_check_batch_report_and_show
     report = harness("report", str(batch))
     assert "Not applied from the repositories' devcontainer.json" in report.stdout and "- runArgs: 1" in report.stdout
     shown = harness("show", record.session_id, "--state-dir", str(batch / "sessions")).stdout
-    assert "feature: ./tools 1.0.0" in shown, shown
+    assert "feature: ./tools 1.0.0" in shown and f"feature: {greeter} 1.0.0" in shown, shown
+    assert "from its registry" in shown
     assert "limit: hostRequirements.memory 512 MiB: the calls' limit" in shown
     assert "limit: hostRequirements.cpus 8: capped at your limit, 1 ([sandbox] cpus)" in shown

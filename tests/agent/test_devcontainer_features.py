@@ -55,7 +55,7 @@ def _repo(tmp_path: Path, features: dict, **more: object) -> Path:
 
 def test_references_and_the_versions_they_admit():
     assert reference(f"{NODE}:1") == (NODE, "1")
-    assert reference(f"{NODE}@sha256:{'a' * 64}") == (NODE, None)
+    assert reference(f"{NODE}@sha256:{'a' * 64}") == (NODE, f"sha256:{'a' * 64}")
     assert reference("localhost:5000/features/go") == ("localhost:5000/features/go", None)
     assert reference("./tools/") == ("./tools", None)
     assert reference("https://example.invalid/f.tgz") == ("https://example.invalid/f.tgz", None)
@@ -147,5 +147,6 @@ def test_the_users_own_source_that_is_not_what_they_pinned_is_a_clear_error(tmp_
     (tmp_path / "junk.tgz").write_bytes(b"not a tar")
     with pytest.raises(UsageError, match="not a tar archive"):
         read(repo, {NODE: FeatureAllow(source=tmp_path / "junk.tgz", version="1.6.2")})
-    found = read(repo, {NODE: FeatureAllow(version="1.6.2")})
-    assert "harness never fetches a feature" in found.dropped[0].why
+    tarball = "https://example.invalid/node.tgz"
+    found = read(_repo(tmp_path, {tarball: {}}), {tarball: FeatureAllow(version="1.6.2")})
+    assert "no source, and it is no registry's" in found.dropped[0].why
