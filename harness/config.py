@@ -274,6 +274,8 @@ class Devcontainer(BaseModel):
     features: list[Feature] = Field(default_factory=list)
     """The allowed features, in install order (each one's install script runs as root at build time,
     without network unless `--setup-network`)."""
+    services: dict[str, ServiceConfig] = Field(default_factory=dict)
+    """A compose-described devcontainer's other services, as harness's (the user's own of a name win)."""
     limits: dict[str, float] = Field(default_factory=dict)
     """`hostRequirements` as limits (cpus; memory in bytes), each capped by the user's."""
     applied: list[str] = Field(default_factory=list)

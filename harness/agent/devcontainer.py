@@ -10,7 +10,8 @@ every start or attach, users, and every `${localEnv:...}` or host path variable 
 `features` run install scripts as root at build time: only those the user allows, pinned, from this
 machine (harness.agent.features). `hostRequirements` become the calls' limits, never above the user's.
 `containerEnv` becomes the image's environment (what the lifecycle commands and every call see), never
-a variable harness's calls depend on (PATH only extended). `dockerComposeFile` is refused in one line.
+a variable harness's calls depend on (PATH only extended). A compose-described one (`dockerComposeFile`)
+takes its `service` as the environment and its other services as harness's (harness.agent.compose).
 
 Pure: text in, a `Devcontainer` out (the engine work is the composition root's)."""
 
@@ -107,17 +108,12 @@ def parse(text: str, relative: str, root: Path, allow: dict[str, FeatureAllow] |
         raise UsageError(f"{relative} holds no object: a devcontainer.json is one JSON object")
     dropped: list[Dropped] = []
     data = _expanded(data, dropped)
-    if "dockerComposeFile" in data:
-        raise UsageError(
-            f"{relative} describes its environment with docker compose (dockerComposeFile), which harness does "
-            "not run: give an image or a Dockerfile, or use --setup with your own commands"
-        )
     found = Devcontainer(path=relative)
     folder = (root / relative).parent
     for key, value in data.items():
         if key == "image":
             found.image = _text(value, relative, key)
-        elif key in ("build", "dockerFile", "dockerfile", "context"):
+        elif key in ("build", "dockerFile", "dockerfile", "context", "dockerComposeFile", "service", "runServices"):
             continue  # below, together
         elif key in LIFECYCLE:
             continue  # below, in the spec's order
@@ -131,7 +127,10 @@ def parse(text: str, relative: str, root: Path, allow: dict[str, FeatureAllow] |
             dropped.append(Dropped(key=key, why=DROPPED[key]))
         elif key not in IGNORED:
             dropped.append(Dropped(key=key, why="not a key harness knows"))
-    _build(data, found, relative, folder, root, dropped)
+    if "dockerComposeFile" in data:
+        _compose(data, found, relative, folder, root, dropped)
+    else:
+        _build(data, found, relative, folder, root, dropped)
     if "features" in data:
         found.features, found.commands = resolve(
             data["features"], allow or {}, folder=folder, root=root, relative=relative,
@@ -142,8 +141,20 @@ def parse(text: str, relative: str, root: Path, allow: dict[str, FeatureAllow] |
             found.commands += _commands(data[key], relative, key)
     if found.image is None and found.dockerfile is None:
         raise UsageError(f"{relative} names neither an image nor a Dockerfile to build")
-    found.dropped = dropped
+    found.dropped = list({d.key: d for d in dropped}.values())  # each once (a variable used twice)
     return found
+
+
+def _compose(
+    data: dict[str, Any], found: Devcontainer, relative: str, folder: Path, root: Path, dropped: list[Dropped]
+) -> None:
+    """The environment and services of a compose-described devcontainer (harness.agent.compose)."""
+    from harness.agent.compose import read as read_compose
+
+    composed = read_compose(data, relative, folder, root, dropped)
+    found.image, found.dockerfile, found.context = composed.image, composed.dockerfile, composed.context
+    found.build_args, found.target, found.services = composed.build_args, composed.target, composed.services
+    found.environment = {**environment_of(composed.environment, "environment", dropped), **found.environment}
 
 
 def _build(
@@ -157,11 +168,11 @@ def _build(
     if dockerfile is None:
         return
     context = build.get("context", data.get("context", "."))
-    found.dockerfile = _inside(folder, _text(dockerfile, relative, "build.dockerfile"), root, relative)
+    found.dockerfile = inside(folder, _text(dockerfile, relative, "build.dockerfile"), root, relative)
     built = root / found.dockerfile
     if not built.is_file() or built.is_symlink():
         raise UsageError(f"{relative}: its Dockerfile {found.dockerfile} is not a file in the repository")
-    found.context = _inside(folder, _text(context, relative, "build.context"), root, relative)
+    found.context = inside(folder, _text(context, relative, "build.context"), root, relative)
     found.build_args = _strings(build.get("args", {}), relative, "build.args")
     if build.get("target") is not None:
         found.target = _text(build["target"], relative, "build.target")
@@ -169,7 +180,7 @@ def _build(
         dropped.append(Dropped(key=f"build.{key}", why="engine build options (cache sources, options)"))
 
 
-def _inside(folder: Path, value: str, root: Path, relative: str) -> str:
+def inside(folder: Path, value: str, root: Path, relative: str) -> str:
     """value (relative to the file's folder) as a path relative to the repository, which it may not
     leave (through `..` or a link)."""
     target = (folder / value).resolve()

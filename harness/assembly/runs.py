@@ -887,6 +887,7 @@ def _with_devcontainer(config: RunConfig, repo: Path) -> RunConfig:
             "devcontainer": found.model_copy(update={"applied": applied}),
             "setup_source": source,
             "sandbox": config.sandbox.model_copy(update=limits),
+            "services": {**found.services, **config.services},
         }
     )
 
@@ -899,6 +900,7 @@ def devcontainer_lines(found: Devcontainer | None) -> list[str]:
     if found is None:
         return []
     taken = [*(f"feature {line}" for line in summary(found.features)), *found.applied]
+    taken += [f"service {name} ({service.image})" for name, service in found.services.items()]
     lines = [f"devcontainer {found.path}: {'; '.join(taken)}"] if taken else []
     if found.dropped:
         dropped = ", ".join(d.key for d in found.dropped)

@@ -188,8 +188,8 @@ def run(
         from harness.cli.terminal import visible
 
         if config.setup_source:  # commands a repository's file wrote, too: its control characters made visible
-            shown = " && ".join(config.session.setup)
-            err_console.print(visible(f"setup: `{shown}` ({config.setup_source})"), soft_wrap=True, markup=False)
+            shown = f"`{' && '.join(config.session.setup)}`" if config.session.setup else "no commands"
+            err_console.print(visible(f"setup: {shown} ({config.setup_source})"), soft_wrap=True, markup=False)
         for line in assembly.devcontainer_lines(config.devcontainer):
             err_console.print(visible(line), soft_wrap=True, markup=False)
         if config.verify_source:

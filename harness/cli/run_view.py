@@ -119,6 +119,8 @@ def _devcontainer(console: Console, start: Any) -> None:
             f"{_feature_source(item)})",
             soft_wrap=True,
         )
+    for name, service in (found.get("services") or {}).items():
+        console.print(f"  service: {literal(str(name))} ({literal(str(service.get('image')))})", soft_wrap=True)
     for line in found.get("applied") or []:
         console.print(f"  limit: {literal(str(line))}", soft_wrap=True)
     for item in found.get("dropped") or []:

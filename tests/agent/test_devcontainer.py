@@ -3,7 +3,8 @@ engine flags, mounts of the engine socket and $HOME, a key from this machine's e
 image whose metadata label asks for privileges, features not on the allowlist) changes nothing of the call posture and
 each part is listed as dropped; a well-meaning one (a Dockerfile, a postCreateCommand installing from
 a local wheel, no network) builds once, its tests run in calls, and a second session reuses both the
-image and the setup."""
+image and the setup; a compose-described one runs its other service as harness's; a mined history
+with a devcontainer goes through mine, check, batch, report and show with its features installed."""
 
 from __future__ import annotations
 
@@ -260,3 +261,55 @@ def test_a_mined_history_with_a_devcontainer_through_check_batch_report_and_show
     assert "from its registry" in shown
     assert "limit: hostRequirements.memory 512 MiB: the calls' limit" in shown
     assert "limit: hostRequirements.cpus 8: capped at your limit, 1 ([sandbox] cpus)" in shown
+
+
+def test_a_compose_devcontainer_runs_its_services_as_harness_services_and_nothing_else(
+    tmp_path, script, harness: Harness, docker_client
+):
+    """The compose file's `service` is the environment, its other service one of harness's (reached by
+    its name from a call, on a network with no route out); its volumes, privileges, host network and
+    published ports, and a variable of this machine's, never apply."""
+    repo = _copy(tmp_path)
+    py311 = _py311(docker_client)
+    (repo / ".devcontainer").mkdir()
+    (repo / ".devcontainer" / "Dockerfile").write_text(f"FROM {py311}\nENV CALC_MODE=compose\n")
+    serve = "import http.server as h; h.ThreadingHTTPServer(('', 8000), h.SimpleHTTPRequestHandler).serve_forever()"
+    (repo / ".devcontainer" / "compose.yml").write_text(
+        "services:\n"
+        "  app:\n"
+        "    build: {context: .., dockerfile: .devcontainer/Dockerfile}\n"
+        "    environment: {KEY: '${OPENAI_API_KEY}', WEB: 'http://web:8000/'}\n"
+        "    volumes: ['/:/host', '/var/run/docker.sock:/var/run/docker.sock']\n"
+        "    privileged: true\n"
+        "    network_mode: host\n"
+        "  web:\n"
+        f"    image: {py311}\n"
+        f'    command: [python3, -c, "{serve}"]\n'
+        "    healthcheck: {test: [CMD, python3, -c, \"import urllib.request as u; u.urlopen('http://127.0.0.1:8000/')\"]}\n"
+        "    ports: ['8000:8000']\n"
+        "    cap_add: [NET_ADMIN]\n"
+    )
+    (repo / ".devcontainer" / "devcontainer.json").write_text(
+        '{"dockerComposeFile": "compose.yml", "service": "app", "workspaceFolder": "/workspaces/calc"}'
+    )
+    probe = (
+        "import os, pathlib, urllib.request as u; "
+        "assert u.urlopen(os.environ['WEB']).status == 200; "
+        "assert os.environ['CALC_MODE'] == 'compose' and os.environ['KEY'] == ''; "
+        "assert not pathlib.Path('/host').exists() and not pathlib.Path('/var/run/docker.sock').exists()"
+    )
+    model = script(turn("Probing.", ("run_command", {"command": f'python3 -c "{probe}"'})), turn("Done."))
+    ran = harness(
+        "run", "--image", "py311", "--model", model, str(repo), "--task", "t", "--setup", "devcontainer",
+        "--verify", f'python3 -c "{probe}"', "--session", "composed", "--json",
+        env={"OPENAI_API_KEY": "sk-compose-never-1234"},
+    )  # fmt: skip
+    assert ran.code == 0 and ran.json()["outcome"] == "verified", ran.stdout + ran.stderr
+    records = read_records(harness.session_dir("composed"))
+    call = next(r for r in records if r.kind == "tool")
+    assert call.envelope is not None and call.envelope.exit_code == 0, call.text
+    said = next(line for line in ran.stderr.splitlines() if "not applied" in line)
+    for key in ("app volumes", "app privileged", "app network_mode", "web ports", "web cap_add", "${OPENAI_API_KEY}"):
+        assert key in said, key
+    assert f"service web ({py311})" in ran.stderr
+    assert "sk-compose-never-1234" not in (harness.session_dir("composed") / "trajectory.jsonl").read_text()

@@ -88,7 +88,8 @@ def test_a_build_stays_in_the_repository_and_links_are_not_followed(tmp_path):
     [
         ("{ not json", "not JSON with comments"),
         ("[1, 2]", "holds no object"),
-        ('{"dockerComposeFile": "compose.yml", "service": "app"}', "docker compose"),
+        ('{"dockerComposeFile": "compose.yml", "service": "app"}', r"its compose file compose\.yml is not a file"),
+        ('{"dockerComposeFile": "../../c.yml", "service": "app"}', "outside the repository"),
         ('{"name": "only a name"}', "neither an image nor a Dockerfile"),
         ('{"image": "x", "postCreateCommand": 42}', "postCreateCommand must be"),
         ('{"image": ""}', "image must be a non-empty string"),
