@@ -545,9 +545,10 @@ def build_devcontainer(
             "yourself (`harness images import FILE.tar`)"
         ) from None
     metadata = ((built.attrs.get("Config") or {}).get("Labels") or {}).get("devcontainer.metadata")
+    origin = dockerfile or start
     if features is not None:
         built = _build_features(client, built, features, network, log)
-        start = built.id
+        start, origin = built.id, f"{origin} + features"
     variables = sorted((environment or {}).items())  # each through a build arg: no value is Dockerfile text
     sandbox_file = (
         devcontainer_layer(root)
@@ -556,12 +557,12 @@ def build_devcontainer(
         ).encode()
     )
     args = {"BASE": start, **{f"HARNESS_ENV_{n}": value for n, (_, value) in enumerate(variables)}}
-    inputs = sandbox_file + object_id(built).encode() + (dockerfile or start).encode() + repr(variables).encode()
+    inputs = sandbox_file + object_id(built).encode() + origin.encode() + repr(variables).encode()
     version = hashlib.sha256(inputs).hexdigest()[:16]
     ref = f"harness/{DEVCONTAINER}:{version}"
     _build_one(
         client, DEVCONTAINER, ref, version, log, fileobj=sandbox_file, buildargs=args,
-        extra_labels={labels.KIND: DEVCONTAINER, DEVCONTAINER_FROM: dockerfile or start},
+        extra_labels={labels.KIND: DEVCONTAINER, DEVCONTAINER_FROM: origin},
     )  # fmt: skip
     return ref, metadata
 

@@ -1,10 +1,11 @@
 """`--setup devcontainer` through the CLI on real images: a hostile devcontainer.json (a host command,
 engine flags, mounts of the engine socket and $HOME, a key from this machine's environment, a base
-image whose metadata label asks for privileges, features not on the allowlist) changes nothing of the call posture and
-each part is listed as dropped; a well-meaning one (a Dockerfile, a postCreateCommand installing from
-a local wheel, no network) builds once, its tests run in calls, and a second session reuses both the
-image and the setup; a compose-described one runs its other service as harness's; a mined history
-with a devcontainer goes through mine, check, batch, report and show with its features installed."""
+image whose metadata label asks for privileges, features not on the allowlist) changes nothing of the
+call posture and each part is listed as dropped; a well-meaning one (a Dockerfile, a postCreateCommand
+installing from the team's package index through the allowlist) builds once, its tests run in calls,
+and a second session reuses both the image and the setup; a compose-described one runs its other
+service as harness's; a mined history with a devcontainer goes through mine, check, batch, report and
+show with its features installed."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 
 from harness.trajectory import read_records
 from tests.agent.conftest import EXAMPLE, Harness, turn
+from tests.sandbox.network.servers import Server
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(600)]
 
@@ -116,32 +118,40 @@ def test_a_well_meaning_devcontainer_builds_once_and_a_second_session_reuses_it(
         '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
         '[project]\nname = "calchelper"\nversion = "1.0"\n'
     )
-    wheels = repo / "wheels"
+    wheels = tmp_path / "wheels"
     built = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(helper)],
         capture_output=True,
         text=True,
     )
     assert built.returncode == 0, built.stderr
-    (repo / ".devcontainer").mkdir()
-    (repo / ".devcontainer" / "Dockerfile").write_text(f"FROM {_py311(docker_client)}\nENV CALC_MODE=devcontainer\n")
-    (repo / ".devcontainer" / "devcontainer.json").write_text(
-        '// a team\'s own environment\n{"build": {"dockerfile": "Dockerfile", "context": ".."},\n'
-        ' "containerEnv": {"CALC_FLAG": "set by the file, with spaces"},\n'
-        ' "postCreateCommand": "pip install --no-index --find-links wheels calchelper",}\n'
-    )
-    check = (
-        'python3 -c \'import calchelper, os; assert calchelper.TWO == 2 and os.environ["CALC_MODE"] == "devcontainer"; '
-        'assert os.environ["CALC_FLAG"] == "set by the file, with spaces"\''
-    )
-    model = script(turn("Checking the environment.", ("run_command", {"command": check})), turn("It is there."))
-    for session, setup in (("first", "devcontainer"), ("second", "auto")):  # auto: the repository declares one
-        ran = harness(
-            "run", "--image", "py311", "--model", model, str(repo), "--task", "t", "--setup", setup,
-            "--verify", check, "--session", session, "--json",
-        )  # fmt: skip
-        assert ran.code == 0 and ran.json()["outcome"] == "verified", ran.stdout + ran.stderr
-        assert "(devcontainer: .devcontainer/devcontainer.json" in ran.stderr
+    [wheel] = wheels.iterdir()
+    files = {"/simple/calchelper/": f'<a href="/files/{wheel.name}">{wheel.name}</a>'.encode()}
+    files[f"/files/{wheel.name}"] = wheel.read_bytes()
+    with Server(files=files, host="127.0.0.2") as index:  # the team's package index, through the allowlist
+        address = f"127.0.0.2:{index.port}"
+        (repo / ".devcontainer").mkdir()
+        (repo / ".devcontainer" / "Dockerfile").write_text(
+            f"FROM {_py311(docker_client)}\nENV CALC_MODE=devcontainer\n"
+        )
+        (repo / ".devcontainer" / "devcontainer.json").write_text(
+            '// a team\'s own environment\n{"build": {"dockerfile": "Dockerfile", "context": ".."},\n'
+            ' "containerEnv": {"CALC_FLAG": "set by the file, with spaces"},\n'
+            f' "postCreateCommand": "pip install --index-url http://{address}/simple/ calchelper",}}\n'
+        )
+        check = (
+            'python3 -c \'import calchelper, os; assert calchelper.TWO == 2 and os.environ["CALC_MODE"] == "devcontainer"; '
+            'assert os.environ["CALC_FLAG"] == "set by the file, with spaces"\''
+        )
+        model = script(turn("Checking the environment.", ("run_command", {"command": check})), turn("It is there."))
+        for session, setup in (("first", "devcontainer"), ("second", "auto")):  # auto: the repository declares one
+            ran = harness(
+                "run", "--image", "py311", "--model", model, str(repo), "--task", "t", "--setup", setup,
+                "--allow-net", address, "--verify", check, "--session", session, "--json",
+            )  # fmt: skip
+            assert ran.code == 0 and ran.json()["outcome"] == "verified", ran.stdout + ran.stderr
+            assert "(devcontainer: .devcontainer/devcontainer.json" in ran.stderr
+        assert [seen["path"] for seen in index.seen].count(f"/files/{wheel.name}") == 1, "installed once, then cached"
     listed = harness("images", "list", "--json")
     assert ".devcontainer/Dockerfile" in listed.stdout, listed.stdout + listed.stderr
     first, second = (json.loads((harness.session_dir(s) / "session.json").read_text()) for s in ("first", "second"))
