@@ -402,6 +402,9 @@ class RunConfig(BaseModel):
     devcontainer: Devcontainer | None = None
     """`--setup devcontainer`: what the run takes of the repository's devcontainer.json (the image or
     Dockerfile calls start from, its lifecycle commands as setup) and what it never applies."""
+    devcontainer_pull: list[str] = Field(default_factory=list)
+    """Registries a devcontainer's image (or its Dockerfile's FROM) may be pulled from when the engine
+    lacks it (`--pull-from HOST`, `docker.io` for a bare name); from any other, nothing is pulled."""
     devcontainer_features: dict[str, FeatureAllow] = Field(default_factory=dict)
     """The devcontainer features a repository may install (`[devcontainer_features."ID"]`), each pinned
     and on this machine; any other a devcontainer.json names is listed as not applied."""

@@ -18,7 +18,6 @@ from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
-from harness.agent.devcontainer import inside
 from harness.config import Dropped, ServiceConfig
 from harness.errors import UsageError
 
@@ -225,6 +224,15 @@ def _pairs(value: Any) -> dict[str, str]:
 
 def _scalar(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def inside(folder: Path, value: str, root: Path, relative: str) -> str:
+    """value (relative to the file's folder) as a path relative to the repository, which it may not
+    leave (through `..` or a link)."""
+    target = (folder / value).resolve()
+    if target != root and root not in target.parents:
+        raise UsageError(f"{relative}: {value!r} is outside the repository: a build sees the repository only")
+    return target.relative_to(root).as_posix() or "."
 
 
 def _interpolated(value: Any, dropped: list[Dropped], walked: list[int]) -> Any:

@@ -22,6 +22,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from harness.agent.compose import inside
+from harness.agent.compose import read as read_compose
 from harness.agent.features import environment_of, resolve
 from harness.config import Devcontainer, Dropped, FeatureAllow
 from harness.errors import UsageError
@@ -149,8 +151,6 @@ def _compose(
     data: dict[str, Any], found: Devcontainer, relative: str, folder: Path, root: Path, dropped: list[Dropped]
 ) -> None:
     """The environment and services of a compose-described devcontainer (harness.agent.compose)."""
-    from harness.agent.compose import read as read_compose
-
     composed = read_compose(data, relative, folder, root, dropped)
     found.image, found.dockerfile, found.context = composed.image, composed.dockerfile, composed.context
     found.build_args, found.target, found.services = composed.build_args, composed.target, composed.services
@@ -178,15 +178,6 @@ def _build(
         found.target = _text(build["target"], relative, "build.target")
     for key in sorted(set(build) - {"dockerfile", "context", "args", "target"}):
         dropped.append(Dropped(key=f"build.{key}", why="engine build options (cache sources, options)"))
-
-
-def inside(folder: Path, value: str, root: Path, relative: str) -> str:
-    """value (relative to the file's folder) as a path relative to the repository, which it may not
-    leave (through `..` or a link)."""
-    target = (folder / value).resolve()
-    if target != root and root not in target.parents:
-        raise UsageError(f"{relative}: {value!r} is outside the repository: a build sees the repository only")
-    return target.relative_to(root).as_posix() or "."
 
 
 def _expanded(value: Any, dropped: list[Dropped]) -> Any:

@@ -270,7 +270,13 @@ def env_images(docker_host: str | None) -> dict[str, str]:
 
 
 def devcontainer_image(
-    client: docker.DockerClient, repo: Path, found: Devcontainer, *, network: bool, log: Callable[[str], None]
+    client: docker.DockerClient,
+    repo: Path,
+    found: Devcontainer,
+    *,
+    network: bool,
+    pull_from: list[str],
+    log: Callable[[str], None],
 ) -> Devcontainer:
     """found with the image calls start from built (its Dockerfile or image, harness's sandbox layer
     over it) and what the base image's `devcontainer.metadata` label asked for listed as dropped."""
@@ -296,6 +302,7 @@ def devcontainer_image(
             environment=environment,
             features=features,
             network=network,
+            pull_from=pull_from,
             log=log,
         )
     return found.model_copy(update={"built": ref, "dropped": [*found.dropped, *metadata_dropped(metadata)]})

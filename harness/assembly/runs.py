@@ -950,7 +950,9 @@ def devcontainer_built(
     client = getattr(sandbox, "client", None)
     if client is None:
         raise UsageError("a devcontainer's image is built by a Docker engine: this sandbox has none")
-    built = engine.devcontainer_image(client, repo, found, network=config.session.setup_network, log=log)
+    built = engine.devcontainer_image(
+        client, repo, found, network=config.session.setup_network, pull_from=config.devcontainer_pull, log=log
+    )
     return config.model_copy(update={"devcontainer": built, "image": built.built or config.image})
 
 

@@ -82,6 +82,8 @@ class TaskDefaults(BaseModel):
     delegate: DelegateConfig = Field(default_factory=DelegateConfig)
     """Sub-agents of every task-run (`delegate: {depth: 1}`; docs/subagents.md): their steps, tokens and
     cost count in the task-run's own limits."""
+    devcontainer_pull: list[str] = Field(default_factory=list)
+    """Registries a task's devcontainer image may be pulled from (over the user's config file's)."""
     devcontainer_features: dict[str, FeatureAllow] = Field(default_factory=dict)
     """The devcontainer features a task's devcontainer.json may install (docs/setup.md), each pinned and
     on the machine that builds it; over the user's config file's entries."""

@@ -127,6 +127,7 @@ def run_config(spec: TaskRunSpec) -> RunConfig:
         "providers": {name: entry.model_dump(mode="json") for name, entry in defaults.providers.items()} or None,
         "hooks": defaults.hooks.model_dump(mode="json"),
         "delegate": defaults.delegate.model_dump(mode="json"),
+        "devcontainer_pull": defaults.devcontainer_pull,
         "devcontainer_features": {
             name: entry.model_dump(mode="json") for name, entry in defaults.devcontainer_features.items()
         },

@@ -127,6 +127,7 @@ def execute(
         user_config = load_config(None)  # its provider entries name the keys' variables (`api_key_env`)
         tasks.defaults.providers = {**user_config.providers, **tasks.defaults.providers}  # travels to the workers
         tasks.defaults.hooks = user_config.hooks.then(tasks.defaults.hooks)  # the user's first
+        tasks.defaults.devcontainer_pull = [*user_config.devcontainer_pull, *tasks.defaults.devcontainer_pull]
         tasks.defaults.devcontainer_features = {
             **user_config.devcontainer_features,
             **tasks.defaults.devcontainer_features,

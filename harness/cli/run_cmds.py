@@ -98,6 +98,12 @@ def run(
     setup_timeout: float | None = typer.Option(
         None, "--setup-timeout", min=1, max=24 * 3600, help="Seconds all the setup commands together may take [900]."
     ),
+    pull_from: list[str] | None = typer.Option(
+        None,
+        "--pull-from",
+        help="A registry a devcontainer's image (or its Dockerfile's FROM) may be pulled from when the engine "
+        "lacks it (repeatable; docker.io for a bare name); from no other is anything pulled.",
+    ),
     allow_net: list[str] | None = ALLOW_NET,
     allow_net_tools: bool | None = ALLOW_NET_TOOLS,
     secret: list[str] | None = SECRET,
@@ -157,6 +163,7 @@ def run(
             "setup_proxy": setup_proxy,
             "setup_mounts": setup_mounts or None,
             "setup_timeout": setup_timeout,
+            "devcontainer_pull": pull_from or None,
             "allow_net": allow_net or None,
             "allow_net_tools": allow_net_tools,
             "secrets": secret or None,

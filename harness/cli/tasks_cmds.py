@@ -223,8 +223,9 @@ def check_command(
 
     with reported():
         tasks = load_tasks(tasks_file)
-        allowed = load_config(None).devcontainer_features  # what a task's devcontainer may install
-        tasks.defaults.devcontainer_features = {**allowed, **tasks.defaults.devcontainer_features}
+        user = load_config(None)  # what a task's devcontainer may install and pull
+        tasks.defaults.devcontainer_features = {**user.devcontainer_features, **tasks.defaults.devcontainer_features}
+        tasks.defaults.devcontainer_pull = [*user.devcontainer_pull, *tasks.defaults.devcontainer_pull]
         raw = yaml.safe_load(tasks_file.read_text(encoding="utf-8"))
         if setup or allow_net or ca_bundle or setup_timeout:
             policy = setup_policy(setup, allow_net, ca_bundle, setup_timeout)

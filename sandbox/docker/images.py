@@ -498,12 +498,14 @@ def build_devcontainer(
     environment: dict[str, str] | None = None,
     features: tuple[Path, dict[str, str]] | None = None,
     network: bool = False,
+    pull_from: list[str] | None = None,
     log: Log = lambda _: None,
     root: Path = INPUTS_ROOT,
 ) -> tuple[str, str | None]:
     """The image a devcontainer describes, with harness's sandbox layer over it and `environment` as
     its variables: (its reference, the `devcontainer.metadata` label of what it stands on). Nothing
-    is pulled (ImageNotFound names an image the engine lacks); the repository's Dockerfile builds
+    is pulled but from a registry in pull_from (ImageNotFound names an image the engine lacks, and
+    the registry to allow); the repository's Dockerfile builds
     from its context inside the repository, its RUN steps without network unless `network`; features:
     a build context (its Dockerfile over `BASE`) and its build args, built over the devcontainer's
     image the same way; the layer is current once built for the same inputs (the engine's build
@@ -511,11 +513,7 @@ def build_devcontainer(
     if dockerfile is not None:
         text = (repo / dockerfile).read_text(encoding="utf-8", errors="replace")
         for wanted in base_images(text):
-            if _image_id(client, wanted) is None:
-                raise ImageNotFound(
-                    f"the devcontainer's Dockerfile starts FROM {wanted}, which this engine does not have, and "
-                    "harness never pulls: build it here or load it (`harness images import FILE.tar`)"
-                )
+            _present(client, wanted, pull_from or [], log, f"the devcontainer's Dockerfile starts FROM {wanted}")
         digest = hashlib.sha256("\0".join([text, repr(sorted((build_args or {}).items())), target or ""]).encode())
         stage = f"harness/devcontainer-build:{digest.hexdigest()[:16]}"
         log(f"building {dockerfile} (context {context}, {'with' if network else 'no'} network)")
@@ -535,15 +533,10 @@ def build_devcontainer(
         start = stage
     elif image is not None:
         start = image
+        _present(client, image, pull_from or [], log, f"the devcontainer's image is {image}")
     else:
         raise ImageNotFound("the devcontainer names neither an image nor a Dockerfile")
-    try:
-        built = client.images.get(start)
-    except docker.errors.ImageNotFound:
-        raise ImageNotFound(
-            f"the devcontainer's image {start} is not on this engine, and harness never pulls: pull or load it "
-            "yourself (`harness images import FILE.tar`)"
-        ) from None
+    built = client.images.get(start)
     metadata = ((built.attrs.get("Config") or {}).get("Labels") or {}).get("devcontainer.metadata")
     origin = dockerfile or start
     if features is not None:
@@ -565,6 +558,39 @@ def build_devcontainer(
         extra_labels={labels.KIND: DEVCONTAINER, DEVCONTAINER_FROM: origin},
     )  # fmt: skip
     return ref, metadata
+
+
+def registry_of(reference: str) -> str:
+    """The registry an image reference names (`docker.io` when its first part names no host)."""
+    first, _, rest = reference.partition("/")
+    return first if rest and ("." in first or ":" in first or first == "localhost") else "docker.io"
+
+
+def _present(client: docker.DockerClient, reference: str, pull_from: list[str], log: Log, what: str) -> None:
+    """reference on the engine: there already, or pulled when its registry is one the user allows;
+    ImageNotFound naming the registry to allow (or the pull's failure) otherwise."""
+    if _image_id(client, reference) is not None:
+        return
+    registry = registry_of(reference)
+    if registry not in pull_from:
+        raise ImageNotFound(
+            f"{what}, which this engine does not have: harness pulls only from a registry you allow "
+            f"(--pull-from {registry}), or load it yourself (`harness images import FILE.tar`)"
+        )
+    log(f"pulling {reference} from {registry}")
+    try:
+        if "@" in reference:  # by digest: the SDK takes it whole
+            client.images.pull(reference)
+        else:
+            name, tag = _split_tag(reference)
+            client.images.pull(name, tag=tag or "latest")
+    except docker.errors.APIError as error:
+        raise ImageNotFound(f"{what}: pulling it from {registry} failed: {error.explanation or error}") from None
+
+
+def _split_tag(reference: str) -> tuple[str, str | None]:
+    last = reference.rsplit("/", 1)[-1]
+    return (reference.rsplit(":", 1)[0], last.rsplit(":", 1)[1]) if ":" in last else (reference, None)
 
 
 def _build_features(

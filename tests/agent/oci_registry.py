@@ -1,5 +1,6 @@
-"""An OCI registry of devcontainer features on 127.0.0.1 (the distribution API's manifests and blobs,
-an anonymous bearer token asked by a 401, blobs redirected to storage), for the tests that fetch one."""
+"""An OCI registry on 127.0.0.1 (the distribution API's manifests and blobs, an anonymous bearer token
+asked by a 401, blobs redirected to storage): a devcontainer feature for the tests that fetch one, and
+images (`Registry.images`, made by `image`) for the engine to pull."""
 
 from __future__ import annotations
 
@@ -34,6 +35,8 @@ class Registry(http.server.BaseHTTPRequestHandler):
     size: ClassVar[int | None] = None
     realm: ClassVar[str | None] = None
     seen: ClassVar[list[tuple[str, str]]] = []
+    images: ClassVar[dict[tuple[str, str], tuple[bytes, dict[str, bytes]]]] = {}
+    """(name, tag) -> (its manifest, its blobs by digest)."""
 
     @classmethod
     def manifest(cls) -> bytes:
@@ -69,14 +72,33 @@ class Registry(http.server.BaseHTTPRequestHandler):
             return self._send(200, manifest)
         if self.path == f"/v2/features/greeter/blobs/sha256:{digest}":
             return self._send(307, b"", {"Location": f"http://{host}/storage/{digest}"})
-        return self._send(404, b"")
+        return self._image(head=False)
 
-    def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+    def do_HEAD(self) -> None:
+        self.seen.append((self.path, self.headers.get("Authorization") or ""))
+        return self._image(head=True)
+
+    def _image(self, head: bool) -> None:
+        """/v2/ and an image's manifests and blobs (the engine's pull asks for these)."""
+        if self.path == "/v2/":
+            return self._send(200, b"{}", head=head)
+        for (name, tag), (manifest, blobs) in self.images.items():
+            digest = "sha256:" + hashlib.sha256(manifest).hexdigest()
+            if self.path in (f"/v2/{name}/manifests/{tag}", f"/v2/{name}/manifests/{digest}"):
+                kind = {"Content-Type": json.loads(manifest)["mediaType"], "Docker-Content-Digest": digest}
+                return self._send(200, manifest, kind, head=head)
+            for blob, data in blobs.items():
+                if self.path == f"/v2/{name}/blobs/{blob}":
+                    return self._send(200, data, {"Docker-Content-Digest": blob}, head=head)
+        return self._send(404, b"", head=head)
+
+    def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None, head: bool = False) -> None:
         self.send_response(status)
         for name, value in {**(headers or {}), "Content-Length": str(len(body))}.items():
             self.send_header(name, value)
         self.end_headers()
-        self.wfile.write(body)
+        if not head:
+            self.wfile.write(body)
 
     def log_message(self, *args: Any) -> None:
         return None
@@ -85,7 +107,7 @@ class Registry(http.server.BaseHTTPRequestHandler):
 @contextmanager
 def serving() -> Iterator[str]:
     """The registry's HOST:PORT while it serves (its settings reset)."""
-    Registry.seen, Registry.size, Registry.realm = [], None, None
+    Registry.seen, Registry.size, Registry.realm, Registry.images = [], None, None, {}
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Registry)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
@@ -93,3 +115,28 @@ def serving() -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def image(files: dict[str, bytes]) -> tuple[bytes, dict[str, bytes]]:
+    """An image of one layer holding files (an OCI manifest and its blobs), as a registry serves it."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o644
+            archive.addfile(info, io.BytesIO(data))
+    layer = buffer.getvalue()
+    layer_digest = "sha256:" + hashlib.sha256(layer).hexdigest()
+    config = json.dumps({
+        "architecture": "amd64", "os": "linux", "config": {},
+        "rootfs": {"type": "layers", "diff_ids": [layer_digest]},
+    }).encode()  # fmt: skip
+    config_digest = "sha256:" + hashlib.sha256(config).hexdigest()
+    manifest = json.dumps({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config_digest,
+                   "size": len(config)},
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": layer_digest,
+                    "size": len(layer)}],
+    }).encode()  # fmt: skip
+    return manifest, {config_digest: config, layer_digest: layer}

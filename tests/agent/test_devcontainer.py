@@ -9,11 +9,13 @@ show with its features installed."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+import docker
 import pytest
 
 from harness.trajectory import read_records
@@ -323,3 +325,39 @@ def test_a_compose_devcontainer_runs_its_services_as_harness_services_and_nothin
         assert key in said, key
     assert f"service web ({py311})" in ran.stderr
     assert "sk-compose-never-1234" not in (harness.session_dir("composed") / "trajectory.jsonl").read_text()
+
+
+def test_an_image_is_pulled_only_from_a_registry_the_user_allows(
+    tmp_path, script, harness: Harness, docker_client, registry
+):
+    """A devcontainer's Dockerfile naming an image the engine lacks (here a stage it copies from, served
+    by a registry on 127.0.0.1): refused with the registry to allow; with `--pull-from` it is pulled
+    and the environment built."""
+    from tests.agent.oci_registry import Registry, image
+
+    Registry.images[("team/tools", "1")] = image({"greeting": b"pulled from the team's registry\n"})
+    pulled = f"{registry}/team/tools:1"
+    repo = _copy(tmp_path)
+    (repo / ".devcontainer").mkdir()
+    (repo / ".devcontainer" / "Dockerfile").write_text(
+        f"FROM {pulled} AS tools\nFROM {_py311(docker_client)}\nCOPY --from=tools /greeting /opt/greeting\n"
+    )
+    (repo / ".devcontainer" / "devcontainer.json").write_text('{"build": {"dockerfile": "Dockerfile"}}')
+    check = "grep -q 'the team' /opt/greeting"
+    model = script(turn("Reading.", ("run_command", {"command": check})), turn("Done."))
+    try:
+        refused = harness(
+            "run", "--image", "py311", "--model", model, str(repo), "--task", "t", "--setup", "devcontainer",
+            "--verify", check, "--session", "unpulled",
+        )  # fmt: skip
+        assert refused.code != 0 and f"--pull-from {registry}" in refused.stderr, refused.stderr
+        assert "Traceback" not in refused.stderr
+        ran = harness(
+            "run", "--image", "py311", "--model", model, str(repo), "--task", "t", "--setup", "devcontainer",
+            "--pull-from", registry, "--verify", check, "--session", "pulled", "--json",
+        )  # fmt: skip
+        assert ran.code == 0 and ran.json()["outcome"] == "verified", ran.stdout + ran.stderr
+        assert any(path.startswith("/v2/team/tools/blobs/") for path, _ in Registry.seen), "the engine pulled it"
+    finally:
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            docker_client.images.remove(pulled, force=True)

@@ -129,3 +129,12 @@ def test_a_command_without_an_engine_to_build_with_refuses_it_clearly(tmp_path):
 
     with pytest.raises(UsageError, match="use it with `harness run`"):
         expand_setup(["devcontainer"], _repo(tmp_path, '{"image": "x"}'))
+
+
+def test_the_registry_an_image_is_pulled_from_is_the_one_its_name_says():
+    from sandbox.docker.images import registry_of
+
+    assert registry_of("python:3.11") == "docker.io" and registry_of("library/python") == "docker.io"
+    assert registry_of("mcr.microsoft.com/devcontainers/python:3.11") == "mcr.microsoft.com"
+    assert registry_of("127.0.0.1:5000/team/python@sha256:" + "a" * 64) == "127.0.0.1:5000"
+    assert registry_of("localhost/x") == "localhost" and registry_of("evil.invalid.python:3") == "docker.io"
