@@ -494,6 +494,9 @@ class EngineFacts:
     version: str
     api_version: str
     address: str
+    product: str
+    """Docker or Podman (through its Docker-compatible API)."""
+    rootless: bool
     cgroup_version: str
     storage_driver: str
     root_dir: str
@@ -507,15 +510,18 @@ class EngineFacts:
 def engine_facts(docker_host: str | None) -> EngineFacts:
     """The engine's version, runtimes (and what each leaves unenforced), storage and images."""
     from sandbox.docker import images
-    from sandbox.docker.engine import runtime_options, translate, unenforced_limits
+    from sandbox.docker.engine import engine_kind, runtime_options, translate, unenforced_limits
 
     with engine(docker_host) as client, translate("asking the engine"):
         version, info = client.version(), client.info()
         options = runtime_options(client)
+        product, rootless = engine_kind(version, info)
         return EngineFacts(
             version=str(version.get("Version")),
             api_version=str(version.get("ApiVersion")),
             address=str(client.api.base_url),
+            product=product,
+            rootless=rootless,
             cgroup_version=str(info.get("CgroupVersion", "?")),
             storage_driver=str(info.get("Driver")),
             root_dir=str(info.get("DockerRootDir") or "/"),

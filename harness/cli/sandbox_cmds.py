@@ -282,7 +282,9 @@ def doctor() -> None:
     except SandboxError as error:
         fail(str(error), ExitCode.SANDBOX)
     runtimes = sorted(facts.runtimes)
-    console.print(f"engine: Docker {facts.version} (API {facts.api_version}) at {facts.address}", markup=False)
+    mode = "rootless" if facts.rootless else "rootful"
+    api = f"Docker-compatible API {facts.api_version}" if facts.product != "Docker" else f"API {facts.api_version}"
+    console.print(f"engine: {facts.product} {facts.version} ({mode}, {api}) at {facts.address}", markup=False)
     console.print(f"cgroups: v{facts.cgroup_version}  storage: {facts.storage_driver}", markup=False)
     console.print(
         f"runtimes: {', '.join(runtimes)}"

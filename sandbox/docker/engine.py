@@ -107,6 +107,16 @@ def _lookup(client: docker.DockerClient, name: str) -> tuple[str, Image]:
         raise ImageNotFound(f"image {ref} is not present; {hint}") from None
 
 
+def engine_kind(version: dict, info: dict) -> tuple[str, bool]:
+    """(the engine's product, whether it runs rootless) from its /version and /info answers: Podman
+    names itself among the version's components; a rootless engine (Docker or Podman) says
+    `name=rootless` among its security options."""
+    components = [str(c.get("Name", "")) for c in version.get("Components") or [] if isinstance(c, dict)]
+    product = "Podman" if any(name.startswith("Podman") for name in components) else "Docker"
+    options = [str(option) for option in info.get("SecurityOptions") or []]
+    return product, any("name=rootless" in option for option in options)
+
+
 def available_runtimes(client: docker.DockerClient) -> list[str]:
     """OCI runtimes registered with the engine (e.g. runc, runsc)."""
     return sorted(runtime_options(client))

@@ -359,9 +359,14 @@ def bootstrap_base(
             "debootstrap",
         )
         _run(["tar", "-C", str(rootfs), "-cf", str(tarball), "."], "tar of the bootstrap")
-        client.api.import_image_from_file(
+        answer = client.api.import_image_from_file(
             str(tarball), repository=repository, tag=release, changes=[f"LABEL {labels.IMAGE}=base"]
         )
+    if _image_id(client, f"{repository}:{release}") is None:  # Podman's API imports as :latest, whatever the tag
+        found = re.findall(r"(?:sha256:)?([0-9a-f]{64})", str(answer))
+        if not found:
+            raise ImageBuildError(f"the engine imported the bootstrap but named no image ({str(answer)[:200]})")
+        client.images.get(found[-1]).tag(repository, release)
     log(f"imported {repository}:{release}")
 
 

@@ -165,6 +165,7 @@ def test_images_list_and_doctor(sandbox_image) -> None:
     assert {row["name"]: row["status"] for row in json.loads(listed.stdout)}["py311"] == "current"
     doctor = harness("doctor")
     assert "engine: Docker" in doctor.stdout and "image py311: current" in doctor.stdout
+    assert "(rootful, API " in doctor.stdout or "(rootless, API " in doctor.stdout, doctor.stdout
     assert doctor.returncode in (0, 125)
     if doctor.returncode:
         assert "problem:" in doctor.stderr
