@@ -7,7 +7,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: setup deps deps-run engine images images-demo browser check test test-fast demo demo-delegate demo-history demo-local local-model local-model-start bench clean-containers
+.PHONY: setup deps deps-run engine podman images images-demo browser check test test-fast demo demo-delegate demo-history demo-local local-model local-model-start bench clean-containers
 
 # Everything the tests need (the test and check toolchains, every image).
 setup: deps engine images
@@ -34,6 +34,10 @@ $(VENV)/.installed: pyproject.toml setup.py
 
 engine:
 	@bash scripts/ensure-engine.sh
+
+# Rootful Podman behind its Docker-compatible socket (docs/scale.md): prints the DOCKER_HOST to use.
+podman:
+	@bash scripts/ensure-podman.sh
 
 images: deps engine
 	$(BIN)/harness images build

@@ -15,8 +15,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-ENGINE_ARTIFACTS = ("/sbin/docker-init", "/usr/sbin/docker-init")
-"""Paths the engine itself puts into every container with init=True (not the command's doing)."""
+ENGINE_ARTIFACTS = (
+    "/sbin/docker-init",
+    "/usr/sbin/docker-init",
+    "/run/podman-init",
+    "/run/.containerenv",
+    "/etc/hosts",
+    "/etc/hostname",
+    "/etc/resolv.conf",
+)
+"""Paths the engine itself puts into every container (Docker's init; Podman's init, its marker file and
+the name files it writes into the root rather than binding them): not the command's doing."""
 
 
 def rootfs_changed(paths: list[str], keep_out: Sequence[str]) -> bool:
@@ -102,6 +111,11 @@ def cgroup_oom_killed(cid: str) -> bool:
         f"/sys/fs/cgroup/memory/system.slice/docker-{cid}.scope/memory.oom_control",
         f"/sys/fs/cgroup/system.slice/docker-{cid}.scope/memory.events",
         f"/sys/fs/cgroup/docker/{cid}/memory.events",
+        # Podman's (cgroupfs or systemd manager, v1 or v2)
+        f"/sys/fs/cgroup/memory/libpod_parent/libpod-{cid}/memory.oom_control",
+        f"/sys/fs/cgroup/memory/machine.slice/libpod-{cid}.scope/memory.oom_control",
+        f"/sys/fs/cgroup/libpod_parent/libpod-{cid}/memory.events",
+        f"/sys/fs/cgroup/machine.slice/libpod-{cid}.scope/memory.events",
     )
     for candidate in candidates:
         with contextlib.suppress(OSError, ValueError):

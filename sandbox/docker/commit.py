@@ -52,7 +52,8 @@ def changed_paths(api: docker.APIClient, cid: str) -> list[str]:
     read (tens of ms), else the engine's `docker diff` (which walks the whole image: ~0.7 s here)."""
     with translate("comparing the container filesystem"):
         driver = api.inspect_container(cid).get("GraphDriver") or {}
-        upper = (driver.get("Data") or {}).get("UpperDir") if driver.get("Name") == "overlay2" else None
+        overlay = driver.get("Name") in ("overlay2", "overlay")  # Docker's, Podman's
+        upper = (driver.get("Data") or {}).get("UpperDir") if overlay else None
         if upper:
             listed = list_tree(Path(upper))
             if listed is not None:

@@ -37,6 +37,7 @@ from sandbox.docker import hardening, netns
 from sandbox.docker.call import CallWatch, cgroup_oom_killed, send_stdin, shut
 from sandbox.docker.commit import commit_root
 from sandbox.docker.engine import resolve_image_path, runtime_options, translate, unenforced_limits
+from sandbox.docker.ids import remove_container
 from sandbox.docker.pool import PoolConfig, WarmPool
 from sandbox.docker.stubcall import NODEV_ARGV, StubLost, StubStream
 from sandbox.envelope import CallOutcome, Envelope, Status
@@ -406,7 +407,7 @@ class DockerSandbox:
         if stream is not None:
             stream.close()
         with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError, requests.exceptions.RequestException):
-            self._api.remove_container(cid, force=True)
+            remove_container(self._api, cid)
         with self._lock:
             self._owned.discard(cid)
 

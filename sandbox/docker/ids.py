@@ -19,6 +19,28 @@ def object_id(obj: Model) -> str:
     return obj.id
 
 
+def remove_container(api: Any, cid: str, tries: int = 10) -> None:
+    """Kill and remove a container, again while the engine says it is still stopping it (Podman
+    answers 500 "could not be stopped" to a forced removal of a container whose process is exiting;
+    Docker 409 while a removal is in progress). A container already gone is removed; any other error
+    is raised."""
+    import time
+
+    for attempt in range(tries):
+        try:
+            api.remove_container(cid, force=True)
+            return
+        except docker.errors.NotFound:
+            return
+        except docker.errors.APIError as error:
+            said = str(error.explanation or error)
+            if "already in progress" in said:
+                return
+            if "could not be stopped" not in said or attempt == tries - 1:
+                raise
+            time.sleep(0.1 * (attempt + 1))
+
+
 def present_images(client: docker.DockerClient, **query: Any) -> list[Image]:
     """`client.images.list(**query)` without its race: the SDK lists the ids, then inspects each, and
     an image another process removes in between (a test, a prune) made the whole listing fail."""

@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field
 
 from sandbox import labels
 from sandbox.docker.engine import translate
-from sandbox.docker.ids import object_id, present_images
+from sandbox.docker.ids import object_id, present_images, remove_container
 from sandbox.layout import SessionFolder
 from sandbox.tree import remove_tree
 
@@ -48,7 +48,7 @@ def remove_containers(client: docker.DockerClient, containers: list[Container]) 
     removed = 0
     for container in containers:
         with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError, requests.exceptions.RequestException):
-            client.api.remove_container(object_id(container), force=True)
+            remove_container(client.api, object_id(container))
             removed += 1
     return removed
 

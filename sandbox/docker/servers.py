@@ -16,7 +16,7 @@ import docker
 
 from sandbox.docker import hardening
 from sandbox.docker.engine import resolve_image_path, translate
-from sandbox.docker.ids import object_id
+from sandbox.docker.ids import object_id, remove_container
 from sandbox.errors import SetupError
 from sandbox.spec import SandboxSpec
 
@@ -91,7 +91,7 @@ def _start_long_lived(
 
 def stop_server(client: docker.DockerClient, cid: str) -> None:
     with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
-        client.api.remove_container(cid, force=True)
+        remove_container(client.api, cid)
 
 
 def running(client: docker.DockerClient, cid: str) -> bool:

@@ -4,6 +4,8 @@ options. `harness doctor` prints both."""
 
 from __future__ import annotations
 
+import pytest
+
 from sandbox.docker.engine import engine_kind
 
 PODMAN_VERSION = {
@@ -30,3 +32,33 @@ def test_podman_and_docker_rootful_and_rootless_are_told_apart():
     assert engine_kind(DOCKER_VERSION, rootless) == ("Docker", True)
     assert engine_kind({}, {}) == ("Docker", False), "an engine that says nothing is taken as Docker"
     assert engine_kind({"Components": "junk"}, {"SecurityOptions": None}) == ("Docker", False)
+
+
+def test_what_an_engine_writes_into_a_root_is_not_a_change_and_removal_waits_for_a_stopping_container():
+    import docker
+
+    from sandbox.docker.call import rootfs_changed
+    from sandbox.docker.ids import remove_container
+
+    podman = ["/etc", "/etc/hosts", "/etc/hostname", "/etc/resolv.conf", "/run", "/run/.containerenv"]
+    assert not rootfs_changed(podman, ("/tmp", "/workspace")), "Podman's own files in a writable root"
+    assert rootfs_changed([*podman, "/etc/passwd"], ("/tmp", "/workspace")), "a command's change still counts"
+
+    class Stopping:
+        """An engine that answers a forced removal as Podman does while the container's process exits."""
+
+        def __init__(self, refusals: int, said: str = "cannot remove container x as it could not be stopped") -> None:
+            self.refusals, self.said, self.asked = refusals, said, 0
+
+        def remove_container(self, cid: str, force: bool) -> None:
+            self.asked += 1
+            if self.asked <= self.refusals:
+                raise docker.errors.APIError("500 Server Error", explanation=self.said)
+
+    engine = Stopping(2)
+    remove_container(engine, "c1")
+    assert engine.asked == 3, "asked again until the engine could stop it"
+    other = Stopping(1, "no such volume")
+    with pytest.raises(docker.errors.APIError):
+        remove_container(other, "c1")
+    assert other.asked == 1, "any other refusal is not retried"

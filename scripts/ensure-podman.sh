@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Rootful Podman behind its Docker-compatible socket, for harness (docs/scale.md, "Other engines").
+# On Debian as root: installs Debian's podman and catatonit (the init process harness asks for), gives
+# containers the open-file and process limits this service itself has (Podman's own defaults are above
+# the hard limits some machines give their services, and then no container starts), starts
+# `podman system service` on /run/podman/podman.sock, and prints the DOCKER_HOST to use. Idempotent:
+# a socket that answers is left as it is; a containers.conf already there is never changed.
+set -euo pipefail
+
+SOCKET=/run/podman/podman.sock
+answers() { curl -sf --unix-socket "$SOCKET" http://podman/_ping >/dev/null 2>&1; }
+
+if ! answers; then
+  if [ "$(id -u)" != "0" ] || [ ! -f /etc/debian_version ]; then
+    echo "error: no Podman socket answers at $SOCKET; run this as root on Debian so it can install and start one" >&2
+    exit 1
+  fi
+  if ! command -v podman >/dev/null 2>&1 || [ ! -x /usr/libexec/podman/catatonit ]; then
+    echo "setup: installing Debian's podman and catatonit" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -qq podman catatonit >/dev/null 2>&1 || { apt-get update -qq >/dev/null; apt-get install -y -qq podman catatonit >/dev/null; }
+  fi
+  start() {
+    mkdir -p "$(dirname "$SOCKET")"
+    nohup podman system service --time=0 "unix://$SOCKET" >/var/log/harness-podman.log 2>&1 &
+    echo $!
+  }
+  wait_answer() {
+    for _ in $(seq 1 50); do answers && return 0; sleep 0.2; done
+    echo "error: podman system service did not answer at $SOCKET (see /var/log/harness-podman.log)" >&2
+    exit 1
+  }
+  pid=$(start); wait_answer
+  if [ ! -e /etc/containers/containers.conf ]; then  # the service's own limits, read once it runs
+    files=$(awk '/^Max open files/ {print $5}' "/proc/$pid/limits")
+    processes=$(awk '/^Max processes/ {print $4}' "/proc/$pid/limits")
+    mkdir -p /etc/containers
+    printf '# written by harness scripts/ensure-podman.sh: the limits the Podman service runs with\n[containers]\ndefault_ulimits = ["nofile=%s:%s", "nproc=%s:%s"]\n' \
+      "$files" "$files" "$processes" "$processes" > /etc/containers/containers.conf
+    kill "$pid"; while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+    pid=$(start); wait_answer
+  fi
+fi
+echo "export DOCKER_HOST=unix://$SOCKET"
