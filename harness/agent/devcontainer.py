@@ -79,7 +79,7 @@ def find(repo: Path) -> Path | None:
 
 def read(repo: Path, allow: dict[str, FeatureAllow] | None = None) -> Devcontainer:
     """The repository's devcontainer, sanitised; UsageError naming what is wrong (no file, not JSON
-    with comments, a compose file, a build outside the repository)."""
+    with comments, a build or compose file outside the repository, a feature source not what was pinned)."""
     root = Path(repo).resolve()
     path = find(root)
     if path is None:
