@@ -20,7 +20,8 @@ def op_run_tests(space: Space, args: dict, max_bytes: int) -> dict:
     import re
     import subprocess
 
-    argv, junit = list(args["argv"]), "/tmp/harness-junit.xml"
+    # the call's own report: a fixed name would be another run's when two share a /tmp (the host's, in tests)
+    argv, junit = list(args["argv"]), f"/tmp/harness-junit-{os.getpid()}.xml"
     is_pytest = any(tok == "pytest" or tok.endswith("/pytest") for a in argv for tok in a.split())
     if is_pytest:
         argv += [
@@ -53,6 +54,8 @@ def op_run_tests(space: Space, args: dict, max_bytes: int) -> dict:
     if summary is not None:  # the same result reads the same every time: no timing
         summary = re.sub(r"\s+in\s+[\d.]+s(\s*\(\d+:\d\d:\d\d\))?", "", summary)
     failures = _junit_failures(junit, lines, space.root) if is_pytest and os.path.exists(junit) else None
+    if os.path.exists(junit):
+        os.unlink(junit)
     if failures is None or summary is None:
         tail = lines[-40:]
         text = "\n".join(["test output (last lines):", *tail]) if tail else "(no output)"
