@@ -23,9 +23,11 @@ ENGINE_ARTIFACTS = (
     "/etc/hosts",
     "/etc/hostname",
     "/etc/resolv.conf",
+    "/etc/mtab",
 )
-"""Paths the engine itself puts into every container (Docker's init; Podman's init, its marker file and
-the name files it writes into the root rather than binding them): not the command's doing."""
+"""Paths the engine itself puts into every container (Docker's init; Podman's init, its marker file,
+its /etc/mtab link and the name files it writes into the root rather than binding them): not the
+command's doing."""
 
 
 def rootfs_changed(paths: list[str], keep_out: Sequence[str]) -> bool:

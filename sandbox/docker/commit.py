@@ -40,7 +40,12 @@ def commit_root(
     if not rootfs_changed(changed_paths(api, cid), keep_out):
         return None
     with translate("committing the container filesystem"):
-        image = api.commit(cid, changes=labels_of.instructions(labels), pause=True)["Id"]
+        try:
+            image = api.commit(cid, changes=labels_of.instructions(labels), pause=True)["Id"]
+        except docker.errors.APIError as error:  # Podman's `runc pause` can fail where Docker's does not
+            if "pausing container" not in str(error.explanation or error):
+                raise
+            image = api.commit(cid, changes=labels_of.instructions(labels), pause=False)["Id"]
         layers = api.inspect_image(image).get("RootFS", {}).get("Layers") or []
     if len(layers) < MAX_LAYERS:
         return str(image)
