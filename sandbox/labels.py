@@ -36,6 +36,14 @@ def of_run(run_id: str, kind: str | None = None, **extra: str) -> dict[str, str]
     return labels
 
 
+def of_process(run_id: str, kind: str) -> dict[str, str]:
+    """The labels of a container this process made and owns while it lives: `harness sandbox prune`
+    run anywhere (another terminal, another test) leaves it alone until this process is gone."""
+    import os
+
+    return of_run(run_id, kind, **{PID: str(os.getpid())})
+
+
 def of_session(session_id: str, state_dir: str) -> dict[str, str]:
     """The labels that tie an object to one session of one state directory."""
     return {SESSION: session_id, STATE: state_dir}

@@ -26,7 +26,7 @@ from pydantic import BaseModel
 from harness.bench.measure import median, ratio
 from sandbox.docker import hardening
 from sandbox.docker.engine import resolve_image_path
-from sandbox.labels import of_run
+from sandbox.labels import of_process
 from sandbox.network.egress import Egress
 from sandbox.owner import container_user
 from sandbox.spec import SandboxSpec
@@ -185,7 +185,7 @@ def _container(
     workspace = folder / "workspace"
     workspace.mkdir(exist_ok=True)
     config = hardening.container_config(
-        image_id, spec, workspace, [], container_user(), of_run(run_id, "bench"), path=path
+        image_id, spec, workspace, [], container_user(), of_process(run_id, "bench"), path=path
     )
     host = dict(config["host_config"])
     host["binds"] = {**host["binds"], str(folder): {"bind": "/bench", "mode": "ro"}}

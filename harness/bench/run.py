@@ -328,7 +328,7 @@ def _bare(
         working_dir=spec.workdir,
         network_mode="none",
         volumes=volumes,
-        labels=labels.of_run(run_id, "bench"),
+        labels=labels.of_process(run_id, "bench"),
     )
     try:
         total = 0.0

@@ -21,7 +21,7 @@ from harness.bench.measure import Latency, latency, ratio, side_by_side
 from sandbox.docker import hardening
 from sandbox.docker.containers import DockerSandbox
 from sandbox.docker.engine import resolve_image, translate
-from sandbox.labels import of_run
+from sandbox.labels import of_process
 from sandbox.owner import container_user, hand_over
 from sandbox.spec import SandboxSpec
 
@@ -66,7 +66,9 @@ def measure(client: docker.DockerClient, *, run_id: str, image: str = "py311", c
         workspace.mkdir()
         (workspace / "README").write_text("bench\n")
         hand_over(workspace)
-        config = hardening.container_config(image_id, spec, workspace, (), container_user(), of_run(run_id, "bench"))
+        config = hardening.container_config(
+            image_id, spec, workspace, (), container_user(), of_process(run_id, "bench")
+        )
         host = api.create_host_config(**config["host_config"])
         with translate("starting the bench containers"):
             long_lived = api.create_container(**{**config, "host_config": host})["Id"]

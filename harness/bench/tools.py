@@ -24,7 +24,7 @@ from harness.types import ToolCall
 from sandbox.docker import hardening
 from sandbox.docker.containers import DockerSandbox
 from sandbox.docker.engine import resolve_image
-from sandbox.labels import of_run
+from sandbox.labels import of_process
 from sandbox.owner import container_user, hand_over
 from sandbox.spec import SandboxSpec
 
@@ -83,7 +83,7 @@ def _long_lived(client: Any, image: str, workspace: Path, run_id: str) -> Any:
         network_mode="none",
         user=container_user(),
         volumes={str(workspace): {"bind": "/workspace", "mode": "ro"}},
-        labels=of_run(run_id, "bench"),
+        labels=of_process(run_id, "bench"),
         cap_drop=["ALL"],
         security_opt=["no-new-privileges"],
         read_only=True,

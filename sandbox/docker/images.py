@@ -440,7 +440,7 @@ def copy_out(client: docker.DockerClient, image: str, path: str, target: Path, r
     """What image holds at path (a folder), written into target (never a link out of it)."""
     import tarfile
 
-    container = client.containers.create(image, command=["true"], labels=labels.of_run(run_id, "copy"))
+    container = client.containers.create(image, command=["true"], labels=labels.of_process(run_id, "copy"))
     try:
         stream, _ = container.get_archive(path.rstrip("/") + "/.")
         data = b"".join(stream)

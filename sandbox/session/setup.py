@@ -188,7 +188,7 @@ def prepare_environment(
             scratch / "workspace",
             setup_mounts,
             "0:0",
-            labels.of_run(run_id, "setup"),
+            labels.of_process(run_id, "setup"),
             path=base_path,
         )
         config["host_config"]["cap_add"] = list(SETUP_CAPS)
@@ -318,7 +318,9 @@ def _run_and_commit(
             _exec(api, cid, command, deadline, environment)
         if keep_node_modules:
             _exec(api, cid, _KEEP_NODE_MODULES, deadline, {}, what="keeping node_modules in the image")
-        image_labels = labels.of_run(run_id, "setup", **{labels.SETUP_KEY: key, labels.SETUP_NETWORK: mode})
+        image_labels = labels.of_run(  # the controller's pid is the container's, not the image's
+            run_id, "setup", **{labels.SETUP_KEY: key, labels.SETUP_NETWORK: mode, labels.PID: ""}
+        )
         changes = [*labels.instructions(image_labels), f"USER {SANDBOX_UID}:{SANDBOX_UID}"]
         with translate("committing the setup container"):
             image = api.commit(cid, changes=changes, pause=True)["Id"]
