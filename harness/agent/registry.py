@@ -11,7 +11,6 @@ user pinned, is never downloaded."""
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import json
 import os
 import re
@@ -56,7 +55,7 @@ def fetch(ident: str, tag: str, *, layer_digest: str | None = None, cache: Path 
         if hashlib.sha256(kept.read_bytes()).hexdigest() == layer_digest:
             return kept
     registry, _, repository = ident.partition("/")
-    base = f"{'http' if _loopback(registry) else 'https'}://{registry}/v2/{repository}"
+    base = f"{'http' if _loopback_host(registry) else 'https'}://{registry}/v2/{repository}"
     where = f"feature {ident}:{tag}"
     try:
         with httpx2.Client(timeout=TIMEOUT_S, follow_redirects=False) as client:
@@ -110,7 +109,7 @@ class _Session:
                     return None
                 if answer.is_redirect and blob:
                     url = str(answer.next_request.url) if answer.next_request else ""
-                    if urlsplit(url).scheme != "https" and not _loopback(urlsplit(url).netloc):
+                    if urlsplit(url).scheme != "https" and not _loopback_host(urlsplit(url).netloc):
                         raise UsageError(f"{self.where}: the registry redirects to {url[:120]!r}, not over HTTPS")
                     headers = {"Accept": headers["Accept"]}  # the registry's token stays with the registry
                     continue
@@ -169,11 +168,9 @@ def _layer(manifest: bytes, where: str) -> dict[str, Any]:
     return found[0]
 
 
-def _loopback(host: str) -> bool:
-    name = host.rsplit(":", 1)[0].strip("[]") if host.count(":") <= 1 or host.startswith("[") else host
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
+def _loopback_host(netloc: str) -> bool:
+    """HOST[:PORT] names this machine's loopback (where a registry may answer over plain HTTP)."""
+    from harness.providers.config import host_of
+
+    host = host_of(f"http://{netloc}")
+    return host is not None and host.loopback

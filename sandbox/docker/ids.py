@@ -34,7 +34,7 @@ def remove_container(api: Any, cid: str, tries: int = 10) -> None:
             return
         except docker.errors.APIError as error:
             said = str(error.explanation or error)
-            if "already in progress" in said:
+            if error.status_code == 409 or "already in progress" in said:  # the engine is removing it already
                 return
             if "could not be stopped" not in said or attempt == tries - 1:
                 raise

@@ -29,7 +29,7 @@ from sandbox import labels
 from sandbox.docker import hardening
 from sandbox.docker.containers import DockerSandbox
 from sandbox.docker.engine import resolve_image_path, translate
-from sandbox.docker.ids import present_images
+from sandbox.docker.ids import present_images, remove_container
 from sandbox.errors import SetupError, SpecError
 from sandbox.network import egress
 from sandbox.network.secrets import Secret
@@ -333,13 +333,7 @@ def _remove(api: docker.APIClient, cid: str) -> None:
     """Remove the setup container; one already gone, or whose removal the engine already runs, is done
     (a failure here would hide why setup stopped)."""
     with translate("removing the setup container"):
-        try:
-            api.remove_container(cid, force=True)
-        except docker.errors.NotFound:
-            return
-        except docker.errors.APIError as error:
-            if error.status_code != 409:  # 409: "removal of container ... is already in progress"
-                raise
+        remove_container(api, cid)
 
 
 def _exec(
