@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from harness import readback
 from harness.errors import SessionError
 from harness.policy.decision import Decision
 from harness.types import Cause, Message, ModelTurn, ToolCall, ToolSchema
@@ -189,7 +190,7 @@ class HookRecord(_Record):
     @property
     def whose(self) -> str:
         """Whose hook it was, as the views say it."""
-        return "the repository's, in a container" if self.place == "container" else "yours"
+        return readback.whose(self.place)
 
 
 class DelegateRecord(_Record):
@@ -229,17 +230,12 @@ class DelegateRecord(_Record):
     @property
     def reserve_text(self) -> str:
         """Its reserve as the views say it (`max_steps 6, max_tokens 550`)."""
-        return ", ".join(f"{key} {value:g}" for key, value in self.reserve.items() if value is not None)
+        return readback.reserve_text(self.reserve)
 
     @property
     def change_text(self) -> str:
         """What became of its change, as the views say it."""
-        return {
-            "applied": f"change applied: {', '.join(self.paths[:10])}",
-            "conflict": f"change NOT applied, conflicts: {', '.join(self.conflicts[:10])}",
-            "discarded": "change discarded, as asked",
-            "none": "no change",
-        }.get(self.change, "")
+        return readback.change_text(self.change, self.paths, self.conflicts)
 
 
 class OutcomeRecord(_Record):
@@ -365,7 +361,7 @@ class Trajectory:
                     self._file.close()
 
 
-EVERY_AGENT = "*"
+EVERY_AGENT = readback.EVERY_AGENT
 """`read_records(..., agent=EVERY_AGENT)`: the run's own records and every sub-agent's, in file order."""
 
 

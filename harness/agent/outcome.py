@@ -6,6 +6,7 @@ from typing import Any, cast, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from harness import readback
 from harness.agent.budget import Spent
 from harness.agent.context import ContextState
 from harness.agent.repetition import Repetition
@@ -16,18 +17,7 @@ from sandbox.exit_code import ExitCode
 
 OUTCOMES: frozenset[str] = frozenset(get_args(Outcome))
 
-OUTCOME_EXIT_CODES: dict[OutcomeKind, ExitCode] = {
-    "verified": ExitCode.OK,
-    "unverified": ExitCode.UNVERIFIED,
-    "failed_verification": ExitCode.FAILED_VERIFICATION,
-    "stuck": ExitCode.STUCK,
-    "limit": ExitCode.LIMIT,
-    "model_error": ExitCode.MODEL_ERROR,
-    "state_error": ExitCode.STORAGE,
-    "infra_error": ExitCode.SANDBOX,
-    "interrupted": ExitCode.INTERRUPTED,
-    "incomplete": ExitCode.INTERRUPTED,
-}
+OUTCOME_EXIT_CODES = cast("dict[OutcomeKind, ExitCode]", readback.OUTCOME_EXIT_CODES)
 """Exit code of `harness run`/`resume` per outcome kind; every `limit:<which>` exits 13."""
 
 RESUMABLE: frozenset[OutcomeKind] = frozenset({"interrupted", "model_error", "infra_error", "limit"})
@@ -53,7 +43,7 @@ def limit_outcome(which: LimitKind) -> Outcome:
     return cast(Outcome, f"limit:{which}")
 
 
-LEGACY_OUTCOMES = {"sandbox_error": "infra_error"}
+LEGACY_OUTCOMES = readback.LEGACY_OUTCOMES
 """Outcomes as earlier versions spelled them in results and records, and what they are now."""
 
 
@@ -132,8 +122,7 @@ class RunState(BaseModel):
 def token_counts(spent: Spent) -> dict[str, int]:
     """A result's `tokens`: input, output, cached, and `estimated` (the part harness counted where the
     server reported no usage) when there is one."""
-    counts = {"input": spent.input_tokens, "output": spent.output_tokens, "cached": spent.cached_input_tokens}
-    return counts | ({"estimated": spent.estimated_tokens} if spent.estimated_tokens else {})
+    return readback.tokens(spent.model_dump())
 
 
 class RunResult(BaseModel):

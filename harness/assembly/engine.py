@@ -230,7 +230,8 @@ def execute_once(
     """Run command on a fresh copy of path in one disposable container; optionally keep the copy.
     With allow_net, the call reaches those hosts through an egress proxy of its own (trusting the
     CA bundle trust, `--ca-bundle`), and the proxy's requests come back with the envelope."""
-    from sandbox.network.egress import Egress, read_log
+    from sandbox.network.egress import Egress
+    from sandbox.network.netlog import read_log
     from sandbox.session.workspace import copy_repository
     from sandbox.tree import copy_tree, remove_tree
 

@@ -31,7 +31,7 @@ from harness.trajectory import read_records, read_state
 from harness.types import OutcomeKind
 from sandbox.errors import EngineUnavailable, SandboxError
 from sandbox.layout import SessionFolder, session_folder
-from sandbox.network.egress import read_log
+from sandbox.network.netlog import read_log
 
 REFERENCE_MODEL = "reference:"
 """`--model reference:` in a batch: every task runs its own reference change (harness tasks mine)."""

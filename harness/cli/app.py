@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 from harness.cli import environment
 from harness.cli.environment import docker_host, state_dir
-from harness.cli.failure import error_line, exit_code_for, internal_line
+from harness.cli.failure import KNOWN, exit_code_for, say
 from harness.errors import ExitCode, HarnessError
 from sandbox.errors import SandboxError
 
@@ -184,17 +184,10 @@ def main() -> None:
 
         err_console.print(f"[bold red]error:[/] {escape(error.format_message() + hint)}", soft_wrap=True)
         sys.exit(int(ExitCode.USAGE))
-    except (HarnessError, SandboxError, OSError) as error:
-        from rich.markup import escape
-
-        # Raised outside a command's `reported()` block: still one line and the class's exit code.
-        err_console.print(f"[bold red]error:[/] {escape(error_line(error))}", soft_wrap=True)
-        sys.exit(exit_code_for(error))
+    except KNOWN as error:  # raised outside a command's `reported()` block: still one line and its code
+        sys.exit(say(err_console, error))
     except Exception as error:
         if environment.show_tracebacks():
             raise
-        from rich.markup import escape
-
-        err_console.print(f"[bold red]internal error:[/] {escape(internal_line(error))}", soft_wrap=True)
-        sys.exit(int(ExitCode.INTERNAL))
+        sys.exit(say(err_console, error))
     sys.exit(result if isinstance(result, int) else 0)

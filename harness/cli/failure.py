@@ -3,8 +3,14 @@ command line (`app`) and the quick path (`quick`), which must not import typer o
 
 from __future__ import annotations
 
-from harness.errors import ExitCode
+from typing import Any
+
+from harness.errors import ExitCode, HarnessError
 from harness.storage import describe, is_storage_failure
+from sandbox.errors import SandboxError
+
+KNOWN = (HarnessError, SandboxError, OSError)
+"""What a command may end on with one line and its class's exit code; anything else is an internal error."""
 
 
 def exit_code_for(error: BaseException) -> int:
@@ -29,3 +35,15 @@ def error_line(error: BaseException) -> str:
 def internal_line(error: BaseException) -> str:
     """What follows `internal error:` for an error harness did not expect."""
     return f"{type(error).__name__}: {error} (set HARNESS_TRACEBACK=1 to see where; please report it)"
+
+
+def say(console: Any, error: BaseException) -> int:
+    """Print how a command ended on an error, on a rich console (`error:` and its line, or `internal
+    error:` for one harness did not expect), and return the exit code."""
+    from rich.markup import escape
+
+    if isinstance(error, KNOWN):
+        console.print(f"[bold red]error:[/] {escape(error_line(error))}", soft_wrap=True)
+        return exit_code_for(error)
+    console.print(f"[bold red]internal error:[/] {escape(internal_line(error))}", soft_wrap=True)
+    return int(ExitCode.INTERNAL)

@@ -276,46 +276,24 @@ def show(
     json_out: bool = typer.Option(False, "--json", help="Print the final result object as JSON."),
 ) -> None:
     """Render a session: steps, tool calls, results, tokens, cost, outcome."""
-    from harness.cli.run_view import render_session, result_of
+    from harness.cli import run_view
     from sandbox.layout import session_folder
 
+    if not json_out:
+        with reported():
+            run_view.show(console, state_dir(state_dir_opt), session)
+        return
     folder = session_folder(state_dir(state_dir_opt), session)
     if not folder.root.is_dir():
         fail(f"no session {session} in {folder.root.parent}", ExitCode.NOT_FOUND)
-    directory = folder.root
-    branch = _subagent_of(folder.info)
-    if branch is not None and not json_out:  # a sub-agent's session: its records are in its parent's file
-        from harness.cli.run_view import render_subagent
-
-        with reported():
-            render_subagent(console, directory, *branch)
-        return
-    if not folder.run_config.is_file() and not folder.trajectory.is_file() and branch is None:
-        if json_out:
-            fail(f"session {session} never had a run: no result to print (see: harness show {session})", 66)
-        from harness.cli.run_view import render_commands
-
-        with reported():
-            render_commands(console, directory)
-        return
-
+    if (
+        not folder.run_config.is_file()
+        and not folder.trajectory.is_file()
+        and run_view.subagent_of(folder.info) is None
+    ):
+        fail(f"session {session} never had a run: no result to print (see: harness show {session})", 66)
     with reported():
-        if json_out:
-            print(result_of(directory).model_dump_json(indent=2))
-        else:
-            render_session(console, directory)
-
-
-def _subagent_of(info: Path) -> tuple[Path, str] | None:
-    """(the parent's session folder, the sub-agent's name) when the session is a sub-agent's branch."""
-    import json
-
-    try:
-        parent = json.loads(info.read_text(encoding="utf-8")).get("parent") or {}
-    except (OSError, ValueError, AttributeError):
-        return None
-    agent, where = parent.get("agent"), parent.get("folder")
-    return (Path(where), agent) if isinstance(agent, str) and isinstance(where, str) else None
+        print(run_view.result_of(folder.root).model_dump_json(indent=2))
 
 
 @app.command("replay")
@@ -410,7 +388,7 @@ def _report(result: RunResult, json_out: bool) -> None:
         print(result.model_dump_json(indent=2))
     else:
         render_steps(console, Path(result.session_dir))
-        render_summary(console, result)
+        render_summary(console, result.model_dump(mode="json"))
         render_patch(console, result.patch)
         if result.kind in RESUMABLE:
             err_console.print(resume_hint(result), markup=False, soft_wrap=True)

@@ -1,44 +1,66 @@
-"""Rich renderings of a run: the step-by-step session view and the end-of-run summary."""
+"""Rich renderings of a run: the step-by-step session view and the end-of-run summary.
+
+They show what a run recorded and act on none of it, so they read its files as plain JSON
+(`harness.readback`): no record model is built, and `harness show` starts in a fraction of the time
+the models would take. A field a line leaves out reads as the record's default.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.panel import Panel
-from rich.syntax import Syntax
 from rich.table import Table
 
-from harness.agent.outcome import RunResult, RunState, exit_code_for_outcome, token_counts
+from harness import readback
 from harness.cli.terminal import literal, visible
-from harness.trajectory import EVERY_AGENT, OutcomeRecord, read_records, read_state
+from harness.readback import EVERY_AGENT
+
+if TYPE_CHECKING:
+    from harness.agent.outcome import RunResult
 
 _STYLE = {"verified": "bold green", "unverified": "yellow", "interrupted": "yellow"}
 
 
 def result_of(session_dir: Path) -> RunResult:
-    """The final result object; for a run that never finished, one built from its last state."""
-    state = read_state(session_dir, RunState)
-    if state is None:
-        raise FileNotFoundError(f"no run recorded in {session_dir}")
-    if state.result is not None:
-        return state.result
-    spent = state.spent
-    return RunResult(
-        session_id=state.session_id,
-        outcome="incomplete",
-        detail="the run did not finish; resume it",
-        exit_code=exit_code_for_outcome("interrupted"),
-        verified=False,
-        steps=state.step,
-        tokens=token_counts(spent),
-        cost_usd=spent.cost_usd,
-        elapsed_s=spent.elapsed_s,
-        verify_rounds=state.verify_rounds,
-        session_dir=str(session_dir),
-    )
+    """The final result object, validated (`harness show --json`); for a run that never finished,
+    one built from its last state."""
+    from harness.agent.outcome import RunResult
+
+    return RunResult.model_validate(readback.result(session_dir))
+
+
+def show(console: Console, sessions: Path, session: str) -> None:
+    """`harness show SESSION`: a run's session, a sub-agent's branch, or the commands of a session that
+    never ran a model."""
+    from harness.errors import NotFoundError
+    from sandbox.layout import session_folder
+
+    folder = session_folder(sessions, session)
+    if not folder.root.is_dir():
+        raise NotFoundError(f"no session {session} in {folder.root.parent}")
+    branch = subagent_of(folder.info)
+    if branch is not None:  # a sub-agent's session: its records are in its parent's file
+        render_subagent(console, folder.root, *branch)
+    elif not folder.run_config.is_file() and not folder.trajectory.is_file():
+        render_commands(console, folder.root)
+    else:
+        render_session(console, folder.root)
+
+
+def subagent_of(info: Path) -> tuple[Path, str] | None:
+    """(the parent's session folder, the sub-agent's name) when the session is a sub-agent's branch."""
+    import json
+
+    try:
+        parent = json.loads(info.read_text(encoding="utf-8")).get("parent") or {}
+    except (OSError, ValueError, AttributeError):
+        return None
+    agent, where = parent.get("agent"), parent.get("folder")
+    return (Path(where), agent) if isinstance(agent, str) and isinstance(where, str) else None
 
 
 def render_subagent(console: Console, session_dir: Path, parent_dir: Path, agent: str) -> None:
@@ -52,17 +74,18 @@ def render_subagent(console: Console, session_dir: Path, parent_dir: Path, agent
     grid.add_column(no_wrap=True, style="bold")
     grid.add_column(overflow="fold")
     below = agent + "."
-    for record in read_records(parent_dir, EVERY_AGENT) if parent_dir.is_dir() else []:
-        if record.agent != agent and not (record.agent or "").startswith(below):
+    for record in readback.records(parent_dir, EVERY_AGENT) if parent_dir.is_dir() else []:
+        whose = _text(record.get("agent"))
+        if whose != agent and not whose.startswith(below):
             continue
         row = _row(record)
         if row is not None:
-            if record.agent != agent:
-                row = (f"{literal(record.agent)} {row[0]}" if row[0] else "", "[dim]│[/] " + row[1])
+            if whose != agent:
+                row = (f"{literal(whose)} {row[0]}" if row[0] else "", "[dim]│[/] " + row[1])
             grid.add_row(*row)
     console.print(grid)
-    if read_state(session_dir, RunState) is not None:
-        render_summary(console, result_of(session_dir))
+    if readback.state(session_dir) is not None:
+        render_summary(console, readback.result(session_dir))
 
 
 def render_session(console: Console, session_dir: Path) -> None:
@@ -73,26 +96,26 @@ def render_session(console: Console, session_dir: Path) -> None:
     grid.add_column(no_wrap=True, style="bold")
     grid.add_column(overflow="fold")
     first = True
-    every = read_records(session_dir, EVERY_AGENT)
+    every = readback.records(session_dir, EVERY_AGENT)
     for kind, item, where in with_network(every, network_requests(session_dir)):
         row = _row(item) if kind == "record" else _network_row(item, where)
         if row is None:
             continue
-        if kind == "record" and item.agent is not None:  # a sub-agent's: under the call that started it
-            text = "[dim]files changed (kept in its branch)[/]" if item.kind == "step" else row[1]
-            row = (f"{literal(item.agent)} {row[0]}" if row[0] else "", "[dim]│[/] " + text)
+        if kind == "record" and item.get("agent") is not None:  # a sub-agent's: under the call that started it
+            text = "[dim]files changed (kept in its branch)[/]" if item.get("kind") == "step" else row[1]
+            row = (f"{literal(_text(item.get('agent')))} {row[0]}" if row[0] else "", "[dim]│[/] " + text)
         if row[0] and not first:
             grid.add_row("", "")
         first = False
         grid.add_row(*row)
     console.print(grid)
-    _devcontainer(console, next((r for r in every if r.kind == "start" and r.agent is None), None))
-    if read_state(session_dir, RunState) is None:  # a framework's calls (the integrations' box): no model run
-        ended = [r for r in every if isinstance(r, OutcomeRecord) and r.agent is None]
-        said = f"{ended[-1].outcome}: {ended[-1].detail}" if ended else "still open"
+    _devcontainer(console, next((r for r in every if r.get("kind") == "start" and r.get("agent") is None), None))
+    if readback.state(session_dir) is None:  # a framework's calls (the integrations' box): no model run
+        ended = [r for r in every if r.get("kind") == "outcome" and r.get("agent") is None]
+        said = f"{_text(ended[-1].get('outcome'))}: {_text(ended[-1].get('detail'))}" if ended else "still open"
         console.print(f"calls made by an outside framework, no model run of harness; {visible(said)}", markup=False)
         return
-    render_summary(console, result_of(session_dir))
+    render_summary(console, readback.result(session_dir))
     from harness.landing.trail import trail
 
     for landed in trail(Path(session_dir)):
@@ -103,10 +126,11 @@ def render_session(console: Console, session_dir: Path) -> None:
         )
 
 
-def _devcontainer(console: Console, start: Any) -> None:
+def _devcontainer(console: Console, start: Mapping[str, Any] | None) -> None:
     """What the run took of the repository's devcontainer.json, and what it never applied (and why)."""
-    found = (start.config.get("devcontainer") if start is not None else None) or {}
-    if not found:
+    config = start.get("config") if start is not None else None
+    found = (config.get("devcontainer") if isinstance(config, dict) else None) or {}
+    if not isinstance(found, dict) or not found:
         return
     console.print(
         f"devcontainer {literal(str(found.get('path')))}: calls start from {literal(str(found.get('built')))}",
@@ -148,12 +172,12 @@ def render_commands(console: Console, session_dir: Path) -> None:
     grid.add_column(no_wrap=True, style="bold")
     grid.add_column(overflow="fold")
     for line in steps:  # a step is recorded once its command ended: the requests before it are its command's
-        ts = float(line.get("time", 0))
+        ts = _amount(line.get("time"))
         grid.add_row(
             f"step {line.get('step', '?')}",
             f"{literal(str(line.get('kind', '')))} {_clip(str(line.get('note', '')), 400)}",
         )
-        while requests and float(requests[0].get("ts", 0)) <= ts:
+        while requests and _amount(requests[0].get("ts")) <= ts:
             grid.add_row(*_network_row(requests.pop(0), ""))
     for request in requests:
         grid.add_row(*_network_row(request, ""))
@@ -164,59 +188,82 @@ def render_commands(console: Console, session_dir: Path) -> None:
         console.print(f"network: {len(every)} request(s) through the egress proxy, {refused} refused")
 
 
-def _row(record: Any) -> tuple[str, str] | None:
+def _row(record: Mapping[str, Any]) -> tuple[str, str] | None:
     """(step column, text) of one record, or None for what the view leaves out."""
-    if record.kind == "turn":
-        turn = record.turn
-        calls = "".join(f"\n→ {literal(c.name)}({_args(c.arguments)})" for c in turn.tool_calls)
-        counted = ", estimated: the server reported none" if turn.usage.estimated else ""
-        tokens = f"  [dim]({turn.usage.input_tokens} in / {turn.usage.output_tokens} out tokens{counted})[/]"
-        text = (_clip(turn.text, 600) or "[dim](no text)[/]") + tokens + calls
-        if turn.reasoning:
-            text = f"[dim]thinking: {_clip(turn.reasoning.text or '(redacted)', 300)}[/]\n" + text
-        if turn.stop_reason == "refusal":
+    kind = record.get("kind")
+    if kind == "turn":
+        turn, step = _dict(record.get("turn")), _int(record.get("step"))
+        usage, reasoning = _dict(turn.get("usage")), _dict(turn.get("reasoning"))
+        calls = "".join(
+            f"\n→ {literal(_text(c.get('name')))}({_args(_dict(c.get('arguments')))})"
+            for c in map(_dict, _list(turn.get("tool_calls")))
+        )
+        counted = ", estimated: the server reported none" if usage.get("estimated") else ""
+        tokens = (
+            f"  [dim]({_int(usage.get('input_tokens'))} in / {_int(usage.get('output_tokens'))} out tokens{counted})[/]"
+        )
+        text = (_clip(_text(turn.get("text")), 600) or "[dim](no text)[/]") + tokens + calls
+        if reasoning.get("text") or reasoning.get("blocks") or reasoning.get("extra"):
+            text = f"[dim]thinking: {_clip(_text(reasoning.get('text')) or '(redacted)', 300)}[/]\n" + text
+        if turn.get("stop_reason") == "refusal":
             text = "[yellow]refused[/] " + text
-        return (f"step {record.step}", text)
-    if record.kind == "tool":
-        first = record.text.splitlines()[0] if record.text else ""
-        decision = record.decision.action if record.decision is not None else "not gated"
-        flag = "[red]✗[/]" if record.is_error else "[green]✓[/]"
-        return ("", f"{flag} {literal(record.name)}: {_clip(first, 240)} [dim]({decision}, {record.duration_ms} ms)[/]")
-    if record.kind == "step" and record.wrote:
+        return (f"step {step}", text)
+    if kind == "tool":
+        first = _first_line(record)
+        decision = _text(_dict(record.get("decision")).get("action")) if record.get("decision") else "not gated"
+        flag = "[red]✗[/]" if record.get("is_error") else "[green]✓[/]"
         return (
             "",
-            f"[dim]files changed: the state after step {record.step} is kept (diff, rollback --to {record.step})[/]",
+            f"{flag} {literal(_text(record.get('name')))}: {_clip(first, 240)} "
+            f"[dim]({literal(decision)}, {_int(record.get('duration_ms'))} ms)[/]",
         )
-    if record.kind == "verify":
-        mark = "[green]passed[/]" if record.passed else f"[red]failed[/] {_clip(', '.join(record.failing[:5]), 300)}"
-        return (f"verify {record.round}", f"exit {record.exit_code}: {mark}")
-    if record.kind == "hook":
-        style = {"block": "red", "failed": "yellow"}.get(record.verdict, "dim")
-        target = f" {literal(record.tool_name)}" if record.tool_name else ""
-        why = f": {_clip(record.reason, 300)}" if record.reason else ""
-        changed = " [yellow](changed the input)[/]" if record.updated_input is not None else ""
+    if kind == "step" and record.get("wrote"):
+        step = _int(record.get("step"))
+        return ("", f"[dim]files changed: the state after step {step} is kept (diff, rollback --to {step})[/]")
+    if kind == "verify":
+        failing = [_text(name) for name in _list(record.get("failing"))[:5]]
+        mark = "[green]passed[/]" if record.get("passed") else f"[red]failed[/] {_clip(', '.join(failing), 300)}"
+        return (f"verify {_int(record.get('round'))}", f"exit {_text(record.get('exit_code'))}: {mark}")
+    if kind == "hook":
+        verdict = _text(record.get("verdict"))
+        style = {"block": "red", "failed": "yellow"}.get(verdict, "dim")
+        tool = _text(record.get("tool_name"))
+        target = f" {literal(tool)}" if tool else ""
+        reason = _text(record.get("reason"))
+        why = f": {_clip(reason, 300)}" if reason else ""
+        changed = " [yellow](changed the input)[/]" if record.get("updated_input") is not None else ""
+        exited = record.get("exit_code")
         return (
             "",
-            f"[{style}]hook {literal(record.event)}{target} {record.verdict}[/]{why}{changed} "
-            f"[dim]({record.whose})[/] "
-            f"[dim]`{_clip(record.command, 80)}` exit {record.exit_code}, {record.duration_ms} ms[/]",
+            f"[{style}]hook {literal(_text(record.get('event')))}{target} {literal(verdict)}[/]{why}{changed} "
+            f"[dim]({readback.whose(_text(record.get('place')))})[/] "
+            f"[dim]`{_clip(_text(record.get('command')), 80)}` exit {_text(exited) if exited is not None else 'None'}, "
+            f"{_int(record.get('duration_ms'))} ms[/]",
         )
-    if record.kind == "delegate":
+    if kind == "delegate":
         return ("", _delegated(record))
-    if record.kind == "event" and record.event in ("resumed", "interrupted", "resume_changed", "fork"):
-        return ("", f"[yellow]{literal(record.event)}[/] {_clip(record.detail, 400)}")
+    if kind == "event" and record.get("event") in ("resumed", "interrupted", "resume_changed", "fork"):
+        return ("", f"[yellow]{literal(_text(record.get('event')))}[/] {_clip(_text(record.get('detail')), 400)}")
     return None
 
 
-def _delegated(record: Any) -> str:
+def _delegated(record: Mapping[str, Any]) -> str:
     """A sub-agent's start (its task and reserve) or end (its outcome and change)."""
-    if record.phase == "start":
-        return f"[cyan]sub-agent {literal(record.child)} started[/] ({record.reserve_text}): {_clip(record.task, 300)}"
-    style = "red" if record.change == "conflict" else "dim"
-    tokens = record.input_tokens + record.output_tokens
+    child = literal(_text(record.get("child")))
+    if record.get("phase") == "start":
+        reserve = literal(readback.reserve_text(_dict(record.get("reserve"))))
+        return f"[cyan]sub-agent {child} started[/] ({reserve}): {_clip(_text(record.get('task')), 300)}"
+    change = _text(record.get("change"))
+    style = "red" if change == "conflict" else "dim"
+    tokens = _int(record.get("input_tokens")) + _int(record.get("output_tokens"))
+    said = readback.change_text(
+        change, [_text(p) for p in _list(record.get("paths"))], [_text(p) for p in _list(record.get("conflicts"))]
+    )
+    cost = record.get("cost_usd")
     return (
-        f"[cyan]sub-agent {literal(record.child)} ended[/] {literal(record.outcome)}; "
-        f"[{style}]{literal(record.change_text)}[/] [dim]({record.steps} steps, {tokens} tokens, ${record.cost_usd:.4f})[/]"
+        f"[cyan]sub-agent {child} ended[/] {literal(_text(record.get('outcome')))}; "
+        f"[{style}]{literal(said)}[/] [dim]({_int(record.get('steps'))} steps, {tokens} tokens, "
+        f"${_amount(cost):.4f})[/]"
     )
 
 
@@ -224,44 +271,54 @@ def render_steps(console: Console, session_dir: Path) -> None:
     """One line per tool call and verification: the compact trace printed at the end of a run (a
     sub-agent's lines indented under the call that started it)."""
     final = ""
-    for kind, record, where in with_network(read_records(session_dir, EVERY_AGENT), network_requests(session_dir)):
+    every = readback.records(session_dir, EVERY_AGENT)
+    for kind, record, where in with_network(every, network_requests(session_dir)):
         if kind == "net":
             _network_line(console, record, where)
             continue
-        if record.agent is not None:
-            if record.kind == "tool":
-                first = record.text.splitlines()[0] if record.text else ""
-                mark = "[red]✗[/]" if record.is_error else "[green]✓[/]"
+        what, step = record.get("kind"), _int(record.get("step"))
+        if record.get("agent") is not None:
+            if what == "tool":
+                mark = "[red]✗[/]" if record.get("is_error") else "[green]✓[/]"
                 console.print(
-                    f"  {literal(record.agent)} step {record.step:>2}  {mark} {literal(record.name):<12} {_clip(first, 80)}",
+                    f"  {literal(_text(record.get('agent')))} step {step:>2}  {mark} "
+                    f"{literal(_text(record.get('name'))):<12} {_clip(_first_line(record), 80)}",
                     soft_wrap=True,
                 )
             continue
-        if record.kind == "delegate" and record.phase == "end":
+        if what == "delegate" and record.get("phase") == "end":
             console.print(f"        {_delegated(record)}", soft_wrap=True)
-        if record.kind == "turn" and not record.turn.tool_calls:
-            final = record.turn.text
-        if record.kind == "tool":
-            first = record.text.splitlines()[0] if record.text else ""
-            exited = record.envelope is not None and record.envelope.exit_code != 0
-            mark = "[red]✗[/]" if record.is_error else "[yellow]·[/]" if exited else "[green]✓[/]"
+        turn = _dict(record.get("turn"))
+        if what == "turn" and not turn.get("tool_calls"):
+            final = _text(turn.get("text"))
+        if what == "tool":
+            envelope = record.get("envelope")
+            exited = isinstance(envelope, dict) and envelope.get("exit_code") != 0
+            mark = "[red]✗[/]" if record.get("is_error") else "[yellow]·[/]" if exited else "[green]✓[/]"
             console.print(
-                f"step {record.step:>2}  {mark} {literal(record.name):<12} {_clip(first, 90)}", soft_wrap=True
-            )
-        elif record.kind == "hook" and record.verdict in ("block", "failed"):
-            console.print(
-                f"step {record.step:>2}  [red]hook[/] {literal(record.event)} {record.verdict}: {_clip(record.reason, 90)}",
+                f"step {step:>2}  {mark} {literal(_text(record.get('name'))):<12} {_clip(_first_line(record), 90)}",
                 soft_wrap=True,
             )
-        elif record.kind == "verify":
-            status = "[green]passed[/]" if record.passed else "[red]failed[/]"
-            layer = "" if record.layer == "verify" else f" {literal(record.layer)} `{literal(record.command)}`"
-            console.print(f"verify {record.round}{layer}  exit {record.exit_code}: {status}", soft_wrap=True)
-        elif record.kind == "summary":
-            excluded = f"; excluded: {literal('; '.join(record.excluded))}" if record.excluded else ""
+        elif what == "hook" and record.get("verdict") in ("block", "failed"):
             console.print(
-                f"step {record.step:>2}  [cyan]summary[/] of model turns 1-{record.through_turn}: "
-                f"~{record.before_tokens} -> ~{record.after_tokens} tokens{excluded}",
+                f"step {step:>2}  [red]hook[/] {literal(_text(record.get('event')))} {_text(record.get('verdict'))}: "
+                f"{_clip(_text(record.get('reason')), 90)}",
+                soft_wrap=True,
+            )
+        elif what == "verify":
+            status = "[green]passed[/]" if record.get("passed") else "[red]failed[/]"
+            layer = _text(record.get("layer", "verify"))
+            named = "" if layer == "verify" else f" {literal(layer)} `{literal(_text(record.get('command')))}`"
+            console.print(
+                f"verify {_int(record.get('round'))}{named}  exit {_text(record.get('exit_code'))}: {status}",
+                soft_wrap=True,
+            )
+        elif what == "summary":
+            left_out = [_text(line) for line in _list(record.get("excluded"))]
+            excluded = f"; excluded: {literal('; '.join(left_out))}" if left_out else ""
+            console.print(
+                f"step {step:>2}  [cyan]summary[/] of model turns 1-{_int(record.get('through_turn'))}: "
+                f"~{_int(record.get('before_tokens'))} -> ~{_int(record.get('after_tokens'))} tokens{excluded}",
                 soft_wrap=True,
             )
     if final:
@@ -271,21 +328,24 @@ def render_steps(console: Console, session_dir: Path) -> None:
 def network_requests(session_dir: Path) -> list[dict[str, Any]]:
     """The session's egress requests, oldest first (none without --allow-net)."""
     from sandbox.layout import SessionFolder
-    from sandbox.network.egress import read_log
+    from sandbox.network.netlog import read_log
 
-    return sorted(read_log(SessionFolder(Path(session_dir)).network), key=lambda request: request.get("ts", 0))
+    return sorted(read_log(SessionFolder(Path(session_dir)).network), key=lambda request: _amount(request.get("ts")))
 
 
-def with_network(records: list[Any], requests: list[dict[str, Any]]) -> Iterator[tuple[str, Any, str]]:
+def with_network(
+    records: list[dict[str, Any]], requests: list[dict[str, Any]]
+) -> Iterator[tuple[str, dict[str, Any], str]]:
     """The records with the egress requests among them ("record" or "net", the item, where): each
     request just before the first record written after it, under the step of the call that made it
     (`setup` before any call)."""
     calls = 0
     for record in records:
-        while requests and requests[0].get("ts", 0) <= record.ts:
-            where = f"step {record.step:>2}" if record.kind == "tool" else "setup  " if not calls else "       "
+        tool = record.get("kind") == "tool"
+        while requests and _amount(requests[0].get("ts")) <= _amount(record.get("ts")):
+            where = f"step {_int(record.get('step')):>2}" if tool else "setup  " if not calls else "       "
             yield "net", requests.pop(0), where
-        calls += record.kind == "tool"
+        calls += tool
         yield "record", record, ""
     for request in requests:
         yield "net", request, "       "
@@ -324,24 +384,29 @@ def _estimated(tokens: dict[str, int]) -> str:
     return f"\n          [yellow]{counted} of them estimated[/]: the model server reported no usage" if counted else ""
 
 
-def render_summary(console: Console, result: RunResult) -> None:
-    style = _STYLE.get(result.outcome, "bold red")
+def render_summary(console: Console, result: Mapping[str, Any]) -> None:
+    """The result's panel (a result as `harness show --json` prints it)."""
+    outcome, detail = readback.current_outcome(_text(result.get("outcome"))), _text(result.get("detail"))
+    tokens = {key: _int(value) for key, value in _dict(result.get("tokens")).items()}
+    style = _STYLE.get(outcome, "bold red")
     lines = [
-        f"outcome   [{style}]{result.outcome}[/]" + (f" — {literal(result.detail)}" if result.detail else ""),
-        f"steps     {result.steps}{_by_subagents(result)}   verify rounds {result.verify_rounds}",
-        f"tokens    in {result.tokens.get('input', 0)}  out {result.tokens.get('output', 0)}"
-        f"  cached {result.tokens.get('cached', 0)}{_share(result.tokens)}{_estimated(result.tokens)}",
-        f"cost      ${result.cost_usd:.4f}   elapsed {result.elapsed_s:.1f}s",
-        f"session   {literal(result.session_id)}  ({literal(result.session_dir)})",
-        f"patch     {literal(result.patch or '-')}",
+        f"outcome   [{style}]{literal(outcome)}[/]" + (f" — {literal(detail)}" if detail else ""),
+        f"steps     {_int(result.get('steps'))}{_by_subagents(result)}   "
+        f"verify rounds {_int(result.get('verify_rounds'))}",
+        f"tokens    in {tokens.get('input', 0)}  out {tokens.get('output', 0)}"
+        f"  cached {tokens.get('cached', 0)}{_share(tokens)}{_estimated(tokens)}",
+        f"cost      ${_amount(result.get('cost_usd')):.4f}   elapsed {_amount(result.get('elapsed_s')):.1f}s",
+        f"session   {literal(_text(result.get('session_id')))}  ({literal(_text(result.get('session_dir')))})",
+        f"patch     {literal(_text(result.get('patch')) or '-')}",
     ]
-    if result.evidence:
-        lines.append(f"evidence  {literal(str(result.evidence))}")
+    if result.get("evidence"):
+        lines.append(f"evidence  {literal(str(result.get('evidence')))}")
     console.print(Panel("\n".join(lines), title="harness run", expand=False))
 
 
-def _by_subagents(result: RunResult) -> str:
-    return f" (+{result.subagent_steps} by sub-agents)" if result.subagent_steps else ""
+def _by_subagents(result: Mapping[str, Any]) -> str:
+    steps = _int(result.get("subagent_steps"))
+    return f" (+{steps} by sub-agents)" if steps else ""
 
 
 def render_patch(console: Console, patch_path: str | None) -> None:
@@ -349,6 +414,8 @@ def render_patch(console: Console, patch_path: str | None) -> None:
         return
     text = Path(patch_path).read_text(encoding="utf-8")
     if text.strip() and console.is_terminal:  # a terminal gets the patch's control characters spelled out
+        from rich.syntax import Syntax  # pygments: only for a patch on a terminal
+
         console.print(Syntax(visible(text), "diff", theme="ansi_dark", background_color="default", word_wrap=True))
     elif text.strip():
         console.file.write(text)  # byte-exact when piped: a cropped line would corrupt the patch
@@ -365,3 +432,30 @@ def _clip(text: str, limit: int) -> str:
     read as rich markup, nor act on the terminal."""
     text = text.strip()
     return literal(text if len(text) <= limit else text[: limit - 1] + "…")
+
+
+def _first_line(record: Mapping[str, Any]) -> str:
+    """The first line of a tool record's text."""
+    text = _text(record.get("text"))
+    return text.splitlines()[0] if text else ""
+
+
+def _text(value: Any) -> str:
+    """A recorded string (None: empty; anything else as it prints)."""
+    return value if isinstance(value, str) else "" if value is None else str(value)
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _amount(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []

@@ -4,7 +4,6 @@ session side of `harness exec --session`."""
 from __future__ import annotations
 
 import contextlib
-import datetime
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from harness.cli.app import ExitCode, app, console, docker_host, err_console, fail, reported, state_dir
+from harness.cli.listing import when
 from harness.cli.terminal import literal
 
 if TYPE_CHECKING:
@@ -38,69 +38,21 @@ def _opened(state: Path | None, session_id: str) -> Iterator[Session]:
             yield session
 
 
-def _when(stamp: float) -> str:
-    return datetime.datetime.fromtimestamp(stamp).strftime("%Y-%m-%d %H:%M:%S")
-
-
 @session_app.command("list")
 def session_list(
     state: Path | None = _STATE, as_json: bool = typer.Option(False, "--json", help="Print JSON.")
 ) -> None:
     """Sessions in the state directory, oldest first: each with its outcome, model and task, then its
     repository (never cut: a long line wraps)."""
+    from harness.cli.listing import render_sessions, run_of
+
+    if not as_json:
+        render_sessions(console, state_dir(state))
+        return
     from harness.assembly.sessions import list_sessions
 
     infos = list_sessions(state_dir(state))
-    runs = {info.id: _run_of(state_dir(state) / info.id) for info in infos}
-    if as_json:
-        print(json.dumps([{**info.model_dump(mode="json"), **runs[info.id]} for info in infos]))
-        return
-    if not infos:
-        console.print(f"no sessions in {literal(str(state_dir(state)))}")
-        return
-    for info in infos:
-        run = runs[info.id]
-        outcome = run["outcome"] or ("no run" if not run["model"] else "running or unfinished")
-        style = (
-            "green" if outcome == "verified" else "yellow" if outcome in ("no run", "running or unfinished") else "red"
-        )
-        console.print(
-            f"[bold]{literal(info.id)}[/]  [{style}]{literal(outcome)}[/]  {literal(run['model'] or '-')}  "
-            f"[dim]{_when(info.created)}[/]"
-        )
-        if run["task"]:
-            console.print(f"  {literal(run['task'])}")
-        where = [literal(info.repo)]
-        if info.parent:
-            if info.parent.agent:
-                where.append(
-                    f"sub-agent {literal(info.parent.agent)} of {literal(info.parent.session)} (its step {info.parent.step})"
-                )
-            else:
-                where.append(f"forked from {literal(info.parent.session)} at step {info.parent.step}")
-        if info.setup:
-            where.append("setup cached" if info.setup.cached else "setup built")
-        console.print("  [dim]" + " · ".join(where) + "[/]")
-
-
-def _run_of(folder: Path) -> dict[str, str]:
-    """The run of a session folder as a list shows it: outcome, model and the task's first line."""
-    from harness.agent.outcome import RunState
-    from harness.errors import SessionError
-    from harness.trajectory import read_state
-
-    try:
-        state = read_state(folder, RunState)
-    except (SessionError, OSError, ValueError):
-        state = None
-    if state is None:
-        return {"outcome": "", "model": "", "task": ""}
-    task = state.task.strip().splitlines()[0] if state.task.strip() else ""
-    return {
-        "outcome": state.result.outcome if state.finished and state.result is not None else "",
-        "model": state.model,
-        "task": task if len(task) <= 100 else task[:99] + "…",
-    }
+    print(json.dumps([{**info.model_dump(mode="json"), **run_of(state_dir(state) / info.id)} for info in infos]))
 
 
 @session_app.command("show")
@@ -130,7 +82,7 @@ def session_show(
             table.add_row(
                 _step_range(steps.steps_at(record.step)),
                 record.kind,
-                _when(record.time),
+                when(record.time),
                 record.tree[:12],
                 record.image.removeprefix("sha256:")[:12],
                 literal(_note(record, steps)),
@@ -157,7 +109,7 @@ def _network_lines(folder: Path) -> None:
             if request.get("allowed")
             else f"[red]refused[/] {literal(str(request.get('reason', '')))}"
         )
-        console.print(f"  [dim]{_when(float(request.get('ts', 0)))}[/] {target} {verdict}")
+        console.print(f"  [dim]{when(float(request.get('ts', 0)))}[/] {target} {verdict}")
 
 
 def _note(record: Any, steps: StepMap) -> str:

@@ -159,7 +159,7 @@ def _family(folder: Path) -> list[Any]:
 
 def _network(folder: Path, calls: list[ToolRecord]) -> list[dict[str, Any]]:
     """The egress requests, each placed at the step of the first call that ended after it."""
-    from sandbox.network.egress import read_log
+    from sandbox.network.netlog import read_log
 
     ends = sorted((call.ts, call.step, call.ts - call.duration_ms / 1000) for call in calls)
     placed = []

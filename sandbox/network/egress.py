@@ -14,7 +14,6 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from sandbox.errors import SandboxError
 from sandbox.network.allow import parse
@@ -161,19 +160,6 @@ def _environment() -> dict[str, str]:
     package_root = str(Path(__file__).resolve().parents[2])
     found["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, found.get("PYTHONPATH", "")]))
     return found
-
-
-def read_log(path: Path) -> list[dict[str, Any]]:
-    """The network log's records (a torn last line dropped)."""
-    if not Path(path).is_file():
-        return []
-    records = []
-    for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            records.append(json.loads(line))
-        except ValueError:
-            continue
-    return records
 
 
 def leftover_proxies() -> list[int]:

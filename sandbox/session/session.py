@@ -71,7 +71,7 @@ __all__ = [
 def _refusals(log: Path) -> str:
     """The distinct requests a session's egress proxy refused, with why (what a failed setup needed and
     could not reach: a registry resolving into a reserved range, a host not listed)."""
-    from sandbox.network.egress import read_log
+    from sandbox.network.netlog import read_log
 
     seen: dict[str, str] = {}
     for request in read_log(log):

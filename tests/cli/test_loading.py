@@ -57,14 +57,24 @@ def _loaded(tmp_path, *argv: str) -> tuple[int, list[str], str]:
 
 
 def test_a_read_command_loads_its_module_and_none_of_the_run_machinery(tmp_path):
-    code, modules, out = _loaded(tmp_path, "session", "list")
-    assert code == 0 and "no sessions in" in out
+    code, modules, out = _loaded(tmp_path, "session", "list", "--json")
+    assert code == 0 and json.loads(out) == []
     commands = {m.rsplit(".", 1)[-1] for m in modules if m.startswith("harness.cli.") and m.endswith("_cmds")}
     assert commands == {"session_cmds"}
     assert [m for m in modules if m.split(".")[0] in ("docker", "dulwich") or m in READ_COMMANDS_NEVER_LOAD] == []
-    code, modules, _ = _loaded(tmp_path, "show", "nosuchsession")
-    assert code == 66
-    assert [m for m in modules if m.split(".")[0] in ("docker", "dulwich") or m in READ_COMMANDS_NEVER_LOAD] == []
+
+
+def test_the_plain_read_commands_load_no_command_line_and_build_no_model(tmp_path):
+    """`show SESSION` and `session list` read the records as plain JSON: no typer, no pydantic model."""
+    never = (*READ_COMMANDS_NEVER_LOAD, "pydantic.main", "harness.trajectory", "harness.agent.outcome")
+    for argv, exit_code, said in (
+        (("session", "list"), 0, "no sessions in"),
+        (("show", "nosuchsession"), 66, ""),
+        (("show", "--state-dir", str(tmp_path / "elsewhere"), "nosuchsession"), 66, ""),
+    ):
+        code, modules, out = _loaded(tmp_path, *argv)
+        assert code == exit_code and said in out, argv
+        assert [m for m in modules if m.split(".")[0] in ("docker", "dulwich", "typer") or m in never] == [], argv
 
 
 def test_help_a_typo_and_the_version_still_see_every_command(tmp_path):

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sandbox.network.egress import read_log
+from sandbox.network.netlog import read_log
 from tests.sandbox.network.servers import Server, make_ca
 
 ROOT = Path(__file__).resolve().parents[3]

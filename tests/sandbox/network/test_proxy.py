@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from sandbox.network.allow import AllowError, Allowlist, parse
-from sandbox.network.egress import Egress, leftover_proxies, read_log
+from sandbox.network.egress import Egress, leftover_proxies
+from sandbox.network.netlog import read_log
 from tests.sandbox.network.servers import BODY, Server, connect, http_get, make_ca, proxy_socket, read_all, tls_get
 
 

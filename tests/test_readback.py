@@ -1,0 +1,168 @@
+"""The views read a session's files as plain JSON (`harness.readback`): what they read is what the
+models wrote, the texts both say are said once, and a damaged file is the same one-line error."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from rich.console import Console
+
+from harness import readback
+from harness.agent.budget import Spent
+from harness.agent.outcome import RunResult, RunState, token_counts
+from harness.cli import listing, run_view
+from harness.errors import SessionError
+from harness.policy.decision import Decision
+from harness.trajectory import (
+    DelegateRecord,
+    EventRecord,
+    HookRecord,
+    OutcomeRecord,
+    StepRecord,
+    ToolRecord,
+    Trajectory,
+    TurnRecord,
+    VerifyRecord,
+    read_records,
+    write_state,
+)
+from harness.types import ModelTurn, ToolCall, Usage
+
+
+def _session(tmp_path, *, finished: bool = True):
+    folder = tmp_path / "s1"
+    folder.mkdir()
+    trajectory = Trajectory(folder)
+    turn = ModelTurn(
+        text="look \x1b[2J first",
+        tool_calls=[ToolCall(id="c1", name="bash", arguments={"command": "ls"})],
+        usage=Usage(input_tokens=120, output_tokens=30, estimated=True),
+    )
+    records = [
+        TurnRecord(step=1, turn=turn),
+        ToolRecord(
+            step=1,
+            call_id="c1",
+            name="bash",
+            arguments={"command": "ls"},
+            decision=Decision(action="allow", rule="r1", reason="listed"),
+            text="calc.py\ntests",
+            duration_ms=41,
+            wrote=True,
+        ),
+        StepRecord(step=1, snapshot_step=1, wrote=True),
+        HookRecord(event="PreToolUse", command="./check", place="container", step=2, verdict="block", reason="no"),
+        DelegateRecord(phase="start", step=2, call_id="c2", child="d1", session="s1-d1", reserve={"max_steps": 6}),
+        ToolRecord(step=1, call_id="x", name="read_file", text="child's", agent="d1"),
+        DelegateRecord(
+            phase="end", step=2, call_id="c2", child="d1", session="s1-d1", change="applied", paths=["a.py"]
+        ),
+        EventRecord(event="resumed", detail="from step 2"),
+        VerifyRecord(round=1, passed=False, exit_code=1, status="failed", failing=["test_add"]),
+        OutcomeRecord(outcome="failed_verification", detail="1 failing"),
+    ]
+    for record in records:
+        trajectory.append(record)
+    trajectory.close()
+    spent = Spent(input_tokens=120, output_tokens=30, estimated_tokens=150, cost_usd=0.0123, elapsed_s=4.5)
+    state = RunState(session_id="s1", task="Fix it.\nAll of it.", model="scripted:x", step=2, spent=spent)
+    if finished:
+        state.finished = True
+        state.result = RunResult.of(
+            state, "failed_verification", "1 failing", None, spent, patch=None, session_dir=str(folder)
+        )
+    write_state(folder, state)
+    return folder, records
+
+
+def test_the_views_read_what_the_models_wrote_and_say_it_as_the_models_do(tmp_path):
+    folder, written = _session(tmp_path)
+    plain, typed = readback.records(folder), read_records(folder, readback.EVERY_AGENT)
+    assert len(plain) == len(typed) == len(written)
+    for line, record in zip(plain, typed, strict=True):
+        assert line == json.loads(record.model_dump_json())
+    start, end = typed[4], typed[6]
+    assert readback.reserve_text(plain[4]["reserve"]) == start.reserve_text == "max_steps 6"
+    assert readback.change_text(end.change, end.paths, end.conflicts) == end.change_text == "change applied: a.py"
+    assert readback.whose(plain[3]["place"]) == typed[3].whose == "the repository's, in a container"
+    assert [line["kind"] for line in readback.records(folder, "d1")] == ["tool"]
+    assert RunResult.model_validate(readback.result(folder)) == run_view.result_of(folder)
+    assert readback.result(folder)["outcome"] == "failed_verification"
+
+    out = Console(file=io.StringIO(), width=100, color_system=None)
+    run_view.render_session(out, folder)
+    shown = out.file.getvalue()
+    for said in (
+        "120 in / 30 out tokens, estimated",
+        "→ bash(command='ls')",
+        "✓ bash: calc.py (allow, 41 ms)",
+        "files changed: the state after step 1 is kept",
+        "hook PreToolUse block: no",
+        "(the repository's, in a container)",
+        "sub-agent d1 started (max_steps 6)",
+        "│ ✓ read_file: child's (not gated, 0 ms)",
+        "sub-agent d1 ended",
+        "change applied: a.py",
+        "resumed from step 2",
+        "exit 1: failed test_add",
+        "outcome   failed_verification — 1 failing",
+        "150 of them estimated",
+        "cost      $0.0123   elapsed 4.5s",
+    ):
+        assert said in shown, f"{said!r} not in:\n{shown}"
+    assert "\x1b" not in shown and "\\x1b[2J" in shown, "a model's escape is shown, never sent"
+
+
+def test_an_unfinished_run_reads_as_the_result_the_models_built_for_it(tmp_path):
+    folder, _ = _session(tmp_path, finished=False)
+    spent = Spent(input_tokens=120, output_tokens=30, estimated_tokens=150, cost_usd=0.0123, elapsed_s=4.5)
+    assert readback.tokens(spent.model_dump()) == token_counts(spent)
+    result = RunResult.model_validate(readback.result(folder))
+    assert (result.outcome, result.exit_code, result.steps, result.tokens) == (
+        "incomplete",
+        130,
+        2,
+        {"input": 120, "output": 30, "cached": 0, "estimated": 150},
+    )
+    assert listing.run_of(folder) == {"outcome": "", "model": "scripted:x", "task": "Fix it."}
+
+
+def test_an_old_spelling_a_torn_tail_and_damage_read_as_the_models_read_them(tmp_path):
+    folder, _ = _session(tmp_path)
+    state = json.loads((folder / "state.json").read_text())
+    state["result"]["outcome"] = "sandbox_error"
+    (folder / "state.json").write_text(json.dumps(state))
+    assert readback.result(folder)["outcome"] == "infra_error"
+    assert listing.run_of(folder)["outcome"] == "infra_error"
+
+    trajectory = folder / "trajectory.jsonl"
+    whole = trajectory.read_bytes()
+    trajectory.write_bytes(whole + b'{"kind": "tool", "te')  # a crash mid-append
+    assert len(readback.records(folder)) == len(read_records(folder, readback.EVERY_AGENT))
+    for damage in (b"not json\n", b"[1, 2]\n"):
+        trajectory.write_bytes(damage + whole)
+        with pytest.raises(SessionError, match="is damaged and cannot be read back"):
+            readback.records(folder)
+    (folder / "state.json").write_text("[]")
+    with pytest.raises(SessionError, match="is damaged"):
+        readback.state(folder)
+
+
+def test_the_list_reads_every_session_that_names_itself_and_skips_the_rest(tmp_path):
+    for name, info in (
+        ("b", {"id": "b", "repo": "/r", "created": 2.0}),
+        ("a", {"id": "a", "repo": "/r", "created": 1.0, "parent": {"session": "b", "step": 3, "agent": "d1"}}),
+        ("c", {"id": "c", "repo": "/r", "created": True}),
+        ("d", ["not", "a", "record"]),
+    ):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "session.json").write_text(json.dumps(info))
+    (tmp_path / "e").mkdir()
+    (tmp_path / "e" / "session.json").write_text("{torn")
+    assert [info["id"] for info in readback.sessions(tmp_path)] == ["a", "b"]
+    out = Console(file=io.StringIO(), width=120, color_system=None)
+    listing.render_sessions(out, tmp_path)
+    shown = out.file.getvalue()
+    assert "sub-agent d1 of b (its step 3)" in shown and shown.index("a  no run") < shown.index("b  no run")
