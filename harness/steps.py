@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.trajectory import StepRecord, read_records
+from harness import readback
 from sandbox.errors import StepOutOfRange
 
 
@@ -27,11 +27,13 @@ class StepMap:
 
     @classmethod
     def of(cls, session_dir: Path, session_id: str, last_snapshot: int) -> StepMap:
-        """The map of a session folder (the trajectory's step records; a resumed step's last record wins)."""
+        """The map of a session folder (the trajectory's step records of its own agent, read as plain
+        JSON; a resumed step's last record wins)."""
         snapshots: dict[int, int] = {}
-        for record in read_records(session_dir):
-            if isinstance(record, StepRecord):
-                snapshots[record.step] = record.snapshot_step
+        for record in readback.records(session_dir, agent=None):
+            step, snapshot = record.get("step"), record.get("snapshot_step")
+            if record.get("kind") == "step" and isinstance(step, int) and isinstance(snapshot, int):
+                snapshots[step] = snapshot
         if snapshots:
             snapshots.setdefault(0, 0)
         return cls(session_id, snapshots, last_snapshot)

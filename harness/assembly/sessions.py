@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from sandbox.docker.containers import DockerSandbox
     from sandbox.envelope import Envelope
     from sandbox.network.secrets import Secret
+    from sandbox.session.reading import Snapshots
     from sandbox.session.session import Session as Session
     from sandbox.session.session import SessionConfig as SessionConfig
     from sandbox.session.session import SessionInfo as SessionInfo
@@ -42,6 +43,14 @@ def list_sessions(sessions: Path) -> list[SessionInfo]:
     from sandbox.session.records import list_sessions as listed
 
     return listed(sessions)
+
+
+def open_snapshots(sessions: Path, session_id: str) -> Snapshots:
+    """An existing session's step trees and their store, read without opening the session (diff,
+    export): no model built, no workspace or engine touched."""
+    from sandbox.session.reading import Snapshots
+
+    return Snapshots.open(sessions, session_id)
 
 
 def open_session(sessions: Path, session_id: str) -> Session:

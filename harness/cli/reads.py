@@ -1,47 +1,84 @@
 """The quick path of the read commands a person runs dozens of times over a night's sessions:
-`harness show SESSION` and `harness session list`, in their plain forms (and with `--state-dir DIR`).
+`harness show SESSION`, `harness session list`, `harness diff SESSION` and `harness export SESSION`
+(a patch), in their plain forms and with their common options.
 
 They print what the full command prints, through the same functions (`run_view.show`,
-`listing.render_sessions`), without building the command line: no typer, no pydantic models (the
-views read the records as plain JSON). Any other form (`--json`, `--help`, a flag it does not know)
-returns None and the full command line handles it.
+`listing.render_sessions`, `changes`), without building the command line: no typer, no pydantic
+models (the views read the records as plain JSON, diff and export the snapshots' trees). Any other
+form (`--json`, `--help`, an option given twice, one it does not know) returns None and the full
+command line handles it, usage errors included.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 from sandbox.exit_code import ExitCode
 
+
+class Form(NamedTuple):
+    """A command the quick path takes: its words, how many arguments, its options with a value, and
+    its options without one."""
+
+    words: tuple[str, ...]
+    arguments: int
+    values: frozenset[str]
+    flags: frozenset[str] = frozenset()
+
+
 STATE = "--state-dir"
+FORMS = (
+    Form(("show",), 1, frozenset({STATE})),
+    Form(("session", "list"), 0, frozenset({STATE})),
+    Form(("diff",), 1, frozenset({STATE, "--from", "--to"})),
+    Form(("export",), 1, frozenset({STATE, "-o", "--output", "--format"}), frozenset({"--check", "--no-check"})),
+)
+INTEGERS = frozenset({"--from", "--to"})
 
 
-def parse(argv: list[str]) -> tuple[str, Path | None, str] | None:
-    """(command, --state-dir, session) of a plain form, or None for anything else."""
-    words, state = list(argv), None
-    given = [word for word in words if word == STATE or word.startswith(STATE + "=")]
-    if len(given) > 1:
+class Plain(NamedTuple):
+    """A plain form as given: the command, its arguments, its options' values, its flags."""
+
+    command: str
+    arguments: list[str]
+    values: dict[str, str]
+    flags: set[str]
+
+
+def parse(argv: list[str]) -> Plain | None:
+    """The plain form argv is, or None for anything else."""
+    form = next((f for f in FORMS if tuple(argv[: len(f.words)]) == f.words), None)
+    if form is None or "--" in argv:
         return None
-    if given == [STATE]:
-        at = words.index(STATE)
-        if at + 1 >= len(words) or not words[at + 1] or words[at + 1].startswith("-"):
+    rest, arguments = list(argv[len(form.words) :]), []
+    values: dict[str, str] = {}
+    flags: set[str] = set()
+    while rest:
+        word = rest.pop(0)
+        name, equals, value = word.partition("=")
+        if not word.startswith("-"):
+            arguments.append(word)
+            continue
+        if name in form.values and not equals:
+            if not rest or rest[0].startswith("-"):
+                return None
+            value = rest.pop(0)
+        elif word in form.flags:
+            if flags:
+                return None
+            flags.add(word)
+            continue
+        elif name not in form.values:
             return None
-        state = Path(words[at + 1])
-        del words[at : at + 2]
-    elif given:
-        value = given[0].split("=", 1)[1]
-        if not value:
+        same = {"-o", "--output"} if name in ("-o", "--output") else {name}
+        if not value or same & values.keys() or (name in INTEGERS and not _integer(value)):
             return None
-        state = Path(value)
-        words.remove(given[0])
-    if any(word.startswith("-") for word in words):
+        values[name] = value
+    if len(arguments) != form.arguments or values.get("--format", "patch") != "patch":
         return None
-    if len(words) == 2 and words[0] == "show":
-        return "show", state, words[1]
-    if words == ["session", "list"]:
-        return "session list", state, ""
-    return None
+    return Plain(" ".join(form.words), arguments, values, flags)
 
 
 def run(argv: list[str]) -> int | None:
@@ -49,24 +86,14 @@ def run(argv: list[str]) -> int | None:
     plain = parse(argv)
     if plain is None:
         return None
-    command, state, session = plain
     from harness.cli import environment
     from harness.cli.failure import KNOWN, say
     from harness.cli.terminal import visible_console
 
-    console = visible_console(stderr=False)
     try:
-        sessions = environment.state_dir(state)
-        if command == "show":
-            from harness.cli.run_view import show
-
-            show(console, sessions, session)
-        else:
-            from harness.cli.listing import render_sessions
-
-            render_sessions(console, sessions)
+        _run(plain, environment.state_dir(_path(plain.values.get(STATE))))
     except KeyboardInterrupt:
-        visible_console(stderr=True).print("interrupted")
+        print("interrupted", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
     except KNOWN as error:
         return say(visible_console(stderr=True), error)
@@ -76,3 +103,47 @@ def run(argv: list[str]) -> int | None:
         return say(visible_console(stderr=True), error)
     sys.stdout.flush()
     return 0
+
+
+def _run(plain: Plain, sessions: Path) -> None:
+    from harness.cli.terminal import visible_console
+
+    if plain.command == "show":
+        from harness.cli.run_view import show
+
+        show(visible_console(stderr=False), sessions, plain.arguments[0])
+    elif plain.command == "session list":
+        from harness.cli.listing import render_sessions
+
+        render_sessions(visible_console(stderr=False), sessions)
+    elif plain.command == "diff":
+        from harness.cli import changes
+
+        to = plain.values.get("--to")
+        found = changes.diff(sessions, plain.arguments[0], int(plain.values.get("--from", 0)), _int(to))
+        changes.print_diff(visible_console(stderr=False), found)
+    else:  # export: no console unless it fails (the patch goes out byte for byte)
+        from harness.cli import changes
+
+        output = _path(plain.values.get("-o") or plain.values.get("--output"))
+        patch = changes.export(sessions, plain.arguments[0], output, check="--no-check" not in plain.flags)
+        if output is None:
+            changes.print_patch(patch)
+        else:
+            changes.say_written(output)
+
+
+def _integer(text: str) -> bool:
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _int(text: str | None) -> int | None:
+    return None if text is None else int(text)
+
+
+def _path(text: str | None) -> Path | None:
+    return None if text is None else Path(text)

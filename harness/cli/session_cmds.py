@@ -175,23 +175,16 @@ def diff_command(
     as_json: bool = typer.Option(False, "--json", help="Print the changes as JSON."),
 ) -> None:
     """Unified diff of the workspace between the states after two steps, then binary and mode changes."""
-    with _opened(state, session_id) as session:
-        steps = _steps(session)
-        result = session.diff(steps.snapshot(from_step), None if to_step is None else steps.snapshot(to_step))
+    from dataclasses import asdict
+
+    from harness.cli import changes
+
+    with reported():  # StepOutOfRange is a usage error (64), an unknown session 66: see exit_code_for
+        result = changes.diff(state_dir(state), session_id, from_step, to_step)
     if as_json:
-        print(json.dumps({"changes": [c.model_dump() for c in result.changes], "text": result.text}))
+        print(json.dumps({"changes": [asdict(c) for c in result.changes], "text": result.text}))
         return
-    if result.text and not console.is_terminal:  # piped: the diff byte for byte (a patch to apply)
-        console.file.write(result.text if result.text.endswith("\n") else result.text + "\n")
-    elif result.text:  # a terminal: its control characters spelled out
-        console.out(result.text.rstrip("\n"), highlight=False)
-    for path in result.binary:
-        console.print(f"binary: {path}", markup=False)
-    for change in result.mode_changes:
-        console.print(f"mode: {change.path} {change.old_mode:o} -> {change.new_mode:o}", markup=False)
-    for change in result.changes:
-        if change.path.endswith("/") and change.kind in ("added", "deleted"):
-            console.print(f"empty directory {change.kind}: {change.path}", markup=False)
+    changes.print_diff(console, result)
 
 
 @app.command("rollback")
@@ -229,22 +222,14 @@ def export_command(
     if form == "atif":
         _export_atif(target, output, state)
         return
-    with _opened(state, target) as session:
-        patch = session.export_patch()
-        if not patch.strip():
-            fail(
-                f"session {session.id} changed nothing (its step {session.step} holds what it imported): "
-                "there is no patch to export; nothing was written",
-                ExitCode.USAGE,
-            )
-        if output is not None:
-            output.write_bytes(patch.encode("utf-8", "surrogateescape"))  # written even if it conflicts
-        if check:
-            session.check_patch(patch)
+    from harness.cli import changes
+
+    with reported():
+        patch = changes.export(state_dir(state), target, output, check=check)
     if output is None:
-        typer.echo(patch, nl=False)
+        changes.print_patch(patch)
     else:
-        err_console.print(f"wrote {output}", markup=False)
+        changes.say_written(output)
 
 
 def _export_atif(target: str, output: Path | None, state: Path | None) -> None:

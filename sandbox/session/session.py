@@ -26,12 +26,12 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from sandbox import durable, labels
-from sandbox.errors import PatchConflict, SessionNotFound, SetupError, SnapshotError, StepOutOfRange, WorkspaceError
+from sandbox.errors import SessionNotFound, SetupError, SnapshotError, StepOutOfRange, WorkspaceError
 from sandbox.layout import SessionFolder, objects_dir
 from sandbox.network.egress import Egress
 from sandbox.network.secrets import Secret
 from sandbox.owner import hand_over
-from sandbox.session import quota
+from sandbox.session import quota, reading
 from sandbox.session.origin import head_commit
 from sandbox.session.records import (
     ForkPoint,
@@ -225,16 +225,12 @@ class Session:
     @classmethod
     def open(cls, state_dir: Path, session_id: str, images: StepImages | None = None) -> Session:
         """Open an existing session at its last complete step; SessionNotFound otherwise."""
-        folder = Path(state_dir) / session_id
-        if "/" in session_id or session_id.startswith("."):
-            raise SessionNotFound(f"no session {session_id!r} in {state_dir}")
+        record = reading.session_record(state_dir, session_id)
         try:
-            info = SessionInfo(**durable.read_json(SessionFolder(folder).info))
-        except FileNotFoundError:
-            raise SessionNotFound(f"no session {session_id!r} in {state_dir} (see: harness session list)") from None
-        except ValueError as error:
+            info = SessionInfo(**record)
+        except (ValueError, TypeError) as error:
             raise SessionNotFound(f"session {session_id} is unreadable: {error}") from None
-        return cls(folder, info, images)
+        return cls(Path(state_dir) / session_id, info, images)
 
     @classmethod
     def fork(
@@ -299,7 +295,7 @@ class Session:
 
     def _read_steps(self) -> list[StepRecord]:
         try:
-            return [StepRecord(**r) for r in durable.read_lines(self.paths.steps)]
+            return [StepRecord(**r) for r in reading.step_lines(self.paths, self.info.id)]
         except (ValueError, TypeError) as error:
             raise SnapshotError(f"session {self.info.id}: its step log is damaged: {error}".splitlines()[0]) from None
 
@@ -333,7 +329,7 @@ class Session:
     def _objects(self) -> ObjectStore:
         if self._store is not None:
             return self._store.objects
-        return ObjectStore(self.shared.git if self.shared else self.paths.store / "git")
+        return ObjectStore(reading.object_dir(self.paths, self.info.objects))
 
     def _writing(self) -> contextlib.AbstractContextManager[None]:
         """No collection of the shared store while held (objects written until their tree is recorded)."""
@@ -609,35 +605,11 @@ class Session:
 
     def export_patch(self) -> str:
         """A patch from the imported repository to the latest step, for `git apply` on the original."""
-        text, left_out = snapdiff.patch(self._objects(), self.records[0].tree, self.records[-1].tree)
-        if not left_out:
-            return text
-        note = "".join(f"# harness: not in this patch (nested .git or large file): {p}\n" for p in left_out)
-        return note + text
+        return snapdiff.export_patch(self._objects(), self.records[0].tree, self.records[-1].tree)
 
     def check_patch(self, patch: str) -> None:
-        """Raise PatchConflict unless `git apply --check` accepts patch on the original repository.
-
-        git runs with our own store as GIT_DIR and a scrubbed environment: it reads only the files the
-        patch names and never the repository's own .git, config, hooks or filter drivers.
-        """
-        if not self.repo.is_dir():
-            raise PatchConflict(
-                f"the original repository {self.repo} is gone; write the patch with -o and apply it elsewhere"
-            )
-        done = snapdiff.git(
-            self._objects(),
-            "apply",
-            "--check",
-            "--whitespace=nowarn",
-            "-",
-            cwd=str(self.repo),
-            work_tree=str(self.repo),
-            stdin=patch.encode("utf-8", "surrogateescape"),
-        )
-        if done.returncode != 0:
-            first = (done.stderr.decode(errors="replace").strip().splitlines() or ["git apply --check failed"])[0]
-            raise PatchConflict(f"the patch no longer applies to {self.repo} (it changed since import): {first}")
+        """Raise PatchConflict unless `git apply --check` accepts patch on the original repository."""
+        snapdiff.check_patch(self._objects(), self.repo, patch)
 
     def images(self) -> list[str]:
         """Every distinct image the session's steps use (step 0's first)."""

@@ -14,12 +14,11 @@ import os
 import subprocess
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
-
-from sandbox.errors import SnapshotError
+from sandbox.errors import PatchConflict, SnapshotError
 from sandbox.snapshot.edit import generated
 from sandbox.snapshot.objects import DIR, EMPTY_TREE, LARGE, LINK, ObjectStore, TreeEntry
 from sandbox.tree import PostOrder, post_order
@@ -27,7 +26,8 @@ from sandbox.tree import PostOrder, post_order
 ChangeKind = Literal["added", "deleted", "modified", "mode", "type"]
 
 
-class Change(BaseModel):
+@dataclass(frozen=True)
+class Change:
     """One path that differs between two snapshots (directories only for mode changes)."""
 
     path: str
@@ -37,10 +37,11 @@ class Change(BaseModel):
     binary: bool = False
 
 
-class SnapshotDiff(BaseModel):
-    """What changed from one snapshot to another."""
+@dataclass(frozen=True)
+class SnapshotDiff:
+    """What changed from one snapshot to another (plain data: `harness diff` builds no model)."""
 
-    changes: list[Change] = Field(default_factory=list)
+    changes: list[Change] = field(default_factory=list)
     text: str = ""
     """Unified diff of text files and symlink targets."""
 
@@ -258,3 +259,34 @@ def patch(store: ObjectStore, a: str, b: str) -> tuple[str, list[str]]:
     if done.returncode != 0:
         raise SnapshotError(f"git diff-tree failed: {done.stderr.decode(errors='replace').strip()}")
     return done.stdout.decode("utf-8", "surrogateescape"), left_out
+
+
+def export_patch(store: ObjectStore, a: str, b: str) -> str:
+    """A patch from tree a to tree b for `git apply` on the original repository, a comment line first
+    for each changed path it leaves out (a nested .git, a large file)."""
+    text, left_out = patch(store, a, b)
+    note = "".join(f"# harness: not in this patch (nested .git or large file): {p}\n" for p in left_out)
+    return note + text
+
+
+def check_patch(store: ObjectStore, repo: Path, text: str) -> None:
+    """Raise PatchConflict unless `git apply --check` accepts the patch on repo.
+
+    git runs with our own store as GIT_DIR and a scrubbed environment: it reads only the files the
+    patch names and never the repository's own .git, config, hooks or filter drivers.
+    """
+    if not repo.is_dir():
+        raise PatchConflict(f"the original repository {repo} is gone; write the patch with -o and apply it elsewhere")
+    done = git(
+        store,
+        "apply",
+        "--check",
+        "--whitespace=nowarn",
+        "-",
+        cwd=str(repo),
+        work_tree=str(repo),
+        stdin=text.encode("utf-8", "surrogateescape"),
+    )
+    if done.returncode != 0:
+        first = (done.stderr.decode(errors="replace").strip().splitlines() or ["git apply --check failed"])[0]
+        raise PatchConflict(f"the patch no longer applies to {repo} (it changed since import): {first}")

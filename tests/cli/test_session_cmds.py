@@ -179,3 +179,41 @@ def test_prune_removes_images_of_deleted_sessions_and_unfinished_creates(
         "a live session's and another directory's images stay"
     )
     assert (state / "live" / "session.json").exists() and not (state / "half").exists()
+
+
+def _full(*args: str) -> subprocess.CompletedProcess[str]:
+    """The same command through the full command line (typer, the models), never the quick path."""
+    probe = (
+        f"import sys; from harness.cli import _load; sys.argv = ['harness', *{list(args)!r}]; _load(sys.argv[1]).main()"
+    )
+    env = {**os.environ, "HARNESS_RUN_ID": "session-cli-test", "COLUMNS": "200"}
+    return subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=150)
+
+
+def test_the_quick_read_path_says_what_the_full_command_line_says(made: tuple[Path, Path], tmp_path: Path) -> None:
+    """`show`, `session list`, `diff` and `export` in their plain forms skip typer and the models: same
+    output, same errors, same exit codes, same files."""
+    _repo, state = made
+    sd = ["--state-dir", str(state)]
+    for argv in (
+        ["show", "cli", *sd],
+        ["session", "list", *sd],
+        ["diff", "cli", *sd],
+        ["diff", "cli", "--from", "1", f"--state-dir={state}"],
+        ["diff", "cli", "--from=0", "--to", "1", *sd],
+        ["export", "cli", *sd],
+        ["export", "cli", "--no-check", *sd],
+        ["show", "nope", *sd],
+        ["diff", "cli", "--to", "9", *sd],
+        ["export", "nope", *sd],
+        ["session", "list", "--state-dir", str(tmp_path / "empty")],
+    ):
+        quick, full = harness(*argv), _full(*argv)
+        assert (quick.returncode, quick.stdout, quick.stderr) == (full.returncode, full.stdout, full.stderr), argv
+    written = {}
+    for side, run in (("quick", harness), ("full", _full)):
+        out = tmp_path / f"{side}.patch"
+        done = run("export", "cli", "-o", str(out), *sd)
+        assert done.returncode == 0 and done.stderr == f"wrote {out}\n", done.stderr
+        written[side] = out.read_bytes()
+    assert written["quick"] == written["full"] and b"data.bin" in written["quick"]
