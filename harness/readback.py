@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from harness.causes import INFRA_CAUSES
 from harness.errors import SessionError
 from sandbox.durable import read_lines
 from sandbox.exit_code import ExitCode
@@ -128,6 +129,12 @@ def result(session_dir: Path) -> dict[str, Any]:
 def current_outcome(outcome: str) -> str:
     """An outcome in today's spelling (`sandbox_error` is `infra_error`)."""
     return LEGACY_OUTCOMES.get(outcome, outcome)
+
+
+def is_infra(outcome: str, cause: str | None) -> bool:
+    """Whether a task-run ended by the machine's fault (the sandbox, or an unreachable endpoint):
+    left out of the completion rate, counted apart."""
+    return current_outcome(outcome) == "infra_error" or cause in INFRA_CAUSES
 
 
 def tokens(spent: Mapping[str, Any]) -> dict[str, int]:

@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from harness import readback
+from harness.causes import Cause
 from harness.errors import SessionError
 from harness.policy.decision import Decision
-from harness.types import Cause, Message, ModelTurn, ToolCall, ToolSchema
+from harness.types import Message, ModelTurn, ToolCall, ToolSchema
 from sandbox.durable import read_lines, write_text_atomic
 from sandbox.envelope import Envelope
 from sandbox.errors import at_path
@@ -245,7 +246,7 @@ class OutcomeRecord(_Record):
     evidence: Any = None
     exit_code: int = 0
     cause: Cause | None = None
-    """Why the machine, not the agent, ended the run (see `harness.types.Cause`)."""
+    """Why the machine, not the agent, ended the run (see `harness.causes.Cause`)."""
 
 
 Record = Annotated[

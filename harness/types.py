@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -93,23 +93,6 @@ Outcome = Literal[
     "incomplete",
 ]
 """An outcome as records, results and reports spell it: the kind, and for a limit which one."""
-
-Cause = Literal[
-    "endpoint_unreachable",
-    "engine_unavailable",
-    "image_missing",
-    "runtime_missing",
-    "workspace_failed",
-    "snapshot_failed",
-    "sandbox_failed",
-]
-"""Why a run ended by the machine's fault, not the agent's: the model endpoint could not be reached
-(a `model_error`), or the sandbox could not run the calls (an `infra_error`: the engine gone, an image
-or runtime missing mid-run, the workspace or its snapshots failing, any other engine failure such
-as a container that would not start). A batch tries such a run again, and the report leaves it out
-of the completion rate. The sandbox's error classes name theirs (`SandboxError.infra_cause`)."""
-
-INFRA_CAUSES: frozenset[str] = frozenset(get_args(Cause))
 
 StopReason = Literal["end_turn", "tool_use", "max_tokens", "content_filter", "refusal", "other"]
 

@@ -31,7 +31,7 @@ class SandboxError(Exception):
 
     exit_code: ClassVar[int] = ExitCode.SANDBOX
     infra_cause: ClassVar[str] = "sandbox_failed"
-    """What a run this ends failed on (`harness.types.Cause`): the machine's failure, not the agent's."""
+    """What a run this ends failed on (`harness.causes.Cause`): the machine's failure, not the agent's."""
 
 
 class EngineUnavailable(SandboxError, ConnectionError):

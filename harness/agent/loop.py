@@ -27,6 +27,7 @@ from harness.agent.prompt import obstacle_line
 from harness.agent.repetition import NOTE
 from harness.agent.seams import Provider, RegistryLike, Sandbox, SessionLike, VerifierLike
 from harness.agent.verify import VerifyResult, feedback
+from harness.causes import Cause
 from harness.config import RepetitionConfig
 from harness.errors import LimitReached, ModelError, SessionError, Stop
 from harness.storage import is_storage_failure
@@ -43,7 +44,7 @@ from harness.trajectory import (
     VerifyRecord,
     write_state,
 )
-from harness.types import Cause, Message, ModelTurn, Outcome, ToolCall
+from harness.types import Message, ModelTurn, Outcome, ToolCall
 from sandbox.errors import SandboxError
 from sandbox.layout import SessionFolder
 from sandbox.spec import SandboxSpec

@@ -10,8 +10,9 @@ from harness import readback
 from harness.agent.budget import Spent
 from harness.agent.context import ContextState
 from harness.agent.repetition import Repetition
+from harness.causes import INFRA_CAUSES, Cause
 from harness.errors import ModelError, ModelUnreachable, RetryBudgetExhausted
-from harness.types import INFRA_CAUSES, Cause, LimitKind, Outcome, OutcomeKind
+from harness.types import LimitKind, Outcome, OutcomeKind
 from sandbox.errors import SandboxError
 from sandbox.exit_code import ExitCode
 
@@ -53,10 +54,7 @@ def infra_cause(error: SandboxError) -> Cause:
     return cast(Cause, cause) if cause in INFRA_CAUSES else "sandbox_failed"
 
 
-def is_infra(outcome: str, cause: str | None) -> bool:
-    """Whether a task-run ended by the machine's fault (the sandbox, or an unreachable endpoint):
-    left out of the completion rate, counted apart."""
-    return LEGACY_OUTCOMES.get(outcome, outcome) == "infra_error" or cause in INFRA_CAUSES
+is_infra = readback.is_infra
 
 
 def machine_cause(error: ModelError) -> Cause | None:

@@ -23,32 +23,8 @@ from typing import Any, Protocol
 import pathspec
 from pydantic import BaseModel, ConfigDict
 
+from harness.agent.protected import PROTECTED_FILES
 from sandbox.snapshot.edit import generated
-
-PROTECTED_FILES = (
-    # Python: pytest's own configuration, plugins and hooks at any depth, interpreter start-up hooks
-    "pytest.ini",
-    ".pytest.ini",
-    "conftest.py",
-    "/sitecustomize.py",
-    "/usercustomize.py",
-    "/*.pth",
-    "/.env",
-    # JavaScript / TypeScript test runners
-    "jest.config.*",
-    "vitest.config.*",
-    "vitest.workspace.*",
-    ".mocharc*",
-    "karma.conf.*",
-    "ava.config.*",
-    "playwright.config.*",
-    # Go: the test files live beside the code (a `//go:build ignore` line drops one from `go test`)
-    "*_test.go",
-    # Rust: cargo's own configuration (cfg flags, runners)
-    "/.cargo/config",
-    "/.cargo/config.toml",
-)
-"""gitignore-style patterns of files that only configure how tests are found and run."""
 
 
 class ProtectedChange(BaseModel):

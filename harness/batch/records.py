@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from harness.batch.plain import record_files
 from sandbox.durable import read_json, write_text_atomic
 
 
@@ -52,7 +53,7 @@ class Attempt(BaseModel):
     outcome: str
     detail: str = ""
     cause: str | None = None
-    """The machine's failure this attempt ended on (`harness.types.Cause`), if it was one."""
+    """The machine's failure this attempt ended on (`harness.causes.Cause`), if it was one."""
     duration_s: float = 0.0
 
 
@@ -67,7 +68,7 @@ class TaskRunRecord(BaseModel):
     attempt ended in a sandbox or endpoint failure."""
     outcome: str = ""
     cause: str | None = None
-    """Set when the machine failed the task-run, not the agent (`harness.types.Cause`): an
+    """Set when the machine failed the task-run, not the agent (`harness.causes.Cause`): an
     infrastructure failure, left out of the report's completion rate and counted apart."""
     exit_code: int | None = None
     verified: bool = False
@@ -187,7 +188,7 @@ class BatchDir:
     def records(self) -> list[TaskRunRecord]:
         """Every readable record, in path order."""
         found = []
-        for path in sorted((self.root / "runs").glob("*/*/*.json")):
+        for path in record_files(self.root):
             try:
                 found.append(TaskRunRecord.model_validate(read_json(path)))
             except ValueError:

@@ -3,7 +3,7 @@ prints, and wires components together; each command group lives in its own modul
 
 `main` first offers the command to `quick` (a one-shot `harness exec` the warm service can answer,
 without importing typer, rich or the docker SDK) or to `reads` (`show`, `session list`, `diff`,
-`export` without typer or pydantic models); everything else loads the full command line.
+`export`, `report` without typer or pydantic models); everything else loads the full command line.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def main() -> None:
         code = quick.run(sys.argv[1:])
         if code is not None:
             sys.exit(code)
-    if sys.argv[1:2] in (["show"], ["session"], ["diff"], ["export"]):  # plain read forms: no typer, no models
+    if sys.argv[1:2] in (["show"], ["session"], ["diff"], ["export"], ["report"]):  # plain reads: no typer, no models
         from harness.cli import reads
 
         code = reads.run(sys.argv[1:])

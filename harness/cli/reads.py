@@ -1,10 +1,12 @@
 """The quick path of the read commands a person runs dozens of times over a night's sessions:
-`harness show SESSION`, `harness session list`, `harness diff SESSION` and `harness export SESSION`
-(a patch), in their plain forms and with their common options.
+`harness show SESSION`, `harness session list`, `harness diff SESSION`, `harness export SESSION`
+(a patch) and `harness report DIR...` (Markdown or JSON), in their plain forms and with their common
+options.
 
 They print what the full command prints, through the same functions (`run_view.show`,
-`listing.render_sessions`, `changes`), without building the command line: no typer, no pydantic
-models (the views read the records as plain JSON, diff and export the snapshots' trees). Any other
+`listing.render_sessions`, `changes`, `render.text_report`), without building the command line: no
+typer, no pydantic models (the views and the report read the records as plain JSON, diff and export
+the snapshots' trees). Any other
 form (`--json`, `--help`, an option given twice, one it does not know) returns None and the full
 command line handles it, usage errors included.
 """
@@ -19,21 +21,25 @@ from sandbox.exit_code import ExitCode
 
 
 class Form(NamedTuple):
-    """A command the quick path takes: its words, how many arguments, its options with a value, and
-    its options without one."""
+    """A command the quick path takes: its words, how many arguments (MANY: one or more), its options
+    with a value, its options without one, and the `--format`s it takes here (the first: its default)."""
 
     words: tuple[str, ...]
     arguments: int
     values: frozenset[str]
     flags: frozenset[str] = frozenset()
+    formats: tuple[str, ...] = ()
 
 
+MANY = -1
 STATE = "--state-dir"
+OUTPUT = frozenset({"-o", "--output"})
 FORMS = (
     Form(("show",), 1, frozenset({STATE})),
     Form(("session", "list"), 0, frozenset({STATE})),
     Form(("diff",), 1, frozenset({STATE, "--from", "--to"})),
-    Form(("export",), 1, frozenset({STATE, "-o", "--output", "--format"}), frozenset({"--check", "--no-check"})),
+    Form(("export",), 1, frozenset({STATE, "--format", *OUTPUT}), frozenset({"--check", "--no-check"}), ("patch",)),
+    Form(("report",), MANY, frozenset({"--format", *OUTPUT}), formats=("md", "json")),
 )
 INTEGERS = frozenset({"--from", "--to"})
 
@@ -72,11 +78,14 @@ def parse(argv: list[str]) -> Plain | None:
             continue
         elif name not in form.values:
             return None
-        same = {"-o", "--output"} if name in ("-o", "--output") else {name}
+        same = OUTPUT if name in OUTPUT else {name}
         if not value or same & values.keys() or (name in INTEGERS and not _integer(value)):
             return None
         values[name] = value
-    if len(arguments) != form.arguments or values.get("--format", "patch") != "patch":
+    many = form.arguments == MANY and len(arguments) >= 1
+    if not (many or len(arguments) == form.arguments):
+        return None
+    if "--format" in values and values["--format"] not in form.formats:
         return None
     return Plain(" ".join(form.words), arguments, values, flags)
 
@@ -122,10 +131,21 @@ def _run(plain: Plain, sessions: Path) -> None:
         to = plain.values.get("--to")
         found = changes.diff(sessions, plain.arguments[0], int(plain.values.get("--from", 0)), _int(to))
         changes.print_diff(visible_console(stderr=False), found)
+    elif plain.command == "report":
+        from harness.cli.terminal import write_visible
+        from harness.report.render import text_report
+
+        output = _output(plain)
+        text = text_report([Path(folder) for folder in plain.arguments], plain.values.get("--format", "md"))
+        if output is None:
+            write_visible(text)
+        else:
+            output.write_text(text, encoding="utf-8")
+            visible_console(stderr=False).print(f"wrote {output}", soft_wrap=True, markup=False)
     else:  # export: no console unless it fails (the patch goes out byte for byte)
         from harness.cli import changes
 
-        output = _path(plain.values.get("-o") or plain.values.get("--output"))
+        output = _output(plain)
         patch = changes.export(sessions, plain.arguments[0], output, check="--no-check" not in plain.flags)
         if output is None:
             changes.print_patch(patch)
@@ -143,6 +163,10 @@ def _integer(text: str) -> bool:
 
 def _int(text: str | None) -> int | None:
     return None if text is None else int(text)
+
+
+def _output(plain: Plain) -> Path | None:
+    return _path(plain.values.get("-o") or plain.values.get("--output"))
 
 
 def _path(text: str | None) -> Path | None:

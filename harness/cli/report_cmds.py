@@ -27,17 +27,14 @@ def report_command(
 ) -> None:
     """Completion, turns, first-tool accuracy, cost and long-context success, per model and category;
     a Harbor job directory's trials beside harness's batches (each trial a task-run of `harbor:AGENT`)."""
-    from harness.batch.adaptive import read_log
-    from harness.batch.records import BatchDir
-    from harness.report import harbor_jobs
-    from harness.report.metrics import report
-    from harness.report.render import as_json, as_markdown
+    from harness.cli.terminal import write_visible
+    from harness.report.render import check_source, text_report
 
     if fmt not in _FORMATS:
         fail(f"--format must be one of {', '.join(_FORMATS)}, not {fmt!r}", ExitCode.USAGE)
-    for folder in dirs:
-        _check_batch(folder)
     with reported():
+        for folder in dirs:
+            check_source(folder)
         if fmt == "html":
             from harness.report import pages
 
@@ -46,15 +43,9 @@ def report_command(
             written = pages.write_report(dirs, output) if output else pages.write_batch(dirs[0])
             console.print(f"wrote {written}", soft_wrap=True, markup=False)
             return
-        reports = [
-            report(harbor_jobs.records(folder), source=str(folder))
-            if harbor_jobs.is_job(folder)
-            else report(BatchDir(folder).records(), source=str(folder), concurrency=read_log(folder))
-            for folder in dirs
-        ]
-        text = as_json(reports) if fmt == "json" else as_markdown(reports)
+        text = text_report(dirs, fmt)
     if output is None:
-        console.out(text, highlight=False)
+        write_visible(text)
     else:
         output.write_text(text, encoding="utf-8")
         console.print(f"wrote {output}", soft_wrap=True, markup=False)
@@ -123,13 +114,6 @@ def _resolve(target: str, state: Path | None) -> tuple[Path, bool]:
         "or session id (see: harness session list)",
         ExitCode.NOT_FOUND,
     )
-
-
-def _check_batch(folder: Path) -> None:
-    from harness.report import harbor_jobs
-
-    if not (folder / "runs").is_dir() and not harbor_jobs.is_job(folder):
-        fail(f"{folder} is no batch directory (no runs/ in it) and no Harbor job directory", ExitCode.NOT_FOUND)
 
 
 def _serve(folder: Path, batch: bool, port: int, open_browser: bool) -> None:

@@ -48,3 +48,11 @@ def visible_console(**options: Any) -> Console:
             return super().render_str(visible(text), **kwargs)
 
     return Visible(highlight=False, **options)
+
+
+def write_visible(text: str) -> None:
+    """A whole text on standard output as it is (never wrapped or cut), its control characters made
+    visible, then a newline."""
+    import sys
+
+    sys.stdout.write(visible(text) + "\n")

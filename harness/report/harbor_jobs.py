@@ -9,9 +9,10 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from harness.batch.records import TaskRunKey, TaskRunRecord
+if TYPE_CHECKING:  # is_job is asked by `harness report`'s quick path, which builds no model
+    from harness.batch.records import TaskRunRecord
 
 TRAJECTORY = Path("agent") / "trajectory.json"
 
@@ -51,6 +52,8 @@ def trajectory_of(record: TaskRunRecord) -> Path | None:
 
 
 def _record(data: dict[str, Any], trial: Path, counts: dict[tuple[str, str], int]) -> TaskRunRecord | None:
+    from harness.batch.records import TaskRunKey, TaskRunRecord
+
     task = str(data.get("task_name") or trial.name.split("__")[0])
     agent = data.get("agent_info") or {}
     model_info = agent.get("model_info") or {}

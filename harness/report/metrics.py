@@ -8,13 +8,12 @@ import re
 import statistics
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from harness.agent.outcome import LEGACY_OUTCOMES, is_infra
 from harness.batch.adaptive import Change
-from harness.batch.records import TaskRunRecord
+from harness.batch.plain import TaskRun
+from harness.readback import LEGACY_OUTCOMES, is_infra
 from harness.report.overlaps import overlaps
 from harness.report.patchstats import patch_stats
 
@@ -27,16 +26,15 @@ SMALL_N = 10
 """Below this many task-runs a figure carries a note that n is small."""
 
 
-class Completion(BaseModel):
+@dataclass(kw_only=True)
+class Completion:
     """Whether a task-run counts as completed, and if not, why."""
-
-    model_config = ConfigDict(extra="forbid")
 
     completed: bool
     why: str = ""
 
 
-def completion(record: TaskRunRecord) -> Completion:
+def completion(record: TaskRun) -> Completion:
     """Verified, with the tests untouched, no assertion removed, and the change within the task's size."""
     if not record.verified:
         return Completion(completed=False, why=record.outcome or record.status)
@@ -54,17 +52,16 @@ def completion(record: TaskRunRecord) -> Completion:
     return Completion(completed=True)
 
 
-class FirstTool(BaseModel):
+@dataclass(kw_only=True)
+class FirstTool:
     """Whether the first tool call was sensible, and by which rule."""
-
-    model_config = ConfigDict(extra="forbid")
 
     sensible: bool | None
     """None when the run made no tool call."""
     rule: str
 
 
-def first_tool(record: TaskRunRecord) -> FirstTool:
+def first_tool(record: TaskRun) -> FirstTool:
     if record.first_tool is None:
         return FirstTool(sensible=None, rule="no tool call")
     if record.first_tools:
@@ -74,10 +71,9 @@ def first_tool(record: TaskRunRecord) -> FirstTool:
     return FirstTool(sensible=record.first_tool in EXPLORING, rule="default: explore or run the tests first")
 
 
-class Figures(BaseModel):
+@dataclass(kw_only=True)
+class Figures:
     """The numbers of one group of task-runs (a model, a category, a whole batch)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     task_runs: int
     completed: int
@@ -90,7 +86,7 @@ class Figures(BaseModel):
     """Tool-call turns of completed task-runs."""
     turns_median: float | None
     first_tool_accuracy: float | None
-    first_tool_rules: dict[str, int] = Field(default_factory=dict)
+    first_tool_rules: dict[str, int] = field(default_factory=dict)
     cost_total_usd: float
     cost_per_run_usd: float | None
     input_tokens_per_run: float | None = None
@@ -110,28 +106,26 @@ class Figures(BaseModel):
     """Said when n is small."""
 
 
-class Failures(BaseModel):
+@dataclass(kw_only=True)
+class Failures:
     """Where it failed."""
-
-    model_config = ConfigDict(extra="forbid")
 
     outcomes: dict[str, int]
     """Task-runs that did not complete, by why (failed_verification, stuck, limit:*, edited the tests...)."""
     tool_errors: dict[str, int]
     """Tool error kinds over all task-runs, most frequent first."""
-    obstacles: dict[str, int] = Field(default_factory=dict)
+    obstacles: dict[str, int] = field(default_factory=dict)
     """The models' own end-of-task lines on their biggest obstacle, grouped (case and punctuation
     aside), most frequent first."""
-    refused_hosts: dict[str, int] = Field(default_factory=dict)
+    refused_hosts: dict[str, int] = field(default_factory=dict)
     """Network requests the sessions' egress proxies refused (`--allow-net`), by host."""
-    not_applied: dict[str, int] = Field(default_factory=dict)
+    not_applied: dict[str, int] = field(default_factory=dict)
     """What the repositories' devcontainer.json asked for and harness never applied, by key: task-runs."""
 
 
-class Report(BaseModel):
+@dataclass(kw_only=True)
+class Report:
     """One batch's report."""
-
-    model_config = ConfigDict(extra="forbid")
 
     source: str
     overall: Figures
@@ -141,24 +135,24 @@ class Report(BaseModel):
     never_started: int
     infra_failures: int = 0
     """Task-runs the machine failed, left out of every completion figure."""
-    infra_causes: dict[str, int] = Field(default_factory=dict)
+    infra_causes: dict[str, int] = field(default_factory=dict)
     """What they failed on (`engine_unavailable`, `image_missing`, `endpoint_unreachable`...), most
     frequent first."""
-    per_task: dict[str, dict[str, float]] = Field(default_factory=dict)
+    per_task: dict[str, dict[str, float]] = field(default_factory=dict)
     """Per task: median cost and turns, completion share over its runs."""
-    overlaps: list[dict[str, Any]] = Field(default_factory=list)
+    overlaps: list[dict[str, Any]] = field(default_factory=list)
     """Pairs of verified changes touching the same files (`a`, `b` session ids, `files`, and
     `same_lines`: the files where their hunks cover the same lines of the original)."""
-    concurrency: list[dict[str, Any]] = Field(default_factory=list)
+    concurrency: list[dict[str, Any]] = field(default_factory=list)
     """`--workers auto`: each change of the limit (`ts`, `limit`, `running`, `why`), oldest first."""
 
 
-def infra_failed(record: TaskRunRecord) -> bool:
+def infra_failed(record: TaskRun) -> bool:
     """The machine, not the agent, ended the task-run (after the batch's retries)."""
     return not record.verified and is_infra(record.outcome, record.cause)
 
 
-def figures(records: Sequence[TaskRunRecord]) -> Figures:
+def figures(records: Sequence[TaskRun]) -> Figures:
     ran = [r for r in records if r.status != "never_started"]
     infra = [r for r in ran if infra_failed(r)]
     judged_runs = [r for r in ran if not infra_failed(r)]
@@ -203,7 +197,7 @@ def figures(records: Sequence[TaskRunRecord]) -> Figures:
     )
 
 
-def report(records: Iterable[TaskRunRecord], source: str = "", concurrency: Sequence[Change] = ()) -> Report:
+def report(records: Iterable[TaskRun], source: str = "", concurrency: Sequence[Change] = ()) -> Report:
     """The report of a batch's records (and, run with `--workers auto`, its limit over time)."""
     records = list(records)
     ran = [r for r in records if r.status != "never_started"]

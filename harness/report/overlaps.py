@@ -8,7 +8,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from harness.batch.records import TaskRunRecord
+from harness.batch.plain import TaskRun
 
 _FILE = re.compile(r"^diff --git a/(.+?) b/(.+)$")
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@")
@@ -50,7 +50,7 @@ def touched(patch: str | None) -> Touched:
     return Touched(found)
 
 
-def overlaps(records: Sequence[TaskRunRecord]) -> list[Overlap]:
+def overlaps(records: Sequence[TaskRun]) -> list[Overlap]:
     """Every pair of verified changes that touch a file in common, by session id."""
     changes = [(r.session_id, touched(r.patch), start_of(r)) for r in records if r.verified and r.patch]
     found = []
@@ -67,7 +67,7 @@ def overlaps(records: Sequence[TaskRunRecord]) -> list[Overlap]:
     return found
 
 
-def start_of(record: TaskRunRecord) -> str:
+def start_of(record: TaskRun) -> str:
     """The commit a task-run's change is against: a mined task's start commit (its commit's parent, or
     the commit itself when the tags name no parent), else "" (the batch's one repository state)."""
     tags = record.tags or {}

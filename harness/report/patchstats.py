@@ -6,28 +6,27 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import pathspec
-from pydantic import BaseModel, ConfigDict
 
-from harness.agent.protect import PROTECTED_FILES
+from harness.agent.protected import PROTECTED_FILES
 
 _FILE = re.compile(r"^diff --git a/(.+?) b/(.+)$")
 _TESTISH = re.compile(r"(^|/)(tests?|spec|__tests__)/|(^|/)test_[^/]*\.py$|_test\.(py|go|rs)$|\.(test|spec)\.[jt]sx?$")
 _ASSERT = re.compile(r"\b(assert|expect\(|assertEqual|assert_eq!|t\.Error|self\.assert)")
 
 
-class PatchStats(BaseModel):
+@dataclass(kw_only=True)
+class PatchStats:
     """Counts of one patch."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    files: list[str] = []
+    files: list[str] = field(default_factory=list)
     lines_changed: int = 0
-    test_files: list[str] = []
+    test_files: list[str] = field(default_factory=list)
     """Edited files that are tests (the task's read-only paths, or test-looking names)."""
     removed_assertions: int = 0
-    test_config: list[str] = []
+    test_config: list[str] = field(default_factory=list)
     """Edited files that configure how tests are found and run (pytest.ini, conftest.py, ...)."""
 
 

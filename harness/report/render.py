@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from harness.batch.adaptive import invocations
+from harness.errors import NotFoundError
+from harness.report import metrics
 from harness.report.metrics import Figures, Report
 
 ROWS: list[tuple[str, str]] = [
@@ -46,8 +50,34 @@ def infra_line(report: Report) -> str:
     )
 
 
+def text_report(dirs: Sequence[Path], fmt: str) -> str:
+    """The report of batch directories and Harbor job directories, side by side, as Markdown or JSON
+    (a batch's records read as plain data: the report acts on none of them)."""
+    from harness.batch.adaptive import read_log
+    from harness.batch.plain import plain_records
+    from harness.report import harbor_jobs
+
+    for folder in dirs:
+        check_source(folder)
+    reports = [
+        metrics.report(harbor_jobs.records(folder), source=str(folder))
+        if harbor_jobs.is_job(folder)
+        else metrics.report(plain_records(folder), source=str(folder), concurrency=read_log(folder))
+        for folder in dirs
+    ]
+    return as_json(reports) if fmt == "json" else as_markdown(reports)
+
+
+def check_source(folder: Path) -> None:
+    """NotFoundError unless folder is a batch directory or a Harbor job directory."""
+    from harness.report import harbor_jobs
+
+    if not (Path(folder) / "runs").is_dir() and not harbor_jobs.is_job(folder):
+        raise NotFoundError(f"{folder} is no batch directory (no runs/ in it) and no Harbor job directory")
+
+
 def as_json(reports: Sequence[Report]) -> str:
-    return json.dumps([r.model_dump(mode="json") for r in reports], indent=1)
+    return json.dumps([asdict(r) for r in reports], indent=1)
 
 
 def as_markdown(reports: Sequence[Report]) -> str:

@@ -12,11 +12,12 @@ from harness import assembly
 from harness.agent.outcome import RunResult, RunState
 from harness.assembly import Runtime
 from harness.batch import worker
+from harness.causes import INFRA_CAUSES
 from harness.config import LimitsConfig, RunConfig
 from harness.errors import ModelBadResponse, ModelUnavailable, ModelUnreachable, RetryBudgetExhausted
 from harness.providers.scripted import ScriptedProvider, parse_script
 from harness.trajectory import read_records, read_state
-from harness.types import INFRA_CAUSES, Message, ModelTurn, ToolCall, ToolSchema, Usage
+from harness.types import Message, ModelTurn, ToolCall, ToolSchema, Usage
 from sandbox import errors as sandbox_errors
 from sandbox.errors import EngineUnavailable, ImageNotFound, SandboxError
 from sandbox.fake import FakeSandbox

@@ -65,15 +65,20 @@ def test_a_read_command_loads_its_module_and_none_of_the_run_machinery(tmp_path)
 
 
 def test_the_plain_read_commands_load_no_command_line_and_build_no_model(tmp_path):
-    """`show SESSION` and `session list` read the records as plain JSON, `diff` and `export` the
-    snapshots' trees: no typer, no pydantic model."""
+    """`show SESSION`, `session list` and `report DIR` read the records as plain JSON, `diff` and
+    `export` the snapshots' trees: no typer, no pydantic model."""
     never = (*READ_COMMANDS_NEVER_LOAD, "pydantic.main", "harness.trajectory", "harness.agent.outcome")
+    record = tmp_path / "batch" / "runs" / "t1" / "m-abc123" / "0.json"
+    record.parent.mkdir(parents=True)
+    record.write_text(json.dumps({"key": {"task_id": "t1", "model": "m", "run_index": 0}, "status": "done"}))
     for argv, exit_code, said in (
+        (("report", str(tmp_path / "batch")), 0, "| completion"),
         (("session", "list"), 0, "no sessions in"),
         (("show", "nosuchsession"), 66, ""),
         (("show", "--state-dir", str(tmp_path / "elsewhere"), "nosuchsession"), 66, ""),
         (("diff", "nosuchsession", "--from", "1"), 66, ""),
         (("export", "nosuchsession", "-o", str(tmp_path / "out.patch"), "--no-check"), 66, ""),
+        (("report", str(tmp_path / "nobatch")), 66, ""),
     ):
         code, modules, out = _loaded(tmp_path, *argv)
         assert code == exit_code and said in out, argv

@@ -19,6 +19,14 @@ from harness.cli import reads
         (["diff", "s1", "--from", "2", "--to=3"], "diff", ["s1"], {"--from": "2", "--to": "3"}, set()),
         (["export", "s1", "-o", "p", "--no-check"], "export", ["s1"], {"-o": "p"}, {"--no-check"}),
         (["export", "s1", "--format", "patch"], "export", ["s1"], {"--format": "patch"}, set()),
+        (["report", "b1"], "report", ["b1"], {}, set()),
+        (
+            ["report", "b1", "b2", "--format=json", "-o", "r"],
+            "report",
+            ["b1", "b2"],
+            {"--format": "json", "-o": "r"},
+            set(),
+        ),
     ],
 )
 def test_the_plain_forms_are_taken(argv, command, arguments, values, flags):
@@ -44,6 +52,9 @@ def test_the_plain_forms_are_taken(argv, command, arguments, values, flags):
         ["export", "s1", "-o", "a", "--output", "b"],
         ["export", "s1", "--check", "--no-check"],
         ["export", "s1", "--", "x"],
+        ["report"],
+        ["report", "b1", "--format", "html"],  # the pages: the full command
+        ["report", "b1", "--state-dir", "x"],
         ["run", "s1"],
     ],
 )

@@ -4,6 +4,8 @@ change over the task's allowed size, two batches side by side, hostile text kept
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from harness.batch.records import TaskRunKey, TaskRunRecord
 from harness.report.metrics import completion, first_tool, report
 from harness.report.render import as_json, as_markdown
@@ -69,7 +71,7 @@ def test_completion_needs_untouched_tests_and_a_change_within_size():
 def test_first_tool_rules_say_which_applied():
     assert first_tool(rec("a", first="run_tests", first_tools=["run_tests"])).rule == "the task's first_tools"
     assert first_tool(rec("a", first="read_file", first_tools=["run_tests"])).sensible is False
-    assert first_tool(rec("a", first="write_file")).model_dump() == {
+    assert asdict(first_tool(rec("a", first="write_file"))) == {
         "sensible": False,
         "rule": "default: writing before reading",
     }
