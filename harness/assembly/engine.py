@@ -9,6 +9,7 @@ CLI, the batch worker and the integrations call these functions and never import
 from __future__ import annotations
 
 import contextlib
+import socket
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -506,17 +507,20 @@ class EngineFacts:
     unenforced: dict[str, list[str]] = field(default_factory=dict)
     """Per runtime, the limits it does not enforce on this engine."""
     images: list[ImageStatus] = field(default_factory=list)
+    remote: str = ""
+    """Why the engine is not on this machine (empty: it is)."""
 
 
 def engine_facts(docker_host: str | None) -> EngineFacts:
     """The engine's version, runtimes (and what each leaves unenforced), storage and images."""
     from sandbox.docker import images
-    from sandbox.docker.engine import engine_kind, runtime_options, translate, unenforced_limits
+    from sandbox.docker.engine import engine_kind, remote_reason, runtimes_of, translate, unenforced_limits
 
     with engine(docker_host) as client, translate("asking the engine"):
         version, info = client.version(), client.info()
-        options = runtime_options(client)
+        options = runtimes_of(info)
         product, rootless = engine_kind(version, info)
+        here = socket.gethostname()
         return EngineFacts(
             version=str(version.get("Version")),
             api_version=str(version.get("ApiVersion")),
@@ -529,4 +533,5 @@ def engine_facts(docker_host: str | None) -> EngineFacts:
             runtimes=options,
             unenforced={name: unenforced_limits(args, name) for name, args in options.items()},
             images=images.list_images(client),
+            remote=remote_reason(str(client.api.base_url), str(info.get("Name") or ""), here) or "",
         )

@@ -285,6 +285,15 @@ def doctor() -> None:
     mode = "rootless" if facts.rootless else "rootful"
     api = f"Docker-compatible API {facts.api_version}" if facts.product != "Docker" else f"API {facts.api_version}"
     console.print(f"engine: {facts.product} {facts.version} ({mode}, {api}) at {facts.address}", markup=False)
+    if facts.remote:
+        console.print(f"engine location: another machine ({facts.remote})", soft_wrap=True, markup=False)
+        problems.append(
+            f"the engine is not on this machine ({facts.remote}): harness bind-mounts each call's workspace from "
+            "this machine's disk, so it refuses to run calls there; run harness on the engine's machine, or point "
+            "DOCKER_HOST at an engine on this one"
+        )
+    else:
+        console.print("engine location: this machine (workspaces are bind-mounted)", markup=False)
     console.print(f"cgroups: v{facts.cgroup_version}  storage: {facts.storage_driver}", markup=False)
     console.print(
         f"runtimes: {', '.join(runtimes)}"
@@ -313,10 +322,15 @@ def doctor() -> None:
         if row.status != "current":
             problems.append(f"image {row.name} is {row.status}: run `harness images build`")
     root = facts.root_dir
-    free = shutil.disk_usage(root if Path(root).exists() else "/").free
-    console.print(f"free disk at {root}: {free / 1024**3:.1f} GiB", markup=False)
-    if free < 5 * 1024**3:
-        problems.append(f"less than 5 GiB free at {root}: run `harness sandbox prune --all` and `docker image prune`")
+    if facts.remote:  # its root directory is on its machine's disk, not this one's
+        console.print(f"free disk at {root}: not checked (the engine's machine)", markup=False)
+    else:
+        free = shutil.disk_usage(root if Path(root).exists() else "/").free
+        console.print(f"free disk at {root}: {free / 1024**3:.1f} GiB", markup=False)
+        if free < 5 * 1024**3:
+            problems.append(
+                f"less than 5 GiB free at {root}: run `harness sandbox prune --all` and `docker image prune`"
+            )
     console.print(f"warm service: {_warm_state()}", soft_wrap=True, markup=False)
     for preset in ("pypi", "npm", "go"):
         console.print(registry_line(preset), soft_wrap=True, markup=False)

@@ -36,7 +36,7 @@ from sandbox import labels as labels_of
 from sandbox.docker import hardening, netns
 from sandbox.docker.call import CallWatch, cgroup_oom_killed, send_stdin, shut
 from sandbox.docker.commit import commit_root
-from sandbox.docker.engine import resolve_image_path, runtime_options, translate, unenforced_limits
+from sandbox.docker.engine import require_local, resolve_image_path, runtimes_of, translate, unenforced_limits
 from sandbox.docker.ids import remove_container
 from sandbox.docker.pool import PoolConfig, WarmPool
 from sandbox.docker.stubcall import NODEV_ARGV, StubLost, StubStream
@@ -95,7 +95,8 @@ class DockerSandbox:
         self.adopted = 0
         """Containers taken from another process (a warm service's loan)."""
         self._images: dict[str, tuple[float, str, str | None]] = {}
-        self._runtimes: dict[str, list[str]] | None = None
+        self._runtimes = runtimes_of(require_local(client))
+        """The engine's runtimes and their arguments (read once, with the check that it is on this machine)."""
         initial = pool_size if pool_initial is None else pool_initial
         self.pool = WarmPool(self._start, self._remove, PoolConfig(size=pool_size, initial=initial))
 
@@ -338,8 +339,6 @@ class DockerSandbox:
         return image_id, path
 
     def _check_runtime(self, runtime: str) -> None:
-        if self._runtimes is None:
-            self._runtimes = runtime_options(self.client)
         if runtime not in self._runtimes:
             raise RuntimeUnavailable(
                 f"runtime {runtime!r} is not registered with the engine (have: {', '.join(sorted(self._runtimes))}); "

@@ -7,7 +7,9 @@ message says what to do next.
 from __future__ import annotations
 
 import contextlib
+import socket
 from collections.abc import Iterator
+from typing import Any
 
 import docker
 import requests
@@ -15,7 +17,7 @@ from docker.models.images import Image
 
 from sandbox.docker import images
 from sandbox.docker.ids import object_id
-from sandbox.errors import EngineUnavailable, ImageNotFound, RuntimeUnavailable, SandboxError, SpecError
+from sandbox.errors import EngineRemote, EngineUnavailable, ImageNotFound, RuntimeUnavailable, SandboxError, SpecError
 
 ENGINE_FIX = "start the engine (`make engine`, or `sudo systemctl start docker`) or point DOCKER_HOST at one"
 
@@ -125,8 +127,43 @@ def available_runtimes(client: docker.DockerClient) -> list[str]:
 def runtime_options(client: docker.DockerClient) -> dict[str, list[str]]:
     """Each registered runtime and the arguments the engine passes it."""
     with translate("reading engine info"):
-        runtimes = client.info().get("Runtimes", {})
+        return runtimes_of(client.info())
+
+
+def runtimes_of(info: dict[str, Any]) -> dict[str, list[str]]:
+    """Each runtime an engine's /info answer registers, and the arguments the engine passes it."""
+    runtimes = info.get("Runtimes") or {}
     return {name: list((options or {}).get("runtimeArgs") or []) for name, options in runtimes.items()}
+
+
+def remote_reason(base_url: str, engine_host: str, here: str) -> str | None:
+    """Why the engine at base_url is not on this machine, or None when it is.
+
+    A local socket is this machine's engine (or one that shares its files: Docker Desktop's or a
+    Podman machine's VM); an engine reached over ssh is another machine's; over TCP the engine's own
+    host name says it (a daemon in a container or on another host answers with another name)."""
+    scheme, _, rest = base_url.partition("://")
+    if scheme == "ssh" or rest.split("/")[0] == "ssh":
+        return "it is reached over ssh"
+    if scheme in ("tcp", "http", "https") and engine_host and engine_host != here:
+        return f"it answers over TCP as host {engine_host!r}, and this machine is {here!r}"
+    return None
+
+
+def require_local(client: docker.DockerClient) -> dict[str, Any]:
+    """The engine's /info answer; EngineRemote when it runs on another machine (every call's workspace
+    is bind-mounted from this machine's disk: its containers would see another machine's paths)."""
+    with translate("reading engine info"):
+        info = client.info()
+    address = str(client.api.base_url)
+    why = remote_reason(address, str(info.get("Name") or ""), socket.gethostname())
+    if why is not None:
+        raise EngineRemote(
+            f"the engine at {address} is not on this machine ({why}): harness bind-mounts each call's "
+            "workspace from this machine's disk, which that engine cannot see; run harness on the engine's "
+            "machine, or point DOCKER_HOST at an engine on this one"
+        )
+    return info
 
 
 CGROUP_LIMITS = ["memory", "cpus", "pids"]

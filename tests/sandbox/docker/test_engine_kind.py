@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox.docker.engine import engine_kind
+from sandbox.docker.engine import engine_kind, remote_reason
 
 PODMAN_VERSION = {
     "Components": [
@@ -32,6 +32,23 @@ def test_podman_and_docker_rootful_and_rootless_are_told_apart():
     assert engine_kind(DOCKER_VERSION, rootless) == ("Docker", True)
     assert engine_kind({}, {}) == ("Docker", False), "an engine that says nothing is taken as Docker"
     assert engine_kind({"Components": "junk"}, {"SecurityOptions": None}) == ("Docker", False)
+
+
+@pytest.mark.parametrize(
+    ("base_url", "engine_host", "remote"),
+    [
+        ("http+docker://localhost", "builder", False),  # a local socket: this machine (or a VM sharing its files)
+        ("http+docker://localnpipe", "desktop", False),
+        ("http+docker://ssh", "here", True),
+        ("ssh://user@build-host", "here", True),
+        ("http://127.0.0.1:2375", "here", False),  # a second daemon on this machine: the same files
+        ("http://127.0.0.1:2375", "dind-7f3a", True),  # a daemon in a container: its own files
+        ("https://build-host:2376", "build-host", True),
+        ("tcp://192.0.2.5:2375", "", False),  # says no name: nothing to tell it apart by
+    ],
+)
+def test_an_engine_on_another_machine_is_told_by_its_address_and_its_host_name(base_url, engine_host, remote):
+    assert (remote_reason(base_url, engine_host, "here") is not None) is remote
 
 
 def test_what_an_engine_writes_into_a_root_is_not_a_change_and_removal_waits_for_a_stopping_container():
