@@ -71,8 +71,10 @@ test: local-model-start setup browser check
 	$(BIN)/python -m pytest -n 3 --dist loadfile --durations=15 $(PYTEST_ARGS)
 
 # The edit-test loop: the tests that need no engine, in parallel (no Docker, no browser, no image).
+# Three workers on two cores here too: 50 s against 60 s with two (hook timeouts, retry waits and
+# subprocesses leave a core idle).
 test-fast: deps
-	$(BIN)/python -m pytest -q -m "not docker and not slow" -n 2 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -m "not docker and not slow" -n 3 $(PYTEST_ARGS)
 
 # The example with a real model on this machine: SmolLM2-135M on llama.cpp's server (built once, a few
 # minutes), whatever the outcome. A model this small calls a tool when made to and reads the result; it
