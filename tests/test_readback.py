@@ -166,3 +166,12 @@ def test_the_list_reads_every_session_that_names_itself_and_skips_the_rest(tmp_p
     listing.render_sessions(out, tmp_path)
     shown = out.file.getvalue()
     assert "sub-agent d1 of b (its step 3)" in shown and shown.index("a  no run") < shown.index("b  no run")
+
+
+def test_a_result_of_the_wrong_shape_is_damage_in_one_line(tmp_path):
+    folder, _ = _session(tmp_path)
+    state = json.loads((folder / "state.json").read_text())
+    state["result"]["steps"] = "many"
+    (folder / "state.json").write_text(json.dumps(state))
+    with pytest.raises(SessionError, match="is damaged and cannot be read back"):
+        run_view.result_of(folder)

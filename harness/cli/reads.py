@@ -6,9 +6,8 @@ options.
 They print what the full command prints, through the same functions (`run_view.show`,
 `listing.render_sessions`, `changes`, `render.text_report`), without building the command line: no
 typer, no pydantic models (the views and the report read the records as plain JSON, diff and export
-the snapshots' trees). Any other
-form (`--json`, `--help`, an option given twice, one it does not know) returns None and the full
-command line handles it, usage errors included.
+the snapshots' trees). Any other form (`--json`, `--help`, an option given twice, one it does not
+know) returns None and the full command line handles it, usage errors included.
 """
 
 from __future__ import annotations

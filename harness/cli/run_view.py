@@ -28,9 +28,17 @@ _STYLE = {"verified": "bold green", "unverified": "yellow", "interrupted": "yell
 def result_of(session_dir: Path) -> RunResult:
     """The final result object, validated (`harness show --json`); for a run that never finished,
     one built from its last state."""
-    from harness.agent.outcome import RunResult
+    from pydantic import ValidationError
 
-    return RunResult.model_validate(readback.result(session_dir))
+    from harness.agent.outcome import RunResult
+    from harness.errors import SessionError
+
+    try:
+        return RunResult.model_validate(readback.result(session_dir))
+    except ValidationError as error:
+        raise SessionError(
+            f"the run's state in {session_dir} is damaged and cannot be read back ({error.error_count()} field(s))"
+        ) from None
 
 
 def show(console: Console, sessions: Path, session: str) -> None:

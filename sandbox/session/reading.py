@@ -73,10 +73,12 @@ class Snapshots:
             raise SessionNotFound(
                 f"session {session_id} has no committed step; remove it: harness session rm {session_id}"
             )
-        objects = info.get("objects")
+        objects, repo = info.get("objects"), info.get("repo")
+        if not isinstance(repo, str) or not repo:
+            raise SessionNotFound(f"session {session_id} is unreadable: its record names no repository")
         return cls(
             id=session_id,
-            repo=Path(str(info.get("repo", ""))),
+            repo=Path(repo),
             trees=trees,
             objects=object_dir(folder, objects if isinstance(objects, str) else None),
         )
