@@ -21,6 +21,7 @@ from sandbox import labels as labels_of
 from sandbox.docker import hardening
 from sandbox.docker.call import rootfs_changed
 from sandbox.docker.engine import translate
+from sandbox.docker.ids import image_id
 from sandbox.docker.stubcall import STUB_DIR
 from sandbox.errors import SandboxError
 from sandbox.spec import Mount, SandboxSpec
@@ -41,11 +42,11 @@ def commit_root(
         return None
     with translate("committing the container filesystem"):
         try:
-            image = api.commit(cid, changes=labels_of.instructions(labels), pause=True)["Id"]
+            image = image_id(api.commit(cid, changes=labels_of.instructions(labels), pause=True)["Id"])
         except docker.errors.APIError as error:  # Podman's `runc pause` can fail where Docker's does not
             if "pausing container" not in str(error.explanation or error):
                 raise
-            image = api.commit(cid, changes=labels_of.instructions(labels), pause=False)["Id"]
+            image = image_id(api.commit(cid, changes=labels_of.instructions(labels), pause=False)["Id"])
         layers = api.inspect_image(image).get("RootFS", {}).get("Layers") or []
     if len(layers) < MAX_LAYERS:
         return str(image)

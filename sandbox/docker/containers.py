@@ -373,7 +373,12 @@ class DockerSandbox:
     def _create_and_start(self, config: dict[str, Any], kind: str, holder_may_be_gone: bool = False) -> str:
         host = self._api.create_host_config(**config["host_config"])
         labels = {**config["labels"], labels_of.KIND: kind}
-        cid = self._api.create_container(**{**config, "labels": labels, "host_config": host}, detach=True)["Id"]
+        try:
+            cid = self._api.create_container(**{**config, "labels": labels, "host_config": host}, detach=True)["Id"]
+        except docker.errors.APIError as error:  # Podman refuses at create what Docker refuses at start
+            if holder_may_be_gone and netns.holder_gone(error):
+                raise _HolderGone() from None
+            raise
         with self._lock:
             self._owned.add(cid)
         stream = None

@@ -1,11 +1,12 @@
 """The id of an object the engine returned (the SDK types it as optional, the engine always sets it),
-and images listed without tripping over one removed meanwhile."""
+and images and containers listed without tripping over one removed meanwhile."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import docker
+from docker.models.containers import Container
 from docker.models.images import Image
 from docker.models.resource import Model
 
@@ -17,6 +18,13 @@ def object_id(obj: Model) -> str:
     if not obj.id:
         raise SandboxError("the engine returned an object without an id; check it with `harness doctor`")
     return obj.id
+
+
+def image_id(raw: str) -> str:
+    """An image id as Docker spells it (`sha256:<hex>`): Podman's commit answers the bare hex, and a
+    setup reused from the cache (read back by the engine) must name the image as the first one did."""
+    bare = raw.removeprefix("sha256:")
+    return f"sha256:{bare}" if len(bare) == 64 and all(c in "0123456789abcdef" for c in bare) else raw
 
 
 def remove_container(api: Any, cid: str, tries: int = 10) -> None:
@@ -43,11 +51,54 @@ def remove_container(api: Any, cid: str, tries: int = 10) -> None:
 
 def present_images(client: docker.DockerClient, **query: Any) -> list[Image]:
     """`client.images.list(**query)` without its race: the SDK lists the ids, then inspects each, and
-    an image another process removes in between (a test, a prune) made the whole listing fail."""
+    an image another process removes in between (a test, a prune) made the whole listing fail.
+
+    Several `label` filters are asked one at a time (the first of the engine, the rest here): Podman's
+    Docker-compatible API answers an image listing with two of them with nothing at all."""
+    filters = dict(query.get("filters") or {})
+    wanted = filters.get("label")
+    rest: list[str] = []
+    if isinstance(wanted, list | tuple) and len(wanted) > 1:
+        filters["label"], rest = [wanted[0]], list(wanted[1:])
     found = []
-    for summary in client.api.images(name=query.get("name"), all=query.get("all", False), filters=query.get("filters")):
+    for summary in client.api.images(name=query.get("name"), all=query.get("all", False), filters=filters or None):
         try:
-            found.append(client.images.get(summary["Id"]))
+            image = client.images.get(summary["Id"])
         except docker.errors.ImageNotFound:
             continue
+        if all(_labelled(image.labels or {}, condition) for condition in rest):
+            found.append(image)
     return found
+
+
+def present_containers(client: docker.DockerClient, filters: dict[str, Any]) -> list[Container]:
+    """Every container (running or not) the filters match, without the listing's race: one removed
+    between the listing and its inspection is left out (Docker answers 404; Podman 500, "does not
+    exist in database" or "no such container")."""
+    found = []
+    for summary in client.api.containers(all=True, filters=filters):
+        try:
+            found.append(client.containers.get(summary["Id"]))
+        except docker.errors.NotFound:
+            continue
+        except docker.errors.APIError as error:
+            said = str(error.explanation or "").lower()
+            if "does not exist" in said or "no such container" in said:
+                continue
+            raise
+    return found
+
+
+def _labelled(labels: dict[str, str], condition: str) -> bool:
+    """Whether labels meet a `label` filter's condition (`KEY` present, or `KEY=VALUE`)."""
+    key, equals, value = condition.partition("=")
+    return key in labels and (not equals or labels[key] == value)
+
+
+def unqualified(tag: str) -> str:
+    """A tag without the registry an engine put before a name it was given without one (Podman's
+    Docker-compatible API tags `harness-session/x:step-1` as `docker.io/harness-session/x:step-1`)."""
+    for registry in ("docker.io/", "localhost/"):
+        if tag.startswith(registry):
+            return tag[len(registry) :]
+    return tag

@@ -157,5 +157,11 @@ class NetnsHolders:
 
 
 def holder_gone(error: BaseException) -> bool:
-    """True for the engine's answer to joining a holder that was removed (404) or stopped (409) meanwhile."""
-    return isinstance(error, docker.errors.APIError) and error.status_code in (404, 409)
+    """True for the engine's answer to joining a holder that was removed (404) or stopped (409) meanwhile
+    (Podman answers 500 and says it: "looking up container to share net namespace with: no container
+    with name or ID ... found", or that the container is not running)."""
+    if not isinstance(error, docker.errors.APIError):
+        return False
+    said = str(error.explanation or "").lower()
+    podman = "share net namespace" in said and ("no such container" in said or "not running" in said)
+    return error.status_code in (404, 409) or podman

@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field
 
 from sandbox import labels
 from sandbox.docker.engine import translate
-from sandbox.docker.ids import object_id, present_images, remove_container
+from sandbox.docker.ids import object_id, present_containers, present_images, remove_container, unqualified
 from sandbox.layout import SessionFolder
 from sandbox.tree import remove_tree
 
@@ -40,7 +40,7 @@ def find_containers(client: docker.DockerClient, wanted: Mapping[str, str | None
     """Containers (running or not) carrying every label; a None value matches any value."""
     filters = [k if v is None else f"{k}={v}" for k, v in wanted.items()]
     with translate("listing containers"):
-        return client.containers.list(all=True, filters={"label": filters}, ignore_removed=True)
+        return present_containers(client, filters={"label": filters})
 
 
 def remove_containers(client: docker.DockerClient, containers: list[Container]) -> int:
@@ -209,9 +209,10 @@ def remove_session_images(client: docker.DockerClient, session_id: str, state_di
 
 
 def _tags_of(image: Image, session_id: str | None) -> list[str]:
-    """The image's `harness-session/<id>:step-N` tags (of session_id, or of any session)."""
+    """The image's `harness-session/<id>:step-N` tags (of session_id, or of any session), as the engine
+    spells them: Podman qualifies a name it was given (`docker.io/harness-session/...`)."""
     prefix = "harness-session/" if session_id is None else f"harness-session/{session_id.lower()}:"
-    return [tag for tag in image.tags if tag.startswith(prefix)]
+    return [tag for tag in image.tags if unqualified(tag).startswith(prefix)]
 
 
 def _held_by_others(image: Image, session_id: str | None) -> bool:

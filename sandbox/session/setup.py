@@ -29,7 +29,7 @@ from sandbox import labels
 from sandbox.docker import hardening
 from sandbox.docker.containers import DockerSandbox
 from sandbox.docker.engine import resolve_image_path, translate
-from sandbox.docker.ids import present_images, remove_container
+from sandbox.docker.ids import image_id, present_images, remove_container
 from sandbox.errors import SetupError, SpecError
 from sandbox.network import egress
 from sandbox.network.secrets import Secret
@@ -323,7 +323,7 @@ def _run_and_commit(
         )
         changes = [*labels.instructions(image_labels), f"USER {SANDBOX_UID}:{SANDBOX_UID}"]
         with translate("committing the setup container"):
-            image = api.commit(cid, changes=changes, pause=True)["Id"]
+            image = image_id(api.commit(cid, changes=changes, pause=True)["Id"])
         return image, mode
     finally:
         _remove(api, cid)

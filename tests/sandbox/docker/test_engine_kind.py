@@ -79,3 +79,15 @@ def test_what_an_engine_writes_into_a_root_is_not_a_change_and_removal_waits_for
     with pytest.raises(docker.errors.APIError):
         remove_container(other, "c1")
     assert other.asked == 1, "any other refusal is not retried"
+
+
+def test_podmans_spellings_of_ids_and_tags_read_as_dockers():
+    from sandbox.docker.ids import image_id, unqualified
+
+    bare = "59617" + "0" * 59
+    assert image_id(bare) == f"sha256:{bare}" == image_id(f"sha256:{bare}")  # Podman's commit: the bare hex
+    assert image_id("not-an-id") == "not-an-id"
+    assert unqualified("docker.io/harness-session/s1:step-3") == "harness-session/s1:step-3"
+    assert unqualified("localhost/harness/py311:abc") == "harness/py311:abc"
+    assert unqualified("harness/py311:abc") == "harness/py311:abc"
+    assert unqualified("ghcr.io/x/y:1") == "ghcr.io/x/y:1"

@@ -14,6 +14,7 @@ import docker
 import pytest
 
 from sandbox.docker.containers import DockerSandbox
+from sandbox.docker.ids import unqualified
 from sandbox.docker.prune import find_session_leftovers, session_images
 from sandbox.docker.step_images import EngineStepImages
 from sandbox.errors import SetupError
@@ -192,7 +193,8 @@ def test_writable_root_state_follows_steps_and_rollback(
         assert session.image == image1, "a call that changed nothing outside the workspace keeps the image"
         step("echo two > /var/tmp/state.txt; echo ws3 > /workspace/a.txt")
         assert session.image != image1
-        assert f"harness-session/{session.id}:step-3" in docker_client.images.get(session.image).tags
+        tags = [unqualified(tag) for tag in docker_client.images.get(session.image).tags]
+        assert f"harness-session/{session.id}:step-3" in tags
 
         session.rollback(1)
         assert session.image == image1 and (session.workspace / "a.txt").read_text() == "ws1\n"

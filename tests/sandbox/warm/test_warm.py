@@ -36,7 +36,8 @@ class Warm:
     """The CLI with this test's warm folder and run label."""
 
     def __init__(self, folder: Path, label: str) -> None:
-        self.label, self.folder = label, folder / "default"
+        # the service's folder for the engine the tests use (DOCKER_HOST: Podman's socket, say)
+        self.label, self.folder = label, protocol.engine_folder(folder, os.environ.get("DOCKER_HOST") or None)
         self.env = {**os.environ, "HARNESS_WARM_DIR": str(folder), "HARNESS_RUN_ID": label, "COLUMNS": "200"}
 
     def __call__(self, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
