@@ -17,7 +17,7 @@ import docker
 from sandbox.docker import hardening
 from sandbox.docker.engine import resolve_image_path, translate
 from sandbox.docker.ids import object_id, remove_container
-from sandbox.errors import SetupError
+from sandbox.errors import SandboxError, SetupError
 from sandbox.spec import SandboxSpec
 
 
@@ -116,20 +116,25 @@ __all__ = ["object_id", "running", "server_logs", "start_server", "stop_server"]
 # --- services: a session's long-lived helpers on a network with no route out ---------------------------
 
 
+INHIBIT = "com.docker.network.bridge.inhibit_ipv4"
+"""The bridge option that keeps a network's bridge without an address on the host."""
+
+
 def create_network(client: docker.DockerClient, name: str, labels: dict[str, str]) -> str:
     """An internal network (no route out) for a session's services and calls, whose bridge has no
     address on the host (an internal bridge otherwise holds the gateway's address, and a call reached
     every host listener bound to 0.0.0.0 through it)."""
     with translate("creating the services network"):
-        return str(
-            client.networks.create(
-                name,
-                driver="bridge",
-                internal=True,
-                labels=labels,
-                options={"com.docker.network.bridge.inhibit_ipv4": "true"},
-            ).id
-        )
+        network = client.networks.create(name, driver="bridge", internal=True, labels=labels, options={INHIBIT: "true"})
+        network.reload()
+        if (network.attrs.get("Options") or {}).get(INHIBIT) != "true":  # Podman keeps no such option
+            network.remove()
+            raise SandboxError(
+                "this engine gives a services network's bridge an address on this machine (it does not keep "
+                f"{INHIBIT}: Podman's Docker-compatible API): a call would reach every listener of this machine "
+                "through it; services need a Docker engine for now"
+            )
+        return str(network.id)
 
 
 def remove_network(client: docker.DockerClient, name: str, attempts: int = 20) -> None:
