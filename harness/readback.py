@@ -96,17 +96,17 @@ def state(session_dir: Path) -> dict[str, Any] | None:
     return found
 
 
-def result(session_dir: Path) -> dict[str, Any]:
+def result(session_dir: Path, found: dict[str, Any] | None = None) -> dict[str, Any]:
     """The run's final result object; for a run that never finished, one built from its last state
-    (what `harness show --json` prints for it, through the model)."""
-    found = state(session_dir)
+    (what `harness show --json` prints for it, through the model). found: the state already read."""
+    found = state(session_dir) if found is None else found
     if found is None:
         raise FileNotFoundError(f"no run recorded in {session_dir}")
     if isinstance(found.get("result"), dict):
         done = dict(found["result"])
         done["outcome"] = current_outcome(str(done.get("outcome", "")))
         return done
-    spent: dict[str, Any] = found["spent"] if isinstance(found.get("spent"), dict) else {}
+    spent = mapping(found.get("spent"))
     return {
         "session_id": found["session_id"],
         "outcome": "incomplete",
@@ -115,12 +115,12 @@ def result(session_dir: Path) -> dict[str, Any]:
         "exit_code": int(OUTCOME_EXIT_CODES["interrupted"]),
         "cause": None,
         "verified": False,
-        "steps": _number(found.get("step")),
+        "steps": count(found.get("step")),
         "subagent_steps": 0,
         "tokens": tokens(spent),
-        "cost_usd": _amount(spent.get("cost_usd")),
-        "elapsed_s": _amount(spent.get("elapsed_s")),
-        "verify_rounds": _number(found.get("verify_rounds")),
+        "cost_usd": amount(spent.get("cost_usd")),
+        "elapsed_s": amount(spent.get("elapsed_s")),
+        "verify_rounds": count(found.get("verify_rounds")),
         "patch": None,
         "session_dir": str(session_dir),
     }
@@ -141,11 +141,11 @@ def tokens(spent: Mapping[str, Any]) -> dict[str, int]:
     """A result's `tokens` from what a run spent: input, output, cached, and `estimated` (the part
     harness counted where the server reported no usage) when there is one."""
     counts = {
-        "input": _number(spent.get("input_tokens")),
-        "output": _number(spent.get("output_tokens")),
-        "cached": _number(spent.get("cached_input_tokens")),
+        "input": count(spent.get("input_tokens")),
+        "output": count(spent.get("output_tokens")),
+        "cached": count(spent.get("cached_input_tokens")),
     }
-    estimated = _number(spent.get("estimated_tokens"))
+    estimated = count(spent.get("estimated_tokens"))
     return counts | ({"estimated": estimated} if estimated else {})
 
 
@@ -169,11 +169,26 @@ def whose(place: str) -> str:
     return "the repository's, in a container" if place == "container" else "yours"
 
 
-def _number(value: Any) -> int:
+def count(value: Any) -> int:
     """A count as recorded; anything else (a damaged or missing field) is 0."""
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def _amount(value: Any) -> float:
+def amount(value: Any) -> float:
     """A cost or a duration as recorded; anything else is 0.0."""
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
+def string(value: Any) -> str:
+    """A recorded string (None: empty; anything else as it prints)."""
+    return value if isinstance(value, str) else "" if value is None else str(value)
+
+
+def mapping(value: Any) -> dict[str, Any]:
+    """A recorded object; anything else is empty."""
+    return value if isinstance(value, dict) else {}
+
+
+def items(value: Any) -> list[Any]:
+    """A recorded list; anything else is empty."""
+    return value if isinstance(value, list) else []

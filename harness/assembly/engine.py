@@ -9,7 +9,6 @@ CLI, the batch worker and the integrations call these functions and never import
 from __future__ import annotations
 
 import contextlib
-import socket
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -509,18 +508,20 @@ class EngineFacts:
     images: list[ImageStatus] = field(default_factory=list)
     remote: str = ""
     """Why the engine is not on this machine (empty: it is)."""
+    remote_problem: str = ""
+    """What every command that would run a call there says (empty: it runs them)."""
 
 
 def engine_facts(docker_host: str | None) -> EngineFacts:
     """The engine's version, runtimes (and what each leaves unenforced), storage and images."""
     from sandbox.docker import images
-    from sandbox.docker.engine import engine_kind, remote_reason, runtimes_of, translate, unenforced_limits
+    from sandbox.docker.engine import elsewhere, engine_kind, remote_problem, runtimes_of, translate, unenforced_limits
 
     with engine(docker_host) as client, translate("asking the engine"):
         version, info = client.version(), client.info()
         options = runtimes_of(info)
         product, rootless = engine_kind(version, info)
-        here = socket.gethostname()
+        remote = elsewhere(client, info)
         return EngineFacts(
             version=str(version.get("Version")),
             api_version=str(version.get("ApiVersion")),
@@ -533,5 +534,6 @@ def engine_facts(docker_host: str | None) -> EngineFacts:
             runtimes=options,
             unenforced={name: unenforced_limits(args, name) for name, args in options.items()},
             images=images.list_images(client),
-            remote=remote_reason(str(client.api.base_url), str(info.get("Name") or ""), here) or "",
+            remote=remote or "",
+            remote_problem=remote_problem(str(client.api.base_url), remote) if remote else "",
         )

@@ -35,7 +35,7 @@ def render_sessions(console: Console, sessions: Path) -> None:
         if run["task"]:
             console.print(f"  {literal(run['task'])}")
         where = [literal(info["repo"])]
-        parent = info.get("parent") if isinstance(info.get("parent"), dict) else None
+        parent = readback.mapping(info.get("parent"))
         if parent:
             session, step = literal(str(parent.get("session"))), parent.get("step")
             if parent.get("agent"):
@@ -59,7 +59,7 @@ def run_of(folder: Path) -> dict[str, str]:
         return {"outcome": "", "model": "", "task": ""}
     text, model = state.get("task"), state.get("model")
     task = text.strip().splitlines()[0] if isinstance(text, str) and text.strip() else ""
-    result = state.get("result") if isinstance(state.get("result"), dict) else None
+    result = readback.mapping(state.get("result"))
     outcome = readback.current_outcome(str(result.get("outcome", ""))) if state.get("finished") and result else ""
     return {
         "outcome": outcome,

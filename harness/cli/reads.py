@@ -41,6 +41,7 @@ FORMS = (
     Form(("report",), MANY, frozenset({"--format", *OUTPUT}), formats=("md", "json")),
 )
 INTEGERS = frozenset({"--from", "--to"})
+SESSION_COMMANDS = frozenset(" ".join(form.words) for form in FORMS if STATE in form.values)
 
 
 class Plain(NamedTuple):
@@ -99,7 +100,7 @@ def run(argv: list[str]) -> int | None:
     from harness.cli.terminal import visible_console
 
     try:
-        _run(plain, environment.state_dir(_path(plain.values.get(STATE))))
+        _run(plain)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
@@ -113,9 +114,12 @@ def run(argv: list[str]) -> int | None:
     return 0
 
 
-def _run(plain: Plain, sessions: Path) -> None:
+def _run(plain: Plain) -> None:
+    from harness.cli.environment import state_dir
     from harness.cli.terminal import visible_console
 
+    # resolved only for the commands that read sessions (`report` reads batch directories)
+    sessions = state_dir(_path(plain.values.get(STATE))) if plain.command in SESSION_COMMANDS else Path()
     if plain.command == "show":
         from harness.cli.run_view import show
 

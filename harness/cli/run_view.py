@@ -17,7 +17,7 @@ from rich.table import Table
 
 from harness import readback
 from harness.cli.terminal import literal, visible
-from harness.readback import EVERY_AGENT
+from harness.readback import EVERY_AGENT, amount, count, items, mapping, string
 
 if TYPE_CHECKING:
     from harness.agent.outcome import RunResult
@@ -83,7 +83,7 @@ def render_subagent(console: Console, session_dir: Path, parent_dir: Path, agent
     grid.add_column(overflow="fold")
     below = agent + "."
     for record in readback.records(parent_dir, EVERY_AGENT) if parent_dir.is_dir() else []:
-        whose = _text(record.get("agent"))
+        whose = string(record.get("agent"))
         if whose != agent and not whose.startswith(below):
             continue
         row = _row(record)
@@ -92,8 +92,9 @@ def render_subagent(console: Console, session_dir: Path, parent_dir: Path, agent
                 row = (f"{literal(whose)} {row[0]}" if row[0] else "", "[dim]│[/] " + row[1])
             grid.add_row(*row)
     console.print(grid)
-    if readback.state(session_dir) is not None:
-        render_summary(console, readback.result(session_dir))
+    found = readback.state(session_dir)
+    if found is not None:
+        render_summary(console, readback.result(session_dir, found))
 
 
 def render_session(console: Console, session_dir: Path) -> None:
@@ -111,19 +112,20 @@ def render_session(console: Console, session_dir: Path) -> None:
             continue
         if kind == "record" and item.get("agent") is not None:  # a sub-agent's: under the call that started it
             text = "[dim]files changed (kept in its branch)[/]" if item.get("kind") == "step" else row[1]
-            row = (f"{literal(_text(item.get('agent')))} {row[0]}" if row[0] else "", "[dim]│[/] " + text)
+            row = (f"{literal(string(item.get('agent')))} {row[0]}" if row[0] else "", "[dim]│[/] " + text)
         if row[0] and not first:
             grid.add_row("", "")
         first = False
         grid.add_row(*row)
     console.print(grid)
     _devcontainer(console, next((r for r in every if r.get("kind") == "start" and r.get("agent") is None), None))
-    if readback.state(session_dir) is None:  # a framework's calls (the integrations' box): no model run
+    found = readback.state(session_dir)
+    if found is None:  # a framework's calls (the integrations' box): no model run
         ended = [r for r in every if r.get("kind") == "outcome" and r.get("agent") is None]
-        said = f"{_text(ended[-1].get('outcome'))}: {_text(ended[-1].get('detail'))}" if ended else "still open"
+        said = f"{string(ended[-1].get('outcome'))}: {string(ended[-1].get('detail'))}" if ended else "still open"
         console.print(f"calls made by an outside framework, no model run of harness; {visible(said)}", markup=False)
         return
-    render_summary(console, readback.result(session_dir))
+    render_summary(console, readback.result(session_dir, found))
     from harness.landing.trail import trail
 
     for landed in trail(Path(session_dir)):
@@ -180,12 +182,12 @@ def render_commands(console: Console, session_dir: Path) -> None:
     grid.add_column(no_wrap=True, style="bold")
     grid.add_column(overflow="fold")
     for line in steps:  # a step is recorded once its command ended: the requests before it are its command's
-        ts = _amount(line.get("time"))
+        ts = amount(line.get("time"))
         grid.add_row(
             f"step {line.get('step', '?')}",
             f"{literal(str(line.get('kind', '')))} {_clip(str(line.get('note', '')), 400)}",
         )
-        while requests and _amount(requests[0].get("ts")) <= ts:
+        while requests and amount(requests[0].get("ts")) <= ts:
             grid.add_row(*_network_row(requests.pop(0), ""))
     for request in requests:
         grid.add_row(*_network_row(request, ""))
@@ -200,78 +202,76 @@ def _row(record: Mapping[str, Any]) -> tuple[str, str] | None:
     """(step column, text) of one record, or None for what the view leaves out."""
     kind = record.get("kind")
     if kind == "turn":
-        turn, step = _dict(record.get("turn")), _int(record.get("step"))
-        usage, reasoning = _dict(turn.get("usage")), _dict(turn.get("reasoning"))
+        turn, step = mapping(record.get("turn")), count(record.get("step"))
+        usage, reasoning = mapping(turn.get("usage")), mapping(turn.get("reasoning"))
         calls = "".join(
-            f"\n→ {literal(_text(c.get('name')))}({_args(_dict(c.get('arguments')))})"
-            for c in map(_dict, _list(turn.get("tool_calls")))
+            f"\n→ {literal(string(c.get('name')))}({_args(mapping(c.get('arguments')))})"
+            for c in map(mapping, items(turn.get("tool_calls")))
         )
         counted = ", estimated: the server reported none" if usage.get("estimated") else ""
-        tokens = (
-            f"  [dim]({_int(usage.get('input_tokens'))} in / {_int(usage.get('output_tokens'))} out tokens{counted})[/]"
-        )
-        text = (_clip(_text(turn.get("text")), 600) or "[dim](no text)[/]") + tokens + calls
+        tokens = f"  [dim]({count(usage.get('input_tokens'))} in / {count(usage.get('output_tokens'))} out tokens{counted})[/]"
+        text = (_clip(string(turn.get("text")), 600) or "[dim](no text)[/]") + tokens + calls
         if reasoning.get("text") or reasoning.get("blocks") or reasoning.get("extra"):
-            text = f"[dim]thinking: {_clip(_text(reasoning.get('text')) or '(redacted)', 300)}[/]\n" + text
+            text = f"[dim]thinking: {_clip(string(reasoning.get('text')) or '(redacted)', 300)}[/]\n" + text
         if turn.get("stop_reason") == "refusal":
             text = "[yellow]refused[/] " + text
         return (f"step {step}", text)
     if kind == "tool":
         first = _first_line(record)
-        decision = _text(_dict(record.get("decision")).get("action")) if record.get("decision") else "not gated"
+        decision = string(mapping(record.get("decision")).get("action")) if record.get("decision") else "not gated"
         flag = "[red]✗[/]" if record.get("is_error") else "[green]✓[/]"
         return (
             "",
-            f"{flag} {literal(_text(record.get('name')))}: {_clip(first, 240)} "
-            f"[dim]({literal(decision)}, {_int(record.get('duration_ms'))} ms)[/]",
+            f"{flag} {literal(string(record.get('name')))}: {_clip(first, 240)} "
+            f"[dim]({literal(decision)}, {count(record.get('duration_ms'))} ms)[/]",
         )
     if kind == "step" and record.get("wrote"):
-        step = _int(record.get("step"))
+        step = count(record.get("step"))
         return ("", f"[dim]files changed: the state after step {step} is kept (diff, rollback --to {step})[/]")
     if kind == "verify":
-        failing = [_text(name) for name in _list(record.get("failing"))[:5]]
+        failing = [string(name) for name in items(record.get("failing"))[:5]]
         mark = "[green]passed[/]" if record.get("passed") else f"[red]failed[/] {_clip(', '.join(failing), 300)}"
-        return (f"verify {_int(record.get('round'))}", f"exit {_text(record.get('exit_code'))}: {mark}")
+        return (f"verify {count(record.get('round'))}", f"exit {string(record.get('exit_code'))}: {mark}")
     if kind == "hook":
-        verdict = _text(record.get("verdict"))
+        verdict = string(record.get("verdict"))
         style = {"block": "red", "failed": "yellow"}.get(verdict, "dim")
-        tool = _text(record.get("tool_name"))
+        tool = string(record.get("tool_name"))
         target = f" {literal(tool)}" if tool else ""
-        reason = _text(record.get("reason"))
+        reason = string(record.get("reason"))
         why = f": {_clip(reason, 300)}" if reason else ""
         changed = " [yellow](changed the input)[/]" if record.get("updated_input") is not None else ""
         exited = record.get("exit_code")
         return (
             "",
-            f"[{style}]hook {literal(_text(record.get('event')))}{target} {literal(verdict)}[/]{why}{changed} "
-            f"[dim]({readback.whose(_text(record.get('place')))})[/] "
-            f"[dim]`{_clip(_text(record.get('command')), 80)}` exit {_text(exited) if exited is not None else 'None'}, "
-            f"{_int(record.get('duration_ms'))} ms[/]",
+            f"[{style}]hook {literal(string(record.get('event')))}{target} {literal(verdict)}[/]{why}{changed} "
+            f"[dim]({readback.whose(string(record.get('place')))})[/] "
+            f"[dim]`{_clip(string(record.get('command')), 80)}` exit {string(exited) if exited is not None else 'None'}, "
+            f"{count(record.get('duration_ms'))} ms[/]",
         )
     if kind == "delegate":
         return ("", _delegated(record))
     if kind == "event" and record.get("event") in ("resumed", "interrupted", "resume_changed", "fork"):
-        return ("", f"[yellow]{literal(_text(record.get('event')))}[/] {_clip(_text(record.get('detail')), 400)}")
+        return ("", f"[yellow]{literal(string(record.get('event')))}[/] {_clip(string(record.get('detail')), 400)}")
     return None
 
 
 def _delegated(record: Mapping[str, Any]) -> str:
     """A sub-agent's start (its task and reserve) or end (its outcome and change)."""
-    child = literal(_text(record.get("child")))
+    child = literal(string(record.get("child")))
     if record.get("phase") == "start":
-        reserve = literal(readback.reserve_text(_dict(record.get("reserve"))))
-        return f"[cyan]sub-agent {child} started[/] ({reserve}): {_clip(_text(record.get('task')), 300)}"
-    change = _text(record.get("change"))
+        reserve = literal(readback.reserve_text(mapping(record.get("reserve"))))
+        return f"[cyan]sub-agent {child} started[/] ({reserve}): {_clip(string(record.get('task')), 300)}"
+    change = string(record.get("change"))
     style = "red" if change == "conflict" else "dim"
-    tokens = _int(record.get("input_tokens")) + _int(record.get("output_tokens"))
+    tokens = count(record.get("input_tokens")) + count(record.get("output_tokens"))
     said = readback.change_text(
-        change, [_text(p) for p in _list(record.get("paths"))], [_text(p) for p in _list(record.get("conflicts"))]
+        change, [string(p) for p in items(record.get("paths"))], [string(p) for p in items(record.get("conflicts"))]
     )
     cost = record.get("cost_usd")
     return (
-        f"[cyan]sub-agent {child} ended[/] {literal(_text(record.get('outcome')))}; "
-        f"[{style}]{literal(said)}[/] [dim]({_int(record.get('steps'))} steps, {tokens} tokens, "
-        f"${_amount(cost):.4f})[/]"
+        f"[cyan]sub-agent {child} ended[/] {literal(string(record.get('outcome')))}; "
+        f"[{style}]{literal(said)}[/] [dim]({count(record.get('steps'))} steps, {tokens} tokens, "
+        f"${amount(cost):.4f})[/]"
     )
 
 
@@ -284,49 +284,49 @@ def render_steps(console: Console, session_dir: Path) -> None:
         if kind == "net":
             _network_line(console, record, where)
             continue
-        what, step = record.get("kind"), _int(record.get("step"))
+        what, step = record.get("kind"), count(record.get("step"))
         if record.get("agent") is not None:
             if what == "tool":
                 mark = "[red]✗[/]" if record.get("is_error") else "[green]✓[/]"
                 console.print(
-                    f"  {literal(_text(record.get('agent')))} step {step:>2}  {mark} "
-                    f"{literal(_text(record.get('name'))):<12} {_clip(_first_line(record), 80)}",
+                    f"  {literal(string(record.get('agent')))} step {step:>2}  {mark} "
+                    f"{literal(string(record.get('name'))):<12} {_clip(_first_line(record), 80)}",
                     soft_wrap=True,
                 )
             continue
         if what == "delegate" and record.get("phase") == "end":
             console.print(f"        {_delegated(record)}", soft_wrap=True)
-        turn = _dict(record.get("turn"))
+        turn = mapping(record.get("turn"))
         if what == "turn" and not turn.get("tool_calls"):
-            final = _text(turn.get("text"))
+            final = string(turn.get("text"))
         if what == "tool":
             envelope = record.get("envelope")
             exited = isinstance(envelope, dict) and envelope.get("exit_code") != 0
             mark = "[red]✗[/]" if record.get("is_error") else "[yellow]·[/]" if exited else "[green]✓[/]"
             console.print(
-                f"step {step:>2}  {mark} {literal(_text(record.get('name'))):<12} {_clip(_first_line(record), 90)}",
+                f"step {step:>2}  {mark} {literal(string(record.get('name'))):<12} {_clip(_first_line(record), 90)}",
                 soft_wrap=True,
             )
         elif what == "hook" and record.get("verdict") in ("block", "failed"):
             console.print(
-                f"step {step:>2}  [red]hook[/] {literal(_text(record.get('event')))} {_text(record.get('verdict'))}: "
-                f"{_clip(_text(record.get('reason')), 90)}",
+                f"step {step:>2}  [red]hook[/] {literal(string(record.get('event')))} {string(record.get('verdict'))}: "
+                f"{_clip(string(record.get('reason')), 90)}",
                 soft_wrap=True,
             )
         elif what == "verify":
             status = "[green]passed[/]" if record.get("passed") else "[red]failed[/]"
-            layer = _text(record.get("layer", "verify"))
-            named = "" if layer == "verify" else f" {literal(layer)} `{literal(_text(record.get('command')))}`"
+            layer = string(record.get("layer", "verify"))
+            named = "" if layer == "verify" else f" {literal(layer)} `{literal(string(record.get('command')))}`"
             console.print(
-                f"verify {_int(record.get('round'))}{named}  exit {_text(record.get('exit_code'))}: {status}",
+                f"verify {count(record.get('round'))}{named}  exit {string(record.get('exit_code'))}: {status}",
                 soft_wrap=True,
             )
         elif what == "summary":
-            left_out = [_text(line) for line in _list(record.get("excluded"))]
+            left_out = [string(line) for line in items(record.get("excluded"))]
             excluded = f"; excluded: {literal('; '.join(left_out))}" if left_out else ""
             console.print(
-                f"step {step:>2}  [cyan]summary[/] of model turns 1-{_int(record.get('through_turn'))}: "
-                f"~{_int(record.get('before_tokens'))} -> ~{_int(record.get('after_tokens'))} tokens{excluded}",
+                f"step {step:>2}  [cyan]summary[/] of model turns 1-{count(record.get('through_turn'))}: "
+                f"~{count(record.get('before_tokens'))} -> ~{count(record.get('after_tokens'))} tokens{excluded}",
                 soft_wrap=True,
             )
     if final:
@@ -338,7 +338,7 @@ def network_requests(session_dir: Path) -> list[dict[str, Any]]:
     from sandbox.layout import SessionFolder
     from sandbox.network.netlog import read_log
 
-    return sorted(read_log(SessionFolder(Path(session_dir)).network), key=lambda request: _amount(request.get("ts")))
+    return sorted(read_log(SessionFolder(Path(session_dir)).network), key=lambda request: amount(request.get("ts")))
 
 
 def with_network(
@@ -350,8 +350,8 @@ def with_network(
     calls = 0
     for record in records:
         tool = record.get("kind") == "tool"
-        while requests and _amount(requests[0].get("ts")) <= _amount(record.get("ts")):
-            where = f"step {_int(record.get('step')):>2}" if tool else "setup  " if not calls else "       "
+        while requests and amount(requests[0].get("ts")) <= amount(record.get("ts")):
+            where = f"step {count(record.get('step')):>2}" if tool else "setup  " if not calls else "       "
             yield "net", requests.pop(0), where
         calls += tool
         yield "record", record, ""
@@ -394,18 +394,18 @@ def _estimated(tokens: dict[str, int]) -> str:
 
 def render_summary(console: Console, result: Mapping[str, Any]) -> None:
     """The result's panel (a result as `harness show --json` prints it)."""
-    outcome, detail = readback.current_outcome(_text(result.get("outcome"))), _text(result.get("detail"))
-    tokens = {key: _int(value) for key, value in _dict(result.get("tokens")).items()}
+    outcome, detail = readback.current_outcome(string(result.get("outcome"))), string(result.get("detail"))
+    tokens = {key: count(value) for key, value in mapping(result.get("tokens")).items()}
     style = _STYLE.get(outcome, "bold red")
     lines = [
         f"outcome   [{style}]{literal(outcome)}[/]" + (f" — {literal(detail)}" if detail else ""),
-        f"steps     {_int(result.get('steps'))}{_by_subagents(result)}   "
-        f"verify rounds {_int(result.get('verify_rounds'))}",
+        f"steps     {count(result.get('steps'))}{_by_subagents(result)}   "
+        f"verify rounds {count(result.get('verify_rounds'))}",
         f"tokens    in {tokens.get('input', 0)}  out {tokens.get('output', 0)}"
         f"  cached {tokens.get('cached', 0)}{_share(tokens)}{_estimated(tokens)}",
-        f"cost      ${_amount(result.get('cost_usd')):.4f}   elapsed {_amount(result.get('elapsed_s')):.1f}s",
-        f"session   {literal(_text(result.get('session_id')))}  ({literal(_text(result.get('session_dir')))})",
-        f"patch     {literal(_text(result.get('patch')) or '-')}",
+        f"cost      ${amount(result.get('cost_usd')):.4f}   elapsed {amount(result.get('elapsed_s')):.1f}s",
+        f"session   {literal(string(result.get('session_id')))}  ({literal(string(result.get('session_dir')))})",
+        f"patch     {literal(string(result.get('patch')) or '-')}",
     ]
     if result.get("evidence"):
         lines.append(f"evidence  {literal(str(result.get('evidence')))}")
@@ -413,7 +413,7 @@ def render_summary(console: Console, result: Mapping[str, Any]) -> None:
 
 
 def _by_subagents(result: Mapping[str, Any]) -> str:
-    steps = _int(result.get("subagent_steps"))
+    steps = count(result.get("subagent_steps"))
     return f" (+{steps} by sub-agents)" if steps else ""
 
 
@@ -444,26 +444,5 @@ def _clip(text: str, limit: int) -> str:
 
 def _first_line(record: Mapping[str, Any]) -> str:
     """The first line of a tool record's text."""
-    text = _text(record.get("text"))
+    text = string(record.get("text"))
     return text.splitlines()[0] if text else ""
-
-
-def _text(value: Any) -> str:
-    """A recorded string (None: empty; anything else as it prints)."""
-    return value if isinstance(value, str) else "" if value is None else str(value)
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _amount(value: Any) -> float:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []

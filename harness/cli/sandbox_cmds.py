@@ -287,11 +287,7 @@ def doctor() -> None:
     console.print(f"engine: {facts.product} {facts.version} ({mode}, {api}) at {facts.address}", markup=False)
     if facts.remote:
         console.print(f"engine location: another machine ({facts.remote})", soft_wrap=True, markup=False)
-        problems.append(
-            f"the engine is not on this machine ({facts.remote}): harness bind-mounts each call's workspace from "
-            "this machine's disk, so it refuses to run calls there; run harness on the engine's machine, or point "
-            "DOCKER_HOST at an engine on this one"
-        )
+        problems.append(facts.remote_problem)
     else:
         console.print("engine location: this machine (workspaces are bind-mounted)", markup=False)
     console.print(f"cgroups: v{facts.cgroup_version}  storage: {facts.storage_driver}", markup=False)

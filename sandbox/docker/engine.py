@@ -150,20 +150,29 @@ def remote_reason(base_url: str, engine_host: str, here: str) -> str | None:
     return None
 
 
+def elsewhere(client: docker.DockerClient, info: dict[str, Any]) -> str | None:
+    """Why the engine behind client (its /info answer given) is not on this machine, or None."""
+    return remote_reason(str(client.api.base_url), str(info.get("Name") or ""), socket.gethostname())
+
+
 def require_local(client: docker.DockerClient) -> dict[str, Any]:
     """The engine's /info answer; EngineRemote when it runs on another machine (every call's workspace
     is bind-mounted from this machine's disk: its containers would see another machine's paths)."""
     with translate("reading engine info"):
         info = client.info()
-    address = str(client.api.base_url)
-    why = remote_reason(address, str(info.get("Name") or ""), socket.gethostname())
+    why = elsewhere(client, info)
     if why is not None:
-        raise EngineRemote(
-            f"the engine at {address} is not on this machine ({why}): harness bind-mounts each call's "
-            "workspace from this machine's disk, which that engine cannot see; run harness on the engine's "
-            "machine, or point DOCKER_HOST at an engine on this one"
-        )
+        raise EngineRemote(remote_problem(str(client.api.base_url), why))
     return info
+
+
+def remote_problem(address: str, why: str) -> str:
+    """What a command (and `harness doctor`) says of an engine on another machine."""
+    return (
+        f"the engine at {address} is not on this machine ({why}): harness bind-mounts each call's workspace "
+        "from this machine's disk, which that engine cannot see; run harness on the engine's machine, or point "
+        "DOCKER_HOST at an engine on this one"
+    )
 
 
 CGROUP_LIMITS = ["memory", "cpus", "pids"]
