@@ -144,6 +144,10 @@ class PooledSandbox(Sandbox, Protocol):
     """A sandbox whose ready containers may have been started by another process (a warm service's
     run slot, lent over its socket): it takes them as its own, to use once each and remove."""
 
+    remote: str | None
+    """Why its engine is not on this machine (None: it is). A run slot's containers bind the slot's
+    folder on this machine: they are lent and taken only where the engine is here."""
+
     def adopt(
         self,
         containers: Sequence[tuple[str, int]],

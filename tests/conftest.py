@@ -31,6 +31,7 @@ atexit.register(shutil.rmtree, os.environ["HARNESS_WARM_DIR"], ignore_errors=Tru
 
 LONGEST_FIRST = (
     "tests/history/test_check.py",
+    "tests/agent/test_local_model.py",
     "tests/history/test_night.py",
     "tests/agent/test_bench_run.py",
     "tests/batch/test_disk_benches.py",
@@ -40,6 +41,9 @@ LONGEST_FIRST = (
     "tests/cli/test_benches.py",
     "tests/agent/test_delegate.py",
     "tests/batch/test_batch_run.py",
+    "tests/batch/test_fork.py",
+    "tests/batch/test_cluster.py",
+    "tests/sandbox/docker/test_remote_engine.py",
 )
 """The files that take longest (`make test` prints the slowest tests), scheduled first: with one file per
 worker at a time (`--dist loadfile`), a long file that starts last is the suite's tail. The order of the
@@ -93,7 +97,7 @@ def _remove_labelled(client: docker.DockerClient, run_label: str) -> None:
     for container in client.containers.list(all=True, filters=key, ignore_removed=True):
         if ours(container.labels):
             with contextlib.suppress(docker.errors.APIError):
-                container.remove(force=True)
+                container.remove(force=True, v=True)  # v: its anonymous volumes (an engine elsewhere)
     # Newest first, in passes: a step image is a child of the one before it, and the engine refuses
     # to remove a parent while a child exists (force or not).
     # One listing request (the SDK's images.list inspects each image after it, and another worker's

@@ -508,14 +508,21 @@ class EngineFacts:
     images: list[ImageStatus] = field(default_factory=list)
     remote: str = ""
     """Why the engine is not on this machine (empty: it is)."""
-    remote_problem: str = ""
-    """What every command that would run a call there says (empty: it runs them)."""
+    remote_note: str = ""
+    """What travels as archives to such an engine, and what needs one on this machine."""
 
 
 def engine_facts(docker_host: str | None) -> EngineFacts:
     """The engine's version, runtimes (and what each leaves unenforced), storage and images."""
     from sandbox.docker import images
-    from sandbox.docker.engine import elsewhere, engine_kind, remote_problem, runtimes_of, translate, unenforced_limits
+    from sandbox.docker.engine import (
+        REMOTE_SERVED,
+        elsewhere,
+        engine_kind,
+        runtimes_of,
+        translate,
+        unenforced_limits,
+    )
 
     with engine(docker_host) as client, translate("asking the engine"):
         version, info = client.version(), client.info()
@@ -535,5 +542,5 @@ def engine_facts(docker_host: str | None) -> EngineFacts:
             unenforced={name: unenforced_limits(args, name) for name, args in options.items()},
             images=images.list_images(client),
             remote=remote or "",
-            remote_problem=remote_problem(str(client.api.base_url), remote) if remote else "",
+            remote_note=REMOTE_SERVED if remote else "",
         )

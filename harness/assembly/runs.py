@@ -233,8 +233,8 @@ def borrow(config: RunConfig, sandbox: Sandbox, repo: Path, sessions: Path, warm
     """A warm run slot for a new session of config, when it can use one: the warm service's
     containers are the session's first (no setup image, no quota filesystem, a read-only root), and
     the sandbox can take containers another process started."""
-    if warm is None or not isinstance(sandbox, PooledSandbox):
-        return None
+    if warm is None or not isinstance(sandbox, PooledSandbox) or sandbox.remote is not None:
+        return None  # (an engine elsewhere: a slot's containers bind its folder on this machine)
     if config.session.setup or config.session.workspace_quota or not config.sandbox.read_only_root:
         return None
     if config.session.allow_net_tools:

@@ -103,6 +103,7 @@ class TimedSandbox:
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
+        self.remote: str | None = getattr(inner, "remote", None)
         self.calls: list[tuple[list[str], SandboxSpec, Sequence[Mount], float, float]] = []
 
     def run(

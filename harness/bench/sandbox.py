@@ -2,7 +2,10 @@
 
 (a) our pooled single-use call (`DockerSandbox.run`), (b) a cold create/start/wait/remove, (c) an
 exec into one long-lived container — same image, same hardened config, interleaved call by call so
-machine noise hits all three alike. Between pooled calls the pool is allowed to refill and the used
+machine noise hits all three alike — and (d) the pooled call as it runs on an engine on another
+machine: nothing bind-mounted, the workspace sent as an archive before the call and brought back
+after it (sandbox.docker.transfer), measured on this engine beside the others, for the bench's small
+workspace and for the example repository. Between pooled calls the pool is allowed to refill and the used
 container's removal to finish (outside the timed region), as in real use where the model thinks
 between calls.
 """
@@ -17,6 +20,7 @@ from pathlib import Path
 import docker
 from pydantic import BaseModel
 
+from harness.bench import run
 from harness.bench.measure import Latency, latency, ratio, side_by_side
 from sandbox.docker import hardening
 from sandbox.docker.containers import DockerSandbox
@@ -24,8 +28,11 @@ from sandbox.docker.engine import resolve_image, translate
 from sandbox.labels import of_process
 from sandbox.owner import container_user, hand_over
 from sandbox.spec import SandboxSpec
+from sandbox.tree import copy_tree
 
 COMMAND = ["true"]
+EXAMPLE = run.EXAMPLE / "calc"
+"""The repository the README's demo fixes (the archive side's realistic workspace)."""
 
 
 class SandboxBench(BaseModel):
@@ -41,6 +48,14 @@ class SandboxBench(BaseModel):
     exec_ms: float
     pooled_over_exec: float
     pooled_over_cold: float
+    archive: Latency
+    """(d) the pooled call with the workspace travelling as archives (an engine on another machine)."""
+    archive_ms: float
+    archive_over_pooled: float
+    archive_over_exec: float
+    archive_example: Latency
+    """(d) again, with the example repository (examples/calc) as the workspace."""
+    archive_example_ms: float
     call_path: str
     """How the pooled calls reached their containers (`stub`, or `exec` where no stub can run)."""
     starts_per_s: float
@@ -61,11 +76,15 @@ def measure(client: docker.DockerClient, *, run_id: str, image: str = "py311", c
     with (
         tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp,
         DockerSandbox(client, run_id=run_id, pool_size=1) as box,
+        DockerSandbox(client, run_id=run_id, pool_size=1, transport="archive") as far,
     ):
         workspace = Path(tmp) / "workspace"
         workspace.mkdir()
         (workspace / "README").write_text("bench\n")
         hand_over(workspace)
+        example = Path(tmp) / "example"
+        copy_tree(EXAMPLE, example)
+        hand_over(example)
         config = hardening.container_config(
             image_id, spec, workspace, (), container_user(), of_process(run_id, "bench")
         )
@@ -88,12 +107,32 @@ def measure(client: docker.DockerClient, *, run_id: str, image: str = "py311", c
             api.exec_start(exec_id)
             api.exec_inspect(exec_id)
 
+        def archive() -> None:
+            far.run(COMMAND, workspace=workspace, spec=spec)
+
+        def archive_example() -> None:
+            far.run(COMMAND, workspace=example, spec=spec)
+
+        def settled() -> None:
+            box.pool.wait_idle()
+            far.pool.wait_idle()
+
         try:
             box.prewarm(workspace=workspace, spec=spec)
             call_path = box.run(COMMAND, workspace=workspace, spec=spec).call_path
-            box.pool.wait_idle()
+            for each in (workspace, example):  # the derived image, the pool's first start: off the clock
+                far.run(COMMAND, workspace=each, spec=spec)
+            settled()
             samples = side_by_side(
-                {"pooled": pooled, "cold": cold, "exec": exec_once}, rounds=calls, between=box.pool.wait_idle
+                {
+                    "pooled": pooled,
+                    "cold": cold,
+                    "exec": exec_once,
+                    "archive": archive,
+                    "archive_example": archive_example,
+                },
+                rounds=calls,
+                between=settled,
             )
             starts = _starts_per_s(box, workspace, spec, count=max(8, calls // 2))
             sustained = _sustained_calls_per_s(box, workspace, spec, count=max(10, calls))
@@ -112,6 +151,12 @@ def measure(client: docker.DockerClient, *, run_id: str, image: str = "py311", c
         exec_ms=c,
         pooled_over_exec=ratio(a, c),
         pooled_over_cold=ratio(a, b),
+        archive=stats["archive"],
+        archive_ms=stats["archive"].median_ms,
+        archive_over_pooled=ratio(stats["archive"].median_ms, a),
+        archive_over_exec=ratio(stats["archive"].median_ms, c),
+        archive_example=stats["archive_example"],
+        archive_example_ms=stats["archive_example"].median_ms,
         call_path=call_path,
         starts_per_s=starts,
         sustained_calls_per_s=sustained,

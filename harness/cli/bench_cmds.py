@@ -55,10 +55,24 @@ def bench_sandbox(
     table.add_row("(a) pooled single-use call", f"{result.pooled.median_ms:.1f}", f"{result.pooled.p90_ms:.1f}")
     table.add_row("(b) cold create/start/wait/remove", f"{result.cold.median_ms:.1f}", f"{result.cold.p90_ms:.1f}")
     table.add_row("(c) exec into a long-lived container", f"{result.exec.median_ms:.1f}", f"{result.exec.p90_ms:.1f}")
+    table.add_row(
+        "(d) (a) as on an engine elsewhere: workspace as archives",
+        f"{result.archive.median_ms:.1f}",
+        f"{result.archive.p90_ms:.1f}",
+    )
+    table.add_row(
+        "    (d) with the example repository",
+        f"{result.archive_example.median_ms:.1f}",
+        f"{result.archive_example.p90_ms:.1f}",
+    )
     console.print(table)
     console.print(
         f"a/c = {result.pooled_over_exec:.2f} (target <= 0.25)   a/b = {result.pooled_over_cold:.2f} "
         f"(target <= 0.5)   calls by: {result.call_path}"
+    )
+    console.print(
+        f"an engine on another machine: d/a = {result.archive_over_pooled:.2f}, d/c = {result.archive_over_exec:.2f} "
+        "(the archive both ways at every call)"
     )
     console.print(
         f"engine: {result.starts_per_s:.1f} container starts/s at the pool's concurrency; back-to-back calls "

@@ -286,8 +286,9 @@ def doctor() -> None:
     api = f"Docker-compatible API {facts.api_version}" if facts.product != "Docker" else f"API {facts.api_version}"
     console.print(f"engine: {facts.product} {facts.version} ({mode}, {api}) at {facts.address}", markup=False)
     if facts.remote:
-        console.print(f"engine location: another machine ({facts.remote})", soft_wrap=True, markup=False)
-        problems.append(facts.remote_problem)
+        console.print(
+            f"engine location: another machine ({facts.remote}): {facts.remote_note}", soft_wrap=True, markup=False
+        )
     else:
         console.print("engine location: this machine (workspaces are bind-mounted)", markup=False)
     console.print(f"cgroups: v{facts.cgroup_version}  storage: {facts.storage_driver}", markup=False)

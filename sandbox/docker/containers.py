@@ -22,6 +22,7 @@ import json
 import os
 import select
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -33,15 +34,15 @@ import requests
 from docker.utils.socket import frames_iter
 
 from sandbox import labels as labels_of
-from sandbox.docker import hardening, netns
+from sandbox.docker import hardening, netns, transfer
 from sandbox.docker.call import CallWatch, cgroup_oom_killed, send_stdin, shut
 from sandbox.docker.commit import commit_root
-from sandbox.docker.engine import require_local, resolve_image_path, runtimes_of, translate, unenforced_limits
+from sandbox.docker.engine import located, remote_problem, resolve_image_path, runtimes_of, translate, unenforced_limits
 from sandbox.docker.ids import remove_container
 from sandbox.docker.pool import PoolConfig, WarmPool
-from sandbox.docker.stubcall import NODEV_ARGV, StubLost, StubStream
+from sandbox.docker.stubcall import NODEV_ARGV, STUB_DIR, StubLost, StubStream
 from sandbox.envelope import CallOutcome, Envelope, Status
-from sandbox.errors import RuntimeUnavailable, SandboxError, SpecError, WorkspaceError
+from sandbox.errors import EngineRemote, RuntimeUnavailable, SandboxError, SpecError, WorkspaceError
 from sandbox.output import CappedOutput
 from sandbox.owner import container_user
 from sandbox.spec import Mount, SandboxSpec, posture
@@ -64,6 +65,8 @@ class DockerSandbox:
     (`harness exec`, `harness tool`), where a holder would double the cost of the only start.
     `first_apart=False` makes even the session's first container wait for the holder (see netns).
     `pool_initial` is how many warm containers a key starts with (default: pool_size; see pool).
+    `transport="archive"` sends the workspace as archives even to an engine on this machine (as it
+    must to one elsewhere: see `remote`).
     """
 
     def __init__(
@@ -78,6 +81,7 @@ class DockerSandbox:
         first_apart: bool = True,
         call_path: Literal["auto", "exec"] = "auto",
         owns_client: bool = False,
+        transport: Literal["auto", "archive"] = "auto",
     ) -> None:
         self.client, self.run_id, self.session_id = client, run_id, session_id
         self._owns_client = owns_client
@@ -95,8 +99,15 @@ class DockerSandbox:
         self.adopted = 0
         """Containers taken from another process (a warm service's loan)."""
         self._images: dict[str, tuple[float, str, str | None]] = {}
-        self._runtimes = runtimes_of(require_local(client))
-        """The engine's runtimes and their arguments (read once, with the check that it is on this machine)."""
+        info, self.remote = located(client)
+        """Why the engine is not on this machine (None: it is): then nothing is bind-mounted, and the
+        workspace, the mounts and the stub travel as archives (sandbox.docker.transfer)."""
+        if transport == "archive" and self.remote is None:
+            self.remote = "archives asked for"
+        self._runtimes = runtimes_of(info)
+        """The engine's runtimes and their arguments (read once, with where the engine is)."""
+        self._derived: dict[tuple[str, str, str], str] = {}
+        """On an engine elsewhere: each (image, working folder, user)'s derived image."""
         initial = pool_size if pool_initial is None else pool_initial
         self.pool = WarmPool(self._start, self._remove, PoolConfig(size=pool_size, initial=initial))
 
@@ -120,7 +131,9 @@ class DockerSandbox:
         for attempt in range(2):
             cid = self.pool.acquire(key, config, family=spec.image)
             try:
+                self._send(cid, workspace, spec, mounts, user)
                 outcome = self._call_once(cid, argv, spec, stdin)
+                self._bring_back(cid, workspace, spec, mounts, user)
                 if commit_changes and not spec.read_only_root:
                     committed = commit_root(self._api, cid, spec, mounts, self._step_labels())
                 break
@@ -147,7 +160,9 @@ class DockerSandbox:
         _, config, image_id, user = self._prepare(workspace, spec, ())
         for attempt in range(2):
             try:
+                self._send(cid, workspace, spec, (), user)
                 outcome = self._call_once(cid, argv, spec, stdin)
+                self._bring_back(cid, workspace, spec, (), user)
                 break
             except _ContainerGone:
                 if attempt:
@@ -299,7 +314,69 @@ class DockerSandbox:
         config = hardening.container_config(
             image_id, spec, workspace, mounts, user, self._labels(spec), stub=stub, path=path
         )
+        if self.remote is not None:
+            config = self._without_binds(config, workspace, spec, mounts, user)
         return hardening.config_key(config), config, image_id, user
+
+    # -- an engine on another machine (sandbox.docker.transfer) ------------------------------------
+    def _without_binds(
+        self, config: dict[str, Any], workspace: Path, spec: SandboxSpec, mounts: Sequence[Mount], user: str
+    ) -> dict[str, Any]:
+        """config with volumes where its binds were, from the image derived for its user."""
+        assert self.remote is not None
+        address = str(self._api.base_url)
+        if spec.egress:
+            raise EngineRemote(remote_problem(address, self.remote, "a call with egress (the relay to its proxy)"))
+        if spec.runtime == "runsc":
+            raise EngineRemote(remote_problem(address, self.remote, "a gVisor call (the devices it hides)"))
+        targets = set(transfer.volumes(spec.workdir, workspace, mounts))
+        if hardening.is_stub(config):
+            targets.add(STUB_DIR)
+        host = {**config["host_config"], "binds": {}, "mounts": transfer.volume_mounts(targets, config["labels"])}
+        derived = (config["image"], spec.workdir, user)
+        if derived not in self._derived:
+            with translate(f"preparing image {config['image'][:19]} for an engine on another machine"):
+                labels = labels_of.of_process(self.run_id, "remote-image")  # its helper container's (prune finds it)
+                self._derived[derived] = transfer.derived_image(self._api, *derived, labels)
+        return {**config, "image": self._derived[derived], "host_config": host}
+
+    def _send(self, cid: str, workspace: Path, spec: SandboxSpec, mounts: Sequence[Mount], user: str) -> None:
+        """The workspace and the mounts into a container's volumes, as they are now."""
+        if self.remote is None:
+            return
+        ids = _ids(user)
+        for target, parts in transfer.volumes(spec.workdir, workspace, mounts).items():
+            with tempfile.SpooledTemporaryFile(max_size=transfer.SPOOL_BYTES) as archive:
+                climbing = transfer.pack(parts, ids, archive)
+                with translate("sending the workspace to the engine"):
+                    try:
+                        self._api.put_archive(cid, target, archive)
+                    except docker.errors.NotFound:  # the warm container died before its call
+                        raise _ContainerGone() from None
+            if climbing:
+                self._make_links(cid, target, climbing, user)
+
+    def _make_links(self, cid: str, folder: str, links: Sequence[tuple[str, str]], user: str) -> None:
+        """The symbolic links the engine would not unpack (they climb out of their volume), made in
+        the container as the call's user; SandboxError if any cannot be (the call would miss it, and
+        its removal would come back)."""
+        argv = ["/bin/sh", "-c", transfer.LINK_SCRIPT, "sh", *(item for pair in links for item in pair)]
+        with translate("making the workspace's links on the engine"):
+            made = self._api.exec_create(cid, argv, user=user, workdir=folder, stdout=True, stderr=True)["Id"]
+            said = self._api.exec_start(made).decode(errors="replace").strip()
+            code = self._api.exec_inspect(made).get("ExitCode")
+        if code != 0:
+            raise SandboxError(f"could not make the workspace's symbolic links in the call's container: {said[:300]}")
+
+    def _bring_back(self, cid: str, workspace: Path, spec: SandboxSpec, mounts: Sequence[Mount], user: str) -> None:
+        """This machine's workspace made the same as the container's working folder (but for what
+        a read-only mount covered)."""
+        if self.remote is None:
+            return
+        covered = [part.rel for part in transfer.volumes(spec.workdir, workspace, mounts)[spec.workdir] if part.rel]
+        with translate("bringing the workspace back from the engine"):
+            chunks, _ = self._api.get_archive(cid, spec.workdir)
+            transfer.sync(chunks, workspace, _ids(user) if os.geteuid() == 0 else None, covered)
 
     def _labels(self, spec: SandboxSpec) -> dict[str, str]:
         labels = {**spec.labels, **labels_of.of_run(self.run_id), labels_of.PID: str(os.getpid())}
@@ -383,6 +460,8 @@ class DockerSandbox:
             self._owned.add(cid)
         stream = None
         try:
+            if self.remote is not None and hardening.is_stub(config):
+                transfer.put_stub(self._api, cid)
             if hardening.is_stub(config):  # attached before the start: nothing the stub says is missed
                 stream = StubStream(
                     self._api.attach_socket(cid, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
@@ -548,6 +627,14 @@ class DockerSandbox:
             # The inner `timeout` fired first (TERM, or KILL after a trapped TERM): it is the deadline.
             return 124, "timeout"
         return self._by_code(cid, code)
+
+
+def _ids(user: str) -> tuple[int, int]:
+    """uid and gid of a numeric user (what owns the files an engine elsewhere is sent)."""
+    uid, _, gid = user.partition(":")
+    if not (uid.isdigit() and (gid or uid).isdigit()):
+        raise SpecError(f"on an engine on another machine the user must be numeric (uid:gid), not {user!r}")
+    return int(uid), int(gid or uid)
 
 
 class _NoStub(Exception):

@@ -7,6 +7,7 @@ message says what to do next.
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 from collections.abc import Iterator
 from typing import Any
@@ -150,29 +151,47 @@ def remote_reason(base_url: str, engine_host: str, here: str) -> str | None:
     return None
 
 
+FORCE_REMOTE = "HARNESS_ENGINE_REMOTE"
+"""Set to 1: treat any engine as another machine's (nothing bind-mounted; see sandbox.docker.transfer)."""
+
+
 def elsewhere(client: docker.DockerClient, info: dict[str, Any]) -> str | None:
-    """Why the engine behind client (its /info answer given) is not on this machine, or None."""
-    return remote_reason(str(client.api.base_url), str(info.get("Name") or ""), socket.gethostname())
+    """Why the engine behind client (its /info answer given) is not on this machine, or None; with
+    HARNESS_ENGINE_REMOTE=1 every engine is treated so."""
+    why = remote_reason(str(client.api.base_url), str(info.get("Name") or ""), socket.gethostname())
+    if why is None and os.environ.get(FORCE_REMOTE) == "1":
+        return f"{FORCE_REMOTE}=1"
+    return why
 
 
-def require_local(client: docker.DockerClient) -> dict[str, Any]:
-    """The engine's /info answer; EngineRemote when it runs on another machine (every call's workspace
-    is bind-mounted from this machine's disk: its containers would see another machine's paths)."""
+def located(client: docker.DockerClient) -> tuple[dict[str, Any], str | None]:
+    """The engine's /info answer, and why it is not on this machine (None: it is)."""
     with translate("reading engine info"):
         info = client.info()
-    why = elsewhere(client, info)
+    return info, elsewhere(client, info)
+
+
+def require_local(client: docker.DockerClient, what: str) -> None:
+    """EngineRemote when the engine runs on another machine: what (a long-lived container) binds
+    this machine's folders, which that engine cannot see."""
+    _, why = located(client)
     if why is not None:
-        raise EngineRemote(remote_problem(str(client.api.base_url), why))
-    return info
+        raise EngineRemote(remote_problem(str(client.api.base_url), why, what))
 
 
-def remote_problem(address: str, why: str) -> str:
-    """What a command (and `harness doctor`) says of an engine on another machine."""
+def remote_problem(address: str, why: str, what: str) -> str:
+    """What is said of a part that needs the engine on this machine, when it is not."""
     return (
-        f"the engine at {address} is not on this machine ({why}): harness bind-mounts each call's workspace "
-        "from this machine's disk, which that engine cannot see; run harness on the engine's machine, or point "
-        "DOCKER_HOST at an engine on this one"
+        f"the engine at {address} is not on this machine ({why}): {what} binds this machine's folders, which "
+        "that engine cannot see; run harness on the engine's machine, or point DOCKER_HOST at an engine on this one"
     )
+
+
+REMOTE_SERVED = (
+    "calls' workspaces, mounts and the call stub travel as archives (nothing bind-mounted); egress, gVisor, "
+    "services and MCP servers need an engine on this machine"
+)
+"""What `harness doctor` says of an engine on another machine."""
 
 
 CGROUP_LIMITS = ["memory", "cpus", "pids"]

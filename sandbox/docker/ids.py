@@ -36,7 +36,7 @@ def remove_container(api: Any, cid: str, tries: int = 10) -> None:
 
     for attempt in range(tries):
         try:
-            api.remove_container(cid, force=True)
+            api.remove_container(cid, force=True, v=True)  # v: its anonymous volumes (an engine elsewhere)
             return
         except docker.errors.NotFound:
             return

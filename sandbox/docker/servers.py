@@ -15,7 +15,7 @@ from pathlib import Path
 import docker
 
 from sandbox.docker import hardening
-from sandbox.docker.engine import resolve_image_path, translate
+from sandbox.docker.engine import require_local, resolve_image_path, translate
 from sandbox.docker.ids import object_id, remove_container
 from sandbox.errors import SandboxError, SetupError
 from sandbox.spec import SandboxSpec
@@ -61,6 +61,7 @@ def _start_long_lived(
     """A container in the call posture (hardening.container_config) that outlives one call: the
     workspace read-only unless writable, its output kept by the engine (json-file, log_size), the
     given settings (command, stdin) over the config; started, or removed if it cannot start."""
+    require_local(client, what)
     image_id, path = resolve_image_path(client, spec.image)
     config = hardening.container_config(image_id, spec, workspace, [], user, labels, path=path)
     host = dict(config["host_config"])

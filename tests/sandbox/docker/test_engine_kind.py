@@ -67,7 +67,7 @@ def test_what_an_engine_writes_into_a_root_is_not_a_change_and_removal_waits_for
         def __init__(self, refusals: int, said: str = "cannot remove container x as it could not be stopped") -> None:
             self.refusals, self.said, self.asked = refusals, said, 0
 
-        def remove_container(self, cid: str, force: bool) -> None:
+        def remove_container(self, cid: str, force: bool, v: bool = False) -> None:
             self.asked += 1
             if self.asked <= self.refusals:
                 raise docker.errors.APIError("500 Server Error", explanation=self.said)

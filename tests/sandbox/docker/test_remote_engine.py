@@ -1,10 +1,10 @@
 """An engine on another machine, for real: a second Docker daemon with its own data root, in its own
 UTS namespace (it answers as another host), mount namespace (a fresh /tmp: the controller's
 workspaces are not there, as on another machine) and network namespace (its network set-up never
-touches this machine's), reached on a TCP socket on 127.0.0.1 (a relay to its API socket). harness
-bind-mounts each call's workspace, so on such an engine a call would see an empty folder: `harness
-doctor` says where the engine is, and every command that would run a call refuses at once with one
-line, before any container is made."""
+touches this machine's), reached on a TCP socket on 127.0.0.1 (a relay to its API socket). A bind
+mount there would show a call an empty folder: nothing is bind-mounted, the workspace, the mounts and
+the call stub travel as archives (sandbox.docker.transfer), and what needs this machine (egress)
+is refused with one line before any container is made."""
 
 from __future__ import annotations
 
@@ -107,26 +107,96 @@ def elsewhere() -> Iterator[str]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _harness(host: str, *args: str) -> subprocess.CompletedProcess[str]:
+@pytest.fixture(scope="module")
+def with_py311(elsewhere: str) -> str:
+    """The elsewhere engine with the py311 image this machine built and its base (saved here, loaded
+    there: it pulls nothing)."""
+    import docker
+
+    from sandbox.docker import images
+
+    here = docker.from_env()
+    try:
+        ref = images.current_ref(here, "py311")
+    finally:
+        here.close()
+    saved = subprocess.Popen(["docker", "save", images.BASE_REF, ref], stdout=subprocess.PIPE)
+    loaded = subprocess.run(["docker", "-H", elsewhere, "load", "-q"], stdin=saved.stdout, capture_output=True)
+    assert saved.wait(timeout=120) == 0 and loaded.returncode == 0, loaded.stderr
+    return elsewhere
+
+
+def _harness(host: str, *args: str, state: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "DOCKER_HOST": host, "HARNESS_RUN_ID": "remote-engine-test", "COLUMNS": "200"}
     env["HARNESS_WARM_DIR"] = tempfile.mkdtemp(prefix="harness-warm-none-")
+    if state is not None:
+        env["HARNESS_STATE_DIR"] = str(state)
     return subprocess.run([HARNESS, *args], capture_output=True, text=True, env=env, timeout=120)
 
 
-def test_doctor_says_the_engine_is_elsewhere_and_a_call_is_refused_before_any_container(elsewhere, tmp_path):
-    doctor = _harness(elsewhere, "doctor")
-    assert doctor.returncode != 0, doctor.stdout
-    assert f"engine location: another machine (it answers over TCP as host '{ELSEWHERE}'" in doctor.stdout
-    assert "harness bind-mounts each call's workspace" in doctor.stderr
-    assert "free disk at" in doctor.stdout and "not checked" in doctor.stdout
+def _left_on(host: str) -> list[str]:
+    found = []
+    for what in ("ps", "volume ls"):
+        listed = subprocess.run(["docker", "-H", host, *what.split(), "-q"], capture_output=True, text=True, check=True)
+        found += listed.stdout.split()
+    return found
 
+
+def test_doctor_says_the_engine_is_elsewhere_and_what_travels_as_archives(elsewhere):
+    doctor = _harness(elsewhere, "doctor")
+    assert f"engine location: another machine (it answers over TCP as host '{ELSEWHERE}'" in doctor.stdout
+    assert "travel as archives (nothing bind-mounted)" in doctor.stdout
+    assert "not on this machine" not in doctor.stderr, "the engine's place is no problem of its own"
+    assert "free disk at" in doctor.stdout and "not checked" in doctor.stdout
+    assert "Traceback" not in doctor.stderr
+
+
+def test_a_run_on_an_engine_that_cannot_see_this_machine_fixes_the_example(with_py311, tmp_path):
+    """The README's demo, on the engine elsewhere: the workspace, the tool runner and the stub reach
+    each call as archives, the change comes back, the snapshot store records it, and the patch says it."""
+    state = tmp_path / "state"
+    done = _harness(
+        with_py311, "run", "--image", "py311", "--model", "scripted:examples/calc-fix.yaml", "examples/calc",
+        "--task", "Fix the failing tests in calc.", "--verify", "python3 -m pytest -q", state=state,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "verified" in done.stdout and "Traceback" not in done.stderr
+    patch = next(state.glob("*/change.patch")).read_text()
+    assert "-    return a - b\n+    return a + b" in patch
+    assert "tests/" not in patch, "the protected tests came back unchanged"
+    assert _left_on(with_py311) == [], "no container and no volume is left on the engine"
+
+
+def test_session_steps_come_back_roll_back_and_what_needs_this_machine_is_refused(with_py311, tmp_path):
+    state = tmp_path / "state"
     repo = tmp_path / "repo"
-    repo.mkdir()
+    (repo / "sub").mkdir(parents=True)
     (repo / "marker.txt").write_text("on the controller's disk\n")
-    done = _harness(elsewhere, "exec", str(repo), "--", "cat", "marker.txt")
-    lines = done.stderr.strip().splitlines()
-    assert done.returncode == 78 and len(lines) == 1, done.stderr
-    assert lines[0].startswith("error: the engine at http://127.0.0.1:") and "is not on this machine" in lines[0]
-    assert "Traceback" not in done.stderr and done.stdout == ""
-    listed = subprocess.run(["docker", "-H", elsewhere, "ps", "-aq"], capture_output=True, text=True, check=True)
-    assert listed.stdout.strip() == "", "nothing was started on the engine that cannot see the workspace"
+    (repo / "sub" / "gone.txt").write_text("removed by the call\n")
+    first = _harness(
+        with_py311, "exec", str(repo), "--session", "far", "--", "sh", "-c",
+        "cat marker.txt && echo made > made.txt && rm sub/gone.txt && mkdir -p deep/er && chmod 700 deep "
+        "&& ln -s /etc/passwd deep/link && ln made.txt twin.txt",
+        state=state,
+    )  # fmt: skip
+    assert first.returncode == 0 and "on the controller's disk" in first.stdout, first.stdout + first.stderr
+    workspace = state / "far" / "workspace"
+    assert (workspace / "made.txt").read_text() == "made\n" and not (workspace / "sub" / "gone.txt").exists()
+    assert os.readlink(workspace / "deep" / "link") == "/etc/passwd"
+    assert (workspace / "deep").stat().st_mode & 0o777 == 0o700
+    assert os.path.samefile(workspace / "made.txt", workspace / "twin.txt")
+    second = _harness(
+        with_py311, "exec", str(repo), "--session", "far", "--", "sh", "-c", "echo more >> made.txt", state=state
+    )
+    assert second.returncode == 0, second.stderr
+    diff = _harness(with_py311, "diff", "far", "--from", "1", "--to", "2", state=state)
+    assert "+more" in diff.stdout, diff.stdout + diff.stderr
+    assert _harness(with_py311, "rollback", "far", "--to", "1", state=state).returncode == 0
+    back = _harness(with_py311, "exec", str(repo), "--session", "far", "--", "cat", "made.txt", state=state)
+    assert back.stdout.count("made") == 1 and "more" not in back.stdout, back.stdout
+
+    egress = _harness(with_py311, "exec", str(repo), "--allow-net", "pypi", "--", "true")
+    lines = egress.stderr.strip().splitlines()
+    assert egress.returncode == 78 and len(lines) == 1, egress.stderr
+    assert "is not on this machine" in lines[0] and "egress" in lines[0] and "Traceback" not in egress.stderr
+    assert _left_on(with_py311) == []

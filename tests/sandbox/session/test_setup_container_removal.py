@@ -16,7 +16,7 @@ class Engine:
     def __init__(self, status: int, text: str) -> None:
         self.status, self.text, self.calls = status, text, 0
 
-    def remove_container(self, cid: str, force: bool = False) -> None:
+    def remove_container(self, cid: str, force: bool = False, v: bool = False) -> None:
         self.calls += 1
         response = requests.Response()
         response.status_code = self.status
