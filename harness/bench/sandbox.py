@@ -24,7 +24,7 @@ from harness.bench import run
 from harness.bench.measure import Latency, latency, ratio, side_by_side
 from sandbox.docker import hardening
 from sandbox.docker.containers import DockerSandbox
-from sandbox.docker.engine import resolve_image, translate
+from sandbox.docker.engine import engine_kind, resolve_image, translate
 from sandbox.labels import of_process
 from sandbox.owner import container_user, hand_over
 from sandbox.spec import SandboxSpec
@@ -38,6 +38,8 @@ EXAMPLE = run.EXAMPLE / "calc"
 class SandboxBench(BaseModel):
     """Result of `harness bench sandbox`."""
 
+    engine: str = ""
+    """The engine measured: its product, version, mode and address (`Podman 4.3.1 rootful at ...`)."""
     image: str
     calls: int
     pooled: Latency
@@ -72,6 +74,10 @@ def measure(client: docker.DockerClient, *, run_id: str, image: str = "py311", c
     """Run `calls` rounds of (a), (b), (c) interleaved and summarise them."""
     ref, image_id = resolve_image(client, image)
     spec = SandboxSpec(image=image, timeout_s=60)
+    with translate("asking the engine what it is"):
+        version, info = client.version(), client.info()
+    product, rootless = engine_kind(version, info)
+    engine = f"{product} {version.get('Version')} {'rootless' if rootless else 'rootful'} at {client.api.base_url}"
     api = client.api
     with (
         tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp,
@@ -141,6 +147,7 @@ def measure(client: docker.DockerClient, *, run_id: str, image: str = "py311", c
     stats = {name: latency(values) for name, values in samples.items()}
     a, b, c = stats["pooled"].median_ms, stats["cold"].median_ms, stats["exec"].median_ms
     return SandboxBench(
+        engine=engine,
         image=ref,
         calls=calls,
         pooled=stats["pooled"],

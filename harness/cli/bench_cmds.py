@@ -35,22 +35,35 @@ def bench_sandbox(
     ),
     rounds: int = typer.Option(2, "--rounds", min=1, max=20, help="With --burst: rounds of each pattern."),
     stagger_ms: float = typer.Option(100.0, "--stagger-ms", min=0, help="With --burst: the staggered pattern's gap."),
+    engines: list[str] = typer.Option(
+        [],
+        "--engine",
+        help="Also measure the engine at this address (DOCKER_HOST's form, e.g. Podman's "
+        "unix:///run/podman/podman.sock), after the default one, and print them side by side (repeatable).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
-    """Pooled single-use call vs cold create/start/wait/remove vs exec into a long-lived container;
-    with --burst N, start-up under load: percentiles and success rates beside docker run."""
+    """Pooled single-use call vs cold create/start/wait/remove vs exec into a long-lived container, and
+    the pooled call as on an engine elsewhere (workspace as archives); with --engine, other engines
+    beside the default one; with --burst N, start-up under load: percentiles and success rates beside
+    docker run."""
     if burst is not None:
         _bench_burst(image, burst, rounds, stagger_ms, as_json)
         return
     from rich.table import Table
 
+    from harness.assembly import engine
     from harness.bench.sandbox import measure
 
+    run_id = environment.run_id("bench")
     with reported():
-        result = measure(_client(), run_id=environment.run_id("bench"), image=image, calls=calls)
+        result = measure(_client(), run_id=run_id, image=image, calls=calls)
+        others = [measure(engine.connect(address), run_id=run_id, image=image, calls=calls) for address in engines]
     if as_json:
-        print(result.model_dump_json())
+        print(result.model_dump_json() if not engines else json.dumps([r.model_dump() for r in [result, *others]]))
         return
+    if others:
+        _engines_side_by_side([result, *others])
     table = Table("approach", "median ms", "p90 ms", title=f"{calls} calls of `true` on {result.image}")
     table.add_row("(a) pooled single-use call", f"{result.pooled.median_ms:.1f}", f"{result.pooled.p90_ms:.1f}")
     table.add_row("(b) cold create/start/wait/remove", f"{result.cold.median_ms:.1f}", f"{result.cold.p90_ms:.1f}")
@@ -79,6 +92,27 @@ def bench_sandbox(
         f"sustain {result.sustained_calls_per_s:.1f}/s (the refill is the ceiling, not the call)"
     )
     console.print(f"[dim]{result.note}[/]")
+
+
+def _engines_side_by_side(results: list[Any]) -> None:
+    from rich.table import Table
+
+    first = results[0]
+    table = Table(title=f"each engine, {first.calls} calls of `true` (medians, ms)")
+    for column in ("engine", "(a) pooled", "(b) cold", "(c) exec", "(d) archives", "a/c", "d/c", "a / first's a"):
+        table.add_column(column, justify="left" if column == "engine" else "right")
+    for row in results:
+        table.add_row(
+            row.engine.split(" at ")[0],
+            f"{row.pooled_ms:.1f}",
+            f"{row.cold_ms:.1f}",
+            f"{row.exec_ms:.1f}",
+            f"{row.archive_ms:.1f}",
+            f"{row.pooled_over_exec:.2f}",
+            f"{row.archive_over_exec:.2f}",
+            f"{row.pooled_ms / first.pooled_ms:.2f}" if first.pooled_ms else "-",
+        )
+    console.print(table)
 
 
 def _bench_burst(image: str, n: int, rounds: int, stagger_ms: float, as_json: bool) -> None:

@@ -374,9 +374,20 @@ class DockerSandbox:
         if self.remote is None:
             return
         covered = [part.rel for part in transfer.volumes(spec.workdir, workspace, mounts)[spec.workdir] if part.rel]
+        owner = _ids(user) if os.geteuid() == 0 else None
         with translate("bringing the workspace back from the engine"):
-            chunks, _ = self._api.get_archive(cid, spec.workdir)
-            transfer.sync(chunks, workspace, _ids(user) if os.geteuid() == 0 else None, covered)
+            for attempt in range(2):
+                try:
+                    chunks, _ = self._api.get_archive(cid, spec.workdir)
+                    transfer.sync(chunks, workspace, owner, covered)
+                    return
+                except (transfer.Empty, docker.errors.APIError) as error:
+                    # Podman, asked while the container stops, sends nothing or fails to enter it:
+                    # nothing was written yet, so once more when it has stopped
+                    if attempt or isinstance(error, docker.errors.NotFound):
+                        raise
+                with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
+                    self._api.wait(cid, timeout=10)
 
     def _labels(self, spec: SandboxSpec) -> dict[str, str]:
         labels = {**spec.labels, **labels_of.of_run(self.run_id), labels_of.PID: str(os.getpid())}

@@ -206,6 +206,7 @@ class _Stream(io.RawIOBase):
 
     def __init__(self, chunks: Iterator[bytes]) -> None:
         self._chunks, self._left = chunks, b""
+        self.total = 0
 
     def readable(self) -> bool:
         return True
@@ -218,11 +219,16 @@ class _Stream(io.RawIOBase):
                 return 0
         size = min(len(buffer), len(self._left))
         buffer[:size], self._left = self._left[:size], self._left[size:]
+        self.total += size
         return size
 
 
 class Malformed(SandboxError):
     """The engine's archive of a working folder holds what no folder's archive holds."""
+
+
+class Empty(Malformed):
+    """The engine answered with no archive at all (Podman, asked while a container stops)."""
 
 
 def sync(chunks: Iterator[bytes], workspace: Path, user: tuple[int, int] | None, keep: Sequence[str] = ()) -> int:
@@ -233,14 +239,13 @@ def sync(chunks: Iterator[bytes], workspace: Path, user: tuple[int, int] | None,
     root = os.path.realpath(workspace)
     seen: set[str] = set()
     changed = 0
+    stream = _Stream(chunks)
     try:
-        with tarfile.open(fileobj=io.BufferedReader(_Stream(chunks), _CHUNK), mode="r|") as tar:
+        with tarfile.open(fileobj=io.BufferedReader(stream, _CHUNK), mode="r|") as tar:
             top: str | None = None
             for member in tar:
                 if top is None:
-                    top = member.name.rstrip("/")
-                    if not member.isdir() or "/" in top or top in ("", ".", ".."):
-                        raise Malformed(f"the archive starts with {member.name!r}, not a folder")
+                    top = _top(member)
                     continue
                 rel = _relative(member.name, top)
                 if _under_any(rel, keep):
@@ -252,6 +257,8 @@ def sync(chunks: Iterator[bytes], workspace: Path, user: tuple[int, int] | None,
                 seen.add(rel)
         changed += _remove_unseen(root, seen, keep)
     except (tarfile.TarError, EOFError) as error:
+        if not stream.total:
+            raise Empty("the engine sent no archive of the working folder") from None
         raise Malformed(f"the engine's archive of the working folder is unreadable ({error})") from None
     except OSError as error:
         if error.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -261,6 +268,15 @@ def sync(chunks: Iterator[bytes], workspace: Path, user: tuple[int, int] | None,
             ) from None
         raise WorkspaceError(f"could not bring the call's workspace back to {workspace}: {error}") from None
     return changed
+
+
+def _top(member: tarfile.TarInfo) -> str:
+    """The top folder's name, the prefix of everything after it: the folder's own name (Docker, and
+    Podman for a running container), or none (Podman for a stopped one: `/d/a.txt` follows `''`)."""
+    top = member.name.rstrip("/")
+    if not member.isdir() or "/" in top or top in (".", ".."):
+        raise Malformed(f"the archive starts with {member.name!r}, not a folder")
+    return top
 
 
 def _relative(name: str, top: str) -> str:

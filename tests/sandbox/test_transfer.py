@@ -243,3 +243,22 @@ def test_devices_and_pipes_are_never_made_and_a_bad_start_is_refused(tmp_path):
     with pytest.raises(transfer.Malformed, match="unreadable"):
         transfer.sync(iter([b"not a tar at all" * 64]), root, None)
     assert stat.S_ISDIR(root.stat().st_mode)
+
+
+def test_podmans_archive_of_a_stopped_container_and_an_empty_answer(tmp_path):
+    """Podman 4.3 names a stopped container's folder '' and what is in it `/d/a.txt`; asked while the
+    container stops it may send nothing at all (Empty: nothing was written, the caller asks again)."""
+    root = tmp_path / "w"
+    root.mkdir()
+
+    def build(tar):
+        _entry(tar, "/d", tarfile.DIRTYPE)
+        _file(tar, "/d/a.txt", b"from a stopped container")
+        _entry(tar, "/d/twin", tarfile.LNKTYPE, "/d/a.txt")
+
+    transfer.sync(_chunks(build, top=""), root, None)
+    assert (root / "d" / "a.txt").read_text() == "from a stopped container"
+    assert os.path.samefile(root / "d" / "a.txt", root / "d" / "twin")
+    with pytest.raises(transfer.Empty):
+        transfer.sync(iter([]), root, None)
+    assert (root / "d" / "a.txt").exists(), "an empty answer removes nothing"
