@@ -75,6 +75,7 @@ def sandbox_for(
     share_netns: bool = True,
     first_apart: bool = True,
     owns_client: bool = False,
+    engine_removes: bool = False,
 ) -> DockerSandbox:
     """The one way a DockerSandbox is made: a run's (warm pool, shared namespace holder), or a
     one-call command's (`pool_size=0, share_netns=False`: a holder or a warm container would double
@@ -90,12 +91,25 @@ def sandbox_for(
         share_netns=share_netns,
         first_apart=first_apart,
         owns_client=owns_client,
+        engine_removes=engine_removes,
     )
 
 
-def one_shot_sandbox(docker_host: str | None, run_id: str, session_id: str | None = None) -> DockerSandbox:
-    """A sandbox for commands that make one call each (`harness exec`, `harness tool`, the warm service)."""
-    return sandbox_for(connect(docker_host), run_id, session_id, pool_size=0, share_netns=False, owns_client=True)
+def one_shot_sandbox(
+    docker_host: str | None, run_id: str, session_id: str | None = None, *, engine_removes: bool = False
+) -> DockerSandbox:
+    """A sandbox for commands that make one call each (`harness exec`, `harness tool`, the warm
+    service); engine_removes: its used containers are left to the engine to remove (a one-shot
+    `harness exec` ends without waiting for the removal)."""
+    return sandbox_for(
+        connect(docker_host),
+        run_id,
+        session_id,
+        pool_size=0,
+        share_netns=False,
+        owns_client=True,
+        engine_removes=engine_removes,
+    )
 
 
 def step_images(sandbox: Sandbox) -> StepImages | None:
@@ -240,7 +254,7 @@ def execute_once(
         workspace = scratch / "workspace"
         copy_repository(path, workspace)
         with contextlib.ExitStack() as stack:
-            box = stack.enter_context(one_shot_sandbox(docker_host, run_id))
+            box = stack.enter_context(one_shot_sandbox(docker_host, run_id, engine_removes=True))
             if allow_net:
                 proxy = stack.enter_context(Egress(allow_net, scratch / "network.jsonl", trust=trust))
                 spec = spec.model_copy(update={"egress": str(proxy.folder)})

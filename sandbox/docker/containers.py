@@ -82,6 +82,7 @@ class DockerSandbox:
         call_path: Literal["auto", "exec"] = "auto",
         owns_client: bool = False,
         transport: Literal["auto", "archive"] = "auto",
+        engine_removes: bool = False,
     ) -> None:
         self.client, self.run_id, self.session_id = client, run_id, session_id
         self._owns_client = owns_client
@@ -104,6 +105,11 @@ class DockerSandbox:
         workspace, the mounts and the stub travel as archives (sandbox.docker.transfer)."""
         if transport == "archive" and self.remote is None:
             self.remote = "archives asked for"
+        self._engine_removes = engine_removes
+        """Containers of a read-only root on this machine's engine are removed by the engine when
+        they stop (auto_remove): a used one is only killed, and no removal waits on the caller."""
+        self._removed_by_engine: dict[str, bool] = {}
+        """Started containers the engine removes when they stop, and whether each runs the stub."""
         self._runtimes = runtimes_of(info)
         """The engine's runtimes and their arguments (read once, with where the engine is)."""
         self._derived: dict[tuple[str, str, str], str] = {}
@@ -316,6 +322,8 @@ class DockerSandbox:
         )
         if self.remote is not None:
             config = self._without_binds(config, workspace, spec, mounts, user)
+        elif self._engine_removes and spec.read_only_root:  # (no commit, no archive needs it after its end)
+            config["host_config"]["auto_remove"] = True
         return hardening.config_key(config), config, image_id, user
 
     # -- an engine on another machine (sandbox.docker.transfer) ------------------------------------
@@ -462,7 +470,10 @@ class DockerSandbox:
         host = self._api.create_host_config(**config["host_config"])
         labels = {**config["labels"], labels_of.KIND: kind}
         try:
-            cid = self._api.create_container(**{**config, "labels": labels, "host_config": host}, detach=True)["Id"]
+            # not detached, a stub's container has StdinOnce: its stdin ends when its one attached
+            # stream closes, and so does the stub, used or not (the SDK sets it only so)
+            detach = not hardening.is_stub(config)
+            cid = self._api.create_container(**{**config, "labels": labels, "host_config": host}, detach=detach)["Id"]
         except docker.errors.APIError as error:  # Podman refuses at create what Docker refuses at start
             if holder_may_be_gone and netns.holder_gone(error):
                 raise _HolderGone() from None
@@ -493,15 +504,24 @@ class DockerSandbox:
             self._api._disable_socket_timeout(stream.sock)  # type: ignore[attr-defined]
             with self._lock:
                 self._streams[cid] = stream
+        if config["host_config"].get("auto_remove"):
+            with self._lock:
+                self._removed_by_engine[cid] = stream is not None
         return cid
 
     def _remove(self, cid: str) -> None:
         with self._lock:
             stream = self._streams.pop(cid, None)
+            by_engine = self._removed_by_engine.pop(cid, None)
         if stream is not None:
             stream.close()
-        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError, requests.exceptions.RequestException):
-            remove_container(self._api, cid)
+        # The engine removes a container of its own once it stops: a stub's stops when its stream
+        # closes (the stub waits for that, used or not), another is killed; one not running is removed.
+        if by_engine is None or not (by_engine or self._kill(cid)):
+            with contextlib.suppress(
+                docker.errors.NotFound, docker.errors.APIError, requests.exceptions.RequestException
+            ):
+                remove_container(self._api, cid)
         with self._lock:
             self._owned.discard(cid)
 
@@ -512,9 +532,13 @@ class DockerSandbox:
             return not state.get("Running", True) and state.get("ExitCode") is not None
         return False
 
-    def _kill(self, cid: str) -> None:
-        with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
+    def _kill(self, cid: str) -> bool:
+        """Kill a container; whether it was running (a stopped one, or one gone, answers an error)."""
+        try:
             self._api.kill(cid)
+            return True
+        except (docker.errors.APIError, requests.exceptions.RequestException):
+            return False
 
     # -- one call -----------------------------------------------------------------------------------
     def _exec(self, cid: str, argv: list[str], spec: SandboxSpec, stdin: bytes | None) -> CallOutcome:
@@ -533,7 +557,7 @@ class DockerSandbox:
             started = time.monotonic()
             sock = self._api.exec_start(exec_id, socket=True)
         watch = CallWatch(
-            lambda: self._kill(cid), lambda: self._exec_exited(exec_id), spec.timeout_s, abort=lambda: shut(sock)
+            lambda: self.stop(cid), lambda: self._exec_exited(exec_id), spec.timeout_s, abort=lambda: shut(sock)
         )
         out, err = CappedOutput(spec.stdout_cap), CappedOutput(spec.stderr_cap)
         try:
@@ -595,18 +619,20 @@ class DockerSandbox:
         except (StubLost, OSError, ValueError, KeyError, TypeError):
             pass  # killed under us (the watch reason says why), or the stub itself was killed
         finally:
-            stream.close()
             watch.finish()
         duration_ms = int((time.monotonic() - started) * 1000)
         status: Status
-        ended = _ENDED_BY_WATCH.get(watch.reason or "")
-        if ended is not None:
-            code, status = ended
-        else:
-            lost = code is None
-            code, status = self._by_code(cid, 137 if code is None else code)
-            if lost and status != "oom_killed":  # no exit frame and no OOM: the stub was killed
-                err.feed(STUB_LOST.encode())
+        try:  # the stream closed last: the stub, and so the container and its cgroup, wait for it
+            ended = _ENDED_BY_WATCH.get(watch.reason or "")
+            if ended is not None:
+                code, status = ended
+            else:
+                lost = code is None
+                code, status = self._by_code(cid, 137 if code is None else code)
+                if lost and status != "oom_killed":  # no exit frame and no OOM: the stub was killed
+                    err.feed(STUB_LOST.encode())
+        finally:
+            stream.close()
         return CallOutcome.captured(code, status, duration_ms, out, err, call_path="stub")
 
     def _oom_killed(self, cid: str) -> bool:

@@ -14,7 +14,9 @@ stdout: one kind byte, a 4-byte big-endian length, the payload:
 Because every byte of the command's output arrives inside a length-prefixed frame, nothing the
 command prints can end the call, forge an exit code or inject output. When the command exits, what
 is left in its pipes is drained for a short grace (daemonized children may keep them open; the host
-kills the whole container after the call anyway).
+kills the whole container after the call anyway). After the end it waits until the host closes the
+stream: the container (its cgroup, what the host reads to tell an OOM kill) stays until the host has
+read what it needs, and then ends by itself (an engine that removes it on exit needs no removal asked).
 """
 
 import base64
@@ -130,5 +132,15 @@ def main():
     return 0
 
 
+def _until_closed():
+    try:
+        while os.read(0, 1 << 16):
+            pass
+    except OSError:
+        pass
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    _until_closed()
+    sys.exit(status)

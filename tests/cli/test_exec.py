@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -48,7 +49,11 @@ def test_exec_json_returns_the_envelope_and_the_exit_code(run_label, sandbox_ima
             run_label=own_label,
             HARNESS_PLANTED_SECRET="sk-planted-42",
         )
-        leftovers = find_containers(docker_client, {"harness.run": own_label})
+        # the one-shot's container stopped as its call ended; the engine removes it (auto_remove):
+        # the command did not wait for that removal
+        deadline = time.monotonic() + 10
+        while (leftovers := find_containers(docker_client, {"harness.run": own_label})) and time.monotonic() < deadline:
+            time.sleep(0.05)
     finally:
         for container in find_containers(docker_client, {"harness.run": own_label}):
             container.remove(force=True)
@@ -63,6 +68,36 @@ def test_exec_json_returns_the_envelope_and_the_exit_code(run_label, sandbox_ima
 
 
 @pytest.mark.docker
+def test_a_cold_one_shot_leaves_its_container_to_the_engine_and_still_tells_an_oom_kill(
+    run_label, sandbox_image, docker_client, tmp_path
+) -> None:
+    """Without a warm service the one-shot does not wait for its container's removal: the engine
+    removes it (auto_remove) once the stub ends, which it does when the command's stream closes,
+    a child left running in the background included; the stub waits for that close, so an OOM kill is
+    still read from the living container."""
+    own_label = f"{run_label}-cold"
+    warm = str(tmp_path / "no-warm-service")
+    try:
+        lingering = harness(
+            "exec", "--json", EXAMPLE, "--", "sh", "-c", "(sleep 300 &); echo started",
+            run_label=own_label, HARNESS_WARM_DIR=warm,
+        )  # fmt: skip
+        assert lingering.returncode == 0 and json.loads(lingering.stdout)["stdout"] == "started\n"
+        killed = harness(
+            "exec", "--json", "--memory", "64m", EXAMPLE, "--", "python3", "-c", "x = bytearray(400 * 1024 * 1024)",
+            run_label=own_label, HARNESS_WARM_DIR=warm,
+        )  # fmt: skip
+        envelope = json.loads(killed.stdout)
+        assert killed.returncode == 137 and envelope["status"] == "oom_killed", envelope
+        deadline = time.monotonic() + 10
+        while (leftovers := find_containers(docker_client, {"harness.run": own_label})) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert leftovers == [], "the engine removed both containers"
+    finally:
+        for container in find_containers(docker_client, {"harness.run": own_label}):
+            container.remove(force=True)
+
+
 def test_exec_human_output_runs_the_example_tests(run_label, sandbox_image) -> None:
     done = harness(
         "exec",
