@@ -7,7 +7,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: setup deps deps-run engine podman images images-demo browser check test test-fast demo demo-delegate demo-history demo-local local-model local-model-start bench clean-containers
+.PHONY: setup deps deps-run engine podman podman-rootless images images-demo browser check test test-fast demo demo-delegate demo-history demo-local local-model local-model-start bench clean-containers
 
 # Everything the tests need (the test and check toolchains, every image).
 setup: deps engine images
@@ -38,6 +38,10 @@ engine:
 # Rootful Podman behind its Docker-compatible socket (docs/scale.md): prints the DOCKER_HOST to use.
 podman:
 	@bash scripts/ensure-podman.sh
+
+# Rootless Podman, run by a user of its own (docs/scale.md): prints the DOCKER_HOST to use.
+podman-rootless:
+	@bash scripts/ensure-podman.sh --rootless
 
 images: deps engine
 	$(BIN)/harness images build

@@ -145,8 +145,8 @@ class PooledSandbox(Sandbox, Protocol):
     run slot, lent over its socket): it takes them as its own, to use once each and remove."""
 
     remote: str | None
-    """Why its engine is not on this machine (None: it is). A run slot's containers bind the slot's
-    folder on this machine: they are lent and taken only where the engine is here."""
+    """Why its engine cannot take this machine's folders (on another machine, rootless; None: it
+    can). A run slot's containers bind the slot's folder: they are lent and taken only where it can."""
 
     def adopt(
         self,

@@ -5,7 +5,15 @@
 # the hard limits some machines give their services, and then no container starts), starts
 # `podman system service` on /run/podman/podman.sock, and prints the DOCKER_HOST to use. Idempotent:
 # a socket that answers is left as it is; a containers.conf already there is never changed.
+# With --rootless: the same service run by an unprivileged user of its own (harness-podman, with
+# subordinate ids 200000-265535 and fuse-overlayfs storage), on /run/user/UID/podman/podman.sock.
+# harness sends such an engine the workspace as archives (its containers' users are other ids here)
+# and names the limits it cannot set (cgroup v1, or controllers not delegated) as unenforced.
 set -euo pipefail
+
+if [ "${1:-}" = "--rootless" ]; then
+  exec bash "$(dirname "$0")/ensure-podman-rootless.sh"
+fi
 
 SOCKET=/run/podman/podman.sock
 answers() { curl -sf --unix-socket "$SOCKET" http://podman/_ping >/dev/null 2>&1; }

@@ -521,7 +521,9 @@ class EngineFacts:
     """Per runtime, the limits it does not enforce on this engine."""
     images: list[ImageStatus] = field(default_factory=list)
     remote: str = ""
-    """Why the engine is not on this machine (empty: it is)."""
+    """Why calls' workspaces travel as archives (empty: they are bind-mounted)."""
+    another_machine: bool = False
+    """Whether that is because the engine runs on another machine."""
     remote_note: str = ""
     """What travels as archives to such an engine, and what needs one on this machine."""
 
@@ -531,6 +533,7 @@ def engine_facts(docker_host: str | None) -> EngineFacts:
     from sandbox.docker import images
     from sandbox.docker.engine import (
         REMOTE_SERVED,
+        another_machine,
         elsewhere,
         engine_kind,
         runtimes_of,
@@ -553,8 +556,9 @@ def engine_facts(docker_host: str | None) -> EngineFacts:
             storage_driver=str(info.get("Driver")),
             root_dir=str(info.get("DockerRootDir") or "/"),
             runtimes=options,
-            unenforced={name: unenforced_limits(args, name) for name, args in options.items()},
+            unenforced={name: unenforced_limits(args, name, info) for name, args in options.items()},
             images=images.list_images(client),
             remote=remote or "",
+            another_machine=another_machine(client, info) is not None,
             remote_note=REMOTE_SERVED if remote else "",
         )

@@ -3,6 +3,10 @@ command line (`app`) and the quick path (`quick`), which must not import typer o
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 from harness.errors import ExitCode, HarnessError
@@ -47,3 +51,22 @@ def say(console: Any, error: BaseException) -> int:
         return exit_code_for(error)
     console.print(f"[bold red]internal error:[/] {escape(internal_line(error))}", soft_wrap=True)
     return int(ExitCode.INTERNAL)
+
+
+@contextlib.contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """While the block runs, SIGTERM raises KeyboardInterrupt as Ctrl-C does: a process manager's
+    kill (`timeout`, a batch runner) ends a command as cleanly as a person's interrupt (the call's
+    container killed and removed, the session's record written). Only in the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt

@@ -81,15 +81,16 @@ def _cold(path: str, image: str, as_json: bool, command: list[str]) -> int | Non
     from pathlib import Path
 
     from harness.assembly import engine
-    from harness.cli.failure import error_line, exit_code_for, internal_line
+    from harness.cli.failure import error_line, exit_code_for, internal_line, sigterm_interrupts
     from harness.errors import HarnessError
     from sandbox.errors import SandboxError
     from sandbox.spec import SandboxSpec
 
     try:
-        envelope = engine.execute_once(
-            environment.docker_host(), environment.run_id("cli"), Path(path), command, SandboxSpec(image=image), None
-        )
+        with sigterm_interrupts():
+            envelope = engine.execute_once(
+                environment.docker_host(), environment.run_id("cli"), Path(path), command, SandboxSpec(image=image), None
+            )
     except (HarnessError, SandboxError, OSError) as error:  # as the full command says them
         return _error(visible(error_line(error)), exit_code_for(error))
     except KeyboardInterrupt:

@@ -6,7 +6,6 @@ table `ExitCode`); usage, config and not-found errors exit with their class's co
 
 from __future__ import annotations
 
-import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -369,15 +368,10 @@ def _interactive(json_out: bool) -> bool:
 
 def _terminable(work: Callable[[], RunResult]) -> RunResult:
     """Run work with SIGTERM turned into an interrupt, so a batch runner's kill stops cleanly too."""
-    previous = signal.signal(signal.SIGTERM, _interrupt)
-    try:
+    from harness.cli.failure import sigterm_interrupts
+
+    with sigterm_interrupts():
         return work()
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
 
 
 def _report(result: RunResult, json_out: bool) -> None:

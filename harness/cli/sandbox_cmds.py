@@ -70,8 +70,10 @@ def execute(path: Path, command: list[str], spec: SandboxSpec, keep: Path | None
     if warm is not None:
         return warm
     from harness.assembly import engine
+    from harness.cli.failure import sigterm_interrupts
 
-    return engine.execute_once(docker_host(), environment.run_id("cli"), path, command, spec, keep)
+    with sigterm_interrupts():
+        return engine.execute_once(docker_host(), environment.run_id("cli"), path, command, spec, keep)
 
 
 def execute_with_network(
@@ -80,6 +82,7 @@ def execute_with_network(
     """A one-shot call that may reach the allowed hosts (never through the warm service: its containers
     have no relay); every request through the proxy is listed on stderr after it."""
     from harness.assembly import engine
+    from harness.cli.failure import sigterm_interrupts
     from harness.errors import UsageError
     from sandbox.network.allow import AllowError, parse
 
@@ -89,16 +92,17 @@ def execute_with_network(
         parse(allow_net)
     except AllowError as error:
         raise UsageError(str(error)) from None
-    envelope, requests = engine.execute_once(
-        docker_host(),
-        environment.run_id("cli"),
-        path,
-        command,
-        spec,
-        keep,
-        allow_net=allow_net,
-        trust=Path(trust) if trust else None,
-    )
+    with sigterm_interrupts():
+        envelope, requests = engine.execute_once(
+            docker_host(),
+            environment.run_id("cli"),
+            path,
+            command,
+            spec,
+            keep,
+            allow_net=allow_net,
+            trust=Path(trust) if trust else None,
+        )
     for line in request_lines(requests):
         err_console.print(line, soft_wrap=True, markup=False)
     return envelope
@@ -286,9 +290,8 @@ def doctor() -> None:
     api = f"Docker-compatible API {facts.api_version}" if facts.product != "Docker" else f"API {facts.api_version}"
     console.print(f"engine: {facts.product} {facts.version} ({mode}, {api}) at {facts.address}", markup=False)
     if facts.remote:
-        console.print(
-            f"engine location: another machine ({facts.remote}): {facts.remote_note}", soft_wrap=True, markup=False
-        )
+        where = "another machine" if facts.another_machine else "this machine"
+        console.print(f"engine location: {where} ({facts.remote}): {facts.remote_note}", soft_wrap=True, markup=False)
     else:
         console.print("engine location: this machine (workspaces are bind-mounted)", markup=False)
     console.print(f"cgroups: v{facts.cgroup_version}  storage: {facts.storage_driver}", markup=False)
@@ -319,7 +322,7 @@ def doctor() -> None:
         if row.status != "current":
             problems.append(f"image {row.name} is {row.status}: run `harness images build`")
     root = facts.root_dir
-    if facts.remote:  # its root directory is on its machine's disk, not this one's
+    if facts.another_machine:  # its root directory is on its machine's disk, not this one's
         console.print(f"free disk at {root}: not checked (the engine's machine)", markup=False)
     else:
         free = shutil.disk_usage(root if Path(root).exists() else "/").free

@@ -101,17 +101,21 @@ class DockerSandbox:
         """Containers taken from another process (a warm service's loan)."""
         self._images: dict[str, tuple[float, str, str | None]] = {}
         info, self.remote = located(client)
-        """Why the engine is not on this machine (None: it is): then nothing is bind-mounted, and the
-        workspace, the mounts and the stub travel as archives (sandbox.docker.transfer)."""
+        """Why the engine cannot take this machine's folders as its calls' own (None: it can): on
+        another machine, or rootless; then nothing is bind-mounted, and the workspace, the mounts and
+        the stub travel as archives (sandbox.docker.transfer)."""
         if transport == "archive" and self.remote is None:
             self.remote = "archives asked for"
         self._engine_removes = engine_removes
         """Containers of a read-only root on this machine's engine are removed by the engine when
-        they stop (auto_remove): a used one is only killed, and no removal waits on the caller."""
+        they stop (auto_remove): no removal waits on the caller."""
         self._removed_by_engine: dict[str, bool] = {}
-        """Started containers the engine removes when they stop, and whether each runs the stub."""
+        """Started containers the engine removes when they stop, and whether each ends by itself
+        when its stream closes (a stub waiting for its call, or done with it) or must be killed."""
         self._runtimes = runtimes_of(info)
         """The engine's runtimes and their arguments (read once, with where the engine is)."""
+        self._info = info
+        """The engine's /info answer (which limits it can enforce, among the rest)."""
         self._derived: dict[tuple[str, str, str], str] = {}
         """On an engine elsewhere: each (image, working folder, user)'s derived image."""
         initial = pool_size if pool_initial is None else pool_initial
@@ -252,7 +256,7 @@ class DockerSandbox:
     def _envelope(
         self, outcome: CallOutcome, spec: SandboxSpec, image_id: str, user: str, committed: str | None
     ) -> Envelope:
-        unenforced = unenforced_limits((self._runtimes or {}).get(spec.runtime, []), spec.runtime)
+        unenforced = unenforced_limits((self._runtimes or {}).get(spec.runtime, []), spec.runtime, self._info)
         return Envelope.of(
             outcome,
             limits=posture(spec, user, unenforced),
@@ -515,8 +519,8 @@ class DockerSandbox:
             by_engine = self._removed_by_engine.pop(cid, None)
         if stream is not None:
             stream.close()
-        # The engine removes a container of its own once it stops: a stub's stops when its stream
-        # closes (the stub waits for that, used or not), another is killed; one not running is removed.
+        # The engine removes a container of its own once it stops: a stub's that waits for its call or
+        # is done with it stops as its stream closes, another is killed; one not running is removed.
         if by_engine is None or not (by_engine or self._kill(cid)):
             with contextlib.suppress(
                 docker.errors.NotFound, docker.errors.APIError, requests.exceptions.RequestException
@@ -531,6 +535,11 @@ class DockerSandbox:
             # Before the engine marks a new exec Running it reports Running=false with no ExitCode.
             return not state.get("Running", True) and state.get("ExitCode") is not None
         return False
+
+    def _ends_by_itself(self, cid: str, ends: bool) -> None:
+        with self._lock:
+            if cid in self._removed_by_engine:
+                self._removed_by_engine[cid] = ends
 
     def _kill(self, cid: str) -> bool:
         """Kill a container; whether it was running (a stopped one, or one gone, answers an error)."""
@@ -587,6 +596,7 @@ class DockerSandbox:
         exit status back. The host's watch still kills the whole container at the deadline or the
         output ceiling; a stream that ends without the exit frame means the stub was killed."""
         started = time.monotonic()
+        self._ends_by_itself(cid, False)  # a call under way: ended by a kill if it must end early
         try:
             stream.request(argv, stdin)
         except OSError:
@@ -631,6 +641,8 @@ class DockerSandbox:
                 code, status = self._by_code(cid, 137 if code is None else code)
                 if lost and status != "oom_killed":  # no exit frame and no OOM: the stub was killed
                     err.feed(STUB_LOST.encode())
+                else:
+                    self._ends_by_itself(cid, True)  # its stub said the end and waits for the close
         finally:
             stream.close()
         return CallOutcome.captured(code, status, duration_ms, out, err, call_path="stub")

@@ -155,17 +155,26 @@ FORCE_REMOTE = "HARNESS_ENGINE_REMOTE"
 """Set to 1: treat any engine as another machine's (nothing bind-mounted; see sandbox.docker.transfer)."""
 
 
+def another_machine(client: docker.DockerClient, info: dict[str, Any]) -> str | None:
+    """Why the engine behind client (its /info answer given) is not on this machine, or None."""
+    return remote_reason(str(client.api.base_url), str(info.get("Name") or ""), socket.gethostname())
+
+
 def elsewhere(client: docker.DockerClient, info: dict[str, Any]) -> str | None:
-    """Why the engine behind client (its /info answer given) is not on this machine, or None; with
-    HARNESS_ENGINE_REMOTE=1 every engine is treated so."""
-    why = remote_reason(str(client.api.base_url), str(info.get("Name") or ""), socket.gethostname())
+    """Why the engine behind client cannot take this machine's folders as its calls' own, or None:
+    it runs on another machine, or rootless (its containers' users are other ids on this machine:
+    the call's user would not own a bound workspace), or HARNESS_ENGINE_REMOTE=1 says so."""
+    why = another_machine(client, info)
+    if why is None and engine_kind({}, info)[1]:
+        why = "it runs rootless: its containers' users are other ids on this machine"
     if why is None and os.environ.get(FORCE_REMOTE) == "1":
-        return f"{FORCE_REMOTE}=1"
+        why = f"{FORCE_REMOTE}=1"
     return why
 
 
 def located(client: docker.DockerClient) -> tuple[dict[str, Any], str | None]:
-    """The engine's /info answer, and why it is not on this machine (None: it is)."""
+    """The engine's /info answer, and why its calls' workspaces travel as archives (None: they are
+    bind-mounted; see elsewhere)."""
     with translate("reading engine info"):
         info = client.info()
     return info, elsewhere(client, info)
@@ -180,29 +189,36 @@ def require_local(client: docker.DockerClient, what: str) -> None:
 
 
 def remote_problem(address: str, why: str, what: str) -> str:
-    """What is said of a part that needs the engine on this machine, when it is not."""
+    """What is said of a part that binds this machine's folders, on an engine that cannot take them."""
     return (
-        f"the engine at {address} is not on this machine ({why}): {what} binds this machine's folders, which "
-        "that engine cannot see; run harness on the engine's machine, or point DOCKER_HOST at an engine on this one"
+        f"the engine at {address} cannot take this machine's folders as its containers' own ({why}): {what} "
+        "binds them; run harness beside a rootful engine on its own machine (DOCKER_HOST)"
     )
 
 
 REMOTE_SERVED = (
     "calls' workspaces, mounts and the call stub travel as archives (nothing bind-mounted); egress, gVisor, "
-    "services and MCP servers need an engine on this machine"
+    "services and MCP servers need a rootful engine on this machine"
 )
 """What `harness doctor` says of an engine on another machine."""
 
 
 CGROUP_LIMITS = ["memory", "cpus", "pids"]
+ENGINE_LIMITS = {"memory": "MemoryLimit", "cpus": "CpuCfsQuota", "pids": "PidsLimit"}
+"""Each limit, and the /info field in which the engine says whether it can enforce it (false: a
+rootless engine on cgroup v1, or without the controllers delegated to it)."""
 
 
-def unenforced_limits(args: list[str], runtime: str = "") -> list[str]:
+def unenforced_limits(args: list[str], runtime: str = "", info: dict[str, Any] | None = None) -> list[str]:
     """What a runtime started with these arguments leaves unenforced: cgroup limits under
-    `--ignore-cgroups`; under gVisor without `--oci-seccomp`, creating device nodes (mknod succeeds on
-    its own virtual filesystem, where runc refuses it without CAP_MKNOD; with `--oci-seccomp` the
-    calls' seccomp profile refuses it, see hardening.GVISOR_SECCOMP)."""
-    missing = list(CGROUP_LIMITS) if "--ignore-cgroups" in args else []
+    `--ignore-cgroups`, or those the engine's /info answer (info) says it cannot set; under gVisor
+    without `--oci-seccomp`, creating device nodes (mknod succeeds on its own virtual filesystem,
+    where runc refuses it without CAP_MKNOD; with `--oci-seccomp` the calls' seccomp profile refuses
+    it, see hardening.GVISOR_SECCOMP)."""
+    if "--ignore-cgroups" in args:
+        missing = list(CGROUP_LIMITS)
+    else:
+        missing = [limit for limit, field in ENGINE_LIMITS.items() if (info or {}).get(field) is False]
     if runtime == "runsc" and "--oci-seccomp" not in args:
         missing.append("mknod")
     return missing

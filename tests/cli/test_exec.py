@@ -98,6 +98,32 @@ def test_a_cold_one_shot_leaves_its_container_to_the_engine_and_still_tells_an_o
             container.remove(force=True)
 
 
+def test_a_one_shot_ended_by_sigterm_leaves_no_container(run_label, sandbox_image, docker_client, tmp_path) -> None:
+    """A process manager's kill (SIGTERM: `timeout`, a batch runner) ends `harness exec` as Ctrl-C
+    does: the call's container is killed and removed, where it ran on before."""
+    own_label = f"{run_label}-term"
+    environ = {**os.environ, "HARNESS_RUN_ID": own_label, "HARNESS_WARM_DIR": str(tmp_path / "no-warm-service")}
+    process = subprocess.Popen(
+        [HARNESS, "exec", EXAMPLE, "--", "sleep", "1000"], env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not find_containers(docker_client, {"harness.run": own_label}) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)  # the call under way
+        process.terminate()
+        _, stderr = process.communicate(timeout=60)
+        assert process.returncode == 130 and stderr.decode().strip() == "interrupted", stderr
+        deadline = time.monotonic() + 10
+        while (leftovers := find_containers(docker_client, {"harness.run": own_label})) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert leftovers == []
+    finally:
+        process.kill()
+        for container in find_containers(docker_client, {"harness.run": own_label}):
+            container.remove(force=True)
+
+
 def test_exec_human_output_runs_the_example_tests(run_label, sandbox_image) -> None:
     done = harness(
         "exec",

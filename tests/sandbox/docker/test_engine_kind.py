@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox.docker.engine import engine_kind, remote_reason
+from sandbox.docker.engine import another_machine, elsewhere, engine_kind, remote_reason, unenforced_limits
 
 PODMAN_VERSION = {
     "Components": [
@@ -49,6 +49,30 @@ def test_podman_and_docker_rootful_and_rootless_are_told_apart():
 )
 def test_an_engine_on_another_machine_is_told_by_its_address_and_its_host_name(base_url, engine_host, remote):
     assert (remote_reason(base_url, engine_host, "here") is not None) is remote
+
+
+def test_limits_an_engine_says_it_cannot_set_are_named_unenforced():
+    """A rootless engine on cgroup v1 (or without the controllers delegated to it) says in /info that
+    it cannot limit memory, CPU or processes; the posture names those, never claims them."""
+    rootless_v1 = {"MemoryLimit": False, "SwapLimit": False, "CpuCfsQuota": False, "PidsLimit": False}
+    assert unenforced_limits([], "runc", rootless_v1) == ["memory", "cpus", "pids"]
+    assert unenforced_limits([], "runc", {"MemoryLimit": True, "CpuCfsQuota": True, "PidsLimit": False}) == ["pids"]
+    assert unenforced_limits([], "runc", {}) == [], "an engine that says nothing is taken at the spec's word"
+    assert unenforced_limits(["--ignore-cgroups"], "runc", {"MemoryLimit": True}) == ["memory", "cpus", "pids"]
+
+
+def test_a_rootless_engine_on_this_machine_gets_the_workspace_as_archives(monkeypatch):
+    class Client:
+        class api:
+            base_url = "http+docker://localhost"
+
+    monkeypatch.delenv("HARNESS_ENGINE_REMOTE", raising=False)
+    rootless = {"Name": "here", "SecurityOptions": ["name=rootless"]}
+    assert "rootless" in (elsewhere(Client(), rootless) or "")  # type: ignore[arg-type]
+    assert another_machine(Client(), rootless) is None  # type: ignore[arg-type]
+    assert elsewhere(Client(), {"Name": "here", "SecurityOptions": []}) is None  # type: ignore[arg-type]
+    monkeypatch.setenv("HARNESS_ENGINE_REMOTE", "1")
+    assert elsewhere(Client(), {"Name": "here"}) == "HARNESS_ENGINE_REMOTE=1"  # type: ignore[arg-type]
 
 
 def test_what_an_engine_writes_into_a_root_is_not_a_change_and_removal_waits_for_a_stopping_container():

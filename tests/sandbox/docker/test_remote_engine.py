@@ -146,7 +146,7 @@ def test_doctor_says_the_engine_is_elsewhere_and_what_travels_as_archives(elsewh
     doctor = _harness(elsewhere, "doctor")
     assert f"engine location: another machine (it answers over TCP as host '{ELSEWHERE}'" in doctor.stdout
     assert "travel as archives (nothing bind-mounted)" in doctor.stdout
-    assert "not on this machine" not in doctor.stderr, "the engine's place is no problem of its own"
+    assert "cannot take this machine's folders" not in doctor.stderr, "the engine's place is no problem of its own"
     assert "free disk at" in doctor.stdout and "not checked" in doctor.stdout
     assert "Traceback" not in doctor.stderr
 
@@ -198,5 +198,5 @@ def test_session_steps_come_back_roll_back_and_what_needs_this_machine_is_refuse
     egress = _harness(with_py311, "exec", str(repo), "--allow-net", "pypi", "--", "true")
     lines = egress.stderr.strip().splitlines()
     assert egress.returncode == 78 and len(lines) == 1, egress.stderr
-    assert "is not on this machine" in lines[0] and "egress" in lines[0] and "Traceback" not in egress.stderr
+    assert f"as host '{ELSEWHERE}'" in lines[0] and "egress" in lines[0] and "Traceback" not in egress.stderr
     assert _left_on(with_py311) == []

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Rootless Podman for harness (docs/scale.md, "Other engines"): as root on Debian, installs podman,
+# catatonit, uidmap and fuse-overlayfs, makes an unprivileged user of its own (harness-podman) with
+# subordinate ids, gives it fuse-overlayfs storage, starts `podman system service` as that user on
+# /run/user/UID/podman/podman.sock, and prints the DOCKER_HOST to use. Idempotent: a socket that
+# answers is left as it is.
+set -euo pipefail
+
+USER_NAME=harness-podman
+HOME_DIR=/var/lib/harness-podman
+SUBIDS=200000:65536
+
+if [ "$(id -u)" != "0" ] || [ ! -f /etc/debian_version ]; then
+  echo "error: run this as root on Debian: it makes the rootless engine's own user" >&2
+  exit 1
+fi
+if ! id "$USER_NAME" >/dev/null 2>&1; then
+  useradd --system --create-home --home-dir "$HOME_DIR" --shell /usr/sbin/nologin "$USER_NAME"
+fi
+uid=$(id -u "$USER_NAME")
+SOCKET=/run/user/$uid/podman/podman.sock
+answers() { curl -sf --unix-socket "$SOCKET" http://podman/_ping >/dev/null 2>&1; }
+if answers; then
+  echo "export DOCKER_HOST=unix://$SOCKET"
+  exit 0
+fi
+missing=""
+for tool in podman newuidmap fuse-overlayfs; do command -v "$tool" >/dev/null 2>&1 || missing=1; done
+[ -x /usr/libexec/podman/catatonit ] || missing=1
+if [ -n "$missing" ]; then
+  echo "setup: installing Debian's podman, catatonit, uidmap and fuse-overlayfs" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  packages="podman catatonit uidmap fuse-overlayfs"
+  apt-get install -y -qq $packages >/dev/null 2>&1 || { apt-get update -qq >/dev/null; apt-get install -y -qq $packages >/dev/null; }
+fi
+for file in /etc/subuid /etc/subgid; do
+  grep -q "^$USER_NAME:" "$file" 2>/dev/null || echo "$USER_NAME:$SUBIDS" >> "$file"
+done
+mkdir -p "/run/user/$uid" "$HOME_DIR/.config/containers"
+chown "$USER_NAME:" "/run/user/$uid" && chmod 700 "/run/user/$uid"
+if [ ! -e "$HOME_DIR/.config/containers/storage.conf" ]; then  # overlay through FUSE: vfs copies every layer per container
+  printf '[storage]\ndriver = "overlay"\n[storage.options.overlay]\nmount_program = "/usr/bin/fuse-overlayfs"\n' \
+    > "$HOME_DIR/.config/containers/storage.conf"
+fi
+chown -R "$USER_NAME:" "$HOME_DIR/.config"
+as_user() { (cd "$HOME_DIR" && runuser -u "$USER_NAME" -- env XDG_RUNTIME_DIR="/run/user/$uid" HOME="$HOME_DIR" "$@"); }
+nohup runuser -u "$USER_NAME" -- env XDG_RUNTIME_DIR="/run/user/$uid" HOME="$HOME_DIR" \
+  sh -c "cd '$HOME_DIR' && exec podman system service --time=0 unix://$SOCKET" >/var/log/harness-podman-rootless.log 2>&1 &
+for _ in $(seq 1 50); do answers && break; sleep 0.2; done
+if ! answers; then
+  echo "error: the rootless podman service did not answer at $SOCKET (see /var/log/harness-podman-rootless.log)" >&2
+  exit 1
+fi
+as_user podman info --format 'setup: rootless podman {{.Version.Version}}, cgroups {{.Host.CgroupsVersion}}, storage {{.Store.GraphDriverName}}' 2>/dev/null >&2 || true
+echo "export DOCKER_HOST=unix://$SOCKET"
