@@ -36,8 +36,8 @@ fi
 for file in /etc/subuid /etc/subgid; do
   grep -q "^$USER_NAME:" "$file" 2>/dev/null || echo "$USER_NAME:$SUBIDS" >> "$file"
 done
-mkdir -p "/run/user/$uid" "$HOME_DIR/.config/containers"
-chown "$USER_NAME:" "/run/user/$uid" && chmod 700 "/run/user/$uid"
+mkdir -p "/run/user/$uid/podman" "$HOME_DIR/.config/containers"
+chown "$USER_NAME:" "/run/user/$uid" "/run/user/$uid/podman" && chmod 700 "/run/user/$uid"
 if [ ! -e "$HOME_DIR/.config/containers/storage.conf" ]; then  # overlay through FUSE: vfs copies every layer per container
   printf '[storage]\ndriver = "overlay"\n[storage.options.overlay]\nmount_program = "/usr/bin/fuse-overlayfs"\n' \
     > "$HOME_DIR/.config/containers/storage.conf"
@@ -51,5 +51,5 @@ if ! answers; then
   echo "error: the rootless podman service did not answer at $SOCKET (see /var/log/harness-podman-rootless.log)" >&2
   exit 1
 fi
-as_user podman info --format 'setup: rootless podman {{.Version.Version}}, cgroups {{.Host.CgroupsVersion}}, storage {{.Store.GraphDriverName}}' 2>/dev/null >&2 || true
+as_user podman info --format 'setup: rootless podman {{.Version.Version}}, cgroups {{.Host.CgroupsVersion}}, storage {{.Store.GraphDriverName}}' >&2 2>/dev/null || true
 echo "export DOCKER_HOST=unix://$SOCKET"

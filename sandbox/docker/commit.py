@@ -41,16 +41,23 @@ def commit_root(
     if not rootfs_changed(changed_paths(api, cid), keep_out):
         return None
     with translate("committing the container filesystem"):
-        try:
-            image = image_id(api.commit(cid, changes=labels_of.instructions(labels), pause=True)["Id"])
-        except docker.errors.APIError as error:  # Podman's `runc pause` can fail where Docker's does not
-            if "pausing container" not in str(error.explanation or error):
-                raise
-            image = image_id(api.commit(cid, changes=labels_of.instructions(labels), pause=False)["Id"])
+        image = commit_paused(api, cid, labels_of.instructions(labels))
         layers = api.inspect_image(image).get("RootFS", {}).get("Layers") or []
     if len(layers) < MAX_LAYERS:
         return str(image)
     return flatten(api, cid, image, labels)
+
+
+def commit_paused(api: docker.APIClient, cid: str, changes: list[str]) -> str:
+    """The container committed as an image (its id), paused while it is; unpaused where the engine
+    cannot pause it (Podman's `runc pause` fails where Docker's does not; a rootless Podman on
+    cgroup v1 pauses nothing)."""
+    try:
+        return image_id(api.commit(cid, changes=changes, pause=True)["Id"])
+    except docker.errors.APIError as error:
+        if "pausing container" not in str(error.explanation or error):
+            raise
+    return image_id(api.commit(cid, changes=changes, pause=False)["Id"])
 
 
 def changed_paths(api: docker.APIClient, cid: str) -> list[str]:

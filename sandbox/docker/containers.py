@@ -22,7 +22,6 @@ import json
 import os
 import select
 import socket
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -356,25 +355,21 @@ class DockerSandbox:
         """The workspace and the mounts into a container's volumes, as they are now."""
         if self.remote is None:
             return
-        ids = _ids(user)
-        for target, parts in transfer.volumes(spec.workdir, workspace, mounts).items():
-            with tempfile.SpooledTemporaryFile(max_size=transfer.SPOOL_BYTES) as archive:
-                climbing = transfer.pack(parts, ids, archive)
-                with translate("sending the workspace to the engine"):
-                    try:
-                        self._api.put_archive(cid, target, archive)
-                    except docker.errors.NotFound:  # the warm container died before its call
-                        raise _ContainerGone() from None
-            if climbing:
-                self._make_links(cid, target, climbing, user)
+        layout = transfer.volumes(spec.workdir, workspace, mounts)
+        with translate("sending the workspace to the engine"):
+            try:
+                climbing = transfer.send(self._api, cid, layout, _ids(user))
+            except docker.errors.NotFound:  # the warm container died before its call
+                raise _ContainerGone() from None
+        if climbing:
+            self._make_links(cid, climbing, user)
 
-    def _make_links(self, cid: str, folder: str, links: Sequence[tuple[str, str]], user: str) -> None:
+    def _make_links(self, cid: str, links: Sequence[tuple[str, str]], user: str) -> None:
         """The symbolic links the engine would not unpack (they climb out of their volume), made in
         the container as the call's user; SandboxError if any cannot be (the call would miss it, and
         its removal would come back)."""
-        argv = ["/bin/sh", "-c", transfer.LINK_SCRIPT, "sh", *(item for pair in links for item in pair)]
         with translate("making the workspace's links on the engine"):
-            made = self._api.exec_create(cid, argv, user=user, workdir=folder, stdout=True, stderr=True)["Id"]
+            made = self._api.exec_create(cid, transfer.link_script(links), user=user, stdout=True, stderr=True)["Id"]
             said = self._api.exec_start(made).decode(errors="replace").strip()
             code = self._api.exec_inspect(made).get("ExitCode")
         if code != 0:

@@ -112,12 +112,12 @@ def _lookup(client: docker.DockerClient, name: str) -> tuple[str, Image]:
 
 def engine_kind(version: dict, info: dict) -> tuple[str, bool]:
     """(the engine's product, whether it runs rootless) from its /version and /info answers: Podman
-    names itself among the version's components; a rootless engine (Docker or Podman) says
-    `name=rootless` among its security options."""
+    names itself among the version's components; a rootless Docker says `name=rootless` among its
+    security options, a rootless Podman (4.3) only `Rootless: true`."""
     components = [str(c.get("Name", "")) for c in version.get("Components") or [] if isinstance(c, dict)]
     product = "Podman" if any(name.startswith("Podman") for name in components) else "Docker"
     options = [str(option) for option in info.get("SecurityOptions") or []]
-    return product, any("name=rootless" in option for option in options)
+    return product, info.get("Rootless") is True or any("name=rootless" in option for option in options)
 
 
 def available_runtimes(client: docker.DockerClient) -> list[str]:
@@ -211,12 +211,13 @@ rootless engine on cgroup v1, or without the controllers delegated to it)."""
 
 def unenforced_limits(args: list[str], runtime: str = "", info: dict[str, Any] | None = None) -> list[str]:
     """What a runtime started with these arguments leaves unenforced: cgroup limits under
-    `--ignore-cgroups`, or those the engine's /info answer (info) says it cannot set; under gVisor
+    `--ignore-cgroups`, or on a rootless engine on cgroup v1 (Podman 4.3 says it sets them, and does
+    not), or those the engine's /info answer (info) says it cannot set; under gVisor
     without `--oci-seccomp`, creating device nodes (mknod succeeds on its own virtual filesystem,
     where runc refuses it without CAP_MKNOD; with `--oci-seccomp` the calls' seccomp profile refuses
     it, see hardening.GVISOR_SECCOMP)."""
-    if "--ignore-cgroups" in args:
-        missing = list(CGROUP_LIMITS)
+    if "--ignore-cgroups" in args or (engine_kind({}, info or {})[1] and str((info or {}).get("CgroupVersion")) == "1"):
+        missing = list(CGROUP_LIMITS)  # (a rootless engine on cgroup v1 cannot set any, whatever it says)
     else:
         missing = [limit for limit, field in ENGINE_LIMITS.items() if (info or {}).get(field) is False]
     if runtime == "runsc" and "--oci-seccomp" not in args:

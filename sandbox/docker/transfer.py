@@ -187,6 +187,25 @@ def _add(tar: tarfile.TarFile, path: str, rel: str, owned: bool, user: tuple[int
         tar.addfile(info, handle)
 
 
+def send(
+    api: docker.APIClient, cid: str, layout: dict[str, list[Part]], user: tuple[int, int]
+) -> list[tuple[str, str]]:
+    """Each volume's content into a container (created or running); the symbolic links the engine
+    would not unpack (see pack), as (target, absolute path in the container)."""
+    climbing: list[tuple[str, str]] = []
+    for target, parts in layout.items():
+        with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as archive:
+            left = pack(parts, user, archive)
+            api.put_archive(cid, target, archive)
+        climbing += [(link, f"{target.rstrip('/')}/{rel}") for link, rel in left]
+    return climbing
+
+
+def link_script(links: Sequence[tuple[str, str]]) -> list[str]:
+    """The argv that makes each (target, path) a symbolic link."""
+    return ["/bin/sh", "-c", LINK_SCRIPT, "sh", *(item for pair in links for item in pair)]
+
+
 def put_stub(api: docker.APIClient, cid: str) -> None:
     """The call stub into its volume of a created container (before its start)."""
     data = stub_source().read_bytes()

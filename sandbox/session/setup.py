@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import tempfile
 import time
 from collections.abc import Sequence
@@ -26,11 +27,12 @@ from typing import Any
 import docker
 
 from sandbox import labels
-from sandbox.docker import hardening
+from sandbox.docker import hardening, transfer
+from sandbox.docker.commit import commit_paused
 from sandbox.docker.containers import DockerSandbox
-from sandbox.docker.engine import resolve_image_path, translate
-from sandbox.docker.ids import image_id, present_images, remove_container
-from sandbox.errors import SetupError, SpecError
+from sandbox.docker.engine import elsewhere, remote_problem, resolve_image_path, translate
+from sandbox.docker.ids import present_images, remove_container
+from sandbox.errors import EngineRemote, SetupError, SpecError
 from sandbox.network import egress
 from sandbox.network.secrets import Secret
 from sandbox.owner import SANDBOX_UID
@@ -199,6 +201,7 @@ def prepare_environment(
             environment = {**carried, **environment}
         copied = scratch / "workspace"
         keep_node_modules = (copied / "package.json").is_file() and not (copied / "node_modules").exists()
+        layout = _without_binds(client, config, setup_spec, copied, setup_mounts)
         image, mode = _run_and_commit(
             client,
             config,
@@ -209,6 +212,7 @@ def prepare_environment(
             environment,
             ca_pem is not None,
             keep_node_modules,
+            layout,
         )
         mode = "egress" if spec.egress else mode
     finally:
@@ -293,6 +297,27 @@ class Deadline:
         return remaining
 
 
+def _without_binds(
+    client: docker.DockerClient, config: dict, spec: SandboxSpec, workspace: Path, mounts: Sequence[Mount]
+) -> dict[str, list[transfer.Part]] | None:
+    """On an engine that cannot take this machine's folders (elsewhere, rootless): config's binds made
+    volumes, and what goes into each (sent before the start); None where binds serve."""
+    with translate("reading engine info"):
+        info = client.info()
+    why = elsewhere(client, info)
+    if why is None:
+        return None
+    if spec.egress:
+        raise EngineRemote(remote_problem(str(client.api.base_url), why, "setup with egress (the relay to its proxy)"))
+    layout = transfer.volumes(spec.workdir, workspace, mounts)
+    config["host_config"] = {
+        **config["host_config"],
+        "binds": {},
+        "mounts": transfer.volume_mounts(layout, config["labels"]),
+    }
+    return layout
+
+
 def _run_and_commit(
     client: docker.DockerClient,
     config: dict,
@@ -303,15 +328,23 @@ def _run_and_commit(
     environment: dict[str, str],
     bundle: bool,
     keep_node_modules: bool,
+    layout: dict[str, list[transfer.Part]] | None,
 ) -> tuple[str, str]:
     api = client.api
     with translate("creating the setup container"):
         host = api.create_host_config(**config["host_config"])
         cid = api.create_container(**{**config, "host_config": host}, detach=True)["Id"]
     try:
+        climbing: list[tuple[str, str]] = []
+        if layout is not None:  # the workspace and the mounts as archives, root's as the commands run
+            with translate("sending the setup's workspace to the engine"):
+                climbing = transfer.send(api, cid, layout, (0, 0))
         with translate("starting the setup container"):
             api.start(cid)
             mode = api.inspect_container(cid)["HostConfig"]["NetworkMode"]
+        if climbing:
+            command = shlex.join(transfer.link_script(climbing))
+            _exec(api, cid, command, deadline, {}, what="making the workspace's symbolic links")
         if bundle:
             _exec(api, cid, _BUNDLE, deadline, {}, what="joining the setup CA to the image's bundle")
         for command in commands:
@@ -323,7 +356,7 @@ def _run_and_commit(
         )
         changes = [*labels.instructions(image_labels), f"USER {SANDBOX_UID}:{SANDBOX_UID}"]
         with translate("committing the setup container"):
-            image = image_id(api.commit(cid, changes=changes, pause=True)["Id"])
+            image = commit_paused(api, cid, changes)
         return image, mode
     finally:
         _remove(api, cid)

@@ -59,6 +59,9 @@ def test_limits_an_engine_says_it_cannot_set_are_named_unenforced():
     assert unenforced_limits([], "runc", {"MemoryLimit": True, "CpuCfsQuota": True, "PidsLimit": False}) == ["pids"]
     assert unenforced_limits([], "runc", {}) == [], "an engine that says nothing is taken at the spec's word"
     assert unenforced_limits(["--ignore-cgroups"], "runc", {"MemoryLimit": True}) == ["memory", "cpus", "pids"]
+    podman_rootless_v1 = {"Rootless": True, "CgroupVersion": "1", "MemoryLimit": True, "CpuCfsQuota": True}
+    assert unenforced_limits([], "runc", podman_rootless_v1) == ["memory", "cpus", "pids"], "it says so, and does not"
+    assert engine_kind(PODMAN_VERSION, {"Rootless": True, "SecurityOptions": ["name=seccomp"]}) == ("Podman", True)
 
 
 def test_a_rootless_engine_on_this_machine_gets_the_workspace_as_archives(monkeypatch):

@@ -200,3 +200,22 @@ def test_session_steps_come_back_roll_back_and_what_needs_this_machine_is_refuse
     assert egress.returncode == 78 and len(lines) == 1, egress.stderr
     assert f"as host '{ELSEWHERE}'" in lines[0] and "egress" in lines[0] and "Traceback" not in egress.stderr
     assert _left_on(with_py311) == []
+
+
+def test_setup_runs_on_the_engine_elsewhere_with_the_workspace_sent_to_it(with_py311, tmp_path):
+    """A session's setup command sees the workspace (sent as an archive before its container starts,
+    a climbing link made in it) and its image is what the session's calls start from."""
+    state = tmp_path / "state"
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "requirements.txt").write_text("# nothing to install\n")
+    (repo / "pkg" / "up").symlink_to("..")
+    setup = "test -f requirements.txt && test -L pkg/up && cp requirements.txt /usr/local/share/seen-by-setup"
+    done = _harness(
+        with_py311, "exec", str(repo), "--session", "set", "--setup", setup, "--",
+        "sh", "-c", "cat /usr/local/share/seen-by-setup && readlink pkg/up",
+        state=state,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "# nothing to install" in done.stdout and "\n..\n" in done.stdout + "\n"
+    assert _left_on(with_py311) == []
