@@ -414,9 +414,10 @@ class DockerSandbox:
 
     def _step_labels(self) -> dict[str, str]:
         """The labels of an image a call's changes are committed as (a session's step image). A commit
-        inherits the labels of the image the container ran: the setup cache key is blanked so a step
-        image (which holds the call's changes) is never mistaken for a cached setup."""
-        found = labels_of.of_run(self.run_id, "step", **{labels_of.SETUP_KEY: ""})
+        inherits the labels of the image the container ran: the setup cache key and a derived image's
+        key are blanked so a step image (which holds the call's changes) is never mistaken for a cached
+        setup, nor for the image derived for an engine elsewhere (another session would start from it)."""
+        found = labels_of.of_run(self.run_id, "step", **{labels_of.SETUP_KEY: "", transfer.DERIVED_KEY: ""})
         if self.session_id:
             found[labels_of.SESSION] = self.session_id
         return found

@@ -436,7 +436,8 @@ def derived_image(api: docker.APIClient, image_id: str, workdir: str, user: str,
         return image_id  # a step image: committed from a container of a derived image
     key = hashlib.sha256(f"{image_id}\0{workdir}\0{user}".encode()).hexdigest()[:24]
     for image in api.images(filters={"label": f"{DERIVED_KEY}={key}"}):
-        return spelled_id(str(image["Id"]))
+        if (image.get("Labels") or {}).get(labels_of.KIND) == "remote-image":  # never a step image
+            return spelled_id(str(image["Id"]))
     uid, gid = (int(part) for part in user.split(":"))
     cid = api.create_container(
         image_id, command=["true"], labels=dict(labels), host_config=api.create_host_config(network_mode="none")

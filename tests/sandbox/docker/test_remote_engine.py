@@ -219,3 +219,27 @@ def test_setup_runs_on_the_engine_elsewhere_with_the_workspace_sent_to_it(with_p
     assert done.returncode == 0, done.stdout + done.stderr
     assert "# nothing to install" in done.stdout and "\n..\n" in done.stdout + "\n"
     assert _left_on(with_py311) == []
+
+
+def test_a_writable_roots_step_image_is_never_another_sessions_start(with_py311, tmp_path):
+    """A step image is committed from a container of the derived image and inherits its labels: it
+    must never be found as the derived image itself (a later session would start from another's
+    changes). Found on rootless Podman."""
+    state = tmp_path / "state"
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "a.txt").write_text("a\n")
+    first = _harness(
+        with_py311, "exec", str(repo), "--session", "one", "--writable-root", "--",
+        "sh", "-c", "echo from-one > /var/tmp/left-by-one", state=state,
+    )  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    again = _harness(
+        with_py311, "exec", str(repo), "--session", "one", "--", "cat", "/var/tmp/left-by-one", state=state
+    )
+    assert "from-one" in again.stdout, again.stdout + again.stderr
+    other = _harness(
+        with_py311, "exec", str(repo), "--session", "two", "--writable-root", "--",
+        "sh", "-c", "test ! -e /var/tmp/left-by-one", state=state,
+    )  # fmt: skip
+    assert other.returncode == 0, "the second session starts from py311, not from the first one's step"
