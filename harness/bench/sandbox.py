@@ -94,6 +94,8 @@ def measure(client: docker.DockerClient, *, run_id: str, image: str = "py311", c
         config = hardening.container_config(
             image_id, spec, workspace, (), container_user(), of_process(run_id, "bench")
         )
+        if box.remote is not None:  # an engine that cannot take this machine's folders: (b) and (c) run
+            config["host_config"]["binds"] = {}  # `true` without them (the workspace plays no part there)
         host = api.create_host_config(**config["host_config"])
         with translate("starting the bench containers"):
             long_lived = api.create_container(**{**config, "host_config": host})["Id"]
