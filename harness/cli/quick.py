@@ -89,7 +89,12 @@ def _cold(path: str, image: str, as_json: bool, command: list[str]) -> int | Non
     try:
         with sigterm_interrupts():
             envelope = engine.execute_once(
-                environment.docker_host(), environment.run_id("cli"), Path(path), command, SandboxSpec(image=image), None
+                environment.docker_host(),
+                environment.run_id("cli"),
+                Path(path),
+                command,
+                SandboxSpec(image=image),
+                None,
             )
     except (HarnessError, SandboxError, OSError) as error:  # as the full command says them
         return _error(visible(error_line(error)), exit_code_for(error))
