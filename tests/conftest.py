@@ -39,6 +39,7 @@ LONGEST_FIRST = (
     "tests/agent/test_engine_restart.py",
     "tests/tools/test_mcp.py",
     "tests/cli/test_benches.py",
+    "tests/cli/test_bench_sandbox.py",
     "tests/agent/test_delegate.py",
     "tests/batch/test_batch_run.py",
     "tests/batch/test_fork.py",

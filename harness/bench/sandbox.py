@@ -142,8 +142,8 @@ def measure(client: docker.DockerClient, *, run_id: str, image: str = "py311", c
                 rounds=calls,
                 between=settled,
             )
-            starts = _starts_per_s(box, workspace, spec, count=max(8, calls // 2))
-            sustained = _sustained_calls_per_s(box, workspace, spec, count=max(10, calls))
+            starts = _starts_per_s(box, workspace, spec, count=max(4, calls // 2))
+            sustained = _sustained_calls_per_s(box, workspace, spec, count=max(5, calls))
         finally:
             api.remove_container(long_lived, force=True)
     stats = {name: latency(values) for name, values in samples.items()}

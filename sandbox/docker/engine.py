@@ -181,8 +181,8 @@ def located(client: docker.DockerClient) -> tuple[dict[str, Any], str | None]:
 
 
 def require_local(client: docker.DockerClient, what: str) -> None:
-    """EngineRemote when the engine runs on another machine: what (a long-lived container) binds
-    this machine's folders, which that engine cannot see."""
+    """EngineRemote when the engine cannot take this machine's folders as its containers' own (it
+    runs elsewhere, or rootless): what (a long-lived container) binds them."""
     _, why = located(client)
     if why is not None:
         raise EngineRemote(remote_problem(str(client.api.base_url), why, what))
@@ -200,7 +200,7 @@ REMOTE_SERVED = (
     "calls' workspaces, mounts and the call stub travel as archives (nothing bind-mounted); egress, gVisor, "
     "services and MCP servers need a rootful engine on this machine"
 )
-"""What `harness doctor` says of an engine on another machine."""
+"""What `harness doctor` says of an engine that cannot take this machine's folders."""
 
 
 CGROUP_LIMITS = ["memory", "cpus", "pids"]

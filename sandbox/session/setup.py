@@ -307,8 +307,11 @@ def _without_binds(
     why = elsewhere(client, info)
     if why is None:
         return None
+    address = str(client.api.base_url)
     if spec.egress:
-        raise EngineRemote(remote_problem(str(client.api.base_url), why, "setup with egress (the relay to its proxy)"))
+        raise EngineRemote(remote_problem(address, why, "setup with egress (the relay to its proxy)"))
+    if spec.runtime == "runsc":
+        raise EngineRemote(remote_problem(address, why, "setup under gVisor (the devices it hides)"))
     layout = transfer.volumes(spec.workdir, workspace, mounts)
     config["host_config"] = {
         **config["host_config"],
