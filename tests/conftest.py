@@ -30,7 +30,6 @@ atexit.register(shutil.rmtree, os.environ["HARNESS_WARM_DIR"], ignore_errors=Tru
 
 
 LONGEST_FIRST = (
-    "tests/history/test_yield.py",
     "tests/history/test_check.py",
     "tests/agent/test_local_model.py",
     "tests/history/test_night.py",
