@@ -140,9 +140,9 @@ class DockerSandbox:
         for attempt in range(2):
             cid = self.pool.acquire(key, config, family=spec.image)
             try:
-                self._send(cid, workspace, spec, mounts, user)
+                sent = self._send(cid, workspace, spec, mounts, user)
                 outcome = self._call_once(cid, argv, spec, stdin)
-                self._bring_back(cid, workspace, spec, mounts, user)
+                self._bring_back(cid, workspace, spec, sent, user)
                 if commit_changes and not spec.read_only_root:
                     committed = commit_root(self._api, cid, spec, mounts, self._step_labels())
                 break
@@ -169,9 +169,9 @@ class DockerSandbox:
         _, config, image_id, user = self._prepare(workspace, spec, ())
         for attempt in range(2):
             try:
-                self._send(cid, workspace, spec, (), user)
+                sent = self._send(cid, workspace, spec, (), user)
                 outcome = self._call_once(cid, argv, spec, stdin)
-                self._bring_back(cid, workspace, spec, (), user)
+                self._bring_back(cid, workspace, spec, sent, user)
                 break
             except _ContainerGone:
                 if attempt:
@@ -334,27 +334,28 @@ class DockerSandbox:
         self, config: dict[str, Any], workspace: Path, spec: SandboxSpec, mounts: Sequence[Mount], user: str
     ) -> dict[str, Any]:
         """config with volumes where its binds were, from the image derived for its user."""
-        assert self.remote is not None
-        address = str(self._api.base_url)
-        if spec.egress:
-            raise EngineRemote(remote_problem(address, self.remote, "a call with egress (the relay to its proxy)"))
-        if spec.runtime == "runsc":
-            raise EngineRemote(remote_problem(address, self.remote, "a gVisor call (the devices it hides)"))
-        targets = set(transfer.volumes(spec.workdir, workspace, mounts))
-        if hardening.is_stub(config):
-            targets.add(STUB_DIR)
-        host = {**config["host_config"], "binds": {}, "mounts": transfer.volume_mounts(targets, config["labels"])}
+        why, address = self.remote, str(self._api.base_url)
+        assert why is not None
+
+        def refused(what: str) -> EngineRemote:
+            return EngineRemote(remote_problem(address, why, f"a call {what}"))
+
+        stub = (STUB_DIR,) if hardening.is_stub(config) else ()
+        config, _ = transfer.unbound(config, spec, workspace, mounts, refused, also=stub)
         derived = (config["image"], spec.workdir, user)
         if derived not in self._derived:
             with translate(f"preparing image {config['image'][:19]} for an engine on another machine"):
                 labels = labels_of.of_process(self.run_id, "remote-image")  # its helper container's (prune finds it)
                 self._derived[derived] = transfer.derived_image(self._api, *derived, labels)
-        return {**config, "image": self._derived[derived], "host_config": host}
+        return {**config, "image": self._derived[derived]}
 
-    def _send(self, cid: str, workspace: Path, spec: SandboxSpec, mounts: Sequence[Mount], user: str) -> None:
-        """The workspace and the mounts into a container's volumes, as they are now."""
+    def _send(
+        self, cid: str, workspace: Path, spec: SandboxSpec, mounts: Sequence[Mount], user: str
+    ) -> dict[str, list[transfer.Part]] | None:
+        """The workspace and the mounts into a container's volumes, as they are now; what went into
+        each volume (None: nothing goes, the engine binds them)."""
         if self.remote is None:
-            return
+            return None
         layout = transfer.volumes(spec.workdir, workspace, mounts)
         with translate("sending the workspace to the engine"):
             try:
@@ -363,6 +364,7 @@ class DockerSandbox:
                 raise _ContainerGone() from None
         if climbing:
             self._make_links(cid, climbing, user)
+        return layout
 
     def _make_links(self, cid: str, links: Sequence[tuple[str, str]], user: str) -> None:
         """The symbolic links the engine would not unpack (they climb out of their volume), made in
@@ -375,12 +377,14 @@ class DockerSandbox:
         if code != 0:
             raise SandboxError(f"could not make the workspace's symbolic links in the call's container: {said[:300]}")
 
-    def _bring_back(self, cid: str, workspace: Path, spec: SandboxSpec, mounts: Sequence[Mount], user: str) -> None:
+    def _bring_back(
+        self, cid: str, workspace: Path, spec: SandboxSpec, layout: dict[str, list[transfer.Part]] | None, user: str
+    ) -> None:
         """This machine's workspace made the same as the container's working folder (but for what
-        a read-only mount covered)."""
-        if self.remote is None:
+        a read-only mount covered); layout: what `_send` sent (None: nothing to bring back)."""
+        if layout is None:
             return
-        covered = [part.rel for part in transfer.volumes(spec.workdir, workspace, mounts)[spec.workdir] if part.rel]
+        covered = [part.rel for part in layout[spec.workdir] if part.rel]
         owner = _ids(user) if os.geteuid() == 0 else None
         with translate("bringing the workspace back from the engine"):
             for attempt in range(2):

@@ -31,7 +31,7 @@ import os
 import stat
 import tarfile
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -41,8 +41,8 @@ import docker
 from sandbox import labels as labels_of
 from sandbox.docker.ids import image_id as spelled_id
 from sandbox.docker.stubcall import STUB_DIR, stub_source
-from sandbox.errors import SandboxError, SpecError, WorkspaceError
-from sandbox.spec import Mount
+from sandbox.errors import EngineRemote, SandboxError, SpecError, WorkspaceError
+from sandbox.spec import Mount, SandboxSpec
 from sandbox.tree import remove_tree, walk
 
 DERIVED_KEY = "harness.remote.of"
@@ -92,6 +92,27 @@ def _containing(found: dict[str, list[Part]], folder: str) -> str | None:
         if folder == root or folder.startswith(root.rstrip("/") + "/"):
             return root
     return None
+
+
+def unbound(
+    config: dict[str, Any],
+    spec: SandboxSpec,
+    workspace: Path,
+    mounts: Sequence[Mount],
+    refused: Callable[[str], EngineRemote],
+    also: Iterable[str] = (),
+) -> tuple[dict[str, Any], dict[str, list[Part]]]:
+    """config with anonymous volumes where its binds were (and at also), and what goes into each;
+    refused(what) for what needs this machine's folders bound: egress (the relay reaches the
+    session's proxy through a socket here) and gVisor (the devices it hides are bound from here)."""
+    if spec.egress:
+        raise refused("with egress (the relay to its proxy)")
+    if spec.runtime == "runsc":
+        raise refused("under gVisor (the devices it hides)")
+    layout = volumes(spec.workdir, workspace, mounts)
+    targets = {*layout, *also}
+    host = {**config["host_config"], "binds": {}, "mounts": volume_mounts(targets, config["labels"])}
+    return {**config, "host_config": host}, layout
 
 
 def volume_mounts(targets: Iterable[str], labels: dict[str, str]) -> list[dict[str, Any]]:

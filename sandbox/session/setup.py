@@ -30,7 +30,7 @@ from sandbox import labels
 from sandbox.docker import hardening, transfer
 from sandbox.docker.commit import commit_paused
 from sandbox.docker.containers import DockerSandbox
-from sandbox.docker.engine import elsewhere, remote_problem, resolve_image_path, translate
+from sandbox.docker.engine import located, remote_problem, resolve_image_path, translate
 from sandbox.docker.ids import present_images, remove_container
 from sandbox.errors import EngineRemote, SetupError, SpecError
 from sandbox.network import egress
@@ -301,23 +301,17 @@ def _without_binds(
     client: docker.DockerClient, config: dict, spec: SandboxSpec, workspace: Path, mounts: Sequence[Mount]
 ) -> dict[str, list[transfer.Part]] | None:
     """On an engine that cannot take this machine's folders (elsewhere, rootless): config's binds made
-    volumes, and what goes into each (sent before the start); None where binds serve."""
-    with translate("reading engine info"):
-        info = client.info()
-    why = elsewhere(client, info)
+    volumes (in place), and what goes into each (sent before the start); None where binds serve."""
+    _, why = located(client)
     if why is None:
         return None
     address = str(client.api.base_url)
-    if spec.egress:
-        raise EngineRemote(remote_problem(address, why, "setup with egress (the relay to its proxy)"))
-    if spec.runtime == "runsc":
-        raise EngineRemote(remote_problem(address, why, "setup under gVisor (the devices it hides)"))
-    layout = transfer.volumes(spec.workdir, workspace, mounts)
-    config["host_config"] = {
-        **config["host_config"],
-        "binds": {},
-        "mounts": transfer.volume_mounts(layout, config["labels"]),
-    }
+
+    def refused(what: str) -> EngineRemote:
+        return EngineRemote(remote_problem(address, why, f"setup {what}"))
+
+    unbound, layout = transfer.unbound(config, spec, workspace, mounts, refused)
+    config["host_config"] = unbound["host_config"]
     return layout
 
 
