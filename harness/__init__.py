@@ -12,9 +12,10 @@ The folders are the layers, top down (an import-linter contract keeps the order)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
+TYPE_CHECKING = False  # typing's, without importing it: every command imports this package first
 if TYPE_CHECKING:
+    from typing import Any
+
     from harness.agent.outcome import RunResult
     from harness.api import apply, fork, replay, resume, run
     from harness.config import RunConfig

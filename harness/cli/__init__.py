@@ -9,7 +9,10 @@ without importing typer, rich or the docker SDK) or to `reads` (`show`, `session
 from __future__ import annotations
 
 import sys
-from typing import Any
+
+TYPE_CHECKING = False  # typing's, without importing it (the quick paths start here)
+if TYPE_CHECKING:
+    from typing import Any
 
 MODULE_OF = {
     "apply": "apply_cmds",

@@ -12,13 +12,12 @@ values reach the rest of harness inside an `assembly.Runtime`.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from pathlib import Path
-from typing import TYPE_CHECKING
 
-from harness.errors import ConfigError
-
+TYPE_CHECKING = False  # typing's, without importing it: the quick path of `harness exec` reads this module
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
     from harness.assembly import Runtime
     from harness.config import RunConfig
     from harness.telemetry.config import TelemetryConfig
@@ -42,6 +41,8 @@ def docker_host() -> str | None:
 
 def state_dir(option: Path | None) -> Path:
     """Where sessions live: --state-dir, else $HARNESS_STATE_DIR, else the per-user data dir."""
+    from pathlib import Path
+
     if option is not None:
         return option.expanduser().resolve()
     env = os.environ.get("HARNESS_STATE_DIR")
@@ -105,6 +106,8 @@ def crash_hook() -> Callable[[str], None]:
         return lambda phase: None
     phase, _, nth = value.partition(":")
     if phase not in CRASH_PHASES:
+        from harness.errors import ConfigError
+
         raise ConfigError(f"HARNESS_CRASH_AT: unknown phase {phase!r} (one of {', '.join(CRASH_PHASES)})")
     target, seen = int(nth or 1), [0]
 
@@ -123,6 +126,7 @@ def telemetry(endpoint: str | None = None, file: Path | None = None, content: bo
     """Where spans go: --otel-endpoint, else the standard OTLP variables (a traces endpoint as is, a base
     endpoint with /v1/traces); --otel-file beside or instead. `OTEL_SDK_DISABLED=true` turns the
     variables off (never the flags). Only OTLP over HTTP (protobuf) is spoken."""
+    from harness.errors import ConfigError
     from harness.telemetry.config import TelemetryConfig, parse_headers, traces_url
 
     signal_specific = False
@@ -196,13 +200,20 @@ def runtime(
     )
 
 
-def warm_dir() -> Path:
+def warm_folder() -> str:
     """The warm service's folder for the engine in use: under $HARNESS_WARM_DIR, else the user cache
     folder (beside the sessions' filesystem, where its slots are made); one subfolder per engine."""
-    from sandbox.warm.protocol import engine_folder
+    from sandbox.warm.wire import engine_subfolder
 
-    base = os.environ.get("HARNESS_WARM_DIR") or str(Path.home() / ".cache" / "harness" / "warm")
-    return engine_folder(Path(base).expanduser(), docker_host())
+    base = os.environ.get("HARNESS_WARM_DIR") or os.path.join("~", ".cache", "harness", "warm")
+    return os.path.join(os.path.expanduser(base), engine_subfolder(docker_host()))
+
+
+def warm_dir() -> Path:
+    """`warm_folder`, as a path."""
+    from pathlib import Path
+
+    return Path(warm_folder())
 
 
 WARM_SERVICE_ENV = frozenset(

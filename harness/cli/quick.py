@@ -1,5 +1,6 @@
 """The quick path of `harness exec`: a one-shot command the warm service answers, with nothing heavy
-imported (no typer, rich, pydantic or docker SDK: an interpreter start and one round trip).
+imported (no typer, rich, pydantic or docker SDK, nor `typing` or `pathlib`: an interpreter start, the
+standard library's socket and json, and one round trip through `sandbox.warm.wire`).
 
 Only the plain form is taken here: `harness exec PATH [--image NAME] [--json] -- CMD...`. Anything
 else (other flags, `--help`, a session, a path that does not exist) returns None and the full command
@@ -15,13 +16,15 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any
 
 from harness.cli import environment
 from harness.cli.terminal import visible
 from sandbox.exit_code import ExitCode
-from sandbox.warm import protocol
-from sandbox.warm.messages import ErrorReply, ExecRequest
+from sandbox.warm import wire
+
+TYPE_CHECKING = False  # typing's, without importing it
+if TYPE_CHECKING:
+    from typing import Any
 
 BOLD_GREEN, BOLD_RED, DIM, RESET = "\x1b[1;32m", "\x1b[1;31m", "\x1b[2m", "\x1b[0m"
 MALFORMED = "the warm service sent a malformed reply; restart it (harness warm stop)"
@@ -60,16 +63,16 @@ def run(argv: list[str]) -> int | None:
     if plain is None:
         return None
     path, image, as_json, command = plain
-    request = ExecRequest(path=os.path.abspath(path), argv=command, spec={"image": image})
+    request = wire.exec_request(os.path.abspath(path), command, {"image": image})
     try:
-        reply = protocol.execute(environment.warm_dir(), request)
-    except protocol.Unavailable:
+        reply = wire.exec_reply(wire.ask(environment.warm_folder(), request))
+    except wire.Unavailable:
         return _cold(path, image, as_json, command)
     except ValueError:
         return _error(MALFORMED, ExitCode.INTERNAL)
-    if isinstance(reply, ErrorReply):
-        return _error(visible(reply.error), reply.exit_code)
-    return _printed(reply.envelope, reply.headline, as_json)
+    if "error" in reply:
+        return _error(visible(reply["error"]), reply["exit_code"])
+    return _printed(reply["envelope"], reply["headline"], as_json)
 
 
 def _cold(path: str, image: str, as_json: bool, command: list[str]) -> int | None:

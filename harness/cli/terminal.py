@@ -10,9 +10,11 @@ other than it is. Rich's `escape` stops markup only; `visible` shows every such 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # typing's, without importing it: the quick path of `harness exec` prints through this
 if TYPE_CHECKING:
+    from typing import Any
+
     from rich.console import Console
 
 _CONTROL = re.compile(

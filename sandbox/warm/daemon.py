@@ -184,12 +184,12 @@ class Handler(socketserver.BaseRequestHandler):
         if peer_uid(sock) not in (os.getuid(), 0):
             return
         try:
-            with service.serving():
-                self._answer(sock, service)
+            with service.serving() as after:
+                self._answer(sock, service, after)
         except (OSError, EOFError, ValueError):
             pass  # a client that broke off gets nothing; its call was killed by the hang-up watch
 
-    def _answer(self, sock: socket.socket, service: WarmService) -> None:
+    def _answer(self, sock: socket.socket, service: WarmService, after: list[Callable[[], None]]) -> None:
         raw = protocol.receive(sock)
         reply: Reply
         if raw.get("protocol") != protocol.PROTOCOL:
@@ -205,7 +205,7 @@ class Handler(socketserver.BaseRequestHandler):
                     return
                 gone = threading.Event()
                 threading.Thread(target=_watch_hangup, args=(sock, gone), daemon=True).start()
-                reply = service.handle(request, gone)
+                reply = service.handle(request, gone, after)
         with contextlib.suppress(OSError):
             protocol.reply(sock, reply)
         if isinstance(reply, StopReply):

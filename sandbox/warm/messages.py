@@ -1,14 +1,17 @@
 """The warm service's messages, typed: each request and reply a named tuple with its wire form.
 
-Standard library only, and named tuples rather than dataclasses: the quick client of `harness exec`
-imports this, and `dataclasses` (with `inspect`) would cost it milliseconds. A message that arrives in a
-shape its type does not allow is a `ValueError` naming the field, so neither side ever reads a key
-that is not there; the wire form is the JSON object `protocol` frames.
+Standard library only, and named tuples rather than dataclasses (`dataclasses`, with `inspect`, would
+cost every client milliseconds; the quick path of `harness exec` goes further and speaks `wire` alone,
+with the same checks). A message that arrives in a shape its type does not allow is a `ValueError`
+naming the field, so neither side ever reads a key that is not there; the wire form is the JSON object
+`protocol` frames.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal, NamedTuple
+
+from sandbox.warm.wire import exec_reply
 
 JSON = dict[str, Any]
 
@@ -149,14 +152,11 @@ def wire(message: Request | Reply) -> JSON:
 
 
 def exec_reply_of(data: JSON) -> ExecReply | ErrorReply:
-    """The reply to an ExecRequest; ValueError when it is malformed."""
-    if "error" in data:
-        code = data.get("exit_code")
-        return ErrorReply(error=str(data["error"]), exit_code=code if isinstance(code, int) else 70)
-    envelope = _object(data, "envelope")
-    if not isinstance(envelope.get("exit_code"), int) or not isinstance(envelope.get("status"), str):
-        raise ValueError("the envelope must carry an exit code and a status")
-    return ExecReply(envelope=envelope, headline=_text(data, "headline"))
+    """The reply to an ExecRequest; ValueError when it is malformed (`wire.exec_reply` checks it)."""
+    checked = exec_reply(data)
+    if "error" in checked:
+        return ErrorReply(error=checked["error"], exit_code=checked["exit_code"])
+    return ExecReply(envelope=checked["envelope"], headline=checked["headline"])
 
 
 def status_reply_of(data: JSON) -> StatusReply:

@@ -27,7 +27,7 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,6 +59,60 @@ if TYPE_CHECKING:
 
 MAX_SPECS = 4
 """Distinct specs kept warm at once (the configured images' defaults first, then the latest asked)."""
+
+
+class ImageWatch:
+    """Whether any image may have changed since a moment, from the engine's image events read in the
+    background (a build, tag, untag, load, pull or removal each count): a request need not ask the
+    engine which id its image names while nothing changed. `mark()` is None whenever the stream is not
+    known to be open (starting, broken, closed): the caller asks the engine then, as without a watch."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._lock = threading.Lock()
+        self._generation = 0
+        self._live = False
+        self._closed = False
+        self._stream: Any = None
+        threading.Thread(target=self._watch, name="harness-warm-images", daemon=True).start()
+
+    def mark(self) -> int | None:
+        """The count of changes seen so far, or None when changes may go unseen."""
+        with self._lock:
+            return self._generation if self._live else None
+
+    def _watch(self) -> None:
+        while True:
+            try:
+                stream = self._client.events(filters={"type": "image"}, decode=True)
+            except Exception:  # noqa: BLE001 - the engine is away: requests ask it themselves meanwhile
+                stream = None
+            with self._lock:
+                if self._closed:
+                    if stream is not None:
+                        stream.close()
+                    return
+                self._stream, self._live = stream, stream is not None
+                self._generation += 1
+            try:
+                for _ in stream or ():
+                    with self._lock:
+                        self._generation += 1
+            except Exception:  # noqa: BLE001 - a broken stream: not live until it is open again
+                pass
+            with self._lock:
+                self._live = False
+                self._generation += 1
+                if self._closed:
+                    return
+            time.sleep(0.5)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed, self._live, stream = True, False, self._stream
+        if stream is not None:
+            with contextlib.suppress(Exception):
+                stream.close()
 
 
 class WarmConfig(BaseModel):
@@ -99,6 +153,9 @@ class WarmService:
         self._closed = False
         self._busy = 0
         self._last_request = time.monotonic()
+        self._images = ImageWatch(box.client)
+        self._image_ids: dict[str, tuple[int, str]] = {}
+        """Image name: (the watch's mark when it was asked, the id the engine named)."""
         self._starter = ThreadPoolExecutor(max_workers=2, thread_name_prefix="harness-warm-start")
         self._cleaner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="harness-warm-clean")
         for image in config.images:
@@ -158,11 +215,12 @@ class WarmService:
             remove_tree(folder, ignore_errors=True)
             raise
 
-    def take(self, spec: SandboxSpec) -> Slot:
+    def take(self, spec: SandboxSpec, after: list[Callable[[], None]]) -> Slot:
         """A ready slot for spec (started now if none is ready or starting); the engine is asked
-        which image id spec.image names now, and slots of another id, or whose container died while
-        waiting, are discarded."""
-        image_id = self.box.image_id(spec.image, fresh=True)  # a rebuild a moment ago counts
+        which image id spec.image names now (unless its events say nothing changed), and slots of
+        another id, or whose container died while waiting, are discarded. Its replacement's start
+        goes to after (what runs once the reply is sent: a start beside the call would slow it)."""
+        image_id = self._image_id(spec.image)
         key = self._keep(spec)
         with self._lock:
             while True:
@@ -173,8 +231,26 @@ class WarmService:
                     break
                 self._lock.wait(timeout=5.0)
             slot = ready.popleft() if ready else None
-            self._fill(key)
+        after.append(lambda: self._refill(key))
         return slot if slot is not None else self._new_slot(spec)
+
+    def _refill(self, key: str) -> None:
+        with self._lock:
+            self._fill(key)
+
+    def _image_id(self, name: str) -> str:
+        """The id name resolves to now (a rebuild a moment ago counts): the engine is asked unless its
+        image events say nothing changed since it was last asked."""
+        mark = self._images.mark()
+        with self._lock:
+            known = self._image_ids.get(name)
+        if mark is not None and known is not None and known[0] == mark:
+            return known[1]
+        image_id = self.box.image_id(name, fresh=True)
+        if mark is not None:
+            with self._lock:
+                self._image_ids[name] = (mark, image_id)
+        return image_id
 
     def _clean(self, slot: Slot) -> None:
         """Remove a slot's container, then its directory, off the caller's path."""
@@ -190,6 +266,7 @@ class WarmService:
 
     def close(self) -> None:
         """Remove every slot; wait for starts and removals under way."""
+        self._images.close()
         if self.loans is not None:
             self.loans.close()
         with self._lock:
@@ -203,14 +280,19 @@ class WarmService:
 
     # -- requests -----------------------------------------------------------------------------------
     @contextlib.contextmanager
-    def serving(self) -> Iterator[None]:
-        """Around one connection: the service is not idle while it is open, nor right after."""
+    def serving(self) -> Iterator[list[Callable[[], None]]]:
+        """Around one connection: the service is not idle while it is open, nor right after. Yields
+        the list of what to do once the reply is sent (a used slot's removal, its replacement's start:
+        work beside the call would slow it), done at the end, whatever happened."""
+        after: list[Callable[[], None]] = []
         with self._lock:
             self._busy += 1
             self._last_request = time.monotonic()
         try:
-            yield
+            yield after
         finally:
+            for then in after:
+                then()
             with self._lock:
                 self._busy -= 1
                 self._last_request = time.monotonic()
@@ -220,21 +302,29 @@ class WarmService:
         with self._lock:
             return self._busy == 0 and time.monotonic() - self._last_request > idle_s
 
-    def handle(self, request: ExecRequest | StatusRequest | StopRequest, gone: threading.Event) -> Reply:
-        """Answer one request; `gone` is set when the client hangs up (its call is then killed)."""
+    def handle(
+        self,
+        request: ExecRequest | StatusRequest | StopRequest,
+        gone: threading.Event,
+        after: list[Callable[[], None]],
+    ) -> Reply:
+        """Answer one request; `gone` is set when the client hangs up (its call is then killed);
+        what is left to do once the reply is sent goes to after (see `serving`)."""
         if isinstance(request, StatusRequest):
             runs = self.loans.counts() if self.loans is not None else {"ready": 0, "starting": 0, "out": 0}
             return StatusReply(pid=os.getpid(), ready=self.ready_counts(), images=list(self.config.images), runs=runs)
         if isinstance(request, StopRequest):
             return StopReply()
         try:
-            return self._exec(request, gone)
+            return self._exec(request, gone, after)
         except SandboxError as error:
             return ErrorReply(str(error), error.exit_code)
         except OSError as error:
             return ErrorReply(f"{error.strerror or error}: {error.filename or ''}".rstrip(": "), ExitCode.INTERNAL)
 
-    def _exec(self, request: ExecRequest, gone: threading.Event) -> ExecReply | ErrorReply:
+    def _exec(
+        self, request: ExecRequest, gone: threading.Event, after: list[Callable[[], None]]
+    ) -> ExecReply | ErrorReply:
         argv, path, keep = request.argv, request.path, request.keep
         if not argv:
             return ErrorReply("the command must be a non-empty list of strings", ExitCode.USAGE)
@@ -250,7 +340,8 @@ class WarmService:
             return ErrorReply(f"invalid sandbox spec: {error}", ExitCode.USAGE)
         from sandbox.session.workspace import copy_repository
 
-        slot = self.take(spec)
+        slot = self.take(spec, after)
+        after.append(lambda: self._clean(slot))
         finished = threading.Event()
         try:
             copy_repository(Path(path), slot.folder)
@@ -262,7 +353,6 @@ class WarmService:
                 copy_tree(slot.folder, keep)
         finally:
             finished.set()
-            self._clean(slot)
         return ExecReply(envelope=envelope.model_dump(mode="json"), headline=envelope.headline())
 
     def serve_loan(self, sock: socket.socket, request: LendRequest) -> None:

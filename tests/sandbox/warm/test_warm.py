@@ -3,6 +3,7 @@ started before it, the same envelope as the cold path, and nothing left behind h
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -78,6 +79,33 @@ def test_one_shot_exec_is_served_by_a_container_started_before_it(warm, repo: Pa
     assert stat.S_IMODE(warm.folder.stat().st_mode) == 0o700
     assert stat.S_IMODE((warm.folder / "warm.sock").stat().st_mode) == 0o600
     assert warm("warm", "start").stdout.startswith("a warm service already runs")
+    _ready(warm)
+
+    # The client is an interpreter, the standard library's socket and json, and the wire: nothing
+    # that costs a one-shot call milliseconds (typing, pathlib, dataclasses, pydantic, the docker SDK).
+    probe = (
+        "import atexit, json, sys\n"
+        "atexit.register(lambda: sys.__stderr__.write('MODULES ' + json.dumps(sorted(sys.modules)) + '\\n'))\n"
+        f"sys.argv = ['harness', 'exec', {str(repo)!r}, '--', 'cat', 'data.txt']\n"
+        "from harness.cli import main\n"
+        "main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=warm.env, timeout=60)
+    assert done.returncode == 0 and done.stdout.endswith("payload\n"), done.stderr
+    modules = json.loads(next(line for line in done.stderr.splitlines() if line.startswith("MODULES "))[8:])
+    heavy = (
+        "typing",
+        "pathlib",
+        "dataclasses",
+        "inspect",
+        "pydantic",
+        "docker",
+        "typer",
+        "rich",
+        "sandbox.warm.messages",
+    )
+    assert [m for m in modules if m.split(".")[0] in heavy or m in heavy] == []
+    assert "sandbox.warm.wire" in modules
     _ready(warm)
 
     done = warm(
@@ -213,6 +241,35 @@ def test_the_service_ends_when_idle_and_follows_a_rebuilt_image(warm, repo: Path
         assert not find_containers(docker_client, {"harness.run": warm.label})
     finally:
         docker_client.api.remove_image(tag)
+
+
+@pytest.mark.docker
+def test_the_image_watch_counts_the_engines_image_events(docker_client, sandbox_image: str) -> None:
+    """The warm service asks the engine which id an image names only when its image events say
+    something changed (a tag here; other tests' commits count too); a closed watch says nothing is known."""
+    from sandbox.docker.engine import resolve_image
+    from sandbox.warm.service import ImageWatch
+
+    image, _ = resolve_image(docker_client, sandbox_image)
+    watch = ImageWatch(docker_client)
+    tag = f"harness-watch-test:{time.monotonic_ns()}"
+    try:
+        deadline = time.monotonic() + 10
+        while watch.mark() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        before = watch.mark()
+        assert before is not None, "the engine's event stream never opened"
+        docker_client.api.tag(image, *tag.split(":"))
+        deadline = time.monotonic() + 10
+        while watch.mark() == before and time.monotonic() < deadline:
+            time.sleep(0.02)
+        after = watch.mark()
+        assert after is not None and after > before, "a tag is a change"
+    finally:
+        watch.close()
+        with contextlib.suppress(Exception):
+            docker_client.api.remove_image(tag)
+    assert watch.mark() is None
 
 
 def test_the_quick_path_takes_only_the_plain_form() -> None:
