@@ -33,7 +33,7 @@ import requests
 from docker.utils.socket import frames_iter
 
 from sandbox import labels as labels_of
-from sandbox.docker import hardening, netns, transfer
+from sandbox.docker import hardening, netns, transfer, tunnel
 from sandbox.docker.call import CallWatch, cgroup_oom_killed, send_stdin, shut
 from sandbox.docker.commit import commit_root
 from sandbox.docker.engine import located, remote_problem, resolve_image_path, runtimes_of, translate, unenforced_limits
@@ -141,7 +141,8 @@ class DockerSandbox:
             cid = self.pool.acquire(key, config, family=spec.image)
             try:
                 sent = self._send(cid, workspace, spec, mounts, user)
-                outcome = self._call_once(cid, argv, spec, stdin)
+                with self._egress(cid, spec, user):
+                    outcome = self._call_once(cid, argv, spec, stdin)
                 self._bring_back(cid, workspace, spec, sent, user)
                 if commit_changes and not spec.read_only_root:
                     committed = commit_root(self._api, cid, spec, mounts, self._step_labels())
@@ -170,7 +171,8 @@ class DockerSandbox:
         for attempt in range(2):
             try:
                 sent = self._send(cid, workspace, spec, (), user)
-                outcome = self._call_once(cid, argv, spec, stdin)
+                with self._egress(cid, spec, user):
+                    outcome = self._call_once(cid, argv, spec, stdin)
                 self._bring_back(cid, workspace, spec, sent, user)
                 break
             except _ContainerGone:
@@ -321,10 +323,18 @@ class DockerSandbox:
         user = spec.user or container_user()
         stub = self.call_path == "auto" and spec.runtime in STUB_RUNTIMES and image_id not in self._no_stub
         config = hardening.container_config(
-            image_id, spec, workspace, mounts, user, self._labels(spec), stub=stub, path=path
+            image_id,
+            spec,
+            workspace,
+            mounts,
+            user,
+            self._labels(spec),
+            stub=stub,
+            path=path,
+            tunnel=self._tunnels(spec),
         )
         if self.remote is not None:
-            config = self._without_binds(config, workspace, spec, mounts, user)
+            config = self._without_binds(config, workspace, spec, self._sent(spec, mounts), user)
         elif self._engine_removes and spec.read_only_root:  # (no commit, no archive needs it after its end)
             config["host_config"]["auto_remove"] = True
         return hardening.config_key(config), config, image_id, user
@@ -341,7 +351,7 @@ class DockerSandbox:
             return EngineRemote(remote_problem(address, why, f"a call {what}"))
 
         stub = (STUB_DIR,) if hardening.is_stub(config) else ()
-        config, _ = transfer.unbound(config, spec, workspace, mounts, refused, also=stub)
+        config, _ = transfer.unbound(config, spec, workspace, mounts, refused, also=stub, tunnel=True)
         derived = (config["image"], spec.workdir, user)
         if derived not in self._derived:
             with translate(f"preparing image {config['image'][:19]} for an engine on another machine"):
@@ -356,7 +366,7 @@ class DockerSandbox:
         each volume (None: nothing goes, the engine binds them)."""
         if self.remote is None:
             return None
-        layout = transfer.volumes(spec.workdir, workspace, mounts)
+        layout = transfer.volumes(spec.workdir, workspace, self._sent(spec, mounts))
         with translate("sending the workspace to the engine"):
             try:
                 climbing = transfer.send(self._api, cid, layout, _ids(user))
@@ -365,6 +375,22 @@ class DockerSandbox:
         if climbing:
             self._make_links(cid, climbing, user)
         return layout
+
+    def _tunnels(self, spec: SandboxSpec) -> bool:
+        """Whether a call of spec reaches its egress proxy through the engine (`sandbox.docker.tunnel`)."""
+        return self.remote is not None and spec.egress is not None
+
+    def _sent(self, spec: SandboxSpec, mounts: Sequence[Mount]) -> list[Mount]:
+        """The mounts a call's container gets as archives: the call's, and for egress through the
+        engine the tunnel's container end and the session's CAs."""
+        return [*mounts, *hardening.tunnel_mounts(str(spec.egress))] if self._tunnels(spec) else list(mounts)
+
+    def _egress(self, cid: str, spec: SandboxSpec, user: str) -> contextlib.AbstractContextManager[None]:
+        """Around a call: its egress carried through the engine (listening in the container before
+        the command starts) where the relay cannot reach the proxy's socket."""
+        if not self._tunnels(spec):
+            return contextlib.nullcontext()
+        return tunnel.carried(self._api, cid, user, Path(str(spec.egress)))
 
     def _make_links(self, cid: str, links: Sequence[tuple[str, str]], user: str) -> None:
         """The symbolic links the engine would not unpack (they climb out of their volume), made in

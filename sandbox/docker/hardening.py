@@ -45,18 +45,21 @@ def container_config(
     *,
     stub: bool = False,
     path: str | None = None,
+    tunnel: bool = False,
 ) -> dict[str, Any]:
     """Keyword arguments for `APIClient.create_container` (host_config as create_host_config kwargs).
 
     stub: the first process is the call stub (bound read-only, stdin kept open for the one request),
     else KEEPALIVE for calls by `docker exec`. path: the PATH the image declares, kept instead of the
-    default (an image's own, never the host's)."""
+    default (an image's own, never the host's). tunnel: egress goes through the engine's API
+    (`sandbox.docker.tunnel`, an engine elsewhere): neither the egress folder nor the relay is bound,
+    and the first process does not start the relay (the tunnel listens at the call)."""
     binds = {str(Path(workspace).resolve()): {"bind": spec.workdir, "mode": "rw"}}
     for mount in mounts:
         binds[str(Path(mount.source).resolve())] = {"bind": mount.target, "mode": "ro" if mount.read_only else "rw"}
     if stub:
         binds[str(stub_source())] = {"bind": STUB_TARGET, "mode": "ro"}
-    if spec.egress:
+    if spec.egress and not tunnel:
         binds[str(Path(spec.egress).resolve())] = {"bind": egress.CONTAINER_DIR, "mode": "ro"}
         binds[str(relay_source())] = {"bind": RELAY_TARGET, "mode": "ro"}
     host = {
@@ -86,7 +89,8 @@ def container_config(
     command = list(STUB_ARGV if stub else KEEPALIVE)
     if spec.egress:
         environment.update(egress_environment(Path(spec.egress)))
-        command = with_relay(command, trust=_has_ca(spec.egress))
+        if not tunnel:
+            command = with_relay(command, trust=has_ca(spec.egress))
     config: dict[str, Any] = {
         "image": image_id,
         "command": command,
@@ -118,8 +122,18 @@ def without_stub(config: dict[str, Any]) -> dict[str, Any]:
     egress_folder = next(
         (src for src, b in config["host_config"]["binds"].items() if b["bind"] == egress.CONTAINER_DIR), None
     )
-    command = with_relay(list(KEEPALIVE), trust=_has_ca(egress_folder)) if egress_folder else list(KEEPALIVE)
+    command = with_relay(list(KEEPALIVE), trust=has_ca(egress_folder)) if egress_folder else list(KEEPALIVE)
     return {**plain, "command": command, "host_config": host}
+
+
+TUNNEL_TARGET = "/opt/harness/egress-tunnel.py"
+"""Where a call's container on an engine elsewhere gets the tunnel's container end (read-only)."""
+
+
+def tunnel_source() -> Path:
+    from sandbox.network import tunnel
+
+    return Path(tunnel.__file__).resolve()
 
 
 RELAY_TARGET = "/opt/harness/egress-relay.py"
@@ -155,7 +169,7 @@ def egress_environment(folder: Path) -> dict[str, str]:
     placeholders = folder / egress.ENVIRONMENT_NAME
     if placeholders.is_file():
         found.update(json.loads(placeholders.read_text()))
-    if _has_ca(str(folder)):
+    if has_ca(str(folder)):
         found.update(dict.fromkeys(EGRESS_CA_VARIABLES, EGRESS_BUNDLE))
         found["NODE_EXTRA_CA_CERTS"] = EGRESS_EXTRA
     return found
@@ -165,7 +179,8 @@ EGRESS_EXTRA = "/tmp/harness-egress-extra-ca.pem"
 """The CAs the session adds to the image's (the session CA, the user's --ca-bundle): Node takes only these."""
 
 
-def _has_ca(folder: str | None) -> bool:
+def has_ca(folder: str | Path | None) -> bool:
+    """Whether the egress folder holds a CA the calls must trust (the session CA, the user's --ca-bundle)."""
     return folder is not None and any((Path(folder) / name).is_file() for name in (egress.CA_NAME, egress.TRUST_NAME))
 
 
@@ -175,11 +190,33 @@ def with_relay(command: list[str], trust: bool = False) -> list[str]:
     joined the image's bundle."""
     start = f"python3 {RELAY_TARGET} {egress.RELAY_PORT} {egress.CONTAINER_DIR}/{egress.SOCKET_NAME}"
     if trust:
-        added = " ".join(f"{egress.CONTAINER_DIR}/{name}" for name in (egress.CA_NAME, egress.TRUST_NAME))
-        extra = f"cat {added} > {EGRESS_EXTRA} 2>/dev/null; [ -s {EGRESS_EXTRA} ]"
-        bundle = f"cat /etc/ssl/certs/ca-certificates.crt {EGRESS_EXTRA} > {EGRESS_BUNDLE} 2>/dev/null"
-        start = f"{{ {extra}; }} && {{ {bundle} || cp {EGRESS_EXTRA} {EGRESS_BUNDLE}; }} && {start}"
+        start = f"{trust_prelude(egress.CONTAINER_DIR)} && {start}"
     return ["/bin/sh", "-c", f'{start} && exec "$@"', "sh", *command]
+
+
+def trust_prelude(folder: str) -> str:
+    """Shell that joins the session's CAs in folder (the session CA with secrets, the user's
+    --ca-bundle) to the image's bundle, for the variables `egress_environment` sets."""
+    added = " ".join(f"{folder}/{name}" for name in (egress.CA_NAME, egress.TRUST_NAME))
+    extra = f"cat {added} > {EGRESS_EXTRA} 2>/dev/null; [ -s {EGRESS_EXTRA} ]"
+    bundle = f"cat /etc/ssl/certs/ca-certificates.crt {EGRESS_EXTRA} > {EGRESS_BUNDLE} 2>/dev/null"
+    return f"{{ {extra}; }} && {{ {bundle} || cp {EGRESS_EXTRA} {EGRESS_BUNDLE}; }}"
+
+
+TUNNEL_CA_DIR = "/opt/harness/egress"
+"""Where a call's container on an engine elsewhere gets the session's CAs (there is no egress folder bound)."""
+
+
+def tunnel_mounts(egress_folder: str | Path) -> list[Mount]:
+    """What a call's container on an engine elsewhere gets instead of the egress folder and the
+    relay: the tunnel's container end and the session's CAs (files only: never the proxy's socket,
+    nor anything else the folder may hold)."""
+    found = [Mount(source=tunnel_source(), target=TUNNEL_TARGET)]
+    for name in (egress.CA_NAME, egress.TRUST_NAME):
+        path = Path(egress_folder) / name
+        if path.is_file() and not path.is_symlink():
+            found.append(Mount(source=path, target=f"{TUNNEL_CA_DIR}/{name}"))
+    return found
 
 
 def has_egress(config: dict[str, Any]) -> bool:

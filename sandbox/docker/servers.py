@@ -35,7 +35,7 @@ def start_server(
     """Start argv in a hardened container that keeps stdin open; its id."""
     command = list(argv)
     if spec.egress:
-        command = hardening.with_relay(command, trust=hardening._has_ca(spec.egress))
+        command = hardening.with_relay(command, trust=hardening.has_ca(spec.egress))
     return _start_long_lived(
         client, spec, workspace, user=user, labels=labels, environment=environment, writable=writable,
         log_size="1m", what="an MCP server container", command=command, stdin_open=True,

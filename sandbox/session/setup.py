@@ -12,6 +12,7 @@ setup use the session's spec, whose network stays `none`.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import hashlib
 import json
@@ -27,7 +28,7 @@ from typing import Any
 import docker
 
 from sandbox import labels
-from sandbox.docker import hardening, transfer
+from sandbox.docker import hardening, transfer, tunnel
 from sandbox.docker.commit import commit_paused
 from sandbox.docker.containers import DockerSandbox
 from sandbox.docker.engine import located, remote_problem, resolve_image_path, translate
@@ -173,6 +174,10 @@ def prepare_environment(
         setup_spec = spec.model_copy(update={"read_only_root": False, "network": "bridge" if network else "none"})
         # with egress (spec.egress) the network stays none: the relay to the session's proxy is the way out
         setup_mounts = [Mount(source=host.resolve(), target=target) for host, target in binds]
+        _, elsewhere = located(client)
+        tunnel = elsewhere is not None and spec.egress is not None  # egress through the engine (sandbox.docker.tunnel)
+        if tunnel:
+            setup_mounts += hardening.tunnel_mounts(str(spec.egress))
         environment: dict[str, str] = {}
         if ca_pem is not None:
             (scratch / "ca").mkdir()
@@ -192,6 +197,7 @@ def prepare_environment(
             "0:0",
             labels.of_process(run_id, "setup"),
             path=base_path,
+            tunnel=tunnel,
         )
         config["host_config"]["cap_add"] = list(SETUP_CAPS)
         if spec.egress:  # given to each command, not the container: a commit keeps a container's own variables,
@@ -201,7 +207,7 @@ def prepare_environment(
             environment = {**carried, **environment}
         copied = scratch / "workspace"
         keep_node_modules = (copied / "package.json").is_file() and not (copied / "node_modules").exists()
-        layout = _without_binds(client, config, setup_spec, copied, setup_mounts)
+        layout = _without_binds(client, config, setup_spec, copied, setup_mounts, tunnel)
         image, mode = _run_and_commit(
             client,
             config,
@@ -213,6 +219,7 @@ def prepare_environment(
             ca_pem is not None,
             keep_node_modules,
             layout,
+            Path(str(spec.egress)) if tunnel else None,
         )
         mode = "egress" if spec.egress else mode
     finally:
@@ -298,10 +305,16 @@ class Deadline:
 
 
 def _without_binds(
-    client: docker.DockerClient, config: dict, spec: SandboxSpec, workspace: Path, mounts: Sequence[Mount]
+    client: docker.DockerClient,
+    config: dict,
+    spec: SandboxSpec,
+    workspace: Path,
+    mounts: Sequence[Mount],
+    tunnel: bool,
 ) -> dict[str, list[transfer.Part]] | None:
     """On an engine that cannot take this machine's folders (elsewhere, rootless): config's binds made
-    volumes (in place), and what goes into each (sent before the start); None where binds serve."""
+    volumes (in place), and what goes into each (sent before the start); None where binds serve.
+    tunnel: the setup's egress goes through the engine."""
     _, why = located(client)
     if why is None:
         return None
@@ -310,7 +323,7 @@ def _without_binds(
     def refused(what: str) -> EngineRemote:
         return EngineRemote(remote_problem(address, why, f"setup {what}"))
 
-    unbound, layout = transfer.unbound(config, spec, workspace, mounts, refused)
+    unbound, layout = transfer.unbound(config, spec, workspace, mounts, refused, tunnel=tunnel)
     config["host_config"] = unbound["host_config"]
     return layout
 
@@ -326,7 +339,9 @@ def _run_and_commit(
     bundle: bool,
     keep_node_modules: bool,
     layout: dict[str, list[transfer.Part]] | None,
+    tunnelled: Path | None = None,
 ) -> tuple[str, str]:
+    """tunnelled: the session's egress folder, when the setup's egress goes through the engine."""
     api = client.api
     with translate("creating the setup container"):
         host = api.create_host_config(**config["host_config"])
@@ -344,8 +359,9 @@ def _run_and_commit(
             _exec(api, cid, command, deadline, {}, what="making the workspace's symbolic links")
         if bundle:
             _exec(api, cid, _BUNDLE, deadline, {}, what="joining the setup CA to the image's bundle")
-        for command in commands:
-            _exec(api, cid, command, deadline, environment)
+        with tunnel.carried(api, cid, "0:0", tunnelled) if tunnelled else contextlib.nullcontext():
+            for command in commands:
+                _exec(api, cid, command, deadline, environment)
         if keep_node_modules:
             _exec(api, cid, _KEEP_NODE_MODULES, deadline, {}, what="keeping node_modules in the image")
         image_labels = labels.of_run(  # the controller's pid is the container's, not the image's

@@ -3,11 +3,12 @@ UTS namespace (it answers as another host), mount namespace (a fresh /tmp: the c
 workspaces are not there, as on another machine) and network namespace (its network set-up never
 touches this machine's), reached on a TCP socket on 127.0.0.1 (a relay to its API socket). A bind
 mount there would show a call an empty folder: nothing is bind-mounted, the workspace, the mounts and
-the call stub travel as archives (sandbox.docker.transfer), and what needs this machine (egress)
-is refused with one line before any container is made."""
+the call stub travel as archives (sandbox.docker.transfer), a call's egress is carried to the proxy
+here through the engine's API (sandbox.docker.tunnel)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -41,10 +42,12 @@ class _Relay(socketserver.ThreadingTCPServer):
 
 
 class _Pipe(socketserver.BaseRequestHandler):
+    """One connection, both ways; one side's end of sending is passed on as the same (a half-close:
+    the end of an exec's stdin), and the connection closes when both have ended."""
+
     def handle(self) -> None:
         upstream = socket.socket(socket.AF_UNIX)
         upstream.connect(str(self.server.target))  # type: ignore[attr-defined]
-        ends = (self.request, upstream)
 
         def pump(source: socket.socket, sink: socket.socket) -> None:
             try:
@@ -53,16 +56,15 @@ class _Pipe(socketserver.BaseRequestHandler):
             except OSError:
                 pass
             finally:
-                for end in ends:
-                    try:
-                        end.shutdown(socket.SHUT_RDWR)
-                    except OSError:
-                        pass
+                try:
+                    sink.shutdown(socket.SHUT_WR)
+                except OSError:
+                    pass
 
         back = threading.Thread(target=pump, args=(upstream, self.request), daemon=True)
         back.start()
         pump(self.request, upstream)
-        back.join(timeout=10)
+        back.join()
         upstream.close()
 
 
@@ -195,16 +197,54 @@ def test_session_steps_come_back_roll_back_and_what_needs_this_machine_is_refuse
     back = _harness(with_py311, "exec", str(repo), "--session", "far", "--", "cat", "made.txt", state=state)
     assert back.stdout.count("made") == 1 and "more" not in back.stdout, back.stdout
 
-    egress = _harness(with_py311, "exec", str(repo), "--allow-net", "pypi", "--", "true")
-    lines = egress.stderr.strip().splitlines()
-    assert egress.returncode == 78 and len(lines) == 1, egress.stderr
-    assert f"as host '{ELSEWHERE}'" in lines[0] and "egress" in lines[0] and "Traceback" not in egress.stderr
+    assert _left_on(with_py311) == []
+
+
+def test_egress_goes_through_the_engine_to_the_proxy_here(with_py311, tmp_path):
+    """The session's proxy is on this machine and its socket cannot be bound there: each connection
+    a call makes is carried through the engine's API. A listed host answers over HTTPS (the proxy
+    here reaches this machine's 127.0.0.1), a host off the list gets the proxy's 403, a direct
+    connection and a lookup get nothing, a tunnel whose TLS names another host is cut: as on this
+    machine's engine. Ninety requests, thirty at a time and within the call's default limits, all
+    arrive; nothing is left on that engine."""
+    from tests.sandbox.network.servers import Server, make_ca
+    from tests.sandbox.network.test_egress_docker import PROBE
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _, cert, key = make_ca(repo / "tls")
+    (repo / "probe.py").write_text(PROBE)
+    (repo / "many.py").write_text(
+        "import concurrent.futures, os, sys, urllib.request\n"
+        "for name in ('NO_PROXY', 'no_proxy'):\n    os.environ.pop(name, None)\n"
+        "url = f'http://127.0.0.1:{sys.argv[1]}/hello'\n"
+        "with concurrent.futures.ThreadPoolExecutor(30) as pool:\n"
+        "    got = list(pool.map(lambda _: urllib.request.urlopen(url, timeout=60).read(), range(90)))\n"
+        "print(len(got), len(set(got)))\n"
+    )
+    with Server(cert=(cert, key)) as secure, Server() as plain:
+        ran = _harness(
+            with_py311, "exec", "--allow-net", f"localhost:{secure.port}", "--allow-net",
+            f"127.0.0.1:{secure.port}", str(repo), "--", "python3", "probe.py", str(secure.port), "tls/ca.pem",
+        )  # fmt: skip
+        many = _harness(
+            with_py311, "exec", "--allow-net", f"127.0.0.1:{plain.port}", str(repo), "--",
+            "python3", "many.py", str(plain.port),
+        )  # fmt: skip
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    out = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert out["https"] == "hello from the test's own internet\n"
+    assert out["off_list"] == "403 harness egress proxy: example.invalid:80 is not on the session's --allow-net list"
+    assert (out["direct"], out["dns"], out["sni"]) == ("no route", "nothing", "cut")
+    assert f"net: allowed CONNECT localhost:{secure.port}" in ran.stderr
+    assert many.returncode == 0 and many.stdout.strip().splitlines()[-1] == "90 1", many.stdout + many.stderr
     assert _left_on(with_py311) == []
 
 
 def test_setup_runs_on_the_engine_elsewhere_with_the_workspace_sent_to_it(with_py311, tmp_path):
     """A session's setup command sees the workspace (sent as an archive before its container starts,
-    a climbing link made in it) and its image is what the session's calls start from."""
+    a climbing link made in it) and its image is what the session's calls start from; with egress its
+    commands reach the proxy here through the engine."""
     state = tmp_path / "state"
     repo = tmp_path / "repo"
     (repo / "pkg").mkdir(parents=True)
@@ -218,6 +258,26 @@ def test_setup_runs_on_the_engine_elsewhere_with_the_workspace_sent_to_it(with_p
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert "# nothing to install" in done.stdout and "\n..\n" in done.stdout + "\n"
+
+    # Setup with egress: pip there installs from an index on this machine, through the proxy here.
+    from tests.sandbox.network.servers import Server
+    from tests.sandbox.network.test_egress_docker import _wheel
+
+    wheel = _wheel(tmp_path)
+    files = {
+        "/simple/egress-probe/": f'<a href="/files/{wheel.name}">{wheel.name}</a>'.encode(),
+        f"/files/{wheel.name}": wheel.read_bytes(),
+    }
+    with Server(files=files) as index:
+        install = (
+            f"env -u NO_PROXY -u no_proxy pip install --index-url http://localhost:{index.port}/simple/ egress-probe"
+        )
+        done = _harness(
+            with_py311, "exec", str(repo), "--session", "netset", "--setup", install, "--allow-net",
+            f"localhost:{index.port}", "--allow-net", f"127.0.0.1:{index.port}", "--", "python3", "-c", "import egress_probe; print(egress_probe.WORDS)",
+            state=state,
+        )  # fmt: skip
+    assert done.returncode == 0 and "installed through the allowlist" in done.stdout, done.stdout + done.stderr
     assert _left_on(with_py311) == []
 
 
