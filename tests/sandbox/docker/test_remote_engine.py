@@ -8,7 +8,6 @@ here through the engine's API (sandbox.docker.tunnel)."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -208,7 +207,7 @@ def test_egress_goes_through_the_engine_to_the_proxy_here(with_py311, tmp_path):
     machine's engine. Ninety requests, thirty at a time and within the call's default limits, all
     arrive; nothing is left on that engine."""
     from tests.sandbox.network.servers import Server, make_ca
-    from tests.sandbox.network.test_egress_docker import PROBE
+    from tests.sandbox.network.test_egress_docker import PROBE, check_probe
 
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -231,12 +230,7 @@ def test_egress_goes_through_the_engine_to_the_proxy_here(with_py311, tmp_path):
             with_py311, "exec", "--allow-net", f"127.0.0.1:{plain.port}", str(repo), "--",
             "python3", "many.py", str(plain.port),
         )  # fmt: skip
-    assert ran.returncode == 0, ran.stdout + ran.stderr
-    out = json.loads(ran.stdout.strip().splitlines()[-1])
-    assert out["https"] == "hello from the test's own internet\n"
-    assert out["off_list"] == "403 harness egress proxy: example.invalid:80 is not on the session's --allow-net list"
-    assert (out["direct"], out["dns"], out["sni"]) == ("no route", "nothing", "cut")
-    assert f"net: allowed CONNECT localhost:{secure.port}" in ran.stderr
+    check_probe(ran, secure.port)
     assert many.returncode == 0 and many.stdout.strip().splitlines()[-1] == "90 1", many.stdout + many.stderr
     assert _left_on(with_py311) == []
 

@@ -78,14 +78,19 @@ def test_a_call_reaches_only_its_hosts_through_the_proxy(tmp_path, run_label, ru
             f"127.0.0.1:{secure.port}", str(repo), "--", "python3", "probe.py", str(secure.port), "tls/ca.pem",
             state=tmp_path / "state", label=run_label,
         )  # fmt: skip
+    check_probe(ran, secure.port)
+
+
+def check_probe(ran: subprocess.CompletedProcess[str], port: int) -> None:
+    """What PROBE's call (a `harness exec` of it against an HTTPS server on port) must have seen and said."""
     assert ran.returncode == 0, ran.stdout + ran.stderr
     out = json.loads(ran.stdout.strip().splitlines()[-1])
     assert out["https"] == "hello from the test's own internet\n"
     assert out["off_list"] == "403 harness egress proxy: example.invalid:80 is not on the session's --allow-net list"
     assert (out["direct"], out["dns"], out["sni"]) == ("no route", "nothing", "cut")
-    assert f"net: allowed CONNECT localhost:{secure.port}" in ran.stderr
+    assert f"net: allowed CONNECT localhost:{port}" in ran.stderr
     assert "net: REFUSED GET example.invalid:80: example.invalid:80 is not on" in ran.stderr
-    assert f"net: REFUSED CONNECT localhost:{secure.port}: the TLS ClientHello names evil.invalid" in ran.stderr
+    assert f"net: REFUSED CONNECT localhost:{port}: the TLS ClientHello names evil.invalid" in ran.stderr
 
 
 def _fetching_model(tmp_path: Path, allowed: str, first: str = "") -> str:
