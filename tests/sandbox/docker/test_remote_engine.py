@@ -146,7 +146,7 @@ def _left_on(host: str) -> list[str]:
 def test_doctor_says_the_engine_is_elsewhere_and_what_travels_as_archives(elsewhere):
     doctor = _harness(elsewhere, "doctor")
     assert f"engine location: another machine (it answers over TCP as host '{ELSEWHERE}'" in doctor.stdout
-    assert "travel as archives (nothing bind-mounted)" in doctor.stdout
+    assert "travel as archives (nothing bind-mounted), egress through the engine's API" in doctor.stdout
     assert "cannot take this machine's folders" not in doctor.stderr, "the engine's place is no problem of its own"
     assert "free disk at" in doctor.stdout and "not checked" in doctor.stdout
     assert "Traceback" not in doctor.stderr
