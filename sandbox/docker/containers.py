@@ -481,7 +481,7 @@ class DockerSandbox:
         return self._start_config(hardening.without_stub(config), kind)
 
     def _start_config(self, config: dict[str, Any], kind: str) -> str:
-        if self._holders is None or not netns.shares(config["host_config"]):
+        if self._holders is None or not netns.shares(config):
             with translate("starting a sandbox container"):
                 return self._create_and_start(config, kind)
         joined = self._holders.join_soon(config)

@@ -220,8 +220,10 @@ def tunnel_mounts(egress_folder: str | Path) -> list[Mount]:
 
 
 def has_egress(config: dict[str, Any]) -> bool:
-    """True for a container that reaches its session's egress proxy (it never joins a shared namespace)."""
-    return any(bind["bind"] == egress.CONTAINER_DIR for bind in config["host_config"]["binds"].values())
+    """True for a container that reaches its session's egress proxy, by the relay or through the engine
+    (it never joins a shared namespace: 127.0.0.1:3128 there is its own)."""
+    bound = any(bind["bind"] == egress.CONTAINER_DIR for bind in config["host_config"].get("binds", {}).values())
+    return bound or config.get("environment", {}).get("HTTP_PROXY") == _PROXY_URL
 
 
 _FILE_TYPE = 0o170000

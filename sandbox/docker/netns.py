@@ -27,9 +27,8 @@ from typing import Any
 import docker
 
 from sandbox import labels
-from sandbox.docker.hardening import KEEPALIVE
+from sandbox.docker.hardening import KEEPALIVE, has_egress
 from sandbox.errors import SandboxError
-from sandbox.network.egress import CONTAINER_DIR
 
 SHARED_RUNTIMES = ("runc",)
 """Runtimes whose containers can join another container's network namespace."""
@@ -48,14 +47,15 @@ HOLDER_HOST: dict[str, Any] = {
 """A holder runs `sleep` under docker-init and nothing else: no mounts, no capabilities, tiny limits."""
 
 
-def shares(host_config: dict[str, Any]) -> bool:
-    """True when a call with this host config joins a holder instead of getting its own namespace
-    (never a container with egress: its relay serves 127.0.0.1 in a namespace of its own)."""
-    egress = any(bind["bind"] == CONTAINER_DIR for bind in host_config.get("binds", {}).values())
+def shares(config: dict[str, Any]) -> bool:
+    """True when a call with this container config joins a holder instead of getting its own namespace
+    (never a container with egress: its relay, or its tunnel on an engine elsewhere, serves 127.0.0.1
+    in a namespace of its own)."""
+    host_config = config["host_config"]
     return (
         host_config.get("network_mode") == "none"
         and host_config.get("runtime", "runc") in SHARED_RUNTIMES
-        and not egress
+        and not has_egress(config)
     )
 
 

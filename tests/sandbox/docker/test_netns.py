@@ -96,6 +96,22 @@ def test_sharing_can_be_turned_off(docker_client, run_label, workspace, spec, te
 
 
 def test_only_runc_calls_without_network_share() -> None:
-    assert netns.shares({"network_mode": "none", "runtime": "runc"})
-    assert not netns.shares({"network_mode": "none", "runtime": "runsc"})
-    assert not netns.shares({"network_mode": "bridge", "runtime": "runc"})
+    assert netns.shares({"host_config": {"network_mode": "none", "runtime": "runc"}})
+    assert not netns.shares({"host_config": {"network_mode": "none", "runtime": "runsc"}})
+    assert not netns.shares({"host_config": {"network_mode": "bridge", "runtime": "runc"}})
+
+
+def test_a_call_with_egress_never_shares_by_the_relay_or_through_the_engine(tmp_path) -> None:
+    """Its 127.0.0.1:3128 is its own: the relay's on this machine's engine, the tunnel's on an engine
+    elsewhere (where nothing is bound and only its environment says it has egress)."""
+    from sandbox.docker import hardening
+    from sandbox.spec import SandboxSpec
+
+    (tmp_path / "egress").mkdir()
+    spec = SandboxSpec(image="py311", egress=str(tmp_path / "egress"))
+    for tunnel in (False, True):
+        config = hardening.container_config("sha256:x", spec, tmp_path, [], "1:1", {}, stub=True, tunnel=tunnel)
+        assert config["host_config"]["network_mode"] == "none" and not netns.shares(config), tunnel
+        assert bool(config["host_config"]["binds"].get(str((tmp_path / "egress").resolve()))) is not tunnel
+    plain = hardening.container_config("sha256:x", SandboxSpec(image="py311"), tmp_path, [], "1:1", {}, stub=True)
+    assert netns.shares(plain)
