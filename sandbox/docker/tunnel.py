@@ -71,6 +71,7 @@ class EgressTunnel:
                     numbers = found[found.index(b"ready") + 1 :]
                     break
             else:
+                _close(sock)
                 raise SandboxError(f"the egress tunnel did not start in the call's container: {_said(said)}")
         except (OSError, ValueError, AttributeError) as error:  # (a socket closed by the watchdog)
             _close(sock)
