@@ -2,20 +2,22 @@
 `sandbox.network.tunnel`): nothing of this machine's disk can be bound there, so the session's proxy
 socket is reached through the engine's API instead.
 
-Before the call's command runs, an exec in its container (`tunnel.py accept PORT`, as the call's
-user) serves 127.0.0.1:PORT there, where the proxy variables point, after joining the session's CAs
-to the image's bundle (what the relay's start does on a local engine). For each connection it
-accepts, one more exec (`tunnel.py join N`) carries that connection; here it is joined to a new
-connection to the proxy's Unix socket: the exec's stdout to the proxy, the proxy to its stdin, a byte
-on its stderr the end of the container side's sending (the proxy's end of sending closes the exec's
-stdin). Each connection is its own stream through the engine, paced as a socket is. When the call is
-over the accepting exec's stdin is closed; the container's removal ends the rest.
+Before the call's command runs, one exec in its container (`tunnel.py carry PORT`, as the call's user)
+joins the session's CAs to the image's bundle and serves 127.0.0.1:PORT there, where the proxy
+variables point; every connection it accepts is carried over that exec's stream (framed, with a
+window per connection, see the container's end) and joined here to a new connection to the proxy's
+Unix socket. Here each connection has two threads: the proxy's bytes out (sent as the window allows)
+and the container's bytes in (queued, never more than a window, so the stream's reader never waits
+for a slow connection). When the call is over the exec's stdin is closed; the container's removal
+ends the rest.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import socket
+import struct
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,12 +33,14 @@ from sandbox.errors import SandboxError
 from sandbox.network import egress
 
 READY_S = 20.0
-"""How long the accepting exec may take to listen."""
-MAX_CARRIED = 256
-"""Connections carried at once for one container; one past it waits in the container (its command's
-own connections: nothing in a container may make the host start threads and execs without bound)."""
-MAX_LINE = 64
-"""The longest line the accepting exec says (a number); a longer one is nobody's."""
+"""How long the carrying exec may take to listen."""
+WINDOW = 256 * 1024
+"""Bytes of a connection either side may have in flight (the container's end says the same)."""
+MAX_CARRIED = 512
+"""Connections carried at once for one container; one past it is reset (nothing in a container may
+make the host start threads without bound)."""
+HEAD = struct.Struct(">cII")
+CHUNK = 65536
 
 
 class EgressTunnel:
@@ -44,33 +48,30 @@ class EgressTunnel:
 
     def __init__(self, api: Any, cid: str, user: str, proxy: Path, prelude: str = "") -> None:
         self._api, self._cid, self._user, self._proxy, self._prelude = api, cid, user, str(proxy), prelude
-        self._accepting: Any = None
-        self._closed = threading.Event()
-        self._room = threading.BoundedSemaphore(MAX_CARRIED)
-        self._asking = threading.Lock()
-        self._last = 0
+        self._sock: Any = None
+        self._sending = threading.Lock()
+        self._lock = threading.Lock()
+        self._connections: dict[int, _Connection] = {}
+        self._closed = False
 
     def start(self) -> None:
         """The container listens on the relay's port; SandboxError if it cannot (its words said)."""
-        command = f"python3 {TUNNEL_TARGET} accept {egress.RELAY_PORT}"
+        command = f"python3 {TUNNEL_TARGET} carry {egress.RELAY_PORT}"
         if self._prelude:
             command = f"{self._prelude} && exec {command}"
         sock = self._exec(["/bin/sh", "-c", command])
         watchdog = threading.Timer(READY_S, _close, args=(sock,))  # the engine's reads wait without a bound
         watchdog.start()
-        lines = _Lines()
-        said, numbers = b"", []
+        frames, said, got = frames_iter(sock, tty=False), b"", bytearray()
         try:
-            frames = frames_iter(sock, tty=False)
             for stream, data in frames:
                 if stream == STDERR:
-                    said += data
+                    said += data[:4096]
                     continue
-                found = lines.feed(data)
-                if b"ready" in found:
-                    numbers = found[found.index(b"ready") + 1 :]
+                got += data
+                if len(got) >= HEAD.size:
                     break
-            else:
+            if got[:1] != b"R":
                 _close(sock)
                 raise SandboxError(f"the egress tunnel did not start in the call's container: {_said(said)}")
         except (OSError, ValueError, AttributeError) as error:  # (a socket closed by the watchdog)
@@ -80,79 +81,95 @@ class EgressTunnel:
             ) from None
         finally:
             watchdog.cancel()
-        self._accepting = sock
-        threading.Thread(target=self._serve, args=(frames, lines, numbers), daemon=True).start()
+        self._sock = sock
+        del got[: HEAD.size]
+        threading.Thread(target=self._serve, args=(frames, got), daemon=True).start()
 
     def close(self) -> None:
-        """The call is over: the accepting exec's stdin closes (it ends; the container's removal ends the rest)."""
-        self._closed.set()
-        if self._accepting is not None:
+        """The call is over: the exec's stdin closes (it ends; the container's removal ends the rest)."""
+        with self._lock:
+            self._closed = True
+            connections = list(self._connections.values())
+            self._connections.clear()
+        for connection in connections:
+            connection.end()
+        if self._sock is not None:
             with contextlib.suppress(OSError):
-                _raw(self._accepting).shutdown(socket.SHUT_WR)
-            _close(self._accepting)
+                _raw(self._sock).shutdown(socket.SHUT_WR)
+            _close(self._sock)
 
-    def _serve(self, frames: Any, lines: _Lines, numbers: list[bytes]) -> None:
+    def send(self, kind: bytes, number: int, payload: bytes = b"") -> None:
+        with self._sending:
+            _raw(self._sock).sendall(HEAD.pack(kind, number, len(payload)) + payload)
+
+    def _serve(self, frames: Any, got: bytearray) -> None:
         try:
-            for number in numbers:
-                self._join(number)
+            self._take(got)
             for stream, data in frames:
                 if stream == STDOUT:
-                    for number in lines.feed(data):
-                        self._join(number)
-        except Exception:  # noqa: BLE001 - the accepting exec ended (the call is over, or the container went away)
+                    got += data
+                    self._take(got)
+        except Exception:  # noqa: BLE001 - the exec ended (the call is over, or the container went away)
             pass
+        with self._lock:
+            connections = list(self._connections.values())
+            self._connections.clear()
+        for connection in connections:
+            connection.end()
 
-    def _join(self, number: bytes) -> None:
-        """Carry connection number (each once, in the order accepted), while there is room."""
-        if not number.isdigit() or len(number) > 9 or int(number) <= self._last or self._closed.is_set():
-            return
-        self._last = int(number)
-        if not self._room.acquire(blocking=False):
-            return
-        threading.Thread(target=self._carry, args=(int(number),), daemon=True).start()
+    def _take(self, got: bytearray) -> None:
+        while len(got) >= HEAD.size:
+            kind, number, size = HEAD.unpack_from(got)
+            if size > WINDOW or len(got) < HEAD.size + size:
+                if size > WINDOW:
+                    raise ValueError("a frame larger than a window")
+                return
+            payload = bytes(got[HEAD.size : HEAD.size + size])
+            del got[: HEAD.size + size]
+            if kind == b"N":
+                self._open(number)
+                continue
+            with self._lock:
+                connection = self._connections.get(number)
+            if connection is None:
+                continue
+            if kind == b"D":
+                connection.inbound(payload)
+            elif kind == b"E":
+                connection.inbound(None)
+            elif kind == b"W" and size == 4:
+                connection.credit(struct.unpack(">I", payload)[0])
+            elif kind == b"C":
+                self.forget(number)
+                connection.end()
 
-    def _carry(self, number: int) -> None:
-        try:
-            self._carried(number)
-        except Exception:  # noqa: BLE001 - one connection's trouble ends that connection, never the call
-            pass
-        finally:
-            self._room.release()
-
-    def _carried(self, number: int) -> None:
-        try:
-            sock = self._exec(["python3", TUNNEL_TARGET, "join", str(number)])
-        except SandboxError:
-            return
+    def _open(self, number: int) -> None:
+        with self._lock:
+            full = self._closed or len(self._connections) >= MAX_CARRIED or number in self._connections
         proxy = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
+            if full:
+                raise OSError("no room")
             proxy.connect(self._proxy)
         except OSError:
             proxy.close()
-            _close(sock)
+            with contextlib.suppress(OSError):
+                self.send(b"C", number)
             return
-        back = threading.Thread(target=_to_container, args=(proxy, sock), daemon=True)
-        back.start()
-        try:
-            for stream, data in frames_iter(sock, tty=False):
-                if stream == STDOUT:
-                    proxy.sendall(data)
-                elif stream == STDERR:
-                    break  # the container side sends no more
-        except (OSError, ValueError):
-            pass
-        with contextlib.suppress(OSError):
-            proxy.shutdown(socket.SHUT_WR)
-        back.join()
-        proxy.close()
-        _close(sock)
+        connection = _Connection(self, number, proxy)
+        with self._lock:
+            self._connections[number] = connection
+        connection.start()
+
+    def forget(self, number: int) -> None:
+        with self._lock:
+            self._connections.pop(number, None)
 
     def _exec(self, argv: list[str]) -> Any:
         """An exec's stream, once the host has spoken first (see `sandbox.network.tunnel`)."""
         try:
-            with self._asking:  # one at a time: asked from thirty threads at once, the client once never answered
-                made = self._api.exec_create(self._cid, argv, stdin=True, stdout=True, stderr=True, user=self._user)
-                sock = self._api.exec_start(made["Id"], socket=True)
+            made = self._api.exec_create(self._cid, argv, stdin=True, stdout=True, stderr=True, user=self._user)
+            sock = self._api.exec_start(made["Id"], socket=True)
         except (docker.errors.APIError, requests.exceptions.RequestException) as error:
             raise SandboxError(f"could not reach the call's container for its egress: {error}") from None
         try:
@@ -161,6 +178,108 @@ class EgressTunnel:
             _close(sock)
             raise SandboxError(f"could not reach the call's container for its egress: {error}") from None
         return sock
+
+
+class _Connection:
+    """One carried connection here: the proxy's socket, what the container sent for it (at most a
+    window), and the window the container gave for what the proxy sends."""
+
+    def __init__(self, tunnel: EgressTunnel, number: int, proxy: socket.socket) -> None:
+        self.tunnel, self.number, self.proxy = tunnel, number, proxy
+        self._state = threading.Condition()
+        self._queue: collections.deque[bytes | None] = collections.deque()
+        self._queued = 0
+        self._credit = WINDOW
+        self._over = False
+        self._finished = 0
+
+    def start(self) -> None:
+        threading.Thread(target=self._outward, daemon=True).start()
+        threading.Thread(target=self._inward, daemon=True).start()
+
+    def inbound(self, data: bytes | None) -> None:
+        """Bytes the container's side sent (None: it sends no more). More than its window is a
+        container that does not keep to the protocol: the connection is reset."""
+        with self._state:
+            self._queued += len(data or b"")
+            flooded = self._queued > WINDOW
+            if not flooded:
+                self._queue.append(data)
+                self._state.notify_all()
+        if flooded:
+            self._reset()
+
+    def credit(self, size: int) -> None:
+        with self._state:
+            self._credit = min(WINDOW, self._credit + size)
+            self._state.notify_all()
+
+    def end(self) -> None:
+        with self._state:
+            self._over = True
+            self._state.notify_all()
+        with contextlib.suppress(OSError):
+            self.proxy.shutdown(socket.SHUT_RDWR)
+
+    def _inward(self) -> None:
+        """The container's bytes into the proxy, then its end of sending; a window back for each."""
+        try:
+            while True:
+                with self._state:
+                    while not self._queue and not self._over:
+                        self._state.wait()
+                    if self._over:
+                        return
+                    data = self._queue.popleft()
+                    self._queued -= len(data or b"")
+                if data is None:
+                    self.proxy.shutdown(socket.SHUT_WR)
+                    self._finish()
+                    return
+                self.proxy.sendall(data)
+                self.tunnel.send(b"W", self.number, struct.pack(">I", len(data)))
+        except OSError:
+            self._reset()
+
+    def _outward(self) -> None:
+        """The proxy's bytes to the container as its window allows, then the end of sending."""
+        try:
+            while True:
+                with self._state:
+                    while self._credit <= 0 and not self._over:
+                        self._state.wait()
+                    if self._over:
+                        return
+                    room = min(CHUNK, self._credit)
+                data = self.proxy.recv(room)
+                if not data:
+                    self.tunnel.send(b"E", self.number)
+                    self._finish()
+                    return
+                with self._state:
+                    self._credit -= len(data)
+                self.tunnel.send(b"D", self.number, data)
+        except OSError:
+            self._reset()
+
+    def _finish(self) -> None:
+        """One direction is over; with both, the connection is (the container's side closes its own)."""
+        with self._state:
+            self._finished += 1
+            both = self._finished == 2
+        if both:
+            self.tunnel.forget(self.number)
+            with contextlib.suppress(OSError):
+                self.proxy.close()
+
+    def _reset(self) -> None:
+        with self._state:
+            if self._over:
+                return
+        self.tunnel.forget(self.number)
+        with contextlib.suppress(OSError):
+            self.tunnel.send(b"C", self.number)
+        self.end()
 
 
 @contextlib.contextmanager
@@ -175,32 +294,6 @@ def carried(api: Any, cid: str, user: str, folder: Path) -> Iterator[None]:
         yield
     finally:
         tunnel.close()
-
-
-def _to_container(proxy: socket.socket, sock: Any) -> None:
-    """What the proxy sends, into the exec's stdin; the proxy's end of sending closes it."""
-    raw = _raw(sock)
-    try:
-        while data := proxy.recv(65536):
-            raw.sendall(data)
-    except OSError:
-        pass
-    with contextlib.suppress(OSError):
-        raw.shutdown(socket.SHUT_WR)
-
-
-class _Lines:
-    """Lines out of a byte stream, as they complete."""
-
-    def __init__(self) -> None:
-        self._buffer = b""
-
-    def feed(self, data: bytes) -> list[bytes]:
-        self._buffer += data
-        *complete, self._buffer = self._buffer.split(b"\n")
-        if len(self._buffer) > MAX_LINE:
-            self._buffer = b""
-        return [line.strip() for line in complete if len(line) <= MAX_LINE]
 
 
 def _raw(sock: Any) -> socket.socket:

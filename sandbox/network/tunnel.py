@@ -2,40 +2,53 @@
 only, Python 3.8 or newer): the container's end of its egress, carried through the engine's API since
 no socket of the controller's disk can be bound there. The host's end is `sandbox.docker.tunnel`.
 
-    tunnel.py accept PORT   serves 127.0.0.1:PORT (as the relay does on a local engine); says `ready`
-                            on stdout once it listens, then the number of each connection it accepts,
-                            one per line; hands a connection over to the `join` that asks for it (by
-                            its number, through an abstract Unix socket of the container's own network
-                            namespace); ends when its stdin closes (the host is done with the call).
-    tunnel.py join N        takes connection N and carries it: what the connection sends goes out on
-                            stdout, stdin goes into the connection; the connection's end of sending is
-                            one byte on stderr (the engine keeps the two streams apart, so no byte of
-                            the data can fake it), the end of stdin ends its sending.
+    tunnel.py carry PORT    serves 127.0.0.1:PORT (as the relay does on a local engine) and carries
+                            every connection it accepts over its own stdin and stdout, one exec's
+                            stream through the engine, until its stdin closes.
 
-Each waits for the host's first byte on stdin before it says anything: a reply to the host's request
-for the stream may carry the stream's first bytes with it, and the host's HTTP client would keep
-them (so the host speaks first, once it has read that reply, and nothing can be lost there).
+It waits for the host's first byte before it says anything (the engine's reply to the exec's start
+may carry the stream's first bytes, which the host's HTTP client would keep), then frames everything:
+a kind byte, a 4-byte connection number, a 4-byte length, the payload:
 
-Each connection is its own `join` (its own exec, its own stream through the engine): a slow one
-holds back nobody else, and each is paced by its stream as a socket is. The proxy on the host still
-decides everything; this is how bytes get there, not a boundary. Both make themselves non-dumpable
-first (as the call stub does), so the call's command, running as the same user, cannot open their
-descriptors through /proc and speak for them.
+    R  ready (once)                  N  a new connection (to the proxy, on the host's side)
+    D  bytes of a connection         E  the end of a side's sending (a half-close)
+    W  a window: so many more bytes of D may be sent on the connection
+    C  a connection is over (either side: reset)
+
+Each side may have at most WINDOW bytes of D in flight per connection, and gives the window back as
+it delivers them, so a slow connection holds nobody else back and neither side ever holds more than
+a window per connection; one thread carries everything (non-blocking sockets, one selector), so a
+hundred connections cost a hundred sockets, not a hundred processes or threads of the call's pids and
+memory. It makes itself non-dumpable first (as the call stub does), so the call's command, running as
+the same user, cannot open its descriptors through /proc and speak for it. The proxy on the host
+still decides everything; this is how bytes get there, not a boundary.
 """
 
 from __future__ import annotations  # runs in the container's python, 3.8 or newer
 
-import array
 import os
 import selectors
 import socket
+import struct
 import sys
-import threading
 
 PR_SET_DUMPABLE = 4
-HANDOFF = "\0harness-egress-tunnel"
-"""The abstract socket `accept` hands connections over on (the container's network namespace only)."""
 CHUNK = 65536
+WINDOW = 256 * 1024
+HEAD = struct.Struct(">cII")
+
+
+def frame(kind, number, payload=b""):
+    return HEAD.pack(kind, number, len(payload)) + payload
+
+
+class Stream:
+    def __init__(self, sock):
+        self.sock = sock
+        self.inbound = bytearray()  # from the host, for the connection
+        self.credit = WINDOW  # bytes of D we may still send the host
+        self.reading = True  # the connection may still send
+        self.ending = False  # the host's side sends no more: shut ours once inbound is out
 
 
 def _undumpable():
@@ -44,11 +57,11 @@ def _undumpable():
 
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-    except (OSError, AttributeError, ValueError):  # no libc, no prctl: the host's caps still hold
+    except (OSError, AttributeError, ValueError):  # no libc, no prctl
         pass
 
 
-def accept(port):
+def carry(port):
     _undumpable()
     if not os.read(0, 1):
         return 0  # the host went away before it spoke
@@ -56,113 +69,143 @@ def accept(port):
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", port))
     listener.listen(512)
-    handoff = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    handoff.bind(HANDOFF)
-    handoff.listen(512)
-    waiting = {}
+    listener.setblocking(False)
+    os.set_blocking(0, False)
+    os.set_blocking(1, False)
+    streams = {}  # type: ignore[var-annotated]
+    out = bytearray(frame(b"R", 0))
+    got = bytearray()
     count = 0
     selector = selectors.DefaultSelector()
-    selector.register(listener, selectors.EVENT_READ, "connection")
-    selector.register(handoff, selectors.EVENT_READ, "join")
-    selector.register(sys.stdin.buffer, selectors.EVENT_READ, "host")
-    _say(b"ready\n")
     while True:
-        for key, _ in selector.select():
-            if key.data == "host":
-                if not os.read(0, CHUNK):
-                    return 0  # the host is done: the call's connections end with the container
-            elif key.data == "connection":
+        _watch(selector, listener, streams, out)
+        for key, events in selector.select():
+            what = key.data
+            if what == "listener":
                 try:
                     client, _ = listener.accept()
                 except OSError:
                     continue
+                client.setblocking(False)
                 count += 1
-                waiting[count] = client
-                _say(b"%d\n" % count)
+                streams[count] = Stream(client)
+                out += frame(b"N", count)
+            elif what == "in":
+                try:
+                    data = os.read(0, CHUNK)
+                except BlockingIOError:
+                    continue
+                if not data:
+                    return 0  # the host is done: the call's connections end with the container
+                got += data
+                _take(got, streams, out)
+            elif what == "out":
+                try:
+                    del out[: os.write(1, out)]
+                except BlockingIOError:
+                    pass
             else:
-                _hand_over(handoff, waiting)
+                _move(what, streams, out, events)
 
 
-def _hand_over(handoff, waiting):
-    try:
-        joiner, _ = handoff.accept()
-    except OSError:
+def _watch(selector, listener, streams, out):
+    """What to wait for now: each socket for what it can do next."""
+    wanted = {listener: (selectors.EVENT_READ, "listener"), 0: (selectors.EVENT_READ, "in")}
+    if out:
+        wanted[1] = (selectors.EVENT_WRITE, "out")
+    for number, stream in streams.items():
+        mask = (selectors.EVENT_READ if stream.reading and stream.credit > 0 else 0) | (
+            selectors.EVENT_WRITE if stream.inbound else 0
+        )
+        if mask:
+            wanted[stream.sock] = (mask, number)
+    for key in list(selector.get_map().values()):
+        if key.fileobj not in wanted:
+            selector.unregister(key.fileobj)
+    for fileobj, (mask, data) in wanted.items():
+        try:
+            key = selector.get_key(fileobj)
+        except KeyError:
+            selector.register(fileobj, mask, data)
+            continue
+        if key.events != mask or key.data != data:
+            selector.modify(fileobj, mask, data)
+
+
+def _move(number, streams, out, events):
+    stream = streams.get(number)
+    if stream is None:
         return
     try:
-        joiner.settimeout(10)
-        asked = joiner.recv(32).strip()
-        client = waiting.pop(int(asked), None) if asked.isdigit() else None
-        if client is not None:
-            joiner.sendmsg([b"+"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [client.fileno()]))])
-            client.close()
-    except (OSError, ValueError):
-        pass
-    finally:
-        joiner.close()
-
-
-def join(number):
-    _undumpable()
-    if not os.read(0, 1):
-        return 0
-    handoff = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    handoff.connect(HANDOFF)
-    handoff.sendall(b"%d\n" % number)
-    fds = array.array("i")
-    _, ancillary, _, _ = handoff.recvmsg(1, socket.CMSG_LEN(fds.itemsize))
-    for level, kind, data in ancillary:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
-    handoff.close()
-    if not fds:
-        return 1
-    client = socket.socket(fileno=fds[0])
-    inward = threading.Thread(target=_inward, args=(client,), daemon=True)
-    inward.start()
-    try:
-        while True:
-            data = client.recv(CHUNK)
-            if not data:
-                break
-            _write(1, data)
+        if events & selectors.EVENT_READ and stream.reading and stream.credit > 0:
+            data = stream.sock.recv(min(CHUNK, stream.credit))
+            if data:
+                stream.credit -= len(data)
+                out += frame(b"D", number, data)
+            else:
+                stream.reading = False
+                out += frame(b"E", number)
+        if events & selectors.EVENT_WRITE and stream.inbound:
+            sent = stream.sock.send(stream.inbound)
+            del stream.inbound[:sent]
+            out += frame(b"W", number, struct.pack(">I", sent))
+            if not stream.inbound and stream.ending:
+                stream.sock.shutdown(socket.SHUT_WR)
+    except BlockingIOError:
+        return
     except OSError:
-        pass
-    _write(2, b".")  # the connection sends no more
-    inward.join()
-    client.close()
-    return 0
+        _close(number, streams)
+        out += frame(b"C", number)
+        return
+    _settle(number, streams)
 
 
-def _inward(client):
-    """stdin into the connection; the end of stdin is the end of its receiving."""
-    try:
-        while True:
-            data = os.read(0, CHUNK)
-            if not data:
-                break
-            client.sendall(data)
-    except OSError:
-        pass
-    try:
-        client.shutdown(socket.SHUT_WR)
-    except OSError:
-        pass
+def _take(got, streams, out):
+    """The whole frames the host sent, applied."""
+    while len(got) >= HEAD.size:
+        kind, number, size = HEAD.unpack_from(got)
+        if len(got) < HEAD.size + size:
+            return
+        payload = bytes(got[HEAD.size : HEAD.size + size])
+        del got[: HEAD.size + size]
+        stream = streams.get(number)
+        if stream is None:
+            continue  # over already
+        if kind == b"D":
+            stream.inbound += payload[: max(0, WINDOW - len(stream.inbound))]
+        elif kind == b"W" and len(payload) == 4:
+            stream.credit = min(WINDOW, stream.credit + struct.unpack(">I", payload)[0])
+        elif kind == b"E":
+            stream.ending = True
+            if not stream.inbound:
+                try:
+                    stream.sock.shutdown(socket.SHUT_WR)
+                except OSError:
+                    pass
+        elif kind == b"C":
+            _close(number, streams)
+            continue
+        _settle(number, streams)
 
 
-def _say(line):
-    _write(1, line)
+def _settle(number, streams):
+    """A connection both sides have ended, all of it delivered, is closed."""
+    stream = streams.get(number)
+    if stream is not None and not stream.reading and stream.ending and not stream.inbound:
+        _close(number, streams)
 
 
-def _write(fd, data):
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
+def _close(number, streams):
+    stream = streams.pop(number, None)
+    if stream is not None:
+        try:
+            stream.sock.close()
+        except OSError:
+            pass
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "accept":
-        sys.exit(accept(int(sys.argv[2])))
-    if len(sys.argv) == 3 and sys.argv[1] == "join":
-        sys.exit(join(int(sys.argv[2])))
-    sys.stderr.write("usage: tunnel.py accept PORT | join N\n")
+    if len(sys.argv) == 3 and sys.argv[1] == "carry":
+        sys.exit(carry(int(sys.argv[2])))
+    sys.stderr.write("usage: tunnel.py carry PORT\n")
     sys.exit(64)

@@ -8,6 +8,7 @@ here through the engine's API (sandbox.docker.tunnel)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import signal
@@ -204,8 +205,8 @@ def test_egress_goes_through_the_engine_to_the_proxy_here(with_py311, tmp_path):
     a call makes is carried through the engine's API. A listed host answers over HTTPS (the proxy
     here reaches this machine's 127.0.0.1), a host off the list gets the proxy's 403, a direct
     connection and a lookup get nothing, a tunnel whose TLS names another host is cut: as on this
-    machine's engine. Ninety requests, thirty at a time and within the call's default limits, all
-    arrive; nothing is left on that engine."""
+    machine's engine. Three hundred requests, a hundred at a time and within the call's default limits,
+    all arrive, and 20 MiB arrive whole; nothing is left on that engine."""
     from tests.sandbox.network.servers import Server, make_ca
     from tests.sandbox.network.test_egress_docker import PROBE, check_probe
 
@@ -214,14 +215,16 @@ def test_egress_goes_through_the_engine_to_the_proxy_here(with_py311, tmp_path):
     _, cert, key = make_ca(repo / "tls")
     (repo / "probe.py").write_text(PROBE)
     (repo / "many.py").write_text(
-        "import concurrent.futures, os, sys, urllib.request\n"
+        "import concurrent.futures, hashlib, os, sys, urllib.request\n"
         "for name in ('NO_PROXY', 'no_proxy'):\n    os.environ.pop(name, None)\n"
         "url = f'http://127.0.0.1:{sys.argv[1]}/hello'\n"
-        "with concurrent.futures.ThreadPoolExecutor(30) as pool:\n"
-        "    got = list(pool.map(lambda _: urllib.request.urlopen(url, timeout=60).read(), range(90)))\n"
-        "print(len(got), len(set(got)))\n"
+        "with concurrent.futures.ThreadPoolExecutor(100) as pool:\n"
+        "    got = list(pool.map(lambda _: urllib.request.urlopen(url, timeout=60).read(), range(300)))\n"
+        "big = urllib.request.urlopen(url.replace('hello', 'big'), timeout=60).read()\n"
+        "print(len(got), len(set(got)), hashlib.sha256(big).hexdigest())\n"
     )
-    with Server(cert=(cert, key)) as secure, Server() as plain:
+    blob = os.urandom(20 * 1024 * 1024)
+    with Server(cert=(cert, key)) as secure, Server(files={"/big": blob}) as plain:
         ran = _harness(
             with_py311, "exec", "--allow-net", f"localhost:{secure.port}", "--allow-net",
             f"127.0.0.1:{secure.port}", str(repo), "--", "python3", "probe.py", str(secure.port), "tls/ca.pem",
@@ -231,7 +234,8 @@ def test_egress_goes_through_the_engine_to_the_proxy_here(with_py311, tmp_path):
             "python3", "many.py", str(plain.port),
         )  # fmt: skip
     check_probe(ran, secure.port)
-    assert many.returncode == 0 and many.stdout.strip().splitlines()[-1] == "90 1", many.stdout + many.stderr
+    said = many.stdout.strip().splitlines()[-1]
+    assert many.returncode == 0 and said == f"300 1 {hashlib.sha256(blob).hexdigest()}", many.stdout + many.stderr
     assert _left_on(with_py311) == []
 
 
