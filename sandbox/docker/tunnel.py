@@ -99,8 +99,12 @@ class EgressTunnel:
             _close(self._sock)
 
     def send(self, kind: bytes, number: int, payload: bytes = b"") -> None:
+        """One frame down the exec's stdin; OSError once the tunnel is closed."""
         with self._sending:
-            _raw(self._sock).sendall(HEAD.pack(kind, number, len(payload)) + payload)
+            raw = _raw(self._sock) if self._sock is not None else None
+            if raw is None:
+                raise OSError("the egress tunnel is closed")
+            raw.sendall(HEAD.pack(kind, number, len(payload)) + payload)
 
     def _serve(self, frames: Any, got: bytearray) -> None:
         try:
@@ -238,7 +242,7 @@ class _Connection:
                     return
                 self.proxy.sendall(data)
                 self.tunnel.send(b"W", self.number, struct.pack(">I", len(data)))
-        except OSError:
+        except Exception:  # noqa: BLE001 - one connection's trouble ends that connection, never the call
             self._reset()
 
     def _outward(self) -> None:
@@ -259,7 +263,7 @@ class _Connection:
                 with self._state:
                     self._credit -= len(data)
                 self.tunnel.send(b"D", self.number, data)
-        except OSError:
+        except Exception:  # noqa: BLE001 - one connection's trouble ends that connection, never the call
             self._reset()
 
     def _finish(self) -> None:
