@@ -38,9 +38,11 @@ for file in /etc/subuid /etc/subgid; do
 done
 mkdir -p "/run/user/$uid/podman" "$HOME_DIR/.config/containers"
 chown "$USER_NAME:" "/run/user/$uid" "/run/user/$uid/podman" && chmod 700 "/run/user/$uid"
-if [ ! -e "$HOME_DIR/.config/containers/storage.conf" ]; then  # overlay through FUSE: vfs copies every layer per container
-  printf '[storage]\ndriver = "overlay"\n[storage.options.overlay]\nmount_program = "/usr/bin/fuse-overlayfs"\n' \
-    > "$HOME_DIR/.config/containers/storage.conf"
+if ! grep -q '^runroot' "$HOME_DIR/.config/containers/storage.conf" 2>/dev/null; then
+  # overlay through FUSE (vfs copies every layer per container); runroot and graphroot spelled out:
+  # without them Podman 4.3's service fails every commit ("runroot must be set") though its CLI works
+  printf '[storage]\ndriver = "overlay"\nrunroot = "/run/user/%s/containers"\ngraphroot = "%s/.local/share/containers/storage"\n[storage.options.overlay]\nmount_program = "/usr/bin/fuse-overlayfs"\n' \
+    "$uid" "$HOME_DIR" > "$HOME_DIR/.config/containers/storage.conf"
 fi
 chown -R "$USER_NAME:" "$HOME_DIR/.config"
 as_user() { (cd "$HOME_DIR" && runuser -u "$USER_NAME" -- env XDG_RUNTIME_DIR="/run/user/$uid" HOME="$HOME_DIR" "$@"); }
