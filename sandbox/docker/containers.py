@@ -351,7 +351,7 @@ class DockerSandbox:
             return EngineRemote(remote_problem(address, why, f"a call {what}"))
 
         stub = (STUB_DIR,) if hardening.is_stub(config) else ()
-        config, _ = transfer.unbound(config, spec, workspace, mounts, refused, also=stub, tunnel=True)
+        config, _ = transfer.unbound(config, spec, workspace, mounts, refused, also=stub)
         derived = (config["image"], spec.workdir, user)
         if derived not in self._derived:
             with translate(f"preparing image {config['image'][:19]} for an engine on another machine"):

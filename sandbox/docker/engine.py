@@ -198,7 +198,8 @@ def remote_problem(address: str, why: str, what: str) -> str:
 
 REMOTE_SERVED = (
     "calls' workspaces, mounts and the call stub travel as archives (nothing bind-mounted), egress through the "
-    "engine's API (one exec's stream, every connection framed on it); gVisor, services and MCP servers need a rootful engine on this machine"
+    "engine's API (one exec's stream, every connection framed on it); gVisor, services and MCP servers need a "
+    "rootful engine on this machine"
 )
 """What `harness doctor` says of an engine that cannot take this machine's folders."""
 

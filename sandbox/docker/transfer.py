@@ -101,14 +101,10 @@ def unbound(
     mounts: Sequence[Mount],
     refused: Callable[[str], EngineRemote],
     also: Iterable[str] = (),
-    tunnel: bool = False,
 ) -> tuple[dict[str, Any], dict[str, list[Part]]]:
     """config with anonymous volumes where its binds were (and at also), and what goes into each;
-    refused(what) for what needs this machine's folders bound: egress unless the caller carries it
-    through the engine (tunnel: `sandbox.docker.tunnel`; the relay reaches the session's proxy through
-    a socket here) and gVisor (the devices it hides are bound from here)."""
-    if spec.egress and not tunnel:
-        raise refused("with egress (the relay to its proxy)")
+    refused(what) for what needs this machine's folders bound: gVisor (the devices it hides are
+    bound from here). Egress is the caller's to carry through the engine (`sandbox.docker.tunnel`)."""
     if spec.runtime == "runsc":
         raise refused("under gVisor (the devices it hides)")
     layout = volumes(spec.workdir, workspace, mounts)

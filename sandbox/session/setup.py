@@ -175,8 +175,8 @@ def prepare_environment(
         # with egress (spec.egress) the network stays none: the relay to the session's proxy is the way out
         setup_mounts = [Mount(source=host.resolve(), target=target) for host, target in binds]
         _, elsewhere = located(client)
-        tunnel = elsewhere is not None and spec.egress is not None  # egress through the engine (sandbox.docker.tunnel)
-        if tunnel:
+        through_engine = elsewhere is not None and spec.egress is not None  # egress by sandbox.docker.tunnel
+        if through_engine:
             setup_mounts += hardening.tunnel_mounts(str(spec.egress))
         environment: dict[str, str] = {}
         if ca_pem is not None:
@@ -197,7 +197,7 @@ def prepare_environment(
             "0:0",
             labels.of_process(run_id, "setup"),
             path=base_path,
-            tunnel=tunnel,
+            tunnel=through_engine,
         )
         config["host_config"]["cap_add"] = list(SETUP_CAPS)
         if spec.egress:  # given to each command, not the container: a commit keeps a container's own variables,
@@ -207,7 +207,7 @@ def prepare_environment(
             environment = {**carried, **environment}
         copied = scratch / "workspace"
         keep_node_modules = (copied / "package.json").is_file() and not (copied / "node_modules").exists()
-        layout = _without_binds(client, config, setup_spec, copied, setup_mounts, tunnel)
+        layout = _without_binds(client, config, setup_spec, copied, setup_mounts, elsewhere)
         image, mode = _run_and_commit(
             client,
             config,
@@ -219,7 +219,7 @@ def prepare_environment(
             ca_pem is not None,
             keep_node_modules,
             layout,
-            Path(str(spec.egress)) if tunnel else None,
+            Path(str(spec.egress)) if through_engine else None,
         )
         mode = "egress" if spec.egress else mode
     finally:
@@ -310,12 +310,11 @@ def _without_binds(
     spec: SandboxSpec,
     workspace: Path,
     mounts: Sequence[Mount],
-    tunnel: bool,
+    why: str | None,
 ) -> dict[str, list[transfer.Part]] | None:
-    """On an engine that cannot take this machine's folders (elsewhere, rootless): config's binds made
-    volumes (in place), and what goes into each (sent before the start); None where binds serve.
-    tunnel: the setup's egress goes through the engine."""
-    _, why = located(client)
+    """On an engine that cannot take this machine's folders (why: elsewhere, rootless; see `located`):
+    config's binds made volumes (in place), and what goes into each (sent before the start); None where
+    binds serve."""
     if why is None:
         return None
     address = str(client.api.base_url)
@@ -323,7 +322,7 @@ def _without_binds(
     def refused(what: str) -> EngineRemote:
         return EngineRemote(remote_problem(address, why, f"setup {what}"))
 
-    unbound, layout = transfer.unbound(config, spec, workspace, mounts, refused, tunnel=tunnel)
+    unbound, layout = transfer.unbound(config, spec, workspace, mounts, refused)
     config["host_config"] = unbound["host_config"]
     return layout
 
