@@ -7,7 +7,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: setup deps deps-run engine podman podman-rootless images images-demo browser check test test-fast demo demo-delegate demo-history demo-local local-model local-model-start bench clean-containers
+.PHONY: setup deps deps-run engine podman podman-rootless images images-demo browser check test test-fast demo demo-delegate demo-history demo-local local-model local-model-start harbor-start bench clean-containers
 
 # Everything the tests need (the test and check toolchains, every image).
 setup: deps engine images
@@ -43,8 +43,11 @@ podman:
 podman-rootless:
 	@bash scripts/ensure-podman.sh --rootless
 
+# Every image, and the environment a test of the mined histories needs (Python from Debian bullseye):
+# built here once, as a user would before a night's batch, not in the middle of the suite.
 images: deps engine
 	$(BIN)/harness images build
+	$(BIN)/harness images build --env python:bullseye
 
 # The demos run in py311 only: the base, the sandbox layer and py311 (go, node, rust come with
 # `make images`, `make test`, or `harness images build NAME` when a task needs them).
@@ -68,10 +71,15 @@ local-model:
 local-model-start:
 	@nohup $(PYTHON) tests/local_model.py > /var/tmp/harness-tests-local-model.log 2>&1 &
 
+# Harbor (Python 3.12+) in an environment of its own for the tests that use its code
+# (tests/harbor_venv.py), made in the background like the local model; the tests wait for it.
+harbor-start:
+	@nohup $(PYTHON) tests/harbor_venv.py > /var/tmp/harness-tests-harbor.log 2>&1 &
+
 # Three workers, a whole test file each (a file's shared sessions and batches stay in one process; every
 # test labels its containers with its worker's run id, so the workers never remove each other's). Three
 # on two cores: the tests wait on the engine and the containers more than they compute.
-test: local-model-start setup browser check
+test: local-model-start harbor-start setup browser check
 	$(BIN)/python -m pytest -n 3 --dist loadfile --durations=15 $(PYTEST_ARGS)
 
 # The edit-test loop: the tests that need no engine, in parallel (no Docker, no browser, no image).

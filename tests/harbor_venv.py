@@ -1,14 +1,22 @@
 """Harbor in a virtual environment of its own: Harbor needs Python 3.12 or newer and harness runs on
 3.11, so the tests that use Harbor's own code (its ATIF validator, its converters, `harbor run`)
 make a 3.12+ environment from an interpreter this machine carries and install Harbor there from the
-package registry, once per machine (kept under /var/tmp, keyed by Harbor's version)."""
+package registry, once per machine (kept under /var/tmp, keyed by Harbor's version). Standard library
+only: `make test` runs `python3 tests/harbor_venv.py` in the background before the rest of its set-up
+(as it does the local model), and the tests wait for it under the same lock (and make it themselves
+when nothing started it): three workers asking at once on a fresh machine each made it anew before,
+one removing what another was installing into."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import glob
 import os
 import shutil
 import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 HARBOR = "harbor==0.26.0"
@@ -42,35 +50,49 @@ def harbor_python() -> Path:
     ).stdout.strip()
     venv = Path("/var/tmp") / f"harness-tests-{HARBOR.replace('==', '-')}-py{version}"
     ready = venv / ".ready"
-    if not ready.is_file():
-        shutil.rmtree(venv, ignore_errors=True)
-        subprocess.run([str(python), "-m", "venv", str(venv)], check=True, capture_output=True, timeout=300)
-        done = subprocess.run(
-            [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", HARBOR],
-            capture_output=True,
-            text=True,
-            timeout=1200,
-        )
-        assert done.returncode == 0, f"installing {HARBOR} failed: {done.stderr[-2000:]}"
-        ready.write_text(HARBOR + "\n")
+    with _locked(venv):
+        if not ready.is_file():
+            shutil.rmtree(venv, ignore_errors=True)
+            subprocess.run([str(python), "-m", "venv", str(venv)], check=True, capture_output=True, timeout=300)
+            done = subprocess.run(
+                [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", HARBOR],
+                capture_output=True,
+                text=True,
+                timeout=1200,
+            )
+            assert done.returncode == 0, f"installing {HARBOR} failed: {done.stderr[-2000:]}"
+            ready.write_text(HARBOR + "\n")
     return venv / "bin" / "python"
+
+
+@contextlib.contextmanager
+def _locked(venv: Path) -> Iterator[None]:
+    """Held while the environment is made or completed (another process's making is waited for)."""
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{venv}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def with_harness(python: Path) -> dict[str, str]:
     """The environment variables that run Harbor in python's venv with this checkout's harness (its
     dependencies installed there once, its source first on PYTHONPATH)."""
     root = Path(__file__).resolve().parents[1]
-    marker = python.parent.parent / ".harness-deps"
+    venv = python.parent.parent
+    marker = venv / ".harness-deps"
     wanted = (root / "pyproject.toml").read_bytes()
-    if not marker.is_file() or marker.read_bytes() != wanted:
-        done = subprocess.run(
-            [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(root)],
-            capture_output=True,
-            text=True,
-            timeout=1200,
-        )
-        assert done.returncode == 0, f"installing harness's dependencies beside Harbor failed: {done.stderr[-2000:]}"
-        marker.write_bytes(wanted)
+    with _locked(venv):
+        if not marker.is_file() or marker.read_bytes() != wanted:
+            done = subprocess.run(
+                [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(root)],
+                capture_output=True,
+                text=True,
+                timeout=1200,
+            )
+            assert done.returncode == 0, (
+                f"installing harness's dependencies beside Harbor failed: {done.stderr[-2000:]}"
+            )
+            marker.write_bytes(wanted)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONHOME"))}
     env["PYTHONPATH"] = str(root)
     env["PATH"] = f"{python.parent}{os.pathsep}{env.get('PATH', '')}"
@@ -96,3 +118,11 @@ def validate(python: Path, *paths: Path) -> dict[str, list[str]]:
     done = subprocess.run([str(python), "-c", VALIDATE, *map(str, paths)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout)
+
+
+if __name__ == "__main__":  # `make test`'s background start: Harbor and harness's dependencies beside it
+    try:
+        with_harness(harbor_python())
+    except AssertionError as error:  # the tests make it again and say why; here it is only a head start
+        print(error, file=sys.stderr)
+        sys.exit(1)

@@ -276,6 +276,21 @@ def build_env(docker_host: str | None, language: str, release: str, log: Callabl
         return images.build_env(client, language, release, log)
 
 
+def env_choices() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The languages an environment is built for, and the Debian releases it is built from."""
+    from sandbox.docker import images
+
+    return tuple(images.LANGUAGE_IMAGES), images.RELEASES
+
+
+def build_env_row(docker_host: str | None, language: str, release: str, log: Callable[[str], None]) -> ImageStatus:
+    """build_env, said as a row of `harness images build`'s table."""
+    from sandbox.docker import images
+
+    ref = build_env(docker_host, language, release, log)
+    return images.ImageStatus(name=f"env-{language}:{release}", ref=ref, status="current")
+
+
 def env_images(docker_host: str | None) -> dict[str, str]:
     """The environments built on the engine: image tag -> language."""
     from sandbox.docker import images

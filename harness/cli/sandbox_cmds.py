@@ -403,15 +403,47 @@ def _image_table(rows: list[ImageStatus]) -> Table:
 
 
 @images_app.command("build")
-def images_build(name: str | None = typer.Argument(None, help="Image to build (default: all).")) -> None:
+def images_build(
+    name: str | None = typer.Argument(None, help="Image to build (default: all, unless --env is given)."),
+    envs: list[str] = typer.Option(
+        [],
+        "--env",
+        metavar="LANGUAGE:RELEASE",
+        help="Also build the language's environment on that Debian release (python:bullseye), as `tasks check "
+        "--build-envs` would when a task needs it: before a night's batch, not during it. Repeatable.",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
     """Build the base (offline if need be), the sandbox layer and the images; current ones are skipped."""
     from rich.markup import escape
 
     from harness.assembly import engine
 
+    wanted = [_env_wanted(spelled) for spelled in envs]
+    log = lambda line: err_console.print(f"[dim]{escape(line)}[/]")  # noqa: E731
     with reported():
-        rows = engine.build_images(docker_host(), name, log=lambda line: err_console.print(f"[dim]{escape(line)}[/]"))
-    console.print(_image_table(rows))
+        rows = engine.build_images(docker_host(), name, log=log) if name is not None or not wanted else []
+        for language, release in wanted:
+            rows.append(engine.build_env_row(docker_host(), language, release, log))
+    if as_json:
+        print(json.dumps([row.model_dump() for row in rows]))
+    else:
+        console.print(_image_table(rows))
+
+
+def _env_wanted(spelled: str) -> tuple[str, str]:
+    """(language, release) of LANGUAGE:RELEASE; a usage error naming what is known otherwise."""
+    from harness.assembly.engine import env_choices
+
+    languages, releases = env_choices()
+    language, _, release = spelled.strip().lower().partition(":")
+    if language not in languages or release not in releases:
+        fail(
+            f"--env {spelled!r}: give LANGUAGE:RELEASE, a language of {', '.join(languages)} and a "
+            f"Debian release of {', '.join(releases)} (python:bullseye)",
+            ExitCode.USAGE,
+        )
+    return language, release
 
 
 @images_app.command("import")

@@ -237,3 +237,11 @@ def test_images_build_again_is_a_no_op(sandbox_image) -> None:
     done = harness("images", "build", "py311")
     assert done.returncode == 0, done.stderr
     assert "is current" in done.stderr and "building" not in done.stderr
+
+
+@pytest.mark.parametrize("spelled", ["python", "cobol:bullseye", "python:buster", "python:bullseye\x1b[2J"])
+def test_images_build_names_what_an_environment_is_spelled_of(spelled: str) -> None:
+    done = harness("images", "build", "--env", spelled)
+    assert done.returncode == 64, done.stderr
+    assert "give LANGUAGE:RELEASE" in done.stderr and "python, go, javascript, rust" in done.stderr
+    assert "\x1b" not in done.stderr and "Traceback" not in done.stderr

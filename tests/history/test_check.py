@@ -94,6 +94,8 @@ def test_the_yield_of_every_language_and_environments_for_what_commits_declare(t
     Then a JavaScript task set in an image without Node is moved to one that meets engines.node, and
     without that choice it is an environment mismatch."""
     harness = Harness(tmp_path / "state", f"bench-mine-{uuid.uuid4().hex[:6]}")
+    built = harness("images", "build", "--env", "Python:bullseye", "--json")  # `make test` built it: found
+    assert built.code == 0, built.stderr
     ran = harness("bench", "mine", "--build-envs", "--no-example", "--workers", "4", "--json")  # example: above
     assert ran.code == 0, ran.stderr
     bench = json.loads(ran.stdout)
@@ -104,6 +106,7 @@ def test_the_yield_of_every_language_and_environments_for_what_commits_declare(t
     verdicts = {v["task"].split("-", 1)[1]: v for v in python["verdicts"]}
     old = verdicts["from-dict-takes-any-mapping"]
     assert old["kind"] == "sound" and old["image"].startswith("harness/env-python:bullseye-"), old
+    assert [row["ref"] for row in json.loads(built.stdout)] == [old["image"]], "the check takes the one built before"
     assert verdicts["read-shapes-from-the-native-reader"]["kind"] == "missing_module"
     assert verdicts["name-rect-s-sides-for-what-they-are"]["kind"] == "passes_at_start"
     merged = verdicts["perimeter-of-squares-and-rectangles"]
