@@ -403,7 +403,7 @@ def mcp_launcher(
         server_spec = spec.model_copy(update={"egress": str(proxy.folder)}) if proxy is not None else spec
         marks = {**spec.labels, **labels.of_run(run_id, "mcp"), labels.PID: str(os.getpid())}
         try:
-            cid = servers.start_server(
+            started = servers.start_server(
                 client, server_spec, argv, workspace, user=container_user(), labels=marks, writable=writable,
                 environment=environment,
             )  # fmt: skip
@@ -414,13 +414,16 @@ def mcp_launcher(
             raise
 
         def stop() -> None:
-            servers.stop_server(client, cid)
+            servers.stop_server(client, started)
             if proxy is not None:
                 proxy.stop()
             client.close()
 
+        cid = started.cid
         bridge = [sys.executable, "-m", "sandbox.docker.attach", cid, docker_host or ""]
-        return Launched(bridge, stop, lambda: servers.server_logs(client, cid), lambda: servers.running(client, cid))
+        return Launched(
+            bridge, stop, lambda: servers.server_logs(client, cid), lambda: servers.running(client, cid), started.around
+        )
 
     return launch
 
@@ -458,10 +461,11 @@ def start_services(
     name = f"harness-svc-{session_id}-{uuid.uuid4().hex[:6]}"
     marks = {**spec.labels, **labels.of_run(run_id, "service"), labels.PID: str(os.getpid())}
     containers: dict[str, str] = {}
+    started: list[servers.Started] = []
 
     def stop() -> None:
-        for cid in containers.values():
-            servers.stop_server(client, cid)
+        for each in started:
+            servers.stop_server(client, each)
         servers.remove_network(client, name)
         client.close()
 
@@ -469,11 +473,12 @@ def start_services(
         servers.create_network(client, name, marks)
         for service, declared in services.items():
             service_spec = spec.model_copy(update={"image": declared.image, "network": name, "egress": None})
-            containers[service] = servers.start_service(
+            started.append(servers.start_service(
                 client, service_spec, declared.command, workspace, name=service, network=name,
                 user=declared.user or container_user(), labels={**marks, labels.KIND: "service"},
                 environment=declared.env, tmpfs=declared.tmpfs,
-            )  # fmt: skip
+            ))  # fmt: skip
+            containers[service] = started[-1].cid
         for service, declared in services.items():
             deadline = time.monotonic() + declared.ready_timeout_s
             while True:

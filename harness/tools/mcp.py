@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import TimeoutError as FutureTimeout
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,7 @@ from harness.tools.calls import ToolError
 from harness.tools.registry import ToolContext
 from harness.tools.schema import Outcome, Tool
 from harness.types import ToolSchema
+from sandbox.errors import SandboxError
 
 NAME = re.compile(r"^[a-z][a-z0-9_-]{0,30}$")
 SEPARATOR = "__"
@@ -55,12 +57,15 @@ class MCPServerConfig(BaseModel):
 @dataclass(frozen=True)
 class Launched:
     """A server's container as started: the bridge's argv (a process whose stdio is the server's), a
-    stop that removes it, a reader of its stderr, and whether it still runs."""
+    stop that removes it, a reader of its stderr, whether it still runs, and what each of its calls
+    runs inside (on an engine elsewhere: its copy of the workspace brought up to date before, and
+    a writable server's changes brought back after)."""
 
     bridge: list[str]
     stop: Callable[[], None]
     stderr: Callable[[], str]
     running: Callable[[], bool]
+    around: Callable[[], AbstractContextManager[None]] = nullcontext
 
 
 Launch = Callable[[], Launched]
@@ -80,6 +85,7 @@ class MCPServer:
         self._stop: Callable[[], None] = lambda: None
         self._stderr: Callable[[], str] = lambda: ""
         self._running: Callable[[], bool] = lambda: False
+        self._around: Callable[[], AbstractContextManager[None]] = nullcontext
         self.restarts = 0
         self.tools: list[Any] = []
         self._lock = threading.Lock()
@@ -89,6 +95,7 @@ class MCPServer:
     def start(self) -> None:
         launched = self._launch()
         self._stop, self._stderr, self._running = launched.stop, launched.stderr, launched.running
+        self._around = launched.around
         ready = asyncio.run_coroutine_threadsafe(self._open(launched.bridge), self._loop)
         deadline = time.monotonic() + START_TIMEOUT_S
         try:
@@ -187,6 +194,13 @@ class MCPServer:
             raise ToolError(
                 "mcp_server_down", f"the MCP server {self.name} stopped and cannot be started again{self._last_words()}"
             )
+        try:
+            with self._around():
+                return self._call(tool, arguments)
+        except SandboxError as error:  # the workspace's copy could not be brought up to date (an engine elsewhere)
+            raise ToolError("mcp_server_down", f"the MCP server {self.name}'s workspace: {error}") from None
+
+    def _call(self, tool: str, arguments: dict[str, Any]) -> tuple[str, bool]:
         future = asyncio.run_coroutine_threadsafe(self._session.call_tool(tool, arguments), self._loop)
         try:
             result = future.result(self.config.timeout_s)

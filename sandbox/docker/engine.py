@@ -18,7 +18,7 @@ from docker.models.images import Image
 
 from sandbox.docker import images
 from sandbox.docker.ids import object_id
-from sandbox.errors import EngineRemote, EngineUnavailable, ImageNotFound, RuntimeUnavailable, SandboxError, SpecError
+from sandbox.errors import EngineUnavailable, ImageNotFound, RuntimeUnavailable, SandboxError, SpecError
 
 ENGINE_FIX = "start the engine (`make engine`, or `sudo systemctl start docker`) or point DOCKER_HOST at one"
 
@@ -180,14 +180,6 @@ def located(client: docker.DockerClient) -> tuple[dict[str, Any], str | None]:
     return info, elsewhere(client, info)
 
 
-def require_local(client: docker.DockerClient, what: str) -> None:
-    """EngineRemote when the engine cannot take this machine's folders as its containers' own (it
-    runs elsewhere, or rootless): what (a long-lived container) binds them."""
-    _, why = located(client)
-    if why is not None:
-        raise EngineRemote(remote_problem(str(client.api.base_url), why, what))
-
-
 def remote_problem(address: str, why: str, what: str) -> str:
     """What is said of a part that binds this machine's folders, on an engine that cannot take them."""
     return (
@@ -198,8 +190,8 @@ def remote_problem(address: str, why: str, what: str) -> str:
 
 REMOTE_SERVED = (
     "calls' workspaces, mounts and the call stub travel as archives (nothing bind-mounted), egress through the "
-    "engine's API (one exec's stream, every connection framed on it); gVisor, services and MCP servers need a "
-    "rootful engine on this machine"
+    "engine's API (one exec's stream, every connection framed on it); an MCP server's or a service's workspace is a "
+    "copy there, brought up to date before each use; gVisor needs a rootful engine on this machine"
 )
 """What `harness doctor` says of an engine that cannot take this machine's folders."""
 

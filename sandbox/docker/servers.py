@@ -2,23 +2,40 @@
 speaks to. Same posture as a call container (capabilities dropped, no-new-privileges, the sandbox
 user, read-only root, limits, no network unless the egress relay is given), the workspace mounted
 read-only unless the declaration says it may write, stdin kept open for the protocol, labelled
-with the session so `harness sandbox prune` finds what a dead controller left."""
+with the session so `harness sandbox prune` finds what a dead controller left.
+
+On an engine that cannot take this machine's folders (another machine's, or rootless) nothing is
+bound: the workspace is a copy in the container's own volume (`sandbox.docker.copies`), sent before
+it starts and brought up to date around each use (`Started.around`), and egress goes through the
+engine (`sandbox.docker.tunnel`) for as long as the container runs."""
 
 from __future__ import annotations
 
 import contextlib
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import docker
 
-from sandbox.docker import hardening
-from sandbox.docker.engine import require_local, resolve_image_path, translate
+from sandbox import labels as labels_of
+from sandbox.docker import copies, hardening, transfer, tunnel
+from sandbox.docker.engine import located, remote_problem, resolve_image_path, translate
 from sandbox.docker.ids import object_id, remove_container
-from sandbox.errors import SandboxError, SetupError
+from sandbox.errors import EngineRemote, SandboxError, SetupError
 from sandbox.spec import SandboxSpec
+
+
+@dataclass
+class Started:
+    """A long-lived container as started: its id, what each use of it runs inside (on an engine
+    elsewhere: its workspace copy brought up to date), and what ends with it (the egress tunnel)."""
+
+    cid: str
+    around: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
+    ends: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
 
 def start_server(
@@ -31,14 +48,11 @@ def start_server(
     labels: dict[str, str],
     writable: bool = False,
     environment: dict[str, str] | None = None,
-) -> str:
-    """Start argv in a hardened container that keeps stdin open; its id."""
-    command = list(argv)
-    if spec.egress:
-        command = hardening.with_relay(command, trust=hardening.has_ca(spec.egress))
+) -> Started:
+    """Start argv in a hardened container that keeps stdin open."""
     return _start_long_lived(
         client, spec, workspace, user=user, labels=labels, environment=environment, writable=writable,
-        log_size="1m", what="an MCP server container", command=command, stdin_open=True,
+        log_size="1m", what="an MCP server container", command=list(argv), stdin_open=True,
     )  # fmt: skip
 
 
@@ -57,42 +71,91 @@ def _start_long_lived(
     network: str | None = None,
     tmpfs: dict[str, str] | None = None,
     **settings: object,
-) -> str:
+) -> Started:
     """A container in the call posture (hardening.container_config) that outlives one call: the
     workspace read-only unless writable, its output kept by the engine (json-file, log_size), the
     given settings (command, stdin) over the config; started, or removed if it cannot start."""
-    require_local(client, what)
+    _, why = located(client)
     image_id, path = resolve_image_path(client, spec.image)
-    config = hardening.container_config(image_id, spec, workspace, [], user, labels, path=path)
+    elsewhere = why is not None
+    config = hardening.container_config(image_id, spec, workspace, [], user, labels, path=path, tunnel=elsewhere)
     host = dict(config["host_config"])
-    binds = dict(host["binds"])
-    workspace_bind = str(Path(workspace).resolve())
-    binds[workspace_bind] = {**binds[workspace_bind], "mode": "rw" if writable else "ro"}
-    host["binds"] = binds
     host["log_config"] = {"type": "json-file", "config": {"max-size": log_size, "max-file": "1"}}
     host["tmpfs"] = {**host.get("tmpfs", {}), **(tmpfs or {})}
     if network is not None:
         host["network_mode"] = network
+    if not elsewhere:
+        binds = dict(host["binds"])
+        workspace_bind = str(Path(workspace).resolve())
+        binds[workspace_bind] = {**binds[workspace_bind], "mode": "rw" if writable else "ro"}
+        host["binds"] = binds
+        command = settings.get("command")
+        if spec.egress and isinstance(command, list):
+            settings = {**settings, "command": hardening.with_relay(command, trust=hardening.has_ca(spec.egress))}
     config.update(settings, host_config=host)
     config["environment"] = {**config["environment"], **(environment or {})}
+    layout: dict[str, list[transfer.Part]] = {}
+    if elsewhere:
+        assert why is not None
+        config, layout = _unbound(client, config, spec, workspace, user, writable, why, what)
     api = client.api
     with translate(f"creating {what}"):
         made = api.create_container(
-            **{**config, "host_config": api.create_host_config(**host)}, networking_config=networking, detach=True
-        )
-    cid = str(made["Id"])
+            **{**config, "host_config": api.create_host_config(**config["host_config"])},
+            networking_config=networking, detach=True,
+        )  # fmt: skip
+    started = Started(str(made["Id"]))
     try:
+        if elsewhere:
+            copy = copies.WorkspaceCopy(api, started.cid, workspace, spec.workdir, user, writable=writable)
+            with translate(f"sending the workspace to {what} on the engine"):
+                copy.send_all(layout)
+            started.around = copy.around
         with translate(f"starting {what}"):
-            api.start(cid)
+            api.start(started.cid)
+        if elsewhere:
+            with translate(f"making the workspace's links in {what}"):
+                copy.make_links()
+            if spec.egress:
+                started.ends.enter_context(tunnel.carried(api, started.cid, user, Path(spec.egress)))
     except BaseException:
-        stop_server(client, cid)
+        stop_server(client, started)
         raise
-    return cid
+    return started
 
 
-def stop_server(client: docker.DockerClient, cid: str) -> None:
+def _unbound(
+    client: docker.DockerClient,
+    config: dict,
+    spec: SandboxSpec,
+    workspace: Path,
+    user: str,
+    writable: bool,
+    why: str,
+    what: str,
+) -> tuple[dict, dict[str, list[transfer.Part]]]:
+    """config for an engine elsewhere (volumes where the binds were, from the image derived for the
+    copy's owner: the user for a writable one, root for a read-only one), and what goes into each
+    volume (the egress tunnel's end and the session's CAs beside the workspace)."""
+    address = str(client.api.base_url)
+    mounts = hardening.tunnel_mounts(spec.egress) if spec.egress else []
+    config, layout = transfer.unbound(
+        config, spec, workspace, mounts, lambda problem: EngineRemote(remote_problem(address, why, f"{what} {problem}"))
+    )
+    layout[spec.workdir] = [transfer.Part(part.rel, part.source, writable) for part in layout[spec.workdir]]
+    owner = user if writable else "0:0"
+    marks = {**config["labels"], labels_of.KIND: "remote-image"}  # its helper container's (prune finds it)
+    with translate(f"preparing image {config['image'][:19]} for an engine on another machine"):
+        image = transfer.derived_image(client.api, config["image"], spec.workdir, owner, marks)
+    return {**config, "image": image}, layout
+
+
+def stop_server(client: docker.DockerClient, started: Started) -> None:
+    """Remove the container (and end what ended with it first: its tunnel)."""
+    with contextlib.suppress(Exception):
+        started.ends.close()
     with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
-        remove_container(client.api, cid)
+        remove_container(client.api, started.cid)
 
 
 def running(client: docker.DockerClient, cid: str) -> bool:
@@ -111,7 +174,7 @@ def server_logs(client: docker.DockerClient, cid: str, tail: int = 200, stdout: 
     return data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data)
 
 
-__all__ = ["object_id", "running", "server_logs", "start_server", "stop_server"]
+__all__ = ["Started", "object_id", "running", "server_logs", "start_server", "stop_server"]
 
 
 # --- services: a session's long-lived helpers on a network with no route out ---------------------------
@@ -167,7 +230,7 @@ def start_service(
     labels: dict[str, str],
     environment: dict[str, str] | None = None,
     tmpfs: Sequence[str] = (),
-) -> str:
+) -> Started:
     """A service's container: the call posture (no capabilities, no-new-privileges, the limits, a
     read-only root with a fresh /tmp, the workspace read-only), on network, reachable there by name;
     each tmpfs path a fresh writable tmpfs bounded like /tmp (a database's data directory)."""

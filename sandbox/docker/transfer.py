@@ -134,7 +134,7 @@ def pack(parts: Sequence[Part], user: tuple[int, int], out: IO[bytes]) -> list[t
         for part in parts:
             _folders_to(tar, part.rel, made)
             if part.rel:
-                _add(tar, str(part.source), part.rel, part.owned, user)
+                add_member(tar, str(part.source), part.rel, part.owned, user)
                 made.add(part.rel)
             if part.source.is_dir() and not part.source.is_symlink():
                 for folder, dirs, others in walk(part.source):
@@ -145,18 +145,18 @@ def pack(parts: Sequence[Part], user: tuple[int, int], out: IO[bytes]) -> list[t
                             if name in dirs and rel in overlays:
                                 dirs.remove(name)  # the overlay's own copy takes its place
                             continue
-                        target = _climbing(path, rel)
+                        target = climbing_target(path, rel)
                         if target is not None:
                             if part.owned:
                                 climbing.append((target, rel))
                             continue
-                        _add(tar, path, rel, part.owned, user)
+                        add_member(tar, path, rel, part.owned, user)
                         made.add(rel)
     out.seek(0)
     return climbing
 
 
-def _climbing(path: str, rel: str) -> str | None:
+def climbing_target(path: str, rel: str) -> str | None:
     """The target of a symbolic link at path whose relative target leaves the volume, else None."""
     if not os.path.islink(path):
         return None
@@ -191,7 +191,7 @@ def _folders_to(tar: tarfile.TarFile, rel: str, made: set[str]) -> None:
             made.add(folder)
 
 
-def _add(tar: tarfile.TarFile, path: str, rel: str, owned: bool, user: tuple[int, int]) -> None:
+def add_member(tar: tarfile.TarFile, path: str, rel: str, owned: bool, user: tuple[int, int]) -> None:
     info = tar.gettarinfo(path, arcname=rel)
     if info is None or not (info.isreg() or info.isdir() or info.issym() or info.islnk()):
         return

@@ -74,6 +74,19 @@ def try_network() -> str:
 
 
 @app.tool()
+def fetch(url: str) -> str:
+    """GET a URL through the proxy the container is given (its egress, when hosts are listed)."""
+    import urllib.request
+
+    for name in ("NO_PROXY", "no_proxy"):
+        os.environ.pop(name, None)
+    try:
+        return urllib.request.urlopen(url, timeout=20).read().decode()
+    except OSError as error:
+        return f"no answer: {error}"
+
+
+@app.tool()
 def crash() -> str:
     """End the server process at once."""
     print("crashing on purpose", file=sys.stderr, flush=True)
@@ -110,6 +123,14 @@ def mcp_image(docker_client, run_label) -> str:
         [str(ROOT / ".venv" / "bin" / "harness"), "images", "list", "--json"], capture_output=True, text=True
     )
     base = next(row["ref"] for row in json.loads(listed.stdout) if row["name"] == "py311")
+    tag = f"harness-test/mcp-server:{run_label.lower()}"
+    docker_client.images.build(fileobj=mcp_context(base), custom_context=True, tag=tag, rm=True, pull=False)
+    yield tag
+    docker_client.images.remove(tag, force=True)
+
+
+def mcp_context(base: str) -> io.BytesIO:
+    """The build context of an MCP server's image: base with the SDK (and what it needs) from this venv."""
     dists: dict[str, metadata.Distribution] = {}
     _closure("mcp", dists)
     archive = io.BytesIO()
@@ -124,10 +145,7 @@ def mcp_image(docker_client, run_label) -> str:
                 if source.is_file() and "__pycache__" not in file.parts and not str(file).startswith(".."):
                     context.add(str(source), arcname=f"site/{file}")
     archive.seek(0)
-    tag = f"harness-test/mcp-server:{run_label.lower()}"
-    docker_client.images.build(fileobj=archive, custom_context=True, tag=tag, rm=True, pull=False)
-    yield tag
-    docker_client.images.remove(tag, force=True)
+    return archive
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ here through the engine's API (sandbox.docker.tunnel)."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -47,7 +48,11 @@ class _Pipe(socketserver.BaseRequestHandler):
 
     def handle(self) -> None:
         upstream = socket.socket(socket.AF_UNIX)
-        upstream.connect(str(self.server.target))  # type: ignore[attr-defined]
+        try:
+            upstream.connect(str(self.server.target))  # type: ignore[attr-defined]
+        except OSError:  # the daemon is not listening yet: the client's connection just closes
+            upstream.close()
+            return
 
         def pump(source: socket.socket, sink: socket.socket) -> None:
             try:
@@ -301,3 +306,106 @@ def test_a_writable_roots_step_image_is_never_another_sessions_start(with_py311,
         "sh", "-c", "test ! -e /var/tmp/left-by-one", state=state,
     )  # fmt: skip
     assert other.returncode == 0, "the second session starts from py311, not from the first one's step"
+
+
+def test_mcp_servers_and_a_service_run_on_the_engine_elsewhere(with_py311, tmp_path):
+    """A run's MCP servers and service on the engine elsewhere, where nothing of this machine can be
+    bound: each server's workspace is a copy in its own volume, brought up to date before each of its
+    calls (a call's change and a call's removal seen by the next server call), a read-only server cannot
+    write it, a writable server's change comes back here after its call (the next call sees it, the
+    session records it), the service serves the workspace sent to it and is reached by name; nothing
+    is left on that engine."""
+    import json
+
+    import docker
+    import yaml
+
+    from harness.trajectory import ToolRecord, read_records
+    from tests.agent.conftest import turn
+    from tests.sandbox.network.servers import Server
+    from tests.tools.test_mcp import SERVER, mcp_context
+
+    there = docker.DockerClient(base_url=with_py311)
+    web: Server | None = None
+    try:
+        from sandbox.docker import images
+
+        here = docker.from_env()
+        try:
+            base = images.current_ref(here, "py311")
+        finally:
+            here.close()
+        image = "harness-test/mcp-elsewhere:1"
+        there.images.build(fileobj=mcp_context(base), custom_context=True, tag=image, rm=True, pull=False)
+        repo = tmp_path / "repo"
+        (repo / "tools").mkdir(parents=True)
+        (repo / "tools" / "server.py").write_text(SERVER)
+        tools = SERVER.split("@app.tool()")  # the writer: two of the server's tools, on a menu of its own
+        kept = [part for part in tools[1:] if part.lstrip().startswith(("def try_write", "def fetch"))]
+        (repo / "tools" / "writer.py").write_text(
+            tools[0] + "".join("@app.tool()" + part for part in kept) + "\napp.run()\n"
+        )
+        (repo / "notes.txt").write_text("one two three four five\n")
+        (repo / "extra.txt").write_text("to be removed\n")
+        server = (
+            'command = ["python3", "/workspace/tools/{}.py"]\nimage = "{}"\nenv = {{ PYTHONPATH = "/opt/mcp-site" }}\n'
+        )
+        serve = "import http.server as h; h.ThreadingHTTPServer(('', 8000), h.SimpleHTTPRequestHandler).serve_forever()"
+        probe = "import socket; socket.create_connection(('127.0.0.1', 8000), timeout=2)"
+        web = Server().__enter__()  # what the reader's egress may reach, on this machine
+        config = tmp_path / "config.toml"
+        config.write_text(
+            "[mcp.reader]\n" + server.format("server", image) + f'allow_net = ["127.0.0.1:{web.port}"]\n'
+            "\n[mcp.writer]\n" + server.format("writer", image) + "writable = true\n\n"
+            f'[services.web]\nimage = "py311"\ncommand = ["python3", "-c", "{serve}"]\n'
+            f'health = ["python3", "-c", "{probe}"]\nports = [8000]\n'
+        )
+        fetch = "import urllib.request; print(urllib.request.urlopen('http://web:8000/notes.txt', timeout=10).read())"
+        script = tmp_path / "script.yaml"
+        script.write_text(yaml.safe_dump({"turns": [
+            turn("Counting.", ("reader__word_count", {"path": "notes.txt"}), ("reader__try_write", {"path": "x.txt"})),
+            turn("Changing.", ("write_file", {"path": "notes.txt", "content": "one two three four five six seven\n",
+                                              "overwrite": True}),
+                 ("write_file", {"path": "sub/new.txt", "content": "a b\n"}), ("run_command", {"command": "rm extra.txt"})),
+            turn("Again.", ("reader__word_count", {"path": "notes.txt"}), ("reader__word_count", {"path": "extra.txt"}),
+                 ("reader__word_count", {"path": "sub/new.txt"})),
+            turn("Writing.", ("writer__try_write", {"path": "by-server.txt"})),
+            turn("Reading it.", ("run_command", {"command": "cat by-server.txt"})),
+            turn("The service.", ("run_command", {"command": f'python3 -c "{fetch}"'})),
+            turn("Egress.", ("reader__fetch", {"url": f"http://127.0.0.1:{web.port}/hello"}),
+                 ("reader__try_network", {}), ("writer__fetch", {"url": f"http://127.0.0.1:{web.port}/hello"})),
+            turn("Done."),
+        ]}))  # fmt: skip
+        state = tmp_path / "state"
+        ran = _harness(
+            with_py311, "run", "--image", "py311", "--model", f"scripted:{script}", str(repo), "--task", "Use them.",
+            "--no-verify", "--config", str(config), "--session", "m", "--json", state=state,
+        )  # fmt: skip
+        assert ran.returncode in (0, 1, 10), ran.stdout[-3000:] + ran.stderr[-3000:]
+        calls = [r for r in read_records(state / "m") if isinstance(r, ToolRecord)]
+        said = {(c.name, c.step): c.text for c in calls}
+        assert said[("reader__word_count", 1)].startswith("5 words in notes.txt"), said
+        assert said[("reader__try_write", 1)].startswith("could not write: Permission denied"), said
+        counted = [c.text for c in calls if c.name == "reader__word_count" and c.step == 3]
+        assert counted[0].startswith("7 words in notes.txt"), "a call's change reaches the server before its call"
+        assert counted[1].startswith("ERROR[tool_error]"), "a call's removal too (3 words before it)"
+        assert counted[2].startswith("2 words in sub/new.txt"), "and a new folder's file"
+        assert said[("writer__try_write", 4)] == "wrote it"
+        assert "written by the server" in said[("run_command", 5)], "the writable server's change came back"
+        assert "one two three four five" in said[("run_command", 6)], said[("run_command", 6)]
+        assert said[("reader__fetch", 7)] == "hello from the test's own internet\n", (
+            "through the engine to the proxy here"
+        )
+        assert said[("reader__try_network", 7)].startswith("no network"), "a direct connection gets nothing"
+        assert said[("writer__fetch", 7)].startswith("no answer"), "a server with no hosts listed has no egress"
+        patch = (state / "m" / "change.patch").read_text() if (state / "m" / "change.patch").exists() else ""
+        assert "by-server.txt" in patch or (state / "m" / "workspace" / "by-server.txt").exists()
+        assert json.loads(ran.stdout)["outcome"] != "infra_error"
+        assert _left_on(with_py311) == [], "no server, service, volume or network of the run is left there"
+        assert [n.name for n in there.networks.list() if n.name.startswith("harness-svc-")] == []
+    finally:
+        if web is not None:
+            web.__exit__(None, None, None)
+        with contextlib.suppress(Exception):
+            there.images.remove("harness-test/mcp-elsewhere:1", force=True)
+        there.close()

@@ -1,0 +1,160 @@
+"""The workspace of a long-lived container (an MCP server, a service) on an engine that cannot take
+this machine's folders (`sandbox.docker.transfer`): a copy in the container's own volume, sent when it
+starts and kept the same as this machine's workspace after.
+
+A call's container gets the whole workspace at each call. A server lives for the session and is used
+many times: before each use only what changed since the last is sent (new and changed paths in one
+archive, removed ones removed in the container), found by comparing listings (type, mode, size, time
+and link target of every path, never following a link); a writable server's workspace comes back
+after each use (the same `transfer.sync` a call's does), so this machine's copy holds what it wrote
+as a bind mount would. A read-only copy is root's with its write bits dropped, as a read-only mount's
+is for a call; its symbolic links that climb out of the folder are left out (the engine refuses to
+unpack them, and the server could not make them there).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tarfile
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sandbox.docker import transfer
+from sandbox.docker.engine import translate
+from sandbox.errors import SandboxError
+from sandbox.tree import walk
+
+Listing = dict[str, tuple[int, int, int, str]]
+"""rel -> (mode, size, modification time in ns, link target) of every path under a folder."""
+
+REMOVE_SCRIPT = 'for p do d=$(dirname -- "$p"); chmod u+w -- "$d" 2>/dev/null; chmod -R u+w -- "$p" 2>/dev/null; rm -rf -- "$p" || exit 1; done'
+"""Removes each path given as an argument (a read-only copy's folders are root's without write bits:
+root without capabilities may write there only once it gives itself the bit back, as their owner)."""
+
+
+def listing(folder: Path) -> Listing:
+    """Every path under folder (relative, never through a link), with what tells a change."""
+    found: Listing = {}
+    root = os.fspath(folder)
+    for directory, dirs, others in walk(root):
+        for name in [*dirs, *others]:
+            path = os.path.join(directory, name)
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                continue
+            if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+                continue  # sockets, pipes and devices never travel
+            target = os.readlink(path) if stat.S_ISLNK(st.st_mode) else ""
+            size, when = (0, 0) if stat.S_ISDIR(st.st_mode) else (st.st_size, st.st_mtime_ns)
+            found[os.path.relpath(path, root)] = (st.st_mode, size, when, target)
+    return found
+
+
+class WorkspaceCopy:
+    """The workspace in one long-lived container on an engine elsewhere: `send_all` before its start,
+    `around()` each use (what changed sent before; a writable copy brought back after)."""
+
+    def __init__(self, api: Any, cid: str, workspace: Path, workdir: str, user: str, *, writable: bool) -> None:
+        self.api, self.cid, self.workspace, self.workdir = api, cid, Path(workspace), workdir
+        self.user, self.writable = user, writable
+        self.ids = tuple(int(part) for part in user.split(":"))
+        self.sent: Listing = {}
+        self.climbing: list[tuple[str, str]] = []
+
+    @property
+    def _exec_user(self) -> str:
+        """Who changes the copy in the container: its owner (the server's user, or root for a read-only one)."""
+        return self.user if self.writable else "0:0"
+
+    def send_all(self, layout: dict[str, list[transfer.Part]]) -> None:
+        """Each volume's content (`transfer.volumes`: the workspace's at the working folder) into the
+        created container."""
+        self.sent = listing(self.workspace)
+        self.climbing = transfer.send(self.api, self.cid, layout, (self.ids[0], self.ids[1]))
+
+    def make_links(self) -> None:
+        """The links send_all's archive could not carry (a writable copy's that climb out), once it runs."""
+        if self.writable and self.climbing:
+            self._run(transfer.link_script(self.climbing), "making the workspace's symbolic links")
+
+    @contextmanager
+    def around(self) -> Iterator[None]:
+        """One use of the container: the workspace's changes sent first; a writable copy's brought back after."""
+        with translate("sending the workspace's changes to the engine"):
+            self.send_changes()
+        try:
+            yield
+        finally:
+            if self.writable:
+                with translate("bringing the workspace back from the engine"):
+                    self.bring_back()
+
+    def send_changes(self) -> int:
+        """What changed here since the copy was last the same: sent, or removed there. How many paths."""
+        now = listing(self.workspace)
+        removed = sorted(  # gone, another kind of path now, or a link to somewhere else (made anew)
+            rel
+            for rel, seen in self.sent.items()
+            if rel not in now or _kind(now[rel]) != _kind(seen) or (stat.S_ISLNK(seen[0]) and now[rel] != seen)
+        )
+        removed = [rel for rel in removed if not any(rel.startswith(other + "/") for other in removed)]
+        changed = sorted((rel for rel, seen in now.items() if self.sent.get(rel) != seen), key=lambda r: r.count("/"))
+        if removed:
+            paths = [f"{self.workdir.rstrip('/')}/{rel}" for rel in removed]
+            self._run(["/bin/sh", "-c", REMOVE_SCRIPT, "sh", *paths], "removing what the workspace no longer holds")
+        links: list[tuple[str, str]] = []
+        if changed:
+            with tempfile.SpooledTemporaryFile(max_size=transfer.SPOOL_BYTES) as archive:
+                links = self._pack(changed, archive)
+                self.api.put_archive(self.cid, self.workdir, archive)
+        if links and self.writable:
+            self._run(transfer.link_script(links), "making the workspace's symbolic links")
+        self.sent = now
+        return len(removed) + len(changed)
+
+    def bring_back(self) -> None:
+        """This machine's workspace made the same as the container's working folder."""
+        chunks, _ = self.api.get_archive(self.cid, self.workdir)
+        owner = (self.ids[0], self.ids[1]) if os.geteuid() == 0 else None
+        transfer.sync(chunks, self.workspace, owner)
+        self.sent = listing(self.workspace)
+
+    def _pack(self, rels: Sequence[str], out: Any) -> list[tuple[str, str]]:
+        """rels (parents first) as one tar into out (rewound): a folder as itself, not its content; the
+        links that climb out of the folder left out and returned as (target, path in the container)."""
+        climbing: list[tuple[str, str]] = []
+        with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT, dereference=False) as tar:
+            for rel in rels:
+                path = os.path.join(self.workspace, rel)
+                target = transfer.climbing_target(path, rel)
+                if target is not None:
+                    climbing.append((target, f"{self.workdir.rstrip('/')}/{rel}"))
+                    continue
+                with _quiet():
+                    transfer.add_member(tar, path, rel, self.writable, (self.ids[0], self.ids[1]))
+        out.seek(0)
+        return climbing
+
+    def _run(self, argv: list[str], what: str) -> None:
+        made = self.api.exec_create(self.cid, argv, user=self._exec_user, stdout=True, stderr=True)["Id"]
+        said = self.api.exec_start(made).decode(errors="replace").strip()
+        if self.api.exec_inspect(made).get("ExitCode") != 0:
+            raise SandboxError(f"{what} in the container on the engine failed: {said[-300:] or 'it said nothing'}")
+
+
+def _kind(entry: tuple[int, int, int, str]) -> int:
+    return stat.S_IFMT(entry[0])
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """A path gone between the listing and the archive is left out (the next listing says so)."""
+    try:
+        yield
+    except FileNotFoundError:
+        pass
