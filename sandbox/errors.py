@@ -41,14 +41,6 @@ class EngineUnavailable(SandboxError, ConnectionError):
     infra_cause: ClassVar[str] = "engine_unavailable"
 
 
-class EngineRemote(SandboxError):
-    """The engine runs on another machine: the workspaces harness bind-mounts from this machine's disk
-    would come up empty (or as another machine's paths) in its containers."""
-
-    exit_code: ClassVar[int] = ExitCode.CONFIG
-    infra_cause: ClassVar[str] = "engine_unavailable"
-
-
 class ImageNotFound(SandboxError, LookupError):
     """The image is not present locally (and is never pulled implicitly)."""
 

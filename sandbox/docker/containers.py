@@ -36,12 +36,12 @@ from sandbox import labels as labels_of
 from sandbox.docker import hardening, netns, transfer, tunnel
 from sandbox.docker.call import CallWatch, cgroup_oom_killed, send_stdin, shut
 from sandbox.docker.commit import commit_root
-from sandbox.docker.engine import located, remote_problem, resolve_image_path, runtimes_of, translate, unenforced_limits
+from sandbox.docker.engine import located, resolve_image_path, runtimes_of, translate, unenforced_limits
 from sandbox.docker.ids import remove_container
 from sandbox.docker.pool import PoolConfig, WarmPool
 from sandbox.docker.stubcall import NODEV_ARGV, STUB_DIR, StubLost, StubStream
 from sandbox.envelope import CallOutcome, Envelope, Status
-from sandbox.errors import EngineRemote, RuntimeUnavailable, SandboxError, SpecError, WorkspaceError
+from sandbox.errors import RuntimeUnavailable, SandboxError, SpecError, WorkspaceError
 from sandbox.output import CappedOutput
 from sandbox.owner import container_user
 from sandbox.spec import Mount, SandboxSpec, posture
@@ -344,14 +344,8 @@ class DockerSandbox:
         self, config: dict[str, Any], workspace: Path, spec: SandboxSpec, mounts: Sequence[Mount], user: str
     ) -> dict[str, Any]:
         """config with volumes where its binds were, from the image derived for its user."""
-        why, address = self.remote, str(self._api.base_url)
-        assert why is not None
-
-        def refused(what: str) -> EngineRemote:
-            return EngineRemote(remote_problem(address, why, f"a call {what}"))
-
         stub = (STUB_DIR,) if hardening.is_stub(config) else ()
-        config, _ = transfer.unbound(config, spec, workspace, mounts, refused, also=stub)
+        config, _ = transfer.unbound(config, spec, workspace, mounts, also=stub)
         derived = (config["image"], spec.workdir, user)
         if derived not in self._derived:
             with translate(f"preparing image {config['image'][:19]} for an engine on another machine"):
@@ -381,9 +375,10 @@ class DockerSandbox:
         return self.remote is not None and spec.egress is not None
 
     def _sent(self, spec: SandboxSpec, mounts: Sequence[Mount]) -> list[Mount]:
-        """The mounts a call's container gets as archives: the call's, and for egress through the
-        engine the tunnel's container end and the session's CAs."""
-        return [*mounts, *hardening.tunnel_mounts(str(spec.egress))] if self._tunnels(spec) else list(mounts)
+        """The mounts a call's container gets as archives: the call's, for egress through the engine
+        the tunnel's container end and the session's CAs, and what its runtime needs (gVisor's nodev)."""
+        egress = hardening.tunnel_mounts(str(spec.egress)) if self._tunnels(spec) else []
+        return [*mounts, *egress, *transfer.runtime_mounts(spec)]
 
     def _egress(self, cid: str, spec: SandboxSpec, user: str) -> contextlib.AbstractContextManager[None]:
         """Around a call: its egress carried through the engine (listening in the container before

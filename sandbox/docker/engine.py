@@ -180,18 +180,10 @@ def located(client: docker.DockerClient) -> tuple[dict[str, Any], str | None]:
     return info, elsewhere(client, info)
 
 
-def remote_problem(address: str, why: str, what: str) -> str:
-    """What is said of a part that binds this machine's folders, on an engine that cannot take them."""
-    return (
-        f"the engine at {address} cannot take this machine's folders as its containers' own ({why}): {what} "
-        "binds them; run harness beside a rootful engine on its own machine (DOCKER_HOST)"
-    )
-
-
 REMOTE_SERVED = (
     "calls' workspaces, mounts and the call stub travel as archives (nothing bind-mounted), egress through the "
     "engine's API (one exec's stream, every connection framed on it); an MCP server's or a service's workspace is a "
-    "copy there, brought up to date before each use; gVisor needs a rootful engine on this machine"
+    "copy there, brought up to date before each use; under gVisor the engine's own null device hides its FUSE device"
 )
 """What `harness doctor` says of an engine that cannot take this machine's folders."""
 

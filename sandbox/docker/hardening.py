@@ -258,7 +258,8 @@ def _no_device_nodes() -> str:
 
 GVISOR_SECCOMP = _no_device_nodes()
 
-GVISOR_HIDDEN_DEVICES = ("/dev/net/tun", "/dev/fuse")
+FUSE_DEVICE = "/dev/fuse"
+GVISOR_HIDDEN_DEVICES = ("/dev/net/tun", FUSE_DEVICE)
 """Devices gVisor provides that runc does not (a TUN device and FUSE, both emulated): hidden from
 calls so the posture is one whatever the runtime. /dev/net becomes an empty read-only tmpfs;
 /dev/fuse an empty read-only file."""
@@ -268,7 +269,7 @@ def _hide_gvisor_devices(host: dict[str, Any]) -> None:
     host["tmpfs"] = {**host["tmpfs"], "/dev/net": "ro,nosuid,nodev,noexec,size=4k,mode=0555"}
     host["binds"] = {
         **host["binds"],
-        str(_empty_file()): {"bind": "/dev/fuse", "mode": "ro"},
+        str(_empty_file()): {"bind": FUSE_DEVICE, "mode": "ro"},
         str(nodev_source()): {"bind": NODEV_TARGET, "mode": "ro"},
     }
 

@@ -22,9 +22,9 @@ import docker
 
 from sandbox import labels as labels_of
 from sandbox.docker import copies, hardening, transfer, tunnel
-from sandbox.docker.engine import located, remote_problem, resolve_image_path, translate
+from sandbox.docker.engine import located, resolve_image_path, translate
 from sandbox.docker.ids import object_id, remove_container
-from sandbox.errors import EngineRemote, SandboxError, SetupError
+from sandbox.errors import SandboxError, SetupError
 from sandbox.spec import SandboxSpec
 
 
@@ -75,7 +75,7 @@ def _start_long_lived(
     """A container in the call posture (hardening.container_config) that outlives one call: the
     workspace read-only unless writable, its output kept by the engine (json-file, log_size), the
     given settings (command, stdin) over the config; started, or removed if it cannot start."""
-    _, why = located(client)
+    _, why = located(client)  # elsewhere: a copy of the workspace there, nothing bound
     image_id, path = resolve_image_path(client, spec.image)
     elsewhere = why is not None
     config = hardening.container_config(image_id, spec, workspace, [], user, labels, path=path, tunnel=elsewhere)
@@ -96,8 +96,7 @@ def _start_long_lived(
     config["environment"] = {**config["environment"], **(environment or {})}
     layout: dict[str, list[transfer.Part]] = {}
     if elsewhere:
-        assert why is not None
-        config, layout = _unbound(client, config, spec, workspace, user, writable, why, what)
+        config, layout = _unbound(client, config, spec, workspace, user, writable)
     api = client.api
     with translate(f"creating {what}"):
         made = api.create_container(
@@ -131,17 +130,12 @@ def _unbound(
     workspace: Path,
     user: str,
     writable: bool,
-    why: str,
-    what: str,
 ) -> tuple[dict, dict[str, list[transfer.Part]]]:
     """config for an engine elsewhere (volumes where the binds were, from the image derived for the
     copy's owner: the user for a writable one, root for a read-only one), and what goes into each
     volume (the egress tunnel's end and the session's CAs beside the workspace)."""
-    address = str(client.api.base_url)
     mounts = hardening.tunnel_mounts(spec.egress) if spec.egress else []
-    config, layout = transfer.unbound(
-        config, spec, workspace, mounts, lambda problem: EngineRemote(remote_problem(address, why, f"{what} {problem}"))
-    )
+    config, layout = transfer.unbound(config, spec, workspace, mounts)
     layout[spec.workdir] = [transfer.Part(part.rel, part.source, writable) for part in layout[spec.workdir]]
     owner = user if writable else "0:0"
     marks = {**config["labels"], labels_of.KIND: "remote-image"}  # its helper container's (prune finds it)

@@ -31,7 +31,7 @@ import os
 import stat
 import tarfile
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -39,9 +39,10 @@ from typing import IO, Any
 import docker
 
 from sandbox import labels as labels_of
+from sandbox.docker.hardening import FUSE_DEVICE
 from sandbox.docker.ids import image_id as spelled_id
-from sandbox.docker.stubcall import STUB_DIR, stub_source
-from sandbox.errors import EngineRemote, SandboxError, SpecError, WorkspaceError
+from sandbox.docker.stubcall import NODEV_TARGET, STUB_DIR, nodev_source, stub_source
+from sandbox.errors import SandboxError, SpecError, WorkspaceError
 from sandbox.spec import Mount, SandboxSpec
 from sandbox.tree import remove_tree, walk
 
@@ -99,18 +100,28 @@ def unbound(
     spec: SandboxSpec,
     workspace: Path,
     mounts: Sequence[Mount],
-    refused: Callable[[str], EngineRemote],
     also: Iterable[str] = (),
 ) -> tuple[dict[str, Any], dict[str, list[Part]]]:
-    """config with anonymous volumes where its binds were (and at also), and what goes into each;
-    refused(what) for what needs this machine's folders bound: gVisor (the devices it hides are
-    bound from here). Egress is the caller's to carry through the engine (`sandbox.docker.tunnel`)."""
-    if spec.runtime == "runsc":
-        raise refused("under gVisor (the devices it hides)")
-    layout = volumes(spec.workdir, workspace, mounts)
+    """config with anonymous volumes where its binds were (and at also), and what goes into each
+    (mounts, and what the runtime needs: `runtime_mounts`). Under gVisor the FUSE device it adds is
+    hidden by the engine's own null device, bound read-only over it (every Linux host has one: nothing
+    of this machine's). Egress is the caller's to carry through the engine (`sandbox.docker.tunnel`)."""
+    layout = volumes(spec.workdir, workspace, [*mounts, *runtime_mounts(spec)])
     targets = {*layout, *also}
-    host = {**config["host_config"], "binds": {}, "mounts": volume_mounts(targets, config["labels"])}
+    binds = {ENGINE_NULL: {"bind": FUSE_DEVICE, "mode": "ro"}} if spec.runtime == "runsc" else {}
+    host = {**config["host_config"], "binds": binds, "mounts": volume_mounts(targets, config["labels"])}
     return {**config, "host_config": host}, layout
+
+
+ENGINE_NULL = "/dev/null"
+"""The engine host's null device: what hides gVisor's FUSE device there (an empty file of this
+machine's does here)."""
+
+
+def runtime_mounts(spec: SandboxSpec) -> list[Mount]:
+    """What a call's container gets from this machine for its runtime: under gVisor the program an
+    exec'd command starts through (it makes device nodes impossible: `sandbox.docker.nodev`)."""
+    return [Mount(source=nodev_source(), target=NODEV_TARGET)] if spec.runtime == "runsc" else []
 
 
 def volume_mounts(targets: Iterable[str], labels: dict[str, str]) -> list[dict[str, Any]]:

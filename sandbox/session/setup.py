@@ -31,9 +31,9 @@ from sandbox import labels
 from sandbox.docker import hardening, transfer, tunnel
 from sandbox.docker.commit import commit_paused
 from sandbox.docker.containers import DockerSandbox
-from sandbox.docker.engine import located, remote_problem, resolve_image_path, translate
+from sandbox.docker.engine import located, resolve_image_path, translate
 from sandbox.docker.ids import present_images, remove_container
-from sandbox.errors import EngineRemote, SetupError, SpecError
+from sandbox.errors import SetupError, SpecError
 from sandbox.network import egress
 from sandbox.network.secrets import Secret
 from sandbox.owner import SANDBOX_UID
@@ -207,7 +207,7 @@ def prepare_environment(
             environment = {**carried, **environment}
         copied = scratch / "workspace"
         keep_node_modules = (copied / "package.json").is_file() and not (copied / "node_modules").exists()
-        layout = _without_binds(client, config, setup_spec, copied, setup_mounts, elsewhere)
+        layout = _without_binds(config, setup_spec, copied, setup_mounts, elsewhere)
         image, mode = _run_and_commit(
             client,
             config,
@@ -305,7 +305,6 @@ class Deadline:
 
 
 def _without_binds(
-    client: docker.DockerClient,
     config: dict,
     spec: SandboxSpec,
     workspace: Path,
@@ -317,12 +316,7 @@ def _without_binds(
     binds serve."""
     if why is None:
         return None
-    address = str(client.api.base_url)
-
-    def refused(what: str) -> EngineRemote:
-        return EngineRemote(remote_problem(address, why, f"setup {what}"))
-
-    unbound, layout = transfer.unbound(config, spec, workspace, mounts, refused)
+    unbound, layout = transfer.unbound(config, spec, workspace, mounts)
     config["host_config"] = unbound["host_config"]
     return layout
 

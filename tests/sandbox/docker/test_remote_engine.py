@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -80,10 +81,11 @@ def elsewhere() -> Iterator[str]:
         pytest.skip("needs root, dockerd and unshare")
     root = Path(tempfile.mkdtemp(prefix="harness-remote-engine-", dir="/var/tmp"))
     api = root / "docker.sock"
+    (root / "daemon.json").write_text(json.dumps({"runtimes": _runsc_here()}))  # gVisor there too, if here
     script = (
         f"ip link set lo up && hostname {ELSEWHERE} && mount -t tmpfs tmpfs /tmp && exec dockerd "
-        f"--data-root {root}/data --exec-root {root}/exec --pidfile {root}/dockerd.pid -H unix://{api} "
-        "--bridge none --iptables=false --ip6tables=false --ip-masq=false"
+        f"--config-file {root}/daemon.json --data-root {root}/data --exec-root {root}/exec "
+        f"--pidfile {root}/dockerd.pid -H unix://{api} --bridge none --iptables=false --ip6tables=false --ip-masq=false"
     )
     with open(root / "dockerd.log", "wb") as log:
         daemon = subprocess.Popen(
@@ -112,6 +114,17 @@ def elsewhere() -> Iterator[str]:
             daemon.kill()
             daemon.wait(timeout=30)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _runsc_here() -> dict:
+    """gVisor's registration on this machine's engine (its path and arguments), to give the engine
+    elsewhere the same; none when this engine has none."""
+    try:
+        config = json.loads(Path("/etc/docker/daemon.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    runsc = (config.get("runtimes") or {}).get("runsc")
+    return {"runsc": runsc} if runsc and Path(runsc.get("path", "")).is_file() else {}
 
 
 @pytest.fixture(scope="module")
@@ -409,3 +422,50 @@ def test_mcp_servers_and_a_service_run_on_the_engine_elsewhere(with_py311, tmp_p
         with contextlib.suppress(Exception):
             there.images.remove("harness-test/mcp-elsewhere:1", force=True)
         there.close()
+
+
+GVISOR_PROBE = """
+import os, stat
+print("sees", open("marker.txt").read().strip())
+open("made-under-gvisor.txt", "w").write("yes")
+print(open("/proc/version").read().split()[0])
+for path in ("/dev/net/tun", "/dev/fuse"):
+    try:
+        os.close(os.open(path, os.O_RDWR))
+        print(path, "opened")
+    except OSError as error:
+        print(path, "refused", error.errno)
+with open("/dev/fuse", "rb") as fuse:
+    print("fuse reads", len(fuse.read(16)), "bytes")
+for where, number in (("/tmp/fuse", (10, 229)), ("/workspace/tun", (10, 200))):
+    try:
+        os.mknod(where, 0o666 | stat.S_IFCHR, os.makedev(*number))
+        print(where, "made")
+    except OSError as error:
+        print(where, "refused", error.errno)
+"""
+
+
+def test_a_call_under_gvisor_on_the_engine_elsewhere_keeps_its_posture(with_py311, tmp_path):
+    """gVisor there (registered as here): nothing of this machine is bound, so its FUSE device is hidden
+    by that engine's own null device (read-only: opening it for writing is refused, reading it gives
+    nothing) and the program that refuses device nodes travels with the workspace; the call sees the
+    workspace, its write comes back, and no device node can be made."""
+    if not _runsc_here():
+        pytest.skip("gVisor (runsc) is not registered with this machine's engine")
+    state = tmp_path / "state"
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "marker.txt").write_text("the controller's workspace\n")
+    (repo / "probe.py").write_text(GVISOR_PROBE)
+    ran = _harness(
+        with_py311, "exec", "--runtime", "runsc", str(repo), "--session", "g", "--", "python3", "probe.py", state=state
+    )
+    said = ran.stdout + ran.stderr
+    assert ran.returncode == 0, said
+    assert "sees the controller's workspace" in said and "\nLinux" in said, said
+    assert "/dev/net/tun refused 2" in said, "no TUN device (a read-only empty /dev/net)"
+    assert "/dev/fuse refused 30" in said and "fuse reads 0 bytes" in said, said
+    assert "/tmp/fuse refused 1" in said and "/workspace/tun refused 1" in said, "no device node (EPERM)"
+    assert (state / "g" / "workspace" / "made-under-gvisor.txt").read_text() == "yes"
+    assert _left_on(with_py311) == []
