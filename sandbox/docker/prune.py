@@ -83,6 +83,8 @@ def prune(
     with run_id only those of that run, with extra labels only those carrying them too."""
     found = find_containers(client, {labels.RUN: run_id, **(extra or {})})
     doomed = found if everything else [c for c in found if orphaned(c)]
+    # network-namespace holders last: Podman refuses to remove one that containers still join
+    doomed.sort(key=lambda c: (c.labels or {}).get(labels.KIND) == "netns")
     removed = remove_containers(client, doomed)
     if not extra:
         remove_task_images(client, run_id, everything)
