@@ -106,7 +106,7 @@ def unbound(
     (mounts, and what the runtime needs: `runtime_mounts`). Under gVisor the FUSE device it adds is
     hidden by the engine's own null device, bound read-only over it (every Linux host has one: nothing
     of this machine's). Egress is the caller's to carry through the engine (`sandbox.docker.tunnel`)."""
-    layout = volumes(spec.workdir, workspace, [*mounts, *runtime_mounts(spec)])
+    layout = volumes(spec.workdir, workspace, [*mounts, *(m for m in runtime_mounts(spec) if m not in mounts)])
     targets = {*layout, *also}
     binds = {ENGINE_NULL: {"bind": FUSE_DEVICE, "mode": "ro"}} if spec.runtime == "runsc" else {}
     host = {**config["host_config"], "binds": binds, "mounts": volume_mounts(targets, config["labels"])}
