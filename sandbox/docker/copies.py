@@ -14,12 +14,12 @@ unpack them, and the server could not make them there).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import tarfile
 import tempfile
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -82,17 +82,21 @@ class WorkspaceCopy:
         if self.writable and self.climbing:
             self._run(transfer.link_script(self.climbing), "making the workspace's symbolic links")
 
-    @contextmanager
+    @contextlib.contextmanager
     def around(self) -> Iterator[None]:
         """One use of the container: the workspace's changes sent first; a writable copy's brought back after."""
         with translate("sending the workspace's changes to the engine"):
             self.send_changes()
         try:
             yield
-        finally:
-            if self.writable:
-                with translate("bringing the workspace back from the engine"):
+        except BaseException:
+            if self.writable:  # what it wrote before the call failed; a container gone with it says nothing
+                with contextlib.suppress(SandboxError), translate("bringing the workspace back from the engine"):
                     self.bring_back()
+            raise
+        if self.writable:
+            with translate("bringing the workspace back from the engine"):
+                self.bring_back()
 
     def send_changes(self) -> int:
         """What changed here since the copy was last the same: sent, or removed there. How many paths."""
@@ -151,7 +155,7 @@ def _kind(entry: tuple[int, int, int, str]) -> int:
     return stat.S_IFMT(entry[0])
 
 
-@contextmanager
+@contextlib.contextmanager
 def _quiet() -> Iterator[None]:
     """A path gone between the listing and the archive is left out (the next listing says so)."""
     try:

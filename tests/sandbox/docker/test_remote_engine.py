@@ -354,7 +354,7 @@ def test_mcp_servers_and_a_service_run_on_the_engine_elsewhere(with_py311, tmp_p
         (repo / "tools").mkdir(parents=True)
         (repo / "tools" / "server.py").write_text(SERVER)
         tools = SERVER.split("@app.tool()")  # the writer: two of the server's tools, on a menu of its own
-        kept = [part for part in tools[1:] if part.lstrip().startswith(("def try_write", "def fetch"))]
+        kept = [part for part in tools[1:] if part.lstrip().startswith(("def try_write", "def fetch", "def crash"))]
         (repo / "tools" / "writer.py").write_text(
             tools[0] + "".join("@app.tool()" + part for part in kept) + "\napp.run()\n"
         )
@@ -387,6 +387,8 @@ def test_mcp_servers_and_a_service_run_on_the_engine_elsewhere(with_py311, tmp_p
             turn("The service.", ("run_command", {"command": f'python3 -c "{fetch}"'})),
             turn("Egress.", ("reader__fetch", {"url": f"http://127.0.0.1:{web.port}/hello"}),
                  ("reader__try_network", {}), ("writer__fetch", {"url": f"http://127.0.0.1:{web.port}/hello"})),
+            turn("Crash the writer.", ("writer__crash", {})),
+            turn("Write again.", ("writer__try_write", {"path": "after-crash.txt"})),
             turn("Done."),
         ]}))  # fmt: skip
         state = tmp_path / "state"
@@ -411,6 +413,13 @@ def test_mcp_servers_and_a_service_run_on_the_engine_elsewhere(with_py311, tmp_p
         )
         assert said[("reader__try_network", 7)].startswith("no network"), "a direct connection gets nothing"
         assert said[("writer__fetch", 7)].startswith("no answer"), "a server with no hosts listed has no egress"
+        crashed = next(c for c in calls if c.name == "writer__crash")
+        assert crashed.error_kind == "mcp_server_down" and "crashing on purpose" in crashed.text, crashed.text
+        assert "started again for the next call" in crashed.text, "the crash is said, not the gone container's copy"
+        assert said[("writer__try_write", 9)] == "wrote it", "the writer started again with a copy of its own"
+        assert (state / "m" / "workspace" / "after-crash.txt").exists() or "after-crash.txt" in (
+            state / "m" / "change.patch"
+        ).read_text()
         patch = (state / "m" / "change.patch").read_text() if (state / "m" / "change.patch").exists() else ""
         assert "by-server.txt" in patch or (state / "m" / "workspace" / "by-server.txt").exists()
         assert json.loads(ran.stdout)["outcome"] != "infra_error"
