@@ -363,7 +363,7 @@ class DockerSandbox:
         layout = transfer.volumes(spec.workdir, workspace, self._sent(spec, mounts))
         with translate("sending the workspace to the engine"):
             try:
-                climbing = transfer.send(self._api, cid, layout, _ids(user))
+                climbing = transfer.send(self._api, cid, layout, transfer.numeric_ids(user))
             except docker.errors.NotFound:  # the warm container died before its call
                 raise _ContainerGone() from None
         if climbing:
@@ -392,9 +392,7 @@ class DockerSandbox:
         the container as the call's user; SandboxError if any cannot be (the call would miss it, and
         its removal would come back)."""
         with translate("making the workspace's links on the engine"):
-            made = self._api.exec_create(cid, transfer.link_script(links), user=user, stdout=True, stderr=True)["Id"]
-            said = self._api.exec_start(made).decode(errors="replace").strip()
-            code = self._api.exec_inspect(made).get("ExitCode")
+            code, said = transfer.run_in(self._api, cid, transfer.link_script(links), user)
         if code != 0:
             raise SandboxError(f"could not make the workspace's symbolic links in the call's container: {said[:300]}")
 
@@ -406,7 +404,7 @@ class DockerSandbox:
         if layout is None:
             return
         covered = [part.rel for part in layout[spec.workdir] if part.rel]
-        owner = _ids(user) if os.geteuid() == 0 else None
+        owner = transfer.numeric_ids(user) if os.geteuid() == 0 else None
         with translate("bringing the workspace back from the engine"):
             for attempt in range(2):
                 try:
@@ -697,14 +695,6 @@ class DockerSandbox:
             # The inner `timeout` fired first (TERM, or KILL after a trapped TERM): it is the deadline.
             return 124, "timeout"
         return self._by_code(cid, code)
-
-
-def _ids(user: str) -> tuple[int, int]:
-    """uid and gid of a numeric user (what owns the files an engine elsewhere is sent)."""
-    uid, _, gid = user.partition(":")
-    if not (uid.isdigit() and (gid or uid).isdigit()):
-        raise SpecError(f"on an engine on another machine the user must be numeric (uid:gid), not {user!r}")
-    return int(uid), int(gid or uid)
 
 
 class _NoStub(Exception):

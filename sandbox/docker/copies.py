@@ -62,7 +62,7 @@ class WorkspaceCopy:
     def __init__(self, api: Any, cid: str, workspace: Path, workdir: str, user: str, *, writable: bool) -> None:
         self.api, self.cid, self.workspace, self.workdir = api, cid, Path(workspace), workdir
         self.user, self.writable = user, writable
-        self.ids = tuple(int(part) for part in user.split(":"))
+        self.ids = transfer.numeric_ids(user)
         self.sent: Listing = {}
         self.climbing: list[tuple[str, str]] = []
 
@@ -75,12 +75,14 @@ class WorkspaceCopy:
         """Each volume's content (`transfer.volumes`: the workspace's at the working folder) into the
         created container."""
         self.sent = listing(self.workspace)
-        self.climbing = transfer.send(self.api, self.cid, layout, (self.ids[0], self.ids[1]))
+        self.climbing = transfer.send(self.api, self.cid, layout, self.ids)
 
-    def make_links(self) -> None:
-        """The links send_all's archive could not carry (a writable copy's that climb out), once it runs."""
-        if self.writable and self.climbing:
-            self._run(transfer.link_script(self.climbing), "making the workspace's symbolic links")
+    def make_links(self, links: Sequence[tuple[str, str]] | None = None) -> None:
+        """The links an archive could not carry (a writable copy's that climb out: send_all's unless
+        given), once the container runs."""
+        links = self.climbing if links is None else links
+        if self.writable and links:
+            self._run(transfer.link_script(links), "making the workspace's symbolic links")
 
     @contextlib.contextmanager
     def around(self) -> Iterator[None]:
@@ -98,8 +100,8 @@ class WorkspaceCopy:
             with translate("bringing the workspace back from the engine"):
                 self.bring_back()
 
-    def send_changes(self) -> int:
-        """What changed here since the copy was last the same: sent, or removed there. How many paths."""
+    def send_changes(self) -> None:
+        """What changed here since the copy was last the same: sent, or removed there."""
         now = listing(self.workspace)
         removed = sorted(  # gone, another kind of path now, or a link to somewhere else (made anew)
             rel
@@ -116,15 +118,13 @@ class WorkspaceCopy:
             with tempfile.SpooledTemporaryFile(max_size=transfer.SPOOL_BYTES) as archive:
                 links = self._pack(changed, archive)
                 self.api.put_archive(self.cid, self.workdir, archive)
-        if links and self.writable:
-            self._run(transfer.link_script(links), "making the workspace's symbolic links")
+        self.make_links(links)
         self.sent = now
-        return len(removed) + len(changed)
 
     def bring_back(self) -> None:
         """This machine's workspace made the same as the container's working folder."""
         chunks, _ = self.api.get_archive(self.cid, self.workdir)
-        owner = (self.ids[0], self.ids[1]) if os.geteuid() == 0 else None
+        owner = self.ids if os.geteuid() == 0 else None
         transfer.sync(chunks, self.workspace, owner)
         self.sent = listing(self.workspace)
 
@@ -140,14 +140,13 @@ class WorkspaceCopy:
                     climbing.append((target, f"{self.workdir.rstrip('/')}/{rel}"))
                     continue
                 with _quiet():
-                    transfer.add_member(tar, path, rel, self.writable, (self.ids[0], self.ids[1]))
+                    transfer.add_member(tar, path, rel, self.writable, self.ids)
         out.seek(0)
         return climbing
 
     def _run(self, argv: list[str], what: str) -> None:
-        made = self.api.exec_create(self.cid, argv, user=self._exec_user, stdout=True, stderr=True)["Id"]
-        said = self.api.exec_start(made).decode(errors="replace").strip()
-        if self.api.exec_inspect(made).get("ExitCode") != 0:
+        code, said = transfer.run_in(self.api, self.cid, argv, self._exec_user)
+        if code != 0:
             raise SandboxError(f"{what} in the container on the engine failed: {said[-300:] or 'it said nothing'}")
 
 

@@ -231,6 +231,21 @@ def send(
     return climbing
 
 
+def numeric_ids(user: str) -> tuple[int, int]:
+    """uid and gid of a numeric user (what owns the files an engine elsewhere is sent)."""
+    uid, _, gid = user.partition(":")
+    if not (uid.isdigit() and (gid or uid).isdigit()):
+        raise SpecError(f"on an engine on another machine the user must be numeric (uid:gid), not {user!r}")
+    return int(uid), int(gid or uid)
+
+
+def run_in(api: docker.APIClient, cid: str, argv: Sequence[str], user: str) -> tuple[int | None, str]:
+    """argv run to its end in a running container as user: its exit code and what it said."""
+    made = api.exec_create(cid, list(argv), user=user, stdout=True, stderr=True)["Id"]
+    said = api.exec_start(made).decode(errors="replace").strip()
+    return api.exec_inspect(made).get("ExitCode"), said
+
+
 def link_script(links: Sequence[tuple[str, str]]) -> list[str]:
     """The argv that makes each (target, path) a symbolic link."""
     return ["/bin/sh", "-c", LINK_SCRIPT, "sh", *(item for pair in links for item in pair)]
