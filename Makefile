@@ -79,6 +79,10 @@ harbor-start:
 # Three workers, a whole test file each (a file's shared sessions and batches stay in one process; every
 # test labels its containers with its worker's run id, so the workers never remove each other's). Three
 # on two cores: the tests wait on the engine and the containers more than they compute.
+# The project's modules compiled once and kept (__pycache__/, ignored by git) even where the
+# environment says PYTHONDONTWRITEBYTECODE: the suite starts harness hundreds of times.
+test test-fast: export PYTHONDONTWRITEBYTECODE :=
+
 test: local-model-start harbor-start setup browser check
 	$(BIN)/python -m pytest -n 3 --dist loadfile --durations=15 $(PYTEST_ARGS)
 

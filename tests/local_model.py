@@ -99,6 +99,10 @@ def serving(log: Path, context_tokens: int = 8192) -> Iterator[str]:
         "chatml-function-calling",
         "--n_ctx",
         str(context_tokens),
+        "--cache",  # the states of prompts already evaluated, in memory: every run's first prompt (the
+        "true",  # system prompt and the tools' schemas) is evaluated once per server, not once per run
+        "--cache_size",
+        str(1 << 30),
     ]
     with open(log, "wb") as out:
         server = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)

@@ -965,7 +965,10 @@ def verify_once(
     if not verify:
         raise UsageError("no verify command to run")
     config = with_setup(config, Path(repo))
-    with open_sandbox(runtime, session_id) as sandbox:
+    # One call (no network, no service): one warm container in a namespace of its own, started beside
+    # the session's set-up and taken by the verify; a run's pool would start POOL_SIZE and a holder, and
+    # all but one would be removed unused.
+    with open_sandbox(runtime, session_id, pool_size=1, share_netns=False) as sandbox:
         config = devcontainer_built(config, sandbox, Path(repo))
         check_image(sandbox, config.image)
         session = create_session(Path(repo), sessions, config, sandbox, session_id)

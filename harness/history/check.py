@@ -149,6 +149,10 @@ def check(
     """Every task's verdict, in the file's order (sessions in a scratch directory removed after).
     env_images: images to pick from when a task's own does not meet what its commit declares;
     build_envs: build one from a Debian release that has it when none does."""
+    # Many short sessions at once and nobody waiting on one call: paced as a batch's (one warm
+    # container each, more only when a call finds none), not as a person's run (POOL_SIZE each, most
+    # of them removed unused after a verify or two: engine CPU the other sessions needed).
+    runtime = replace(runtime, pace="throughput")
     scratch = Path(tempfile.mkdtemp(prefix="harness-check-"))
     toolchains = Environments(runtime, env_images, build_envs, log)
     try:

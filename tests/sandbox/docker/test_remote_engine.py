@@ -74,6 +74,15 @@ class _Pipe(socketserver.BaseRequestHandler):
         upstream.close()
 
 
+@pytest.fixture(scope="module", autouse=True)
+def no_warm_service(tmp_path_factory) -> Iterator[None]:
+    """An empty warm folder for the module's harness commands: no warm service of this machine's lends them
+    containers (its slots bind this machine's folders), and nothing is left in /tmp after."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HARNESS_WARM_DIR", str(tmp_path_factory.mktemp("warm-none")))
+        yield
+
+
 @pytest.fixture(scope="module")
 def elsewhere() -> Iterator[str]:
     """DOCKER_HOST of a daemon that shares neither this machine's host name, nor its /tmp, nor its network."""
@@ -148,7 +157,6 @@ def with_py311(elsewhere: str) -> str:
 
 def _harness(host: str, *args: str, state: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "DOCKER_HOST": host, "HARNESS_RUN_ID": "remote-engine-test", "COLUMNS": "200"}
-    env["HARNESS_WARM_DIR"] = tempfile.mkdtemp(prefix="harness-warm-none-")
     if state is not None:
         env["HARNESS_STATE_DIR"] = str(state)
     return subprocess.run([HARNESS, *args], capture_output=True, text=True, env=env, timeout=120)
