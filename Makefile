@@ -84,7 +84,7 @@ harbor-start:
 test test-fast: export PYTHONDONTWRITEBYTECODE :=
 
 test: local-model-start harbor-start setup browser check
-	$(BIN)/python -m pytest -n 3 --dist loadfile --durations=15 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=15 $(PYTEST_ARGS)
 
 # The edit-test loop: the tests that need no engine, in parallel (no Docker, no browser, no image).
 # Three workers on two cores here too: 50 s against 60 s with two (hook timeouts, retry waits and

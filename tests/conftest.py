@@ -31,24 +31,38 @@ atexit.register(shutil.rmtree, os.environ["HARNESS_WARM_DIR"], ignore_errors=Tru
 
 LONGEST_FIRST = (
     "tests/history/test_check.py",
-    "tests/agent/test_local_model.py",
-    "tests/history/test_night.py",
-    "tests/agent/test_bench_run.py",
-    "tests/batch/test_disk_benches.py",
     "tests/integrations/test_harbor.py",
-    "tests/agent/test_engine_restart.py",
-    "tests/tools/test_mcp.py",
-    "tests/cli/test_benches.py",
-    "tests/cli/test_bench_sandbox.py",
-    "tests/agent/test_delegate.py",
     "tests/batch/test_batch_run.py",
+    "tests/history/test_night.py",
+    "tests/sandbox/docker/test_remote_engine.py",
+    "tests/tools/test_services.py",
     "tests/batch/test_fork.py",
     "tests/batch/test_cluster.py",
-    "tests/sandbox/docker/test_remote_engine.py",
+    "tests/integrations/test_inspect_self_check.py",
+    "tests/agent/test_delegate.py",
+    "tests/tools/test_mcp.py",
+    "tests/agent/test_local_model.py",
+    "tests/sandbox/warm/test_warm.py",
+    "tests/agent/test_loop_resume.py",
+    "tests/agent/test_loop_wire.py",
+    "tests/setup/test_real_projects.py",
+    "tests/agent/test_done_cannot_be_faked.py",
+    "tests/agent/test_devcontainer.py",
+    "tests/cli/test_benches.py",
+    "tests/cli/test_bench_sandbox.py",
+    "tests/agent/test_loop_e2e.py",
+    "tests/sandbox/network/test_egress_docker.py",
+    "tests/agent/test_models_end_to_end.py",
+    "tests/agent/test_bench_run.py",
+    "tests/landing/test_apply.py",
+    "tests/agent/test_engine_restart.py",
+    "tests/batch/test_disk_benches.py",
 )
 """The files that take longest (`make test` prints the slowest tests), scheduled first: with one file per
-worker at a time (`--dist loadfile`), a long file that starts last is the suite's tail. The order of the
-tests within a file stays as written."""
+worker at a time (`--dist loadfile`), a long file that starts last is the suite's tail. xdist would
+otherwise order the files by how many tests each has (its loadscope reordering, which `make test` turns
+off): the long end-to-end files, with two or three tests each, would start last. The order of the tests
+within a file stays as written."""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

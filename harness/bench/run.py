@@ -149,6 +149,12 @@ def measure(runtime: Runtime, rounds: int = 3) -> RunBench:
     with tempfile.TemporaryDirectory(prefix="harness-bench-warm-") as tmp, warm_side(runtime, Path(tmp)) as warm:
         _example(runtime, Path(tmp) / "warm-up", None)
         results = [_round(runtime, warm) for _ in range(rounds)]
+    return summary(results)
+
+
+def summary(results: Sequence[Round]) -> RunBench:
+    """The rounds' figures: medians over the rounds, each ratio taken within its round first."""
+    rounds = len(results)
     overheads = sorted(o for r in results for o in r.overheads)
     ratios = [round(r.run_ms / r.bare_ms, 2) for r in results]
     warm_ratios = [round(r.warm_run_ms / r.bare_ms, 2) for r in results if r.warm_run_ms]
