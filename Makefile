@@ -76,13 +76,14 @@ local-model-start:
 harbor-start:
 	@nohup $(PYTHON) tests/harbor_venv.py > /var/tmp/harness-tests-harbor.log 2>&1 &
 
-# Three workers, a whole test file each (a file's shared sessions and batches stay in one process; every
-# test labels its containers with its worker's run id, so the workers never remove each other's). Three
-# on two cores: the tests wait on the engine and the containers more than they compute.
 # The project's modules compiled once and kept (__pycache__/, ignored by git) even where the
 # environment says PYTHONDONTWRITEBYTECODE: the suite starts harness hundreds of times.
 test test-fast: export PYTHONDONTWRITEBYTECODE :=
 
+# Three workers, a whole test file each (a file's shared sessions and batches stay in one process; every
+# test labels its containers with its worker's run id, so the workers never remove each other's). Three
+# on two cores, not more: with three the two cores are busy throughout (a fourth took 913 s against
+# 870 s). --no-loadscope-reorder keeps tests/conftest.py's order (longest files first).
 test: local-model-start harbor-start setup browser check
 	$(BIN)/python -m pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=15 $(PYTEST_ARGS)
 
