@@ -483,7 +483,7 @@ def derived_image(api: docker.APIClient, image_id: str, workdir: str, user: str,
     for image in api.images(filters={"label": f"{DERIVED_KEY}={key}"}):
         if (image.get("Labels") or {}).get(labels_of.KIND) == "remote-image":  # never a step image
             return spelled_id(str(image["Id"]))
-    uid, gid = (int(part) for part in user.split(":"))
+    uid, gid = numeric_ids(user)
     cid = api.create_container(
         image_id, command=["true"], labels=dict(labels), host_config=api.create_host_config(network_mode="none")
     )["Id"]
