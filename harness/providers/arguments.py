@@ -16,8 +16,6 @@ import json
 import re
 from typing import Any
 
-import json_repair
-
 from harness.types import ModelTurn, ToolCall
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -85,6 +83,8 @@ def _left_open(text: str) -> str | None:
 
 
 def _repair(text: str) -> object:
+    import json_repair  # here: only arguments that are not JSON as sent need it
+
     try:
         return json_repair.repair_json(text, return_objects=True)
     except Exception:  # noqa: BLE001 - a repair library failing is just "not repairable"

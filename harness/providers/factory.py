@@ -35,9 +35,6 @@ def make_provider(
 
     `api_key` comes from the CLI (environment or user config); `sleep` is injectable for tests.
     """
-    from harness.providers.pricing import PriceTable
-    from harness.providers.retry import RetryingProvider, RetryPolicy
-
     parsed = ModelSpec.parse(spec)
     prefix, vendor = parsed.prefix, parsed.vendor
     config = config or ProviderConfig()
@@ -54,5 +51,8 @@ def make_provider(
     provider = factory(parsed.target, config, api_key)
     if not vendor.networked:
         return provider
+    from harness.providers.pricing import PriceTable  # a networked model's only (tenacity loads asyncio)
+    from harness.providers.retry import RetryingProvider, RetryPolicy
+
     policy = RetryPolicy(config.retry, sleep=sleep) if sleep else RetryPolicy(config.retry)
     return RetryingProvider(provider, policy, PriceTable(config.prices, vendor=prefix))

@@ -9,7 +9,6 @@ declaration lists hosts (the session's egress proxy), sees the workspace read-on
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import threading
@@ -18,7 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -29,6 +28,9 @@ from harness.tools.registry import ToolContext
 from harness.tools.schema import Outcome, Tool
 from harness.types import ToolSchema
 from sandbox.errors import SandboxError
+
+if TYPE_CHECKING:
+    import asyncio
 
 NAME = re.compile(r"^[a-z][a-z0-9_-]{0,30}$")
 SEPARATOR = "__"
@@ -75,6 +77,8 @@ class MCPServer:
     """One running server: its container, the SDK client session in a loop thread of its own."""
 
     def __init__(self, name: str, config: MCPServerConfig, launch: Launch) -> None:
+        import asyncio  # here, not at the top: a run without MCP servers never loads asyncio
+
         self.name, self.config, self._launch = name, config, launch
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"mcp-{name}", daemon=True)
@@ -93,6 +97,8 @@ class MCPServer:
     # --- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> None:
+        import asyncio
+
         launched = self._launch()
         self._stop, self._stderr, self._running = launched.stop, launched.stderr, launched.running
         self._around = launched.around
@@ -130,6 +136,8 @@ class MCPServer:
             self._loop.call_soon_threadsafe(self._done.cancel)
 
     async def _open(self, bridge: list[str]) -> list[Any]:
+        import asyncio
+
         from mcp import ClientSession, StdioServerParameters
         from mcp.client.stdio import stdio_client
 
@@ -157,6 +165,8 @@ class MCPServer:
 
     def close(self) -> None:
         """End the client session and remove the container (idempotent)."""
+        import asyncio
+
         if self._closer is not None:
             self._loop.call_soon_threadsafe(self._closer.set)
             if self._done is not None:
@@ -170,6 +180,8 @@ class MCPServer:
         self._stop, self._running = (lambda: None), (lambda: False)
 
     def shutdown(self) -> None:
+        import asyncio
+
         self.close()
 
         async def drain() -> None:  # a start given up leaves its tasks: they end here, not pending
@@ -201,6 +213,8 @@ class MCPServer:
             raise ToolError("mcp_server_down", f"the MCP server {self.name}'s workspace: {error}") from None
 
     def _call(self, tool: str, arguments: dict[str, Any]) -> tuple[str, bool]:
+        import asyncio
+
         future = asyncio.run_coroutine_threadsafe(self._session.call_tool(tool, arguments), self._loop)
         try:
             result = future.result(self.config.timeout_s)

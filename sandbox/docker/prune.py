@@ -20,7 +20,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import docker
-import psutil
 import requests
 from docker.models.containers import Container
 from docker.models.images import Image
@@ -64,6 +63,8 @@ def orphaned_labels(marks: dict[str, str]) -> bool:
     pid = (marks or {}).get(labels.PID, "")
     if not pid.isdigit():
         return True
+    import psutil  # here: a session imports this module, and only a prune asks
+
     try:
         return psutil.Process(int(pid)).status() == psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:

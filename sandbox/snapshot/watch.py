@@ -10,7 +10,6 @@ overflows, or inotify is unavailable, `drain()` answers None and the caller walk
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import os
 import struct
@@ -45,7 +44,7 @@ class Watcher:
         self._paths: dict[int, str] = {}
         self._dirty: set[str] = set()
         self._overflow = False
-        self._libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        self._libc = ctypes.CDLL(None, use_errno=True)  # the process's own libc (find_library runs ldconfig)
         self.fd = self._libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
         if self.fd < 0:
             raise OSError(ctypes.get_errno(), "inotify_init1 failed")

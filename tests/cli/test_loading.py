@@ -5,11 +5,17 @@ engine, the docker SDK, dulwich. The table that maps commands to modules is kept
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
+
+import pytest
 
 from harness import cli
+
+ROOT = Path(__file__).resolve().parents[2]
 
 READ_COMMANDS_NEVER_LOAD = (
     "harness.agent.loop",
@@ -34,7 +40,7 @@ def test_the_table_names_the_module_of_every_top_level_command_and_group():
     assert set(cli.MODULE_OF.values()) == set(cli.COMMAND_MODULES)
 
 
-def _loaded(tmp_path, *argv: str) -> tuple[int, list[str], str]:
+def _loaded(tmp_path, *argv: str, run_label: str = "") -> tuple[int, list[str], str]:
     """Run `harness ARGV` in a fresh interpreter; its exit code, the modules it had loaded, its output."""
     probe = textwrap.dedent(
         f"""
@@ -49,7 +55,12 @@ def _loaded(tmp_path, *argv: str) -> tuple[int, list[str], str]:
         [sys.executable, "-c", probe],
         capture_output=True,
         text=True,
-        env={"HARNESS_STATE_DIR": str(tmp_path / "state"), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        env={
+            "HARNESS_STATE_DIR": str(tmp_path / "state"),
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(tmp_path),
+            **({"HARNESS_RUN_ID": run_label} if run_label else {}),
+        },
         timeout=60,
     )
     line = next(line for line in done.stderr.splitlines() if line.startswith("MODULES "))
@@ -93,3 +104,24 @@ def test_help_a_typo_and_the_version_still_see_every_command(tmp_path):
     assert code == 64 and "harness.cli.session_cmds" in modules, "a typo is told the command it may mean"
     code, modules, out = _loaded(tmp_path, "--version")
     assert code == 0 and out.startswith("harness ") and "typer" not in modules
+
+
+RUN_NEVER_LOADS = ("asyncio", "mcp", "tenacity", "json_repair", "psutil", "dask", "distributed", "openai", "anthropic")
+"""Loaded only by what needs them: MCP servers (asyncio), a networked model's retries (tenacity loads
+asyncio), arguments that are not JSON (json_repair), a prune (psutil), a batch, a vendor's model. Each
+command line pays for every module it loads, and the suite and a night's batch start hundreds."""
+
+
+@pytest.mark.docker
+def test_a_run_loads_only_what_it_uses(tmp_path, run_label, sandbox_image):
+    repo = tmp_path / "calc"
+    shutil.copytree(ROOT / "examples" / "calc", repo)
+    code, modules, out = _loaded(
+        tmp_path,
+        *("run", "--image", sandbox_image, "--model", f"scripted:{ROOT / 'examples' / 'calc-fix.yaml'}", str(repo)),
+        *("--task", "Fix the failing tests in calc.", "--verify", "python3 -m pytest -q", "--json"),
+        run_label=run_label,
+    )
+    assert code == 0 and json.loads(out)["outcome"] == "verified", out
+    assert "harness.agent.loop" in modules and "docker" in modules, "the probe saw the run's modules"
+    assert [m for m in modules if m.split(".")[0] in RUN_NEVER_LOADS] == []
