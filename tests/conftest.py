@@ -1,8 +1,10 @@
 """Shared fixtures: the Docker engine client and a unique run id for everything a test session creates.
 
 Docker objects made by tests carry `harness.run=<run_label>`; at the end of the session only those
-are removed (other engineers' tests share the engine). With the environment variable CI set, a
-missing engine fails every docker test instead of skipping it.
+are removed (other engineers' tests share the engine). The cached images the suite made (a
+devcontainer's, a setup's: shared by content, so no worker may remove them while others run) go once
+every worker has ended. With the environment variable CI set, a missing engine fails every docker test
+instead of skipping it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +26,7 @@ from sandbox.docker.engine import connect
 from sandbox.errors import EngineUnavailable
 
 RUN_ID = f"test-{uuid.uuid4().hex[:12]}"
+SUITE_START = time.time()
 os.environ["HARNESS_WARM_DIR"] = tempfile.mkdtemp(prefix="harness-test-warm-")
 """A warm service the developer runs never serves the tests' one-shot commands (a test that wants one
 starts its own in a folder of its own)."""
@@ -63,6 +67,22 @@ worker at a time (`--dist loadfile`), a long file that starts last is the suite'
 otherwise order the files by how many tests each has (its loadscope reordering, which `make test` turns
 off): the long end-to-end files, with two or three tests each, would start last. The order of the tests
 within a file stays as written."""
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Once every test has ended (the controller of the workers, or a run without them): the cached
+    images made since the suite started go, as `harness images prune` removes them (never one a
+    container uses, nor one a session of the developer's own state directory names)."""
+    if hasattr(session.config, "workerinput"):
+        return
+    from harness.api import default_state_dir
+    from sandbox.docker.prune import names_in_sessions, prune_cache
+
+    with contextlib.suppress(Exception):  # no engine, or one that went away: nothing of ours is there
+        client = connect(os.environ.get("DOCKER_HOST") or None)
+        mine = Path(os.environ.get("HARNESS_STATE_DIR") or default_state_dir())
+        prune_cache(client, names_in_sessions([mine]), created_since=SUITE_START)
+        client.close()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from harness.tools.mcp import Launched
     from sandbox.docker.containers import DockerSandbox
     from sandbox.docker.images import ImageStatus as ImageStatus
+    from sandbox.docker.prune import CachePrune
     from sandbox.envelope import Envelope
     from sandbox.session.records import StepImages
     from sandbox.spec import Sandbox, SandboxSpec
@@ -40,6 +41,7 @@ __all__ = [
     "one_shot_sandbox",
     "prune_containers",
     "prune_crashed",
+    "prune_image_cache",
     "prune_leftovers",
     "sandbox_for",
     "step_images",
@@ -208,6 +210,26 @@ def prune_leftovers(docker_host: str | None, sessions: Path) -> list[str]:
 
     with engine(docker_host) as client:
         return remove_leftovers(client, find_session_leftovers(client, sessions))
+
+
+def prune_image_cache(
+    docker_host: str | None, state_dirs: list[Path], *, run_id: str | None = None, dry_run: bool = False
+) -> CachePrune:
+    """Remove the cached images (a devcontainer's, a setup's) that no session of these state
+    directories names and no container uses; what went and what stayed. A session record that cannot
+    be read stops it before anything is removed (DamagedError naming the file)."""
+    from harness.errors import DamagedError
+    from sandbox.docker.prune import UnreadableRecord, names_in_sessions, prune_cache
+
+    try:
+        named = names_in_sessions(state_dirs)
+    except UnreadableRecord as error:
+        raise DamagedError(
+            f"cannot read {error.path} ({error.__cause__ or error}): which images that session needs is unknown, "
+            "so nothing was removed (move the folder away or remove it with `harness session rm`)"
+        ) from None
+    with engine(docker_host) as client:
+        return prune_cache(client, named, run_id=run_id, dry_run=dry_run)
 
 
 @overload

@@ -474,6 +474,40 @@ def images_list(as_json: bool = typer.Option(False, "--json", help="Print JSON."
         console.print(_image_table(rows))
 
 
+@images_app.command("prune")
+def images_prune(
+    states: list[Path] = typer.Option(
+        [],
+        "--state-dir",
+        help="Sessions whose images stay (repeatable; default: $HARNESS_STATE_DIR or the per-user data dir). "
+        "A batch's sessions are in OUT/sessions.",
+    ),
+    run: str | None = typer.Option(None, "--run", help="Only images this run made (label harness.run)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Say what would go; remove nothing."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Remove cached images no session names and no container uses: a devcontainer's image and its
+    build stages, a setup's result (each is made again when a session needs it). harness's own images
+    (base, sandbox, py311, ...) and a session's step images are not caches: they stay."""
+    from harness.assembly import engine
+
+    dirs = [state_dir(path) for path in states] or [state_dir(None)]
+    with reported():
+        done = engine.prune_image_cache(docker_host(), dirs, run_id=run, dry_run=dry_run)
+    if as_json:
+        print(json.dumps({"dry_run": dry_run, **done.model_dump()}))
+        return
+    verb = "would remove" if dry_run else "removed"
+    for ref in done.removed:
+        console.print(f"{verb} {ref}", markup=False)
+    freed = "" if dry_run else f", {done.freed_bytes / 1e6:,.0f} MB freed"
+    console.print(
+        f"{verb} {len(done.removed)} cached image(s){freed}; kept {len(done.named)} a session names, "
+        f"{len(done.in_use)} in use",
+        markup=False,
+    )
+
+
 @sandbox_app.command("prune")
 def sandbox_prune(
     everything: bool = typer.Option(False, "--all", help="Remove every harness container, live runs too."),

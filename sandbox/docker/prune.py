@@ -6,13 +6,14 @@ live run; `everything=True` removes all containers labelled `harness.run`.
 
 Session images carry `harness.session` and `harness.state` (the state directory: session ids are
 unique only within one directory, so a prune or an `rm` in one directory never touches another's
-images). Setup images (`harness.kind=setup`) are a cache shared by sessions of the same
-repository; they are removed only when asked for (`setup_cache=True`). Folders of creates that
-never finished (no session.json) are leftovers too.
+images). Setup images (`harness.kind=setup`) and a devcontainer's images are caches shared by
+sessions: `prune_cache` removes those no session names and no container uses (`harness images
+prune`). Folders of creates that never finished (no session.json) are leftovers too.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import time
@@ -133,7 +134,7 @@ class SessionLeftovers(BaseModel):
     """What a prune would remove."""
 
     images: list[str] = Field(default_factory=list)
-    """Image ids labelled with a session id that no longer exists (plus setup cache when asked)."""
+    """Image ids labelled with a session id that no longer exists."""
     folders: list[Path] = Field(default_factory=list)
     """Session folders whose create never finished."""
 
@@ -152,9 +153,7 @@ def session_images(
     return [image for image in found if image.labels.get(labels.STATE, where) == where]
 
 
-def find_session_leftovers(
-    client: docker.DockerClient | None, state_dir: Path, *, setup_cache: bool = False
-) -> SessionLeftovers:
+def find_session_leftovers(client: docker.DockerClient | None, state_dir: Path) -> SessionLeftovers:
     """Images of sessions of state_dir whose folder is gone, and folders of creates that never finished.
 
     Only images labelled with this state directory count: an image of another directory's session
@@ -178,10 +177,6 @@ def find_session_leftovers(
             gone = image.labels.get(labels.SESSION) not in live
             if image.labels.get(labels.STATE) == where and gone and not _held_by_others(image, None):
                 leftovers.images.append(object_id(image))
-        if setup_cache:
-            with translate("listing setup images"):
-                setup = present_images(client, all=True, filters={"label": f"{labels.KIND}=setup"})
-            leftovers.images += [object_id(image) for image in setup]
     return leftovers
 
 
@@ -236,3 +231,137 @@ def remove_leftovers(client: docker.DockerClient | None, leftovers: SessionLefto
         # found again (childless) by the next prune.
         removed += [image_id for image_id in leftovers.images if remove_image(client, image_id)]
     return removed
+
+
+CACHE_KINDS = ("devcontainer", "devcontainer-build", "devcontainer-features", "setup")
+"""Images harness keeps as caches, by `harness.kind`: a devcontainer's image and its build stages,
+a setup's result. Each is made again when a session needs it and finds none."""
+
+
+class CachePrune(BaseModel):
+    """What `prune_cache` removed (or would remove) and why it kept the rest."""
+
+    removed: list[str] = Field(default_factory=list)
+    """Each removed image, by its first tag or its short id."""
+    freed_bytes: int = 0
+    """What the engine's image layers shrank by (none for a dry run: layers shared with kept images stay)."""
+    named: list[str] = Field(default_factory=list)
+    """Kept: a session of the state directories names it (its image, its setup's image)."""
+    in_use: list[str] = Field(default_factory=list)
+    """Kept: a container uses it, or another image stands on it (the engine refused)."""
+
+
+def names_in_sessions(state_dirs: list[Path]) -> set[str]:
+    """Every string of every session's records (session.json, run.json) in these state directories:
+    whatever image a session names (by reference or id, wherever its records keep it) is among them.
+    A record that cannot be read raises UnreadableRecord: what it names is unknown, so nothing may go."""
+    import json
+
+    names: set[str] = set()
+
+    def collect(value: object) -> None:
+        if isinstance(value, str):
+            names.add(value)
+        elif isinstance(value, dict):
+            for item in value.values():
+                collect(item)
+        elif isinstance(value, list):
+            for item in value:
+                collect(item)
+
+    for state_dir in state_dirs:
+        if not Path(state_dir).is_dir():
+            continue
+        for folder in sorted(Path(state_dir).iterdir()):
+            if folder.name.startswith(".") or not folder.is_dir() or folder.is_symlink():
+                continue
+            for record in (folder / "session.json", folder / "run.json"):
+                if record.is_file():
+                    try:
+                        collect(json.loads(record.read_bytes()))
+                    except (OSError, ValueError) as error:
+                        raise UnreadableRecord(record, error) from None
+    return names
+
+
+class UnreadableRecord(Exception):
+    """A session's record that cannot be read: which images it names is unknown."""
+
+    def __init__(self, path: Path, error: BaseException) -> None:
+        super().__init__(f"{path}: {error}")
+        self.path = path
+
+
+def prune_cache(
+    client: docker.DockerClient,
+    named: set[str],
+    *,
+    run_id: str | None = None,
+    created_since: float | None = None,
+    dry_run: bool = False,
+) -> CachePrune:
+    """Remove the cache images (CACHE_KINDS) no name in `named` refers to (by a tag, the id or its
+    short form) and no container uses, each tag untagged and the image removed without force: the
+    engine refuses one a container or a child image still stands on, and that one is kept. With
+    run_id, only those that run made (`harness.run`); with created_since, only those made at or
+    after that time (a test suite's own)."""
+    with translate("listing cached images"):
+        summaries = client.api.images(all=True)
+        used = {c.get("ImageID", "") for c in client.api.containers(all=True)}
+    layers = None if dry_run else _layers_size(client)
+    children = collections.Counter(s.get("ParentId") or "" for s in summaries)
+    result = CachePrune()
+    waiting = []
+    for summary in summaries:
+        marks = summary.get("Labels") or {}
+        if marks.get(labels.KIND) not in CACHE_KINDS or (run_id is not None and marks.get(labels.RUN) != run_id):
+            continue
+        if created_since is not None and summary.get("Created", 0) < int(created_since):
+            continue
+        image_id = summary["Id"]
+        tags = [t for t in summary.get("RepoTags") or [] if t != "<none>:<none>"]
+        short = image_id.removeprefix("sha256:")
+        shown = tags[0] if tags else short[:12]
+        if {image_id, short, short[:12], *tags, *map(unqualified, tags)} & named:  # Podman's tags name a registry
+            result.named.append(shown)
+        elif image_id in used:
+            result.in_use.append(shown)
+        else:
+            waiting.append((summary, tags, shown))
+    while True:  # an image with children waits for them: removed on a later pass once they are gone
+        free = [entry for entry in waiting if not children[entry[0]["Id"]]]
+        if not free:
+            break
+        for summary, tags, shown in free:
+            waiting.remove((summary, tags, shown))
+            if dry_run or _remove_cached(client, summary["Id"], tags):
+                result.removed.append(shown)
+                children[summary.get("ParentId") or ""] -= 1
+            else:
+                result.in_use.append(shown)
+    result.in_use += [shown for _, _, shown in waiting]  # another image (a session's step, one named) stands on it
+    if layers is not None and result.removed:
+        after = _layers_size(client)
+        result.freed_bytes = max(0, layers - after) if after is not None else 0
+    return result
+
+
+def _layers_size(client: docker.DockerClient) -> int | None:
+    """The bytes of the engine's image layers (`docker system df`), or None when it does not say."""
+    try:
+        return int(client.api.df().get("LayersSize") or 0)
+    except (docker.errors.APIError, requests.exceptions.RequestException, ValueError, TypeError):
+        return None
+
+
+def _remove_cached(client: docker.DockerClient, image_id: str, tags: list[str]) -> bool:
+    """Untag each tag, then remove the image (never forced); False when the engine keeps it."""
+    try:
+        for tag in tags[1:]:  # all but one: the last removal, by id, is the one the engine may refuse
+            client.api.remove_image(tag, noprune=False)
+        client.api.remove_image(image_id, noprune=False)
+        return True
+    except docker.errors.NotFound:
+        return True  # gone meanwhile: removed as far as anyone can tell
+    except (docker.errors.APIError, requests.exceptions.RequestException):
+        return False

@@ -159,6 +159,11 @@ def test_a_well_meaning_devcontainer_builds_once_and_a_second_session_reuses_it(
     first, second = (json.loads((harness.session_dir(s) / "session.json").read_text()) for s in ("first", "second"))
     assert first["setup"]["cached"] is False and second["setup"]["cached"] is True, "the second reuses the setup"
     assert first["spec"]["image"] == second["spec"]["image"] or first["setup"]["image"] == second["setup"]["image"]
+    # the image and the setup's result are caches: `images prune` keeps them while a session names them
+    kept = harness("images", "prune", "--dry-run", "--json")
+    assert kept.code == 0, kept.stderr
+    named = json.loads(kept.stdout)["named"]
+    assert first["spec"]["image"] in named and first["setup"]["image"].removeprefix("sha256:")[:12] in named
 
 
 CALC_TESTS = """import os

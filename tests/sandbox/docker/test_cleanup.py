@@ -77,3 +77,74 @@ def test_a_step_image_a_fork_holds_outlives_its_parent(docker_client, run_label,
     assert image.id not in find_session_leftovers(docker_client, state).images, "the fork holds it"
     assert remove_session_images(docker_client, "fork1") == 1
     assert not docker_client.images.list(name="harness-session/fork1")
+
+
+def test_images_prune_removes_the_cache_nothing_names_or_uses(docker_client, run_label, sandbox_image, tmp_path):
+    """`harness images prune`: a cached image no session names and no container uses goes (a build
+    stage after the image built on it, every tag of it); one a session's record names stays, and one a
+    container uses; `--dry-run` removes nothing; a session record that cannot be read stops it all."""
+    import io
+    import json
+    import uuid
+
+    from sandbox import labels
+
+    label = f"{run_label}-cache"  # this test's images only: the prune is told --run (others' caches stay)
+    base = current_ref(docker_client, sandbox_image)
+
+    def cached(kind: str, tags: tuple[str, ...] = (), start: str = base) -> str:
+        text = f"FROM {start}\nLABEL test.unique={uuid.uuid4().hex}\n".encode()
+        marks = {labels.KIND: kind, labels.RUN: label, labels.IMAGE: "devcontainer"}
+        image, _ = docker_client.images.build(fileobj=io.BytesIO(text), labels=marks, rm=True, pull=False)
+        for tag in tags:
+            image.tag(tag)
+        return image.id
+
+    token = uuid.uuid4().hex[:12]
+    stage = cached(
+        "devcontainer-build", (f"harness/devcontainer-build:{token}a", f"harness/devcontainer-build:{token}b")
+    )
+    on_stage = cached("devcontainer", (f"harness/devcontainer:{token}",), start=stage)
+    named, used, loose = cached("setup"), cached("setup"), cached("setup")
+    holder = docker_client.containers.create(used, ["true"], labels={labels.RUN: run_label}, network_mode="none")
+    state = tmp_path / "state"
+    (state / "s1").mkdir(parents=True)
+    (state / "s1" / "session.json").write_text(json.dumps({"setup": {"image": named, "cached": True}}))
+    cli = [sys.executable, "-c", "from harness.cli import main; main()", "images", "prune", "--state-dir", str(state)]
+    cli += ["--run", label]
+
+    def prune(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*cli, *extra], capture_output=True, text=True, timeout=120)
+
+    try:
+        seen = prune("--dry-run", "--json")
+        assert seen.returncode == 0, seen.stderr
+        said = json.loads(seen.stdout)
+        short = lambda image_id: image_id.removeprefix("sha256:")[:12]  # noqa: E731
+        assert said["dry_run"] and said["named"] == [short(named)] and said["in_use"] == [short(used)]
+        removed = said["removed"]  # with the build's intermediate images, untagged (they carry its labels)
+        assert f"harness/devcontainer:{token}" in removed and short(loose) in removed
+        assert {f"harness/devcontainer-build:{token}{end}" for end in "ab"} & set(removed), (
+            "the stage goes once the image on it goes (by one of its tags)"
+        )
+        assert said["freed_bytes"] == 0, "a dry run frees nothing"
+        assert all(docker_client.images.get(i) for i in (stage, on_stage, loose)), "a dry run removes nothing"
+
+        damaged = tmp_path / "damaged"
+        (damaged / "s2").mkdir(parents=True)
+        (damaged / "s2" / "run.json").write_text('{"image": "harness/devcon')
+        refused = prune("--state-dir", str(damaged))
+        assert refused.returncode != 0 and f"cannot read {damaged / 's2' / 'run.json'}" in refused.stderr
+        assert "nothing was removed" in refused.stderr and "Traceback" not in refused.stderr
+        assert docker_client.images.get(loose), "nothing was removed"
+
+        done = prune()
+        assert done.returncode == 0, done.stderr
+        assert f"removed {len(removed)} cached image(s)" in done.stdout, done.stdout
+        assert "kept 1 a session names, 1 in use" in done.stdout
+        present = {
+            image.id for image in docker_client.images.list(all=True, filters={"label": f"{labels.RUN}={label}"})
+        }
+        assert present == {named, used}, "every tag of the stage went with it"
+    finally:
+        holder.remove(force=True)
