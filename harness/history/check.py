@@ -272,7 +272,9 @@ def _in_declared(
 
 
 def reference_config(task: Task, tasks: TasksFile, sessions: Path, runtime: assembly.Runtime) -> RunConfig:
-    """The config a task runs with under the `reference:` model, as a batch would run it."""
+    """The config a task runs with under the `reference:` model, as a batch would run it, but for the
+    model's reads and test run: `reference-change:` makes the change through the same tools and the
+    verify decides (a careful model's reads and test run would change no verdict)."""
     spec = TaskRunSpec(
         key=TaskRunKey(task_id=task.id, model=REFERENCE_MODEL, run_index=0),
         task=task,
@@ -280,7 +282,9 @@ def reference_config(task: Task, tasks: TasksFile, sessions: Path, runtime: asse
         sessions=sessions,
         run_id=runtime.run_id,
     )
-    return run_config(spec)
+    config = run_config(spec)
+    reference = (config.model or "").removeprefix("reference:")
+    return config.model_copy(update={"model": f"reference-change:{reference}"})
 
 
 def check_task(task: Task, tasks: TasksFile, sessions: Path, runtime: assembly.Runtime) -> Verdict:

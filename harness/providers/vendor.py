@@ -83,6 +83,7 @@ VENDORS: dict[str, Vendor] = {
         Vendor("scripted", "harness.providers.scripted", file_target=True),
         Vendor("replay", "harness.providers.replay"),
         Vendor("reference", "harness.providers.reference", file_target=True),
+        Vendor("reference-change", "harness.providers.reference", file_target=True),
     )
 }
 

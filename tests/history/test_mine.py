@@ -266,6 +266,8 @@ def test_the_reference_model_reads_writes_and_deletes_through_the_tools(tmp_path
     assert turns[1].tool_calls[3].arguments["command"] == "chmod +x -- new/b.sh"
     final = provider.complete([], [], max_tokens=10)
     assert final.tool_calls and final.tool_calls[0].name == "read_file"
+    lean = make_provider(f"reference-change:{reference}", api_key=None)  # what `tasks check` runs
+    assert [t.tool_calls for t in lean.turns] == [turns[1].tool_calls, []]  # type: ignore[attr-defined]
     (tmp_path / "bad.json").write_text("{}")
     with pytest.raises(Exception, match="not a readable reference file"):
         make_provider(f"reference:{tmp_path / 'bad.json'}", api_key=None)

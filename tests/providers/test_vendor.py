@@ -46,7 +46,7 @@ def test_the_table_says_which_vendors_need_a_key_and_where_it_usually_is() -> No
         "bedrock",
         "vertex",
     }
-    assert {p for p, v in VENDORS.items() if v.file_target} == {"scripted", "reference"}
+    assert {p for p, v in VENDORS.items() if v.file_target} == {"scripted", "reference", "reference-change"}
     assert VENDORS["anthropic"].key_env == "ANTHROPIC_API_KEY" and VENDORS["vertex"].key_env is None
 
 
