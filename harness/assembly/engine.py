@@ -458,6 +458,10 @@ class RunningServices:
     containers: dict[str, str]
     logs: Callable[[str, int], str]
     stop: Callable[[], None]
+    refresh: Callable[[], None] | None = None
+    """On an engine elsewhere, where each service has a copy of the workspace: sends each copy what
+    changed here (run before every call that joins the services' network); None where they see the
+    workspace itself."""
 
 
 def start_services(
@@ -471,6 +475,7 @@ def start_services(
     """The services (harness.config.ServiceConfig by name) on a new internal network of the session,
     each ready (its health argv exits 0, or it runs) before this returns; SetupError otherwise."""
     import os
+    import threading
     import time
     import uuid
 
@@ -523,7 +528,16 @@ def start_services(
     def logs(service: str, lines: int) -> str:
         return servers.server_logs(client, containers[service], lines, stdout=True)
 
-    return RunningServices(name, containers, logs, stop)
+    copied = [each for each in started if each.around is not contextlib.nullcontext]
+    sending = threading.Lock()  # a turn's calls start at once: one of them sends, the others find it sent
+
+    def refresh() -> None:
+        with sending:
+            for each in copied:
+                with each.around():  # a service's copy is read-only: sent to, never brought back
+                    pass
+
+    return RunningServices(name, containers, logs, stop, refresh if copied else None)
 
 
 def toolchain_version(docker_host: str | None, run_id: str, image: str, argv: list[str]) -> str | None:

@@ -349,9 +349,12 @@ def menu_warning(registry: Registry) -> str | None:
 
 
 @contextlib.contextmanager
-def services(config: RunConfig, session: Session, runtime: Runtime) -> Iterator[engine.RunningServices | None]:
+def services(
+    config: RunConfig, session: Session, runtime: Runtime, sandbox: Sandbox
+) -> Iterator[engine.RunningServices | None]:
     """The session's services for the run: started before its first step on a network of their own
-    (no route out) that every call joins; stopped and removed after (started again on resume)."""
+    (no route out) that every call joins; stopped and removed after (started again on resume). On an
+    engine elsewhere each call first sends their copies of the workspace what changed."""
     if not config.services:
         yield None
         return
@@ -359,9 +362,13 @@ def services(config: RunConfig, session: Session, runtime: Runtime) -> Iterator[
         runtime.docker_host, runtime.run_id, session.id, call_spec(session.spec), session.workspace, config.services
     )
     session.service_network = running.network
+    hooked = getattr(sandbox, "before_calls_on", None)  # the Docker sandbox's (a fake one runs no service)
+    unhook = hooked(running.network, running.refresh) if hooked is not None and running.refresh else None
     try:
         yield running
     finally:
+        if unhook is not None:
+            unhook()
         session.service_network = None
         running.stop()
 
@@ -686,7 +693,7 @@ def _run_agent(
     resumed, and ended with it)."""
     with (
         running_lock(session.paths.running),
-        services(config, session, runtime) as running,
+        services(config, session, runtime, sandbox) as running,
         mcp_servers(config, session, runtime) as servers,
     ):
         agent = build_agent(
@@ -1075,7 +1082,11 @@ def replay_run(session_id: str, sessions: Path, runtime: Runtime) -> ReplayRepor
         raise SessionError(f"session {original.id} recorded no tool calls to replay")
     with open_sandbox(runtime, None) as sandbox:
         session = create_session(original.repo, sessions, config, sandbox, free_id(sessions, f"{original.id}-replay"))
-        with session, services(config, session, runtime) as running, mcp_servers(config, session, runtime) as servers:
+        with (
+            session,
+            services(config, session, runtime, sandbox) as running,
+            mcp_servers(config, session, runtime) as servers,
+        ):
             return reissue(  # an MCP call is re-issued like any, beside the same services
                 calls, original.id, session, registry(config, servers, running), tool_context(config, session, sandbox)
             )

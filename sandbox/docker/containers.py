@@ -24,7 +24,7 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -119,6 +119,23 @@ class DockerSandbox:
         """On an engine elsewhere: each (image, working folder, user)'s derived image."""
         initial = pool_size if pool_initial is None else pool_initial
         self.pool = WarmPool(self._start, self._remove, PoolConfig(size=pool_size, initial=initial))
+        self._joining: dict[str, list[Callable[[], None]]] = {}
+        """What a call that joins a network runs first, by network (`before_calls_on`)."""
+
+    def before_calls_on(self, network: str, hook: Callable[[], None]) -> Callable[[], None]:
+        """Run hook before each call that joins network (a session's services on an engine elsewhere:
+        their copies of the workspace brought up to date, as a bind mount would show them); what
+        it returns removes the hook."""
+        with self._lock:
+            self._joining.setdefault(network, []).append(hook)
+
+        def remove() -> None:
+            with self._lock:
+                hooks = self._joining.get(network, [])
+                if hook in hooks:
+                    hooks.remove(hook)
+
+        return remove
 
     # -- the Sandbox protocol -------------------------------------------------------------------
     def run(
@@ -135,6 +152,10 @@ class DockerSandbox:
         """Run argv in a fresh container; envelope for anything the command did."""
         if not argv:
             raise SpecError("nothing to run: the command is empty")
+        with self._lock:
+            hooks = list(self._joining.get(spec.network, ()))
+        for hook in hooks:
+            hook()
         key, config, image_id, user = self._prepare(workspace, spec, mounts)
         committed = None
         for attempt in range(2):

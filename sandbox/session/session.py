@@ -102,10 +102,10 @@ class Session:
             raise SessionNotFound(f"session {info.id} has no committed step; remove it: harness session rm {info.id}")
         self._owns_mount = bool(info.config.workspace_quota) and quota.mount(self.paths.workspace)
         self.egress: Egress | None = None
-        self.service_network: str | None = None
-        """The session's services network while they run: every call joins it (no route out)."""
         """The session's egress proxy while it serves (`connect_network`); its tool calls reach the
         allowed hosts only with `allow_net_tools`."""
+        self.service_network: str | None = None
+        """The session's services network while they run: every call joins it (no route out)."""
 
     # --- lifecycle ------------------------------------------------------------------------------
 

@@ -334,8 +334,8 @@ def test_mcp_servers_and_a_service_run_on_the_engine_elsewhere(with_py311, tmp_p
     bound: each server's workspace is a copy in its own volume, brought up to date before each of its
     calls (a call's change and a call's removal seen by the next server call), a read-only server cannot
     write it, a writable server's change comes back here after its call (the next call sees it, the
-    session records it), the service serves the workspace sent to it and is reached by name; nothing
-    is left on that engine."""
+    session records it), the service is reached by name and serves the workspace as it is at each call
+    (its copy sent what the calls changed); nothing is left on that engine."""
     import json
 
     import docker
@@ -381,7 +381,10 @@ def test_mcp_servers_and_a_service_run_on_the_engine_elsewhere(with_py311, tmp_p
             f'[services.web]\nimage = "py311"\ncommand = ["python3", "-c", "{serve}"]\n'
             f'health = ["python3", "-c", "{probe}"]\nports = [8000]\n'
         )
-        fetch = "import urllib.request; print(urllib.request.urlopen('http://web:8000/notes.txt', timeout=10).read())"
+        fetch = (
+            "import urllib.request as u; print(*(u.urlopen('http://web:8000/' + p, timeout=10).read() "
+            "for p in ('notes.txt', 'sub/new.txt', 'by-server.txt')))"
+        )
         script = tmp_path / "script.yaml"
         script.write_text(yaml.safe_dump({"turns": [
             turn("Counting.", ("reader__word_count", {"path": "notes.txt"}), ("reader__try_write", {"path": "x.txt"})),
@@ -415,7 +418,9 @@ def test_mcp_servers_and_a_service_run_on_the_engine_elsewhere(with_py311, tmp_p
         assert counted[2].startswith("2 words in sub/new.txt"), "and a new folder's file"
         assert said[("writer__try_write", 4)] == "wrote it"
         assert "written by the server" in said[("run_command", 5)], "the writable server's change came back"
-        assert "one two three four five" in said[("run_command", 6)], said[("run_command", 6)]
+        served = said[("run_command", 6)]  # the service's copy of the workspace kept up to date, as a bind mount
+        assert "one two three four five six seven" in served and "a b" in served, served
+        assert "written by the server" in served, "what another server wrote, once it came back here"
         assert said[("reader__fetch", 7)] == "hello from the test's own internet\n", (
             "through the engine to the proxy here"
         )
