@@ -492,6 +492,9 @@ def images_prune(
     from harness.assembly import engine
 
     dirs = [state_dir(path) for path in states] or [state_dir(None)]
+    for given, folder in zip(states, dirs, strict=False):  # a mistyped one would keep no session's images
+        if not folder.is_dir():
+            fail(f"--state-dir {given}: no such folder (its sessions' images would not be kept)", ExitCode.NOT_FOUND)
     with reported():
         done = engine.prune_image_cache(docker_host(), dirs, run_id=run, dry_run=dry_run)
     if as_json:

@@ -102,11 +102,15 @@ def _lookup(client: docker.DockerClient, name: str) -> tuple[str, Image]:
         with translate(f"looking up image {ref}"):
             return ref, client.images.get(ref)
     except ImageNotFound:
-        hint = (
-            f"run: harness images build {name}"
-            if name in harness_names
-            else "build or load it locally (images are never pulled)"
-        )
+        if name in harness_names:
+            hint = f"run: harness images build {name}"
+        elif ref.startswith(("sha256:", "harness/devcontainer")):  # a session's setup result or devcontainer image
+            hint = (
+                "a cache image (a setup's result, a devcontainer's image) is gone from the engine; a new run makes "
+                "it again (`harness images prune` keeps those the sessions of the state directories it is given name)"
+            )
+        else:
+            hint = "build or load it locally (images are never pulled)"
         raise ImageNotFound(f"image {ref} is not present; {hint}") from None
 
 

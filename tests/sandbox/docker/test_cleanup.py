@@ -130,6 +130,8 @@ def test_images_prune_removes_the_cache_nothing_names_or_uses(docker_client, run
         assert said["freed_bytes"] == 0, "a dry run frees nothing"
         assert all(docker_client.images.get(i) for i in (stage, on_stage, loose)), "a dry run removes nothing"
 
+        mistyped = prune("--state-dir", str(tmp_path / "no-such-state"))
+        assert mistyped.returncode == 66 and "no-such-state: no such folder" in mistyped.stderr, mistyped.stderr
         damaged = tmp_path / "damaged"
         (damaged / "s2").mkdir(parents=True)
         (damaged / "s2" / "run.json").write_text('{"image": "harness/devcon')
@@ -146,5 +148,10 @@ def test_images_prune_removes_the_cache_nothing_names_or_uses(docker_client, run
             image.id for image in docker_client.images.list(all=True, filters={"label": f"{labels.RUN}={label}"})
         }
         assert present == {named, used}, "every tag of the stage went with it"
+        from sandbox.docker.engine import resolve_image
+        from sandbox.errors import ImageNotFound
+
+        with pytest.raises(ImageNotFound, match=r"a cache image .* is gone from the engine; a new run makes it again"):
+            resolve_image(docker_client, loose)  # what a session naming it would be told
     finally:
         holder.remove(force=True)
