@@ -486,9 +486,10 @@ def images_prune(
     dry_run: bool = typer.Option(False, "--dry-run", help="Say what would go; remove nothing."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Remove cached images no session names and no container uses: a devcontainer's image and its
-    build stages, a setup's result (each is made again when a session needs it). harness's own images
-    (base, sandbox, py311, ...) and a session's step images are not caches: they stay."""
+    """Remove cached images no session of the state directories names and no container uses: a
+    devcontainer's image and its build stages, a setup's result (a new session makes them again; a
+    session that names one needs it to resume). harness's own images (base, sandbox, py311, ...) and
+    a session's step images are not caches: they stay."""
     from harness.assembly import engine
 
     dirs = [state_dir(path) for path in states] or [state_dir(None)]

@@ -235,7 +235,8 @@ def remove_leftovers(client: docker.DockerClient | None, leftovers: SessionLefto
 
 CACHE_KINDS = ("devcontainer", "devcontainer-build", "devcontainer-features", "setup")
 """Images harness keeps as caches, by `harness.kind`: a devcontainer's image and its build stages,
-a setup's result. Each is made again when a session needs it and finds none."""
+a setup's result. A new session that needs one and finds none makes it again; a session that names
+one needs that one to resume."""
 
 
 class CachePrune(BaseModel):
