@@ -482,7 +482,12 @@ def images_prune(
         help="Sessions whose images stay (repeatable; default: $HARNESS_STATE_DIR or the per-user data dir). "
         "A batch's sessions are in OUT/sessions.",
     ),
-    run: str | None = typer.Option(None, "--run", help="Only images this run made (label harness.run)."),
+    run: str | None = typer.Option(
+        None,
+        "--run",
+        help="Only images this run made (label harness.run: a setup's result has it; a devcontainer's image, "
+        "shared by content, has none).",
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Say what would go; remove nothing."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
