@@ -309,7 +309,6 @@ def prune_cache(
     with translate("listing cached images"):
         summaries = client.api.images(all=True)
         used = {c.get("ImageID", "") for c in client.api.containers(all=True)}
-    layers = None if dry_run else _layers_size(client)
     children = collections.Counter(s.get("ParentId") or "" for s in summaries)
     result = CachePrune()
     waiting = []
@@ -329,6 +328,7 @@ def prune_cache(
             result.in_use.append(shown)
         else:
             waiting.append((summary, tags, shown))
+    layers = _layers_size(client) if waiting and not dry_run else None  # `docker system df` only when it may change
     while True:  # an image with children waits for them: removed on a later pass once they are gone
         free = [entry for entry in waiting if not children[entry[0]["Id"]]]
         if not free:
