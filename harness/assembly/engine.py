@@ -79,9 +79,9 @@ def sandbox_for(
     owns_client: bool = False,
     engine_removes: bool = False,
 ) -> DockerSandbox:
-    """The one way a DockerSandbox is made: a run's (warm pool, shared namespace holder), or a
-    one-call command's (`pool_size=0, share_netns=False`: a holder or a warm container would double
-    the cost of the only start)."""
+    """The one way a DockerSandbox is made: a run's (warm pool; on an engine elsewhere, a shared
+    namespace holder), or a one-call command's (`pool_size=0, share_netns=False`: a holder or a warm
+    container would double the cost of the only start)."""
     from sandbox.docker.containers import DockerSandbox
 
     return DockerSandbox(

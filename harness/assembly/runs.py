@@ -79,11 +79,11 @@ class Runtime:
     """The warm service's folder: a new session of `pace="latency"` borrows its first containers
     there when a run slot is ready (see sandbox.warm.loans)."""
     pace: Literal["latency", "throughput"] = "latency"
-    """latency: a session starts POOL_SIZE warm containers, its first beside the network-namespace
-    holder (a person or a script waits on every call). throughput, for batches: one warm container,
-    more only when a call finds none, and the first joins the holder: the models think between calls,
-    and every start (twice the engine's CPU in a namespace of its own) is CPU the other sessions of a
-    small host need."""
+    """latency: a session starts POOL_SIZE warm containers (a person or a script waits on every
+    call); on an engine elsewhere its first beside the network-namespace holder. throughput, for
+    batches: one warm container, more only when a call finds none, and there the first joins the
+    holder: the models think between calls, and every start is CPU the other sessions of a small
+    host need."""
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     """Where the run's OpenTelemetry spans go (nowhere by default)."""
     trace_parent: dict[str, str] = field(default_factory=dict)
@@ -972,9 +972,9 @@ def verify_once(
     if not verify:
         raise UsageError("no verify command to run")
     config = with_setup(config, Path(repo))
-    # One call (no network, no service): one warm container in a namespace of its own, started beside
-    # the session's set-up and taken by the verify; a run's pool would start POOL_SIZE and a holder, and
-    # all but one would be removed unused.
+    # One call (no network, no service): one warm container, started beside the session's set-up and
+    # taken by the verify; a run's pool would start POOL_SIZE (and a holder on an engine elsewhere),
+    # and all but one would be removed unused.
     with open_sandbox(runtime, session_id, pool_size=1, share_netns=False) as sandbox:
         config = devcontainer_built(config, sandbox, Path(repo))
         check_image(sandbox, config.image)

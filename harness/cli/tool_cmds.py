@@ -130,7 +130,7 @@ def tool_command(
         config = assembly.saved_config(recorded.parent, {}) if recorded.is_file() else RunConfig()
         gate_config = config.gate.model_copy(update={"allow_writes": False}) if read_only else config.gate
         outside = environment.runtime(config, interactive=interactive, prefix="cli")
-        # One call: no warm container and no shared namespace holder, either would double its cost.
+        # One call: no warm container (nor a namespace holder elsewhere), either would double its cost.
         with (
             assembly.open_sandbox(outside, session_id, pool_size=0, share_netns=False) as box,
             assembly.open_session(sessions, session_id, box) as session,

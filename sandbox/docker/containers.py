@@ -60,9 +60,11 @@ IMAGE_CACHE_S = 5.0
 class DockerSandbox:
     """Sandbox protocol on a Docker engine: one fresh hardened container per call, never reused.
 
-    `share_netns=False` gives every call its own empty namespace: right for one-call commands
-    (`harness exec`, `harness tool`), where a holder would double the cost of the only start.
-    `first_apart=False` makes even the session's first container wait for the holder (see netns).
+    A call without network has an empty network namespace of its own (`hardening.own_namespace`);
+    on an engine elsewhere the calls of a session share one (netns): there `share_netns=False` gives
+    every call its own, right for one-call commands (`harness exec`, `harness tool`), where a holder
+    would double the cost of the only start, and `first_apart=False` makes even the session's first
+    container wait for the holder.
     `pool_initial` is how many warm containers a key starts with (default: pool_size; see pool).
     `transport="archive"` sends the workspace as archives even to an engine on this machine (as it
     must to one elsewhere: see `remote`).
@@ -356,8 +358,11 @@ class DockerSandbox:
         )
         if self.remote is not None:
             config = self._without_binds(config, workspace, spec, self._sent(spec, mounts), user)
-        elif self._engine_removes and spec.read_only_root:  # (no commit, no archive needs it after its end)
-            config["host_config"]["auto_remove"] = True
+        else:
+            if config["host_config"]["network_mode"] == "none":  # (the hosts file is bound from here)
+                config = hardening.own_namespace(config)
+            if self._engine_removes and spec.read_only_root:  # (no commit, no archive needs it after its end)
+                config["host_config"]["auto_remove"] = True
         return hardening.config_key(config), config, image_id, user
 
     # -- an engine on another machine (sandbox.docker.transfer) ------------------------------------

@@ -1,7 +1,9 @@
-"""Calls of one session share one empty network namespace (loopback only) — all but the session's
-first container, which starts in an empty namespace of its own while the holder starts beside it;
-other sessions, other runtimes and `share_netns=False` do not share; a holder that disappears is
-replaced."""
+"""On this machine's engine every call's container has an empty network namespace of its own
+(loopback only), made by the runtime: no holder, `localhost` resolves and answers. On an engine
+elsewhere (its containers get no /etc/hosts from here; archives stand for it below) calls of one
+session share one empty namespace: all but the session's first container, which starts in one of its
+own while the holder starts beside it; other sessions, other runtimes and `share_netns=False` do not
+share; a holder that disappears is replaced."""
 
 from __future__ import annotations
 
@@ -27,10 +29,41 @@ def _holders(client, test_label) -> list:
     return [c for c in find_containers(client, test_label) if c.labels["harness.kind"] == "netns"]
 
 
+ELSEWHERE = {"transport": "archive"}
+"""As on an engine elsewhere: what holders serve."""
+
+
+def test_on_this_machines_engine_each_call_has_a_namespace_of_its_own(
+    docker_client, run_label, workspace, spec, test_label
+) -> None:
+    import os
+
+    serve = (
+        "import socket, threading; s = socket.create_server(('localhost', 0)); port = s.getsockname()[1]; "
+        "threading.Thread(target=lambda: s.accept()[0].sendall(b'hi'), daemon=True).start(); "
+        "print(socket.create_connection(('localhost', port)).recv(2).decode())"
+    )
+    with DockerSandbox(docker_client, run_id=run_label, pool_size=2, session_id="s-own") as box:
+        inode, interfaces = _namespace(box, workspace, spec)
+        assert interfaces == ["lo"] and inode != os.readlink("/proc/self/ns/net")
+        said = box.run(["python3", "-c", serve], workspace=workspace, spec=spec)
+        assert said.exit_code == 0 and said.stdout.strip() == "hi", said.render()  # localhost resolves, loopback is up
+        hosts = box.run(["sh", "-c", "getent ahosts localhost; echo x >> /etc/hosts"], workspace=workspace, spec=spec)
+        assert "127.0.0.1" in hosts.stdout and hosts.exit_code != 0, hosts.render()  # ours, not the call's to change
+        box.pool.wait_idle()
+        warm = find_containers(docker_client, test_label)
+        assert len(warm) == 2 and not _holders(docker_client, test_label)
+        # (inode numbers come again once a namespace is freed: compare two alive side by side)
+        spaces = {os.readlink(f"/proc/{c.attrs['State']['Pid']}/ns/net") for c in warm}
+        assert len(spaces) == 2 and os.readlink("/proc/self/ns/net") not in spaces
+        assert all(c.attrs["Config"].get("NetworkDisabled") is True for c in warm)
+    assert find_containers(docker_client, test_label) == []
+
+
 def test_calls_of_a_session_share_one_namespace_with_only_loopback(
     docker_client, run_label, workspace, spec, test_label
 ) -> None:
-    with DockerSandbox(docker_client, run_id=run_label, pool_size=1, session_id="s-one") as box:
+    with DockerSandbox(docker_client, run_id=run_label, pool_size=1, session_id="s-one", **ELSEWHERE) as box:
         _, interfaces = _namespace(box, workspace, spec)  # its own: the holder was not up yet
         assert interfaces == ["lo"]
         second, interfaces = _namespace(box, workspace, spec)
@@ -44,7 +77,9 @@ def test_calls_of_a_session_share_one_namespace_with_only_loopback(
 def test_without_first_apart_even_the_first_call_joins_the_holder(
     docker_client, run_label, workspace, spec, test_label
 ) -> None:
-    with DockerSandbox(docker_client, run_id=run_label, pool_size=0, session_id="s-batch", first_apart=False) as box:
+    with DockerSandbox(
+        docker_client, run_id=run_label, pool_size=0, session_id="s-batch", first_apart=False, **ELSEWHERE
+    ) as box:
         first, interfaces = _namespace(box, workspace, spec)
         assert _namespace(box, workspace, spec)[0] == first and interfaces == ["lo"]
         assert len(_holders(docker_client, test_label)) == 1
@@ -54,14 +89,14 @@ def test_sessions_never_share_a_namespace(docker_client, run_label, workspace, s
     # Each session's first call runs apart (its namespace freed with it, so its inode number may come
     # again): compare the later calls, which are in their sessions' holders, alive side by side.
     with (
-        DockerSandbox(docker_client, run_id=run_label, pool_size=0, session_id="s-a") as a,
-        DockerSandbox(docker_client, run_id=run_label, pool_size=0, session_id="s-b") as b,
+        DockerSandbox(docker_client, run_id=run_label, pool_size=0, session_id="s-a", **ELSEWHERE) as a,
+        DockerSandbox(docker_client, run_id=run_label, pool_size=0, session_id="s-b", **ELSEWHERE) as b,
     ):
         for box in (a, b):
             _namespace(box, workspace, spec)
         assert _namespace(a, workspace, spec)[0] != _namespace(b, workspace, spec)[0]
     # One sandbox serving two sessions (told apart by the session label of their specs) keeps them apart too.
-    with DockerSandbox(docker_client, run_id=run_label, pool_size=0) as shared:
+    with DockerSandbox(docker_client, run_id=run_label, pool_size=0, **ELSEWHERE) as shared:
         c, d = (spec.model_copy(update={"labels": {**spec.labels, "harness.session": name}}) for name in ("s-c", "s-d"))
         for scope in (c, d):
             _namespace(shared, workspace, scope)
@@ -72,7 +107,7 @@ def test_sessions_never_share_a_namespace(docker_client, run_label, workspace, s
 
 def test_a_removed_or_stopped_holder_is_replaced(docker_client, run_label, workspace, spec, test_label) -> None:
     # (Namespace inode numbers are reused once a namespace is freed: compare holders, not inodes.)
-    with DockerSandbox(docker_client, run_id=run_label, pool_size=0, session_id="s-gone") as box:
+    with DockerSandbox(docker_client, run_id=run_label, pool_size=0, session_id="s-gone", **ELSEWHERE) as box:
         _namespace(box, workspace, spec)  # apart, the holder starting beside it
         _namespace(box, workspace, spec)  # in the holder
         [holder] = _holders(docker_client, test_label)
@@ -88,17 +123,18 @@ def test_a_removed_or_stopped_holder_is_replaced(docker_client, run_label, works
 
 
 def test_sharing_can_be_turned_off(docker_client, run_label, workspace, spec, test_label) -> None:
-    with DockerSandbox(docker_client, run_id=run_label, pool_size=1, share_netns=False) as box:
+    with DockerSandbox(docker_client, run_id=run_label, pool_size=1, share_netns=False, **ELSEWHERE) as box:
         assert _namespace(box, workspace, spec)[1] == ["lo"]
         box.pool.wait_idle()
         [warm] = find_containers(docker_client, test_label)
         assert warm.labels["harness.kind"] == "pool" and warm.attrs["HostConfig"]["NetworkMode"] == "none"
 
 
-def test_only_runc_calls_without_network_share() -> None:
+def test_only_runc_calls_without_network_and_a_namespace_of_their_own_share() -> None:
     assert netns.shares({"host_config": {"network_mode": "none", "runtime": "runc"}})
     assert not netns.shares({"host_config": {"network_mode": "none", "runtime": "runsc"}})
     assert not netns.shares({"host_config": {"network_mode": "bridge", "runtime": "runc"}})
+    assert not netns.shares({"network_disabled": True, "host_config": {"network_mode": "none", "runtime": "runc"}})
 
 
 def test_a_call_with_egress_never_shares_by_the_relay_or_through_the_engine(tmp_path) -> None:
