@@ -96,6 +96,8 @@ def measure(client: docker.DockerClient, *, run_id: str, image: str = "py311", c
         )
         if box.remote is not None:  # an engine that cannot take this machine's folders: (b) and (c) run
             config["host_config"]["binds"] = {}  # `true` without them (the workspace plays no part there)
+        else:  # as a call's container here: a network namespace of its own, made by the runtime
+            config = hardening.own_namespace(config)
         host = api.create_host_config(**config["host_config"])
         with translate("starting the bench containers"):
             long_lived = api.create_container(**{**config, "host_config": host})["Id"]

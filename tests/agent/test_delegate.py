@@ -283,7 +283,7 @@ def test_ctrl_c_stops_children_running_at_once(harness: Harness, tmp_path, docke
         [turn("Two at once.", ("delegate", {"task": "Run the tests."}), ("delegate", {"task": "And you too."}))],
         {"d1": [turn("", slow)], "d2": [turn("", slow)]},
     )
-    until = time.time() + 12  # the tests sleep until then: past the Ctrl-C, not past the resume
+    until = time.time() + 16  # the tests sleep until then: past the Ctrl-C, not past the resume
     args = run_args(
         model,
         "--delegate-depth",
@@ -301,6 +301,8 @@ def test_ctrl_c_stops_children_running_at_once(harness: Harness, tmp_path, docke
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.2)
         time.sleep(2.0)
+        # a machine too slow to reach both calls well before `until` is named, not taken for a stop that waited
+        assert time.time() < until - 3, "the children's calls began too late to be cut short"
         proc.send_signal(signal.SIGINT)
         started = time.monotonic()
         out, _ = proc.communicate(timeout=60)
