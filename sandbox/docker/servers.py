@@ -93,6 +93,8 @@ def _start_long_lived(
         if spec.egress and isinstance(command, list):
             settings = {**settings, "command": hardening.with_relay(command, trust=hardening.has_ca(spec.egress))}
     config.update(settings, host_config=host)
+    if not elsewhere and host["network_mode"] == "none":  # as a call's: a namespace the runtime makes
+        config = hardening.own_namespace(config)
     config["environment"] = {**config["environment"], **(environment or {})}
     layout: dict[str, list[transfer.Part]] = {}
     if elsewhere:
