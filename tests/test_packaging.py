@@ -132,6 +132,7 @@ def test_the_built_wheel_works_outside_the_checkout(tmp_path: Path, run_label: s
         check=True,
     ).stdout
     assert str(ROOT) not in where and str(packages) in where, where
+    assert (packages / "sandbox" / "docker" / "hosts.txt").is_file(), "a call's /etc/hosts ships with the wheel"
     built = harness("images", "build")
     assert built.returncode == 0, built.stderr
     listed = harness("images", "list", "--json")
