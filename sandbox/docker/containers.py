@@ -359,8 +359,7 @@ class DockerSandbox:
         if self.remote is not None:
             config = self._without_binds(config, workspace, spec, self._sent(spec, mounts), user)
         else:
-            if config["host_config"]["network_mode"] == "none":  # (the hosts file is bound from here)
-                config = hardening.own_namespace(config)
+            config = hardening.own_namespace(config)  # (its hosts file is bound from here)
             if self._engine_removes and spec.read_only_root:  # (no commit, no archive needs it after its end)
                 config["host_config"]["auto_remove"] = True
         return hardening.config_key(config), config, image_id, user

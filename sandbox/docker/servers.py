@@ -93,7 +93,7 @@ def _start_long_lived(
         if spec.egress and isinstance(command, list):
             settings = {**settings, "command": hardening.with_relay(command, trust=hardening.has_ca(spec.egress))}
     config.update(settings, host_config=host)
-    if not elsewhere and host["network_mode"] == "none":  # as a call's: a namespace the runtime makes
+    if not elsewhere:  # without network, as a call's: a namespace the runtime makes
         config = hardening.own_namespace(config)
     config["environment"] = {**config["environment"], **(environment or {})}
     layout: dict[str, list[transfer.Part]] = {}

@@ -24,6 +24,8 @@ def test_networking_disabled_and_harness_hosts_file_bound_read_only(tmp_path: Pa
     assert "network_disabled" not in config, "the config given is not changed"
     assert not netns.shares(own) and netns.shares(config), "its own namespace: never a holder's"
     assert hardening.config_key(own) != hardening.config_key(config), "warm containers of each kept apart"
+    joined = {**config, "host_config": {**config["host_config"], "network_mode": "harness-services-x"}}
+    assert hardening.own_namespace(joined) == joined, "a call on a services network keeps the engine's"
 
 
 def test_the_hosts_file_names_loopback_alone() -> None:
