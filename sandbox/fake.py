@@ -3,8 +3,8 @@
 TEST DOUBLE ONLY. It gives NO isolation: the command runs on the host as the current user, with
 the host's filesystem and network. Never use it for untrusted code. What it does keep from the real
 sandbox: the envelope, statuses, output caps and ceiling, the wall-clock kill (of its own process
-group), an empty environment, and container paths (spec.workdir, mount targets) in argv mapped to
-host paths.
+group), an empty environment (a PATH whose `python3` is the interpreter running the tests), and
+container paths (spec.workdir, mount targets) in argv mapped to host paths.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -23,6 +24,15 @@ from sandbox.envelope import CallOutcome, Envelope, Status
 from sandbox.errors import SpecError, WorkspaceError
 from sandbox.output import CappedOutput
 from sandbox.spec import Mount, SandboxSpec, posture
+
+INTERPRETER_DIR = os.path.dirname(os.path.realpath(sys.executable))
+
+
+def _path() -> str:
+    """The calls' PATH: the host's, after the folder of the interpreter running this. A call's `python3`
+    (a tool call is `python3 runner.py`) is that interpreter, not a version manager's shim that starts
+    a shell and looks the version up before every call."""
+    return os.pathsep.join([INTERPRETER_DIR, os.environ.get("PATH", "/usr/bin:/bin")])
 
 
 class FakeSandbox:
@@ -51,7 +61,7 @@ class FakeSandbox:
             raise WorkspaceError(f"workspace is not a directory: {workspace}")
         argv = [self._map(arg, workspace, spec, mounts) for arg in argv]
         self.calls.append(argv)
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(workspace), "LANG": "C.UTF-8"}
+        env = {"PATH": _path(), "HOME": str(workspace), "LANG": "C.UTF-8"}
         out, err = CappedOutput(spec.stdout_cap), CappedOutput(spec.stderr_cap)
         started = time.monotonic()
         try:

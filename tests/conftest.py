@@ -9,9 +9,11 @@ instead of skipping it.
 
 from __future__ import annotations
 
+import ast
 import atexit
 import contextlib
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -83,6 +85,72 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         mine = Path(os.environ.get("HARNESS_STATE_DIR") or default_state_dir())
         prune_cache(client, names_in_sessions([mine]), created_since=SUITE_START)
         client.close()
+
+
+MODULE_MARKS = re.compile(r"^pytestmark\s*=\s*(\[[^\]]*\]|[^\n]*)", re.MULTILINE)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """A test module whose every test `-m` deselects by the module's own marks is not imported: the
+    end-to-end modules import the SDKs they drive (inspect_ai, anthropic, distributed, mcp: seconds in
+    every worker of `make test-fast`, which runs none of their tests). The marks are read from the
+    module's `pytestmark` line, not by importing it; anything this cannot read is collected as usual."""
+    expression = config.getoption("markexpr")
+    if not expression or not collection_path.name.startswith("test_") or collection_path.suffix != ".py":
+        return None
+    found = MODULE_MARKS.search(collection_path.read_text(encoding="utf-8"))
+    if found is None:
+        return None
+    return True if never_selected(expression, module_marks(found.group(1))) else None
+
+
+def module_marks(source: str) -> set[str]:
+    """The names of `pytest.mark.NAME` (or `pytest.mark.NAME(...)`) in a `pytestmark` value."""
+    try:
+        tree = ast.parse(source.strip(), mode="eval")
+    except SyntaxError:
+        return set()
+    names = set()
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "mark"
+            and isinstance(node.value.value, ast.Name)
+            and node.value.value.id == "pytest"
+        ):
+            names.add(node.attr)
+    return names
+
+
+def never_selected(expression: str, marks: set[str]) -> bool:
+    """Whether `-m expression` is false for a test carrying marks, whatever other marks it also carries
+    (every combination of the other names the expression uses). An expression beyond names, `and`,
+    `or`, `not` and parentheses (marks with arguments) is never judged here: False."""
+    try:
+        tree = ast.parse(expression, mode="eval").body
+    except SyntaxError:
+        return False
+    allowed = (ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.Name, ast.Load)
+    if not all(isinstance(node, allowed) for node in ast.walk(tree)):
+        return False
+    others = sorted({node.id for node in ast.walk(tree) if isinstance(node, ast.Name)} - marks)
+    if len(others) > 8:
+        return False
+
+    def holds(node: ast.expr, carried: set[str]) -> bool:
+        if isinstance(node, ast.Name):
+            return node.id in carried
+        if isinstance(node, ast.UnaryOp):
+            return not holds(node.operand, carried)
+        assert isinstance(node, ast.BoolOp)
+        parts = (holds(value, carried) for value in node.values)
+        return all(parts) if isinstance(node.op, ast.And) else any(parts)
+
+    combinations = (
+        marks | {name for bit, name in enumerate(others) if mask >> bit & 1} for mask in range(1 << len(others))
+    )
+    return not any(holds(tree, carried) for carried in combinations)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
