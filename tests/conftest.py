@@ -19,12 +19,14 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import docker
 import pytest
 
 from sandbox.docker.engine import connect
+from sandbox.docker.ids import image_summaries, present_containers
 from sandbox.errors import EngineUnavailable
 
 RUN_ID = f"test-{uuid.uuid4().hex[:12]}"
@@ -179,6 +181,31 @@ def docker_client(run_label: str) -> Iterator[docker.DockerClient]:
     client.close()
 
 
+@dataclass(frozen=True)
+class EngineHere:
+    """What the engine under test is, from its own answers (the suite runs on Docker, and its engine
+    tests on Podman too: docs/scale.md)."""
+
+    product: str
+    rootless: bool
+    cgroup_version: str
+
+    @property
+    def limits_unenforced(self) -> bool:
+        """A rootless engine on cgroup v1 sets no memory, cpu or pids limit: the envelopes name them
+        unenforced instead (tests check that in place of the limit)."""
+        return self.rootless and self.cgroup_version == "1"
+
+
+@pytest.fixture(scope="session")
+def engine_here(docker_client: docker.DockerClient) -> EngineHere:
+    from sandbox.docker.engine import engine_kind
+
+    info = docker_client.info()
+    product, rootless = engine_kind(docker_client.version(), info)
+    return EngineHere(product, rootless, str(info.get("CgroupVersion")))
+
+
 @pytest.fixture(scope="session")
 def sandbox_image(docker_client: docker.DockerClient) -> str:
     """Make sure py311 is current (a no-op when it is) and return its name."""
@@ -197,7 +224,7 @@ def _remove_labelled(client: docker.DockerClient, run_label: str) -> None:
         return run == run_label or run.startswith(run_label + "-")
 
     key = {"label": "harness.run"}
-    for container in client.containers.list(all=True, filters=key, ignore_removed=True):
+    for container in present_containers(client, key):
         if ours(container.labels):
             with contextlib.suppress(docker.errors.APIError):
                 container.remove(force=True, v=True)  # v: its anonymous volumes (an engine elsewhere)
@@ -207,7 +234,7 @@ def _remove_labelled(client: docker.DockerClient, run_label: str) -> None:
     # session may remove one in between).
     for _ in range(5):
         images = sorted(
-            (image for image in client.api.images(filters=key) if ours(image.get("Labels"))),
+            (image for image in image_summaries(client, filters=key) if ours(image.get("Labels"))),
             key=lambda image: image.get("Created", 0),
         )
         if not images:

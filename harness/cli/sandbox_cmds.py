@@ -308,7 +308,14 @@ def doctor() -> None:
                 + ("; add --oci-seccomp to its runtimeArgs to refuse device nodes" if "mknod" in unenforced else "")
             )
     runsc_args = facts.runtimes.get("runsc")
-    if runsc_args is not None and not any(arg in ("--host-uds=open", "--host-uds=all") for arg in runsc_args):
+    if runsc_args is not None and facts.product == "Podman":
+        console.print(
+            "note: runsc is found but not supported on Podman yet (it takes gVisor's flags from containers.conf and "
+            "a seccomp profile only as a file): a call asking for it is refused; --runtime runc works",
+            soft_wrap=True,
+            markup=False,
+        )
+    elif runsc_args is not None and not any(arg in ("--host-uds=open", "--host-uds=all") for arg in runsc_args):
         console.print(
             "note: runsc is registered without --host-uds=open: under it, --allow-net cannot reach the session's "
             "egress proxy (add it to runsc's runtimeArgs in /etc/docker/daemon.json)",

@@ -36,7 +36,7 @@ from sandbox import labels as labels_of
 from sandbox.docker import hardening, netns, transfer, tunnel
 from sandbox.docker.call import CallWatch, cgroup_oom_killed, send_stdin, shut
 from sandbox.docker.commit import commit_root
-from sandbox.docker.engine import located, resolve_image_path, runtimes_of, translate, unenforced_limits
+from sandbox.docker.engine import engine_kind, located, resolve_image_path, runtimes_of, translate, unenforced_limits
 from sandbox.docker.ids import remove_container
 from sandbox.docker.pool import PoolConfig, WarmPool
 from sandbox.docker.stubcall import NODEV_ARGV, STUB_DIR, StubLost, StubStream
@@ -117,6 +117,7 @@ class DockerSandbox:
         """The engine's runtimes and their arguments (read once, with where the engine is)."""
         self._info = info
         """The engine's /info answer (which limits it can enforce, among the rest)."""
+        self._engine_product: str | None = None
         self._derived: dict[tuple[str, str, str], str] = {}
         """On an engine elsewhere: each (image, working folder, user)'s derived image."""
         initial = pool_size if pool_initial is None else pool_initial
@@ -488,6 +489,18 @@ class DockerSandbox:
                 f"runtime {runtime!r} is not registered with the engine (have: {', '.join(sorted(self._runtimes))}); "
                 "install gVisor (apt-get install runsc) and add it to /etc/docker/daemon.json, or use --runtime runc"
             )
+        if runtime == "runsc" and self._product() == "Podman":
+            raise RuntimeUnavailable(
+                "runtime 'runsc' on Podman is not supported yet: Podman takes gVisor's flags from containers.conf "
+                "and the calls' seccomp profile only as a file; use --runtime runc there, or Docker for gVisor"
+            )
+
+    def _product(self) -> str:
+        """The engine's product (Docker, Podman), asked once (its /version names it)."""
+        if self._engine_product is None:
+            with translate("reading the engine's version"):
+                self._engine_product = engine_kind(self.client.version(), self._info)[0]
+        return self._engine_product
 
     def _start(self, config: dict[str, Any], kind: str) -> str:
         """A pre-started container for config (the pool's start); where the stub cannot run in its

@@ -3,6 +3,7 @@ and images and containers listed without tripping over one removed meanwhile."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import docker
@@ -32,7 +33,6 @@ def remove_container(api: Any, cid: str, tries: int = 10) -> None:
     answers 500 "could not be stopped" to a forced removal of a container whose process is exiting;
     Docker 409 while a removal is in progress). A container already gone is removed; any other error
     is raised."""
-    import time
 
     for attempt in range(tries):
         try:
@@ -61,14 +61,45 @@ def present_images(client: docker.DockerClient, **query: Any) -> list[Image]:
     if isinstance(wanted, list | tuple) and len(wanted) > 1:
         filters["label"], rest = [wanted[0]], list(wanted[1:])
     found = []
-    for summary in client.api.images(name=query.get("name"), all=query.get("all", False), filters=filters or None):
+    for summary in image_summaries(
+        client, name=query.get("name"), all=query.get("all", False), filters=filters or None
+    ):
         try:
             image = client.images.get(summary["Id"])
         except docker.errors.ImageNotFound:
             continue
+        except docker.errors.APIError as error:
+            if not _gone(error):
+                raise
+            continue
         if all(_labelled(image.labels or {}, condition) for condition in rest):
             found.append(image)
     return found
+
+
+PODMAN_GONE = ("does not exist", "no such container", "no such image", "image not known")
+"""How Podman's Docker-compatible API says an object another process removed a moment ago is gone (a 500,
+where Docker answers 404)."""
+
+
+def _gone(error: docker.errors.APIError) -> bool:
+    said = str(error.explanation or error).lower()
+    return any(words in said for words in PODMAN_GONE)
+
+
+def image_summaries(client: docker.DockerClient, **query: Any) -> list[dict[str, Any]]:
+    """The engine's image listing (`client.api.images(**query)`), asked again when an image another
+    process removes while it is listed fails the whole answer (Podman 4.3: 500, "retrieving size of
+    image ...: image not known")."""
+    for attempt in range(5):
+        try:
+            return list(client.api.images(**query))
+        except docker.errors.APIError as error:
+            said = str(error.explanation or error).lower()
+            if attempt == 4 or not (_gone(error) or "retrieving size of image" in said):
+                raise
+            time.sleep(0.05 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 def present_containers(client: docker.DockerClient, filters: dict[str, Any]) -> list[Container]:
@@ -82,8 +113,7 @@ def present_containers(client: docker.DockerClient, filters: dict[str, Any]) -> 
         except docker.errors.NotFound:
             continue
         except docker.errors.APIError as error:
-            said = str(error.explanation or "").lower()
-            if "does not exist" in said or "no such container" in said:
+            if _gone(error):
                 continue
             raise
     return found

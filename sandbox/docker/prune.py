@@ -28,7 +28,14 @@ from pydantic import BaseModel, Field
 
 from sandbox import labels
 from sandbox.docker.engine import translate
-from sandbox.docker.ids import object_id, present_containers, present_images, remove_container, unqualified
+from sandbox.docker.ids import (
+    image_summaries,
+    object_id,
+    present_containers,
+    present_images,
+    remove_container,
+    unqualified,
+)
 from sandbox.layout import SessionFolder
 from sandbox.tree import remove_tree
 
@@ -307,7 +314,7 @@ def prune_cache(
     run_id, only those that run made (`harness.run`); with created_since, only those made at or
     after that time (a test suite's own)."""
     with translate("listing cached images"):
-        summaries = client.api.images(all=True)
+        summaries = image_summaries(client, all=True)
         used = {c.get("ImageID", "") for c in client.api.containers(all=True)}
     children = collections.Counter(s.get("ParentId") or "" for s in summaries)
     result = CachePrune()
@@ -321,7 +328,7 @@ def prune_cache(
         image_id = summary["Id"]
         tags = [t for t in summary.get("RepoTags") or [] if t != "<none>:<none>"]
         short = image_id.removeprefix("sha256:")
-        shown = tags[0] if tags else short[:12]
+        shown = unqualified(tags[0]) if tags else short[:12]  # as the user named it, not as Podman qualified it
         if {image_id, short, short[:12], *tags, *map(unqualified, tags)} & named:  # Podman's tags name a registry
             result.named.append(shown)
         elif image_id in used:

@@ -97,7 +97,7 @@ def test_images_prune_removes_the_cache_nothing_names_or_uses(docker_client, run
         marks = {labels.KIND: kind, labels.RUN: label, labels.IMAGE: "devcontainer"}
         image, _ = docker_client.images.build(fileobj=io.BytesIO(text), labels=marks, rm=True, pull=False)
         for tag in tags:
-            image.tag(tag)
+            image.tag(*tag.rsplit(":", 1))  # Podman takes no tag inside the repository name
         return image.id
 
     token = uuid.uuid4().hex[:12]

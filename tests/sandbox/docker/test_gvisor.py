@@ -19,6 +19,7 @@ from harness.trajectory import read_records
 from sandbox.docker.containers import DockerSandbox
 from sandbox.docker.engine import available_runtimes, runtime_options
 from sandbox.docker.prune import find_containers
+from sandbox.errors import RuntimeUnavailable
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(240)]
 ROOT = Path(__file__).resolve().parents[3]
@@ -37,7 +38,15 @@ PROBE = textwrap.dedent("""
 
 
 @pytest.fixture
-def gvisor(docker_client) -> None:
+def gvisor(docker_client, engine_here, run_label, workspace, spec) -> None:
+    if engine_here.product == "Podman" and "runsc" in available_runtimes(docker_client):
+        with (
+            DockerSandbox(docker_client, run_id=run_label, pool_size=0) as box,
+            pytest.raises(RuntimeUnavailable) as no,
+        ):
+            box.run(["true"], workspace=workspace, spec=spec.model_copy(update={"runtime": "runsc"}))
+        assert "not supported yet" in str(no.value) and "--runtime runc" in str(no.value)
+        pytest.skip("gVisor on Podman: refused in one line (checked above), not supported yet (docs/scale.md)")
     if "runsc" not in available_runtimes(docker_client):
         if os.environ.get("CI"):
             pytest.fail(

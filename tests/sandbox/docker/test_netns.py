@@ -44,6 +44,8 @@ def test_on_this_machines_engine_each_call_has_a_namespace_of_its_own(
         "print(socket.create_connection(('localhost', port)).recv(2).decode())"
     )
     with DockerSandbox(docker_client, run_id=run_label, pool_size=2, session_id="s-own") as box:
+        if box.remote:
+            pytest.skip(f"the engine cannot take this machine's files ({box.remote}): holders, tested below")
         inode, interfaces = _namespace(box, workspace, spec)
         assert interfaces == ["lo"] and inode != os.readlink("/proc/self/ns/net")
         said = box.run(["python3", "-c", serve], workspace=workspace, spec=spec)

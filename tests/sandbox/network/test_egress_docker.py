@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from sandbox.docker.ids import present_containers
 from sandbox.network.netlog import read_log
 from tests.sandbox.network.servers import Server, make_ca
 
@@ -67,7 +68,7 @@ def _harness(*args: str, state: Path, label: str, timeout: float = 240) -> subpr
 
 
 @pytest.mark.parametrize("runtime", ["runc", "runsc"])
-def test_a_call_reaches_only_its_hosts_through_the_proxy(tmp_path, run_label, runtime):
+def test_a_call_reaches_only_its_hosts_through_the_proxy(tmp_path, run_label, runtime, engine_here):
     repo = tmp_path / "repo"
     repo.mkdir()
     _, cert, key = make_ca(repo / "tls")
@@ -78,6 +79,9 @@ def test_a_call_reaches_only_its_hosts_through_the_proxy(tmp_path, run_label, ru
             f"127.0.0.1:{secure.port}", str(repo), "--", "python3", "probe.py", str(secure.port), "tls/ca.pem",
             state=tmp_path / "state", label=run_label,
         )  # fmt: skip
+    if runtime == "runsc" and engine_here.product == "Podman":  # gVisor is not supported there yet: refused
+        assert ran.returncode == 72 and "not supported yet" in ran.stderr, ran.stderr
+        return
     check_probe(ran, secure.port)
 
 
@@ -195,7 +199,7 @@ def test_bench_net_measures_both_sides_and_leaves_nothing(tmp_path, run_label, d
     assert figures["proxy_over_hops"] == round(figures["proxy_ms"] / figures["hops_ms"], 2)
     left = [
         c
-        for c in docker_client.containers.list(all=True, ignore_removed=True)
+        for c in present_containers(docker_client, {"label": "harness.run"})  # (Podman: 500 for one just removed)
         if c.labels.get("harness.run", "").startswith("bench-net-")
     ]
     assert left == []
