@@ -33,7 +33,6 @@ def remove_container(api: Any, cid: str, tries: int = 10) -> None:
     answers 500 "could not be stopped" to a forced removal of a container whose process is exiting;
     Docker 409 while a removal is in progress). A container already gone is removed; any other error
     is raised."""
-
     for attempt in range(tries):
         try:
             api.remove_container(cid, force=True, v=True)  # v: its anonymous volumes (an engine elsewhere)
