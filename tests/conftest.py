@@ -25,7 +25,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from sandbox.docker.engine import connect
+from sandbox.docker.engine import connect, engine_kind
 from sandbox.docker.ids import image_summaries, present_containers
 from sandbox.errors import EngineUnavailable
 
@@ -199,8 +199,6 @@ class EngineHere:
 
 @pytest.fixture(scope="session")
 def engine_here(docker_client: docker.DockerClient) -> EngineHere:
-    from sandbox.docker.engine import engine_kind
-
     info = docker_client.info()
     product, rootless = engine_kind(docker_client.version(), info)
     return EngineHere(product, rootless, str(info.get("CgroupVersion")))

@@ -582,12 +582,15 @@ class EngineFacts:
     """Whether that is because the engine runs on another machine."""
     remote_note: str = ""
     """What travels as archives to such an engine, and what needs one on this machine."""
+    runsc_refused: str = ""
+    """Why a call under runsc is refused on this engine though it lists runsc (empty: it is not)."""
 
 
 def engine_facts(docker_host: str | None) -> EngineFacts:
     """The engine's version, runtimes (and what each leaves unenforced), storage and images."""
     from sandbox.docker import images
     from sandbox.docker.engine import (
+        PODMAN_NO_GVISOR,
         REMOTE_SERVED,
         another_machine,
         elsewhere,
@@ -617,4 +620,5 @@ def engine_facts(docker_host: str | None) -> EngineFacts:
             remote=remote or "",
             another_machine=another_machine(client, info) is not None,
             remote_note=REMOTE_SERVED if remote else "",
+            runsc_refused=PODMAN_NO_GVISOR if product == "Podman" and "runsc" in options else "",
         )

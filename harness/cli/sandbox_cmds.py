@@ -308,10 +308,10 @@ def doctor() -> None:
                 + ("; add --oci-seccomp to its runtimeArgs to refuse device nodes" if "mknod" in unenforced else "")
             )
     runsc_args = facts.runtimes.get("runsc")
-    if runsc_args is not None and facts.product == "Podman":
+    if facts.runsc_refused:
         console.print(
-            "note: runsc is found but not supported on Podman yet (it takes gVisor's flags from containers.conf and "
-            "a seccomp profile only as a file): a call asking for it is refused; --runtime runc works",
+            f"note: runsc is found but not supported on {facts.product} yet ({facts.runsc_refused}): a call asking "
+            "for it is refused; --runtime runc works",
             soft_wrap=True,
             markup=False,
         )

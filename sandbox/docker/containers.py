@@ -36,7 +36,15 @@ from sandbox import labels as labels_of
 from sandbox.docker import hardening, netns, transfer, tunnel
 from sandbox.docker.call import CallWatch, cgroup_oom_killed, send_stdin, shut
 from sandbox.docker.commit import commit_root
-from sandbox.docker.engine import engine_kind, located, resolve_image_path, runtimes_of, translate, unenforced_limits
+from sandbox.docker.engine import (
+    PODMAN_NO_GVISOR,
+    engine_kind,
+    located,
+    resolve_image_path,
+    runtimes_of,
+    translate,
+    unenforced_limits,
+)
 from sandbox.docker.ids import remove_container
 from sandbox.docker.pool import PoolConfig, WarmPool
 from sandbox.docker.stubcall import NODEV_ARGV, STUB_DIR, StubLost, StubStream
@@ -491,8 +499,8 @@ class DockerSandbox:
             )
         if runtime == "runsc" and self._product() == "Podman":
             raise RuntimeUnavailable(
-                "runtime 'runsc' on Podman is not supported yet: Podman takes gVisor's flags from containers.conf "
-                "and the calls' seccomp profile only as a file; use --runtime runc there, or Docker for gVisor"
+                f"runtime 'runsc' on Podman is not supported yet: {PODMAN_NO_GVISOR}; "
+                "use --runtime runc there, or Docker for gVisor"
             )
 
     def _product(self) -> str:

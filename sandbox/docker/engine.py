@@ -192,6 +192,10 @@ REMOTE_SERVED = (
 """What `harness doctor` says of an engine that cannot take this machine's folders."""
 
 
+PODMAN_NO_GVISOR = "Podman takes gVisor's flags from containers.conf and a seccomp profile only as a file"
+"""Why a call under runsc is refused on Podman (its error and `harness doctor` give this reason)."""
+
+
 CGROUP_LIMITS = ["memory", "cpus", "pids"]
 ENGINE_LIMITS = {"memory": "MemoryLimit", "cpus": "CpuCfsQuota", "pids": "PidsLimit"}
 """Each limit, and the /info field in which the engine says whether it can enforce it (false: a

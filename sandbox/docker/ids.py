@@ -65,12 +65,10 @@ def present_images(client: docker.DockerClient, **query: Any) -> list[Image]:
     ):
         try:
             image = client.images.get(summary["Id"])
-        except docker.errors.ImageNotFound:
-            continue
         except docker.errors.APIError as error:
-            if not _gone(error):
-                raise
-            continue
+            if _removed(error):
+                continue
+            raise
         if all(_labelled(image.labels or {}, condition) for condition in rest):
             found.append(image)
     return found
@@ -81,24 +79,28 @@ PODMAN_GONE = ("does not exist", "no such container", "no such image", "image no
 where Docker answers 404)."""
 
 
-def _gone(error: docker.errors.APIError) -> bool:
+def _said_gone(error: docker.errors.APIError) -> bool:
     said = str(error.explanation or error).lower()
     return any(words in said for words in PODMAN_GONE)
+
+
+def _removed(error: docker.errors.APIError) -> bool:
+    """Whether error says the object asked for was removed meanwhile (Docker's 404, Podman's 500)."""
+    return isinstance(error, docker.errors.NotFound) or _said_gone(error)
 
 
 def image_summaries(client: docker.DockerClient, **query: Any) -> list[dict[str, Any]]:
     """The engine's image listing (`client.api.images(**query)`), asked again when an image another
     process removes while it is listed fails the whole answer (Podman 4.3: 500, "retrieving size of
-    image ...: image not known")."""
-    for attempt in range(5):
+    image ...: image not known"); five times at most."""
+    for attempt in range(4):
         try:
             return list(client.api.images(**query))
         except docker.errors.APIError as error:
-            said = str(error.explanation or error).lower()
-            if attempt == 4 or not (_gone(error) or "retrieving size of image" in said):
+            if not (_said_gone(error) or "retrieving size of image" in str(error.explanation or error).lower()):
                 raise
             time.sleep(0.05 * (attempt + 1))
-    raise AssertionError("unreachable")
+    return list(client.api.images(**query))
 
 
 def present_containers(client: docker.DockerClient, filters: dict[str, Any]) -> list[Container]:
@@ -109,10 +111,8 @@ def present_containers(client: docker.DockerClient, filters: dict[str, Any]) -> 
     for summary in client.api.containers(all=True, filters=filters):
         try:
             found.append(client.containers.get(summary["Id"]))
-        except docker.errors.NotFound:
-            continue
         except docker.errors.APIError as error:
-            if _gone(error):
+            if _removed(error):
                 continue
             raise
     return found
