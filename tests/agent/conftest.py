@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.cli_process import run_cli
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "calc"
 FIX_SCRIPT = ROOT / "examples" / "calc-fix.yaml"
@@ -64,9 +66,7 @@ class Harness:
         self.env.pop("HARNESS_CRASH_AT", None)
 
     def __call__(self, *args: str, env: dict[str, str] | None = None, timeout: float = 240) -> Ran:
-        done = subprocess.run(
-            [*CLI, *args], cwd=ROOT, env={**self.env, **(env or {})}, capture_output=True, text=True, timeout=timeout
-        )
+        done = run_cli(args, cwd=ROOT, env={**self.env, **(env or {})}, timeout=timeout)
         return Ran(done.returncode, done.stdout, done.stderr)
 
     def start(self, *args: str, env: dict[str, str] | None = None, **popen: Any) -> subprocess.Popen:

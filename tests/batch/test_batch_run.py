@@ -15,6 +15,7 @@ import yaml
 
 from harness.batch.adaptive import read_log
 from harness.batch.records import BatchDir
+from tests.cli_process import run_cli
 from tests.telemetry.receiver import Receiver
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,14 +48,7 @@ def _tasks(tmp_path: Path, count: int, hooks: dict | None = None) -> Path:
 
 def _batch(*args: str, label: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "HARNESS_RUN_ID": label}
-    return subprocess.run(
-        [sys.executable, "-c", "from harness.cli import main; main()", "batch", *args, "--json"],
-        capture_output=True,
-        text=True,
-        timeout=500,
-        env=env,
-        cwd=ROOT,
-    )
+    return run_cli(["batch", *args, "--json"], timeout=500, env=env, cwd=ROOT)
 
 
 def _result(done: subprocess.CompletedProcess[str]) -> dict:

@@ -7,23 +7,17 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
+
+from tests.cli_process import run_cli
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(400)]
 
 
 def _bench(*args: str, label: str, tmp_path) -> dict:
     env = {**os.environ, "HARNESS_RUN_ID": label, "HARNESS_WARM_DIR": str(tmp_path / "warm")}
-    done = subprocess.run(
-        [sys.executable, "-c", "from harness.cli import main; main()", "bench", *args, "--json"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=380,
-    )
+    done = run_cli(["bench", *args, "--json"], env=env, timeout=380)
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads(done.stdout)
 

@@ -13,6 +13,7 @@ import pytest
 
 from sandbox.docker.engine import available_runtimes
 from sandbox.docker.prune import find_containers
+from tests.cli_process import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 HARNESS = str(Path(sys.executable).parent / "harness")
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.timeout(180)
 
 def harness(*args: str, run_label: str = "cli-test", **env: str) -> subprocess.CompletedProcess[str]:
     environ = {**os.environ, "HARNESS_RUN_ID": run_label, "COLUMNS": "200", **env}
-    return subprocess.run([HARNESS, *args], capture_output=True, text=True, env=environ, timeout=150)
+    return run_cli(args, env=environ, timeout=150, console=True)
 
 
 def one_line_error(done: subprocess.CompletedProcess[str]) -> str:

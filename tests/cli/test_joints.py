@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from sandbox.network.allow import Allowlist, parse
+from tests.cli_process import run_cli
 from tests.sandbox.network.servers import Server, make_ca
 
 HARNESS = str(Path(sys.executable).parent / "harness")
@@ -26,7 +27,7 @@ def harness(*args: str, state: Path | None = None, run_label: str = "joints-test
     env = {**os.environ, "HARNESS_RUN_ID": run_label, "COLUMNS": "200"}
     if state is not None:
         env["HARNESS_STATE_DIR"] = str(state)
-    return subprocess.run([HARNESS, *args], capture_output=True, text=True, env=env, timeout=200, cwd=ROOT)
+    return run_cli(args, env=env, timeout=200, cwd=ROOT, console=True)
 
 
 def test_a_bad_flag_is_one_line_in_harness_words_and_a_bare_command_helps(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from sandbox.session.session import Session
 from sandbox.spec import SandboxSpec
+from tests.cli_process import run_cli
 from tests.sandbox.snapshot.snapshot_trees import make_repo
 
 HARNESS = str(Path(sys.executable).parent / "harness")
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.timeout(180)
 
 def harness(*args: str, run_label: str = "session-cli-test") -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "HARNESS_RUN_ID": run_label, "COLUMNS": "200"}
-    return subprocess.run([HARNESS, *args], capture_output=True, text=True, env=env, timeout=150)
+    return run_cli(args, env=env, timeout=150, console=True)
 
 
 def one_line_error(done: subprocess.CompletedProcess[str]) -> str:

@@ -11,18 +11,17 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 
+from tests.cli_process import run_cli
 from tests.harbor_venv import with_harness
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
-HARNESS = [sys.executable, "-c", "from harness.cli import main; main()"]
 ENVIRONMENT = "harness.integrations.harbor:HarnessEnvironment"
 
 
@@ -79,7 +78,7 @@ def harbor(harbor_python: Path, tmp_path_factory, run_label: str) -> Harbor:
 
 @pytest.fixture(scope="module")
 def base_image() -> str:
-    listed = subprocess.run([*HARNESS, "images", "list", "--json"], capture_output=True, text=True, timeout=120)
+    listed = run_cli(["images", "list", "--json"], timeout=120)
     return next(row["ref"] for row in json.loads(listed.stdout) if row["name"] == "py311")
 
 
@@ -96,26 +95,15 @@ def test_the_oracle_reaches_1_and_nop_0_each_trial_a_harness_session(harbor, bas
     assert _reward(nop) == 0.0, done.stdout[-3000:]
     sessions = sorted(p.name for p in harbor.state.iterdir() if (p / "session.json").is_file())
     assert len(sessions) == 2 and all(name.startswith("harbor-task") for name in sessions)
-    diffs = {
-        name: subprocess.run(
-            [*HARNESS, "diff", name, "--state-dir", str(harbor.state)], capture_output=True, text=True, timeout=120
-        ).stdout
-        for name in sessions
-    }
+    diffs = {name: run_cli(["diff", name, "--state-dir", str(harbor.state)], timeout=120).stdout for name in sessions}
     assert sorted("+42" in diff for diff in diffs.values()) == [False, True], "the oracle's change, in its session"
-    shown = subprocess.run(
-        [*HARNESS, "session", "show", sessions[0], "--state-dir", str(harbor.state)], capture_output=True, text=True
-    )
+    shown = run_cli(["session", "show", sessions[0], "--state-dir", str(harbor.state)])
     assert "upload" in shown.stdout and "/tests" in shown.stdout, "every exec and upload is a step"
     oracle_session = next(name for name, diff in diffs.items() if "+42" in diff)
-    told = subprocess.run(
-        [*HARNESS, "show", oracle_session, "--state-dir", str(harbor.state)], capture_output=True, text=True
-    )
+    told = run_cli(["show", oracle_session, "--state-dir", str(harbor.state)])
     assert told.returncode == 0 and "exec" in told.stdout, told.stderr
-    viewed = subprocess.run(
-        [*HARNESS, "view", oracle_session, "--state-dir", str(harbor.state), "--no-open"],
-        capture_output=True,
-        text=True,
+    viewed = run_cli(
+        ["view", oracle_session, "--state-dir", str(harbor.state), "--no-open"],
     )
     assert viewed.returncode == 0, viewed.stderr
     page = (harbor.state / oracle_session / "view.html").read_text()
@@ -148,29 +136,25 @@ def test_one_report_compares_harbor_jobs_and_a_harness_batch(harbor, tmp_path):
         "    verify: python3 -m pytest -q\n"
     )
     env = {**os.environ, "HARNESS_RUN_ID": harbor.label, "HARNESS_STATE_DIR": str(tmp_path / "state")}
-    ran = subprocess.run(
-        [*HARNESS, "batch", str(tasks), "--out", str(tmp_path / "batch"), "--model",
-         f"scripted:{ROOT / 'examples' / 'calc-fix.yaml'}", "--workers", "1"],
-        capture_output=True, text=True, timeout=600, env=env,
+    ran = run_cli(["batch", str(tasks), "--out", str(tmp_path / "batch"), "--model",
+         f"scripted:{ROOT / 'examples' / 'calc-fix.yaml'}", "--workers", "1"], timeout=600, env=env,
     )  # fmt: skip
     assert ran.returncode == 0, ran.stdout + ran.stderr
     dirs = [str(tmp_path / "batch"), str(jobs / "oracle"), str(jobs / "nop"), str(jobs / "hostile")]
-    done = subprocess.run([*HARNESS, "report", *dirs, "--format", "json"], capture_output=True, text=True, env=env)
+    done = run_cli(["report", *dirs, "--format", "json"], env=env)
     assert done.returncode == 0, done.stderr
     figures = [entry["overall"] for entry in json.loads(done.stdout)]
     assert [f["completion_rate"] for f in figures] == [1.0, 1.0, 0.0, 0.0]
     models = [list(entry["by_model"]) for entry in json.loads(done.stdout)]
     assert models[1] == ["harbor:oracle"] and models[2] == ["harbor:nop"] and models[0][0].startswith("scripted:")
     page = tmp_path / "report.html"
-    done = subprocess.run(
-        [*HARNESS, "report", *dirs, "--format", "html", "-o", str(page)], capture_output=True, text=True
-    )
+    done = run_cli(["report", *dirs, "--format", "html", "-o", str(page)])
     assert done.returncode == 0, done.stderr
     html = page.read_text()
     assert "harbor:oracle" in html and "harbor:hostile" in html and "trajectory.html" in html
     rendered = next((jobs / "hostile").glob("*/agent/trajectory.html")).read_text()
     assert "try network" in rendered and "unreachable" in rendered.lower()
-    bad = subprocess.run([*HARNESS, "report", str(tmp_path)], capture_output=True, text=True)
+    bad = run_cli(["report", str(tmp_path)])
     assert bad.returncode == 66 and "no Harbor job directory" in bad.stderr
 
 
@@ -242,9 +226,7 @@ def test_a_killed_trial_leaves_nothing_after_prune(harbor, base_image, docker_cl
     finally:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
-    pruned = subprocess.run(
-        [*HARNESS, "sandbox", "prune", "--state-dir", str(harbor.state)], capture_output=True, text=True, timeout=300
-    )
+    pruned = run_cli(["sandbox", "prune", "--state-dir", str(harbor.state)], timeout=300)
     assert pruned.returncode == 0, pruned.stderr
     assert docker_client.containers.list(all=True, filters={"label": f"harness.run={harbor.label}"}) == []
     task_images = docker_client.images.list(filters={"label": [f"harness.run={harbor.label}", "harness.kind=task"]})
@@ -277,15 +259,13 @@ def test_an_image_archive_is_imported_and_a_bad_one_refused(tmp_path, docker_cli
             handle.write(chunk)
     docker_client.images.remove(tag, force=True)
     try:
-        done = subprocess.run([*HARNESS, "images", "import", str(saved)], capture_output=True, text=True, timeout=120)
+        done = run_cli(["images", "import", str(saved)], timeout=120)
         assert done.returncode == 0 and f"imported {tag}" in done.stdout, done.stderr
         assert docker_client.images.get(tag)
     finally:
         docker_client.images.remove(tag, force=True)
-    bad = subprocess.run(
-        [*HARNESS, "images", "import", str(layer.parent / "nothing.tar")], capture_output=True, text=True
-    )
+    bad = run_cli(["images", "import", str(layer.parent / "nothing.tar")])
     assert bad.returncode == 66 and "no image archive at" in bad.stderr
     (tmp_path / "junk.tar").write_bytes(b"not a tar")
-    junk = subprocess.run([*HARNESS, "images", "import", str(tmp_path / "junk.tar")], capture_output=True, text=True)
+    junk = run_cli(["images", "import", str(tmp_path / "junk.tar")])
     assert junk.returncode != 0 and "is not an image archive" in junk.stderr and "Traceback" not in junk.stderr

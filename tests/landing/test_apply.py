@@ -20,6 +20,8 @@ import pytest
 from dulwich import porcelain
 from dulwich.repo import Repo
 
+from tests.cli_process import run_cli
+
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "from harness.cli import main; main()"]
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
@@ -28,7 +30,7 @@ IDENTITY = b"Tester <tester@example.invalid>"
 
 def _harness(*args: str, state: Path, label: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "HARNESS_RUN_ID": label, "HARNESS_STATE_DIR": str(state)}
-    return subprocess.run([*CLI, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    return run_cli(args, cwd=ROOT, env=env, timeout=240)
 
 
 def _commit(repo: Path, message: str) -> str:

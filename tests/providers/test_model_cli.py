@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
+from tests.cli_process import run_cli
 from tests.providers.conftest import KEY
 from tests.providers.wire_server import anthropic_error, anthropic_turn, openai_error, openai_turn
 
@@ -38,7 +39,7 @@ def run(*args: str, env: dict[str, str] | None = None) -> Done:
 def run_process(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """The real console script, for the exit-code path through main()."""
     clean = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_BASE_URL"))}
-    return subprocess.run([HARNESS, *args], capture_output=True, text=True, timeout=90, env={**clean, **(env or {})})
+    return run_cli(args, timeout=90, env={**clean, **(env or {})}, console=True)
 
 
 def test_check_reports_streaming_tools_and_usage(wire):

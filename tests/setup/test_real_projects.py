@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from sandbox.docker import images
+from tests.cli_process import run_cli
 
 HARNESS = str(Path(sys.executable).parent / "harness")
 PROJECTS = Path(__file__).resolve().parents[1] / "integrations" / "projects"
@@ -37,7 +38,7 @@ def _images(docker_client) -> None:
 
 def harness(*args: str, run_label: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "HARNESS_RUN_ID": run_label, "COLUMNS": "200"}
-    return subprocess.run([HARNESS, *args], capture_output=True, text=True, env=env, timeout=540)
+    return run_cli(args, env=env, timeout=540, console=True)
 
 
 def python_package(root: Path, run_label: str, dependency: str = "six") -> Path:

@@ -17,6 +17,7 @@ import pytest
 from google.protobuf.json_format import ParseDict
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from tests.cli_process import run_cli
 from tests.telemetry.receiver import Receiver, Span, spans_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,7 +30,7 @@ def _harness(
     *args: str, state: Path, label: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, "HARNESS_RUN_ID": label, "HARNESS_STATE_DIR": str(state), **(env or {})}
-    return subprocess.run([*CLI, *args], cwd=ROOT, env=full, capture_output=True, text=True, timeout=240)
+    return run_cli(args, cwd=ROOT, env=full, timeout=240)
 
 
 def otlp_json_lines(path: Path) -> list[ExportTraceServiceRequest]:

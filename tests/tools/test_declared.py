@@ -18,6 +18,7 @@ import yaml
 from harness.config import load_config
 from harness.errors import ConfigError
 from harness.tools.declared import expand
+from tests.cli_process import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "from harness.cli import main; main()"]
@@ -56,7 +57,7 @@ tools = ["deploy"]
 
 def _harness(*args: str, state: Path, label: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "HARNESS_RUN_ID": label, "HARNESS_STATE_DIR": str(state)}
-    return subprocess.run([*CLI, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    return run_cli(args, cwd=ROOT, env=env, timeout=240)
 
 
 def test_placeholders_become_whole_argv_elements_never_a_shell_string():

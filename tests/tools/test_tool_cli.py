@@ -13,14 +13,13 @@ import pytest
 from harness.errors import ExitCode
 from sandbox.session.session import Session
 from sandbox.spec import SandboxSpec
+from tests.cli_process import run_cli
 
 HARNESS = [str(Path(sys.executable).with_name("harness"))]
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*HARNESS, *args], capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})}
-    )
+    return run_cli(args, timeout=120, env={**os.environ, **(env or {})}, console=True)
 
 
 def test_tools_list_plain_and_json() -> None:

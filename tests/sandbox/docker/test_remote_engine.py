@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_process import run_cli
+
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(180)]
 
 HARNESS = str(Path(sys.executable).parent / "harness")
@@ -159,7 +161,7 @@ def _harness(host: str, *args: str, state: Path | None = None) -> subprocess.Com
     env = {**os.environ, "DOCKER_HOST": host, "HARNESS_RUN_ID": "remote-engine-test", "COLUMNS": "200"}
     if state is not None:
         env["HARNESS_STATE_DIR"] = str(state)
-    return subprocess.run([HARNESS, *args], capture_output=True, text=True, env=env, timeout=120)
+    return run_cli(args, env=env, timeout=120, console=True)
 
 
 def _left_on(host: str) -> list[str]:

@@ -19,6 +19,7 @@ import yaml
 
 from sandbox.docker.ids import present_containers
 from sandbox.network.netlog import read_log
+from tests.cli_process import run_cli
 from tests.sandbox.network.servers import Server, make_ca
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -64,7 +65,7 @@ print(json.dumps(out))
 
 def _harness(*args: str, state: Path, label: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "HARNESS_RUN_ID": label, "HARNESS_STATE_DIR": str(state), "COLUMNS": "240"}
-    return subprocess.run([*CLI, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    return run_cli(args, cwd=ROOT, env=env, timeout=timeout)
 
 
 @pytest.mark.parametrize("runtime", ["runc", "runsc"])

@@ -22,6 +22,7 @@ from sandbox.docker.engine import connect, located
 from sandbox.docker.prune import find_containers
 from sandbox.warm import messages, protocol
 from sandbox.warm.messages import ErrorReply, ExecRequest, LendRequest, request_of
+from tests.cli_process import run_cli
 
 HARNESS = str(Path(sys.executable).parent / "harness")
 pytestmark = pytest.mark.timeout(240)
@@ -45,7 +46,7 @@ class Warm:
 
     def __call__(self, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
         env = {**self.env, **extra}
-        return subprocess.run([HARNESS, *args], capture_output=True, text=True, env=env, timeout=180)
+        return run_cli(args, env=env, timeout=180, console=True)
 
 
 @pytest.fixture
