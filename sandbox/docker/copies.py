@@ -117,7 +117,7 @@ class WorkspaceCopy:
         if changed:
             with tempfile.SpooledTemporaryFile(max_size=transfer.SPOOL_BYTES) as archive:
                 links = self._pack(changed, archive)
-                self.api.put_archive(self.cid, self.workdir, archive)
+                transfer.put(self.api, self.cid, self.workdir, archive)
         self.make_links(links)
         self.sent = now
 

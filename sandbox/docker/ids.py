@@ -66,7 +66,7 @@ def present_images(client: docker.DockerClient, **query: Any) -> list[Image]:
         try:
             image = client.images.get(summary["Id"])
         except docker.errors.APIError as error:
-            if _removed(error):
+            if said_removed(error):
                 continue
             raise
         if all(_labelled(image.labels or {}, condition) for condition in rest):
@@ -84,7 +84,7 @@ def _said_gone(error: docker.errors.APIError) -> bool:
     return any(words in said for words in PODMAN_GONE)
 
 
-def _removed(error: docker.errors.APIError) -> bool:
+def said_removed(error: docker.errors.APIError) -> bool:
     """Whether error says the object asked for was removed meanwhile (Docker's 404, Podman's 500)."""
     return isinstance(error, docker.errors.NotFound) or _said_gone(error)
 
@@ -92,15 +92,20 @@ def _removed(error: docker.errors.APIError) -> bool:
 def image_summaries(client: docker.DockerClient, **query: Any) -> list[dict[str, Any]]:
     """The engine's image listing (`client.api.images(**query)`), asked again when an image another
     process removes while it is listed fails the whole answer (Podman 4.3: 500, "retrieving size of
-    image ...: image not known"); five times at most."""
+    image ...: image not known", or "reading image ...: image not known"); five times at most."""
+    return listed_images(client.api, **query)
+
+
+def listed_images(api: docker.APIClient, **query: Any) -> list[dict[str, Any]]:
+    """image_summaries for a low-level client."""
     for attempt in range(4):
         try:
-            return list(client.api.images(**query))
+            return list(api.images(**query))
         except docker.errors.APIError as error:
             if not (_said_gone(error) or "retrieving size of image" in str(error.explanation or error).lower()):
                 raise
             time.sleep(0.05 * (attempt + 1))
-    return list(client.api.images(**query))
+    return list(api.images(**query))
 
 
 def present_containers(client: docker.DockerClient, filters: dict[str, Any]) -> list[Container]:
@@ -112,7 +117,7 @@ def present_containers(client: docker.DockerClient, filters: dict[str, Any]) -> 
         try:
             found.append(client.containers.get(summary["Id"]))
         except docker.errors.APIError as error:
-            if _removed(error):
+            if said_removed(error):
                 continue
             raise
     return found

@@ -34,6 +34,7 @@ from sandbox.docker.ids import (
     present_containers,
     present_images,
     remove_container,
+    said_removed,
     unqualified,
 )
 from sandbox.layout import SessionFolder
@@ -188,11 +189,24 @@ def find_session_leftovers(client: docker.DockerClient | None, state_dir: Path) 
 
 
 def remove_image(client: docker.DockerClient, image_id: str) -> bool:
-    """Remove an image with all its tags; False when it is gone or still used by a container."""
-    with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
-        client.api.remove_image(image_id, force=True, noprune=False)
+    """Remove an image with all its tags; False when it is gone or still used by a container. Never
+    forced: Podman's force removes every container using the image, or using an untagged parent it
+    removes with it (the image derived for the engine, which other sessions' running containers use)."""
+    try:
+        tags = client.api.inspect_image(image_id).get("RepoTags") or []
+    except (docker.errors.APIError, requests.exceptions.RequestException):
+        return False
+    return _remove_cached(client, image_id, tags) and not _still_there(client, image_id)
+
+
+def _still_there(client: docker.DockerClient, image_id: str) -> bool:
+    try:
+        client.api.inspect_image(image_id)
+    except docker.errors.APIError as error:
+        return not said_removed(error)
+    except requests.exceptions.RequestException:
         return True
-    return False
+    return True
 
 
 def remove_session_images(client: docker.DockerClient, session_id: str, state_dir: Path | None = None) -> int:

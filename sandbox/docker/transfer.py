@@ -31,6 +31,7 @@ import os
 import stat
 import tarfile
 import tempfile
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,7 @@ import docker
 from sandbox import labels as labels_of
 from sandbox.docker.hardening import FUSE_DEVICE
 from sandbox.docker.ids import image_id as spelled_id
+from sandbox.docker.ids import listed_images
 from sandbox.docker.stubcall import NODEV_TARGET, STUB_DIR, nodev_source, stub_source
 from sandbox.errors import SandboxError, SpecError, WorkspaceError
 from sandbox.spec import Mount, SandboxSpec
@@ -54,6 +56,10 @@ folder and user it holds that folder for (`/workspace 10001:10001`)."""
 SPOOL_BYTES = 8 * 1024 * 1024
 """An archive up to this size is kept in memory; a larger one goes to a temporary file."""
 _CHUNK = 1024 * 1024
+PUT_TRIES = 3
+"""An archive upload the engine lost midway for its own reasons is asked again, this many times in all:
+rootless Podman unpacks in a subprocess of its own, which under load can end before it has read the
+archive (its 500 says "passing bulk input to subprocess: write |1: broken pipe")."""
 
 
 @dataclass(frozen=True)
@@ -226,9 +232,24 @@ def send(
     for target, parts in layout.items():
         with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES) as archive:
             left = pack(parts, user, archive)
-            api.put_archive(cid, target, archive)
+            put(api, cid, target, archive)
         climbing += [(link, f"{target.rstrip('/')}/{rel}") for link, rel in left]
     return climbing
+
+
+def put(api: docker.APIClient, cid: str, target: str, archive: bytes | IO[bytes]) -> None:
+    """api.put_archive, asked again when the engine lost the upload midway (see PUT_TRIES)."""
+    for attempt in range(1, PUT_TRIES + 1):
+        if not isinstance(archive, bytes):
+            archive.seek(0)
+        try:
+            api.put_archive(cid, target, archive)
+            return
+        except docker.errors.APIError as error:
+            lost = error.status_code == 500 and "broken pipe" in str(error.explanation or "").lower()
+            if not lost or attempt == PUT_TRIES:
+                raise
+            time.sleep(0.2 * attempt)
 
 
 def numeric_ids(user: str) -> tuple[int, int]:
@@ -259,7 +280,7 @@ def put_stub(api: docker.APIClient, cid: str) -> None:
         info = tarfile.TarInfo(os.path.basename(stub_source()))
         info.size, info.mode = len(data), 0o444
         tar.addfile(info, io.BytesIO(data))
-    api.put_archive(cid, STUB_DIR, buffer.getvalue())
+    put(api, cid, STUB_DIR, buffer.getvalue())
 
 
 # -- back from the container --------------------------------------------------------------------------
@@ -480,7 +501,7 @@ def derived_image(api: docker.APIClient, image_id: str, workdir: str, user: str,
     if ((api.inspect_image(image_id).get("Config") or {}).get("Labels") or {}).get(READY) == ready:
         return image_id  # a step image: committed from a container of a derived image
     key = hashlib.sha256(f"{image_id}\0{workdir}\0{user}".encode()).hexdigest()[:24]
-    for image in api.images(filters={"label": f"{DERIVED_KEY}={key}"}):
+    for image in listed_images(api, filters={"label": f"{DERIVED_KEY}={key}"}):  # races removals on Podman
         if (image.get("Labels") or {}).get(labels_of.KIND) == "remote-image":  # never a step image
             return spelled_id(str(image["Id"]))
     uid, gid = numeric_ids(user)
@@ -505,7 +526,7 @@ def derived_image(api: docker.APIClient, image_id: str, workdir: str, user: str,
                 if depth == len(folders):
                     info.uid, info.gid = uid, gid
                 tar.addfile(info)
-        api.put_archive(cid, "/", buffer.getvalue())
+        put(api, cid, "/", buffer.getvalue())
         made = api.commit(cid, changes=labels_of.instructions({DERIVED_KEY: key, READY: ready}))
         return spelled_id(str(made["Id"]))
     finally:

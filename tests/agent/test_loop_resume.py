@@ -9,6 +9,7 @@ import pytest
 
 from harness.agent.outcome import RunState
 from harness.trajectory import read_records, read_state
+from sandbox.docker.ids import present_containers
 from tests.agent.conftest import ADD_FIX, turn
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]
@@ -63,15 +64,13 @@ def test_resume_after_kill_9_matches_an_uninterrupted_run(harness, script, basel
     assert crashed.code == -9, crashed.stderr
     assert read_state(harness.session_dir("s"), RunState).step == 2  # step 3 never completed
     mine = {"label": ["harness.session=s", f"harness.state={harness.state_dir.resolve()}"]}
-    assert docker_client.containers.list(
-        all=True, filters=mine, ignore_removed=True
-    )  # the crashed run's warm containers
+    assert present_containers(
+        docker_client, mine
+    )  # the crashed run's warm containers (Podman's 500s for the removed read as gone)
     resumed = harness("resume", "s", "--json")
     assert resumed.code == 0, resumed.stdout + resumed.stderr
     assert resumed.json()["outcome"] == "verified" and resumed.json()["steps"] == 4
-    assert (
-        docker_client.containers.list(all=True, filters=mine, ignore_removed=True) == []
-    )  # resume removed them; its own are closed
+    assert present_containers(docker_client, mine) == []  # resume removed them; its own are closed
     workspace, patch = baseline
     assert files(harness.session_dir("s") / "workspace") == workspace
     assert Path(resumed.json()["patch"]).read_text() == patch

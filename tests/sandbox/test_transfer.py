@@ -262,3 +262,41 @@ def test_podmans_archive_of_a_stopped_container_and_an_empty_answer(tmp_path):
     with pytest.raises(transfer.Empty):
         transfer.sync(iter([]), root, None)
     assert (root / "d" / "a.txt").exists(), "an empty answer removes nothing"
+
+
+def test_an_upload_the_engine_lost_midway_is_sent_again_whole(tmp_path, workspace):
+    """Rootless Podman unpacks in a subprocess of its own that can end before reading the archive (a
+    500: "passing bulk input to subprocess: write |1: broken pipe"): the archive goes again from its
+    start; any other refusal, or a third loss, is the caller's."""
+    import docker
+    import requests
+
+    def refusal(explanation: str) -> docker.errors.APIError:
+        response = requests.Response()
+        response.status_code = 500
+        return docker.errors.APIError("engine said no", response=response, explanation=explanation)
+
+    class Engine:
+        def __init__(self, *failures: str) -> None:
+            self.failures, self.received = list(failures), []
+
+        def put_archive(self, cid, target, archive):
+            data = (
+                archive if isinstance(archive, bytes) else archive.read(100)
+            )  # the subprocess reads a little, then dies
+            if self.failures:
+                raise refusal(self.failures.pop(0))
+            self.received.append(data + (b"" if isinstance(archive, bytes) else archive.read()))
+            return True
+
+    lost = "passing bulk input to subprocess: write |1: broken pipe"
+    engine = Engine(lost)
+    layout = transfer.volumes("/workspace", workspace, [])
+    transfer.send(engine, "c", layout, USER)
+    (again,) = engine.received
+    assert {"pkg/mod.py", "run.sh", "tests/test_mod.py"} <= set(_members(io.BytesIO(again))), "whole, from its start"
+    with pytest.raises(docker.errors.APIError, match="no space left"):
+        transfer.put(Engine("no space left on device"), "c", "/", b"tar")
+    with pytest.raises(docker.errors.APIError, match="broken pipe"):
+        transfer.put(Engine(lost, lost, lost), "c", "/", b"tar")
+    assert transfer.put(Engine(lost, lost), "c", "/", b"tar") is None

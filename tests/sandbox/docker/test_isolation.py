@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from sandbox.docker.containers import DockerSandbox
-from sandbox.docker.prune import find_containers
+from sandbox.docker.prune import find_containers, remove_image
 from sandbox.session.workspace import copy_repository
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(180)]
@@ -317,7 +317,8 @@ def test_writable_root_change_is_committed(docker_client, run_label, workspace, 
     try:
         labels = docker_client.images.get(changed.committed_image).labels
     finally:  # remove at once: session tooling running concurrently lists images by harness.session
-        docker_client.images.remove(changed.committed_image, force=True)
+        # (never by force: Podman's would remove other sessions' containers using the parents it prunes)
+        assert remove_image(docker_client, changed.committed_image)
     assert (
         labels["harness.run"] == run_label and labels["harness.kind"] == "step" and labels["harness.session"] == session
     )
