@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from sandbox.docker.ids import unqualified
 from tests.cli_process import run_cli
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(180)]
@@ -154,6 +155,16 @@ def with_py311(elsewhere: str) -> str:
     saved = subprocess.Popen(["docker", "save", images.BASE_REF, ref], stdout=subprocess.PIPE)
     loaded = subprocess.run(["docker", "-H", elsewhere, "load", "-q"], stdin=saved.stdout, capture_output=True)
     assert saved.wait(timeout=120) == 0 and loaded.returncode == 0, loaded.stderr
+    there = docker.DockerClient(base_url=elsewhere)
+    try:  # saved from Podman, the names are as it qualifies them (`localhost/harness/...`): named as given
+        for wanted in (images.BASE_REF, unqualified(ref)):
+            try:
+                there.images.get(wanted)
+            except docker.errors.ImageNotFound:
+                repository, tag = wanted.rsplit(":", 1)
+                assert there.images.get(f"localhost/{wanted}").tag(repository, tag)
+    finally:
+        there.close()
     return elsewhere
 
 
