@@ -7,7 +7,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: setup deps deps-run engine podman podman-rootless test-podman images images-demo browser check test test-fast demo demo-delegate demo-history demo-local local-model local-model-start harbor-start bench clean-containers
+.PHONY: setup deps deps-run engine podman podman-rootless test-podman test-elsewhere images images-demo browser check test test-fast demo demo-delegate demo-history demo-local local-model local-model-start harbor-start bench clean-containers
 
 # Everything the tests need (the test and check toolchains, every image).
 setup: deps engine images
@@ -44,14 +44,22 @@ podman-rootless:
 	@bash scripts/ensure-podman.sh --rootless
 
 # The engine tests of the sandbox, exec, egress and the loop's end-to-end and adversarial runs again on
-# rootless Podman (docs/scale.md), after the suite on Docker: the service started as in `make
-# podman-rootless`, the images copied from the default engine (no second bootstrap).
-PODMAN_TESTS := tests/sandbox tests/cli/test_exec.py tests/agent/test_loop_e2e.py tests/agent/test_done_cannot_be_faked.py \
+# another engine (docs/scale.md), after the suite on Docker, the images copied from the default engine
+# (scripts/copy-images.sh: no second bootstrap). test-podman: on rootless Podman, the service started as
+# in `make podman-rootless`. test-elsewhere: on an engine that cannot see this machine's disk, a second
+# Docker daemon with its own data root, host name, /tmp and network on a TCP socket on 127.0.0.1
+# (tests/engine_elsewhere.py; its own tests, test_remote_engine.py, are that engine's already).
+ENGINE_TESTS := tests/sandbox tests/cli/test_exec.py tests/agent/test_loop_e2e.py tests/agent/test_done_cannot_be_faked.py \
 	tests/agent/test_loop_resume.py tests/agent/test_step_numbers.py tests/agent/test_verify.py
+ENGINE_PYTEST = $(BIN)/python -m pytest -m docker -n 3 --dist loadfile --durations=10
 test-podman: deps images-demo
 	@host=$$(bash scripts/ensure-podman.sh --rootless | sed -n 's/^export DOCKER_HOST=//p'); \
 	bash scripts/copy-images.sh "$$host" && \
-	DOCKER_HOST="$$host" $(BIN)/python -m pytest -m docker -n 3 --dist loadfile --durations=10 $(PODMAN_TESTS) $(PYTEST_ARGS)
+	DOCKER_HOST="$$host" $(ENGINE_PYTEST) $(ENGINE_TESTS) $(PYTEST_ARGS)
+
+test-elsewhere: deps images-demo
+	$(BIN)/python -m tests.engine_elsewhere $(ENGINE_PYTEST) $(ENGINE_TESTS) \
+		--ignore tests/sandbox/docker/test_remote_engine.py $(PYTEST_ARGS)
 
 # Every image, and the environment a test of the mined histories needs (Python from Debian bullseye):
 # built here once, as a user would before a night's batch, not in the middle of the suite.

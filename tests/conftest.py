@@ -25,8 +25,9 @@ from pathlib import Path
 import docker
 import pytest
 
-from sandbox.docker.engine import connect, engine_kind
+from sandbox.docker.engine import connect, elsewhere, engine_kind
 from sandbox.docker.ids import image_summaries, present_containers
+from sandbox.docker.prune import remove_image
 from sandbox.errors import EngineUnavailable
 
 RUN_ID = f"test-{uuid.uuid4().hex[:12]}"
@@ -189,6 +190,8 @@ class EngineHere:
     product: str
     rootless: bool
     cgroup_version: str
+    elsewhere: str | None
+    """Why its calls' workspaces travel as archives (rootless, or on another machine), or None: bound."""
 
     @property
     def limits_unenforced(self) -> bool:
@@ -201,7 +204,7 @@ class EngineHere:
 def engine_here(docker_client: docker.DockerClient) -> EngineHere:
     info = docker_client.info()
     product, rootless = engine_kind(docker_client.version(), info)
-    return EngineHere(product, rootless, str(info.get("CgroupVersion")))
+    return EngineHere(product, rootless, str(info.get("CgroupVersion")), elsewhere(docker_client, info))
 
 
 @pytest.fixture(scope="session")
@@ -237,9 +240,9 @@ def _remove_labelled(client: docker.DockerClient, run_label: str) -> None:
         )
         if not images:
             break
-        for image in reversed(images):
-            with contextlib.suppress(docker.errors.APIError):
-                client.images.remove(image["Id"], force=True)
+        for image in reversed(images):  # never forced: Podman's force removes the containers of other
+            # workers' sessions that use the image (one derived for an engine elsewhere is shared by label)
+            remove_image(client, image["Id"])
     for network in client.networks.list(filters=key):
         if ours(network.attrs.get("Labels")):
             with contextlib.suppress(docker.errors.APIError):

@@ -25,7 +25,8 @@ from pydantic import BaseModel
 
 from harness.bench.measure import median, ratio
 from sandbox.docker import hardening
-from sandbox.docker.engine import resolve_image_path
+from sandbox.docker.engine import another_machine, resolve_image_path, translate
+from sandbox.errors import SandboxError
 from sandbox.labels import of_process
 from sandbox.network.egress import Egress
 from sandbox.owner import container_user
@@ -85,6 +86,15 @@ class _Blob(http.server.BaseHTTPRequestHandler):
 
 
 def measure(client: Any, *, image: str = "py311", rounds: int = 9) -> NetBench:
+    with translate("reading engine info"):
+        info = client.info()
+    if why := another_machine(client, info):
+        # Its direct side downloads from a server here over the host's network, and the relay's socket is
+        # bound into the proxied side: neither reaches another machine's containers.
+        raise SandboxError(
+            f"bench net measures the egress route of an engine on this machine, and this engine is another "
+            f"machine's ({why}); run it where the engine runs"
+        )
     run_id = f"bench-net-{uuid.uuid4().hex[:10]}"
     handler = type("Blob", (_Blob,), {"blob": os.urandom(BIG)})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)

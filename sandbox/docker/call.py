@@ -11,7 +11,7 @@ import contextlib
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,53 @@ def shut(sock: Any) -> None:
     """End both directions of an attach socket (wakes a reader blocked on it, unlike close)."""
     with contextlib.suppress(OSError):
         getattr(sock, "_sock", sock).shutdown(socket.SHUT_RDWR)
+
+
+def read_ahead(sock: Any) -> bytes:
+    """What the HTTP client read of a hijacked stream (an exec's start) past its response's head.
+
+    The docker SDK hands over the raw socket under the response's buffered reader, so bytes that came
+    in one read with the head stay in that buffer: over TCP, where a relay or the network joins the
+    head and a quick command's whole output in one segment, the call would see no output at all. The
+    buffer is taken without waiting: the socket is non-blocking while it is read."""
+    reader = getattr(getattr(getattr(getattr(sock, "_response", None), "raw", None), "_fp", None), "fp", None)
+    raw = getattr(sock, "_sock", sock)
+    if reader is None or not hasattr(reader, "read1") or not hasattr(raw, "gettimeout"):
+        return b""
+    timeout = raw.gettimeout()
+    try:
+        raw.setblocking(False)
+        return reader.read1(1 << 16) or b""
+    except (BlockingIOError, ValueError):  # nothing there yet (or the reader was closed)
+        return b""
+    finally:
+        with contextlib.suppress(OSError):
+            raw.settimeout(timeout)
+
+
+def frames(sock: Any, ahead: bytes = b"") -> Iterator[tuple[int, bytes]]:
+    """(stream, data) of a multiplexed stream (an 8-byte head per frame: the stream's number, three
+    zero bytes, the length), the bytes read ahead first; ends with the stream."""
+    raw = getattr(sock, "_sock", sock)
+    buffer = bytearray(ahead)
+
+    def filled(size: int) -> bool:
+        while len(buffer) < size:
+            chunk = raw.recv(1 << 16)
+            if not chunk:
+                return False
+            buffer.extend(chunk)
+        return True
+
+    while filled(8):
+        stream, size = buffer[0], int.from_bytes(buffer[4:8], "big")
+        if not filled(8 + size):
+            if len(buffer) > 8:  # cut off midway: what came of it still counts
+                yield stream, bytes(buffer[8:])
+            return
+        data = bytes(buffer[8 : 8 + size])
+        del buffer[: 8 + size]
+        yield stream, data
 
 
 def send_stdin(sock: Any, data: bytes) -> None:

@@ -30,11 +30,10 @@ from typing import Any, Literal
 
 import docker
 import requests
-from docker.utils.socket import frames_iter
 
 from sandbox import labels as labels_of
 from sandbox.docker import hardening, netns, transfer, tunnel
-from sandbox.docker.call import CallWatch, cgroup_oom_killed, send_stdin, shut
+from sandbox.docker.call import CallWatch, cgroup_oom_killed, frames, read_ahead, send_stdin, shut
 from sandbox.docker.commit import commit_root
 from sandbox.docker.engine import (
     PODMAN_NO_GVISOR,
@@ -45,7 +44,7 @@ from sandbox.docker.engine import (
     translate,
     unenforced_limits,
 )
-from sandbox.docker.ids import remove_container
+from sandbox.docker.ids import remove_container, said_removed
 from sandbox.docker.pool import PoolConfig, WarmPool
 from sandbox.docker.stubcall import NODEV_ARGV, STUB_DIR, StubLost, StubStream
 from sandbox.envelope import CallOutcome, Envelope, Status
@@ -387,6 +386,29 @@ class DockerSandbox:
                 self._derived[derived] = transfer.derived_image(self._api, *derived, labels)
         return {**config, "image": self._derived[derived]}
 
+    def _derived_again(self, image: str, error: docker.errors.APIError) -> str | None:
+        """The image derived anew when the one derived for an engine elsewhere was removed meanwhile, else
+        None. It is found by label and shared by every run that needs it, and another run's end or a
+        prune removes it when no container uses it: this sandbox's next container would name it."""
+        if self.remote is None or not said_removed(error):
+            return None
+        with self._lock:
+            stale = [key for key, made in self._derived.items() if made == image and key[0] != image]
+        if not stale:
+            return None
+        try:
+            self._api.inspect_image(image)
+            return None  # still there: the engine refused something else
+        except docker.errors.APIError as gone:
+            if not said_removed(gone):
+                return None
+        with translate(f"preparing image {stale[0][0][:19]} for an engine on another machine"):
+            labels = labels_of.of_process(self.run_id, "remote-image")
+            made = transfer.derived_image(self._api, *stale[0], labels)
+        with self._lock:
+            self._derived.update(dict.fromkeys(stale, made))
+        return made if made != image else None
+
     def _send(
         self, cid: str, workspace: Path, spec: SandboxSpec, mounts: Sequence[Mount], user: str
     ) -> dict[str, list[transfer.Part]] | None:
@@ -546,6 +568,8 @@ class DockerSandbox:
         except docker.errors.APIError as error:  # Podman refuses at create what Docker refuses at start
             if holder_may_be_gone and netns.holder_gone(error):
                 raise _HolderGone() from None
+            if (again := self._derived_again(config["image"], error)) is not None:
+                return self._create_and_start({**config, "image": again}, kind, holder_may_be_gone)
             raise
         with self._lock:
             self._owned.add(cid)
@@ -630,6 +654,7 @@ class DockerSandbox:
         with translate("starting the command"):
             started = time.monotonic()
             sock = self._api.exec_start(exec_id, socket=True)
+            ahead = read_ahead(sock)
         watch = CallWatch(
             lambda: self.stop(cid), lambda: self._exec_exited(exec_id), spec.timeout_s, abort=lambda: shut(sock)
         )
@@ -639,7 +664,7 @@ class DockerSandbox:
             self._api._disable_socket_timeout(sock)  # type: ignore[attr-defined]
             if stdin is not None:
                 threading.Thread(target=send_stdin, args=(sock, stdin), daemon=True).start()
-            for stream, data in frames_iter(sock, tty=False):
+            for stream, data in frames(sock, ahead):
                 (err if stream == 2 else out).feed(data)
                 if out.total + err.total > spec.output_ceiling:
                     watch.stop("output_limit")

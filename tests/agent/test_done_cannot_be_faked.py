@@ -109,8 +109,8 @@ def test_a_cut_off_fix_is_never_completed_and_applied(harness, script, tmp_path)
 
 
 def test_read_only_globs_and_files_hold_for_commands(harness, script, tmp_path, engine_here):
-    """A read-only file (what `tasks mine` writes) is mounted read-only (on a rootless engine, which gets
-    the workspace as archives: sent as root's without write bits); a glob is put back after the step,
+    """A read-only file (what `tasks mine` writes) is mounted read-only (on a rootless engine or one
+    elsewhere, which gets the workspace as archives: sent as root's without write bits); a glob is put back after the step,
     and the model is told."""
     config = tmp_path / "ro.toml"
     config.write_text('[gate]\nread_only_paths = ["tests/test_ops.py", "calc/*.py"]\n')
@@ -120,7 +120,7 @@ def test_read_only_globs_and_files_hold_for_commands(harness, script, tmp_path, 
     assert ran.json()["outcome"] == "failed_verification", ran.stdout + ran.stderr
     records = read_records(harness.session_dir("ro"))
     rewrite, _fix = [r for r in records if r.kind == "tool"]
-    said_no = "Permission denied" if engine_here.rootless else "Read-only file system"
+    said_no = "Permission denied" if engine_here.elsewhere else "Read-only file system"
     assert said_no in rewrite.text, rewrite.text  # the mount (or the file's owner and mode) said no
     assert [r.detail for r in records if r.kind == "event" and r.event == "read_only_restored"] == ["calc/ops.py"]
     assert "return a - b" in harness.final("ro", "calc/ops.py")

@@ -25,8 +25,10 @@ def _py(source: str) -> list[str]:
 
 
 # A container's own writable layer names it.
-LAYER = "$(hostname)"
-"""Which container a call ran in: the engine names each after its id (Docker and Podman alike)."""
+LAYER = "$(hostname)$(grep -o 'upperdir=[^,]*' /proc/self/mountinfo | head -1 | sed 's#.*/overlay2/#-#; s#/diff##')"
+"""Which container a call ran in: its host name (the engine names each after its id) and its writable
+layer's folder where the engine shows it: a call that joins a network namespace holder on Docker (an
+engine elsewhere) has the holder's host name, and Podman's fuse-overlayfs shows no such folder."""
 
 
 def _host_processes_with(marker: str) -> list[int]:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox.docker import netns
+from sandbox.docker import netns, transfer
 from sandbox.docker.containers import DockerSandbox
+from sandbox.docker.ids import image_summaries
 from sandbox.docker.prune import find_containers
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(180)]
@@ -153,3 +154,33 @@ def test_a_call_with_egress_never_shares_by_the_relay_or_through_the_engine(tmp_
         assert bool(config["host_config"]["binds"].get(str((tmp_path / "egress").resolve()))) is not tunnel
     plain = hardening.container_config("sha256:x", SandboxSpec(image="py311"), tmp_path, [], "1:1", {}, stub=True)
     assert netns.shares(plain)
+
+
+def test_an_image_derived_for_an_engine_elsewhere_and_removed_between_calls_is_derived_again(
+    docker_client, run_label, workspace, spec
+) -> None:
+    """The image derived for an engine elsewhere is found by label and shared by every run that needs it,
+    and another run's end or a prune removes it when no container uses it: the next call derives it
+    again instead of naming the image it remembered. (A working folder of its own: no other test's
+    sessions share this derived image.)"""
+    import uuid
+
+    from sandbox.docker.prune import remove_image
+
+    own = spec.model_copy(update={"workdir": f"/work-{uuid.uuid4().hex[:8]}"})
+
+    def derived() -> list[str]:  # (the label its commit gives it: Podman's commit keeps no container label)
+        listed = image_summaries(docker_client, filters={"label": transfer.READY})
+        return [image["Id"] for image in listed if (image.get("Labels") or {})[transfer.READY].startswith(own.workdir)]
+
+    with DockerSandbox(docker_client, run_id=run_label, pool_size=0, share_netns=False, **ELSEWHERE) as box:
+        first = box.run(["sh", "-c", "pwd; cat hello.txt"], workspace=workspace, spec=own)
+        assert (first.exit_code, first.stdout) == (0, f"{own.workdir}\nhello\n"), first.render()
+        [made] = derived()
+        box.pool.wait_idle()  # the call's container gone
+        assert remove_image(docker_client, made), "no container uses it between calls"
+        again = box.run(["sh", "-c", "pwd; cat hello.txt"], workspace=workspace, spec=own)
+        assert (again.exit_code, again.stdout) == (0, f"{own.workdir}\nhello\n"), again.render()
+        remade = derived()
+        assert len(remade) == 1 and remade != [made]
+        remove_image(docker_client, remade[0])

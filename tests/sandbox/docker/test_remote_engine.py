@@ -4,7 +4,7 @@ workspaces are not there, as on another machine) and network namespace (its netw
 touches this machine's), reached on a TCP socket on 127.0.0.1 (a relay to its API socket). A bind
 mount there would show a call an empty folder: nothing is bind-mounted, the workspace, the mounts and
 the call stub travel as archives (sandbox.docker.transfer), a call's egress is carried to the proxy
-here through the engine's API (sandbox.docker.tunnel)."""
+here through the engine's API (sandbox.docker.tunnel). The daemon: tests/engine_elsewhere.py."""
 
 from __future__ import annotations
 
@@ -12,69 +12,21 @@ import contextlib
 import hashlib
 import json
 import os
-import shutil
-import signal
-import socket
-import socketserver
 import subprocess
 import sys
-import tempfile
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from sandbox.docker.ids import unqualified
+from tests import engine_elsewhere
 from tests.cli_process import run_cli
+from tests.engine_elsewhere import ELSEWHERE
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(180)]
 
 HARNESS = str(Path(sys.executable).parent / "harness")
-ELSEWHERE = "harness-elsewhere"
-
-
-class _Relay(socketserver.ThreadingTCPServer):
-    """127.0.0.1:PORT to a unix socket, both ways, one thread per connection."""
-
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, target: Path) -> None:
-        self.target = target
-        super().__init__(("127.0.0.1", 0), _Pipe)
-
-
-class _Pipe(socketserver.BaseRequestHandler):
-    """One connection, both ways; one side's end of sending is passed on as the same (a half-close:
-    the end of an exec's stdin), and the connection closes when both have ended."""
-
-    def handle(self) -> None:
-        upstream = socket.socket(socket.AF_UNIX)
-        try:
-            upstream.connect(str(self.server.target))  # type: ignore[attr-defined]
-        except OSError:  # the daemon is not listening yet: the client's connection just closes
-            upstream.close()
-            return
-
-        def pump(source: socket.socket, sink: socket.socket) -> None:
-            try:
-                while data := source.recv(65536):
-                    sink.sendall(data)
-            except OSError:
-                pass
-            finally:
-                try:
-                    sink.shutdown(socket.SHUT_WR)
-                except OSError:
-                    pass
-
-        back = threading.Thread(target=pump, args=(upstream, self.request), daemon=True)
-        back.start()
-        pump(self.request, upstream)
-        back.join()
-        upstream.close()
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -89,54 +41,13 @@ def no_warm_service(tmp_path_factory) -> Iterator[None]:
 @pytest.fixture(scope="module")
 def elsewhere() -> Iterator[str]:
     """DOCKER_HOST of a daemon that shares neither this machine's host name, nor its /tmp, nor its network."""
-    if os.geteuid() != 0 or not shutil.which("dockerd") or not shutil.which("unshare"):
-        pytest.skip("needs root, dockerd and unshare")
-    root = Path(tempfile.mkdtemp(prefix="harness-remote-engine-", dir="/var/tmp"))
-    api = root / "docker.sock"
-    (root / "daemon.json").write_text(json.dumps({"runtimes": _runsc_here()}))  # gVisor there too, if here
-    script = (
-        f"ip link set lo up && hostname {ELSEWHERE} && mount -t tmpfs tmpfs /tmp && exec dockerd "
-        f"--config-file {root}/daemon.json --data-root {root}/data --exec-root {root}/exec "
-        f"--pidfile {root}/dockerd.pid -H unix://{api} --bridge none --iptables=false --ip6tables=false --ip-masq=false"
-    )
-    with open(root / "dockerd.log", "wb") as log:
-        daemon = subprocess.Popen(
-            ["unshare", "--net", "--uts", "--mount", "--propagation", "private", "sh", "-c", script],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    relay = _Relay(api)
-    threading.Thread(target=relay.serve_forever, daemon=True).start()
-    host = f"tcp://127.0.0.1:{relay.server_address[1]}"
+    if why := engine_elsewhere.can_start():
+        pytest.skip(why)
     try:
-        deadline = time.monotonic() + 90
-        while subprocess.run(["docker", "-H", host, "version"], capture_output=True).returncode != 0:
-            if daemon.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"the second daemon did not start: {(root / 'dockerd.log').read_text()[-2000:]}")
-            time.sleep(0.5)
-        yield host
-    finally:
-        relay.shutdown()
-        relay.server_close()
-        daemon.send_signal(signal.SIGTERM)
-        try:
-            daemon.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait(timeout=30)
-        shutil.rmtree(root, ignore_errors=True)
-
-
-def _runsc_here() -> dict:
-    """gVisor's registration on this machine's engine (its path and arguments), to give the engine
-    elsewhere the same; none when this engine has none."""
-    try:
-        config = json.loads(Path("/etc/docker/daemon.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    runsc = (config.get("runtimes") or {}).get("runsc")
-    return {"runsc": runsc} if runsc and Path(runsc.get("path", "")).is_file() else {}
+        with engine_elsewhere.elsewhere() as host:
+            yield host
+    except engine_elsewhere.EngineNotStarted as error:
+        pytest.fail(f"the second daemon did not start: {error}")
 
 
 @pytest.fixture(scope="module")
@@ -349,7 +260,6 @@ def test_mcp_servers_and_a_service_run_on_the_engine_elsewhere(with_py311, tmp_p
     write it, a writable server's change comes back here after its call (the next call sees it, the
     session records it), the service is reached by name and serves the workspace as it is at each call
     (its copy sent what the calls changed); nothing is left on that engine."""
-    import json
 
     import docker
     import yaml
@@ -486,7 +396,7 @@ def test_a_call_under_gvisor_on_the_engine_elsewhere_keeps_its_posture(with_py31
     by that engine's own null device (read-only: opening it for writing is refused, reading it gives
     nothing) and the program that refuses device nodes travels with the workspace; the call sees the
     workspace, its write comes back, and no device node can be made."""
-    if not _runsc_here():
+    if not engine_elsewhere.runsc_here():
         pytest.skip("gVisor (runsc) is not registered with this machine's engine")
     state = tmp_path / "state"
     repo = tmp_path / "repo"

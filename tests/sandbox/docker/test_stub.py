@@ -105,7 +105,7 @@ def test_exec_stays_available_and_is_chosen_where_the_stub_cannot_run(
 ):
     with DockerSandbox(docker_client, run_id=run_label, pool_size=1, call_path="exec") as box:
         env = run(box, workspace, spec, "cat", "hello.txt")
-    assert (env.stdout, env.call_path) == ("hello\n", "exec")
+    assert (env.stdout, env.call_path) == ("hello\n", "exec"), env.render()
     tag = f"harness-test/nopython:{test_label['harness.test']}"
     base = docker_client.images.get(docker_client.images.get("harness/base:bookworm").id)
     dockerfile = f"FROM {base.id}\nRUN rm -f /usr/bin/python3*\nLABEL harness.run={run_label}\n"
