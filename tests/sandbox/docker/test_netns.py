@@ -169,7 +169,7 @@ def test_an_image_derived_for_an_engine_elsewhere_and_removed_between_calls_is_d
 
     own = spec.model_copy(update={"workdir": f"/work-{uuid.uuid4().hex[:8]}"})
 
-    def derived() -> list[str]:  # (the label its commit gives it: Podman's commit keeps no container label)
+    def derived() -> list[str]:  # (by one label: Podman 4.3 lists nothing for two at once)
         listed = image_summaries(docker_client, filters={"label": transfer.READY})
         return [image["Id"] for image in listed if (image.get("Labels") or {})[transfer.READY].startswith(own.workdir)]
 
