@@ -43,14 +43,14 @@ podman:
 podman-rootless:
 	@bash scripts/ensure-podman.sh --rootless
 
-# The engine tests of the sandbox, exec, egress and the loop's end-to-end and adversarial runs again on
+# The engine tests of the sandbox, exec, egress, services and the loop's end-to-end and adversarial runs again on
 # another engine (docs/scale.md), after the suite on Docker, the images copied from the default engine
 # (scripts/copy-images.sh: no second bootstrap). test-podman: on rootless Podman, the service started as
 # in `make podman-rootless`. test-elsewhere: on an engine that cannot see this machine's disk, a second
 # Docker daemon with its own data root, host name, /tmp and network on a TCP socket on 127.0.0.1
 # (tests/engine_elsewhere.py; its own tests, test_remote_engine.py, are that engine's already).
 ENGINE_TESTS := tests/sandbox tests/cli/test_exec.py tests/agent/test_loop_e2e.py tests/agent/test_done_cannot_be_faked.py \
-	tests/agent/test_loop_resume.py tests/agent/test_step_numbers.py tests/agent/test_verify.py
+	tests/agent/test_loop_resume.py tests/agent/test_step_numbers.py tests/agent/test_verify.py tests/tools/test_services.py
 ENGINE_PYTEST = $(BIN)/python -m pytest -m docker -n 3 --dist loadfile --durations=10
 test-podman: deps images-demo
 	@host=$$(bash scripts/ensure-podman.sh --rootless | sed -n 's/^export DOCKER_HOST=//p'); \

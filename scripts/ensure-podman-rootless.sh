@@ -9,6 +9,7 @@ set -euo pipefail
 USER_NAME=harness-podman
 HOME_DIR=/var/lib/harness-podman
 SUBIDS=200000:65536
+NETWORKS=/var/tmp/harness-podman-networks
 
 if [ "$(id -u)" != "0" ] || [ ! -f /etc/debian_version ]; then
   echo "error: run this as root on Debian: it makes the rootless engine's own user" >&2
@@ -20,6 +21,19 @@ fi
 uid=$(id -u "$USER_NAME")
 SOCKET=/run/user/$uid/podman/podman.sock
 answers() { curl -sf --unix-socket "$SOCKET" http://podman/_ping >/dev/null 2>&1; }
+mkdir -p "$HOME_DIR/.config/containers"
+if ! grep -q '^network_config_dir' "$HOME_DIR/.config/containers/containers.conf" 2>/dev/null; then
+  # Networks' files outside /var/lib: Podman 4.3 sets up a rootless container's network from a namespace
+  # where the user's graphroot under /var/lib is not seen, and every network it made was "not found"
+  printf '[network]\nnetwork_config_dir = "%s"\n' "$NETWORKS" >> "$HOME_DIR/.config/containers/containers.conf"
+  chown -R "$USER_NAME:" "$HOME_DIR/.config"
+  if answers; then  # a service started before: it reads containers.conf as it starts
+    echo "setup: restarting the rootless podman service (its networks' folder moved)" >&2
+    pkill -u "$USER_NAME" -f "podman system service" || true
+    for _ in $(seq 1 50); do answers || break; sleep 0.2; done
+  fi
+fi
+mkdir -p "$NETWORKS" && chown "$USER_NAME:" "$NETWORKS" && chmod 700 "$NETWORKS"
 if answers; then
   echo "export DOCKER_HOST=unix://$SOCKET"
   exit 0

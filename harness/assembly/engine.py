@@ -511,7 +511,10 @@ def start_services(
             while True:
                 if not servers.running(client, containers[service]):
                     log = servers.server_logs(client, containers[service], 20, stdout=True).strip().splitlines()
+                    code = servers.exit_status(client, containers[service])
                     said = f": {log[-1][:300]}" if log else ""
+                    if not log and code is not None:
+                        said = f" (it exited with {code} and wrote nothing)"
                     raise SetupError(f"service {service} stopped before it was ready{said}")
                 if declared.health is None or servers.exec_in(client, containers[service], declared.health) == 0:
                     break

@@ -22,7 +22,7 @@ import docker
 
 from sandbox import labels as labels_of
 from sandbox.docker import copies, hardening, transfer, tunnel
-from sandbox.docker.engine import located, resolve_image_path, translate
+from sandbox.docker.engine import engine_kind, located, resolve_image_path, translate
 from sandbox.docker.ids import object_id, remove_container
 from sandbox.errors import SandboxError, SetupError
 from sandbox.spec import SandboxSpec
@@ -161,6 +161,16 @@ def running(client: docker.DockerClient, cid: str) -> bool:
         return False
 
 
+def exit_status(client: docker.DockerClient, cid: str) -> int | None:
+    """The exit status of a container that stopped (None: running, gone, or not said)."""
+    try:
+        state = client.api.inspect_container(cid)["State"]
+    except docker.errors.APIError:
+        return None
+    code = state.get("ExitCode")
+    return code if isinstance(code, int) and not state.get("Running") else None
+
+
 def server_logs(client: docker.DockerClient, cid: str, tail: int = 200, stdout: bool = False) -> str:
     """What the server wrote to stderr (an MCP server's stdout is the protocol; a service's is its log too)."""
     try:
@@ -170,7 +180,7 @@ def server_logs(client: docker.DockerClient, cid: str, tail: int = 200, stdout: 
     return data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data)
 
 
-__all__ = ["Started", "object_id", "running", "server_logs", "start_server", "stop_server"]
+__all__ = ["Started", "exit_status", "object_id", "running", "server_logs", "start_server", "stop_server"]
 
 
 # --- services: a session's long-lived helpers on a network with no route out ---------------------------
@@ -183,18 +193,27 @@ INHIBIT = "com.docker.network.bridge.inhibit_ipv4"
 def create_network(client: docker.DockerClient, name: str, labels: dict[str, str]) -> str:
     """An internal network (no route out) for a session's services and calls, whose bridge has no
     address on the host (an internal bridge otherwise holds the gateway's address, and a call reached
-    every host listener bound to 0.0.0.0 through it)."""
+    every host listener bound to 0.0.0.0 through it), or is not on this machine's network at all (a
+    rootless engine's)."""
     with translate("creating the services network"):
         network = client.networks.create(name, driver="bridge", internal=True, labels=labels, options={INHIBIT: "true"})
         network.reload()
-        if (network.attrs.get("Options") or {}).get(INHIBIT) != "true":  # Podman keeps no such option
-            network.remove()
+        if (network.attrs.get("Options") or {}).get(INHIBIT) != "true" and not _engine(client)[1]:
+            network.remove()  # (Podman keeps no such option)
             raise SandboxError(
                 "this engine gives a services network's bridge an address on this machine (it does not keep "
                 f"{INHIBIT}: Podman's Docker-compatible API): a call would reach every listener of this machine "
-                "through it; services need a Docker engine for now"
+                "through it; services need a Docker engine, or a rootless one (its bridges are not on this machine)"
             )
         return str(network.id)
+
+
+def _engine(client: docker.DockerClient) -> tuple[str, bool]:
+    """The engine's product and whether it runs rootless (its bridges then live in its user's own
+    network namespace, Podman's rootless-netns, where nothing of this machine listens: a bridge's
+    address there reaches no listener here)."""
+    with translate("reading the engine's version"):
+        return engine_kind(client.version(), client.info())
 
 
 def remove_network(client: docker.DockerClient, name: str, attempts: int = 20) -> None:
@@ -241,14 +260,16 @@ def start_service(
         client, spec, workspace, user=f"{uid}:{gid}", labels=labels, environment=environment, writable=False,
         log_size="2m", what=f"the {name} service", networking=networking, network=network,
         command=list(argv) if argv else None,
-        tmpfs=_owned_tmpfs(spec, uid, gid, tmpfs),
+        tmpfs=_owned_tmpfs(spec, uid, gid, tmpfs, podman=bool(tmpfs) and _engine(client)[0] == "Podman"),
     )  # fmt: skip
 
 
-def _owned_tmpfs(spec: SandboxSpec, uid: int, gid: int, paths: Sequence[str]) -> dict[str, str]:
+def _owned_tmpfs(spec: SandboxSpec, uid: int, gid: int, paths: Sequence[str], podman: bool = False) -> dict[str, str]:
     """Each path a tmpfs owned by uid:gid (the engine gives a tmpfs over an image's directory that
-    directory's owner and mode, so a data directory of root's would stay unwritable)."""
-    return {path: f"rw,nosuid,nodev,noexec,size={spec.tmpfs},uid={uid},gid={gid},mode=0755" for path in paths}
+    directory's owner and mode, so a data directory of root's would stay unwritable). Podman refuses
+    `uid=`/`gid=` there and takes `U` instead: owned by the container's user, the service's uid:gid."""
+    owner = "U" if podman else f"uid={uid},gid={gid}"
+    return {path: f"rw,nosuid,nodev,noexec,size={spec.tmpfs},{owner},mode=0755" for path in paths}
 
 
 def user_ids(client: docker.DockerClient, spec: SandboxSpec, user: str, labels: dict[str, str]) -> tuple[int, int]:

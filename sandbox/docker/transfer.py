@@ -49,7 +49,10 @@ from sandbox.spec import Mount, SandboxSpec
 from sandbox.tree import remove_tree, walk
 
 DERIVED_KEY = "harness.remote.of"
-"""On a derived image: the digest of the image, working folder and user it was made for."""
+"""On a derived image: the digest of the image, working folder and user it was made for, and its form."""
+DERIVED_FORM = "2"
+"""How a derived image is made (2: it keeps its image's command; the first took its helper's `true`):
+one made another way is never found again."""
 READY = "harness.remote.ready"
 """On a derived image, and on every image committed from its containers (a step image): the working
 folder and user it holds that folder for (`/workspace 10001:10001`)."""
@@ -498,15 +501,19 @@ def derived_image(api: docker.APIClient, image_id: str, workdir: str, user: str,
     there (a call would see them beside the workspace's). labels: its helper container's (the image
     committed from it carries them too)."""
     ready = f"{workdir} {user}"
-    if ((api.inspect_image(image_id).get("Config") or {}).get("Labels") or {}).get(READY) == ready:
+    config = api.inspect_image(image_id).get("Config") or {}
+    if (config.get("Labels") or {}).get(READY) == ready:
         return image_id  # a step image: committed from a container of a derived image
-    key = hashlib.sha256(f"{image_id}\0{workdir}\0{user}".encode()).hexdigest()[:24]
+    key = hashlib.sha256(f"{image_id}\0{workdir}\0{user}\0{DERIVED_FORM}".encode()).hexdigest()[:24]
     for image in listed_images(api, filters={"label": f"{DERIVED_KEY}={key}"}):  # races removals on Podman
         if (image.get("Labels") or {}).get(labels_of.KIND) == "remote-image":  # never a step image
             return spelled_id(str(image["Id"]))
     uid, gid = numeric_ids(user)
+    # Never started; committed, it gives the image its command: the image's own (a service's, a
+    # database's), or `true` for an image that has none (the engine wants one to create a container).
+    command = None if config.get("Cmd") or config.get("Entrypoint") else ["true"]
     cid = api.create_container(
-        image_id, command=["true"], labels=dict(labels), host_config=api.create_host_config(network_mode="none")
+        image_id, command=command, labels=dict(labels), host_config=api.create_host_config(network_mode="none")
     )["Id"]
     try:
         with contextlib.suppress(docker.errors.NotFound):

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from harness.trajectory import ToolRecord, read_records
+from sandbox.docker.ids import unqualified
 from tests.agent.conftest import Harness, turn
 
 pytestmark = [pytest.mark.docker]
@@ -161,7 +162,9 @@ def test_the_database_runs_as_its_own_user_with_its_data_on_tmpfs():
 @pytest.fixture
 def db_image(docker_client, run_label, tmp_path) -> str:
     """An image like a database's: its own user (not the sandbox's), a data directory it must write."""
-    base = next(i for i in docker_client.images.list() if any(t.startswith("harness/py311:") for t in i.tags))
+    base = next(  # (Podman names it localhost/harness/py311:...)
+        i for i in docker_client.images.list() if any(unqualified(t).startswith("harness/py311:") for t in i.tags)
+    )
     (tmp_path / "ctx").mkdir()
     (tmp_path / "ctx" / "server.py").write_text(DB)
     (tmp_path / "ctx" / "Dockerfile").write_text(
@@ -238,3 +241,23 @@ def test_a_batch_task_declares_its_services(tmp_path, project, run_label, docker
     [record] = [json.loads(p.read_text()) for p in (tmp_path / "out" / "runs").rglob("*.json")]
     assert record["verified"] is True, record
     assert docker_client.networks.list(filters={"label": f"harness.run={label}"}) == []
+
+
+def test_a_service_that_ends_at_once_is_named_with_its_exit_status(tmp_path, project, run_label, docker_client):
+    """A service that ends before it is ready and says nothing (started with the run's first call, the
+    verification here): the one line gives its exit status."""
+    config = tmp_path / "quick.toml"
+    config.write_text(  # (never healthy: it is waited for until it ends)
+        '[services.quick]\nimage = "py311"\ncommand = ["sh", "-c", "sleep 1; exit 3"]\nhealth = ["false"]\n'
+    )
+    label = f"{run_label}-svcquick"
+    harness = Harness(tmp_path / "sessions", label)
+    script = tmp_path / "s.yaml"
+    script.write_text(yaml.safe_dump({"turns": [turn("Done.")]}))
+    ran = harness(
+        "run", "--image", "py311", "--model", f"scripted:{script}", str(project), "--task", "Check.",
+        "--verify", "true", "--config", str(config),
+    )  # fmt: skip
+    assert ran.code == 125, ran.stdout + ran.stderr
+    assert ran.stderr.strip() == "error: service quick stopped before it was ready (it exited with 3 and wrote nothing)"
+    assert docker_client.containers.list(all=True, filters={"label": f"harness.run={label}"}) == []
