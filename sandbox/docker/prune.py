@@ -40,6 +40,8 @@ from sandbox.docker.ids import (
 from sandbox.layout import SessionFolder
 from sandbox.tree import remove_tree
 
+PRUNE_PASSES, PRUNE_AGAIN_S = 4, 0.5
+"""A prune lists and removes at most this many times, this far apart, until a listing finds nothing."""
 UNFINISHED_AFTER_S = 3600.0
 """A session folder without session.json this old is a crashed create, not one in progress."""
 
@@ -91,11 +93,20 @@ def prune(
 ) -> int:
     """Remove leftover harness containers: orphaned ones, or with everything=True all of them;
     with run_id only those of that run, with extra labels only those carrying them too."""
-    found = find_containers(client, {labels.RUN: run_id, **(extra or {})})
-    doomed = found if everything else [c for c in found if orphaned(c)]
-    # network-namespace holders last: Podman refuses to remove one that containers still join
-    doomed.sort(key=lambda c: (c.labels or {}).get(labels.KIND) == "netns")
-    removed = remove_containers(client, doomed)
+    removed = 0
+    # Listed again after each pass that found some: a request a dead controller sent just before its
+    # end (a create, over TCP through a relay) can still make a container after a listing, and one the
+    # engine was already removing is still listed a moment.
+    for again in range(PRUNE_PASSES):
+        if again:
+            time.sleep(PRUNE_AGAIN_S)
+        found = find_containers(client, {labels.RUN: run_id, **(extra or {})})
+        doomed = found if everything else [c for c in found if orphaned(c)]
+        if not doomed:
+            break
+        # network-namespace holders last: Podman refuses to remove one that containers still join
+        doomed.sort(key=lambda c: (c.labels or {}).get(labels.KIND) == "netns")
+        removed += remove_containers(client, doomed)
     if not extra:
         remove_task_images(client, run_id, everything)
         remove_service_networks(client, run_id, everything)

@@ -125,7 +125,8 @@ def test_kill_9_then_prune_then_resume_starts_the_service_again(tmp_path, projec
     assert docker_client.containers.list(all=True, filters=mine), "the dead controller's service is still there"
     pruned = harness("sandbox", "prune")
     assert pruned.code == 0, pruned.stderr
-    assert docker_client.containers.list(all=True, filters={"label": f"harness.run={label}"}) == []
+    left = docker_client.containers.list(all=True, filters={"label": f"harness.run={label}"})
+    assert left == [], [(c.status, c.labels.get("harness.kind"), c.labels.get("harness.pid")) for c in left]
     assert docker_client.networks.list(filters={"label": f"harness.run={label}"}) == []
     resumed = harness("resume", "k", "--json")
     assert resumed.code == 0 and resumed.json()["outcome"] == "verified", resumed.stdout + resumed.stderr

@@ -32,6 +32,31 @@ def test_orphans_are_told_apart_from_live_runs(docker_client, run_label, sandbox
     assert find_containers(docker_client, test_label) == []
 
 
+def test_a_container_a_dead_controller_made_after_the_listing_goes_with_the_same_prune(
+    docker_client, run_label, sandbox_image, test_label, monkeypatch
+) -> None:
+    """A create the controller sent just before it was killed can complete after prune listed the
+    containers (over TCP, through a relay): the prune lists again and removes it too."""
+    from sandbox.docker import prune as pruning
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    ref = current_ref(docker_client, sandbox_image)
+    labels = {"harness.run": run_label, "harness.pid": dead.stdout.strip(), **test_label}
+    docker_client.containers.create(ref, ["true"], labels=labels, network_mode="none")
+    listed = pruning.find_containers
+    late: list[str] = []
+
+    def listing_then_a_late_create(client, wanted):
+        found = listed(client, wanted)
+        if not late:  # the dead controller's in-flight create lands just after the first listing
+            late.append(docker_client.containers.create(ref, ["true"], labels=labels, network_mode="none").id)
+        return found
+
+    monkeypatch.setattr(pruning, "find_containers", listing_then_a_late_create)
+    assert pruning.prune(docker_client, run_id=run_label, extra=test_label) == 2
+    assert find_containers(docker_client, test_label) == []
+
+
 def test_a_zombie_controller_counts_as_gone() -> None:
     """A SIGKILLed detached controller (the warm service) whose new parent does not reap it stays a
     zombie: its containers are leftovers all the same, and a live process's are not."""
