@@ -381,10 +381,14 @@ class DockerSandbox:
         config, _ = transfer.unbound(config, spec, workspace, mounts, also=stub)
         derived = (config["image"], spec.workdir, user)
         if derived not in self._derived:
-            with translate(f"preparing image {config['image'][:19]} for an engine on another machine"):
-                labels = labels_of.of_process(self.run_id, "remote-image")  # its helper container's (prune finds it)
-                self._derived[derived] = transfer.derived_image(self._api, *derived, labels)
+            self._derived[derived] = self._derive(derived)
         return {**config, "image": self._derived[derived]}
+
+    def _derive(self, derived: tuple[str, str, str]) -> str:
+        """The image derived for (image, working folder, user): found by label, or made once."""
+        with translate(f"preparing image {derived[0][:19]} for an engine on another machine"):
+            labels = labels_of.of_process(self.run_id, "remote-image")  # its helper container's (prune finds it)
+            return transfer.derived_image(self._api, *derived, labels)
 
     def _derived_again(self, image: str, error: docker.errors.APIError) -> str | None:
         """The image derived anew when the one derived for an engine elsewhere was removed meanwhile, else
@@ -402,9 +406,7 @@ class DockerSandbox:
         except docker.errors.APIError as gone:
             if not said_removed(gone):
                 return None
-        with translate(f"preparing image {stale[0][0][:19]} for an engine on another machine"):
-            labels = labels_of.of_process(self.run_id, "remote-image")
-            made = transfer.derived_image(self._api, *stale[0], labels)
+        made = self._derive(stale[0])
         with self._lock:
             self._derived.update(dict.fromkeys(stale, made))
         return made if made != image else None
