@@ -91,6 +91,23 @@ def frames(sock: Any, ahead: bytes = b"") -> Iterator[tuple[int, bytes]]:
         yield stream, data
 
 
+def exec_output(api: Any, exec_id: str) -> bytes:
+    """What an exec said (stdout and stderr as they came) once it ended. The SDK's own
+    `exec_start(stream=False)` reads from under the HTTP client's buffer too, and lost a quick
+    command's output over TCP (see read_ahead); no timeout: the command's own bounds it."""
+    sock = api.exec_start(exec_id, socket=True)
+    raw = getattr(sock, "_sock", sock)
+    try:
+        ahead = read_ahead(sock)
+        api._disable_socket_timeout(sock)
+        return b"".join(data for _, data in frames(sock, ahead))
+    finally:
+        with contextlib.suppress(OSError):
+            sock.close()
+        with contextlib.suppress(OSError):
+            raw.close()
+
+
 def send_stdin(sock: Any, data: bytes) -> None:
     raw = getattr(sock, "_sock", sock)
     with contextlib.suppress(OSError):

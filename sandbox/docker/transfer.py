@@ -40,6 +40,7 @@ from typing import IO, Any
 import docker
 
 from sandbox import labels as labels_of
+from sandbox.docker.call import exec_output
 from sandbox.docker.hardening import FUSE_DEVICE
 from sandbox.docker.ids import image_id as spelled_id
 from sandbox.docker.ids import listed_images
@@ -266,7 +267,7 @@ def numeric_ids(user: str) -> tuple[int, int]:
 def run_in(api: docker.APIClient, cid: str, argv: Sequence[str], user: str) -> tuple[int | None, str]:
     """argv run to its end in a running container as user: its exit code and what it said."""
     made = api.exec_create(cid, list(argv), user=user, stdout=True, stderr=True)["Id"]
-    said = api.exec_start(made).decode(errors="replace").strip()
+    said = exec_output(api, made).decode(errors="replace").strip()
     return api.exec_inspect(made).get("ExitCode"), said
 
 

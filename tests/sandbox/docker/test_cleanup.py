@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -131,7 +132,9 @@ def test_images_prune_removes_the_cache_nothing_names_or_uses(docker_client, run
     )
     on_stage = cached("devcontainer", (f"harness/devcontainer:{token}",), start=stage)
     named, used, loose = cached("setup"), cached("setup"), cached("setup")
-    holder = docker_client.containers.create(used, ["true"], labels={labels.RUN: run_label}, network_mode="none")
+    holder = docker_client.containers.create(  # a live run's (no other test's prune takes it for an orphan)
+        used, ["true"], labels={labels.RUN: run_label, labels.PID: str(os.getpid())}, network_mode="none"
+    )
     state = tmp_path / "state"
     (state / "s1").mkdir(parents=True)
     (state / "s1" / "session.json").write_text(json.dumps({"setup": {"image": named, "cached": True}}))
