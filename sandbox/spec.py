@@ -144,10 +144,6 @@ class PooledSandbox(Sandbox, Protocol):
     """A sandbox whose ready containers may have been started by another process (a warm service's
     run slot, lent over its socket): it takes them as its own, to use once each and remove."""
 
-    remote: str | None
-    """Why its engine cannot take this machine's folders (on another machine, rootless; None: it
-    can). A run slot's containers bind the slot's folder: they are lent and taken only where it can."""
-
     def adopt(
         self,
         containers: Sequence[tuple[str, int]],
@@ -156,9 +152,10 @@ class PooledSandbox(Sandbox, Protocol):
         spec: SandboxSpec,
         mounts: Sequence[Mount] = (),
         keep_open: Any = None,
-    ) -> None:
+    ) -> bool:
         """Take (container id, attached-stream descriptor) pairs as ready containers for these
-        arguments; keep_open (the loan's connection) is closed at `close`, after them."""
+        arguments; keep_open (the loan's connection) is closed at `close`, after them. False, taking
+        nothing, when they are not on this sandbox's engine."""
         ...
 
 

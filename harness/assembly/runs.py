@@ -233,8 +233,8 @@ def borrow(config: RunConfig, sandbox: Sandbox, repo: Path, sessions: Path, warm
     """A warm run slot for a new session of config, when it can use one: the warm service's
     containers are the session's first (no setup image, no quota filesystem, a read-only root), and
     the sandbox can take containers another process started."""
-    if warm is None or not isinstance(sandbox, PooledSandbox) or sandbox.remote is not None:
-        return None  # (an engine elsewhere: a slot's containers bind its folder on this machine)
+    if warm is None or not isinstance(sandbox, PooledSandbox):
+        return None
     if config.session.setup or config.session.workspace_quota or not config.sandbox.read_only_root:
         return None
     if config.session.allow_net_tools:
@@ -250,15 +250,18 @@ def borrow(config: RunConfig, sandbox: Sandbox, repo: Path, sessions: Path, warm
 
 def adopt(loan: Loan, config: RunConfig, sandbox: PooledSandbox, workspace: Path, spec: SandboxSpec) -> None:
     """The loan's containers as the session's ready ones, if the workspace has the shape the slot was
-    made for (else they are given back, and the session starts its own)."""
+    made for and they are on the session's engine (else they are given back, and the session starts
+    its own)."""
     from sandbox.warm.loans import run_request
 
     calls, mounts = call_spec(spec), tool_mounts(workspace, config)
     if run_request(calls, mounts, workspace) != loan.request:  # run_request leaves the labels out
         loan.give_back()
         return
-    containers, loan.containers = loan.containers, []
-    sandbox.adopt(containers, workspace=workspace, spec=calls, mounts=mounts, keep_open=loan.conn)
+    if sandbox.adopt(loan.containers, workspace=workspace, spec=calls, mounts=mounts, keep_open=loan.conn):
+        loan.containers = []
+    else:
+        loan.give_back()
 
 
 def create_session(

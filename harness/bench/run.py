@@ -39,7 +39,8 @@ from harness.bench.measure import CLI
 from harness.config import RunConfig
 from harness.trajectory import read_records
 from sandbox import labels
-from sandbox.docker.engine import resolve_image
+from sandbox.docker import transfer
+from sandbox.docker.engine import located, resolve_image
 from sandbox.envelope import Envelope
 from sandbox.owner import container_user
 from sandbox.session.workspace import copy_repository
@@ -103,7 +104,6 @@ class TimedSandbox:
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
-        self.remote: str | None = getattr(inner, "remote", None)
         self.calls: list[tuple[list[str], SandboxSpec, Sequence[Mount], float, float]] = []
 
     def run(
@@ -133,8 +133,8 @@ class TimedSandbox:
     def prewarm(self, **kwargs: Any) -> None:
         self.inner.prewarm(**kwargs)
 
-    def adopt(self, containers: Any, **kwargs: Any) -> None:
-        self.inner.adopt(containers, **kwargs)
+    def adopt(self, containers: Any, **kwargs: Any) -> bool:
+        return self.inner.adopt(containers, **kwargs)
 
     def quiesce(self) -> None:
         self.inner.quiesce()
@@ -318,25 +318,48 @@ def _bare(
     spec: SandboxSpec,
     run_id: str,
 ) -> float:
-    """Sum of the same commands exec'd one by one into one long-lived container over a fresh copy."""
+    """Sum of the same commands exec'd one by one into one long-lived container over a fresh copy
+    (bound from here; on an engine that takes archives, sent into its volumes once, before its start,
+    as a hand-made harness would: nothing comes back)."""
     copy_repository(EXAMPLE / "calc", copy_to)
-    volumes = {str(copy_to): {"bind": spec.workdir, "mode": "rw"}}
+    mounts = []
     for mount in calls[0][2]:
         source = Path(mount.source)
         if source.is_relative_to(workspace):
             source = copy_to / source.relative_to(workspace)
-        volumes[str(source)] = {"bind": mount.target, "mode": "ro" if mount.read_only else "rw"}
+        mounts.append(mount.model_copy(update={"source": source}))
     _, image_id = resolve_image(client, spec.image)
-    container = client.containers.run(
-        image_id,
-        ["sleep", "infinity"],
-        detach=True,
-        user=container_user(),
-        working_dir=spec.workdir,
-        network_mode="none",
-        volumes=volumes,
-        labels=labels.of_process(run_id, "bench"),
-    )
+    user, marks = container_user(), labels.of_process(run_id, "bench")
+    if located(client)[1] is None:
+        volumes = {str(copy_to): {"bind": spec.workdir, "mode": "rw"}}
+        volumes |= {str(m.source): {"bind": m.target, "mode": "ro" if m.read_only else "rw"} for m in mounts}
+        container = client.containers.run(
+            image_id,
+            ["sleep", "infinity"],
+            detach=True,
+            user=user,
+            working_dir=spec.workdir,
+            network_mode="none",
+            volumes=volumes,
+            labels=marks,
+        )
+    else:
+        layout = transfer.volumes(spec.workdir, copy_to, mounts)
+        container = client.containers.create(
+            transfer.derived_image(client.api, image_id, spec.workdir, user, marks),
+            ["sleep", "infinity"],
+            user=user,
+            working_dir=spec.workdir,
+            network_mode="none",
+            mounts=transfer.volume_mounts(layout, marks),
+            labels=marks,
+        )
+        try:
+            transfer.send(client.api, container.id, layout, transfer.numeric_ids(user))
+            container.start()
+        except BaseException:
+            container.remove(force=True, v=True)
+            raise
     try:
         total = 0.0
         for argv, *_ in calls:
@@ -345,4 +368,4 @@ def _bare(
             total += time.perf_counter() - started
         return total * 1000
     finally:
-        container.remove(force=True)
+        container.remove(force=True, v=True)

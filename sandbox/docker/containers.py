@@ -41,6 +41,7 @@ from sandbox.docker.engine import (
     located,
     resolve_image_path,
     runtimes_of,
+    streams_pass,
     translate,
     unenforced_limits,
 )
@@ -98,6 +99,10 @@ class DockerSandbox:
         self.call_path = call_path
         self._streams: dict[str, StubStream] = {}
         """Pre-started stub containers' attached streams, by container id (taken by the call)."""
+        self._answered: dict[str, StubStream] = {}
+        """The streams of stubs whose call is over, closed once the working folder came back (or at
+        the container's removal): a stub waits for the close, so its container runs until then (on
+        Podman a stopping container's folder cannot be read back: `_bring_back`)."""
         self._no_stub: set[str] = set()
         """Images in which the stub cannot run (no python3, no prctl): calls by `docker exec`."""
         self._api = client.api
@@ -177,6 +182,7 @@ class DockerSandbox:
                 self._bring_back(cid, workspace, spec, sent, user)
                 if commit_changes and not spec.read_only_root:
                     committed = commit_root(self._api, cid, spec, mounts, self._step_labels())
+                self._hang_up(cid)
                 break
             except _ContainerGone:
                 if attempt:  # a warm container died before use (engine restart?): one fresh retry only
@@ -205,6 +211,7 @@ class DockerSandbox:
                 with self._egress(cid, spec, user):
                     outcome = self._call_once(cid, argv, spec, stdin)
                 self._bring_back(cid, workspace, spec, sent, user)
+                self._hang_up(cid)
                 break
             except _ContainerGone:
                 if attempt:
@@ -228,19 +235,31 @@ class DockerSandbox:
             return False
         return not readable
 
+    @property
+    def lends_streams(self) -> bool:
+        """Whether a stub's attached stream can be handed to another process (`lend`): it is a plain
+        socket to the engine (a Unix socket, or TCP without TLS), where another process reading and
+        writing its descriptor speaks to the engine as this one would. An engine on another machine
+        takes the call's workspace as archives whichever process sends them, so its containers are
+        lent as well as a local engine's."""
+        return streams_pass(str(self._api.base_url))
+
     def lend(self, cid: str) -> int:
         """The attached stream of a stub container from `start_one` as a new file descriptor (for
-        another process to `adopt`); this sandbox forgets the container. SandboxError if it has none."""
+        another process to `adopt`); this sandbox forgets the container. SandboxError if it has none,
+        or if its stream is not a plain socket (TLS or SSH: its bytes are not the engine's)."""
         with self._lock:
-            stream = self._streams.pop(cid, None)
-            self._owned.discard(cid)
+            stream = self._streams.get(cid)
+            lendable = stream is not None and type(stream.raw) is socket.socket
+            if lendable:
+                del self._streams[cid]
+                self._owned.discard(cid)
         if stream is None:
             raise SandboxError(f"container {cid[:12]} has no call stub to lend")
-        raw = stream.raw
-        fd = os.dup(raw.fileno())
-        stream.close()
-        with contextlib.suppress(OSError):
-            raw.close()  # this process's end only (no shutdown): the new descriptor keeps the stream
+        if not lendable:
+            raise SandboxError(f"container {cid[:12]}'s stream is not a plain socket: it cannot be lent")
+        fd = os.dup(stream.raw.fileno())
+        stream.close()  # this process's end only (no shutdown): the new descriptor keeps the stream
         return fd
 
     def adopt(
@@ -251,12 +270,16 @@ class DockerSandbox:
         spec: SandboxSpec,
         mounts: Sequence[Mount] = (),
         keep_open: Any = None,
-    ) -> None:
+    ) -> bool:
         """Take stub containers another process started (and `lend`-ed) as this sandbox's ready ones
         for these arguments: the caller vouches that they were made from the same config but for
         their labels. Each becomes this sandbox's to use once and remove; keep_open (the loan's
-        connection) is closed at `close`, after them."""
+        connection) is closed at `close`, after them. False, taking nothing, when they are not on
+        this sandbox's engine (a service of another engine's: its streams reach containers this
+        sandbox would never send a workspace to, nor remove)."""
         key, config, _, _ = self._prepare(workspace, spec, mounts)
+        if containers and not self._on_this_engine(containers[0][0]):
+            return False
         with self._lock:
             self.adopted += len(containers)
             for cid, fd in containers:
@@ -265,6 +288,16 @@ class DockerSandbox:
             if keep_open is not None:
                 self._keep_open.append(keep_open)
         self.pool.adopt(key, config, [cid for cid, _ in containers], family=spec.image)
+        return True
+
+    def _on_this_engine(self, cid: str) -> bool:
+        """Whether this sandbox's engine has a container of this id (ids are random: no other has)."""
+        with translate("looking up a lent container"):
+            try:
+                self._api.inspect_container(cid)
+            except docker.errors.NotFound:
+                return False
+        return True
 
     def remove(self, cid: str) -> None:
         """Kill and remove a container from `start_one` now (one already gone is not an error)."""
@@ -606,10 +639,11 @@ class DockerSandbox:
 
     def _remove(self, cid: str) -> None:
         with self._lock:
-            stream = self._streams.pop(cid, None)
+            streams = [self._streams.pop(cid, None), self._answered.pop(cid, None)]
             by_engine = self._removed_by_engine.pop(cid, None)
-        if stream is not None:
-            stream.close()
+        for stream in streams:
+            if stream is not None:
+                stream.close()
         # The engine removes a container of its own once it stops: a stub's that waits for its call or
         # is done with it stops as its stream closes, another is killed; one not running is removed.
         if by_engine is None or not (by_engine or self._kill(cid)):
@@ -736,8 +770,17 @@ class DockerSandbox:
                 else:
                     self._ends_by_itself(cid, True)  # its stub said the end and waits for the close
         finally:
-            stream.close()
+            with self._lock:
+                self._answered[cid] = stream
         return CallOutcome.captured(code, status, duration_ms, out, err, call_path="stub")
+
+    def _hang_up(self, cid: str) -> None:
+        """Close the stream of a stub whose call is over and whose working folder came back: the stub
+        ends, and its container stops by itself before its removal kills it."""
+        with self._lock:
+            stream = self._answered.pop(cid, None)
+        if stream is not None:
+            stream.close()
 
     def _oom_killed(self, cid: str) -> bool:
         with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):

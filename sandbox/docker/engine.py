@@ -33,6 +33,13 @@ def connect(base_url: str | None = None, timeout: int = 120) -> docker.DockerCli
         raise EngineUnavailable(f"no Docker engine answers at {where} ({reason}); {ENGINE_FIX}") from None
 
 
+def streams_pass(base_url: str) -> bool:
+    """Whether an attached stream of the client at base_url (the SDK's spelling: a Unix socket is
+    `http+docker://localhost`) is a plain socket to the engine, which another process can be given
+    and speak through (TLS keeps its state in this process, SSH goes through a program of its own)."""
+    return base_url == "http+docker://localhost" or base_url.startswith("http://")
+
+
 def _transport_reason(text: str) -> str:
     for needle, short in (
         ("Connection refused", "connection refused"),

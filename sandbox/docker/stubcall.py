@@ -98,5 +98,12 @@ class StubStream:
                 self._buffer += data
 
     def close(self) -> None:
+        """This process's end of the stream, now (no shutdown: a descriptor lent to another process
+        keeps it open). The SDK's socket object alone would close only once its response, which
+        refers back to it, is collected: until then the stub would wait on."""
+        raw = self.raw  # (first: closing the SDK's object forgets its socket)
         with contextlib.suppress(OSError):
             self.sock.close()
+        if raw is not None:
+            with contextlib.suppress(OSError):
+                raw.close()

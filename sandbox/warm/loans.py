@@ -11,6 +11,13 @@ ready ones. The loan's connection stays open for the session's life: when it clo
 removes whatever of the slot is left, and only then starts a replacement, so a run's own calls
 never share the engine with the service's starts.
 
+On an engine that takes workspaces as archives (rootless, or on another machine) a slot's
+containers bind nothing of the folder: they have volumes where the binds would be, the stub put in
+before their start, and the borrower sends its workspace and mounts into them at each call, as it
+does to the containers it starts itself. They are lent the same way, over the same socket: their
+streams are plain sockets to the engine (Unix or TCP), which another process can read and write as
+well as the service could. Over TLS or SSH they are not, and the service keeps no run slots.
+
 The wire form of a run (`run_request`): the call spec without labels, and the mounts with sources
 under the workspace given relative to it, so the same request names the same slot whatever the
 session's path.

@@ -160,8 +160,8 @@ class WarmService:
         self._cleaner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="harness-warm-clean")
         for image in config.images:
             self._keep(SandboxSpec(image=image))
-        # a run slot's containers bind its folder on this machine: none on an engine elsewhere
-        self.loans = Loans(box, self.slots_dir, config.per_run) if config.per_run and box.remote is None else None
+        # a slot's streams go to its borrower over this socket: none where they are not plain sockets
+        self.loans = Loans(box, self.slots_dir, config.per_run) if config.per_run and box.lends_streams else None
         if self.loans is not None:
             for request in config.runs:
                 self.loans.keep(request)

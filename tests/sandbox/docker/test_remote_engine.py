@@ -27,12 +27,13 @@ from tests.engine_elsewhere import ELSEWHERE
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(180)]
 
 HARNESS = str(Path(sys.executable).parent / "harness")
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "calc"
 
 
 @pytest.fixture(scope="module", autouse=True)
 def no_warm_service(tmp_path_factory) -> Iterator[None]:
-    """An empty warm folder for the module's harness commands: no warm service of this machine's lends them
-    containers (its slots bind this machine's folders), and nothing is left in /tmp after."""
+    """An empty warm folder for the module's harness commands: no warm service lends them containers
+    (but the one a test starts of its own), and nothing is left in /tmp after."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("HARNESS_WARM_DIR", str(tmp_path_factory.mktemp("warm-none")))
         yield
@@ -414,3 +415,53 @@ def test_a_call_under_gvisor_on_the_engine_elsewhere_keeps_its_posture(with_py31
     assert "/tmp/fuse refused 1" in said and "/workspace/tun refused 1" in said, "no device node (EPERM)"
     assert (state / "g" / "workspace" / "made-under-gvisor.txt").read_text() == "yes"
     assert _left_on(with_py311) == []
+
+
+def test_a_warm_run_slot_there_is_lent_to_a_session_there_and_never_to_one_here(with_py311, tmp_path):
+    """The warm service of the engine elsewhere keeps a run slot there (its containers have volumes where
+    a bind would be) and lends it over its socket: a session on that engine takes them as its first
+    containers and sends them its workspace at each call; a session on this machine's engine pointed
+    at the same service gives the loan back (its calls would reach containers it never sends a
+    workspace to) and starts its own."""
+    import time
+
+    from harness import assembly
+    from harness.config import RunConfig
+    from sandbox.warm import protocol
+
+    label = f"remote-warm-{os.getpid()}"
+    env = {**os.environ, "DOCKER_HOST": with_py311, "HARNESS_WARM_DIR": str(tmp_path / "warm"), "HARNESS_RUN_ID": label}
+    started = run_cli(["warm", "start", "--per-spec", "1", "--per-run", "3"], env=env, timeout=120, console=True)
+    assert started.returncode == 0, started.stderr
+    folder = protocol.engine_folder(tmp_path / "warm", with_py311)
+
+    def slot_ready() -> dict[str, int]:
+        deadline = time.monotonic() + 90
+        while (runs := protocol.status(folder).runs)["out"] or runs["starting"] or not runs["ready"]:
+            assert time.monotonic() < deadline, f"no run slot became ready: {runs}"
+            time.sleep(0.2)
+        return runs
+
+    config = RunConfig(model="scripted:/dev/null")
+    try:
+        slot_ready()
+        for round_, (engine, lent) in enumerate(((None, 0), (with_py311, 3)), start=1):
+            runtime = assembly.Runtime(run_id=f"{label}-session", warm_dir=folder, docker_host=engine)
+            with assembly.open_sandbox(runtime, None) as sandbox:
+                session = assembly.create_session(EXAMPLE, tmp_path / f"sessions-{lent}", config, sandbox, None, folder)
+                assert sandbox.adopted == lent, engine
+                spec, mounts = assembly.call_spec(session.spec), assembly.tool_mounts(session.workspace, config)
+                done = sandbox.run(
+                    ["sh", "-c", "head -1 calc/ops.py; echo made > made.txt"],
+                    workspace=session.workspace,
+                    spec=spec,
+                    mounts=mounts,
+                )
+                assert (
+                    done.exit_code == 0 and done.stdout == (EXAMPLE / "calc" / "ops.py").read_text().splitlines(True)[0]
+                )
+                assert (session.workspace / "made.txt").read_text() == "made\n", "the call's change came back"
+            assert slot_ready()["lent"] == round_, "lent each time, came back, and a new slot is ready"
+    finally:
+        run_cli(["warm", "stop"], env=env, timeout=120, console=True)
+    assert _left_on(with_py311) == [], "no container and no volume is left on the engine"

@@ -139,3 +139,27 @@ def test_limits_hold_on_the_stub_path(docker_sandbox, workspace, spec, engine_he
         assert (env.exit_code, env.status) == (137, "oom_killed")
     env = run(docker_sandbox, workspace, spec, "sh", "-c", "(sleep 5; echo late) & echo now")
     assert (env.exit_code, env.stdout) == (0, "now\n")  # a daemonized child does not hold the call
+
+
+def test_a_stub_is_hung_up_on_once_its_call_is_over_and_its_container_ends_by_itself(
+    docker_client, run_label, sandbox_image, workspace, spec, engine_here
+):
+    """The stream of a stub whose call is over is closed then, not when the garbage collector gets to
+    the SDK's socket (its response refers back to it): the stub ends and its container stops by itself
+    (one the engine removes when it stops, here, is then gone). With the collector off, a stream closed
+    only by it would keep the container running for the process's life."""
+    import gc
+
+    if engine_here.elsewhere:
+        pytest.skip("the engine removes a container by itself only on this machine's engine (engine_removes)")
+    gc.disable()
+    try:
+        with DockerSandbox(docker_client, run_id=run_label, pool_size=0, share_netns=False, engine_removes=True) as box:
+            cid = box.start_one(workspace=workspace, spec=spec)
+            assert box.call(cid, ["cat", "hello.txt"], workspace=workspace, spec=spec).stdout == "hello\n"
+            deadline = time.monotonic() + 15
+            while docker_client.api.containers(all=True, filters={"id": cid}):
+                assert time.monotonic() < deadline, "the used container still runs: its stub was never hung up on"
+                time.sleep(0.1)
+    finally:
+        gc.enable()

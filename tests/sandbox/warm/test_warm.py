@@ -203,9 +203,11 @@ def test_a_killed_service_is_replaced_and_its_containers_pruned(warm, repo: Path
     assert warm("warm", "start", "--per-spec", "1").returncode == 0
     _ready(warm)
     pid = protocol.status(warm.folder).pid
+    # its containers, listed before the kill: after it they are orphans, which any service's start
+    # (another test's, beside this one) may prune at once
+    theirs = {c.id for c in find_containers(docker_client, {"harness.run": warm.label, "harness.kind": "warm"})}
+    assert theirs
     os.kill(pid, signal.SIGKILL)
-    time.sleep(0.5)
-    assert find_containers(docker_client, {"harness.run": warm.label, "harness.kind": "warm"})
 
     cold = warm("exec", str(repo), "--", "cat", "data.txt")  # a dead socket: the cold path, no error
     assert cold.returncode == 0 and "payload" in cold.stdout, cold.stderr
@@ -215,7 +217,7 @@ def test_a_killed_service_is_replaced_and_its_containers_pruned(warm, repo: Path
     leftovers = [
         c
         for c in find_containers(docker_client, {"harness.run": warm.label, "harness.kind": "warm"})
-        if c.labels.get("harness.pid") == str(pid)
+        if c.labels.get("harness.pid") == str(pid) or c.id in theirs
     ]
     assert not leftovers, "the new service removes the killed one's containers"
     assert warm("exec", str(repo), "--", "cat", "data.txt").stdout.endswith("payload\n")
@@ -363,10 +365,6 @@ def _engine_elsewhere() -> str | None:
 
 
 def _run_slot_ready(cli: Warm, timeout: float = 60.0) -> None:
-    if elsewhere := _engine_elsewhere():  # a run slot's containers bind its folder here: the service offers none
-        time.sleep(1.0)
-        assert _runs(cli) == {"ready": 0, "starting": 0, "out": 0}
-        pytest.skip(f"no run slots on an engine that cannot take this machine's folders ({elsewhere})")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         runs = _runs(cli)
@@ -384,7 +382,7 @@ def test_a_new_session_borrows_its_first_containers_and_they_keep_the_posture(wa
     assert warm("warm", "start", "--per-spec", "1", "--per-run", "3").returncode == 0
     _run_slot_ready(warm)
     own = f"{warm.label}-session"
-    runtime = assembly.Runtime(run_id=own, warm_dir=warm.folder)
+    runtime = assembly.Runtime(run_id=own, warm_dir=warm.folder, docker_host=os.environ.get("DOCKER_HOST") or None)
     config = RunConfig(model="scripted:/dev/null", verify="python3 -m pytest -q")
     with assembly.open_sandbox(runtime, None) as sandbox:
         session = assembly.create_session(EXAMPLE, tmp_path / "sessions", config, sandbox, None, warm.folder)
@@ -397,7 +395,9 @@ def test_a_new_session_borrows_its_first_containers_and_they_keep_the_posture(wa
             spec=spec,
             mounts=mounts,
         )
-        assert first.exit_code != 0 and "Read-only file system" in first.stderr, first
+        # (on an engine that takes archives a read-only mount is a copy without write bits)
+        refused = "Permission denied" if _engine_elsewhere() else "Read-only file system"
+        assert first.exit_code != 0 and refused in first.stderr, first
         assert first.stdout and first.call_path == "stub" and first.limits.network == "none"
         assert not (session.workspace / "tests" / "planted").exists()
         assert not [
@@ -551,7 +551,9 @@ def test_containers_that_died_waiting_are_never_used(warm, repo: Path, tmp_path,
     done = warm("exec", str(repo), "--", "cat", "data.txt")
     assert done.returncode == 0 and done.stdout.endswith("payload\n"), done.stderr
 
-    runtime = assembly.Runtime(run_id=f"{warm.label}-session", warm_dir=warm.folder)
+    runtime = assembly.Runtime(
+        run_id=f"{warm.label}-session", warm_dir=warm.folder, docker_host=os.environ.get("DOCKER_HOST") or None
+    )
     with assembly.open_sandbox(runtime, None) as sandbox:
         config = RunConfig(model="scripted:/dev/null")
         session = assembly.create_session(EXAMPLE, tmp_path / "sessions", config, sandbox, None, warm.folder)
@@ -560,3 +562,12 @@ def test_containers_that_died_waiting_are_never_used(warm, repo: Path, tmp_path,
         assert sandbox.run(["true"], workspace=session.workspace, spec=spec, mounts=mounts).exit_code == 0
     _run_slot_ready(warm)  # the dead slot was replaced
     assert _runs(warm)["lent"] == 0
+
+
+def test_run_slots_are_lent_only_over_a_plain_socket_to_the_engine() -> None:
+    from sandbox.docker.engine import streams_pass
+
+    # the SDK's spellings: a Unix socket (Docker's, rootless Podman's), TCP without and with TLS, SSH
+    assert streams_pass("http+docker://localhost") and streams_pass("http://127.0.0.1:2375")
+    assert not streams_pass("https://engine.example.invalid:2376")
+    assert not streams_pass("http+docker://ssh") and not streams_pass("http+docker://localnpipe")
