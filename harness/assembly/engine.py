@@ -462,6 +462,9 @@ class RunningServices:
     """On an engine elsewhere, where each service has a copy of the workspace: sends each copy what
     changed here (run before every call that joins the services' network); None where they see the
     workspace itself."""
+    joining: dict[str, Any] = field(default_factory=dict)
+    """The host settings of every call that joins the network (on Podman: no IPv6 on its interface,
+    `servers.joining`); {} on Docker, which turns IPv6 off there itself."""
 
 
 def start_services(
@@ -540,7 +543,7 @@ def start_services(
                 with each.around():  # a service's copy is read-only: sent to, never brought back
                     pass
 
-    return RunningServices(name, containers, logs, stop, refresh if copied else None)
+    return RunningServices(name, containers, logs, stop, refresh if copied else None, servers.joining(client))
 
 
 def toolchain_version(docker_host: str | None, run_id: str, image: str, argv: list[str]) -> str | None:

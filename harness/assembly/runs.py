@@ -367,11 +367,14 @@ def services(
     session.service_network = running.network
     hooked = getattr(sandbox, "before_calls_on", None)  # the Docker sandbox's (a fake one runs no service)
     unhook = hooked(running.network, running.refresh) if hooked is not None and running.refresh else None
+    settled = getattr(sandbox, "settings_on", None)
+    unset = settled(running.network, running.joining) if settled is not None and running.joining else None
     try:
         yield running
     finally:
-        if unhook is not None:
-            unhook()
+        for undo in (unhook, unset):
+            if undo is not None:
+                undo()
         session.service_network = None
         running.stop()
 

@@ -136,6 +136,8 @@ class DockerSandbox:
         self.pool = WarmPool(self._start, self._remove, PoolConfig(size=pool_size, initial=initial))
         self._joining: dict[str, list[Callable[[], None]]] = {}
         """What a call that joins a network runs first, by network (`before_calls_on`)."""
+        self._settings: dict[str, dict[str, Any]] = {}
+        """The host settings of a call that joins a network, by network (`settings_on`)."""
 
     def before_calls_on(self, network: str, hook: Callable[[], None]) -> Callable[[], None]:
         """Run hook before each call that joins network (a session's services on an engine elsewhere:
@@ -149,6 +151,18 @@ class DockerSandbox:
                 hooks = self._joining.get(network, [])
                 if hook in hooks:
                     hooks.remove(hook)
+
+        return remove
+
+    def settings_on(self, network: str, host_settings: dict[str, Any]) -> Callable[[], None]:
+        """Give every call that joins network these host settings (a services network without DNS:
+        the services in its hosts file, no IPv6); what it returns takes them away."""
+        with self._lock:
+            self._settings[network] = dict(host_settings)
+
+        def remove() -> None:
+            with self._lock:
+                self._settings.pop(network, None)
 
         return remove
 
@@ -397,6 +411,10 @@ class DockerSandbox:
             path=path,
             tunnel=self._tunnels(spec),
         )
+        with self._lock:
+            joined = self._settings.get(spec.network)
+        if joined:
+            config = {**config, "host_config": {**config["host_config"], **joined}}
         if self.remote is not None:
             config = self._without_binds(config, workspace, spec, self._sent(spec, mounts), user)
         else:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -99,6 +100,26 @@ def resolve_image_path(client: docker.DockerClient, name: str) -> tuple[str, str
     return object_id(image), path or None
 
 
+INSPECT_TRIES = 3
+"""An image inspection Podman failed for another image's sake is asked again, this many times in all."""
+
+
+def _inspected(client: docker.DockerClient, ref: str) -> Image:
+    """client.images.get(ref), asked again when Podman failed it for another image: Podman 4.3 reads
+    an image's neighbours to answer, and one that another process removes meanwhile (a step image, a
+    derived one) fails the whole inspection (500, "reading image <another id>: image not known")."""
+    for attempt in range(1, INSPECT_TRIES + 1):
+        try:
+            return client.images.get(ref)
+        except docker.errors.NotFound:
+            raise
+        except docker.errors.APIError as error:
+            if attempt == INSPECT_TRIES or error.status_code != 500 or "image not known" not in str(error.explanation):
+                raise
+            time.sleep(0.1 * attempt)
+    raise AssertionError("unreachable")
+
+
 def _lookup(client: docker.DockerClient, name: str) -> tuple[str, Image]:
     harness_names = images.image_names()
     ref = name
@@ -107,7 +128,7 @@ def _lookup(client: docker.DockerClient, name: str) -> tuple[str, Image]:
             ref = images.current_ref(client, name)
     try:
         with translate(f"looking up image {ref}"):
-            return ref, client.images.get(ref)
+            return ref, _inspected(client, ref)
     except ImageNotFound:
         if name in harness_names:
             hint = f"run: harness images build {name}"

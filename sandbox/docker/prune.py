@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import functools
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -122,11 +121,11 @@ def remove_service_networks(client: docker.DockerClient, run_id: str | None, eve
 
 
 def remove_task_images(client: docker.DockerClient, run_id: str | None, everything: bool) -> int:
-    """Images built for another framework's task (a Harbor trial) whose builder is gone; how many."""
+    """Images built for another framework's task (a Harbor trial) whose builder is gone; how many.
+    Never forced (`remove_image`): one a container still uses stays."""
     with translate("listing task images"):
         images = present_images(client, filters={"label": _kind_of_run("task", run_id)})
-    refs = [ref for i in images if everything or orphaned_labels(i.labels) for ref in i.tags or [str(i.id)]]
-    return _removed([functools.partial(client.images.remove, ref, force=True) for ref in refs])
+    return sum(remove_image(client, object_id(i)) for i in images if everything or orphaned_labels(i.labels))
 
 
 def _kind_of_run(kind: str, run_id: str | None) -> list[str]:

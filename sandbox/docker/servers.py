@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import docker
 
@@ -70,6 +71,7 @@ def _start_long_lived(
     networking: dict | None = None,
     network: str | None = None,
     tmpfs: dict[str, str] | None = None,
+    host_settings: dict[str, Any] | None = None,
     **settings: object,
 ) -> Started:
     """A container in the call posture (hardening.container_config) that outlives one call: the
@@ -84,6 +86,7 @@ def _start_long_lived(
     host["tmpfs"] = {**host.get("tmpfs", {}), **(tmpfs or {})}
     if network is not None:
         host["network_mode"] = network
+    host.update(host_settings or {})
     if not elsewhere:
         binds = dict(host["binds"])
         workspace_bind = str(Path(workspace).resolve())
@@ -180,7 +183,7 @@ def server_logs(client: docker.DockerClient, cid: str, tail: int = 200, stdout: 
     return data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data)
 
 
-__all__ = ["Started", "exit_status", "object_id", "running", "server_logs", "start_server", "stop_server"]
+__all__ = ["Started", "exit_status", "joining", "object_id", "running", "server_logs", "start_server", "stop_server"]
 
 
 # --- services: a session's long-lived helpers on a network with no route out ---------------------------
@@ -206,6 +209,18 @@ def create_network(client: docker.DockerClient, name: str, labels: dict[str, str
                 "through it; services need a Docker engine, or a rootless one (its bridges are not on this machine)"
             )
         return str(network.id)
+
+
+NO_IPV6 = {"net.ipv6.conf.eth0.disable_ipv6": "1"}
+"""IPv6 off on a container's interface to a services network (Podman sets the interface up before
+the container starts; loopback keeps ::1). Docker turns it off itself."""
+
+
+def joining(client: docker.DockerClient) -> dict[str, Any]:
+    """The host settings of every container on a services network (each service and each call): on
+    Podman, which leaves IPv6 on there, none on the network's interface (`NO_IPV6`): its link-local
+    address would reach the bridge's own, and every listener bound to `::` where the bridge lives."""
+    return {"sysctls": dict(NO_IPV6)} if _engine(client)[0] == "Podman" else {}
 
 
 def _engine(client: docker.DockerClient) -> tuple[str, bool]:
@@ -247,8 +262,9 @@ def start_service(
     tmpfs: Sequence[str] = (),
 ) -> Started:
     """A service's container: the call posture (no capabilities, no-new-privileges, the limits, a
-    read-only root with a fresh /tmp, the workspace read-only), on network, reachable there by name;
-    each tmpfs path a fresh writable tmpfs bounded like /tmp (a database's data directory)."""
+    read-only root with a fresh /tmp, the workspace read-only), on network, reachable there by name,
+    with what every container joining it gets (`joining`); each tmpfs path a fresh writable tmpfs
+    bounded like /tmp (a database's data directory)."""
     api = client.api
     networking = api.create_networking_config({network: api.create_endpoint_config(aliases=[name])})  # type: ignore[arg-type]
     uid, gid = user_ids(client, spec, user, labels)
@@ -259,7 +275,7 @@ def start_service(
     return _start_long_lived(
         client, spec, workspace, user=f"{uid}:{gid}", labels=labels, environment=environment, writable=False,
         log_size="2m", what=f"the {name} service", networking=networking, network=network,
-        command=list(argv) if argv else None,
+        command=list(argv) if argv else None, host_settings=joining(client),
         tmpfs=_owned_tmpfs(spec, uid, gid, tmpfs, podman=bool(tmpfs) and _engine(client)[0] == "Podman"),
     )  # fmt: skip
 

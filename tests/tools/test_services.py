@@ -51,6 +51,15 @@ def test_no_host_listener_is_reached_through_the_services_network():
         except OSError:
             continue
         raise AssertionError(f"reached the host at {address}")
+
+
+def test_the_network_gives_no_ipv6_address_that_reaches_this_machines_bridge():
+    try:
+        rows = open("/proc/net/if_inet6").read().splitlines()
+    except FileNotFoundError:  # no IPv6 at all
+        rows = []
+    held = [row.split()[-1] for row in rows if row.split() and row.split()[-1] != "lo"]
+    assert not held, f"IPv6 on {held}: a link-local address there reaches the bridge's, and every listener on ::"
 """
 
 

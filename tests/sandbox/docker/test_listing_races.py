@@ -56,3 +56,31 @@ def test_what_another_process_removed_is_left_out_and_any_other_error_raised():
         image_summaries(Engine(["database is locked"], set()))
     with pytest.raises(docker.errors.APIError):
         image_summaries(Engine(["retrieving size of image"] * 5, set()))  # not forever
+
+
+def test_an_image_inspection_failed_for_another_images_sake_is_asked_again():
+    from sandbox.docker.engine import INSPECT_TRIES, _inspected
+
+    failures = [
+        _error(500, 'failed to convert ImageData to ImageInspect \'harness/py311:1\': reading image "35330c": '
+               'locating image with ID "35330c": image not known'),
+    ]  # fmt: skip
+    asked: list[str] = []
+
+    def get(ref: str) -> SimpleNamespace:
+        asked.append(ref)
+        if failures:
+            raise failures.pop(0)
+        return SimpleNamespace(id="sha256:py311")
+
+    engine = SimpleNamespace(images=SimpleNamespace(get=get))
+    assert _inspected(engine, "harness/py311:1").id == "sha256:py311" and asked == ["harness/py311:1"] * 2
+    failures[:] = [_error(500, "image not known")] * INSPECT_TRIES
+    with pytest.raises(docker.errors.APIError):
+        _inspected(engine, "harness/py311:1")  # not forever
+    failures[:] = [_error(500, "database is locked")]
+    with pytest.raises(docker.errors.APIError):
+        _inspected(engine, "harness/py311:1")  # any other failure at once
+    failures[:] = [docker.errors.ImageNotFound("no such image")]
+    with pytest.raises(docker.errors.ImageNotFound):
+        _inspected(engine, "harness/py311:1")
