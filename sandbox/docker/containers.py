@@ -155,8 +155,8 @@ class DockerSandbox:
         return remove
 
     def settings_on(self, network: str, host_settings: dict[str, Any]) -> Callable[[], None]:
-        """Give every call that joins network these host settings (a services network without DNS:
-        the services in its hosts file, no IPv6); what it returns takes them away."""
+        """Give every call that joins network these host settings (a services network on Podman: no
+        IPv6 on its interface, `servers.joining`); what it returns takes them away."""
         with self._lock:
             self._settings[network] = dict(host_settings)
 
