@@ -220,7 +220,11 @@ def joining(client: docker.DockerClient) -> dict[str, Any]:
     """The host settings of every container on a services network (each service and each call): on
     Podman, which leaves IPv6 on there, none on the network's interface (`NO_IPV6`): its link-local
     address would reach the bridge's own, and every listener bound to `::` where the bridge lives."""
-    return {"sysctls": dict(NO_IPV6)} if _engine(client)[0] == "Podman" else {}
+    return _joining(_engine(client)[0] == "Podman")
+
+
+def _joining(podman: bool) -> dict[str, Any]:
+    return {"sysctls": dict(NO_IPV6)} if podman else {}
 
 
 def _engine(client: docker.DockerClient) -> tuple[str, bool]:
@@ -267,6 +271,7 @@ def start_service(
     bounded like /tmp (a database's data directory)."""
     api = client.api
     networking = api.create_networking_config({network: api.create_endpoint_config(aliases=[name])})  # type: ignore[arg-type]
+    podman = _engine(client)[0] == "Podman"
     uid, gid = user_ids(client, spec, user, labels)
     if uid == 0:  # decided on the number the engine runs as, not on how the user was spelled
         raise SetupError(
@@ -275,8 +280,8 @@ def start_service(
     return _start_long_lived(
         client, spec, workspace, user=f"{uid}:{gid}", labels=labels, environment=environment, writable=False,
         log_size="2m", what=f"the {name} service", networking=networking, network=network,
-        command=list(argv) if argv else None, host_settings=joining(client),
-        tmpfs=_owned_tmpfs(spec, uid, gid, tmpfs, podman=bool(tmpfs) and _engine(client)[0] == "Podman"),
+        command=list(argv) if argv else None, host_settings=_joining(podman),
+        tmpfs=_owned_tmpfs(spec, uid, gid, tmpfs, podman=podman),
     )  # fmt: skip
 
 
