@@ -33,6 +33,16 @@ if ! grep -q '^network_config_dir' "$HOME_DIR/.config/containers/containers.conf
     for _ in $(seq 1 50); do answers || break; sleep 0.2; done
   fi
 fi
+if [ ! -c /dev/fuse ]; then
+  echo "error: this machine has no /dev/fuse: rootless storage (fuse-overlayfs) needs it" >&2
+  exit 1
+fi
+if ! runuser -u "$USER_NAME" -- test -r /dev/fuse -a -w /dev/fuse; then
+  # Debian's own mode for it (fuse3's udev rule); some machines make the node root's alone, and then
+  # every container's mount fails ("fuse: failed to open /dev/fuse: Permission denied")
+  echo "setup: letting every user open /dev/fuse (mode 0666, as Debian's udev rule makes it)" >&2
+  chmod 0666 /dev/fuse
+fi
 mkdir -p "$NETWORKS" && chown "$USER_NAME:" "$NETWORKS" && chmod 700 "$NETWORKS"
 if answers; then
   echo "export DOCKER_HOST=unix://$SOCKET"

@@ -15,20 +15,25 @@ pytestmark = pytest.mark.docker
 
 
 def test_orphans_are_told_apart_from_live_runs(docker_client, run_label, sandbox_image, test_label) -> None:
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    # The "dead" controller is alive while the containers are made and listed, and ended after: a
+    # prune another test runs meanwhile (`harness sandbox prune`, every run's leftovers) leaves them be.
+    controller = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
     ref = current_ref(docker_client, sandbox_image)
     made = []
-    for pid in (dead.stdout.strip(), str(__import__("os").getpid())):
-        labels = {"harness.run": run_label, "harness.pid": pid, **test_label}
-        made.append(docker_client.containers.create(ref, ["true"], labels=labels, network_mode="none"))
-    found = find_containers(docker_client, test_label)
-    assert {c.id for c in found} == {c.id for c in made}
+    try:
+        for pid in (controller.pid, os.getpid()):
+            labels = {"harness.run": run_label, "harness.pid": str(pid), **test_label}
+            made.append(docker_client.containers.create(ref, ["true"], labels=labels, network_mode="none"))
+        found = find_containers(docker_client, test_label)
+        assert {c.id for c in found} == {c.id for c in made}
+        assert not any(orphaned(c) for c in found), "both controllers are alive"
+    finally:
+        controller.kill()
+        controller.wait()
     orphans = [c for c in found if orphaned(c)]
-    assert [c.labels["harness.pid"] for c in orphans] == [dead.stdout.strip()]
+    assert [c.labels["harness.pid"] for c in orphans] == [str(controller.pid)]
     assert remove_containers(docker_client, orphans) == 1
-    assert [c.labels["harness.pid"] for c in find_containers(docker_client, test_label)] == [
-        str(__import__("os").getpid())
-    ]
+    assert [c.labels["harness.pid"] for c in find_containers(docker_client, test_label)] == [str(os.getpid())]
     assert remove_containers(docker_client, find_containers(docker_client, test_label)) == 1
     assert find_containers(docker_client, test_label) == []
 
@@ -40,11 +45,12 @@ def test_a_container_a_dead_controller_made_after_the_listing_goes_with_the_same
     containers (over TCP, through a relay): the prune lists again and removes it too."""
     from sandbox.docker import prune as pruning
 
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    # Labelled with this live process, and taken for a dead one's by this prune only: a prune another
+    # test runs meanwhile (every run's leftovers) would otherwise take one of them and the count here.
     ref = current_ref(docker_client, sandbox_image)
-    labels = {"harness.run": run_label, "harness.pid": dead.stdout.strip(), **test_label}
+    labels = {"harness.run": run_label, "harness.pid": str(os.getpid()), **test_label}
     docker_client.containers.create(ref, ["true"], labels=labels, network_mode="none")
-    listed = pruning.find_containers
+    listed, judged = pruning.find_containers, pruning.orphaned
     late: list[str] = []
 
     def listing_then_a_late_create(client, wanted):
@@ -54,6 +60,7 @@ def test_a_container_a_dead_controller_made_after_the_listing_goes_with_the_same
         return found
 
     monkeypatch.setattr(pruning, "find_containers", listing_then_a_late_create)
+    monkeypatch.setattr(pruning, "orphaned", lambda c: set(test_label.items()) <= c.labels.items() or judged(c))
     assert pruning.prune(docker_client, run_id=run_label, extra=test_label) == 2
     assert find_containers(docker_client, test_label) == []
 
