@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from sandbox.docker.ids import present_images
 from sandbox.session.session import Session
 from sandbox.spec import SandboxSpec
 from tests.cli_process import run_cli
@@ -174,7 +175,7 @@ def test_prune_removes_images_of_deleted_sessions_and_unfinished_creates(
     )
     assert "removed 2 session leftover(s)" in done.stdout
     remaining = {
-        image.id for image in docker_client.images.list(all=True, filters={"label": f"harness.run={run_label}"})
+        image.id for image in present_images(docker_client, all=True, filters={"label": f"harness.run={run_label}"})
     }
     assert gone not in remaining and {live, elsewhere} <= remaining, (
         "a live session's and another directory's images stay"

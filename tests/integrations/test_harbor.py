@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from sandbox.docker.ids import present_images
 from tests.cli_process import run_cli
 from tests.harbor_venv import with_harness
 
@@ -109,7 +110,7 @@ def test_the_oracle_reaches_1_and_nop_0_each_trial_a_harness_session(harbor, bas
     page = (harbor.state / oracle_session / "view.html").read_text()
     assert "solve.sh" in page and "answer.txt" in page, "the trial's calls and its diff, on harness's page"
     left = docker_client.containers.list(all=True, filters={"label": f"harness.run={harbor.label}"})
-    task_images = docker_client.images.list(filters={"label": [f"harness.run={harbor.label}", "harness.kind=task"]})
+    task_images = present_images(docker_client, filters={"label": [f"harness.run={harbor.label}", "harness.kind=task"]})
     assert left == [] and task_images == [], "nothing left behind but the sessions' own step images"
 
 
@@ -229,7 +230,7 @@ def test_a_killed_trial_leaves_nothing_after_prune(harbor, base_image, docker_cl
     pruned = run_cli(["sandbox", "prune", "--state-dir", str(harbor.state)], timeout=300)
     assert pruned.returncode == 0, pruned.stderr
     assert docker_client.containers.list(all=True, filters={"label": f"harness.run={harbor.label}"}) == []
-    task_images = docker_client.images.list(filters={"label": [f"harness.run={harbor.label}", "harness.kind=task"]})
+    task_images = present_images(docker_client, filters={"label": [f"harness.run={harbor.label}", "harness.kind=task"]})
     assert task_images == [], "its task image too"
 
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from harness.trajectory import ToolRecord, read_records
-from sandbox.docker.ids import unqualified
+from sandbox.docker.ids import present_images, unqualified
 from tests.agent.conftest import Harness, turn
 
 pytestmark = [pytest.mark.docker]
@@ -173,7 +173,7 @@ def test_the_database_runs_as_its_own_user_with_its_data_on_tmpfs():
 def db_image(docker_client, run_label, tmp_path) -> str:
     """An image like a database's: its own user (not the sandbox's), a data directory it must write."""
     base = next(  # (Podman names it localhost/harness/py311:...)
-        i for i in docker_client.images.list() if any(unqualified(t).startswith("harness/py311:") for t in i.tags)
+        i for i in present_images(docker_client) if any(unqualified(t).startswith("harness/py311:") for t in i.tags)
     )
     (tmp_path / "ctx").mkdir()
     (tmp_path / "ctx" / "server.py").write_text(DB)

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from sandbox.docker.ids import present_images
 from sandbox.docker.images import current_ref
 from sandbox.docker.prune import find_containers, orphaned, remove_containers
 
@@ -109,7 +110,7 @@ def test_a_step_image_a_fork_holds_outlives_its_parent(docker_client, run_label,
     assert [unqualified(tag) for tag in kept.tags] == ["harness-session/fork1:step-3"], kept.tags
     assert image.id not in find_session_leftovers(docker_client, state).images, "the fork holds it"
     assert remove_session_images(docker_client, "fork1") == 1
-    assert not docker_client.images.list(name="harness-session/fork1")
+    assert not present_images(docker_client, name="harness-session/fork1")
 
 
 def test_images_prune_removes_the_cache_nothing_names_or_uses(docker_client, run_label, sandbox_image, tmp_path):
@@ -180,7 +181,7 @@ def test_images_prune_removes_the_cache_nothing_names_or_uses(docker_client, run
         assert f"removed {len(removed)} cached image(s)" in done.stdout, done.stdout
         assert "kept 1 a session names, 1 in use" in done.stdout
         present = {
-            image.id for image in docker_client.images.list(all=True, filters={"label": f"{labels.RUN}={label}"})
+            image.id for image in present_images(docker_client, all=True, filters={"label": f"{labels.RUN}={label}"})
         }
         assert present == {named, used}, "every tag of the stage went with it"
         from sandbox.docker.engine import resolve_image
