@@ -128,6 +128,9 @@ def dask_client(cluster: str | None, workers: int) -> Iterator[Any]:
             processes=True,
             host="127.0.0.1",
             dashboard_address=None,
+            # No dashboard; the routes a scheduler serves all the same (health, metrics) on a port of
+            # the system's choosing, never 8787: a second batch at once found it taken and warned
+            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
             resources={SESSION_RESOURCE: 1},
             silence_logs=50,  # a worker losing the scheduler at shutdown is not news
         ) as local,
