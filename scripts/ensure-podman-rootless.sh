@@ -33,16 +33,33 @@ if ! grep -q '^network_config_dir' "$HOME_DIR/.config/containers/containers.conf
     for _ in $(seq 1 50); do answers || break; sleep 0.2; done
   fi
 fi
-if [ ! -c /dev/fuse ]; then
-  echo "error: this machine has no /dev/fuse: rootless storage (fuse-overlayfs) needs it" >&2
-  exit 1
-fi
-if ! runuser -u "$USER_NAME" -- test -r /dev/fuse -a -w /dev/fuse; then
-  # Debian's own mode for it (fuse3's udev rule); some machines make the node root's alone, and then
-  # every container's mount fails ("fuse: failed to open /dev/fuse: Permission denied")
-  echo "setup: letting every user open /dev/fuse (mode 0666, as Debian's udev rule makes it)" >&2
-  chmod 0666 /dev/fuse
-fi
+# The devices a rootless engine opens as its user: FUSE for its storage (fuse-overlayfs), TUN for its
+# networks (slirp4netns). Debian's udev rules make both every user's (0666); some machines make them
+# root's alone, and then every container fails to mount ("fuse: failed to open /dev/fuse: Permission
+# denied"), or the first one on a network fails to start slirp4netns (and wedges the networks: below).
+for device in /dev/fuse /dev/net/tun; do
+  if [ ! -c "$device" ]; then
+    echo "error: this machine has no $device, which rootless Podman needs (storage: /dev/fuse; networks: /dev/net/tun)" >&2
+    exit 1
+  fi
+  if ! runuser -u "$USER_NAME" -- test -r "$device" -a -w "$device"; then
+    echo "setup: letting every user open $device (mode 0666, as Debian's udev rules make it)" >&2
+    chmod 0666 "$device"
+  fi
+done
+# A rootless network namespace without its folder: Podman 4.3 leaves the namespace's file behind when
+# its slirp4netns failed to start (no access to /dev/net/tun), and every container on a network then
+# fails ("failed to mount runtime directory for rootless netns"), the service restarted or not. The
+# file is stale (nothing can run in it): removed, so that Podman makes the namespace anew.
+runtime=/run/user/$uid
+for stale in "$runtime"/netns/rootless-netns-*; do
+  if [ -e "$stale" ] && [ ! -d "$runtime/libpod/tmp/rootless-netns/run" ]; then
+    echo "setup: removing the rootless engine's stale network namespace ($stale)" >&2
+    umount "$stale" 2>/dev/null || true
+    rm -f "$stale"
+    rm -rf "$runtime/libpod/tmp/rootless-netns"
+  fi
+done
 mkdir -p "$NETWORKS" && chown "$USER_NAME:" "$NETWORKS" && chmod 700 "$NETWORKS"
 if answers; then
   echo "export DOCKER_HOST=unix://$SOCKET"

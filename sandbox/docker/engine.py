@@ -70,7 +70,7 @@ def translate(what: str = "engine call") -> Iterator[None]:
             raise RuntimeUnavailable(f"{what}: {text}") from None
         if error.status_code == 400:
             raise SpecError(f"{what}: the engine rejected the request ({text})") from None
-        raise SandboxError(f"{what}: engine error ({text})") from None
+        raise SandboxError(f"{what}: engine error ({text}){_engine_hint(text)}") from None
     except (requests.exceptions.ConnectionError, ConnectionError, FileNotFoundError) as error:
         raise EngineUnavailable(f"{what}: lost the Docker engine ({type(error).__name__}); {ENGINE_FIX}") from None
     except docker.errors.DockerException as error:
@@ -79,6 +79,21 @@ def translate(what: str = "engine call") -> Iterator[None]:
         raise EngineUnavailable(
             f"{what}: the engine connection failed ({type(error).__name__}); {ENGINE_FIX}"
         ) from None
+
+
+STALE_ROOTLESS_NETNS = "runtime directory for rootless netns"
+"""What rootless Podman 4.3 says for every container on a network once its network namespace's folder
+is gone (its slirp4netns failed to start once, e.g. without access to /dev/net/tun)."""
+
+
+def _engine_hint(text: str) -> str:
+    """What to do about an engine error this machine can mend, or ''."""
+    if STALE_ROOTLESS_NETNS in text:
+        return (
+            "; the rootless engine's network namespace is stale: `make podman-rootless` (as root) removes it, "
+            "or remove $XDG_RUNTIME_DIR/netns/rootless-netns-* as the engine's user"
+        )
+    return ""
 
 
 def _explain(error: docker.errors.APIError) -> str:

@@ -118,3 +118,20 @@ def test_podmans_spellings_of_ids_and_tags_read_as_dockers():
     assert unqualified("localhost/harness/py311:abc") == "harness/py311:abc"
     assert unqualified("harness/py311:abc") == "harness/py311:abc"
     assert unqualified("ghcr.io/x/y:1") == "ghcr.io/x/y:1"
+
+
+def test_a_stale_rootless_network_namespace_is_named_with_its_fix():
+    """Rootless Podman 4.3 fails every container on a network once its namespace's folder is gone (its
+    slirp4netns failed once): the error says what mends it; any other engine error says only itself."""
+    import docker
+
+    from sandbox.docker.engine import translate
+    from sandbox.errors import SandboxError
+
+    said = "failed to mount runtime directory for rootless netns: no such file or directory"
+    for explanation, hint in ((said, True), ("container state improper", False)):
+        with pytest.raises(SandboxError) as raised, translate("starting the web service"):
+            raise docker.errors.APIError("500 Server Error", explanation=explanation)
+        message = str(raised.value)
+        assert message.startswith(f"starting the web service: engine error ({explanation})")
+        assert ("`make podman-rootless`" in message) is hint, message
