@@ -3,17 +3,21 @@
 (a) our pooled single-use call (`DockerSandbox.run`), (b) a cold create/start/wait/remove, (c) an
 exec into one long-lived container — same image, same hardened config, interleaved call by call so
 machine noise hits all three alike — and (d) the pooled call as it runs on an engine on another
-machine: nothing bind-mounted, the workspace sent as an archive before the call and brought back
-after it (sandbox.docker.transfer), measured on this engine beside the others, for the bench's small
-workspace and for the example repository. Between pooled calls the pool is allowed to refill and the used
-container's removal to finish (outside the timed region), as in real use where the model thinks
-between calls.
+machine: nothing bind-mounted, the workspace sent as an archive and brought back after the call
+(sandbox.docker.transfer), measured on this engine beside the others, for the bench's small
+workspace, the example repository and a larger tree (2,000 files of 8 KiB unless told). A pooled container there is
+filled with the workspace while it waits (sandbox.docker.delta), and its call sends only what changed
+since: beside it, the same call in a container not filled ahead (the whole workspace at the call).
+Between pooled calls the pool is allowed to refill and the used container's removal to finish
+(outside the timed region), as in real use where the model thinks between calls.
 """
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -33,6 +37,8 @@ from sandbox.tree import copy_tree
 COMMAND = ["true"]
 EXAMPLE = run.EXAMPLE / "calc"
 """The repository the README's demo fixes (the archive side's realistic workspace)."""
+LARGE_FILE_BYTES = 8192
+"""The size of each file of the archive side's larger tree (source-sized; ten to a folder)."""
 
 
 class SandboxBench(BaseModel):
@@ -58,6 +64,14 @@ class SandboxBench(BaseModel):
     archive_example: Latency
     """(d) again, with the example repository (examples/calc) as the workspace."""
     archive_example_ms: float
+    archive_example_whole: Latency
+    """(d) with the example, its container not filled ahead: the whole workspace sent at the call."""
+    archive_large: Latency
+    """(d) with the larger tree (tree_files files), filled ahead."""
+    archive_large_whole: Latency
+    """The same, not filled ahead."""
+    filled_over_whole_example: float
+    filled_over_whole_large: float
     call_path: str
     """How the pooled calls reached their containers (`stub`, or `exec` where no stub can run)."""
     starts_per_s: float
@@ -70,7 +84,9 @@ class SandboxBench(BaseModel):
     )
 
 
-def measure(client: docker.DockerClient, *, run_id: str, image: str = "py311", calls: int = 20) -> SandboxBench:
+def measure(
+    client: docker.DockerClient, *, run_id: str, image: str = "py311", calls: int = 20, tree_files: int = 2000
+) -> SandboxBench:
     """Run `calls` rounds of (a), (b), (c) interleaved and summarise them."""
     ref, image_id = resolve_image(client, image)
     spec = SandboxSpec(image=image, timeout_s=60)
@@ -82,7 +98,7 @@ def measure(client: docker.DockerClient, *, run_id: str, image: str = "py311", c
     with (
         tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp,
         DockerSandbox(client, run_id=run_id, pool_size=1) as box,
-        DockerSandbox(client, run_id=run_id, pool_size=1, transport="archive") as far,
+        contextlib.ExitStack() as stack,
     ):
         workspace = Path(tmp) / "workspace"
         workspace.mkdir()
@@ -91,6 +107,11 @@ def measure(client: docker.DockerClient, *, run_id: str, image: str = "py311", c
         example = Path(tmp) / "example"
         copy_tree(EXAMPLE, example)
         hand_over(example)
+        large = _large_tree(Path(tmp) / "large", tree_files)
+        far = {  # one sandbox per workspace, as each session has its own (its pool keeps its workspace's)
+            each: stack.enter_context(DockerSandbox(client, run_id=run_id, pool_size=1, transport="archive"))
+            for each in (workspace, example, large)
+        }
         config = hardening.container_config(
             image_id, spec, workspace, (), container_user(), of_process(run_id, "bench")
         )
@@ -117,29 +138,43 @@ def measure(client: docker.DockerClient, *, run_id: str, image: str = "py311", c
             api.exec_start(exec_id)
             api.exec_inspect(exec_id)
 
-        def archive() -> None:
-            far.run(COMMAND, workspace=workspace, spec=spec)
+        def filled(workspace: Path) -> Callable[[], None]:
+            def side() -> None:  # the pooled container, filled while it waited
+                far[workspace].run(COMMAND, workspace=workspace, spec=spec)
 
-        def archive_example() -> None:
-            far.run(COMMAND, workspace=example, spec=spec)
+            return side
+
+        spares: dict[Path, str] = {}
+
+        def whole(workspace: Path) -> Callable[[], None]:
+            def side() -> None:  # a container started outside the clock, not filled ahead
+                far[workspace].call(spares.pop(workspace), COMMAND, workspace=workspace, spec=spec)
+
+            return side
 
         def settled() -> None:
             box.pool.wait_idle()
-            far.pool.wait_idle()
+            for each, sandbox in far.items():
+                sandbox.pool.wait_idle()
+                if each is not workspace and each not in spares:
+                    spares[each] = sandbox.start_one(workspace=each, spec=spec)
 
         try:
             box.prewarm(workspace=workspace, spec=spec)
             call_path = box.run(COMMAND, workspace=workspace, spec=spec).call_path
-            for each in (workspace, example):  # the derived image, the pool's first start: off the clock
-                far.run(COMMAND, workspace=each, spec=spec)
+            for each, sandbox in far.items():  # the derived image, the pool's first start: off the clock
+                sandbox.run(COMMAND, workspace=each, spec=spec)
             settled()
             samples = side_by_side(
                 {
                     "pooled": pooled,
                     "cold": cold,
                     "exec": exec_once,
-                    "archive": archive,
-                    "archive_example": archive_example,
+                    "archive": filled(workspace),
+                    "archive_example": filled(example),
+                    "archive_example_whole": whole(example),
+                    "archive_large": filled(large),
+                    "archive_large_whole": whole(large),
                 },
                 rounds=calls,
                 between=settled,
@@ -148,6 +183,8 @@ def measure(client: docker.DockerClient, *, run_id: str, image: str = "py311", c
             sustained = _sustained_calls_per_s(box, workspace, spec, count=max(5, calls))
         finally:
             api.remove_container(long_lived, force=True)
+            for each, cid in spares.items():
+                far[each].discard(cid)
     stats = {name: latency(values) for name, values in samples.items()}
     a, b, c = stats["pooled"].median_ms, stats["cold"].median_ms, stats["exec"].median_ms
     return SandboxBench(
@@ -168,6 +205,11 @@ def measure(client: docker.DockerClient, *, run_id: str, image: str = "py311", c
         archive_over_exec=ratio(stats["archive"].median_ms, c),
         archive_example=stats["archive_example"],
         archive_example_ms=stats["archive_example"].median_ms,
+        archive_example_whole=stats["archive_example_whole"],
+        archive_large=stats["archive_large"],
+        archive_large_whole=stats["archive_large_whole"],
+        filled_over_whole_example=ratio(stats["archive_example"].median_ms, stats["archive_example_whole"].median_ms),
+        filled_over_whole_large=ratio(stats["archive_large"].median_ms, stats["archive_large_whole"].median_ms),
         call_path=call_path,
         starts_per_s=starts,
         sustained_calls_per_s=sustained,
@@ -195,3 +237,15 @@ def _sustained_calls_per_s(box: DockerSandbox, workspace: Path, spec: SandboxSpe
     elapsed = time.perf_counter() - started
     box.pool.wait_idle()
     return round(count / elapsed, 2)
+
+
+def _large_tree(root: Path, files: int) -> Path:
+    """files files of LARGE_FILE_BYTES under root, ten to a folder (a repository's source tree)."""
+    line = b"def function(argument):  # a line of source, as a repository's files hold\n"
+    body = (line * (LARGE_FILE_BYTES // len(line) + 1))[:LARGE_FILE_BYTES]
+    for index in range(files):
+        folder = root / f"pkg{index // 10:03d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"module{index % 10}.py").write_bytes(body)
+    hand_over(root)
+    return root

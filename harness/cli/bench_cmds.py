@@ -25,6 +25,9 @@ def _client() -> Any:
 def bench_sandbox(
     calls: int = typer.Option(20, min=3, max=1000, help="Timed calls per approach."),
     image: str = typer.Option("py311", help="Image to measure on."),
+    tree_files: int = typer.Option(
+        2000, "--tree-files", min=10, max=100_000, help="Files (8 KiB each) of the archive side's larger tree."
+    ),
     burst: int | None = typer.Option(
         None,
         "--burst",
@@ -53,12 +56,15 @@ def bench_sandbox(
     from rich.table import Table
 
     from harness.assembly import engine
-    from harness.bench.sandbox import measure
+    from harness.bench.sandbox import LARGE_FILE_BYTES, measure
 
     run_id = environment.run_id("bench")
     with reported():
-        result = measure(_client(), run_id=run_id, image=image, calls=calls)
-        others = [measure(engine.connect(address), run_id=run_id, image=image, calls=calls) for address in engines]
+        result = measure(_client(), run_id=run_id, image=image, calls=calls, tree_files=tree_files)
+        others = [
+            measure(engine.connect(address), run_id=run_id, image=image, calls=calls, tree_files=tree_files)
+            for address in engines
+        ]
     if as_json:
         print(result.model_dump_json() if not engines else json.dumps([r.model_dump() for r in [result, *others]]))
         return
@@ -73,19 +79,25 @@ def bench_sandbox(
         f"{result.archive.median_ms:.1f}",
         f"{result.archive.p90_ms:.1f}",
     )
-    table.add_row(
-        "    (d) with the example repository",
-        f"{result.archive_example.median_ms:.1f}",
-        f"{result.archive_example.p90_ms:.1f}",
-    )
+    for label, measured in (
+        ("    (d) with the example repository", result.archive_example),
+        ("        its container not filled ahead (the whole workspace at the call)", result.archive_example_whole),
+        (
+            f"    (d) with a tree of {tree_files:,} files ({tree_files * LARGE_FILE_BYTES / 2**20:.1f} MiB)",
+            result.archive_large,
+        ),
+        ("        its container not filled ahead", result.archive_large_whole),
+    ):
+        table.add_row(label, f"{measured.median_ms:.1f}", f"{measured.p90_ms:.1f}")
     console.print(table)
     console.print(
         f"a/c = {result.pooled_over_exec:.2f} (target <= 0.25)   a/b = {result.pooled_over_cold:.2f} "
         f"(target <= 0.5)   calls by: {result.call_path}"
     )
     console.print(
-        f"an engine on another machine: d/a = {result.archive_over_pooled:.2f}, d/c = {result.archive_over_exec:.2f} "
-        "(the archive both ways at every call)"
+        f"an engine on another machine: d/a = {result.archive_over_pooled:.2f}, d/c = {result.archive_over_exec:.2f}; "
+        f"filled ahead / not: example {result.filled_over_whole_example:.2f}, {tree_files:,} files "
+        f"{result.filled_over_whole_large:.2f} (what changed goes at the call, the working folder comes back whole)"
     )
     console.print(
         f"engine: {result.starts_per_s:.1f} container starts/s at the pool's concurrency; back-to-back calls "

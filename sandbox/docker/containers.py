@@ -35,6 +35,7 @@ from sandbox import labels as labels_of
 from sandbox.docker import hardening, netns, transfer, tunnel
 from sandbox.docker.call import CallWatch, cgroup_oom_killed, frames, read_ahead, send_stdin, shut
 from sandbox.docker.commit import commit_root
+from sandbox.docker.delta import AheadOfCalls, Stale
 from sandbox.docker.engine import (
     PODMAN_NO_GVISOR,
     engine_kind,
@@ -132,8 +133,11 @@ class DockerSandbox:
         self._engine_product: str | None = None
         self._derived: dict[tuple[str, str, str], str] = {}
         """On an engine elsewhere: each (image, working folder, user)'s derived image."""
+        self._ahead = AheadOfCalls(self._api, self._make_links)
+        """On an engine that takes archives: pooled containers filled while they wait for their call."""
         initial = pool_size if pool_initial is None else pool_initial
-        self.pool = WarmPool(self._start, self._remove, PoolConfig(size=pool_size, initial=initial))
+        fill = self._ahead.fill if self.remote is not None else None
+        self.pool = WarmPool(self._start, self._remove, PoolConfig(size=pool_size, initial=initial), fill=fill)
         self._joining: dict[str, list[Callable[[], None]]] = {}
         """What a call that joins a network runs first, by network (`before_calls_on`)."""
         self._settings: dict[str, dict[str, Any]] = {}
@@ -190,7 +194,13 @@ class DockerSandbox:
         for attempt in range(2):
             cid = self.pool.acquire(key, config, family=spec.image)
             try:
-                sent = self._send(cid, workspace, spec, mounts, user)
+                try:
+                    sent = self._send(cid, workspace, spec, mounts, user)
+                except Stale:  # filled ahead with what a change here cannot reach: a fresh one instead
+                    stale, cid = cid, ""
+                    self.pool.release(stale)
+                    cid = self._start(config, "call")
+                    sent = self._send(cid, workspace, spec, mounts, user)
                 with self._egress(cid, spec, user):
                     outcome = self._call_once(cid, argv, spec, stdin)
                 self._bring_back(cid, workspace, spec, sent, user)
@@ -202,7 +212,8 @@ class DockerSandbox:
                 if attempt:  # a warm container died before use (engine restart?): one fresh retry only
                     raise self._gone() from None
             finally:
-                self.pool.release(cid)
+                if cid:
+                    self.pool.release(cid)
         if committed:  # the next call starts from the committed image: warm that one instead
             key, config, _, _ = self._prepare(workspace, spec.model_copy(update={"image": committed}), mounts)
         if refill:
@@ -416,11 +427,17 @@ class DockerSandbox:
         if joined:
             config = {**config, "host_config": {**config["host_config"], **joined}}
         if self.remote is not None:
-            config = self._without_binds(config, workspace, spec, self._sent(spec, mounts), user)
-        else:
-            config = hardening.own_namespace(config)  # (its hosts file is bound from here)
-            if self._engine_removes and spec.read_only_root:  # (no commit, no archive needs it after its end)
-                config["host_config"]["auto_remove"] = True
+            sent = self._sent(spec, mounts)
+            config = self._without_binds(config, workspace, spec, sent, user)
+            return (
+                self._ahead.key(hardening.config_key(config), workspace, spec.workdir, sent, user),
+                config,
+                image_id,
+                user,
+            )
+        config = hardening.own_namespace(config)  # (its hosts file is bound from here)
+        if self._engine_removes and spec.read_only_root:  # (no commit, no archive needs it after its end)
+            config["host_config"]["auto_remove"] = True
         return hardening.config_key(config), config, image_id, user
 
     # -- an engine on another machine (sandbox.docker.transfer) ------------------------------------
@@ -465,13 +482,16 @@ class DockerSandbox:
     def _send(
         self, cid: str, workspace: Path, spec: SandboxSpec, mounts: Sequence[Mount], user: str
     ) -> dict[str, list[transfer.Part]] | None:
-        """The workspace and the mounts into a container's volumes, as they are now; what went into
-        each volume (None: nothing goes, the engine binds them)."""
+        """The workspace and the mounts into a container's volumes, as they are now (to one filled
+        ahead of its call, what changed since: Stale when that cannot be done); what went into each
+        volume (None: nothing goes, the engine binds them)."""
         if self.remote is None:
             return None
         layout = transfer.volumes(spec.workdir, workspace, self._sent(spec, mounts))
         with translate("sending the workspace to the engine"):
             try:
+                if self._ahead.send(cid, layout, spec.workdir, user):
+                    return layout
                 climbing = transfer.send(self._api, cid, layout, transfer.numeric_ids(user))
             except docker.errors.NotFound:  # the warm container died before its call
                 raise _ContainerGone() from None
@@ -659,6 +679,7 @@ class DockerSandbox:
         with self._lock:
             streams = [self._streams.pop(cid, None), self._answered.pop(cid, None)]
             by_engine = self._removed_by_engine.pop(cid, None)
+        self._ahead.forget(cid)
         for stream in streams:
             if stream is not None:
                 stream.close()

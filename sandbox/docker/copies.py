@@ -2,10 +2,11 @@
 this machine's folders (`sandbox.docker.transfer`): a copy in the container's own volume, sent when it
 starts and kept the same as this machine's workspace after.
 
-A call's container gets the whole workspace at each call. A server lives for the session and is used
-many times: before each use only what changed since the last is sent (new and changed paths in one
-archive, removed ones removed in the container), found by comparing listings (type, mode, size, time
-and link target of every path, never following a link); a writable server's workspace comes back
+A server lives for the session and is used many times: before each use only what changed since the
+last is sent (new and changed paths in one archive, removed ones removed in the container), found by
+comparing listings (`sandbox.docker.delta`: type, mode, size, times, inode and link target of every
+path, never following a link; a call's pooled container is filled the same way while it waits for
+its call); a writable server's workspace comes back
 after each use (the same `transfer.sync` a call's does), so this machine's copy holds what it wrote
 as a bind mount would. A read-only copy is root's with its write bits dropped, as a read-only mount's
 is for a call; its symbolic links that climb out of the folder are left out (the engine refuses to
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import stat
 import tarfile
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -24,35 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.docker import transfer
+from sandbox.docker.delta import REMOVE_SCRIPT, Listing, difference, listing
 from sandbox.docker.engine import translate
 from sandbox.errors import SandboxError
-from sandbox.tree import walk
-
-Listing = dict[str, tuple[int, int, int, str]]
-"""rel -> (mode, size, modification time in ns, link target) of every path under a folder."""
-
-REMOVE_SCRIPT = 'for p do d=$(dirname -- "$p"); chmod u+w -- "$d" 2>/dev/null; chmod -R u+w -- "$p" 2>/dev/null; rm -rf -- "$p" || exit 1; done'
-"""Removes each path given as an argument (a read-only copy's folders are root's without write bits:
-root without capabilities may write there only once it gives itself the bit back, as their owner)."""
-
-
-def listing(folder: Path) -> Listing:
-    """Every path under folder (relative, never through a link), with what tells a change."""
-    found: Listing = {}
-    root = os.fspath(folder)
-    for directory, dirs, others in walk(root):
-        for name in [*dirs, *others]:
-            path = os.path.join(directory, name)
-            try:
-                st = os.lstat(path)
-            except FileNotFoundError:
-                continue
-            if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode)):
-                continue  # sockets, pipes and devices never travel
-            target = os.readlink(path) if stat.S_ISLNK(st.st_mode) else ""
-            size, when = (0, 0) if stat.S_ISDIR(st.st_mode) else (st.st_size, st.st_mtime_ns)
-            found[os.path.relpath(path, root)] = (st.st_mode, size, when, target)
-    return found
 
 
 class WorkspaceCopy:
@@ -103,13 +77,7 @@ class WorkspaceCopy:
     def send_changes(self) -> None:
         """What changed here since the copy was last the same: sent, or removed there."""
         now = listing(self.workspace)
-        removed = sorted(  # gone, another kind of path now, or a link to somewhere else (made anew)
-            rel
-            for rel, seen in self.sent.items()
-            if rel not in now or _kind(now[rel]) != _kind(seen) or (stat.S_ISLNK(seen[0]) and now[rel] != seen)
-        )
-        removed = [rel for rel in removed if not any(rel.startswith(other + "/") for other in removed)]
-        changed = sorted((rel for rel, seen in now.items() if self.sent.get(rel) != seen), key=lambda r: r.count("/"))
+        removed, changed = difference(self.sent, now)
         if removed:
             paths = [f"{self.workdir.rstrip('/')}/{rel}" for rel in removed]
             self._run(["/bin/sh", "-c", REMOVE_SCRIPT, "sh", *paths], "removing what the workspace no longer holds")
@@ -148,10 +116,6 @@ class WorkspaceCopy:
         code, said = transfer.run_in(self.api, self.cid, argv, self._exec_user)
         if code != 0:
             raise SandboxError(f"{what} in the container on the engine failed: {said[-300:] or 'it said nothing'}")
-
-
-def _kind(entry: tuple[int, int, int, str]) -> int:
-    return stat.S_IFMT(entry[0])
 
 
 @contextlib.contextmanager

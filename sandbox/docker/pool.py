@@ -28,6 +28,9 @@ Start = Callable[[dict[str, Any], str], str]
 """start(config, kind) -> container id of a running container."""
 Remove = Callable[[str], None]
 """remove(container id): kill and remove, ignoring containers already gone."""
+Fill = Callable[[str, str], None]
+"""fill(key, container id): make a container started in the background ready for its key's calls
+(its volumes filled, on an engine that takes archives); one it fails for is removed."""
 
 
 STARTERS = 2
@@ -52,9 +55,11 @@ class PoolConfig(BaseModel):
 class WarmPool:
     """Thread-safe pool of running containers; never reuses one."""
 
-    def __init__(self, start: Start, remove: Remove, config: PoolConfig | None = None) -> None:
+    def __init__(
+        self, start: Start, remove: Remove, config: PoolConfig | None = None, fill: Fill | None = None
+    ) -> None:
         self.config = config or PoolConfig()
-        self._start, self._remove = start, remove
+        self._start, self._remove, self._fill = start, remove, fill
         self._lock = threading.Condition()
         self._idle: collections.OrderedDict[str, collections.deque[str]] = collections.OrderedDict()
         self._configs: dict[str, dict[str, Any]] = {}
@@ -208,7 +213,14 @@ class WarmPool:
             with self._lock:
                 config = self._configs.get(key)
             if config is not None and not self._closed:
-                cid = self._start(config, "pool")
+                started = self._start(config, "pool")
+                try:
+                    if self._fill is not None:
+                        self._fill(key, started)
+                except Exception:
+                    self.release(started)
+                    raise
+                cid = started
         except Exception:  # noqa: BLE001 - a failed background start is retried by the next acquire
             cid = None
         finally:

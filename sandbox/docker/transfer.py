@@ -177,6 +177,28 @@ def pack(parts: Sequence[Part], user: tuple[int, int], out: IO[bytes]) -> list[t
     return climbing
 
 
+def pack_some(
+    parts: Sequence[Part], rels: Sequence[str], source: dict[str, int], user: tuple[int, int], out: IO[bytes]
+) -> list[tuple[str, str]]:
+    """rels of one volume (parents first; each from the part `source` names: `delta.contents`) as a tar
+    into out (rewound), a folder as itself and not its content, chosen and written as `pack` does; a
+    path gone meanwhile is left out. Returns the workspace's climbing links, as `pack` does."""
+    climbing: list[tuple[str, str]] = []
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT, dereference=False) as tar:
+        for rel in rels:
+            part = parts[source[rel]]
+            path = str(part.source) if rel == part.rel else os.path.join(part.source, rel[len(part.rel) :].lstrip("/"))
+            target = climbing_target(path, rel)
+            if target is not None:
+                if part.owned:
+                    climbing.append((target, rel))
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                add_member(tar, path, rel, part.owned, user)
+    out.seek(0)
+    return climbing
+
+
 def climbing_target(path: str, rel: str) -> str | None:
     """The target of a symbolic link at path whose relative target leaves the volume, else None."""
     if not os.path.islink(path):

@@ -17,14 +17,19 @@ def test_bench_sandbox_measures_the_archive_transport_beside_the_pooled_call(tmp
     """(d): the pooled call as it runs on an engine on another machine (the workspace as archives),
     beside (a) to (c) in the same run, for the small workspace and the example repository."""
     socket = "unix:///var/run/docker.sock"  # the same engine again, as another (Podman's, say) would be
-    both = _bench("sandbox", "--calls", "3", "--engine", socket, label=run_label, tmp_path=tmp_path)
+    both = _bench(
+        "sandbox", "--calls", "3", "--tree-files", "200", "--engine", socket, label=run_label, tmp_path=tmp_path
+    )
     assert [row["engine"].split(" ")[0] for row in both] == ["Docker", "Docker"], both
     assert both[1]["engine"].endswith(" at http+docker://localhost") and " rootful " in both[1]["engine"]
     result = both[0]
-    for side in ("pooled", "cold", "exec", "archive", "archive_example"):
+    sides = ("archive_example_whole", "archive_large", "archive_large_whole")  # filled ahead, and not
+    for side in ("pooled", "cold", "exec", "archive", "archive_example", *sides):
         assert result[side]["median_ms"] > 0 and both[1][side]["median_ms"] > 0, side
     assert result["archive_over_pooled"] == pytest.approx(result["archive_ms"] / result["pooled_ms"], abs=0.01)
     assert result["archive_over_exec"] == pytest.approx(result["archive_ms"] / result["exec_ms"], abs=0.01)
+    large = result["archive_large"]["median_ms"] / result["archive_large_whole"]["median_ms"]
+    assert result["filled_over_whole_large"] == pytest.approx(large, abs=0.01)
     left = docker_client.containers.list(all=True, filters={"label": f"harness.run={run_label}"})
     assert left == [], "the bench's containers are gone"
     assert docker_client.volumes.list(filters={"label": f"harness.run={run_label}"}) == [], "and their volumes"

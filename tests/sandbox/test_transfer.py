@@ -300,3 +300,46 @@ def test_an_upload_the_engine_lost_midway_is_sent_again_whole(tmp_path, workspac
     with pytest.raises(docker.errors.APIError, match="broken pipe"):
         transfer.put(Engine(lost, lost, lost), "c", "/", b"tar")
     assert transfer.put(Engine(lost, lost), "c", "/", b"tar") is None
+
+
+def test_what_changed_since_a_listing_even_a_rewrite_that_keeps_size_and_time(tmp_path, workspace):
+    """What a copy on the engine needs again (sandbox.docker.delta): a file rewritten with the same size
+    and its modification time set back (as a bring-back does, from the archive's member) is changed;
+    a folder whose content changed is not; the workspace's paths under a mount's place are the mount's."""
+    from sandbox.docker import delta
+
+    protected = tmp_path / "protected"
+    protected.mkdir()
+    (protected / "check.py").write_text("assert 1\n")
+    parts = transfer.volumes(
+        "/workspace", workspace, [Mount(source=protected, target="/workspace/tests", read_only=True)]
+    )
+    before, source = delta.contents(parts["/workspace"])
+    assert "tests/test_mod.py" not in before and source["tests/check.py"] == 1 and source["pkg/mod.py"] == 0
+    assert "pipe" not in before, "a pipe never travels"
+    mod = workspace / "pkg" / "mod.py"
+    when = mod.stat().st_mtime_ns
+    mod.write_text("print(2)\n")
+    os.utime(mod, ns=(when, when))
+    (workspace / "run.sh").unlink()
+    (workspace / "pkg" / "new.txt").write_text("n\n")
+    (workspace / "pkg" / "up").unlink()
+    (workspace / "pkg" / "up").symlink_to("..")
+    now, source = delta.contents(parts["/workspace"])
+    removed, changed = delta.difference(before, now)
+    assert removed == ["pkg/up", "run.sh"], "a link pointing elsewhere is made anew"
+    assert changed == ["pkg/mod.py", "pkg/new.txt", "pkg/up"]
+    archive = io.BytesIO()
+    assert transfer.pack_some(parts["/workspace"], changed, source, USER, archive) == [], "pkg/up now stays inside"
+    sent = _members(archive)
+    assert sorted(sent) == changed and sent["pkg/mod.py"].uid == 10001
+    with tarfile.open(fileobj=io.BytesIO(archive.getvalue())) as tar:
+        assert tar.extractfile("pkg/mod.py").read() == b"print(2)\n"  # type: ignore[union-attr]
+    (protected / "check.py").write_text("assert 2\n")
+    archive = io.BytesIO()
+    _, changed = delta.difference(now, delta.contents(parts["/workspace"])[0])
+    transfer.pack_some(parts["/workspace"], changed, source, USER, archive)
+    [check] = _members(archive).values()
+    assert (check.name, check.uid, check.mode & 0o222) == ("tests/check.py", 0, 0), (
+        "the mount's copy: root's, read-only"
+    )

@@ -183,3 +183,30 @@ def test_drain_waits_for_the_starts_under_way_and_starts_nothing_more_in_the_bac
     assert [kind for _, kind in engine.started] == ["pool", "pool"], "no refill after a drain"
     pool.close()
     assert engine.alive == set()
+
+
+def test_a_background_start_is_filled_before_it_is_ready_and_one_whose_fill_fails_is_removed() -> None:
+    engine = Engine()
+    filled: list[tuple[str, str]] = []
+
+    def fill(key: str, cid: str) -> None:
+        if len(filled) == 0:
+            filled.append((key, "failed"))
+            raise OSError("the engine lost the upload")
+        filled.append((key, cid))
+
+    pool = WarmPool(engine.start, engine.remove, PoolConfig(size=1, initial=1), fill=fill)
+    pool.prewarm("k", {"image": "i1"})
+    pool.wait_idle()
+    [(failed, _)] = engine.started
+    assert engine.removed == [failed], "a container its fill failed for is never handed out"
+    pool.prewarm("k", {"image": "i1"})
+    pool.wait_idle()
+    ready = pool.acquire("k", {"image": "i1"})
+    assert filled == [("k", "failed"), ("k", ready)] and ready != failed
+    cold = pool.acquire("k", {"image": "i1"})
+    assert (cold, "call") in engine.started and ("k", cold) not in filled, "a start on the call's path is the caller's"
+    pool.release(ready)
+    pool.release(cold)
+    pool.close()
+    assert engine.alive == set()
