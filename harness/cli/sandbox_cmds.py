@@ -530,8 +530,9 @@ def sandbox_prune(
     state: Path | None = typer.Option(None, "--state-dir", help="Sessions whose leftovers to remove."),
     run: str | None = typer.Option(None, "--run", help="Only containers of this run id (label harness.run)."),
 ) -> None:
-    """Remove leftover containers of crashed runs (whose controller process is gone), images of
-    deleted sessions of the state directory, and folders of session creates that never finished."""
+    """Remove leftover containers of crashed runs (whose controller process is gone) and the volumes
+    they left that no container uses, images of deleted sessions of the state directory, and folders
+    of session creates that never finished."""
     from harness.assembly import engine
     from harness.assembly.sessions import collect_objects
     from harness.cli.session_cmds import say_collected

@@ -4,6 +4,7 @@ and images and containers listed without tripping over one removed meanwhile."""
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import docker
@@ -69,7 +70,7 @@ def present_images(client: docker.DockerClient, **query: Any) -> list[Image]:
             if said_removed(error):
                 continue
             raise
-        if all(_labelled(image.labels or {}, condition) for condition in rest):
+        if all(labelled(image.labels or {}, condition) for condition in rest):
             found.append(image)
     return found
 
@@ -123,7 +124,7 @@ def present_containers(client: docker.DockerClient, filters: dict[str, Any]) -> 
     return found
 
 
-def _labelled(labels: dict[str, str], condition: str) -> bool:
+def labelled(labels: Mapping[str, str], condition: str) -> bool:
     """Whether labels meet a `label` filter's condition (`KEY` present, or `KEY=VALUE`)."""
     key, equals, value = condition.partition("=")
     return key in labels and (not equals or labels[key] == value)

@@ -29,6 +29,7 @@ from sandbox import labels
 from sandbox.docker.engine import translate
 from sandbox.docker.ids import (
     image_summaries,
+    labelled,
     object_id,
     present_containers,
     present_images,
@@ -106,10 +107,27 @@ def prune(
         # network-namespace holders last: Podman refuses to remove one that containers still join
         doomed.sort(key=lambda c: (c.labels or {}).get(labels.KIND) == "netns")
         removed += remove_containers(client, doomed)
+    remove_volumes(client, {labels.RUN: run_id, **(extra or {})}, everything)
     if not extra:
         remove_task_images(client, run_id, everything)
         remove_service_networks(client, run_id, everything)
     return removed
+
+
+def remove_volumes(client: docker.DockerClient, wanted: Mapping[str, str | None], everything: bool) -> int:
+    """Volumes carrying every label wanted (a None value: any) whose process is gone, or all of them
+    with everything, that no container uses (an engine that takes archives gives each call's container
+    volumes, removed with it: one whose removal failed midway leaves them); how many went. The first
+    label is asked of the engine, the rest read here (as `present_images` does)."""
+    first, *rest = [k if v is None else f"{k}={v}" for k, v in wanted.items()]
+    with translate("listing volumes"):
+        volumes = client.volumes.list(filters={"label": first})
+    doomed: list[Callable[[], object]] = []
+    for volume in volumes:
+        marks = volume.attrs.get("Labels") or {}
+        if all(labelled(marks, condition) for condition in rest) and (everything or orphaned_labels(marks)):
+            doomed.append(volume.remove)  # refused while a container uses it
+    return _removed(doomed)
 
 
 def remove_service_networks(client: docker.DockerClient, run_id: str | None, everything: bool) -> int:

@@ -18,7 +18,7 @@ def test_bench_sandbox_measures_the_archive_transport_beside_the_pooled_call(tmp
     beside (a) to (c) in the same run, for the small workspace and the example repository."""
     socket = "unix:///var/run/docker.sock"  # the same engine again, as another (Podman's, say) would be
     both = _bench(
-        "sandbox", "--calls", "3", "--tree-files", "200", "--engine", socket, label=run_label, tmp_path=tmp_path
+        "sandbox", "--calls", "3", "--tree-files", "20", "--engine", socket, label=run_label, tmp_path=tmp_path
     )
     assert [row["engine"].split(" ")[0] for row in both] == ["Docker", "Docker"], both
     assert both[1]["engine"].endswith(" at http+docker://localhost") and " rootful " in both[1]["engine"]

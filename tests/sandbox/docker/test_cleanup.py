@@ -191,3 +191,32 @@ def test_images_prune_removes_the_cache_nothing_names_or_uses(docker_client, run
             resolve_image(docker_client, loose)  # what a session naming it would be told
     finally:
         holder.remove(force=True)
+
+
+def test_a_prune_removes_a_dead_controllers_volumes_that_no_container_uses(
+    docker_client, run_label, sandbox_image, test_label, monkeypatch
+) -> None:
+    """An engine that takes archives gives a call's container anonymous volumes, removed with it; a
+    removal that failed midway leaves them, labelled like their container: a prune takes those whose
+    controller is gone, never one a container still uses."""
+    from sandbox.docker import prune as pruning
+
+    marks = {"harness.run": run_label, "harness.pid": str(os.getpid()), **test_label}  # (see the test above)
+    judged = pruning.orphaned_labels
+    monkeypatch.setattr(
+        pruning, "orphaned_labels", lambda found: set(test_label.items()) <= found.items() or judged(found)
+    )
+    left = docker_client.volumes.create(labels=marks)
+    used = docker_client.volumes.create(labels=marks)
+    user = docker_client.containers.create(
+        current_ref(docker_client, sandbox_image), ["true"], network_mode="none", volumes={used.name: {"bind": "/v"}}
+    )
+    try:
+        pruning.prune(docker_client, run_id=run_label, extra=test_label)
+        names = {
+            v.name for v in docker_client.volumes.list(filters={"label": f"harness.test={test_label['harness.test']}"})
+        }
+        assert left.name not in names and names == {used.name}, "the unused one went; the one a container uses stays"
+    finally:
+        user.remove(force=True)
+        used.remove(force=True)

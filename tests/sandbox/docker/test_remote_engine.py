@@ -88,10 +88,14 @@ def _harness(host: str, *args: str, state: Path | None = None) -> subprocess.Com
 
 
 def _left_on(host: str) -> list[str]:
+    """The running containers and the volumes on the engine at host, each with what made it (its kind,
+    or the process and run its labels name), so that a leftover says where it came from."""
     found = []
-    for what in ("ps", "volume ls"):
-        listed = subprocess.run(["docker", "-H", host, *what.split(), "-q"], capture_output=True, text=True, check=True)
-        found += listed.stdout.split()
+    for what, shown in (("ps", '{{.ID}} {{.Label "harness.kind"}}'), ("volume ls", "{{.Name}} {{.Labels}}")):
+        listed = subprocess.run(
+            ["docker", "-H", host, *what.split(), "--format", shown], capture_output=True, text=True, check=True
+        )
+        found += listed.stdout.splitlines()
     return found
 
 
