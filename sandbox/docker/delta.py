@@ -25,7 +25,6 @@ import docker
 
 from sandbox.docker import transfer
 from sandbox.docker.transfer import Part
-from sandbox.errors import SandboxError
 from sandbox.spec import Mount
 from sandbox.tree import walk
 
@@ -108,7 +107,8 @@ def _kind(seen: Entry) -> int:
 
 class Stale(Exception):
     """A container filled ahead of its call holds what its call cannot be given by changes alone (a
-    read-only copy's path, or a folder holding one, removed here since): a fresh container is used."""
+    read-only copy's path, or a folder holding one, removed here since; a removal that failed there;
+    another layout of volumes): a fresh container is used."""
 
 
 @dataclass(frozen=True)
@@ -166,12 +166,14 @@ class AheadOfCalls:
             self._filled.pop(cid, None)
 
     def send(self, cid: str, layout: dict[str, list[Part]], workdir: str, user: str) -> bool:
-        """What changed since cid was filled, into it; False when it was not filled for this layout
-        (the caller sends everything); Stale when a change cannot reach it."""
+        """What changed since cid was filled, into it; False when it was not filled (the caller sends
+        everything); Stale when what it was filled with cannot be made what the call must see."""
         with self._lock:
             filled = self._filled.pop(cid, None)
-        if filled is None or filled.layout != layout:
+        if filled is None:
             return False
+        if filled.layout != layout:  # (a mount's source became a file, say): what it holds is not this
+            raise Stale("filled for another layout of volumes")
         plans = []
         doomed: list[str] = []
         for target, parts in layout.items():
@@ -192,10 +194,8 @@ class AheadOfCalls:
                 if error.status_code != 409:  # (404: gone, the caller's to say; 409: it stopped meanwhile)
                     raise
                 raise Stale("it stopped before its call") from None
-            if code != 0:
-                raise SandboxError(
-                    f"removing what the workspace no longer holds failed in the call's container: {said[-300:]}"
-                )
+            if code != 0:  # what it holds is not what the call must see: a fresh container gets everything
+                raise Stale(f"removing what the workspace no longer holds failed there: {said[-300:]}")
         ids = transfer.numeric_ids(user)
         for target, parts, changed, source in plans:
             with tempfile.SpooledTemporaryFile(max_size=transfer.SPOOL_BYTES) as archive:

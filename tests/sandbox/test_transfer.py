@@ -343,3 +343,31 @@ def test_what_changed_since_a_listing_even_a_rewrite_that_keeps_size_and_time(tm
     assert (check.name, check.uid, check.mode & 0o222) == ("tests/check.py", 0, 0), (
         "the mount's copy: root's, read-only"
     )
+
+
+def test_a_filled_container_gets_nothing_unchanged_and_one_a_change_cannot_reach_is_stale(tmp_path, monkeypatch):
+    """`delta.AheadOfCalls` without an engine: a container filled for a workspace gets nothing more when
+    nothing changed; one whose removal failed there, or filled for another layout of volumes, is Stale
+    (the caller uses a fresh container); one never filled is the caller's to send everything to."""
+    from sandbox.docker import delta
+
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "a.txt").write_text("a\n")
+    sent: list[tuple[str, str]] = []
+    monkeypatch.setattr(transfer, "put", lambda api, cid, target, archive: sent.append((cid, target)))
+    monkeypatch.setattr(transfer, "run_in", lambda api, cid, argv, user: (1, "rm: cannot remove: Permission denied"))
+    ahead = delta.AheadOfCalls(object(), lambda *link: None)
+    user, layout = "10001:10001", transfer.volumes("/workspace", workspace, [])
+    key = ahead.key("config", workspace, "/workspace", [], user)
+    assert key != ahead.key("config", tmp_path, "/workspace", [], user), "another workspace, another key"
+    for cid in ("c1", "c2", "c3"):
+        ahead.fill(key, cid)
+    assert ahead.send("c1", layout, "/workspace", user) and sent == [(c, "/workspace") for c in ("c1", "c2", "c3")]
+    (workspace / "a.txt").unlink()
+    with pytest.raises(delta.Stale, match="Permission denied"):
+        ahead.send("c2", layout, "/workspace", user)
+    other = transfer.volumes("/workspace", workspace, [Mount(source=tmp_path, target="/opt/more", read_only=True)])
+    with pytest.raises(delta.Stale, match="another layout"):
+        ahead.send("c3", other, "/workspace", user)
+    assert ahead.send("c4", layout, "/workspace", user) is False
