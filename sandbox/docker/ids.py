@@ -109,12 +109,31 @@ def listed_images(api: docker.APIClient, **query: Any) -> list[dict[str, Any]]:
     return list(api.images(**query))
 
 
+LISTING_TRIES = 4
+"""A container listing that Podman failed for a container ending meanwhile is asked this many times in all."""
+
+
+def listed_containers(api: Any, filters: dict[str, Any]) -> list[dict[str, Any]]:
+    """`api.containers(all=True, filters=filters)`, asked again when Podman 4.3 failed the whole listing
+    for one container whose process ended meanwhile (rootless: it reads each one's cgroup, a 500 "open
+    /proc/PID/cgroup: no such process") or that another process removed."""
+    for attempt in range(1, LISTING_TRIES + 1):
+        try:
+            return list(api.containers(all=True, filters=filters))
+        except docker.errors.APIError as error:
+            ended = "no such process" in str(error.explanation or error).lower()
+            if not (ended or _said_gone(error)) or attempt == LISTING_TRIES:
+                raise
+            time.sleep(0.05 * attempt)
+    raise AssertionError("unreachable")
+
+
 def present_containers(client: docker.DockerClient, filters: dict[str, Any]) -> list[Container]:
     """Every container (running or not) the filters match, without the listing's race: one removed
     between the listing and its inspection is left out (Docker answers 404; Podman 500, "does not
-    exist in database" or "no such container")."""
+    exist in database" or "no such container"), and a listing failed by one ending is asked again."""
     found = []
-    for summary in client.api.containers(all=True, filters=filters):
+    for summary in listed_containers(client.api, filters):
         try:
             found.append(client.containers.get(summary["Id"]))
         except docker.errors.APIError as error:

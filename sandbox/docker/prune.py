@@ -30,6 +30,7 @@ from sandbox.docker.engine import translate
 from sandbox.docker.ids import (
     image_summaries,
     labelled,
+    listed_containers,
     object_id,
     present_containers,
     present_images,
@@ -357,7 +358,7 @@ def prune_cache(
     after that time (a test suite's own)."""
     with translate("listing cached images"):
         summaries = image_summaries(client, all=True)
-        used = {c.get("ImageID", "") for c in client.api.containers(all=True)}
+        used = {c.get("ImageID", "") for c in listed_containers(client.api, {})}
     children = collections.Counter(s.get("ParentId") or "" for s in summaries)
     result = CachePrune()
     waiting = []

@@ -35,6 +35,9 @@ class Engine:
         return [{"Id": "a"}, {"Id": "b"}]
 
     def _containers(self, **query: Any) -> list[dict[str, Any]]:
+        self.listings += 1
+        if self.listing_failures:
+            raise _error(500, self.listing_failures.pop(0))
         return [{"Id": "a"}, {"Id": "b"}]
 
     def _get(self, object_id: str) -> SimpleNamespace:
@@ -84,3 +87,14 @@ def test_an_image_inspection_failed_for_another_images_sake_is_asked_again():
     failures[:] = [docker.errors.ImageNotFound("no such image")]
     with pytest.raises(docker.errors.ImageNotFound):
         _inspected(engine, "harness/py311:1")
+
+
+def test_a_container_listing_failed_by_one_ending_meanwhile_is_asked_again():
+    """Rootless Podman 4.3 reads each container's cgroup to list them: one whose process ends meanwhile
+    fails the whole listing (seen in `make test-podman`); asked again, a few times, never forever."""
+    engine = Engine(["open /proc/24018/cgroup: no such process"], set())
+    assert [c.id for c in present_containers(engine, {})] == ["a", "b"] and engine.listings == 2
+    with pytest.raises(docker.errors.APIError):
+        present_containers(Engine(["open /proc/1/cgroup: no such process"] * 4, set()), {})
+    with pytest.raises(docker.errors.APIError):
+        present_containers(Engine(["database is locked"], set()), {})
