@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tarfile
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -84,7 +83,9 @@ class WorkspaceCopy:
         links: list[tuple[str, str]] = []
         if changed:
             with tempfile.SpooledTemporaryFile(max_size=transfer.SPOOL_BYTES) as archive:
-                links = self._pack(changed, archive)
+                part = transfer.Part("", self.workspace, self.writable)
+                left = transfer.pack_some([part], changed, dict.fromkeys(changed, 0), self.ids, archive)
+                links = [(target, f"{self.workdir.rstrip('/')}/{rel}") for target, rel in left]
                 transfer.put(self.api, self.cid, self.workdir, archive)
         self.make_links(links)
         self.sent = now
@@ -96,32 +97,7 @@ class WorkspaceCopy:
         transfer.sync(chunks, self.workspace, owner)
         self.sent = listing(self.workspace)
 
-    def _pack(self, rels: Sequence[str], out: Any) -> list[tuple[str, str]]:
-        """rels (parents first) as one tar into out (rewound): a folder as itself, not its content; the
-        links that climb out of the folder left out and returned as (target, path in the container)."""
-        climbing: list[tuple[str, str]] = []
-        with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT, dereference=False) as tar:
-            for rel in rels:
-                path = os.path.join(self.workspace, rel)
-                target = transfer.climbing_target(path, rel)
-                if target is not None:
-                    climbing.append((target, f"{self.workdir.rstrip('/')}/{rel}"))
-                    continue
-                with _quiet():
-                    transfer.add_member(tar, path, rel, self.writable, self.ids)
-        out.seek(0)
-        return climbing
-
     def _run(self, argv: list[str], what: str) -> None:
         code, said = transfer.run_in(self.api, self.cid, argv, self._exec_user)
         if code != 0:
             raise SandboxError(f"{what} in the container on the engine failed: {said[-300:] or 'it said nothing'}")
-
-
-@contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    """A path gone between the listing and the archive is left out (the next listing says so)."""
-    try:
-        yield
-    except FileNotFoundError:
-        pass
