@@ -7,7 +7,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: setup deps deps-run engine podman podman-rootless test-podman test-elsewhere images images-demo browser check test test-fast demo demo-delegate demo-history demo-local local-model local-model-start harbor-start bench clean-containers
+.PHONY: setup deps deps-run engine podman podman-rootless test-podman test-podman-rootful test-elsewhere images images-demo browser check test test-fast demo demo-delegate demo-history demo-local local-model local-model-start harbor-start bench clean-containers
 
 # Everything the tests need (the test and check toolchains, every image).
 setup: deps engine images
@@ -56,6 +56,13 @@ test-podman: deps images-demo
 	@host=$$(bash scripts/ensure-podman.sh --rootless | sed -n 's/^export DOCKER_HOST=//p'); \
 	bash scripts/copy-images.sh "$$host" && \
 	DOCKER_HOST="$$host" $(ENGINE_PYTEST) $(ENGINE_TESTS) $(PYTEST_ARGS)
+
+# Services on rootful Podman (started as in `make podman`): a network without a gateway, the services named
+# in hosts files (docs/scale.md).
+test-podman-rootful: deps images-demo
+	@host=$$(bash scripts/ensure-podman.sh | sed -n 's/^export DOCKER_HOST=//p'); \
+	bash scripts/copy-images.sh "$$host" && \
+	DOCKER_HOST="$$host" $(ENGINE_PYTEST) tests/tools/test_services.py tests/sandbox/docker/test_services_network.py $(PYTEST_ARGS)
 
 test-elsewhere: deps images-demo
 	$(BIN)/python -m tests.engine_elsewhere $(ENGINE_PYTEST) $(ENGINE_TESTS) \

@@ -27,6 +27,8 @@ from sandbox.settings import FLAT_KEYS, SessionSettings, StartedFrom, lift_flat
 from sandbox.spec import SandboxSpec
 
 CONFIG_FILE_NAME = "config.toml"
+SERVICE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+"""A service's name: what calls reach it by (an alias, or a line of their hosts file)."""
 
 
 class LimitsConfig(BaseModel):
@@ -371,6 +373,17 @@ class RunConfig(BaseModel):
     @classmethod
     def _flat_session_keys(cls, data: Any) -> Any:
         return lift_flat(data)
+
+    @field_validator("services")
+    @classmethod
+    def _host_names(cls, services: dict[str, ServiceConfig]) -> dict[str, ServiceConfig]:
+        for name in services:
+            if not SERVICE_NAME.fullmatch(name):
+                raise ValueError(
+                    f"service name {name!r}: a call reaches a service by its name, so give a host name "
+                    "(letters, digits, '.', '_' and '-', beginning with a letter or digit, 63 at most)"
+                )
+        return services
 
     repetition: RepetitionConfig = Field(default_factory=RepetitionConfig)
     """When repeated calls get a note, and when they end the run `stuck`."""

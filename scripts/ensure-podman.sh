@@ -49,4 +49,18 @@ if ! answers; then
     pid=$(start); wait_answer
   fi
 fi
+# A machine whose firewall drops what it forwards (Docker sets the FORWARD policy to DROP) drops what
+# the containers of one Podman network send each other too, when the network is internal (netavark
+# adds no rule for such a network; its bridge carries it through the firewall all the same): harness's
+# services network is one. Let each Podman bridge carry its own containers' traffic, as Docker lets
+# docker0 carry its own, in DOCKER-USER where there is one (the chain Docker keeps for its users' rules).
+if [ "$(id -u)" = "0" ] && command -v iptables >/dev/null 2>&1 && iptables -S FORWARD 2>/dev/null | grep -qx -- '-P FORWARD DROP'; then
+  chain=FORWARD
+  iptables -S DOCKER-USER >/dev/null 2>&1 && chain=DOCKER-USER
+  rule=(-i podman+ -o podman+ -m comment --comment harness-podman -j ACCEPT)
+  if ! iptables -C "$chain" "${rule[@]}" 2>/dev/null; then
+    echo "setup: this machine's firewall drops forwarded traffic; letting each Podman bridge carry its own containers' ($chain)" >&2
+    iptables -I "$chain" "${rule[@]}"
+  fi
+fi
 echo "export DOCKER_HOST=unix://$SOCKET"

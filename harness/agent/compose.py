@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
-from harness.config import Dropped, ServiceConfig
+from harness.config import SERVICE_NAME, Dropped, ServiceConfig
 from harness.errors import UsageError
 
 MAX_BYTES = 512 * 1024
@@ -96,6 +96,8 @@ def read(data: dict[str, Any], relative: str, folder: Path, root: Path, dropped:
     for name in others:
         if name not in services:
             raise UsageError(f"{relative}: runServices names {name!r}, which no compose file declares")
+        if not SERVICE_NAME.fullmatch(str(name)):
+            raise UsageError(f"{relative}: service name {str(name)!r} is no host name a call could reach it by")
         service = _service(str(name), services[name], dropped)
         if service is not None:
             composed.services[str(name)] = service

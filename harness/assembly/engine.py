@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from sandbox.docker.containers import DockerSandbox
     from sandbox.docker.images import ImageStatus as ImageStatus
     from sandbox.docker.prune import CachePrune
+    from sandbox.docker.servers import ServicesNetwork
     from sandbox.envelope import Envelope
     from sandbox.session.records import StepImages
     from sandbox.spec import Sandbox, SandboxSpec
@@ -463,8 +464,9 @@ class RunningServices:
     changed here (run before every call that joins the services' network); None where they see the
     workspace itself."""
     joining: dict[str, Any] = field(default_factory=dict)
-    """The host settings of every call that joins the network (on Podman: no IPv6 on its interface,
-    `servers.joining`); {} on Docker, which turns IPv6 off there itself."""
+    """The host settings of every call that joins the network (on Podman: no IPv6 on its interface;
+    on rootful Podman, which answers no names there, the services' addresses: `ServicesNetwork.joining`);
+    {} on Docker, which turns IPv6 off there itself and answers the names."""
 
 
 def start_services(
@@ -500,11 +502,11 @@ def start_services(
         client.close()
 
     try:
-        servers.create_network(client, name, marks)
+        network = servers.create_network(client, name, marks, list(services))
         for service, declared in services.items():
             service_spec = spec.model_copy(update={"image": declared.image, "network": name, "egress": None})
             started.append(servers.start_service(
-                client, service_spec, declared.command, workspace, name=service, network=name,
+                client, service_spec, declared.command, workspace, name=service, network=network,
                 user=declared.user or container_user(), labels={**marks, labels.KIND: "service"},
                 environment=declared.env, tmpfs=declared.tmpfs,
             ))  # fmt: skip
@@ -527,6 +529,8 @@ def start_services(
                         f"(its health check {' '.join(declared.health)} never exited 0)"
                     )
                 time.sleep(0.5)
+        if network.addresses:  # named in hosts files, on a bridge this machine's firewall sees
+            _services_reached(docker_host, run_id, spec, network)
     except BaseException:
         stop()
         raise
@@ -543,7 +547,60 @@ def start_services(
                 with each.around():  # a service's copy is read-only: sent to, never brought back
                     pass
 
-    return RunningServices(name, containers, logs, stop, refresh if copied else None, servers.joining(client))
+    return RunningServices(name, containers, logs, stop, refresh if copied else None, network.joining())
+
+
+REACH = """import socket, sys
+silent = []
+for name in sys.argv[1:]:
+    probe = socket.socket()
+    probe.settimeout(3)
+    try:
+        probe.connect((name, 9))
+    except ConnectionRefusedError:
+        pass
+    except OSError:
+        silent.append(name)
+    finally:
+        probe.close()
+print(" ".join(silent))
+sys.exit(3 if silent else 0)
+"""
+"""A call's check that each service answers at its name (on a port nothing serves: a refusal is an answer)."""
+
+
+def _services_reached(docker_host: str | None, run_id: str, spec: SandboxSpec, network: ServicesNetwork) -> None:
+    """A call on the network reaches each service by name, or SetupError. Where the engine answers no
+    names (rootful Podman) the bridge carries the network's traffic through this machine's firewall,
+    and one that drops what it forwards (Docker sets the FORWARD policy to DROP) would leave every
+    call's connection to a service silent until its timeout."""
+    from sandbox.errors import SetupError
+    from sandbox.tree import remove_tree
+
+    scratch = Path(tempfile.mkdtemp(prefix="harness-reach-"))
+    try:
+        with one_shot_sandbox(docker_host, run_id) as box:
+            unset = box.settings_on(network.name, network.joining())
+            try:
+                envelope = box.run(
+                    ["python3", "-c", REACH, *network.addresses],
+                    workspace=scratch,
+                    spec=spec.model_copy(update={"network": network.name, "egress": None, "timeout_s": 60}),
+                )
+            finally:
+                unset()
+    finally:
+        remove_tree(scratch)
+    if envelope.exit_code == 3:
+        silent = envelope.stdout.strip() or "?"
+        raise SetupError(
+            f"a call on the services network reached no answer from {silent}: this machine's firewall drops what "
+            "the network's bridge carries (Docker sets the FORWARD policy to DROP, and Podman adds no rule for an "
+            "internal network); `make podman` (scripts/ensure-podman.sh) lets each Podman bridge carry its own "
+            "containers' traffic"
+        )
+    if envelope.exit_code not in (0, 126, 127):  # (an image without python3 is not checked)
+        raise SetupError(f"checking that calls reach the services failed: {envelope.stderr.strip()[-300:]}")
 
 
 def toolchain_version(docker_host: str | None, run_id: str, image: str, argv: list[str]) -> str | None:

@@ -12,6 +12,7 @@ engine (`sandbox.docker.tunnel`) for as long as the container runs."""
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import docker
+import requests
 
 from sandbox import labels as labels_of
 from sandbox.docker import copies, hardening, transfer, tunnel
@@ -183,7 +185,7 @@ def server_logs(client: docker.DockerClient, cid: str, tail: int = 200, stdout: 
     return data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data)
 
 
-__all__ = ["Started", "exit_status", "joining", "object_id", "running", "server_logs", "start_server", "stop_server"]
+__all__ = ["Started", "exit_status", "object_id", "running", "server_logs", "start_server", "stop_server"]
 
 
 # --- services: a session's long-lived helpers on a network with no route out ---------------------------
@@ -193,38 +195,129 @@ INHIBIT = "com.docker.network.bridge.inhibit_ipv4"
 """The bridge option that keeps a network's bridge without an address on the host."""
 
 
-def create_network(client: docker.DockerClient, name: str, labels: dict[str, str]) -> str:
+@dataclass(frozen=True)
+class ServicesNetwork:
+    """A session's services network as made: its name, whether the engine is Podman (IPv6 stays on
+    there: `joining`), and, where the engine resolves no names on it (rootful Podman's), each
+    service's address, kept in the hosts file of every container that joins it."""
+
+    name: str
+    podman: bool = False
+    addresses: dict[str, str] = field(default_factory=dict)
+
+    def joining(self) -> dict[str, Any]:
+        """The host settings of every container on the network (each service and each call): on
+        Podman no IPv6 on its interface (`NO_IPV6`: its link-local address would reach the bridge's
+        own, and every listener bound to `::` where the bridge lives); the services' names where
+        the engine answers none."""
+        settings: dict[str, Any] = {"sysctls": dict(NO_IPV6)} if self.podman else {}
+        if self.addresses:
+            settings["extra_hosts"] = dict(self.addresses)
+        return settings
+
+    def endpoint(self, api: docker.APIClient, service: str) -> Any:
+        """How the service joins the network: by its name where the engine answers names, at its
+        own address otherwise."""
+        if self.addresses:
+            return api.create_endpoint_config(ipv4_address=self.addresses[service])
+        return api.create_endpoint_config(aliases=[service])
+
+
+def create_network(
+    client: docker.DockerClient, name: str, labels: dict[str, str], services: Sequence[str] = ()
+) -> ServicesNetwork:
     """An internal network (no route out) for a session's services and calls, whose bridge has no
     address on the host (an internal bridge otherwise holds the gateway's address, and a call reached
     every host listener bound to 0.0.0.0 through it), or is not on this machine's network at all (a
-    rootless engine's)."""
+    rootless engine's).
+
+    Docker keeps a bridge without an address for `INHIBIT`. Podman keeps no such option; a rootful
+    Podman's network is made without a gateway instead (`_without_gateway`), which means without
+    its name server too: the services are given addresses of their own, and every container on the
+    network finds them by name in its hosts file."""
+    product, rootless = _engine(client)
+    podman = product == "Podman"
     with translate("creating the services network"):
+        if podman and not rootless:
+            return _without_gateway(client, name, labels, services)
         network = client.networks.create(name, driver="bridge", internal=True, labels=labels, options={INHIBIT: "true"})
         network.reload()
-        if (network.attrs.get("Options") or {}).get(INHIBIT) != "true" and not _engine(client)[1]:
-            network.remove()  # (Podman keeps no such option)
+        if (network.attrs.get("Options") or {}).get(INHIBIT) != "true" and not rootless:
+            network.remove()
             raise SandboxError(
-                "this engine gives a services network's bridge an address on this machine (it does not keep "
-                f"{INHIBIT}: Podman's Docker-compatible API): a call would reach every listener of this machine "
-                "through it; services need a Docker engine, or a rootless one (its bridges are not on this machine)"
+                f"this engine gives a services network's bridge an address on this machine (it does not keep "
+                f"{INHIBIT}): a call would reach every listener of this machine through it; services need "
+                "Docker or Podman"
             )
-        return str(network.id)
+        return ServicesNetwork(name, podman)
+
+
+LIBPOD_NETWORKS = "/v4.0.0/libpod/networks/create"
+"""Podman's own API for a network (the Docker-compatible one always gives a bridge network a
+gateway): on the same socket, since Podman 4.0."""
+
+
+def _without_gateway(
+    client: docker.DockerClient, name: str, labels: dict[str, str], services: Sequence[str]
+) -> ServicesNetwork:
+    """A rootful Podman's internal network with no gateway, so its bridge holds no address on this
+    machine, and no name server (which would listen on the gateway); each service an address from
+    the top of its subnet (the engine gives the calls theirs from the bottom)."""
+    api = client.api
+    body = {
+        "name": name, "driver": "bridge", "internal": True, "dns_enabled": False, "ipv6_enabled": False,
+        "labels": labels, "options": {"isolate": "true"},
+    }  # fmt: skip
+    response = api.post(f"{api.base_url}{LIBPOD_NETWORKS}", json=body, timeout=60)
+    try:
+        response.raise_for_status()
+    except requests.exceptions.HTTPError as error:
+        docker.errors.create_api_error_from_http_exception(error)  # (it raises the engine's error)
+    try:
+        made = response.json()
+    except ValueError:
+        made = None
+    try:
+        return ServicesNetwork(name, True, allot(gatewayless_subnet(made), services))
+    except BaseException:
+        remove_network(client, name)
+        raise
+
+
+def gatewayless_subnet(made: object) -> str:
+    """The one subnet of Podman's answer to making a network without a gateway; SandboxError for any
+    other answer (several subnets, or a gateway after all: the bridge would hold its address here)."""
+    subnets = made.get("subnets") if isinstance(made, dict) else None
+    if not isinstance(subnets, list) or len(subnets) != 1 or not isinstance(subnets[0], dict):
+        raise SandboxError(f"the engine made the services network with subnets {subnets!r:.200}; one was asked for")
+    if subnets[0].get("gateway"):
+        raise SandboxError(
+            f"the engine gave the services network a gateway ({subnets[0]['gateway']!r:.60}) where none was asked "
+            "for: its bridge would hold that address on this machine, and a call would reach every listener here"
+        )
+    return str(subnets[0].get("subnet"))
+
+
+def allot(subnet: str, services: Sequence[str]) -> dict[str, str]:
+    """Each service an address of subnet, from its top down (away from those the engine hands
+    out from the bottom); SandboxError for a subnet that is not one or holds too few."""
+    try:
+        network = ipaddress.ip_network(subnet, strict=True)
+    except ValueError as error:
+        raise SandboxError(f"the services network's subnet {subnet!r:.80} is not one: {error}") from None
+    if network.version != 4:
+        raise SandboxError(f"the services network's subnet {subnet} is not IPv4 (its hosts files name IPv4 addresses)")
+    if network.num_addresses < len(services) + 8:
+        raise SandboxError(
+            f"the services network's subnet {subnet} holds too few addresses for {len(services)} services"
+        )
+    top = int(network.broadcast_address) - 1
+    return {service: str(ipaddress.IPv4Address(top - index)) for index, service in enumerate(services)}
 
 
 NO_IPV6 = {"net.ipv6.conf.eth0.disable_ipv6": "1"}
 """IPv6 off on a container's interface to a services network (Podman sets the interface up before
 the container starts; loopback keeps ::1). Docker turns it off itself."""
-
-
-def joining(client: docker.DockerClient) -> dict[str, Any]:
-    """The host settings of every container on a services network (each service and each call): on
-    Podman, which leaves IPv6 on there, none on the network's interface (`NO_IPV6`): its link-local
-    address would reach the bridge's own, and every listener bound to `::` where the bridge lives."""
-    return _joining(_engine(client)[0] == "Podman")
-
-
-def _joining(podman: bool) -> dict[str, Any]:
-    return {"sysctls": dict(NO_IPV6)} if podman else {}
 
 
 def _engine(client: docker.DockerClient) -> tuple[str, bool]:
@@ -259,7 +352,7 @@ def start_service(
     workspace: Path,
     *,
     name: str,
-    network: str,
+    network: ServicesNetwork,
     user: str,
     labels: dict[str, str],
     environment: dict[str, str] | None = None,
@@ -267,11 +360,10 @@ def start_service(
 ) -> Started:
     """A service's container: the call posture (no capabilities, no-new-privileges, the limits, a
     read-only root with a fresh /tmp, the workspace read-only), on network, reachable there by name,
-    with what every container joining it gets (`joining`); each tmpfs path a fresh writable tmpfs
+    with what every container joining it gets (`ServicesNetwork.joining`); each tmpfs path a fresh writable tmpfs
     bounded like /tmp (a database's data directory)."""
     api = client.api
-    networking = api.create_networking_config({network: api.create_endpoint_config(aliases=[name])})  # type: ignore[arg-type]
-    podman = _engine(client)[0] == "Podman"
+    networking = api.create_networking_config({network.name: network.endpoint(api, name)})  # type: ignore[arg-type]
     uid, gid = user_ids(client, spec, user, labels)
     if uid == 0:  # decided on the number the engine runs as, not on how the user was spelled
         raise SetupError(
@@ -279,9 +371,9 @@ def start_service(
         )
     return _start_long_lived(
         client, spec, workspace, user=f"{uid}:{gid}", labels=labels, environment=environment, writable=False,
-        log_size="2m", what=f"the {name} service", networking=networking, network=network,
-        command=list(argv) if argv else None, host_settings=_joining(podman),
-        tmpfs=_owned_tmpfs(spec, uid, gid, tmpfs, podman=podman),
+        log_size="2m", what=f"the {name} service", networking=networking, network=network.name,
+        command=list(argv) if argv else None, host_settings=network.joining(),
+        tmpfs=_owned_tmpfs(spec, uid, gid, tmpfs, podman=network.podman),
     )  # fmt: skip
 
 

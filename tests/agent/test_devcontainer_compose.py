@@ -92,6 +92,11 @@ def test_the_main_service_is_the_environment_and_the_others_are_harness_services
         ),
         ("services: [1]", '{"dockerComposeFile": "compose.yml", "service": "app"}', "declares no services"),
         (
+            '{"services": {"app": {"image": "x"}, "db\\n10.0.0.1 pypi.org": {"image": "postgres"}}}',
+            '{"dockerComposeFile": "compose.yml", "service": "app"}',
+            r"service name 'db\\n10\.0\.0\.1 pypi\.org' is no host name",
+        ),
+        (
             "services: {app: {ports: [1]}}",
             '{"dockerComposeFile": "compose.yml", "service": "app"}',
             "neither an image nor a build",

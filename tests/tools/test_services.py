@@ -7,12 +7,16 @@ left: the container and the network), and nothing is left after the run."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
 from harness.trajectory import ToolRecord, read_records
+from sandbox.docker.engine import engine_kind
 from sandbox.docker.ids import present_images, unqualified
 from tests.agent.conftest import Harness, turn
 
@@ -271,3 +275,50 @@ def test_a_service_that_ends_at_once_is_named_with_its_exit_status(tmp_path, pro
     assert ran.code == 125, ran.stdout + ran.stderr
     assert ran.stderr.strip() == "error: service quick stopped before it was ready (it exited with 3 and wrote nothing)"
     assert docker_client.containers.list(all=True, filters={"label": f"harness.run={label}"}) == []
+
+
+@pytest.mark.docker
+def test_a_firewall_that_drops_the_bridges_traffic_is_named_at_the_start(docker_client, run_label, tmp_path):
+    """On rootful Podman the services network's bridge carries its traffic through this machine's
+    firewall: one that drops it (here a rule of the test's own, first in the chain) is named as the
+    services start, not left to every call's connection timing out; without it they start. (In this
+    file: the rule drops what every Podman bridge carries, and this file's tests run one at a time.)"""
+    kind, rootless = engine_kind(docker_client.version(), docker_client.info())
+    if kind != "Podman" or rootless:
+        pytest.skip(
+            "rootful Podman's network only: on Docker and rootless Podman no firewall of this machine is between"
+        )
+    if os.geteuid() != 0 or shutil.which("iptables") is None:
+        pytest.skip("needs root and iptables to add the dropping rule")
+    from harness.assembly.engine import start_services
+    from harness.config import ServiceConfig
+    from sandbox.errors import SetupError
+    from sandbox.spec import SandboxSpec
+
+    host = os.environ.get("DOCKER_HOST")
+    services = {"web": ServiceConfig(image="py311", command=["python3", "-c", SERVE])}
+    spec = SandboxSpec(image="py311")
+    chain = (
+        "DOCKER-USER"
+        if subprocess.run(["iptables", "-S", "DOCKER-USER"], capture_output=True).returncode == 0
+        else "FORWARD"
+    )
+    drop = ["-i", "podman+", "-o", "podman+", "-m", "comment", "--comment", f"harness-test-{run_label}", "-j", "DROP"]
+    subprocess.run(["iptables", "-I", chain, "1", *drop], check=True)
+    try:
+        with pytest.raises(SetupError, match=r"reached no answer from web: this machine's firewall drops") as named:
+            start_services(host, run_label, "dropped", spec, tmp_path, services)
+        assert "make podman" in str(named.value)
+    finally:
+        subprocess.run(["iptables", "-D", chain, *drop], check=True)
+    running = start_services(host, run_label, "carried", spec, tmp_path, services)
+    try:
+        assert list(running.joining["extra_hosts"]) == ["web"]
+    finally:
+        running.stop()
+    left = [
+        n.name
+        for n in docker_client.networks.list(filters={"label": f"harness.run={run_label}"})
+        if n.name.startswith("harness-svc-")
+    ]
+    assert left == []
