@@ -447,7 +447,7 @@ def copy_out(client: docker.DockerClient, image: str, path: str, target: Path, r
     except docker.errors.NotFound:
         data = b""
     finally:
-        container.remove(force=True)
+        container.remove(force=True, v=True)  # v: the anonymous volume of each VOLUME the image declares
     target.mkdir(parents=True, exist_ok=True)
     if data:
         with tarfile.open(fileobj=io.BytesIO(data)) as archive:

@@ -395,14 +395,24 @@ def user_ids(client: docker.DockerClient, spec: SandboxSpec, user: str, labels: 
         if uid < 0 or gid < 0:
             raise SetupError(f"user {user!r}: a uid and gid are not negative")
         return uid, gid
-    try:  # a name only the image's /etc/passwd knows: asked of the image itself, as that user
-        with translate(f"finding the uid of {user} in {spec.image}"):
-            said = client.containers.run(
-                spec.image, entrypoint=["id"], user=user, network_mode="none", cap_drop=["ALL"], read_only=True,
-                security_opt=["no-new-privileges"], labels=labels, remove=True, stdout=True, stderr=True,
-            )  # fmt: skip
-    except docker.errors.ContainerError as error:
-        said = error.stderr if isinstance(error.stderr, bytes) else str(error).encode()
+    image_id, _ = resolve_image_path(client, spec.image)  # (a missing image is named, never pulled)
+    api = client.api
+    said = b""
+    with translate(f"finding the uid of {user} in {spec.image}"):  # asked of the image itself, as that user
+        host = api.create_host_config(
+            network_mode="none", cap_drop=["ALL"], read_only=True, security_opt=["no-new-privileges"]
+        )
+        cid = api.create_container(image_id, entrypoint=["id"], user=user, labels=labels, host_config=host)["Id"]
+        try:
+            try:
+                api.start(cid)
+            except docker.errors.APIError as error:  # a user the image does not know fails the start
+                said = str(error.explanation or error).encode()
+            else:
+                api.wait(cid, timeout=60)
+                said = api.logs(cid, stdout=True, stderr=True)
+        finally:  # v: the anonymous volume of each VOLUME the image declares (a database's data)
+            remove_container(api, cid)
     ids = re.search(rb"uid=(\d+).*?gid=(\d+)", said if isinstance(said, bytes) else b"")
     if ids is None:
         words = said.decode("utf-8", "replace").strip()[:200] if isinstance(said, bytes) else ""

@@ -184,6 +184,7 @@ def db_image(docker_client, run_label, tmp_path) -> str:
     (tmp_path / "ctx" / "Dockerfile").write_text(
         f"FROM {base.id}\nUSER root\nRUN useradd --uid 999 --no-create-home dbuser && mkdir -p /var/lib/db"
         " && useradd --uid 0 --non-unique --no-create-home toor\n"  # a name for root
+        "VOLUME /var/lib/db\n"  # as Postgres' image declares its data directory: each container gets a volume
         'COPY server.py /srv/server.py\nUSER dbuser\nCMD ["python3", "/srv/server.py"]\n'
     )
     tag = f"harness-test/db:{run_label.lower()}"
@@ -193,9 +194,19 @@ def db_image(docker_client, run_label, tmp_path) -> str:
     return tag
 
 
-def test_a_service_runs_as_its_images_own_user_with_a_writable_data_directory(tmp_path, db_image, run_label):
-    """What a database image needs (Postgres: its own user, a data directory) without root or capabilities;
-    root itself is refused in one line."""
+def _unlabelled_volumes(client) -> set[str]:
+    """The engine's volumes that carry no label: an image's VOLUME makes one for each container (harness's
+    own carry its labels, and other tests make those meanwhile)."""
+    return {v.name for v in client.volumes.list() if not v.attrs.get("Labels")}
+
+
+def test_a_service_runs_as_its_images_own_user_with_a_writable_data_directory(
+    tmp_path, db_image, run_label, docker_client
+):
+    """What a database image needs (Postgres: its own user, a data directory it declares a VOLUME) without
+    root or capabilities, leaving no volume behind; root itself is refused in one line; a missing image is
+    named, never pulled."""
+    volumes = _unlabelled_volumes(docker_client)
     repo = tmp_path / "repo"
     repo.mkdir()
     (repo / "test_db.py").write_text(DB_TEST)
@@ -213,6 +224,7 @@ def test_a_service_runs_as_its_images_own_user_with_a_writable_data_directory(tm
         "--verify", "python3 -m pytest -q test_db.py", "--config", str(config), "--json",
     )  # fmt: skip
     assert ran.code == 0 and ran.json()["outcome"] == "verified", ran.stdout + ran.stderr
+    assert _unlabelled_volumes(docker_client) - volumes == set(), "the user's lookup and the service remove theirs"
     written = config.read_text()
     for spelling in ("0:0", "00", "+0", "-0", "000:000"):  # each is uid 0 as the engine reads it
         config.write_text(written.replace('user = "dbuser"', f'user = "{spelling}"'))
@@ -235,6 +247,12 @@ def test_a_service_runs_as_its_images_own_user_with_a_writable_data_directory(tm
         "run", "--image", "py311", "--model", f"scripted:{script}", str(repo), "--task", "x", "--config", str(config)
     )
     assert named.code != 0 and "is uid 0 (root)" in named.stderr and "Traceback" not in named.stderr, named.stderr
+    config.write_text(written.replace(db_image, f"harness-test/absent:{run_label.lower()}"))  # a name: looked up in it
+    absent = harness(
+        "run", "--image", "py311", "--model", f"scripted:{script}", str(repo), "--task", "x", "--config", str(config)
+    )
+    assert absent.code != 0 and "is not present" in absent.stderr and "never pulled" in absent.stderr, absent.stderr
+    assert "Traceback" not in absent.stderr
 
 
 def test_a_batch_task_declares_its_services(tmp_path, project, run_label, docker_client):
