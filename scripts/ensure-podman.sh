@@ -30,6 +30,7 @@ if ! answers; then
   fi
   start() {
     mkdir -p "$(dirname "$SOCKET")"
+    cd "$(dirname "$SOCKET")"  # (conmon writes a file named `oom` into its folder when a container is OOM-killed)
     nohup podman system service --time=0 "unix://$SOCKET" >/var/log/harness-podman.log 2>&1 &
     echo $!
   }
