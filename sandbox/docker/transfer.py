@@ -290,7 +290,18 @@ def run_in(api: docker.APIClient, cid: str, argv: Sequence[str], user: str) -> t
     """argv run to its end in a running container as user: its exit code and what it said."""
     made = api.exec_create(cid, list(argv), user=user, stdout=True, stderr=True)["Id"]
     said = exec_output(api, made).decode(errors="replace").strip()
-    return api.exec_inspect(made).get("ExitCode"), said
+    return exit_code_of(api, made), said
+
+
+def exit_code_of(api: docker.APIClient, exec_id: str, wait_s: float = 5.0) -> int | None:
+    """An ended exec's exit code. The engine may still say it runs (and give no code) a moment after
+    its output ended (Podman under load): asked again until it says it ended, for wait_s at most."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        inspected = api.exec_inspect(exec_id)
+        if not inspected.get("Running") or time.monotonic() > deadline:
+            return inspected.get("ExitCode")
+        time.sleep(0.02)
 
 
 def link_script(links: Sequence[tuple[str, str]]) -> list[str]:

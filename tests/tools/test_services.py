@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -195,9 +196,16 @@ def db_image(docker_client, run_label, tmp_path) -> str:
 
 
 def _unlabelled_volumes(client) -> set[str]:
-    """The engine's volumes that carry no label: an image's VOLUME makes one for each container (harness's
-    own carry its labels, and other tests make those meanwhile)."""
-    return {v.name for v in client.volumes.list() if not v.attrs.get("Labels")}
+    """The engine's volumes that no container uses and that carry no label: an image's VOLUME makes one
+    for each container (harness's own carry its labels on Docker; other tests make and remove volumes
+    meanwhile, each with its container: one listed twice a second apart is no such passer-by)."""
+
+    def listed() -> set[str]:
+        return {v.name for v in client.volumes.list(filters={"dangling": True}) if not v.attrs.get("Labels")}
+
+    first = listed()
+    time.sleep(1.0)
+    return first & listed()
 
 
 def test_a_service_runs_as_its_images_own_user_with_a_writable_data_directory(
