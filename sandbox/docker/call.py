@@ -108,6 +108,19 @@ def exec_output(api: Any, exec_id: str) -> bytes:
             raw.close()
 
 
+def exit_code_of(api: Any, exec_id: str, wait_s: float = 5.0) -> int | None:
+    """An ended exec's exit code. The engine may still say it runs, or give no code, a moment after
+    its output ended (Podman under load): asked again until it gives one, for wait_s at most (None
+    then)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        inspected = api.exec_inspect(exec_id)
+        code = inspected.get("ExitCode")
+        if (not inspected.get("Running") and code is not None) or time.monotonic() > deadline:
+            return code
+        time.sleep(0.02)
+
+
 def send_stdin(sock: Any, data: bytes) -> None:
     raw = getattr(sock, "_sock", sock)
     with contextlib.suppress(OSError):

@@ -33,7 +33,7 @@ import requests
 
 from sandbox import labels as labels_of
 from sandbox.docker import hardening, netns, transfer, tunnel
-from sandbox.docker.call import CallWatch, cgroup_oom_killed, frames, read_ahead, send_stdin, shut
+from sandbox.docker.call import CallWatch, cgroup_oom_killed, exit_code_of, frames, read_ahead, send_stdin, shut
 from sandbox.docker.commit import commit_root
 from sandbox.docker.delta import AheadOfCalls, Stale
 from sandbox.docker.engine import (
@@ -839,11 +839,7 @@ class DockerSandbox:
             return ended
         code = None
         with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
-            for _ in range(50):
-                code = self._api.exec_inspect(exec_id).get("ExitCode")
-                if code is not None:
-                    break
-                time.sleep(0.02)
+            code = exit_code_of(self._api, exec_id, wait_s=1.0)
         if code is None:
             return 137, "exit_nonzero"
         if code in (124, 137) and past_deadline:

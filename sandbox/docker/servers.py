@@ -25,6 +25,7 @@ import requests
 
 from sandbox import labels as labels_of
 from sandbox.docker import copies, hardening, transfer, tunnel
+from sandbox.docker.call import exit_code_of
 from sandbox.docker.engine import engine_kind, located, resolve_image_path, translate
 from sandbox.docker.ids import object_id, remove_container
 from sandbox.errors import SandboxError, SetupError
@@ -425,7 +426,7 @@ def exec_in(client: docker.DockerClient, cid: str, argv: Sequence[str], timeout_
     try:
         made = client.api.exec_create(cid, ["timeout", f"{timeout_s:g}s", *argv])
         client.api.exec_start(made["Id"])
-        code = client.api.exec_inspect(made["Id"]).get("ExitCode")
+        code = exit_code_of(client.api, made["Id"])
     except docker.errors.APIError:
         return -1
     return int(code) if code is not None else -1

@@ -40,7 +40,7 @@ from typing import IO, Any
 import docker
 
 from sandbox import labels as labels_of
-from sandbox.docker.call import exec_output
+from sandbox.docker.call import exec_output, exit_code_of
 from sandbox.docker.hardening import FUSE_DEVICE
 from sandbox.docker.ids import image_id as spelled_id
 from sandbox.docker.ids import listed_images
@@ -291,17 +291,6 @@ def run_in(api: docker.APIClient, cid: str, argv: Sequence[str], user: str) -> t
     made = api.exec_create(cid, list(argv), user=user, stdout=True, stderr=True)["Id"]
     said = exec_output(api, made).decode(errors="replace").strip()
     return exit_code_of(api, made), said
-
-
-def exit_code_of(api: docker.APIClient, exec_id: str, wait_s: float = 5.0) -> int | None:
-    """An ended exec's exit code. The engine may still say it runs (and give no code) a moment after
-    its output ended (Podman under load): asked again until it says it ended, for wait_s at most."""
-    deadline = time.monotonic() + wait_s
-    while True:
-        inspected = api.exec_inspect(exec_id)
-        if not inspected.get("Running") or time.monotonic() > deadline:
-            return inspected.get("ExitCode")
-        time.sleep(0.02)
 
 
 def link_script(links: Sequence[tuple[str, str]]) -> list[str]:

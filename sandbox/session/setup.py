@@ -29,7 +29,7 @@ import docker
 
 from sandbox import labels
 from sandbox.docker import hardening, transfer, tunnel
-from sandbox.docker.call import exec_output
+from sandbox.docker.call import exec_output, exit_code_of
 from sandbox.docker.commit import commit_paused
 from sandbox.docker.containers import DockerSandbox
 from sandbox.docker.engine import located, resolve_image_path, translate
@@ -387,7 +387,7 @@ def _exec(
     with translate("running a setup command"):
         exec_id = api.exec_create(cid, argv, stdout=True, stderr=True, environment=environment or None)["Id"]
         output = exec_output(api, exec_id).decode("utf-8", "replace")
-        code = api.exec_inspect(exec_id).get("ExitCode")
+        code = exit_code_of(api, exec_id)
     took = time.monotonic() - started
     deadline.journal.write(f"$ {what or command}\n{output}{'' if output.endswith(chr(10)) or not output else chr(10)}"
                            f"[exit {code} after {took:.1f} s]\n\n")  # fmt: skip
