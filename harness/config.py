@@ -185,10 +185,14 @@ class HookEntry(BaseModel):
     def _pattern(cls, value: str) -> str:
         if value in ("", "*"):
             return value
+        import regex
+
+        if len(value) > 1000:
+            raise ValueError("a matcher is at most 1000 characters")
         try:
-            re.compile(value)
-        except re.error as error:
-            raise ValueError(f"matcher {value!r} is no regular expression ({error})") from None
+            regex.compile(value)
+        except regex.error as error:
+            raise ValueError(f"matcher {value[:100]!r} is no regular expression ({error})") from None
         return value
 
 
@@ -448,6 +452,10 @@ def default_config_path() -> Path:
     return Path(platformdirs.user_config_dir("harness")) / CONFIG_FILE_NAME
 
 
+CONFIG_LIMIT = 4 * 1024**2
+"""A config file larger than this is refused before it is read."""
+
+
 def load_config(
     path: Path | None, overrides: dict[str, Any] | None = None, *, repo: Path | None = None, flags: bool = True
 ) -> RunConfig:
@@ -460,9 +468,12 @@ def load_config(
     if path is not None and not path.is_file():
         raise ConfigError(f"config file not found: {path}")
     if chosen.is_file():
+        from sandbox.named import read_named
+
         _refuse_repository_file(chosen, repo)
+        raw = read_named(chosen, what="--config" if path is not None else "the config file", limit=CONFIG_LIMIT)
         try:
-            data = tomllib.loads(chosen.read_text(encoding="utf-8"))
+            data = tomllib.loads(raw.decode("utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
             raise ConfigError(f"{chosen}: not valid TOML: {error}") from None
     return with_overrides(data, overrides or {}, str(chosen) if chosen.is_file() else "flags", flags=flags)

@@ -187,6 +187,9 @@ class HookRecord(_Record):
     """PreToolUse: the arguments the hook gave instead (they went through the gate)."""
     context: str = ""
     """`additionalContext` the hook gave the model."""
+    bounds: str = ""
+    """What its bounds did, when they did anything: output past the cap not kept, processes it left
+    running ended (harness.bounded)."""
 
     @property
     def whose(self) -> str:

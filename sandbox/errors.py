@@ -74,6 +74,13 @@ class ImageBuildError(SandboxError, RuntimeError):
     exit_code: ClassVar[int] = ExitCode.SANDBOX
 
 
+class BuildRefused(ImageBuildError, ValueError):
+    """A repository's Dockerfile asks the engine for what no build of harness's may do (a URL fetched
+    in this machine's network, an image from a registry nobody allowed): its file must change."""
+
+    exit_code: ClassVar[int] = ExitCode.CONFIG
+
+
 class SnapshotError(SandboxError, RuntimeError):
     """A snapshot could not be taken, restored or compared."""
 

@@ -28,13 +28,13 @@ AUTO = "auto"
 
 def manifest(root: Path, name: str) -> str | None:
     """The text of root/name when it is a small regular file (never through a symlink), else None."""
-    path = Path(root) / name
+    from sandbox.named import NamedFileError, read_named
+
     try:
-        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_MANIFEST:
-            return None
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        data = read_named(Path(root) / name, what=name, limit=MAX_MANIFEST, follow=False)
+    except NamedFileError:
         return None
+    return data.decode("utf-8", errors="replace")
 
 
 def detect_setup(repo: Path, language: str | None = None) -> tuple[list[str], str] | None:

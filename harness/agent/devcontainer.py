@@ -88,11 +88,13 @@ def read(repo: Path, allow: dict[str, FeatureAllow] | None = None) -> Devcontain
             ".devcontainer.json or .devcontainer/NAME/devcontainer.json)"
         )
     relative = path.relative_to(root).as_posix()
+    from sandbox.named import NamedFileError, read_named
+
     try:
-        if path.stat().st_size > MAX_BYTES:
-            raise UsageError(f"{relative} is larger than {MAX_BYTES // 1024} KiB: not read")
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
+        text = read_named(path, what=relative, limit=MAX_BYTES, follow=False).decode("utf-8")
+    except NamedFileError as error:
+        raise UsageError(f"--setup devcontainer: {error}") from None
+    except UnicodeDecodeError as error:
         raise UsageError(f"{relative} cannot be read: {error}") from None
     return parse(text, relative, root, allow)
 
@@ -100,11 +102,11 @@ def read(repo: Path, allow: dict[str, FeatureAllow] | None = None) -> Devcontain
 def parse(text: str, relative: str, root: Path, allow: dict[str, FeatureAllow] | None = None) -> Devcontainer:
     """A devcontainer.json's text (JSON with comments and trailing commas) as a Devcontainer; allow:
     the features the user allows (harness.agent.features)."""
-    import json5
+    from harness.agent import jsonc
 
     try:
-        data = json5.loads(text)
-    except (ValueError, RecursionError) as error:
+        data = jsonc.loads(text)
+    except ValueError as error:
         raise UsageError(f"{relative} is not JSON with comments: {str(error).splitlines()[0][:200]}") from None
     if not isinstance(data, dict):
         raise UsageError(f"{relative} holds no object: a devcontainer.json is one JSON object")

@@ -163,8 +163,10 @@ def environment_of(value: Any, key: str, dropped: list[Dropped]) -> dict[str, st
         text = str(raw) if isinstance(raw, str | int | float | bool) else None
         name = str(name)
         extension = name == "PATH" and text is not None and _path_extension(text) is not None
-        if text is not None and (extension or (_NAME.fullmatch(name) and name not in RESERVED and "\x00" not in text)):
+        if text is not None and (extension or (_NAME.fullmatch(name) and not reserved(name) and "\x00" not in text)):
             kept[name] = text
+        elif reserved(name) and name not in RESERVED:
+            dropped.append(Dropped(key=f"{key} {name!r}", why="a variable the loader or the C library acts on"))
         else:
             dropped.append(Dropped(key=f"{key} {name[:80]!r}", why="not a variable harness sets"))
     return kept
@@ -174,6 +176,21 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 RESERVED = {"HOME", "PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"}
 """Variables harness's calls depend on (the egress relay, the user's home, the loader): never set from
 a file (PATH may only be extended)."""
+LOADER = frozenset(
+    {
+        "GCONV_PATH", "GETCONF_DIR", "HOSTALIASES", "LOCALDOMAIN", "LOCPATH", "MALLOC_TRACE", "NIS_PATH",
+        "NLSPATH", "RESOLV_HOST_CONF", "RES_OPTIONS", "TZDIR", "GLIBC_TUNABLES",
+        "NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "BASH_ENV", "ENV",
+    }
+)  # fmt: skip
+"""Besides every `LD_*`: what glibc ignores for a setuid program because it loads code or files
+named by it (its unsecure list), the tunables, the proxy bypass, and what a shell sources at start."""
+
+
+def reserved(name: str) -> bool:
+    """A variable no file may set: RESERVED, the dynamic loader's (`LD_*`: LD_AUDIT loads a library
+    into every process, harness's call stub included), and LOADER."""
+    return name in RESERVED or name.startswith("LD_") or name in LOADER
 
 
 def _path_extension(text: str) -> tuple[list[str], list[str]] | None:
@@ -267,12 +284,12 @@ def _archive(data: bytes, source: Path, where: str) -> dict[str, bytes]:
 
 
 def _metadata(files: dict[str, bytes], ident: str) -> dict[str, Any]:
-    import json5
+    from harness.agent import jsonc
 
     if "install.sh" not in files or "devcontainer-feature.json" not in files:
         raise UsageError(f"feature {ident}: its source holds no install.sh and devcontainer-feature.json")
     try:
-        data = json5.loads(files["devcontainer-feature.json"].decode("utf-8"))
+        data = jsonc.loads(files["devcontainer-feature.json"].decode("utf-8"))
     except (ValueError, UnicodeDecodeError, RecursionError) as error:
         raise UsageError(f"feature {ident}: devcontainer-feature.json is not JSON: {error}") from None
     if not isinstance(data, dict):

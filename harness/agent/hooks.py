@@ -9,17 +9,19 @@ start, or stdout that is not a JSON object blocks, and the model and the traject
 and why. The observers (SessionStart, PostToolUse, SessionEnd) fail open with a warning recorded.
 
 A hook's environment is a short whitelist (PATH, HOME, the locale, TMPDIR, and the session's own
-values), never the controller's: no API key reaches a hook.
+values), never the controller's: no API key reaches a hook. Its git sees the workspace's history
+under a git directory of harness's own, never the repository's config or hooks (harness.agent.hook_git).
+
+Every hook is bounded (harness.bounded): its time limit, never past the run's wall clock (and a
+repository's never past a call's), covers every process it starts, detached ones included; its
+output is read in pieces, the first 64 KiB of each stream kept. A matcher is a regular expression
+run with a time limit: one that cannot decide in time matches (the hook runs and decides).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import re
-import signal
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -27,7 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import regex
+
+from harness.agent.hook_git import git_environment
+from harness.bounded import run_bounded
 from harness.config import HookEntry, HooksConfig
+from harness.deadline import UNLIMITED, Deadline
 from harness.trajectory import HookRecord
 from sandbox.spec import Sandbox, SandboxSpec
 
@@ -48,6 +55,8 @@ CLAUDE_NAMES = {
 """Claude Code's tool names a matcher may use for harness's tools, so a Claude Code settings entry
 (`"matcher": "Bash"`) works as it is; the payload names harness's tool."""
 _OUTPUT_LIMIT = 64 * 1024
+MATCH_TIME_S = 0.05
+"""How long a matcher may take on one tool name before it is taken as matching."""
 HOOK_NOTE = "\n\nNOTE from a hook:\n"
 """What precedes the context hooks add to a tool's result (replay compares the result without it)."""
 
@@ -118,9 +127,11 @@ class Hooks:
     def wanted(self, event: str, tool_name: str | None = None) -> list[HookEntry]:
         return [entry for entry, _ in self.placed(event, tool_name)]
 
-    def run(self, event: str, payload: Mapping[str, Any], *, step: int = 0) -> HookOutcome:
+    def run(
+        self, event: str, payload: Mapping[str, Any], *, step: int = 0, deadline: Deadline = UNLIMITED
+    ) -> HookOutcome:
         """Run event's hooks in order with payload (the common fields are added); the first that
-        blocks ends the event (a later hook never overrides a refusal)."""
+        blocks ends the event (a later hook never overrides a refusal). None runs past deadline."""
         tool_name = payload.get("tool_name")
         outcome = HookOutcome()
         data = {
@@ -134,7 +145,7 @@ class Hooks:
         for entry, place in self.placed(event, tool_name if isinstance(tool_name, str) else None):
             if outcome.updated_input is not None:
                 data["tool_input"] = outcome.updated_input  # the next hook sees the input it will get
-            record = self._one(entry, event, data, place)
+            record = self._one(entry, event, data, place, deadline)
             record = record.model_copy(
                 update={"step": step, "call_id": payload.get("tool_use_id"), "tool_name": tool_name}
             )
@@ -148,9 +159,10 @@ class Hooks:
                 outcome.updated_input = record.updated_input
         return outcome
 
-    def _one(self, entry: HookEntry, event: str, data: Mapping[str, Any], place: str) -> HookRecord:
+    def _one(self, entry: HookEntry, event: str, data: Mapping[str, Any], place: str, deadline: Deadline) -> HookRecord:
         gating = event in GATING
         started = time.monotonic()
+        notes: list[str] = []
 
         def ended(verdict: str, reason: str = "", code: int | None = None, **more: Any) -> HookRecord:
             if verdict == "failed" and gating:
@@ -163,13 +175,17 @@ class Hooks:
                 reason=reason[:2000],
                 exit_code=code,
                 duration_ms=int((time.monotonic() - started) * 1000),
+                bounds="; ".join(notes),
                 **more,
             )
 
         if place == "container":  # the container's own view: no path of this machine goes in
             data = {**data, "cwd": "/workspace", "transcript_path": ""}
         stdin = json.dumps(data).encode()
-        ran = self._in_container(entry, stdin) if place == "container" else self._on_host(entry, event, stdin)
+        if place == "container":
+            ran = self._in_container(entry, stdin, deadline)
+        else:
+            ran = self._on_host(entry, event, stdin, deadline, notes)
         if isinstance(ran, str):
             return ended("failed", ran)
         returncode, out, err = ran
@@ -196,39 +212,46 @@ class Hooks:
             return ended("ok", code=0, context=stdout[:4000] if event == "SessionStart" else "")
         return _answered(answer, event, gating, ended)
 
-    def _on_host(self, entry: HookEntry, event: str, stdin: bytes) -> tuple[int, bytes, bytes] | str:
-        """The user's hook on this machine: (exit code, stdout, stderr), or why it did not finish."""
-        try:
-            process = subprocess.Popen(
-                ["/bin/sh", "-c", entry.command],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=self.workspace if self.workspace.is_dir() else None,
-                env=self._environment(event),
-                start_new_session=True,  # its own process group: a timeout ends everything it started
-            )
-        except OSError as error:
-            return f"it could not start ({error})"
-        try:
-            out, err = process.communicate(stdin, timeout=entry.timeout)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.communicate()
-            return f"it did not finish in {entry.timeout:g}s"
-        return process.returncode, out, err
+    def _on_host(
+        self, entry: HookEntry, event: str, stdin: bytes, deadline: Deadline, notes: list[str]
+    ) -> tuple[int, bytes, bytes] | str:
+        """The user's hook on this machine, bounded (harness.bounded): (exit code, stdout, stderr), or
+        why it did not finish; notes get what its bounds did (output not kept, processes ended)."""
+        limit = deadline.seconds(entry.timeout)
+        with tempfile.TemporaryDirectory(prefix="harness-hook-git-") as view:
+            environment = {**self._environment(event), **git_environment(self.workspace, Path(view))}
+            try:
+                finished = run_bounded(
+                    ["/bin/sh", "-c", entry.command],
+                    stdin=stdin,
+                    timeout_s=limit,
+                    cap=_OUTPUT_LIMIT,
+                    env=environment,
+                    cwd=self.workspace if self.workspace.is_dir() else None,
+                )
+            except OSError as error:
+                return f"it could not start ({error})"
+        if finished.dropped:
+            notes.append(f"{finished.dropped} bytes of its output past {_OUTPUT_LIMIT // 1024} KiB were not kept")
+        if finished.ended_left:
+            notes.append(f"{finished.ended_left} process(es) it left running were ended")
+        if finished.returncode is None:
+            return _late(entry.timeout, limit)
+        return finished.returncode, finished.stdout, finished.stderr
 
-    def _in_container(self, entry: HookEntry, stdin: bytes) -> tuple[int, bytes, bytes] | str:
+    def _in_container(self, entry: HookEntry, stdin: bytes, deadline: Deadline) -> tuple[int, bytes, bytes] | str:
         """A repository's hook in a fresh sandbox container of the session, as a tool call runs: no
-        network, the call's limits, the workspace mounted read-only at /workspace (its working
-        directory a scratch folder that goes with the container). Never on this machine."""
+        network, the call's limits (its time limit never beyond a call's), the workspace mounted
+        read-only at /workspace (its working directory a scratch folder that goes with the
+        container). Never on this machine."""
         from sandbox.spec import Mount
 
         if self.container is None:
             return "no sandbox to run a repository's hook in"
         sandbox, spec_of = self.container
-        spec = spec_of().model_copy(update={"timeout_s": entry.timeout, "workdir": "/hook", "network": "none"})
+        call = spec_of()
+        limit = deadline.seconds(min(entry.timeout, call.timeout_s))
+        spec = call.model_copy(update={"timeout_s": limit, "workdir": "/hook", "network": "none"})
         with tempfile.TemporaryDirectory(prefix="harness-hook-") as scratch:
             prelude = f"cd /workspace && export CLAUDE_PROJECT_DIR=/workspace HARNESS_SESSION_ID={self.session_id}"
             envelope = sandbox.run(
@@ -240,7 +263,7 @@ class Hooks:
                 refill=False,
             )
         if envelope.status == "timeout":
-            return f"it did not finish in {entry.timeout:g}s"
+            return _late(entry.timeout, limit)
         if envelope.status not in ("ok", "exit_nonzero"):
             return f"its container ended {envelope.status}"
         return envelope.exit_code, envelope.stdout.encode(), envelope.stderr.encode()
@@ -256,12 +279,27 @@ class Hooks:
         return env
 
 
+def _late(asked: float, limit: float) -> str:
+    if limit < asked:
+        return f"it did not finish in {limit:g}s (its own limit is {asked:g}s; the run's or a call's ends sooner)"
+    return f"it did not finish in {asked:g}s"
+
+
 def _matching(config: HooksConfig, event: str, tool_name: str | None) -> list[HookEntry]:
     entries: list[HookEntry] = getattr(config, event)
     if tool_name is None:
         return list(entries)
     aliases = [tool_name, *(claude for claude, ours in CLAUDE_NAMES.items() if ours == tool_name)]
-    return [e for e in entries if e.matcher in ("", "*") or any(re.fullmatch(e.matcher, n) for n in aliases)]
+    return [e for e in entries if e.matcher in ("", "*") or any(matches(e.matcher, n) for n in aliases)]
+
+
+def matches(matcher: str, name: str) -> bool:
+    """The matcher matches the whole name; one that cannot decide within MATCH_TIME_S matches (a
+    gating hook then runs and decides: a slow pattern costs a call that much, never a core)."""
+    try:
+        return regex.fullmatch(matcher, name, timeout=MATCH_TIME_S) is not None
+    except TimeoutError:
+        return True
 
 
 REPOSITORY_HOOKS = ".harness/hooks.toml"
@@ -283,6 +321,7 @@ def repository_hooks(read: Callable[[str], bytes | None] | Path) -> HooksConfig:
     from harness.errors import ConfigError
 
     reader = read if callable(read) else _folder_reader(read)
+    reader = _regular(reader)
     events: dict[str, list[dict[str, Any]]] = {}
     text = _repository_file(reader, REPOSITORY_HOOKS)
     if text is not None:
@@ -303,20 +342,63 @@ def repository_hooks(read: Callable[[str], bytes | None] | Path) -> HooksConfig:
         raise ConfigError(f"the repository's hooks: {str(error).splitlines()[0]}") from None
 
 
+def stored_reader(
+    kind_of: Callable[[str], str | None], read: Callable[[str], bytes | None]
+) -> Callable[[str], bytes | None]:
+    """A reader of a stored tree for repository_hooks: a path that is there but no regular file (a
+    link, or under a linked folder; a folder; a large file) is refused, never taken as absent."""
+
+    def reader(relative: str) -> bytes | None:
+        kind = kind_of(relative)
+        if kind is None:
+            return None
+        if kind != "file":
+            raise NotRegular(relative, kind)
+        return read(relative)
+
+    return reader
+
+
+class NotRegular(Exception):
+    """A repository file that is there but not a regular file."""
+
+    def __init__(self, relative: str, kind: str) -> None:
+        super().__init__(relative)
+        self.relative, self.kind = relative, kind
+
+
+def _regular(reader: Callable[[str], bytes | None]) -> Callable[[str], bytes | None]:
+    from harness.errors import ConfigError
+
+    def read(relative: str) -> bytes | None:
+        try:
+            return reader(relative)
+        except NotRegular as refused:
+            what = {"link": "a link (or under a linked folder)", "folder": "a folder", "large": "a large file"}
+            raise ConfigError(
+                f"--repo-hooks: the repository's {relative} is {what.get(refused.kind, 'not a regular file')}, "
+                "not a regular file: a link is never followed, so its hooks cannot be read (remove "
+                "--repo-hooks to run without them)"
+            ) from None
+
+    return read
+
+
 def _folder_reader(folder: Path) -> Callable[[str], bytes | None]:
     def read(relative: str) -> bytes | None:
         import stat
-
-        from harness.errors import ConfigError
 
         path = folder / relative
         try:
             info, parent = path.lstat(), path.parent.lstat()
         except FileNotFoundError:
             return None
+        if stat.S_ISLNK(info.st_mode) or stat.S_ISLNK(parent.st_mode):
+            raise NotRegular(relative, "link")
         if not stat.S_ISREG(info.st_mode) or not stat.S_ISDIR(parent.st_mode):
-            raise ConfigError(f"the repository's {relative} is not a regular file (a link is never followed)")
-        return path.read_bytes()[: _REPOSITORY_HOOKS_LIMIT + 1]
+            raise NotRegular(relative, "other")
+        with open(path, "rb") as handle:
+            return handle.read(_REPOSITORY_HOOKS_LIMIT + 1)
 
     return read
 

@@ -281,7 +281,7 @@ class Agent:
 
     def _hook(self, event: str, payload: dict[str, Any], step: int) -> HookOutcome:
         assert self.hooks is not None
-        outcome = self.hooks.run(event, payload, step=step)
+        outcome = self.hooks.run(event, payload, step=step, deadline=self.budget.deadline())
         for record in outcome.records:
             self.trajectory.append(record, durable=event in GATING)  # a decision is written before it acts
         return outcome

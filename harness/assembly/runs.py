@@ -16,7 +16,7 @@ from harness.agent.budget import Budget
 from harness.agent.context import Context
 from harness.agent.delegate import Branching, Child, Delegator, Tree, delegate
 from harness.agent.guard import ReadOnlyGuard
-from harness.agent.hooks import Hooks, repository_hooks
+from harness.agent.hooks import Hooks, repository_hooks, stored_reader
 from harness.agent.loop import Agent
 from harness.agent.outcome import RunResult, RunState
 from harness.agent.prompt import system_prompt, task_message
@@ -500,7 +500,14 @@ def build_agent(
         workspace=session.workspace,
         transcript=SessionFolder(session.dir).trajectory,
         repository=(
-            repository_hooks(lambda path: session.read_file(session.start_tree, path)) if config.repo_hooks else None
+            repository_hooks(
+                stored_reader(
+                    lambda path: session.kind_of(session.start_tree, path),
+                    lambda path: session.read_file(session.start_tree, path),
+                )
+            )
+            if config.repo_hooks
+            else None
         ),
         container=(sandbox, lambda: call_spec(session.spec)),
     )

@@ -172,13 +172,26 @@ class TasksFile(BaseModel):
     tasks: list[Task]
 
 
+TASKS_LIMIT = 64 * 1024**2
+"""A tasks file larger than this is refused before it is read."""
+
+
+def read_tasks_text(path: Path) -> str:
+    """A tasks file's text (sandbox.named: a regular file of at most TASKS_LIMIT); ConfigError otherwise."""
+    from sandbox.named import NamedFileError, read_named
+
+    try:
+        return read_named(path, what="the tasks file", limit=TASKS_LIMIT).decode("utf-8")
+    except NamedFileError as error:
+        raise ConfigError(str(error)) from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"cannot read the tasks file {path}: {error}") from None
+
+
 def load_tasks(path: Path) -> TasksFile:
     """Read and validate a tasks file; ConfigError `FILE:LINE: field: problem` on the first error."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"cannot read the tasks file {path}: {error}") from None
+    text = read_tasks_text(path)
     if path.suffix.lower() == ".jsonl":
         defaults, entries = TaskDefaults(), _jsonl(path, text)
     else:

@@ -240,6 +240,8 @@ def _row(record: Mapping[str, Any]) -> tuple[str, str] | None:
         reason = string(record.get("reason"))
         why = f": {_clip(reason, 300)}" if reason else ""
         changed = " [yellow](changed the input)[/]" if record.get("updated_input") is not None else ""
+        bounds = string(record.get("bounds"))
+        changed += f" [yellow]({_clip(bounds, 200)})[/]" if bounds else ""
         exited = record.get("exit_code")
         return (
             "",

@@ -216,7 +216,7 @@ def check_command(
     import yaml
 
     from harness.assembly import Runtime
-    from harness.batch.tasks import load_tasks
+    from harness.batch.tasks import load_tasks, read_tasks_text
     from harness.cli.environment import run_id
     from harness.config import load_config
     from harness.history import check, materialize
@@ -226,7 +226,7 @@ def check_command(
         user = load_config(None)  # what a task's devcontainer may install and pull
         tasks.defaults.devcontainer_features = {**user.devcontainer_features, **tasks.defaults.devcontainer_features}
         tasks.defaults.devcontainer_pull = [*user.devcontainer_pull, *tasks.defaults.devcontainer_pull]
-        raw = yaml.safe_load(tasks_file.read_text(encoding="utf-8"))
+        raw = yaml.safe_load(read_tasks_text(tasks_file))
         if setup or allow_net or ca_bundle or setup_timeout:
             policy = setup_policy(setup, allow_net, ca_bundle, setup_timeout)
             tasks = with_setup(tasks, raw, policy, given=bool(setup))

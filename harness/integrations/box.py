@@ -118,10 +118,12 @@ def load_config(source: str | Path | Mapping[str, object] | BoxConfig | None) ->
         except ValidationError as error:
             raise ConfigError(f"harness sandbox config: {_first_problem(error)}") from None
     path = Path(source)
+    from sandbox.named import NamedFileError, read_named
+
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise ConfigError(f"cannot read the harness sandbox config {path}: {error.strerror}") from None
+        data = tomllib.loads(read_named(path, what="the harness sandbox config", limit=4 * 1024**2).decode("utf-8"))
+    except NamedFileError as error:
+        raise ConfigError(str(error)) from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise ConfigError(f"{path} is not valid TOML: {error}") from None
     table = data.get("harness", data)

@@ -60,6 +60,10 @@ _STOPS = ("end_turn", "tool_use", "max_tokens")
 _CALL_KEYS = {"name", "arguments", "arguments_text", "id"}
 
 
+SCRIPT_LIMIT = 64 * 1024**2
+"""A model script larger than this is refused before it is read."""
+
+
 class ScriptedProvider:
     """Answers with the script's turns in order, then with a final text."""
 
@@ -89,10 +93,14 @@ class ScriptedProvider:
     @classmethod
     def from_file(cls, path: Path, first_turn: int = 0) -> ScriptedProvider:
         """Load and validate a script; ScriptError names the file and line that is wrong."""
+        from sandbox.named import NamedFileError, read_named
+
         try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as error:
-            raise ScriptError(f"cannot read model script {path}: {error.strerror}") from error
+            text = read_named(path, what="the model script", limit=SCRIPT_LIMIT).decode("utf-8")
+        except NamedFileError as error:
+            raise ScriptError(str(error)) from None
+        except UnicodeDecodeError:
+            raise ScriptError(f"the model script {path} is not UTF-8 text") from None
         turns, delays, agents = _parse(text, str(path))
         children = {
             agent: cls(agent_turns, name=f"scripted:{path}#{agent}", delays=agent_delays)

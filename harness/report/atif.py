@@ -417,11 +417,19 @@ def _iso(ts: float) -> str:
 # --- ATIF in --------------------------------------------------------------------------------------
 
 
+READ_LIMIT = 512 * 1024**2
+"""An ATIF file larger than this is refused before it is read."""
+
+
 def read(path: Path) -> dict[str, Any]:
     """An ATIF document from a file; UsageError naming what is wrong."""
+    from sandbox.named import NamedFileError, read_named
+
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as error:
+        data = json.loads(read_named(path, what="the trajectory", limit=READ_LIMIT).decode("utf-8"))
+    except NamedFileError as error:
+        raise UsageError(str(error)) from None
+    except UnicodeDecodeError as error:
         raise UsageError(f"cannot read {path}: {error}") from None
     except RecursionError:
         raise UsageError(f"{path} nests deeper than a trajectory does (over {MAX_DEPTH} levels): not read") from None

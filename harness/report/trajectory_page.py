@@ -261,6 +261,7 @@ def _hook(hook: HookRecord) -> str:
     target = f" {esc(hook.tool_name)}" if hook.tool_name else ""
     why = f": {esc(hook.reason)}" if hook.reason else ""
     changed = ' <span class="warn">(changed the input)</span>' if hook.updated_input is not None else ""
+    changed += f' <span class="warn">({esc(hook.bounds)})</span>' if hook.bounds else ""
     return (
         f'<p class="hook">hook <b>{esc(hook.event)}</b>{target} <span class="{css}">{esc(hook.verdict)}</span>{why}'
         f'{changed} <span class="muted">({esc(hook.whose)}) <code>{esc(hook.command)}</code> '

@@ -30,11 +30,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import docker
+import requests
 from pydantic import BaseModel
 
 from sandbox import labels
 from sandbox.docker.ids import object_id, present_images
-from sandbox.errors import ImageBuildError, ImageNotFound
+from sandbox.errors import BuildRefused, ImageBuildError, ImageNotFound
 
 
 def _inputs_root() -> Path:
@@ -383,29 +384,31 @@ HARBOR_DIRS = ("/logs", "/logs/agent", "/logs/verifier", "/logs/artifacts", "/te
 """Folders a Harbor trial writes (logs, the tests and solution it uploads, an agent's install)."""
 
 
-def base_images(dockerfile: str) -> list[str]:
-    """The images a Dockerfile's FROM lines name (ARG defaults substituted; build stages and
-    `scratch` left out), in order."""
-    args: dict[str, str] = {}
-    stages: set[str] = set()
-    found: list[str] = []
-    for raw in dockerfile.replace("\\\n", " ").splitlines():
-        line = raw.strip()
-        if re.match(r"(?i)^ARG\s", line):
-            name, _, default = line.split(None, 1)[1].partition("=")
-            args[name.strip()] = default.strip().strip("\"'")
-            continue
-        if not re.match(r"(?i)^FROM\s", line):
-            continue
-        words = [word for word in line.split()[1:] if not word.startswith("--")]
-        if not words:
-            continue
-        image = re.sub(r"\$\{?(\w+)\}?", lambda m: args.get(m.group(1), m.group(0)), words[0])
-        if len(words) >= 3 and words[1].lower() == "as":
-            stages.add(words[2].lower())
-        if image.lower() != "scratch" and image.lower() not in stages and image not in found:
-            found.append(image)
-    return found
+def asked_images(dockerfile: str, build_args: dict[str, str] | None, what: str) -> list[str]:
+    """The images a Dockerfile's build would need from the engine (sandbox.docker.dockerfile: FROM and
+    COPY --from, variables substituted); ImageBuildError when it asks what no build may (an ADD of a
+    URL, a RUN flag reaching past the build, an image named through a variable nobody gave): BuildRefused."""
+    from sandbox.docker.dockerfile import DockerfileRefused, read
+
+    try:
+        return read(dockerfile, build_args, what=what).images
+    except DockerfileRefused as refused:
+        raise BuildRefused(str(refused)) from None
+
+
+def _onbuild_checked(client: docker.DockerClient, reference: str, what: str) -> None:
+    """BuildRefused when the image's ONBUILD triggers (run by a build over it) ask what no build may."""
+    from sandbox.docker.dockerfile import DockerfileRefused, onbuild_refusals
+
+    try:
+        triggers = (client.api.inspect_image(reference).get("Config") or {}).get("OnBuild") or []
+    except (docker.errors.APIError, requests.exceptions.RequestException):
+        return
+    if triggers:
+        try:
+            onbuild_refusals([str(t) for t in triggers], f"{what} {reference}")
+        except DockerfileRefused as refused:
+            raise BuildRefused(str(refused)) from None
 
 
 def build_task(
@@ -415,12 +418,13 @@ def build_task(
     it: the Harbor folders and the image's working directory owned by the sandbox user. (tag, the
     working directory). ImageNotFound names a FROM image the engine lacks."""
     dockerfile = (context / "Dockerfile").read_text(encoding="utf-8", errors="replace")
-    for image in base_images(dockerfile):
+    for image in asked_images(dockerfile, {}, "the task's Dockerfile"):
         if _image_id(client, image) is None:
             raise ImageNotFound(
-                f"the task's Dockerfile starts FROM {image}, which this engine does not have, and harness never "
+                f"the task's Dockerfile needs {image}, which this engine does not have, and harness never "
                 f"pulls: build it here or load it (`harness images import FILE.tar`)"
             )
+        _onbuild_checked(client, image, "the task's Dockerfile builds over")
     stage = f"{tag}-task"
     owner = {labels.KIND: "task", labels.PID: str(os.getpid()), **({labels.RUN: run_id} if run_id else {})}
     _build_one(client, "task", stage, "task", log, path=context, buildargs={}, extra_labels=owner)
@@ -456,6 +460,9 @@ def copy_out(client: docker.DockerClient, image: str, path: str, target: Path, r
 
 def load_archive(client: docker.DockerClient, archive: Path) -> list[str]:
     """`docker load` of an image tar (made by `docker save`): the tags it brought."""
+    from sandbox.named import check_named
+
+    check_named(archive, what="harness images import", limit=1 << 50)  # a pipe or device never ends
     try:
         with open(archive, "rb") as handle:
             images = client.images.load(handle)
@@ -517,8 +524,9 @@ def build_devcontainer(
     cache serves an unchanged Dockerfile)."""
     if dockerfile is not None:
         text = (repo / dockerfile).read_text(encoding="utf-8", errors="replace")
-        for wanted in base_images(text):
-            _present(client, wanted, pull_from or [], log, f"the devcontainer's Dockerfile starts FROM {wanted}")
+        for wanted in asked_images(text, build_args, f"the devcontainer's {dockerfile}"):
+            _present(client, wanted, pull_from or [], log, f"the devcontainer's Dockerfile needs {wanted}")
+            _onbuild_checked(client, wanted, "the devcontainer's Dockerfile builds over")
         digest = hashlib.sha256("\0".join([text, repr(sorted((build_args or {}).items())), target or ""]).encode())
         stage = f"harness/devcontainer-build:{digest.hexdigest()[:16]}"
         log(f"building {dockerfile} (context {context}, {'with' if network else 'no'} network)")

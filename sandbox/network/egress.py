@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from sandbox.errors import SandboxError
+from sandbox.named import NamedFileError, read_named
 from sandbox.network.allow import parse
 from sandbox.network.secrets import Secret
 
@@ -33,6 +34,8 @@ CONTAINER_DIR = "/run/harness-egress"
 RELAY_PORT = 3128
 """The port the relay serves inside each container, on 127.0.0.1."""
 START_TIMEOUT_S = 20.0
+BUNDLE_LIMIT = 16 * 1024**2
+"""A CA bundle larger than this is refused (the system's whole bundle is a few hundred KiB)."""
 
 
 class EgressError(SandboxError):
@@ -55,18 +58,18 @@ class Egress:
     ) -> None:
         """trust: a PEM bundle the session's containers trust (`--ca-bundle`), put beside the socket."""
         parse(allow)  # an entry that cannot be read fails here, before any process starts
-        for bundle, flag in ((upstream_ca, "--allow-net-ca"), (trust, "--ca-bundle")):
-            if bundle is not None:
-                pem_bundle(bundle, flag)
+        upstream_flag = "--ca-bundle" if upstream_ca is not None and upstream_ca == trust else "--allow-net-ca"
+        self.upstream_pem = pem_bundle(upstream_ca, upstream_flag) if upstream_ca is not None else None
+        trusted = pem_bundle(trust, "--ca-bundle") if trust is not None else None
         self.allow, self.log, self.session = list(allow), Path(log), session
-        self.secrets, self.upstream_ca = list(secrets), upstream_ca
+        self.secrets = list(secrets)
         self.folder = Path(tempfile.mkdtemp(prefix="harness-egress-"))
         os.chmod(self.folder, 0o755)  # the containers' user traverses it to reach the socket
         if self.secrets:  # what the containers see instead of the values
             placeholders = {secret.name: secret.placeholder for secret in self.secrets}
             (self.folder / ENVIRONMENT_NAME).write_text(json.dumps(placeholders))
-        if trust is not None:
-            (self.folder / TRUST_NAME).write_bytes(pem_bundle(trust, "--ca-bundle"))
+        if trusted is not None:
+            (self.folder / TRUST_NAME).write_bytes(trusted)
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -97,7 +100,7 @@ class Egress:
         if self.secrets and self.process.stdin is not None:  # on stdin: a command line is readable by others
             message = {
                 "secrets": [dataclasses.asdict(secret) for secret in self.secrets],
-                "upstream_ca": str(self.upstream_ca) if self.upstream_ca else None,
+                "upstream_ca": self.upstream_pem.decode("ascii") if self.upstream_pem else None,
             }
             with contextlib.suppress(BrokenPipeError):
                 self.process.stdin.write((json.dumps(message) + "\n").encode())
@@ -139,17 +142,21 @@ class Egress:
 
 
 def pem_bundle(path: Path, flag: str) -> bytes:
-    """A CA bundle's bytes (an absolute path, read once); EgressError naming the flag and the file when
-    it cannot be read or holds no certificate."""
+    """A CA bundle's bytes, read once (sandbox.named: a regular file of at most BUNDLE_LIMIT) and checked
+    to be PEM certificates TLS can load; NamedFileError (a bad flag) naming the flag and the file."""
+    import ssl
+
     path = Path(path).expanduser()
     if not path.is_absolute():
-        raise EgressError(f"{flag} {path}: give an absolute path (the proxy does not run in this folder)")
-    try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise EgressError(f"{flag} {path}: cannot read it ({error.strerror or error})") from None
+        raise NamedFileError(f"{flag} {path}: give an absolute path (the proxy does not run in this folder)")
+    data = read_named(path, what=flag, limit=BUNDLE_LIMIT)
     if b"-----BEGIN CERTIFICATE-----" not in data:
-        raise EgressError(f"{flag} {path}: no PEM certificate in it (-----BEGIN CERTIFICATE-----)")
+        raise NamedFileError(f"{flag} {path}: no PEM certificate in it (-----BEGIN CERTIFICATE-----)")
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cadata=data.decode("ascii"))
+    except (ssl.SSLError, UnicodeDecodeError, ValueError) as error:
+        reason = str(getattr(error, "reason", None) or error).splitlines()[0][:120]
+        raise NamedFileError(f"{flag} {path}: not a bundle of PEM certificates TLS can load ({reason})") from None
     return data
 
 

@@ -126,10 +126,10 @@ class SessionCA:
 
 
 def upstream_context(extra_ca: str | None) -> ssl.SSLContext:
-    """How the proxy checks a secret's host: the system's trust, plus extra_ca when given."""
+    """How the proxy checks a secret's host: the system's trust, plus extra_ca (PEM text) when given."""
     context = ssl.create_default_context()
     if extra_ca:
-        context.load_verify_locations(cafile=extra_ca)
+        context.load_verify_locations(cadata=extra_ca)
     context.set_alpn_protocols(["http/1.1"])
     return context
 

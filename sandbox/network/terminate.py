@@ -24,6 +24,7 @@ import urllib.parse
 import zlib
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import h11
 
@@ -94,12 +95,13 @@ class Answers:
 
     def __init__(self, secrets: Sequence[Secret]) -> None:
         self.pairs = [pair for secret in secrets for pair in forms(secret.value.encode(), secret.placeholder.encode())]
+        self.plain = [p for s in secrets for p in plain_forms(s.value.encode(), s.placeholder.encode())]
         self.parser = h11.Connection(h11.CLIENT)
         self.methods: deque[bytes] = deque()
         """Requests sent whose answers have not begun."""
         self.method = b"GET"
         self.swaps: list[Swap] = []
-        self.runs = Runs(self.pairs)
+        self.runs = Runs(self.plain)
         self.decoders: list[Inflate] = []
         self.body = False
 
@@ -165,7 +167,7 @@ class Answers:
             raise Unreadable(f"the answer is in a content coding the proxy cannot undo ({', '.join(unknown)})")
         self.decoders = [Inflate(coding) for coding in reversed(codings) if coding != "identity"]
         self.swaps = [Swap(old, new) for old, new in self.pairs]
-        self.runs = Runs(self.pairs)
+        self.runs = Runs(self.plain)
         self.body = body
         if body:
             lines.append(b"Transfer-Encoding: chunked\r\n")
@@ -218,18 +220,10 @@ class Inflate:
         return self.inflater.flush()
 
 
-def forms(value: bytes, placeholder: bytes) -> list[tuple[bytes, bytes]]:
-    """(how the value may appear, the placeholder the same way) for every encoding a client in the
-    container could undo without knowing the value: as written, base64 and base64url at each of the
-    three alignments (the characters only the value decides), hex, percent-encoding. Each pair keeps
-    its length (value and placeholder are the same length)."""
-    found = [(value, placeholder)]
-    for encode in (base64.b64encode, base64.urlsafe_b64encode):
-        for shift in range(3):
-            old, new = (_core(encode(b"\0" * shift + text), shift, len(text)) for text in (value, placeholder))
-            if len(old) >= 8:
-                found.append((old, new))
-    found += [(value.hex().encode(), placeholder.hex().encode())]
+def plain_forms(value: bytes, placeholder: bytes) -> list[tuple[bytes, bytes]]:
+    """(the value, the placeholder) as written, in hex (both cases) and percent-encoded: each pair
+    keeps its length."""
+    found = [(value, placeholder), (value.hex().encode(), placeholder.hex().encode())]
     found += [(value.hex().upper().encode(), placeholder.hex().upper().encode())]
     quoted = urllib.parse.quote(value, safe="").encode()
     if quoted != value:
@@ -237,19 +231,66 @@ def forms(value: bytes, placeholder: bytes) -> list[tuple[bytes, bytes]]:
     return [(old, new) for old, new in dict.fromkeys(found) if len(old) == len(new) and old]
 
 
+def forms(value: bytes, placeholder: bytes) -> list[tuple[bytes, bytes]]:
+    """(how the value may appear, the placeholder the same way) for every encoding a client in the
+    container could undo without knowing the value: the plain forms, and base64 and base64url of each
+    at each of the three alignments (the characters only the value decides; `Runs` mends the
+    characters at each end). Each pair keeps its length."""
+    found = plain_forms(value, placeholder)
+    for anchor in anchors(found):
+        found.append((anchor.old, anchor.new))
+    return list(dict.fromkeys(found))
+
+
 _RUN = re.compile(rb"[A-Za-z0-9+/_=-]+")
 RUN_HOLD = 1 << 16
 """Base64-alphabet bytes held back at a piece's end (a run may go on in the next piece); a longer run
 is let go as it is (its middle is still covered by `forms`)."""
+_ALPHABETS = ((b"+/", frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")),
+              (b"-_", frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """One plain form's base64 in one alphabet at one alignment: `old` is what only the form decides
+    (whole quanta), `lead` and `tail` how many of the form's bytes share the quantum before and after
+    it with bytes of the host's own."""
+
+    old: bytes
+    new: bytes
+    value: bytes
+    placeholder: bytes
+    altchars: bytes
+    alphabet: frozenset[int]
+    lead: int
+    tail: int
+
+
+def anchors(plain: Sequence[tuple[bytes, bytes]]) -> list[Anchor]:
+    """Every base64 anchor of the plain forms (8 characters at least: shorter ones would match by chance)."""
+    found = []
+    for value, placeholder in plain:
+        for altchars, alphabet in _ALPHABETS:
+            for shift in range(3):
+                old, new = (
+                    _core(base64.b64encode(b"\0" * shift + text, altchars=altchars), shift, len(text))
+                    for text in (value, placeholder)
+                )
+                if len(old) >= 8:
+                    lead, tail = (3 - shift) % 3, (shift + len(value)) % 3
+                    found.append(Anchor(old, new, value, placeholder, altchars, alphabet, lead, tail))
+    return found
 
 
 class Runs:
-    """Every run of base64-alphabet characters decoded (standard and URL-safe, at each start within
-    a quantum) and, where it holds the value, encoded again with the placeholder instead: the
-    characters at a run's ends, which `forms` cannot know, come out of the placeholder too."""
+    """Every run of base64-alphabet characters searched for each form's base64 core (standard and
+    URL-safe, at each alignment); where one is found it becomes the placeholder's, and the quanta at
+    its two ends, which hold some of the form's bits beside bits of the host's own, are decoded,
+    given the placeholder's bytes and encoded again: no character of the run carries a bit of the
+    value, whatever its offset and length, padded or not, glued to its neighbours or not."""
 
-    def __init__(self, pairs: Sequence[tuple[bytes, bytes]]) -> None:
-        self.pairs = [(old, new) for old, new in pairs if len(old) >= 8]
+    def __init__(self, plain: Sequence[tuple[bytes, bytes]]) -> None:
+        self.anchors = anchors(plain)
         self.held = b""
 
     def feed(self, data: bytes) -> bytes:
@@ -267,26 +308,39 @@ class Runs:
         return self.fixed(held)
 
     def fixed(self, text: bytes) -> bytes:
-        return _RUN.sub(lambda found: self._run(found.group()), text) if self.pairs else text
+        return _RUN.sub(lambda found: self._run(found.group()), text) if self.anchors else text
 
     def _run(self, run: bytes) -> bytes:
-        for old, new in self.pairs:
-            if len(run) * 3 < len(old) * 4:
-                continue
-            for altchars in (None, b"-_"):
-                for start in range(4):
-                    size = (len(run) - start) // 4 * 4
-                    part = run[start : start + size].rstrip(b"=")
-                    part += b"=" * (-len(part) % 4)
-                    try:
-                        decoded = base64.b64decode(part, altchars=altchars, validate=True)
-                    except ValueError:
-                        continue
-                    if old in decoded:
-                        again = base64.b64encode(decoded.replace(old, new), altchars=altchars)
-                        again = again[: len(run[start : start + size].rstrip(b"="))]
-                        run = run[:start] + again + run[start + len(again) :]
-        return run
+        mended = bytearray(run)
+        for anchor in self.anchors:
+            start = 0
+            while (at := mended.find(anchor.old, start)) != -1:
+                end = at + len(anchor.old)
+                mended[at:end] = anchor.new
+                if anchor.lead:
+                    _mend(mended, max(at - 4, 0), at, anchor, leading=True)
+                if anchor.tail:
+                    _mend(mended, end, min(end + 4, len(mended)), anchor, leading=False)
+                start = end
+        return bytes(mended)
+
+
+def _mend(run: bytearray, start: int, end: int, anchor: Anchor, *, leading: bool) -> None:
+    """The quantum run[start:end] (cut short at the run's start or end, or by padding) with the value's
+    bytes in it replaced by the placeholder's."""
+    part = bytes(run[start:end])
+    if not leading:
+        part = part.split(b"=", 1)[0]
+    if not part or any(byte not in anchor.alphabet for byte in part):
+        return  # not one encoding with the core: no bit of the value is here
+    missing = b"A" * (4 - len(part))
+    quantum = bytearray(base64.b64decode(missing + part if leading else part + missing, altchars=anchor.altchars))
+    if leading:
+        quantum[3 - anchor.lead :] = anchor.placeholder[: anchor.lead]
+    else:
+        quantum[: anchor.tail] = anchor.placeholder[len(anchor.placeholder) - anchor.tail :]
+    again = base64.b64encode(bytes(quantum), altchars=anchor.altchars)
+    run[start : start + len(part)] = again[4 - len(part) :] if leading else again[: len(part)]
 
 
 def _core(encoded: bytes, shift: int, length: int) -> bytes:

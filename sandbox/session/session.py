@@ -575,6 +575,11 @@ class Session:
             return None
         return self._objects().read(entry.oid, b"blob")
 
+    def kind_of(self, tree: str, path: str) -> str | None:
+        """What a path of a stored tree is (sandbox.snapshot.edit.kind_at): file, folder, link, large,
+        other; None when absent."""
+        return edit.kind_at(self._objects(), tree, path)
+
     def graft(self, tree: str, source: str, paths: list[str]) -> str:
         """A stored tree: tree with those paths as they are in source (see sandbox.snapshot.edit)."""
         return self._pinned(lambda objects: edit.graft(objects, tree, source, paths))

@@ -134,6 +134,7 @@ def prepare_environment(
     run_id: str = "setup",
     timeout_s: float = SETUP_TIMEOUT_S,
     ca: Path | None = None,
+    ca_flag: str = "--setup-ca",
     proxy: str | None = None,
     mounts: Sequence[str] = (),
     log: Path | None = None,
@@ -147,7 +148,7 @@ def prepare_environment(
     read-only. Tool calls never see any of them."""
     started = time.monotonic()
     journal = SetupLog(log)
-    ca_pem = read_ca(ca) if ca is not None else None
+    ca_pem = read_ca(ca, ca_flag) if ca is not None else None
     binds = [parse_setup_mount(item) for item in mounts]
     for host, _ in binds:
         if not host.exists():
@@ -262,15 +263,12 @@ _KEEP_NODE_MODULES = (
 workspace copy setup ran on is thrown away); Node and npm look there from /workspace."""
 
 
-def read_ca(path: Path) -> bytes:
-    """The CA bundle's bytes; SetupError unless it is a readable PEM file with a certificate."""
-    try:
-        data = Path(path).expanduser().read_bytes()
-    except OSError as error:
-        raise SetupError(f"cannot read the setup CA bundle {path}: {error.strerror}") from None
-    if b"-----BEGIN CERTIFICATE-----" not in data:
-        raise SetupError(f"the setup CA bundle {path} holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
-    return data
+def read_ca(path: Path, flag: str = "--setup-ca") -> bytes:
+    """The CA bundle's bytes, checked as the egress proxy's are (sandbox.network.egress.pem_bundle);
+    NamedFileError (a bad flag) naming the flag that gave it."""
+    from sandbox.network.egress import pem_bundle
+
+    return pem_bundle(Path(path).expanduser().absolute(), flag)
 
 
 class SetupLog:
@@ -450,6 +448,7 @@ def make_prepare(sandbox: Sandbox, spec: SandboxSpec, config: SessionConfig) -> 
                 run_id=engine_box.run_id,
                 timeout_s=config.setup_timeout,
                 ca=config.setup_trust,
+                ca_flag="--setup-ca" if config.setup_ca is not None else "--ca-bundle",
                 proxy=config.setup_proxy,
                 mounts=config.setup_mounts,
                 log=log,

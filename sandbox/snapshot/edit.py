@@ -42,6 +42,33 @@ def entry_at(objects: ObjectStore, tree: str, path: str) -> TreeEntry | None:
     return entry
 
 
+def kind_at(objects: ObjectStore, tree: str, path: str) -> str | None:
+    """What a `/`-separated path of tree is: "file", "folder", "link" (the path itself, or a folder
+    on the way to it, is a link), "large" (a large file's pointer), "other"; None when absent."""
+    from sandbox.snapshot.objects import LARGE
+
+    current = tree
+    parts = path.strip("/").split("/")
+    for n, part in enumerate(parts):
+        found = {e.name: e for e in objects.tree(current)}.get(os.fsencode(part))
+        if found is None:
+            return None
+        kind = found.mode & 0o170000
+        if kind == 0o120000:
+            return "link"
+        if n < len(parts) - 1:
+            if kind != DIR:
+                return None
+            current = found.oid
+            continue
+        if kind == DIR:
+            return "folder"
+        if kind == 0o100000:
+            return "large" if found.mode & LARGE else "file"
+        return "other"
+    return None
+
+
 def graft(objects: ObjectStore, tree: str, source: str, paths: Iterable[str]) -> str:
     """tree with each of paths exactly as it is in source: its entry (a file, or a whole directory)
     taken over, or removed where source has none. Directories the paths need are made."""

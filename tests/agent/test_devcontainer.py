@@ -366,3 +366,63 @@ def test_an_image_is_pulled_only_from_a_registry_the_user_allows(
     finally:
         with contextlib.suppress(docker.errors.ImageNotFound):
             docker_client.images.remove(pulled, force=True)
+
+
+def test_a_devcontainer_build_reaches_no_network_or_registry_nobody_allowed(
+    tmp_path, script, harness: Harness, docker_client, registry
+):
+    """What a build asks of the engine itself, refused before the engine sees it: an ADD of a URL (against
+    a listener this test owns: it gets no request), an image named through the repository's own build
+    argument or by COPY --from, both from a registry never allowed (it gets no request); and a
+    containerEnv loading a workspace library into every process (LD_AUDIT) is dropped and listed."""
+    from tests.agent.oci_registry import Registry, image
+
+    Registry.images[("team/tools", "1")] = image({"greeting": b"from the team's registry\n"})
+    Registry.seen.clear()
+    repo = _copy(tmp_path)
+    (repo / ".devcontainer").mkdir()
+    dockerfile = repo / ".devcontainer" / "Dockerfile"
+    config = repo / ".devcontainer" / "devcontainer.json"
+    model = script(turn("Done."))
+    py311 = _py311(docker_client)
+
+    def refused(text: str, build: dict, session: str, code: int = 78) -> str:
+        dockerfile.write_text(text)
+        config.write_text(json.dumps({"build": {"dockerfile": "Dockerfile", **build}}))
+        ran = harness(
+            "run", "--image", "py311", "--model", model, str(repo), "--task", "t", "--setup", "devcontainer",
+            "--no-verify", "--session", session,
+        )  # fmt: skip
+        assert ran.code == code and "Traceback" not in ran.stderr, ran.stdout + ran.stderr
+        return ran.stderr
+
+    with Server({"/x": b"fetched\n"}) as listener:
+        said = refused(f"FROM {py311}\nADD http://127.0.0.1:{listener.port}/x /opt/x\n", {}, "add")
+        assert "ADD 'http://127.0.0.1" in said and "fetched by the engine itself" in said
+        said = refused(f"FROM {py311}\nARG WHERE=http://127.0.0.1:{listener.port}/x\nADD $WHERE /opt/x\n", {}, "arg")
+        assert "fetched by the engine itself" in said
+        assert listener.seen == [], "the engine fetched a URL for the build"
+    said = refused(f"ARG BASE={py311}\nFROM ${{BASE}}\n", {"args": {"BASE": f"{registry}/team/tools:1"}}, "from", 71)
+    assert f"--pull-from {registry}" in said and f"{registry}/team/tools:1" in said
+    said = refused(f"FROM {py311}\nCOPY --from={registry}/team/tools:1 /greeting /opt/greeting\n", {}, "copy", 71)
+    assert f"--pull-from {registry}" in said
+    said = refused("ARG BASE\nFROM ${BASE}\n", {}, "unnamed")
+    assert "through a variable no ARG default or build argument gives" in said
+    assert not [path for path, _ in Registry.seen if "/team/tools/" in path], "the engine pulled from the registry"
+
+    dockerfile.write_text(f"FROM {py311}\n")
+    config.write_text(
+        json.dumps(
+            {"build": {"dockerfile": "Dockerfile"}, "containerEnv": {"LD_AUDIT": "/workspace/a.so", "GCONV_PATH": "/w"}}
+        )
+    )
+    check = 'test -z "$LD_AUDIT" && test -z "$GCONV_PATH"'
+    model = script(turn("Checking.", ("run_command", {"command": check})), turn("Done."))
+    ran = harness(
+        "run", "--image", "py311", "--model", model, str(repo), "--task", "t", "--setup", "devcontainer",
+        "--verify", check, "--session", "loader", "--json",
+    )  # fmt: skip
+    assert ran.code == 0 and ran.json()["outcome"] == "verified", ran.stdout + ran.stderr
+    assert "not applied: containerEnv 'LD_AUDIT', containerEnv 'GCONV_PATH'" in ran.stderr
+    shown = " ".join(harness("show", "loader").stdout.split())
+    assert "containerEnv 'LD_AUDIT': a variable the loader or the C library acts on" in shown, shown

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -260,3 +261,80 @@ command = "cat > /tmp/payload; grep -q '\\"cwd\\": \\"/workspace\\"' /tmp/payloa
     records = read_records(harness.session_dir("without"))
     assert ran.code == 10 and not [r for r in records if r.kind == "hook"]
     assert next(r.text for r in records if r.kind == "tool").startswith("exit_code=0")
+
+
+def test_hooks_are_bounded_around_a_real_run(tmp_path, run_label, script):
+    """Hooks on the host bounded for real, through the CLI: a user's PreToolUse hook whose matcher is a
+    catastrophic pattern, which prints 300 MB, leaves a `setsid` daemon holding its pipes and runs git in
+    a workspace whose repository config names an fsmonitor; a repository's hook that asks for an hour
+    under calls limited to 5 s. The run ends in seconds, the daemon and the fsmonitor never outlive or
+    reach this machine, and each record says what its bounds did."""
+    import shutil
+    import subprocess
+
+    repo = tmp_path / "repo"
+    shutil.copytree(Path(__file__).parents[2] / "examples" / "calc", repo)
+    git = ["git", "-c", "user.name=a", "-c", "user.email=a@b", "-c", "init.defaultBranch=main"]
+    for args in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "start"]):
+        subprocess.run([*git, *args], cwd=repo, check=True, capture_output=True)
+    marker = tmp_path / "fsmonitor-ran"
+    with open(repo / ".git" / "config", "a") as config:
+        config.write(f"[core]\n\tfsmonitor = touch {marker}; false\n[safe]\n\tdirectory = *\n")
+    (repo / ".harness").mkdir()
+    (repo / ".harness" / "hooks.toml").write_text(
+        '[[hooks.PreToolUse]]\nmatcher = "run_command"\ncommand = "sleep 3600"\ntimeout = 3600\n'
+    )
+    pid_file, seen = tmp_path / "daemon.pid", tmp_path / "git.txt"
+    catastrophic = r"(\\w*)*(\\w*)*(\\w*)*(\\w*)*(\\w*)*(\\w*)*(\\w*)*(\\w*)*|run_command"
+    user = (
+        f"head -c 300000000 /dev/zero >&2; setsid sh -c 'echo $$ > {pid_file}; exec sleep 300' & "
+        f"git status --porcelain > {seen} 2>&1; exit 0"
+    )
+    config = tmp_path / "hooks.toml"
+    config.write_text(
+        f'[sandbox]\ntimeout_s = 5\n\n[[hooks.PreToolUse]]\nmatcher = "{catastrophic}"\ncommand = "{user}"\ntimeout = 60\n'
+    )
+    harness = Harness(tmp_path / "sessions", run_label)
+    model = script(turn("Running.", ("run_command", {"command": "echo hi"})), turn("Done."))
+    started = time.monotonic()
+    ran = harness(
+        "run", "--image", "py311", "--model", model, str(repo), "--task", "t", "--no-verify", "--json",
+        "--repo-hooks", "--session", "bounded", "--config", str(config),
+    )  # fmt: skip
+    took = time.monotonic() - started
+    assert ran.code == 10, ran.stdout + ran.stderr
+    assert took < 90, f"the run took {took:.0f} s"
+    mine, theirs = (r for r in read_records(harness.session_dir("bounded")) if r.kind == "hook")
+    assert mine.place == "host" and mine.verdict == "allow", mine
+    assert "299934464 bytes of its output past 64 KiB were not kept" in mine.bounds
+    assert "were ended" in mine.bounds
+    assert theirs.place == "container" and theirs.verdict == "block"
+    assert "did not finish in 5s (its own limit is 3600s" in theirs.reason
+    daemon = int(pid_file.read_text())
+    assert not Path(f"/proc/{daemon}").exists() or "Z" in Path(f"/proc/{daemon}/stat").read_text().split(")")[1][:3]
+    assert "not a git repository" not in seen.read_text() and "fatal" not in seen.read_text(), seen.read_text()
+    assert not marker.exists(), "the repository's fsmonitor ran on this machine"
+    shown = " ".join(harness("show", "bounded").stdout.split())
+    assert "were not kept" in shown and "its own limit is 3600s" in shown
+
+
+@pytest.mark.parametrize("linked", [".claude", ".claude/settings.json", ".harness/hooks.toml"])
+def test_a_repositorys_hooks_behind_a_link_are_refused_never_skipped(tmp_path, run_label, script, linked):
+    """--repo-hooks asks for the repository's hooks; one file (or its folder) that is a link cannot be
+    read without following it, so the run is refused in one line instead of running without them."""
+    import shutil
+
+    repo = tmp_path / "repo"
+    shutil.copytree(Path(__file__).parents[2] / "examples" / "calc", repo)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "settings.json").write_text('{"hooks": {}}')
+    (elsewhere / "hooks.toml").write_text("")
+    link = repo / linked
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(elsewhere if linked == ".claude" else elsewhere / link.name)
+    harness = Harness(tmp_path / "sessions", run_label)
+    model = script(turn("Done."))
+    ran = harness("run", "--image", "py311", "--model", model, str(repo), "--task", "t", "--no-verify", "--repo-hooks")
+    assert ran.code == 78, ran.stdout + ran.stderr
+    assert "is a link" in ran.stderr and "--repo-hooks" in ran.stderr and "Traceback" not in ran.stderr

@@ -201,7 +201,7 @@ def test_what_cannot_map_is_refused_in_one_line(harbor, base_image):
     missing = make_task(harbor.tmp / "missing-task", "registry.invalid/nothing:1")
     done, result = harbor.run(missing, "oracle", "missing")
     said = done.stdout + done.stderr + json.dumps(result)
-    assert "starts FROM registry.invalid/nothing:1, which this engine does not have, and harness never pulls" in said
+    assert "needs registry.invalid/nothing:1, which this engine does not have, and harness never pulls" in said
 
 
 def test_a_killed_trial_leaves_nothing_after_prune(harbor, base_image, docker_client):

@@ -86,8 +86,17 @@ def test_malformed_scripts_name_the_line(tmp_path, text, line, message):
 
 
 def test_missing_script_file(tmp_path):
-    with pytest.raises(ScriptError, match="cannot read model script"):
+    with pytest.raises(ScriptError, match=r"the model script .*nope.yaml: cannot open it"):
         make_provider(f"scripted:{tmp_path / 'nope.yaml'}", api_key=None)
+
+
+def test_a_script_that_is_a_device_pipe_or_folder_is_refused_before_it_is_read(tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "pipe.yaml")
+    for path, says in (("/dev/zero", "character device"), (tmp_path / "pipe.yaml", "named pipe"), (tmp_path, "folder")):
+        with pytest.raises(ScriptError, match=f"the model script .*: is a {says}, not a regular file"):
+            make_provider(f"scripted:{path}", api_key=None)
 
 
 @pytest.mark.parametrize("spec", ["gpt-4.1", "nosuch:model", "openai:", ":x"])

@@ -8,7 +8,7 @@ import pytest
 
 from harness.agent.detect import detect_setup
 from harness.config import RunConfig
-from sandbox.errors import SetupError
+from sandbox.named import NamedFileError
 from sandbox.session.records import SessionConfig
 from sandbox.session.setup import read_ca
 from sandbox.settings import parse_setup_mount, redact_url
@@ -81,7 +81,7 @@ def test_mounts_ca_and_redaction(tmp_path: Path) -> None:
     recorded = SessionConfig(setup=["pip install x"], setup_network=True, setup_proxy="http://u:s3cret@p:1")
     assert "s3cret" not in recorded.model_dump_json()
     (tmp_path / "not.pem").write_text("hello")
-    with pytest.raises(SetupError, match="holds no PEM certificate"):
+    with pytest.raises(NamedFileError, match=r"^--setup-ca .*no PEM certificate"):
         read_ca(tmp_path / "not.pem")
-    with pytest.raises(SetupError, match="cannot read the setup CA bundle"):
-        read_ca(tmp_path / "missing.pem")
+    with pytest.raises(NamedFileError, match=r"^--ca-bundle .*missing.pem: cannot open it"):
+        read_ca(tmp_path / "missing.pem", "--ca-bundle")

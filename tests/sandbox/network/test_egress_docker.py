@@ -313,14 +313,28 @@ for path in ("chunked", "gzip", "deflate", "gzip-twice", "b64", "b64url", "hex",
         except Exception:
             pass
     out[path] = seen
+failures = []
+for name, decode in (("b64", base64.b64decode), ("b64url", base64.urlsafe_b64decode)):
+    for before in range(6):
+        for after in range(6):
+            for padded in ("padded", "bare"):
+                request = urllib.request.Request(f"https://localhost:{port}/reflect/{name}/{before}/{after}/{padded}",
+                                                 headers={"Authorization": f"Bearer {token}"})
+                with urllib.request.urlopen(request, timeout=20) as answer:
+                    body = answer.read()
+                got = body[len(b"token="):-len(b"&x=1")]
+                wanted = bytes(range(200, 200 + before)) + token.encode() + b"-=!?%"[:after]
+                if decode(got + b"=" * (-len(got) % 4)) != wanted:
+                    failures.append(f"{name}/{before}/{after}/{padded}")
+out["reflect_failures"] = failures
 print(json.dumps(out))
 """
 
 
 def _hostile_host(cert: Path, key: Path):
     """A secret's host that hands the credential back in every way a careless or hostile API could:
-    split across chunks, compressed (twice), base64 at an odd offset, hex, in a header, and in a
-    coding the proxy cannot undo."""
+    split across chunks, compressed (twice), base64 at an odd offset, at every offset and length
+    glued to base64 characters of its own, hex, in a header, and in a coding the proxy cannot undo."""
     import base64
     import gzip
     import http.server
@@ -336,7 +350,12 @@ def _hostile_host(cert: Path, key: Path):
             echo = b"you sent " + token
             kind = self.path.strip("/")
             headers = {"Content-Type": "text/plain"}
-            if kind == "chunked":
+            if kind.startswith("reflect/"):  # the value in base64 at an offset and length, glued to its neighbours
+                _, name, before, after, padded = kind.split("/")
+                data = bytes(range(200, 200 + int(before))) + token + b"-=!?%"[: int(after)]
+                encoded = (base64.b64encode if name == "b64" else base64.urlsafe_b64encode)(data)
+                body = b"token=" + (encoded if padded == "padded" else encoded.rstrip(b"=")) + b"&x=1"
+            elif kind == "chunked":
                 cut = len(echo) - len(token) // 2
                 body = b"%x\r\n%s\r\n%x\r\n%s\r\n0\r\n\r\n" % (cut, echo[:cut], len(echo) - cut, echo[cut:])
                 headers["Transfer-Encoding"] = "chunked"
@@ -401,6 +420,7 @@ def test_a_secrets_host_cannot_hand_the_value_back_in_any_encoding_the_proxy_can
         assert placeholder in out[kind], (kind, out[kind])
     assert "you sent " + placeholder in out["b64"] and "you sent " + placeholder in out["b64url"], out
     assert placeholder in out["hex"], out["hex"]
+    assert out["reflect_failures"] == [], "a base64 reflection carried bits of the value into the container"
     assert out["br"].startswith("HTTP 502") and "cannot undo (br)" in out["br"], out["br"]
     records = read_log(state / "hostile" / "network.jsonl")
     assert any(r.get("status") == 502 and "not passed on" in r.get("reason", "") for r in records), records

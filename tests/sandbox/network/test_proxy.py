@@ -183,22 +183,40 @@ def test_the_host_is_the_targets_and_two_hosts_are_refused_on_record(world):
 
 
 def test_a_proxy_that_cannot_start_says_which_file_and_leaves_nothing(tmp_path, monkeypatch):
+    """A bundle is checked for kind and size before a byte is read (sandbox.named): /dev/zero, a named
+    pipe nobody writes, a folder, a file over the limit and one that holds no loadable certificate are
+    each refused at once in one line naming the flag; nothing is left."""
+    import os
     import tempfile
 
-    from sandbox.network.egress import EgressError
+    from sandbox.named import NamedFileError
+    from sandbox.network.egress import BUNDLE_LIMIT
 
     monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
     tempfile.tempdir = None  # read TMPDIR again
+    os.mkfifo(tmp_path / "pipe.pem")
+    (tmp_path / "plain.txt").write_text("hello")
+    with open(tmp_path / "big.pem", "wb") as big:
+        big.truncate(BUNDLE_LIMIT + 1)
+    (tmp_path / "broken.pem").write_text("-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n")
     try:
         for bundle, says in (
             (Path("relative/ca.pem"), "give an absolute path"),
             (tmp_path / "missing.pem", str(tmp_path / "missing.pem")),
-            (Path(__file__), "no PEM certificate"),
+            (tmp_path / "plain.txt", "no PEM certificate"),
+            (Path("/dev/zero"), "/dev/zero: is a character device, not a regular file"),
+            (tmp_path / "pipe.pem", "is a named pipe, not a regular file"),
+            (tmp_path, "is a folder, not a regular file"),
+            (tmp_path / "big.pem", "at most 16.0 MiB is read"),
+            (tmp_path / "broken.pem", "not a bundle of PEM certificates TLS can load"),
         ):
-            for kwargs in ({"upstream_ca": bundle}, {"trust": bundle}):
-                with pytest.raises(EgressError, match=re.escape(says)):
+            for kwargs, flag in (({"upstream_ca": bundle}, "--allow-net-ca"), ({"trust": bundle}, "--ca-bundle")):
+                with pytest.raises(NamedFileError, match=re.escape(says)) as refused:
                     Egress(["pypi"], tmp_path / "log.jsonl", "s", **kwargs).start()
+                assert str(refused.value).startswith(flag) and refused.value.exit_code == 64
+            with pytest.raises(NamedFileError, match=r"^--ca-bundle "):  # the one bundle for both: named as given
+                Egress(["pypi"], tmp_path / "log.jsonl", "s", upstream_ca=bundle, trust=bundle).start()
         assert list((tmp_path / "tmp").iterdir()) == [], "no harness-egress-* folder is left"
     finally:
         tempfile.tempdir = None

@@ -95,3 +95,35 @@ def test_the_value_goes_only_with_requests_under_its_path_and_no_compression_is_
     first, second = sent.split(b"GET /v2/")
     assert f"Bearer {VALUE}".encode() in first and b"Accept-Encoding" not in first
     assert f"Bearer {PLACEHOLDER}".encode() in second and VALUE.encode() not in second
+
+
+def _reflections():
+    """The value reflected in base64 by its own host at every offset and length: after 0-5 bytes and
+    before 0-5 bytes of its own, standard or URL-safe, padded or not, alone or glued to neighbours that
+    are base64 characters themselves (`token=`, `&x=1`), in one read or in pieces."""
+    for encoder in (base64.b64encode, base64.urlsafe_b64encode):
+        for before in range(6):
+            for after in range(6):
+                for padded in (True, False):
+                    data = bytes(range(200, 200 + before)) + VALUE.encode() + b"-=!?%"[:after]
+                    encoded = encoder(data)
+                    encoded = encoded if padded else encoded.rstrip(b"=")
+                    for left, right in ((b"", b""), (b'{"echo": "', b'"}'), (b"token=", b"&x=1"), (b"Zz9", b"Qq")):
+                        yield data, encoder, padded, left, right, encoded
+
+
+def test_a_base64_reflection_carries_no_bit_of_the_value_at_any_offset_or_length() -> None:
+    failures = []
+    for data, encoder, padded, left, right, encoded in _reflections():
+        body = left + encoded + right
+        raw = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+        for piece in (len(raw), 5):
+            out = _body(_through(raw, piece))
+            assert len(out) == len(body)
+            got = out[len(left) : len(left) + len(encoded)]
+            decoder = base64.b64decode if encoder is base64.b64encode else base64.urlsafe_b64decode
+            decoded = decoder(got + b"=" * (-len(got) % 4))
+            wanted = data.replace(VALUE.encode(), PLACEHOLDER.encode())
+            if decoded != wanted or out[: len(left)] != left or out[len(left) + len(encoded) :] != right:
+                failures.append((len(data) - len(VALUE), encoder.__name__, padded, left, right, piece, got))
+    assert not failures, f"{len(failures)} reflections leak bits of the value, e.g. {failures[:3]}"
