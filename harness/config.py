@@ -54,6 +54,21 @@ class LimitsConfig(BaseModel):
     """max_tokens asked of the model for one turn."""
 
 
+class SpendConfig(BaseModel):
+    """Ceilings over all runs and batches of the user (harness.spend): each run reserves what it may
+    spend before it starts, within what they leave, from a ledger of the user's own."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    daily_usd: float | None = Field(None, gt=0, allow_inf_nan=False)
+    """USD all runs may spend in one day (local time); None: no daily ceiling."""
+    monthly_usd: float | None = Field(None, gt=0, allow_inf_nan=False)
+    """USD all runs may spend in one calendar month; None: no monthly ceiling."""
+    ledger: Path | None = None
+    """The ledger file (default: `spend.jsonl` in the per-user data directory, or $HARNESS_SPEND_LEDGER):
+    runs that should share a ceiling must share it (a cluster's workers: a shared path)."""
+
+
 class ContextConfig(BaseModel):
     """Prompt budget and compaction."""
 
@@ -372,6 +387,8 @@ class RunConfig(BaseModel):
     """The commit a start state that is no git repository came from (the batch worker sets it for a
     mined task from its tags): the session records it and `harness apply` lands on it."""
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    spend: SpendConfig = Field(default_factory=SpendConfig)
+    """Ceilings over all the user's runs (`[spend]`): each run's cost limit is reserved within them."""
 
     @model_validator(mode="before")
     @classmethod
@@ -463,20 +480,18 @@ def load_config(
 
     overrides maps dotted keys (`limits.max_steps`) to values; None values are ignored.
     """
+    from sandbox.named import read_named
+
     data: dict[str, Any] = {}
     chosen = path if path is not None else default_config_path()
-    if path is not None and not path.is_file():
-        raise ConfigError(f"config file not found: {path}")
-    if chosen.is_file():
-        from sandbox.named import read_named
-
+    if path is not None or chosen.is_file():
         _refuse_repository_file(chosen, repo)
         raw = read_named(chosen, what="--config" if path is not None else "the config file", limit=CONFIG_LIMIT)
         try:
             data = tomllib.loads(raw.decode("utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
             raise ConfigError(f"{chosen}: not valid TOML: {error}") from None
-    return with_overrides(data, overrides or {}, str(chosen) if chosen.is_file() else "flags", flags=flags)
+    return with_overrides(data, overrides or {}, str(chosen) if data or path is not None else "flags", flags=flags)
 
 
 def with_overrides(

@@ -128,8 +128,9 @@ class ModelTurn(BaseModel):
     tool_calls: list[ToolCall] = Field(default_factory=list)
     stop_reason: StopReason = "end_turn"
     usage: Usage = Field(default_factory=Usage)
-    cost_usd: float = 0.0
-    """Cost of this turn including failed/retried attempts; 0 when unknown (recorded as such)."""
+    cost_usd: float = Field(0.0, ge=0, allow_inf_nan=False)
+    """Cost of this turn including failed/retried attempts; 0 when unknown (recorded as such). Never
+    NaN or infinite: a budget compares against it, and the record is JSON."""
     cost_known: bool = True
     """False when the model has no known price: cost_usd is 0 and should be flagged, not trusted."""
     latency_ms: int = 0

@@ -88,6 +88,13 @@ class SnapshotError(SandboxError, RuntimeError):
     infra_cause: ClassVar[str] = "snapshot_failed"
 
 
+class StoreAltered(SnapshotError):
+    """A stored snapshot object (or large file) no longer holds what its name says: its content was
+    altered on disk. Nothing is built from it; what was asked is refused whole."""
+
+    exit_code: ClassVar[int] = ExitCode.PATCH_CONFLICT
+
+
 class SessionNotFound(SnapshotError, LookupError):
     """No session with that id exists in the state directory."""
 

@@ -39,7 +39,9 @@ class ExitCode(IntEnum):
     USAGE = 64
     """Bad flag, argument or limit, or a step out of range."""
     PATCH_CONFLICT = 65
-    """The exported patch no longer applies to the original repository (it changed since import)."""
+    """What harness recorded no longer matches what is on disk: the exported patch no longer applies
+    to the original repository (it changed since import), or a stored snapshot object was altered (its
+    content no longer has its hash)."""
     NOT_FOUND = 66
     """Repository path, session, step or file does not exist."""
     MODEL_UNAVAILABLE = 69

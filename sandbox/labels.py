@@ -13,6 +13,9 @@ RUN = "harness.run"
 """The controller run that made the object (`$HARNESS_RUN_ID` in tests)."""
 PID = "harness.pid"
 """The controller's process id: a container whose controller is gone is a leftover."""
+OWNER = "harness.owner"
+"""That process's identity (its start time, boot, machine and pid namespace: sandbox.process), so a
+reused pid or another machine's is never taken for the maker."""
 KIND = "harness.kind"
 """What the object is: call (pooled), netns (holder), setup, step, bench, exec, warm (the warm service)."""
 SESSION = "harness.session"
@@ -36,12 +39,19 @@ def of_run(run_id: str, kind: str | None = None, **extra: str) -> dict[str, str]
     return labels
 
 
+def owner() -> dict[str, str]:
+    """The labels naming this process as an object's maker (its pid and identity)."""
+    import os
+
+    from sandbox.process import identity
+
+    return {PID: str(os.getpid()), OWNER: identity()}
+
+
 def of_process(run_id: str, kind: str) -> dict[str, str]:
     """The labels of a container this process made and owns while it lives: `harness sandbox prune`
     run anywhere (another terminal, another test) leaves it alone until this process is gone."""
-    import os
-
-    return of_run(run_id, kind, **{PID: str(os.getpid())})
+    return of_run(run_id, kind, **owner())
 
 
 def of_session(session_id: str, state_dir: str) -> dict[str, str]:

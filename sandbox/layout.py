@@ -93,6 +93,13 @@ class SessionFolder:
         return self.root / "menu.json"
 
     @property
+    def creating(self) -> Path:
+        """creating.json: the process making the session (its pid and identity, sandbox.process), there
+        until its session.json is written: a folder with it and no session.json whose maker is gone is
+        a create a crash cut short."""
+        return self.root / "creating.json"
+
+    @property
     def view(self) -> Path:
         """view.html: the trajectory page `harness view` writes (nothing reads it back)."""
         return self.root / "view.html"

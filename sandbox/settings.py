@@ -88,6 +88,11 @@ class SessionSettings(BaseModel):
         """The bundle the setup container trusts: `--setup-ca`, else `--ca-bundle`."""
         return self.setup_ca or self.ca_bundle
 
+    def named_bundles(self) -> list[tuple[Path, str]]:
+        """Each CA bundle the settings name, with the flag that names it."""
+        named = [(self.setup_ca, "--setup-ca"), (self.allow_net_ca, "--allow-net-ca"), (self.ca_bundle, "--ca-bundle")]
+        return [(Path(path).expanduser().absolute(), flag) for path, flag in named if path is not None]
+
     @property
     def proxy_trust(self) -> Path | None:
         """The bundle the egress proxy trusts upstream of a secret's host: `--allow-net-ca`, else `--ca-bundle`."""

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from harness.tools.mcp import Launched
     from sandbox.docker.containers import DockerSandbox
     from sandbox.docker.images import ImageStatus as ImageStatus
-    from sandbox.docker.prune import CachePrune
+    from sandbox.docker.prune import CachePrune, Swept
     from sandbox.docker.servers import ServicesNetwork
     from sandbox.envelope import Envelope
     from sandbox.session.records import StepImages
@@ -52,10 +52,59 @@ __all__ = [
 
 def connect(docker_host: str | None, *, timeout: int = 120) -> docker.DockerClient:
     """A client of the engine at docker_host (None: the default socket); EngineUnavailable, saying
-    how to start one, when none answers."""
+    how to start one, when none answers. The first connection of a process also sweeps the engine,
+    in the background, of what controllers provably gone left behind (`sweep_leftovers`)."""
     from sandbox.docker.engine import connect as connect_engine
 
-    return connect_engine(docker_host, timeout=timeout)
+    client = connect_engine(docker_host, timeout=timeout)
+    sweep_leftovers(docker_host)
+    return client
+
+
+_SWEPT: set[str | None] = set()
+SWEEP_EXIT_S = 5.0
+"""How long a process that ends waits for its start's sweep to finish."""
+SWEEP_OFF = "HARNESS_NO_SWEEP"
+"""Set to 1 in a process's environment, its start sweeps nothing (a bench measuring starts)."""
+
+
+def sweep_leftovers(docker_host: str | None, *, wait: bool = False) -> Swept | None:
+    """Once per process and engine: remove the containers, volumes and networks whose maker is provably
+    gone (sandbox.docker.prune.sweep), in a thread of its own so no command waits on it (at exit the
+    process gives it SWEEP_EXIT_S more; wait: in this thread, and say what went). Any failure is
+    silent: the next start, or `harness sandbox prune`, tries again."""
+    import atexit
+    import os
+    import threading
+
+    from sandbox.docker.prune import sweep
+
+    if docker_host in _SWEPT and not wait:
+        return None
+    _SWEPT.add(docker_host)
+    if os.environ.get(SWEEP_OFF) == "1" and not wait:
+        return None
+
+    def run() -> Swept | None:
+        from sandbox.docker.engine import connect as connect_engine
+
+        try:
+            client = connect_engine(docker_host, timeout=30)
+        except Exception:  # noqa: BLE001 - a sweep never fails a command
+            return None
+        try:
+            return sweep(client)
+        except Exception:  # noqa: BLE001
+            return None
+        finally:
+            client.close()
+
+    if wait:
+        return run()
+    thread = threading.Thread(target=run, name="harness-sweep", daemon=True)
+    thread.start()
+    atexit.register(thread.join, SWEEP_EXIT_S)
+    return None
 
 
 @contextlib.contextmanager
@@ -178,6 +227,14 @@ def prune_containers(
 
     with engine(docker_host) as client:
         return prune(client, everything=everything, run_id=run_id, extra=extra)
+
+
+def left_by_run(docker_host: str | None, run_id: str) -> Swept:
+    """What the run (a batch's run id) left on the engine after it ended."""
+    from sandbox.docker.prune import left_by_run as count
+
+    with engine(docker_host) as client:
+        return count(client, run_id)
 
 
 def prune_proxies() -> list[int]:
@@ -411,7 +468,6 @@ def mcp_launcher(
     """What starts one MCP server's container (hardened, stdin open, the workspace read-only unless
     writable, network none or an egress proxy of its own for allow_net): the bridge argv that joins a
     process's stdio to it, a stop that removes it, and a reader of its stderr."""
-    import os
     import sys
 
     from harness.tools.mcp import Launched
@@ -424,7 +480,7 @@ def mcp_launcher(
         client = connect(docker_host)
         proxy = Egress(allow_net, network_log).start() if allow_net else None
         server_spec = spec.model_copy(update={"egress": str(proxy.folder)}) if proxy is not None else spec
-        marks = {**spec.labels, **labels.of_run(run_id, "mcp"), labels.PID: str(os.getpid())}
+        marks = {**spec.labels, **labels.of_run(run_id, "mcp"), **labels.owner()}
         try:
             started = servers.start_server(
                 client, server_spec, argv, workspace, user=container_user(), labels=marks, writable=writable,
@@ -479,7 +535,6 @@ def start_services(
 ) -> RunningServices:
     """The services (harness.config.ServiceConfig by name) on a new internal network of the session,
     each ready (its health argv exits 0, or it runs) before this returns; SetupError otherwise."""
-    import os
     import threading
     import time
     import uuid
@@ -491,7 +546,7 @@ def start_services(
 
     client = connect(docker_host)
     name = f"harness-svc-{session_id}-{uuid.uuid4().hex[:6]}"
-    marks = {**spec.labels, **labels.of_run(run_id, "service"), labels.PID: str(os.getpid())}
+    marks = {**spec.labels, **labels.of_run(run_id, "service"), **labels.owner()}
     containers: dict[str, str] = {}
     started: list[servers.Started] = []
 
@@ -645,6 +700,10 @@ class EngineFacts:
     """Whether that is because the engine runs on another machine."""
     remote_note: str = ""
     """What travels as archives to such an engine, and what needs one on this machine."""
+    leftovers: Swept | None = None
+    """What controllers provably gone had left, removed now (every start of harness sweeps them)."""
+    unowned: int = 0
+    """Containers of a controller that is gone that name no identity (`harness sandbox prune` removes them)."""
     runsc_refused: str = ""
     """Why a call under runsc is refused on this engine though it lists runsc (empty: it is not)."""
 
@@ -662,6 +721,7 @@ def engine_facts(docker_host: str | None) -> EngineFacts:
         translate,
         unenforced_limits,
     )
+    from sandbox.docker.prune import left_unowned, sweep
 
     with engine(docker_host) as client, translate("asking the engine"):
         version, info = client.version(), client.info()
@@ -684,4 +744,6 @@ def engine_facts(docker_host: str | None) -> EngineFacts:
             another_machine=another_machine(client, info) is not None,
             remote_note=REMOTE_SERVED if remote else "",
             runsc_refused=PODMAN_NO_GVISOR if product == "Podman" and "runsc" in options else "",
+            leftovers=sweep(client),
+            unowned=left_unowned(client),
         )

@@ -24,7 +24,15 @@ from harness.agent.verify import VERIFY_START, Protection, Verifier, VerifyResul
 from harness.assembly import engine
 from harness.assembly.engine import step_images
 from harness.config import Devcontainer, RunConfig, with_overrides
-from harness.errors import ConfigError, ModelAuthError, NotFoundError, SessionError, StateError, UsageError
+from harness.errors import (
+    ConfigError,
+    HarnessError,
+    ModelAuthError,
+    NotFoundError,
+    SessionError,
+    StateError,
+    UsageError,
+)
 from harness.policy.gate import Gate
 from harness.providers.config import ProviderConfig
 from harness.providers.factory import make_provider
@@ -88,6 +96,9 @@ class Runtime:
     """Where the run's OpenTelemetry spans go (nowhere by default)."""
     trace_parent: dict[str, str] = field(default_factory=dict)
     """The W3C trace context the run span is a child of (a batch's task-run), empty for a root."""
+    spend_ledger: Path | None = None
+    """The ledger of spend across runs when the config names none ($HARNESS_SPEND_LEDGER; else the
+    per-user one)."""
     secret_values: dict[str, str] = field(default_factory=dict, repr=False)
     """The values of the session settings' `--secret` bindings, by NAME (read from their variables by
     the CLI): only the session's egress proxy gets them; every record and report redacts them."""
@@ -272,9 +283,11 @@ def create_session(
     session_id: str | None,
     warm: Path | None = None,
     secrets: Sequence[Secret] = (),
+    on_phase: Callable[[str], None] = _no_phase,
 ) -> Session:
     """A new session from repo: the workspace copy (into a borrowed warm slot when one is ready), the
-    setup step (cached), warm containers started as soon as the workspace exists, step 0."""
+    setup step (cached), warm containers started as soon as the workspace exists, step 0. on_phase is
+    told `session_ready` then, before the session's record exists (a crash test's point)."""
     from sandbox.session.session import SessionConfig
     from sandbox.session.setup import create_session as new_session
 
@@ -286,6 +299,7 @@ def create_session(
         if loan is not None and isinstance(sandbox, PooledSandbox):  # borrow lends to no other
             adopt(loan, config, sandbox, workspace, spec)
         prewarm(config, sandbox, workspace, spec)
+        on_phase("session_ready")
 
     try:
         return new_session(
@@ -677,13 +691,16 @@ def start_run(
     config = with_verify(config.model_copy(update={"model": absolute_model(config.model, sessions)}), Path(repo))
     config = with_setup(config, Path(repo))
     provider = build_provider(config, runtime)
+    can_start(config, runtime)
     if session_id is not None:  # a controller of this id that died (a batch worker killed mid-run) left these
         engine.prune_crashed(runtime.docker_host, sessions, session_id)
     with open_sandbox(runtime, session_id) as sandbox:
         config = devcontainer_built(config, sandbox, Path(repo))
         check_image(sandbox, config.image)
         secrets = bound_secrets(config.session.secrets, runtime.secret_values)
-        session = create_session(Path(repo), sessions, config, sandbox, session_id, warm_for(runtime), secrets)
+        session = create_session(
+            Path(repo), sessions, config, sandbox, session_id, warm_for(runtime), secrets, runtime.on_phase
+        )
         write_text_atomic(session.paths.run_config, config.model_dump_json(indent=1))
         state = RunState(session_id=session.id, task=task, model=config.model or "", snapshot_step=session.step)
         write_state(session.dir, state, runtime.secrets)
@@ -706,6 +723,7 @@ def _run_agent(
     resumed, and ended with it)."""
     with (
         running_lock(session.paths.running),
+        reserved(config, session, state, runtime) as config,
         services(config, session, runtime, sandbox) as running,
         mcp_servers(config, session, runtime) as servers,
     ):
@@ -740,6 +758,55 @@ def _run_agent(
             trajectory.append(EventRecord(event="workspace_kept", detail=kept[:500]))
             trajectory.close()
     return result
+
+
+@contextlib.contextmanager
+def reserved(config: RunConfig, session: Session, state: RunState, runtime: Runtime) -> Iterator[RunConfig]:
+    """The run's spend reserved in the user's ledger before it starts (harness.spend): the config with
+    its cost limit within what the ceilings leave; what it spent said when it ends, however it ends
+    (a kill -9 leaves the session's record to say it)."""
+    from harness import spend
+
+    ledger = config.spend.ledger or runtime.spend_ledger or spend.default_ledger()
+    base, base_steps = state.spent.cost_usd, state.spent.steps
+    wanted = None if config.limits.max_cost_usd is None else max(config.limits.max_cost_usd - base, 0.0)
+    ident, limit = spend.reserve(
+        config.spend, ledger, wanted_usd=wanted, model=config.model or "", session=session.dir,
+        price_known=price_known(config, runtime), base_usd=base,
+    )  # fmt: skip
+    if limit is not None and limit != wanted:
+        config = config.model_copy(
+            update={"limits": config.limits.model_copy(update={"max_cost_usd": base + limit})}, deep=True
+        )
+    outcome = "ended"
+    try:
+        yield config
+    except BaseException as error:
+        outcome = type(error).__name__
+        raise
+    finally:
+        try:
+            recorded = read_state(session.dir, RunState)
+        except HarnessError:
+            recorded = None
+        spent = recorded.spent if recorded is not None else state.spent
+        spend.settle(ledger, ident, spent_usd=spent.cost_usd - base, steps=spent.steps - base_steps, outcome=outcome)
+
+
+def can_start(config: RunConfig, runtime: Runtime) -> None:
+    """Refuse a run the spend ceilings would not let start, before anything of it is made."""
+    from harness import spend
+
+    ledger = config.spend.ledger or runtime.spend_ledger or spend.default_ledger()
+    spend.check_can_start(config.spend, ledger, model=config.model or "", price_known=price_known(config, runtime))
+
+
+def price_known(config: RunConfig, runtime: Runtime) -> bool:
+    """Whether the run's model has a price (an offline model's costs are its script's: known)."""
+    from harness.providers.pricing import model_price_known
+
+    settings = provider_settings(config, runtime.base_url_fallback, runtime.cloud_fallback)
+    return model_price_known(config.model or "", settings.prices)
 
 
 @contextlib.contextmanager
@@ -1012,6 +1079,7 @@ def resume_run(session_id: str, sessions: Path, runtime: Runtime, overrides: dic
     if state.finished and state.result is not None:
         raise StateError(f"session {session_id} already ended as {state.result.outcome}; nothing to resume")
     provider = build_provider(config, runtime)
+    can_start(config, runtime)
     changed = changed_settings(before, config)
     with open_sandbox(runtime, session_id) as sandbox:
         session = open_session(sessions, session_id, sandbox)

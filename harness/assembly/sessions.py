@@ -8,11 +8,12 @@ so), so a session is made, opened and removed the same way whoever asks.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.assembly import engine
+from harness.errors import StateError
 
 if TYPE_CHECKING:
     from sandbox.docker.containers import DockerSandbox
@@ -60,18 +61,94 @@ def open_session(sessions: Path, session_id: str) -> Session:
     return Session.open(sessions, session_id)
 
 
-def remove_session(session: Session, docker_host: str | None) -> str | None:
-    """Delete a session: its folder and the images its steps committed. When no engine answers the
-    folder still goes; the returned warning says the images are left for `harness sandbox prune`."""
-    from sandbox.errors import EngineUnavailable
+@dataclass
+class Removed:
+    """What `session rm` removed besides the session's folder, and what it could not."""
 
-    warning = None
+    branches: list[str] = field(default_factory=list)
+    """Its sub-agents' sessions (their branches of its snapshots), deepest first."""
+    containers: int = 0
+    """Containers a controller of it, now gone, had left (its pre-started calls, its holders)."""
+    warning: str | None = None
+
+
+def remove_session(session: Session, docker_host: str | None) -> Removed:
+    """Delete a session: its folder, the images its steps committed, its sub-agents' sessions (a branch
+    is part of its run), and what a controller of it that is gone left on the engine. When no engine
+    answers the folders still go; the warning says the images are left for `harness sandbox prune`."""
+    from sandbox.errors import EngineUnavailable, SandboxError
+    from sandbox.session.session import Session as Sessions
+
+    removed = Removed()
+    images = None
     try:
-        session.step_images = engine.engine_step_images(docker_host)
+        images = engine.engine_step_images(docker_host)
+        removed.containers = engine.prune_crashed(docker_host, session.dir.parent, session.id)
     except EngineUnavailable as error:
-        warning = f"images not removed ({error}); `harness sandbox prune` finds them later"
+        removed.warning = f"images not removed ({error}); `harness sandbox prune` finds them later"
+    for branch in branches(session.dir):
+        try:
+            child = Sessions.open(branch.parent, branch.name, images=images)
+        except SandboxError:
+            continue
+        with child:
+            child.delete()
+        removed.branches.append(branch.name)
+    session.step_images = images
     session.delete()
-    return warning
+    return removed
+
+
+def branches(folder: Path) -> list[Path]:
+    """The sub-agents' sessions of the session at folder (and theirs), deepest first: sessions of the
+    same state directory whose record names folder as the parent they branched from for a sub-agent."""
+    from sandbox import durable
+    from sandbox.layout import SessionFolder
+
+    folder = Path(folder).resolve()
+    children: dict[Path, list[Path]] = {}
+    for candidate in sorted(folder.parent.iterdir()):
+        if candidate.name.startswith(".") or not candidate.is_dir() or candidate.is_symlink():
+            continue
+        try:
+            parent = (durable.read_json(SessionFolder(candidate).info) or {}).get("parent") or {}
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(parent, dict) and parent.get("agent") and parent.get("folder"):
+            children.setdefault(Path(str(parent["folder"])).resolve(), []).append(candidate)
+    found: list[Path] = []
+
+    def below(node: Path) -> None:
+        for child in children.get(node, []):
+            below(child.resolve())
+            found.append(child)
+
+    below(folder)
+    return found
+
+
+def remove_cut_short(sessions: Path, session_id: str) -> bool:
+    """Remove the folder of a session whose create a crash cut short (no session.json, its maker
+    provably gone); False when there is no such folder. StateError when a live process is still
+    making it."""
+    from sandbox import durable
+    from sandbox.docker.prune import cut_short
+    from sandbox.layout import SessionFolder, objects_dir
+    from sandbox.snapshot.shared import SharedObjects
+    from sandbox.tree import remove_tree
+
+    folder = SessionFolder(Path(sessions) / session_id)
+    if "/" in session_id or session_id.startswith(".") or not folder.root.is_dir() or folder.info.exists():
+        return False
+    if not cut_short(folder):
+        try:
+            maker = durable.read_json(folder.creating).get("harness.pid", "?")
+        except (OSError, ValueError, AttributeError):
+            maker = "?"
+        raise StateError(f"session {session_id} is being created by process {maker}: it is no leftover yet")
+    remove_tree(folder.root, ignore_errors=True)
+    SharedObjects(objects_dir(Path(sessions))).remove_ref(folder.root)
+    return True
 
 
 def collect_objects(sessions: Path) -> Collected | None:

@@ -185,3 +185,32 @@ def plain_records(root: Path) -> list[PlainRun]:
         if run is not None:
             found.append(run)
     return found
+
+
+def read_left(batch_dir: Path) -> dict[str, int]:
+    """What the batch's last invocation left on the engine when it ended (containers, volumes,
+    networks); {} when it did not count (a batch on a cluster, or one from before the count)."""
+    try:
+        found = json.loads((Path(batch_dir) / "left.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    return {str(k): int(v) for k, v in found.items() if isinstance(v, int) and not isinstance(v, bool) and v >= 0}
+
+
+def read_spend(batch_dir: Path) -> dict[str, float | None]:
+    """The batch's spend against the ceilings as its last invocation ended (batch_usd, today_usd,
+    daily_usd, month_usd, monthly_usd); {} when none was kept."""
+    try:
+        found = json.loads((Path(batch_dir) / "spend.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    keys = ("batch_usd", "today_usd", "daily_usd", "month_usd", "monthly_usd")
+    return {
+        k: (float(found[k]) if isinstance(found.get(k), int | float) and not isinstance(found.get(k), bool) else None)
+        for k in keys
+        if k in found
+    }

@@ -167,6 +167,22 @@ class BatchDir:
             self.root.mkdir(parents=True, exist_ok=True)
             write_text_atomic(self.models_file, json.dumps(models))
 
+    @property
+    def spend_file(self) -> Path:
+        """spend.json: the batch's spend against the user's ceilings when its last invocation ended."""
+        return self.root / "spend.json"
+
+    def remember_spend(self, figures: dict[str, float | None]) -> None:
+        write_text_atomic(self.spend_file, json.dumps(figures))
+
+    @property
+    def left_file(self) -> Path:
+        """left.json: what the batch's last invocation left on this machine's engine when it ended."""
+        return self.root / "left.json"
+
+    def remember_left(self, counts: dict[str, int]) -> None:
+        write_text_atomic(self.left_file, json.dumps(counts))
+
     def record_path(self, key: TaskRunKey) -> Path:
         return self.root / "runs" / key.task_id / model_slug(key.model) / f"{key.run_index}.json"
 

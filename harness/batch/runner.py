@@ -109,6 +109,12 @@ def plan(tasks: TasksFile, models: list[str], runs: int | None) -> list[tuple[Ta
     return out
 
 
+def to_run(tasks: TasksFile, batch: BatchDir, models: list[str], runs: int | None) -> list[TaskRunKey]:
+    """The task-runs an invocation of the batch would run (those not recorded as done)."""
+    models = models or tasks.defaults.model or batch.models()
+    return [key for key, _ in plan(tasks, models, runs) if not _finished(batch.read(key))]
+
+
 @contextmanager
 def dask_client(cluster: str | None, workers: int) -> Iterator[Any]:
     """A client of the given scheduler, or of a local cluster on 127.0.0.1 (one session per worker;
@@ -237,6 +243,8 @@ class BatchRun:
         self.grow: Callable[[int], object] | None = None
         """`--workers auto` on a local cluster: start workers up to n (`LocalCluster.scale`)."""
         self.started_workers = 0
+        self.ceiling: str | None = None
+        """Why the user's spend ceiling refused a task-run (then no other starts)."""
         on_event(BatchEvent(kind="planned", queued=len(self.todo), done=self.skipped))
 
     def spec(self, key: TaskRunKey, task: Task, shipper: shipping.Shipper | None) -> TaskRunSpec:
@@ -274,7 +282,7 @@ class BatchRun:
             return f"the batch's token budget ({budget.max_tokens}) was spent"
         if budget.max_hours is not None and time.monotonic() - self.started >= budget.max_hours * 3600:
             return f"the batch's wall clock ({budget.max_hours:g} h) ran out"
-        return None
+        return self.ceiling
 
     def schedule(self, client: Any, slots: int, shipper: shipping.Shipper | None) -> None:
         """Keep slots task-runs running until the queue is empty, the budget spent or a stop asked;
@@ -335,6 +343,12 @@ class BatchRun:
 
     def _record(self, key: TaskRunKey, task: Task, output: TaskRunOutput) -> None:
         record = output.record
+        if record.status == "never_started":  # the user's spend ceiling refused it: no more start
+            self.ceiling = record.detail
+            self.batch.write(record)
+            self.counts["never"] += 1
+            self.on_event(BatchEvent(kind="never_started", key=key, record=record))
+            return
         if task.reference is not None:  # the client's path, not a worker's copy
             record = record.model_copy(update={"reference": str(Path(task.reference).resolve())})
         if output.session_files is not None:

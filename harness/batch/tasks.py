@@ -13,7 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from harness.config import DelegateConfig, FeatureAllow, HooksConfig, ServiceConfig
+from harness.config import DelegateConfig, FeatureAllow, HooksConfig, ServiceConfig, SpendConfig
 from harness.errors import ConfigError
 from harness.providers.config import ProviderConfig
 from harness.tools.declared import CommandToolConfig
@@ -90,6 +90,9 @@ class TaskDefaults(BaseModel):
     hooks: HooksConfig = Field(default_factory=HooksConfig)
     """Lifecycle hooks of every task-run (docs/hooks.md), the tasks file's author's own programs, run
     where the task-run runs (on a cluster: the worker's machine)."""
+    spend: SpendConfig = Field(default_factory=SpendConfig)
+    """The user's spend ceilings (`[spend]` of the user's config, set by `harness batch`): each task-run
+    reserves its cost within them (harness.spend)."""
     grace_s: float = Field(60.0, ge=1, le=24 * 3600)
     """How long a session may run past its wall clock (`limits.timeout_min`) before its worker stops it."""
 
@@ -208,6 +211,7 @@ def load_tasks(path: Path) -> TasksFile:
         if not repo.is_dir():
             raise ConfigError(f"{path}:{line}: repo: {task.repo} is not a directory (paths are relative to the file)")
         update: dict[str, Any] = {"repo": repo.resolve(), "session": _anchored(task.session, path)}
+        _bundles_checked(update["session"], path, line)
         if task.reference is not None:
             reference = task.reference if task.reference.is_absolute() else (path.parent / task.reference)
             if not reference.is_file():
@@ -232,6 +236,17 @@ def _with_defaults(raw: Any, defaults: TaskDefaults, path: Path, line: int) -> A
     if not isinstance(lifted, dict) or not isinstance(lifted.get("session", {}), dict):
         return lifted  # the model's validation names what is wrong
     return {**lifted, "session": {**dict(defaults.session), **lifted.get("session", {})}}
+
+
+def _bundles_checked(settings: SessionSettings, path: Path, line: int) -> None:
+    """ConfigError FILE:LINE when a CA bundle the task names is no regular file of a bundle's size."""
+    from sandbox.named import NamedFileError, check_named
+
+    for bundle, flag in settings.named_bundles():
+        try:
+            check_named(bundle, what=flag.removeprefix("--").replace("-", "_"), limit=16 * 1024**2)
+        except NamedFileError as error:
+            raise ConfigError(f"{path}:{line}: {error}") from None
 
 
 def _anchored(settings: SessionSettings, path: Path) -> SessionSettings:

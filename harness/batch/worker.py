@@ -25,6 +25,7 @@ from harness.batch.watchdog import Watchdog, killed_reason
 from harness.config import RunConfig, with_overrides
 from harness.errors import HarnessError, ModelUnavailable, UsageError
 from harness.providers.vendor import ModelSpec
+from harness.spend import CeilingReached
 from harness.telemetry.config import TelemetryConfig
 from harness.telemetry.traced import traced
 from harness.trajectory import read_records, read_state
@@ -126,6 +127,7 @@ def run_config(spec: TaskRunSpec) -> RunConfig:
         },
         "providers": {name: entry.model_dump(mode="json") for name, entry in defaults.providers.items()} or None,
         "hooks": defaults.hooks.model_dump(mode="json"),
+        "spend": defaults.spend.model_dump(mode="json"),
         "delegate": defaults.delegate.model_dump(mode="json"),
         "devcontainer_pull": defaults.devcontainer_pull,
         "devcontainer_features": {
@@ -265,6 +267,11 @@ def _run_task(spec: TaskRunSpec, watchdog: Watchdog | None) -> TaskRunRecord:
                     cause=infra_cause(error) if isinstance(error, EngineUnavailable) else machine_cause(error),
                     duration_s=round(time.monotonic() - started, 3),
                 )
+            )
+        except CeilingReached as error:  # the user's spend ceiling: it never started (a later batch runs it)
+            never = _record(spec, attempts, None, "gave_up")
+            return never.model_copy(
+                update={"status": "never_started", "outcome": "never_started", "detail": str(error)}
             )
         except (HarnessError, SandboxError) as error:  # it cannot start (bad config, no key, no image): a result
             return _record(spec, [*attempts, Attempt(outcome="config_error", detail=str(error))], None, "gave_up")

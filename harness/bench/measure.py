@@ -48,11 +48,10 @@ def warm_ready(folder: Path, image: str, count: int, timeout_s: float) -> bool:
 def docker_labels(run_id: str) -> list[str]:
     """`--label` flags for a container a bench makes with the docker CLI: its run, this process as
     its controller (so `harness sandbox prune` elsewhere leaves it while the bench runs) and its kind."""
-    import os
 
     from sandbox import labels
 
-    marks = {labels.RUN: run_id, labels.PID: str(os.getpid()), labels.KIND: "bench"}
+    marks = {labels.RUN: run_id, **labels.owner(), labels.KIND: "bench"}
     return [flag for name, value in marks.items() for flag in ("--label", f"{name}={value}")]
 
 

@@ -97,6 +97,7 @@ def execute(
     from harness.cli.batch_view import finished_line, live_display
     from harness.config import load_config
     from harness.providers.vendor import prefix_of
+    from harness.spend import default_ledger
 
     interrupts = [0]
 
@@ -127,6 +128,9 @@ def execute(
         user_config = load_config(None)  # its provider entries name the keys' variables (`api_key_env`)
         tasks.defaults.providers = {**user_config.providers, **tasks.defaults.providers}  # travels to the workers
         tasks.defaults.hooks = user_config.hooks.then(tasks.defaults.hooks)  # the user's first
+        ledger = user_config.spend.ledger or environment.spend_ledger() or default_ledger()
+        tasks.defaults.spend = user_config.spend.model_copy(update={"ledger": ledger})  # the user's, never the file's
+        _forecast(tasks, out, models, runs)
         tasks.defaults.devcontainer_pull = [*user_config.devcontainer_pull, *tasks.defaults.devcontainer_pull]
         tasks.defaults.devcontainer_features = {
             **user_config.devcontainer_features,
@@ -139,6 +143,7 @@ def execute(
                 *(t.model for t in tasks.tasks if t.model),
             ]
         }
+        batch_run_id = environment.run_id("batch")
         summary = run_batch(
             tasks,
             out.resolve(),
@@ -147,7 +152,7 @@ def execute(
             workers=slots,
             adaptive=adaptive,
             budget=budget,
-            run_id=environment.run_id("batch"),
+            run_id=batch_run_id,
             cluster=cluster,
             docker_host=environment.docker_host(),
             api_keys={k: v for k, v in keys.items() if v},
@@ -159,6 +164,9 @@ def execute(
             ),
         )
     signal.signal(signal.SIGINT, previous)
+    if cluster is None and summary.ran:  # a cluster's workers have engines of their own
+        _count_left(out, batch_run_id)
+    _keep_spend(tasks, out, summary.cost_usd)
     _write_reports(out)
     if json_out:
         print(json.dumps({"kind": "result", **summary.model_dump()}))
@@ -223,17 +231,93 @@ def _workers(value: str | int) -> int:
     return count
 
 
+def _forecast(tasks: TasksFile, out: Path, models: list[str], runs: int | None) -> None:
+    """Before a batch: what the user's past runs say its task-runs will cost, per model, against what
+    the spend ceilings leave; a model without a price is refused when a ceiling is set (never $0)."""
+    from collections import Counter
+
+    from harness.batch.records import BatchDir
+    from harness.batch.runner import to_run
+    from harness.providers.pricing import model_price_known
+    from harness.spend import PriceUnknown, forecast, standing_now
+
+    spend = tasks.defaults.spend
+    assert spend.ledger is not None
+    planned = Counter(key.model for key in to_run(tasks, BatchDir(out), models, runs))
+    ceilings = spend.daily_usd is not None or spend.monthly_usd is not None
+    p90 = 0.0
+    for model, count in sorted(planned.items()):
+        provider = tasks.defaults.providers.get(model.partition(":")[0])
+        if not model_price_known(model, provider.prices if provider else {}):
+            if ceilings:
+                raise PriceUnknown(
+                    f"{model} has no known price, so the spend ceiling in your config cannot hold this batch: give "
+                    'its price (`[providers.PREFIX.prices."MODEL"]`) or run it without [spend] ceilings'
+                )
+            err_console.print(f"forecast: {model}: its price is unknown (spend not forecast)", markup=False)
+            continue
+        said = forecast(spend.ledger, model, count)
+        p90 += said.cost_p90 * count
+        err_console.print(f"forecast: {said.line()}", markup=False, soft_wrap=True)
+    if ceilings:
+        now = standing_now(spend, spend.ledger)
+        left = now.left_usd or 0.0
+        err_console.print(f"spend ceilings: {now.line()}; ${left:.2f} left", markup=False, soft_wrap=True)
+        if p90 > left:
+            err_console.print(
+                f"warning: the p90 forecast (${p90:.2f}) passes what the ceilings leave: task-runs past them will "
+                "not start (each reserves its cost before it starts)",
+                markup=False,
+                soft_wrap=True,
+            )
+
+
+def _keep_spend(tasks: TasksFile, out: Path, batch_usd: float) -> None:
+    """The batch's spend against the user's ceilings now that it ended, kept for its report."""
+    from harness.batch.records import BatchDir
+    from harness.spend import standing_now
+
+    spend = tasks.defaults.spend
+    if spend.ledger is None:
+        return
+    now = standing_now(spend, spend.ledger)
+    BatchDir(out).remember_spend(
+        {"batch_usd": batch_usd, "today_usd": now.today_usd, "daily_usd": now.daily_usd,
+         "month_usd": now.month_usd, "monthly_usd": now.monthly_usd}
+    )  # fmt: skip
+
+
+def _count_left(out: Path, run_id: str) -> None:
+    """What the batch left on this machine's engine now that it ended, kept for the report."""
+    from harness.assembly import engine
+    from harness.batch.records import BatchDir
+    from sandbox.errors import SandboxError
+
+    try:
+        left = engine.left_by_run(environment.docker_host(), run_id)
+    except SandboxError:
+        return
+    BatchDir(out).remember_left(left.model_dump())
+
+
 def _write_reports(out: Path) -> None:
     """report.json, report.md and report.html (with a page per task-run) beside the records, at the
     end of every batch."""
     from harness.batch.adaptive import read_log
+    from harness.batch.plain import read_left, read_spend
     from harness.batch.records import BatchDir
     from harness.report import pages
     from harness.report.metrics import report
     from harness.report.render import as_json, as_markdown
     from sandbox.durable import write_text_atomic
 
-    made = report(BatchDir(out).records(), source=str(out), concurrency=read_log(out))
+    made = report(
+        BatchDir(out).records(),
+        source=str(out),
+        concurrency=read_log(out),
+        left_behind=read_left(out),
+        spend=read_spend(out),
+    )
     write_text_atomic(out / "report.json", as_json([made]))
     write_text_atomic(out / "report.md", as_markdown([made]))
     pages.write_batch(out)

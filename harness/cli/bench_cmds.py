@@ -666,3 +666,29 @@ def bench_setup(
     console.print(
         f"vs base + install {result.floor_s:.0f} s: {result.demo_over_floor:.2f}x (target <= 1.5)", markup=False
     )
+
+
+@bench_app.command("hooks")
+def bench_hooks(
+    rounds: int = typer.Option(3, "--rounds", min=1, max=20, help="Runs of each memory side."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """A host hook's cost to the controller: peak memory under a hook printing 1 GB against a quiet one;
+    how long a hook's leftover daemon, or a hook past its timeout, holds its call."""
+    from harness.bench.hooks import measure
+
+    with reported():
+        _client()
+        result = measure(environment.run_id("bench"), rounds=rounds)
+    if as_json:
+        print(result.model_dump_json())
+        return
+    memory = "ok" if result.peak_over_quiet_mb <= 20 else "over the 20 MB target"
+    console.print(
+        f"controller peak memory: hook printing 1 GB {result.loud_peak_mb:.1f} MB, quiet hook "
+        f"{result.quiet_peak_mb:.1f} MB: +{result.peak_over_quiet_mb:.1f} MB ({memory})"
+    )
+    for label, held in (("a daemon left holding its pipes", result.daemon_hold_s),
+                        ("a hook past its 2 s timeout, beside a daemon", result.timeout_hold_s)):  # fmt: skip
+        verdict = "ok" if held <= result.hold_bound_s else f"over the {result.hold_bound_s:g} s target"
+        console.print(f"{label}: held its call {held:.2f} s ({verdict})")

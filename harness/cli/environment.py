@@ -23,8 +23,9 @@ if TYPE_CHECKING:
     from harness.telemetry.config import TelemetryConfig
 
 LOOP_PHASES = ("model_answered", "turn_recorded", "calls_returned", "mid_tool", "mid_snapshot", "after_snapshot")
-CRASH_PHASES = (*LOOP_PHASES, *(f"child_{phase}" for phase in LOOP_PHASES))
-"""Where `HARNESS_CRASH_AT` may kill: the loop's phases, and a sub-agent's (`child_...`)."""
+CRASH_PHASES = ("session_ready", *LOOP_PHASES, *(f"child_{phase}" for phase in LOOP_PHASES))
+"""Where `HARNESS_CRASH_AT` may kill: a new session's (its workspace and warm calls made, its record
+not yet), the loop's phases, and a sub-agent's (`child_...`)."""
 
 
 def run_id(prefix: str = "run") -> str:
@@ -197,7 +198,17 @@ def runtime(
         on_phase=crash_hook(),
         interactive=interactive,
         warm_dir=warm_dir(),
+        spend_ledger=spend_ledger(),
     )
+
+
+def spend_ledger() -> Path | None:
+    """$HARNESS_SPEND_LEDGER: the ledger of spend across runs (harness.spend), else None (the config's,
+    else the per-user one)."""
+    from pathlib import Path
+
+    value = os.environ.get("HARNESS_SPEND_LEDGER")
+    return Path(value).expanduser().absolute() if value else None
 
 
 def warm_folder() -> str:

@@ -339,6 +339,7 @@ def doctor() -> None:
                 f"less than 5 GiB free at {root}: run `harness sandbox prune --all` and `docker image prune`"
             )
     console.print(f"warm service: {_warm_state()}", soft_wrap=True, markup=False)
+    console.print(f"leftovers: {leftover_line(facts.leftovers, facts.unowned)}", soft_wrap=True, markup=False)
     for preset in ("pypi", "npm", "go"):
         console.print(registry_line(preset), soft_wrap=True, markup=False)
     for problem in problems:
@@ -346,6 +347,20 @@ def doctor() -> None:
     if problems:
         raise typer.Exit(int(ExitCode.SANDBOX))
     console.print("[green]all good[/]")
+
+
+def leftover_line(swept: Any, unowned: int) -> str:
+    """What controllers that are gone had left on the engine, in one line (doctor's)."""
+    parts = [
+        f"{count} {name}" for name, count in (("container(s)", swept.containers), ("volume(s)", swept.volumes),
+                                              ("network(s)", swept.networks)) if swept is not None and count
+    ]  # fmt: skip
+    said = (
+        f"removed {', '.join(parts)} that controllers now gone had left" if parts else "none of a controller now gone"
+    )
+    if unowned:
+        said += f"; {unowned} container(s) of an older harness's controller that is gone: `harness sandbox prune`"
+    return said
 
 
 def registry_line(preset: str, resolve: Any = None) -> str:

@@ -136,16 +136,26 @@ def _step_range(steps: list[int]) -> str:
 
 @session_app.command("rm")
 def session_rm(session_id: str = typer.Argument(..., metavar="SESSION"), state: Path | None = _STATE) -> None:
-    """Delete a session: its workspace, snapshots and the images its steps committed."""
+    """Delete a session: its workspace, snapshots, the images its steps committed, its sub-agents'
+    sessions and what a crashed controller of it left running; or the folder of a create a crash cut
+    short."""
     from rich.markup import escape
 
-    from harness.assembly.sessions import collect_objects, remove_session
+    from harness.assembly.sessions import collect_objects, remove_cut_short, remove_session
 
+    with reported():
+        if remove_cut_short(state_dir(state), session_id):
+            console.print(f"removed session {session_id} (its create was cut short: it never had a step)", markup=False)
+            return
     with _opened(state, session_id) as session:
-        warning = remove_session(session, docker_host())
-        if warning:
-            err_console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+        removed = remove_session(session, docker_host())
+        if removed.warning:
+            err_console.print(f"[yellow]warning:[/] {escape(removed.warning)}", soft_wrap=True)
     console.print(f"removed session {session_id}", markup=False)
+    if removed.branches:
+        console.print(f"removed its sub-agents' sessions: {', '.join(removed.branches)}", markup=False)
+    if removed.containers:
+        console.print(f"removed {removed.containers} container(s) a crashed controller of it had left", markup=False)
     with reported():
         say_collected(collect_objects(state_dir(state)))
 

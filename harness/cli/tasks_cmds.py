@@ -45,8 +45,13 @@ def setup_policy(setup: list[str], allow_net: list[str], ca_bundle: Path | None,
         fail("--setup none stands alone (no other --setup with it)", ExitCode.USAGE)
     if NONE in setup and (allow_net or ca_bundle):
         fail("--allow-net and --ca-bundle are for a setup: drop --setup none", ExitCode.USAGE)
-    if ca_bundle is not None and not ca_bundle.expanduser().is_file():
-        fail(f"--ca-bundle {ca_bundle}: no such file", ExitCode.USAGE)
+    if ca_bundle is not None:
+        from sandbox.named import NamedFileError, check_named
+
+        try:
+            check_named(ca_bundle, what="--ca-bundle", limit=16 * 1024**2)
+        except NamedFileError as error:
+            fail(str(error), ExitCode.USAGE)
     bundle = ca_bundle.expanduser().absolute() if ca_bundle is not None else None
     return SetupPolicy(commands=list(setup), allow_net=list(allow_net), ca_bundle=bundle, timeout_s=timeout)
 

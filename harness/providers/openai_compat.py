@@ -355,6 +355,8 @@ def stream_error(payload: dict[str, Any]) -> ToolCall:
     that failed to parse, so the model is told exactly like for invalid JSON and can try again."""
     nested = payload.get("error")
     error: dict[str, Any] = nested if isinstance(nested, dict) else payload
+    if isinstance(nested, str) and nested:  # `{"error": "tool_use_failed"}`: the string is its code
+        error = {**payload, "code": nested, "message": payload.get("message") or nested}
     message = str(error.get("message") or "an error occurred during streaming")
     code, kind = error.get("code"), str(error.get("type") or "")
     if code == "tool_use_failed" or kind == "tool_use_failed":
@@ -382,12 +384,31 @@ def stream_error(payload: dict[str, Any]) -> ToolCall:
 
 
 def _status_of(code: Any, error: dict[str, Any], payload: dict[str, Any]) -> int | None:
+    """The HTTP status an in-band error stands for: a number it carries, else what its type or code
+    names (`invalid_request_error` is a 400 whatever else it says: never retried, each retry billed)."""
     for value in (code, error.get("status"), error.get("status_code"), payload.get("status_code")):
-        if isinstance(value, int) and 100 <= value <= 599:
+        if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
             return value
         if isinstance(value, str) and value.isdigit() and 100 <= int(value) <= 599:
             return int(value)
+    for value in (error.get("type"), code, error.get("status"), payload.get("type")):
+        if isinstance(value, str):
+            for names, status in _NAMED_STATUS:
+                if any(name in value.lower() for name in names):
+                    return status
     return None
+
+
+_NAMED_STATUS: tuple[tuple[tuple[str, ...], int], ...] = (
+    (("rate_limit", "too_many_requests", "resource_exhausted"), 429),
+    (("authentication", "unauthenticated", "invalid_api_key", "unauthorized"), 401),
+    (("permission", "forbidden"), 403),
+    (("not_found",), 404),
+    (("server_error", "internal", "overloaded", "unavailable", "api_error", "timeout", "bad_gateway"), 503),
+    (("invalid_request", "bad_request", "invalid_argument", "unprocessable", "validation", "tool_use_failed"), 400),
+)
+"""What an error's type or code names, as the status it stands for (OpenAI's, Groq's, OpenRouter's,
+Gemini's and vLLM's names), the first match deciding."""
 
 
 def _called_name(raw: str) -> str:

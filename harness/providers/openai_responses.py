@@ -33,7 +33,7 @@ from harness.providers.sse import WireItem
 from harness.providers.stream import drain
 from harness.types import Message, ModelTurn, Reasoning, StopReason, ToolCall, ToolSchema, Usage
 
-RESPONSE_ITEMS = ("reasoning", "message", "function_call")
+RESPONSE_ITEMS = ("reasoning", "item_reference", "message", "function_call")
 """The kinds of output item a turn keeps in `Reasoning.blocks` (reasoning items whole, the message
 and the function calls as places), so the next request sends them back in their order."""
 _ENDED = {"response.completed", "response.incomplete", "response.failed"}
@@ -122,6 +122,9 @@ class ResponseAssembly:
         self.incomplete_reason = ""
         self.usage: Usage | None = None
         self.model = ""
+        self.stored = False
+        """The server says it kept the response (`store: true`, whatever the request asked): its
+        items can be referred to by id."""
 
     def add(self, item: WireItem) -> None:
         """Fold one event (or a whole response from a server that ignored `stream: true`)."""
@@ -159,10 +162,12 @@ class ResponseAssembly:
             self._end(response)
         elif kind == "response.created":
             self.model = str((payload.get("response") or {}).get("model") or self.model)
+            self.stored = (payload.get("response") or {}).get("store") is True
 
     def _end(self, response: dict[str, Any]) -> None:
         """The final response: its output list is the whole truth where it has one."""
         self.model = str(response.get("model") or self.model)
+        self.stored = response.get("store") is True if "store" in response else self.stored
         self._add_usage(response.get("usage"))
         for index, output in enumerate(response.get("output") or ()):
             if isinstance(output, dict):
@@ -204,7 +209,10 @@ class ResponseAssembly:
             elif kind == "reasoning":
                 summary = [str(s.get("text") or "") for s in item.get("summary") or () if isinstance(s, dict)]
                 thoughts.append("".join(summary) or "".join(self.summary.get(index, [])))
-                places.append({k: v for k, v in item.items() if k != "status"})
+                if not item.get("encrypted_content") and self.stored and isinstance(item.get("id"), str):
+                    places.append({"type": "item_reference", "id": item["id"]})  # kept there: sent back by id
+                else:
+                    places.append({k: v for k, v in item.items() if k != "status"})
         stop: StopReason = "tool_use" if calls else "end_turn"
         if refusal:
             stop = "refusal"
@@ -257,6 +265,8 @@ def _assistant_items(message: Message) -> list[dict[str, Any]]:
         if kind == "reasoning" and place.get("encrypted_content"):
             # only with its encrypted content: with nothing stored server-side, a bare id is unknown there
             items.append(dict(place))
+        elif kind == "item_reference" and place.get("id"):  # a reasoning item the server said it kept
+            items.append({"type": "item_reference", "id": str(place["id"])})
         elif kind == "message" and message.content and not said:
             items.append({"role": "assistant", "content": message.content})
             said = True

@@ -83,3 +83,14 @@ def _override_cost(price: ModelPrice, usage: Usage) -> float:
         + usage.output_tokens * price.output_per_mtok
     )
     return total / 1_000_000
+
+
+def model_price_known(spec: str, prices: Mapping[str, ModelPrice] | None = None) -> bool:
+    """Whether a `PREFIX:MODEL` spec has a price (a config override or the table's); an offline model
+    (scripted, replay, reference) costs what its script says: known."""
+    from harness.providers.vendor import ModelSpec
+
+    model = ModelSpec.of(spec)
+    if not model.vendor.networked:
+        return True
+    return PriceTable(prices, vendor=model.prefix).cost(model.target, Usage(input_tokens=1000)).known

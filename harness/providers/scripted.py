@@ -245,8 +245,8 @@ def _count(node: Node, source: str, what: str, number: type = int) -> Any:
         value = number(node.value) if isinstance(node, ScalarNode) else -1
     except ValueError:
         value = -1
-    if value < 0:
-        raise _error(source, node, f"{what!r} must be a number, 0 or more")
+    if not 0 <= value < float("inf"):  # NaN and infinity too: a cost nobody can add up
+        raise _error(source, node, f"{what!r} must be a finite number, 0 or more")
     return value
 
 

@@ -145,6 +145,12 @@ class Report:
     `same_lines`: the files where their hunks cover the same lines of the original)."""
     concurrency: list[dict[str, Any]] = field(default_factory=list)
     """`--workers auto`: each change of the limit (`ts`, `limit`, `running`, `why`), oldest first."""
+    spend: dict[str, float | None] = field(default_factory=dict)
+    """The batch's spend against the user's ceilings as it ended (batch_usd, today_usd, daily_usd,
+    month_usd, monthly_usd); empty for a batch from before they were kept."""
+    left_behind: dict[str, int] = field(default_factory=dict)
+    """What the batch left on this machine's engine when it ended (containers, volumes, networks);
+    empty when it was not counted (a batch on a cluster)."""
 
 
 def infra_failed(record: TaskRun) -> bool:
@@ -197,8 +203,15 @@ def figures(records: Sequence[TaskRun]) -> Figures:
     )
 
 
-def report(records: Iterable[TaskRun], source: str = "", concurrency: Sequence[Change] = ()) -> Report:
-    """The report of a batch's records (and, run with `--workers auto`, its limit over time)."""
+def report(
+    records: Iterable[TaskRun],
+    source: str = "",
+    concurrency: Sequence[Change] = (),
+    left_behind: dict[str, int] | None = None,
+    spend: dict[str, float | None] | None = None,
+) -> Report:
+    """The report of a batch's records (and, run with `--workers auto`, its limit over time; what it
+    left on the engine when it ended)."""
     records = list(records)
     ran = [r for r in records if r.status != "never_started"]
     infra = [r for r in ran if infra_failed(r)]
@@ -245,6 +258,8 @@ def report(records: Iterable[TaskRun], source: str = "", concurrency: Sequence[C
         per_task=per_task,
         overlaps=[pair.__dict__ for pair in overlaps(ran)],
         concurrency=[change._asdict() for change in concurrency],
+        left_behind=dict(left_behind or {}),
+        spend=dict(spend or {}),
     )
 
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness.batch.adaptive import read_log
+from harness.batch.plain import read_left, read_spend
 from harness.batch.records import BatchDir, TaskRunRecord
 from harness.errors import UsageError
 from harness.report import harbor_jobs, report_page, session_view, trajectory_page
@@ -71,7 +72,9 @@ def batch_report(dirs: Sequence[Path], *, page_dir: Path, linked: bool = True) -
                 return None
             return relative_href(page_path(batch, record), page_dir)
 
-        made = report(records, source=str(root), concurrency=read_log(root))
+        made = report(
+            records, source=str(root), concurrency=read_log(root), left_behind=read_left(root), spend=read_spend(root)
+        )
         batches.append(report_page.Batch(made, records, href, read_marks(root)))
     return report_page.render(batches)
 

@@ -54,7 +54,7 @@ def text_report(dirs: Sequence[Path], fmt: str) -> str:
     """The report of batch directories and Harbor job directories, side by side, as Markdown or JSON
     (a batch's records read as plain data: the report acts on none of them)."""
     from harness.batch.adaptive import read_log
-    from harness.batch.plain import plain_records
+    from harness.batch.plain import plain_records, read_left, read_spend
     from harness.report import harbor_jobs
 
     for folder in dirs:
@@ -62,7 +62,13 @@ def text_report(dirs: Sequence[Path], fmt: str) -> str:
     reports = [
         metrics.report(harbor_jobs.records(folder), source=str(folder))
         if harbor_jobs.is_job(folder)
-        else metrics.report(plain_records(folder), source=str(folder), concurrency=read_log(folder))
+        else metrics.report(
+            plain_records(folder),
+            source=str(folder),
+            concurrency=read_log(folder),
+            left_behind=read_left(folder),
+            spend=read_spend(folder),
+        )
         for folder in dirs
     ]
     return as_json(reports) if fmt == "json" else as_markdown(reports)
@@ -74,6 +80,34 @@ def check_source(folder: Path) -> None:
 
     if not (Path(folder) / "runs").is_dir() and not harbor_jobs.is_job(folder):
         raise NotFoundError(f"{folder} is no batch directory (no runs/ in it) and no Harbor job directory")
+
+
+def spend_line(spend: dict[str, float | None]) -> str:
+    """The batch's spend against the user's ceilings, in one sentence."""
+
+    def dollars(key: str) -> str:
+        value = spend.get(key)
+        return f"${value:.4f}" if value is not None else "?"
+
+    def ceiling(key: str, name: str) -> str:
+        value = spend.get(key)
+        return f" of the ${value:.2f} {name} ceiling" if value is not None else f" (no {name} ceiling)"
+
+    return (
+        f"Spend: this batch {dollars('batch_usd')}; today {dollars('today_usd')}{ceiling('daily_usd', 'daily')}; "
+        f"this month {dollars('month_usd')}{ceiling('monthly_usd', 'monthly')}."
+    )
+
+
+def left_line(left: dict[str, int]) -> str:
+    """What a batch left on the engine when it ended, in one sentence."""
+    parts = [f"{count} {name}" for name, count in left.items() if count]
+    if not parts:
+        return "Left on the engine when the batch ended: nothing."
+    return (
+        f"Left on the engine when the batch ended: {', '.join(parts)} (the next start of harness removes what a "
+        "controller now gone left; `harness sandbox prune` the rest)."
+    )
 
 
 def as_json(reports: Sequence[Report]) -> str:
@@ -108,7 +142,13 @@ def as_markdown(reports: Sequence[Report]) -> str:
         rules = ", ".join(f"{rule}: {count}" for rule, count in report.overall.first_tool_rules.items())
         lines += ["", f"First-tool rule applied: {_escape(rules) or 'none'}."]
         if report.never_started:
-            lines.append(f"{report.never_started} task-run(s) never started (the batch budget was spent).")
+            lines.append(
+                f"{report.never_started} task-run(s) never started (a batch budget or a spend ceiling was reached)."
+            )
+        if report.spend:
+            lines.append(spend_line(report.spend))
+        if report.left_behind:
+            lines.append(left_line(report.left_behind))
         lines += ["", "### Where it failed", ""]
         lines += [f"- {_escape(why)}: {count}" for why, count in report.failures.outcomes.items()] or ["- nothing"]
         if report.failures.tool_errors:

@@ -17,7 +17,7 @@ from harness.report.html import esc, page, table
 from harness.report.metrics import Figures, Report, completion, first_tool
 from harness.report.overlaps import Overlap, by_session
 from harness.report.patchstats import patch_stats
-from harness.report.render import ROWS, concurrency_lines, delta, format_value, infra_line
+from harness.report.render import ROWS, concurrency_lines, delta, format_value, infra_line, left_line, spend_line
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,12 @@ def _batch(name: str, batch: Batch, *, several: bool) -> str:
     rules = ", ".join(f"{rule}: {count}" for rule, count in report.overall.first_tool_rules.items())
     parts.append(f'<p class="muted">First-tool rule applied: {esc(rules or "none")}.</p>')
     if report.never_started:
-        parts.append(f"<p>{report.never_started} task-run(s) never started (the batch budget was spent).</p>")
+        never = f"{report.never_started} task-run(s) never started (a batch budget or a spend ceiling was reached)."
+        parts.append(f"<p>{never}</p>")
+    if report.spend:
+        parts.append(f"<p>{esc(spend_line(report.spend))}</p>")
+    if report.left_behind:
+        parts.append(f"<p>{esc(left_line(report.left_behind))}</p>")
     parts.append("<h3>Where it failed</h3>")
     failures = report.failures
     parts.append(_counts(failures.outcomes, "why", "nothing failed"))

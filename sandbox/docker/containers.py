@@ -549,7 +549,7 @@ class DockerSandbox:
                     self._api.wait(cid, timeout=10)
 
     def _labels(self, spec: SandboxSpec) -> dict[str, str]:
-        labels = {**spec.labels, **labels_of.of_run(self.run_id), labels_of.PID: str(os.getpid())}
+        labels = {**spec.labels, **labels_of.of_run(self.run_id), **labels_of.owner()}
         if self.session_id:
             labels[labels_of.SESSION] = self.session_id
         return labels

@@ -426,7 +426,7 @@ def build_task(
             )
         _onbuild_checked(client, image, "the task's Dockerfile builds over")
     stage = f"{tag}-task"
-    owner = {labels.KIND: "task", labels.PID: str(os.getpid()), **({labels.RUN: run_id} if run_id else {})}
+    owner = {labels.KIND: "task", **labels.owner(), **({labels.RUN: run_id} if run_id else {})}
     _build_one(client, "task", stage, "task", log, path=context, buildargs={}, extra_labels=owner)
     built = client.images.get(stage)
     workdir = (built.attrs.get("Config") or {}).get("WorkingDir") or "/workspace"

@@ -18,6 +18,7 @@ import contextlib
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import docker
 import requests
@@ -71,18 +72,12 @@ def orphaned(container: Container) -> bool:
 
 
 def orphaned_labels(marks: dict[str, str]) -> bool:
-    """orphaned() on an object's labels (a network's, an image's)."""
-    pid = (marks or {}).get(labels.PID, "")
-    if not pid.isdigit():
-        return True
-    import psutil  # here: a session imports this module, and only a prune asks
+    """orphaned() on an object's labels (a network's, a volume's, an image's): its maker is provably
+    gone (sandbox.process: the pid and its identity; another machine's object never is)."""
+    from sandbox.process import gone
 
-    try:
-        return psutil.Process(int(pid)).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-    except psutil.Error:  # not ours to inspect: alive as far as we can tell
-        return False
+    marks = marks or {}
+    return gone(marks.get(labels.PID, ""), marks.get(labels.OWNER))
 
 
 def prune(
@@ -113,6 +108,68 @@ def prune(
         remove_task_images(client, run_id, everything)
         remove_service_networks(client, run_id, everything)
     return removed
+
+
+class Swept(BaseModel):
+    """What one sweep found of makers provably gone (sandbox.process), and removed."""
+
+    containers: int = 0
+    volumes: int = 0
+    networks: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.containers + self.volumes + self.networks
+
+
+def sweep(client: docker.DockerClient, *, remove: bool = True) -> Swept:
+    """One pass over the containers, volumes and networks that name their maker's identity: those
+    whose maker is provably gone are removed (or only counted, remove=False). Objects without an
+    identity (an older harness's, a test's own) are `harness sandbox prune`'s: a sweep any start makes
+    never guesses."""
+    wanted = {labels.OWNER: None}
+    doomed = [c for c in find_containers(client, wanted) if _provably_gone(c.labels)]
+    doomed.sort(key=lambda c: (c.labels or {}).get(labels.KIND) == "netns")  # holders last (Podman)
+    swept = Swept(containers=remove_containers(client, doomed) if remove else len(doomed))
+    with translate("listing volumes"):
+        volumes = [v for v in client.volumes.list(filters={"label": labels.OWNER}) if _provably_gone(_marks(v))]
+    with translate("listing networks"):
+        networks = [n for n in client.networks.list(filters={"label": labels.OWNER}) if _provably_gone(_marks(n))]
+    if not remove:
+        return swept.model_copy(update={"volumes": len(volumes), "networks": len(networks)})
+    swept.volumes = _removed([v.remove for v in volumes])  # refused while a container uses one
+    swept.networks = _removed([n.remove for n in networks])
+    return swept
+
+
+def left_by_run(client: docker.DockerClient, run_id: str) -> Swept:
+    """The containers, volumes and networks of run_id still on the engine whose maker is gone: what a
+    run (a batch's processes) that ended left behind. A live process's are not counted (a run id can
+    be shared: tests give one to many runs)."""
+    label = f"{labels.RUN}={run_id}"
+    with translate("listing what the run left"):
+        return Swept(
+            containers=sum(orphaned_labels(c.labels) for c in find_containers(client, {labels.RUN: run_id})),
+            volumes=sum(orphaned_labels(_marks(v)) for v in client.volumes.list(filters={"label": label})),
+            networks=sum(orphaned_labels(_marks(n)) for n in client.networks.list(filters={"label": label})),
+        )
+
+
+def left_unowned(client: docker.DockerClient) -> int:
+    """Containers of a controller that is gone which name no identity (an older harness's): `harness
+    sandbox prune` removes them."""
+    return sum(1 for c in find_containers(client, {labels.RUN: None}) if labels.OWNER not in c.labels and orphaned(c))
+
+
+def _marks(found: Any) -> dict[str, str]:
+    return dict(found.attrs.get("Labels") or {})
+
+
+def _provably_gone(marks: Mapping[str, str] | None) -> bool:
+    from sandbox.process import gone
+
+    marks = marks or {}
+    return labels.OWNER in marks and gone(marks.get(labels.PID, ""), marks[labels.OWNER])
 
 
 def remove_volumes(client: docker.DockerClient, wanted: Mapping[str, str | None], everything: bool) -> int:
@@ -190,6 +247,28 @@ def session_images(
     return [image for image in found if image.labels.get(labels.STATE, where) == where]
 
 
+def cut_short(folder: SessionFolder) -> bool:
+    """A session folder whose create never finished and never will: no session.json, and its maker
+    (creating.json) provably gone; a folder from before that record, once it is UNFINISHED_AFTER_S old."""
+    from sandbox import durable
+    from sandbox.process import gone
+
+    if folder.info.exists():
+        return False
+    try:
+        maker = durable.read_json(folder.creating)
+    except FileNotFoundError:
+        try:
+            return time.time() - folder.root.stat().st_mtime > UNFINISHED_AFTER_S
+        except FileNotFoundError:
+            return False
+    except ValueError:
+        return True  # torn by the crash that cut the create short
+    if not isinstance(maker, dict):
+        return True
+    return gone(str(maker.get(labels.PID, "")), maker.get(labels.OWNER))
+
+
 def find_session_leftovers(client: docker.DockerClient | None, state_dir: Path) -> SessionLeftovers:
     """Images of sessions of state_dir whose folder is gone, and folders of creates that never finished.
 
@@ -203,9 +282,8 @@ def find_session_leftovers(client: docker.DockerClient | None, state_dir: Path) 
         if state_dir.is_dir()
         else []
     )
-    now = time.time()
     for folder in folders:
-        if not folder.info.exists() and now - folder.root.stat().st_mtime > UNFINISHED_AFTER_S:
+        if cut_short(folder):
             leftovers.folders.append(folder.root)
     if client is not None:
         live = {folder.root.name for folder in folders if folder.info.exists()}

@@ -28,7 +28,7 @@ from pathlib import Path
 from sandbox import durable, labels
 from sandbox.errors import SessionNotFound, SetupError, SnapshotError, StepOutOfRange, WorkspaceError
 from sandbox.layout import SessionFolder, objects_dir
-from sandbox.network.egress import Egress
+from sandbox.network.egress import Egress, pem_bundle
 from sandbox.network.secrets import Secret
 from sandbox.owner import hand_over
 from sandbox.session import quota, reading
@@ -142,15 +142,20 @@ class Session:
         config = config or SessionConfig()
         if config.workspace_quota:
             quota.check_possible(config.workspace_quota)
+        for bundle, flag in config.named_bundles():  # each read now, whatever uses it later (or nothing)
+            pem_bundle(bundle, flag)
         egress: Egress | None = None
         shared = SharedObjects(objects_dir(Path(state_dir))).init()
         try:
+            folder.mkdir(parents=True)
+        except FileExistsError:
+            raise WorkspaceError(f"session {sid} already exists in {state_dir}") from None
+        try:
             left_out: list[str] = []
+            durable.write_json(paths.creating, labels.owner())
             if config.workspace_quota:
-                folder.mkdir(parents=True)
                 quota.create(paths.workspace, config.workspace_quota)
             elif workspace_from is not None:
-                folder.mkdir(parents=True)
                 os.rename(workspace_from, paths.workspace)
             try:
                 copy_repository(Path(repo), paths.workspace, max_file_bytes=config.max_file_bytes, left_out=left_out)
@@ -208,6 +213,7 @@ class Session:
                 )
                 durable.append_line(paths.steps, record.model_dump())
             durable.write_json(paths.info, info.model_dump(mode="json"))
+            paths.creating.unlink(missing_ok=True)
         except BaseException:
             if egress is not None:
                 egress.stop()
@@ -287,6 +293,7 @@ class Session:
                     if record.image != prefix[0].image:
                         images.keep(sid, record.step, record.image)  # the parent's step images, the fork's too
             durable.write_json(paths.info, info.model_dump(mode="json"))
+            paths.creating.unlink(missing_ok=True)
         except BaseException:
             remove_tree(folder, ignore_errors=True)
             parent.shared.remove_ref(folder)
@@ -307,24 +314,30 @@ class Session:
         return self._store
 
     def check_step(self, step: int) -> None:
-        """SnapshotError naming what is wrong when step's tree cannot be read whole: every tree is read,
-        every file's object must be there (large files and submodules are kept elsewhere)."""
+        """SnapshotError naming what is wrong when step's tree cannot be read whole: every tree and every
+        file's object is read, each checked against its hash (StoreAltered: altered on disk); large
+        files and submodules are kept elsewhere."""
         objects = self._objects()
         pending = [self.record(step).tree]
         while pending:
             try:
                 entries = objects.tree(pending.pop())
             except SnapshotError as error:
-                raise SnapshotError(f"session {self.id}'s step {step} cannot be read: {error}") from None
+                raise type(error)(f"session {self.id}'s step {step} cannot be read: {error}") from None
             for entry in entries:
                 kind = entry.mode & 0o170000
                 if kind == 0o040000:
                     pending.append(entry.oid)
-                elif not (entry.mode & LARGE or kind == 0o160000) and not objects.has(entry.oid):
+                elif not (entry.mode & LARGE or kind == 0o160000):
                     name = entry.name.decode("utf-8", "replace")
-                    raise SnapshotError(
-                        f"session {self.id}'s step {step} cannot be read: the object of {name} is missing"
-                    )
+                    if not objects.has(entry.oid):
+                        raise SnapshotError(
+                            f"session {self.id}'s step {step} cannot be read: the object of {name} is missing"
+                        )
+                    try:
+                        objects.read(entry.oid)
+                    except SnapshotError as error:
+                        raise type(error)(f"session {self.id}'s step {step} cannot be read: {error}") from None
 
     def _objects(self) -> ObjectStore:
         if self._store is not None:

@@ -357,7 +357,7 @@ def _run_and_commit(
         if keep_node_modules:
             _exec(api, cid, _KEEP_NODE_MODULES, deadline, {}, what="keeping node_modules in the image")
         image_labels = labels.of_run(  # the controller's pid is the container's, not the image's
-            run_id, "setup", **{labels.SETUP_KEY: key, labels.SETUP_NETWORK: mode, labels.PID: ""}
+            run_id, "setup", **{labels.SETUP_KEY: key, labels.SETUP_NETWORK: mode, labels.PID: "", labels.OWNER: ""}
         )
         changes = [*labels.instructions(image_labels), f"USER {SANDBOX_UID}:{SANDBOX_UID}"]
         with translate("committing the setup container"):

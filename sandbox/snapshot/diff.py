@@ -238,6 +238,10 @@ def patch(store: ObjectStore, a: str, b: str) -> tuple[str, list[str]]:
             if any(_excluded(e) for e in (x, y) if e is not None) or ".git" in p.lower().split("/")
         }
     )
+    for _, *sides in changed:  # git reads objects unchecked: each one the patch shows is checked here first
+        for entry in sides:
+            if entry is not None and entry.mode & 0o170000 != DIR and not entry.mode & LARGE:
+                store.read(entry.oid)
     memo: dict[tuple[str, str], str] = {}
     # a path that is large on one side only is left out on both; generated caches silently
     drop = set(left_out) | {p for p, _x, _y in changed if generated(p)}

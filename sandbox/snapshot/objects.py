@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
-from sandbox.errors import SnapshotError
+from sandbox.errors import SnapshotError, StoreAltered
 from sandbox.snapshot import packs
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
@@ -33,6 +33,7 @@ REG = 0o100000
 LINK = 0o120000
 LARGE = 0o001000
 """Marks a regular-file entry whose blob is a pointer to a large file stored by hash."""
+_KINDS = frozenset({DIR, REG, LINK})
 
 
 class TreeEntry(NamedTuple):
@@ -57,14 +58,21 @@ def encode_tree(entries: list[TreeEntry]) -> bytes:
 
 
 def decode_tree(data: bytes) -> list[TreeEntry]:
-    """Parse a tree object's payload."""
+    """Parse a tree object's payload; StoreAltered for one no snapshot writes (a name with a `/`, `.`,
+    `..` or nothing, a mode that is no file, link or folder, a torn entry)."""
     entries: list[TreeEntry] = []
     pos = 0
-    while pos < len(data):
-        space = data.index(b" ", pos)
-        nul = data.index(b"\0", space)
-        entries.append(TreeEntry(int(data[pos:space], 8), data[space + 1 : nul], data[nul + 1 : nul + 21].hex()))
-        pos = nul + 21
+    try:
+        while pos < len(data):
+            space = data.index(b" ", pos)
+            nul = data.index(b"\0", space)
+            mode, name, oid = int(data[pos:space], 8), data[space + 1 : nul], data[nul + 1 : nul + 21]
+            if name in (b"", b".", b"..") or b"/" in name or len(oid) != 20 or mode & 0o170000 not in _KINDS:
+                raise ValueError(f"entry {name[:60]!r} (mode {mode:o})")
+            entries.append(TreeEntry(mode, name, oid.hex()))
+            pos = nul + 21
+    except ValueError as error:
+        raise StoreAltered(f"a snapshot tree holds what no snapshot writes: {error}") from None
     return entries
 
 
@@ -170,11 +178,17 @@ class ObjectStore:
         return self._packed
 
     def read(self, oid: str, kind: bytes | None = None) -> bytes:
-        """Return an object's payload; raise SnapshotError if missing or of another kind."""
+        """Return an object's payload; SnapshotError if missing or of another kind, StoreAltered if
+        its content no longer has its name's hash (altered on disk: nothing is built from it)."""
         if oid in self._held:
             actual, payload = self._held[oid]
         else:
             actual, payload = self._read_stored(oid)
+            if hashlib.sha1(b"%s %d\0" % (actual, len(payload)) + payload).hexdigest() != oid:
+                raise StoreAltered(
+                    f"snapshot object {oid} in {self.git_dir} was altered on disk (its content no longer has "
+                    "its hash): nothing is restored from it"
+                )
         if kind is not None and actual != kind:
             raise SnapshotError(f"snapshot object {oid} is a {actual.decode()}, expected {kind.decode()}")
         return payload
@@ -185,11 +199,15 @@ class ObjectStore:
                 raw = zlib.decompress(handle.read())
         except FileNotFoundError:
             raw = None
-        except (OSError, zlib.error) as error:
+        except zlib.error as error:
+            raise StoreAltered(f"snapshot object {oid} in {self.git_dir} was altered on disk: {error}") from None
+        except OSError as error:
             raise SnapshotError(f"snapshot object {oid} is missing or corrupt: {error}") from error
         if raw is None:
             return self._from_pack(oid)
-        nul = raw.index(b"\0")
+        nul = raw.find(b"\0")
+        if nul < 0:
+            raise StoreAltered(f"snapshot object {oid} in {self.git_dir} was altered on disk (no header)")
         return raw[:nul].split(b" ")[0], raw[nul + 1 :]
 
     def _from_pack(self, oid: str) -> tuple[bytes, bytes]:
@@ -205,7 +223,9 @@ class ObjectStore:
                 return packs.read_object(*where)
             except FileNotFoundError:
                 continue
-            except (OSError, zlib.error, IndexError) as error:
+            except (zlib.error, IndexError) as error:
+                raise StoreAltered(f"snapshot object {oid} in {where[0]} was altered on disk: {error}") from None
+            except OSError as error:
                 raise SnapshotError(f"snapshot object {oid} is unreadable in {where[0]}: {error}") from error
         raise SnapshotError(f"snapshot object {oid} is missing")
 

@@ -27,7 +27,7 @@ from typing import BinaryIO
 
 import pathspec
 
-from sandbox.errors import STORAGE_ERRNOS, SnapshotError, at_path
+from sandbox.errors import STORAGE_ERRNOS, SnapshotError, StoreAltered, at_path
 from sandbox.owner import hand_over
 from sandbox.snapshot.config import SnapshotConfig
 from sandbox.snapshot.objects import DIR, LARGE, LINK, REG, ObjectStore, TreeEntry
@@ -279,7 +279,7 @@ class SnapshotStore:
         current = self.snapshot()
         if current == tree:
             return
-        self.objects.tree(tree)  # fail before touching anything when the target is unknown
+        self._readable(current, tree)  # every object it will write is read and checked before anything changes
         try:
             self._apply(current, tree)
         except OSError as error:
@@ -289,6 +289,48 @@ class SnapshotStore:
         after = self.snapshot()
         if after != tree:
             raise SnapshotError(f"restore of {tree[:12]} produced {after[:12]}: the workspace changed meanwhile")
+
+    def _readable(self, current: str, target: str) -> None:
+        """Read every tree and file `_apply` will need to go from current to target, each checked
+        against its hash (a large file against its SHA-256): StoreAltered or SnapshotError before the
+        workspace is touched, so a restore never stops halfway on an object altered on disk."""
+        work = [(current, target)]
+        while work:
+            have_oid, want_oid = work.pop()
+            have = {e.name: e for e in self.objects.tree(have_oid)}
+            for name, entry in {e.name: e for e in self.objects.tree(want_oid)}.items():
+                old = have.get(name)
+                if old == entry:
+                    continue
+                if old is not None and old.mode & 0o170000 == DIR and entry.mode & 0o170000 == DIR:
+                    work.append((old.oid, entry.oid))
+                    continue
+                pending = [entry]
+                while pending:
+                    one = pending.pop()
+                    if one.mode & 0o170000 == DIR:
+                        pending.extend(self.objects.tree(one.oid))
+                    elif one.mode & LARGE:
+                        self._large_checked(self.objects.read(one.oid, b"blob"))
+                    else:
+                        self.objects.read(one.oid, b"blob")
+
+    def _large_checked(self, pointer: bytes) -> str:
+        """The digest a large file's pointer names, its stored file's SHA-256 checked (StoreAltered)."""
+        try:
+            digest = pointer.split(b"\n")[1].split(b" ")[1].decode()
+        except (IndexError, UnicodeDecodeError):
+            raise StoreAltered("a large file's pointer in the snapshot store is not one harness writes") from None
+        sha = hashlib.sha256()
+        try:
+            with open(self.large / digest, "rb") as handle:
+                while chunk := handle.read(_CHUNK):
+                    sha.update(chunk)
+        except OSError as error:
+            raise SnapshotError(f"large file {digest[:12]} of the snapshot store is missing: {error}") from None
+        if sha.hexdigest() != digest:
+            raise StoreAltered(f"large file {digest[:12]} of the snapshot store was altered on disk")
+        return digest
 
     def _apply(self, current: str, target: str) -> None:
         """Change the workspace from tree `current` to tree `target`, directory by directory (an
@@ -336,8 +378,10 @@ class SnapshotStore:
                 digest = self.objects.read(entry.oid, b"blob").split(b"\n")[1].split(b" ")[1].decode()
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
                 with open(self.large / digest, "rb") as src, os.fdopen(fd, "wb") as dst:
-                    copy_sparse(src, dst)
-                os.chmod(path, entry.mode & 0o777)
+                    copied, _ = copy_sparse(src, dst)
+                    os.fchmod(dst.fileno(), entry.mode & 0o777)
+                if copied != digest:  # altered since it was checked: the restore ends, undone by its caller
+                    raise StoreAltered(f"large file {digest[:12]} of the snapshot store was altered on disk")
             else:
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
                 with os.fdopen(fd, "wb") as handle:

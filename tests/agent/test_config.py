@@ -2,6 +2,7 @@ import pytest
 
 from harness.config import load_config
 from harness.errors import ConfigError
+from sandbox.named import NamedFileError
 
 
 def test_defaults_without_any_file(tmp_path):
@@ -38,7 +39,7 @@ def test_unknown_keys_and_bad_values_are_one_line_errors(tmp_path):
     file.write_text("not toml = = =")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_config(file)
-    with pytest.raises(ConfigError, match="not found"):
+    with pytest.raises(NamedFileError, match="cannot open it"):
         load_config(tmp_path / "missing.toml")
 
 

@@ -325,3 +325,27 @@ def test_ctrl_c_stops_children_running_at_once(harness: Harness, tmp_path, docke
 def _turns(harness: Harness, session: str) -> list[Any]:
     folder = harness.session_dir(session)
     return [r for r in read_records(folder, EVERY_AGENT) if r.kind == "turn"] if folder.is_dir() else []
+
+
+def test_removing_a_run_removes_its_sub_agents_sessions(harness: Harness, tmp_path):
+    """A sub-agent's session is a branch of its parent's run: `session rm` of the parent removes it (its
+    workspace copy and store), and `session list` never shows a child of a session that is gone."""
+    ran = harness.run(f"scripted:{EXAMPLE_SCRIPT}", "--delegate-depth", "1", session="parent")
+    assert ran.code == 0, ran.stdout + ran.stderr
+    children = [p for p in harness.state_dir.iterdir() if p.is_dir() and p.name.startswith("parent-")]
+    assert children, list(harness.state_dir.iterdir())
+    removed = harness("session", "rm", "parent")
+    assert removed.code == 0, removed.stderr
+    assert f"removed its sub-agents' sessions: {', '.join(sorted(c.name for c in children))}" in removed.stdout
+    assert not any(p.exists() for p in children) and not (harness.state_dir / "parent").exists()
+    listed = harness("session", "list")
+    assert "parent" not in listed.stdout, listed.stdout
+
+
+def test_a_scripted_cost_that_is_no_number_is_refused(harness: Harness, tmp_path):
+    for value in (".nan", ".inf", "-1"):
+        model = _script(tmp_path, f"cost{value}", [_usage({"text": "done"}) | {"cost_usd": value}], {})
+        path = Path(model.removeprefix("scripted:"))
+        path.write_text(path.read_text().replace(f"'{value}'", value))
+        ran = harness.run(model, session=None)
+        assert ran.code == 78 and "'cost_usd' must be a finite number, 0 or more" in ran.stderr, ran.stderr

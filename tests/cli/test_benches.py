@@ -68,3 +68,10 @@ def test_bench_startup_compares_the_one_shot_with_docker_run_and_docker_exec(tmp
     )
     left = docker_client.containers.list(all=True, filters={"label": f"harness.run={run_label}"})
     assert left == [], "the live container and the warm service's are gone"
+
+
+def test_bench_hooks_measures_a_hooks_memory_and_hold_on_real_runs(tmp_path, run_label, docker_client):
+    result = _bench("hooks", "--rounds", "1", label=run_label, tmp_path=tmp_path)
+    assert result["quiet_peak_mb"] > 0 and result["loud_peak_mb"] > 0
+    assert result["peak_over_quiet_mb"] <= 20, result  # 1 GB read in pieces: the controller stays flat
+    assert result["daemon_hold_s"] <= result["hold_bound_s"] and result["timeout_hold_s"] <= result["hold_bound_s"]

@@ -264,3 +264,32 @@ def test_the_model_reads_no_durations():
     context.add_tool_result(call, "exit_code=0 status=ok duration=803ms\n--- stdout ---\n4 passed", is_error=False)
     first, second = [m.content for m in context.messages() if m.role == "tool"]
     assert first == second == "exit_code=0 status=ok\n--- stdout ---\n4 passed"
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        sse_data({"error": {"message": "bad", "type": "invalid_request_error"}}),
+        sse_event("error", {"message": "bad request", "type": "invalid_request_error"}),
+        sse_event("error", {"error": {"message": "no such model", "type": "not_found_error"}}),
+        sse_data({"error": "tool_use_failed"}),
+    ],
+)
+def test_an_in_band_error_named_a_4xx_is_never_retried_after_a_streamed_answer(wire, event):
+    """An error event after some of the answer, with no status number but a type or code that names a
+    client error (Groq's, OpenRouter's, vLLM's): one request only (each is billed), then a failed call."""
+    wire.push(Reply(events=[sse_data(openai_chunk({"content": "x"})), event]), openai_turn("billed twice"))
+    try:
+        turn = provider(wire).complete(PROMPT, [TOOL], max_tokens=50)
+    except ModelError as error:
+        assert not error.retryable
+    else:
+        assert turn.tool_calls and turn.tool_calls[0].parse_error  # a failed generation, fed back
+    assert len(wire.requests) == 1
+
+
+def test_an_in_band_error_named_a_server_error_is_still_retried(wire):
+    wire.push(
+        Reply(events=[sse_event("error", {"error": {"message": "busy", "type": "server_error"}})]), openai_turn("ok")
+    )
+    assert provider(wire).complete(PROMPT, [TOOL], max_tokens=50).text == "ok" and len(wire.requests) == 2

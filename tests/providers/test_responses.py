@@ -199,3 +199,32 @@ def test_a_refusal_and_a_failed_response(wire):
     turn = make_provider("openai-responses:gpt-4o", settings, api_key=KEY).complete(PROMPT, [], max_tokens=10)
     assert turn.stop_reason == "refusal" and turn.refusal == turn.text == "I can't help with that."
     assert turn.retries == 1 and "The server had an error" in turn.retry_reasons[0]
+
+
+@pytest.mark.parametrize("stored", [True, False])
+def test_a_reasoning_item_the_server_kept_goes_back_by_id(wire, stored):
+    """A server that keeps its responses whatever the request asked (`store: true` in its answer) sends a
+    reasoning item without encrypted content: the next request refers to it by id, before the call it
+    led to; one that kept nothing gets nothing it could not find."""
+    from tests.providers.wire_server import _item_frames, _response, _responses_event
+
+    reasoning = {"id": "rs_9", "type": "reasoning", "summary": [{"type": "summary_text", "text": "reading first"}]}
+    call = {"id": "fc_1", "type": "function_call", "call_id": "call_1", "name": "read_file", "arguments": "{}"}
+    ended = {**_response("gpt-5.5", "completed", [reasoning, call]), "store": stored}
+    frames = [
+        _responses_event("response.created", response={**_response("gpt-5.5", "in_progress", []), "store": stored})
+    ]
+    frames += _item_frames(0, reasoning) + _item_frames(1, call)
+    frames.append(_responses_event("response.completed", response=ended))
+    wire.push(Reply(events=frames), responses_turn("Done."))
+    provider = responses(wire, "gpt-5.5", reasoning_effort="low")
+    context = Context(ContextConfig(), "", "go")
+    turn = provider.complete(context.prepare([TOOL]), [TOOL], max_tokens=100)
+    context.add_turn(ModelTurn.model_validate_json(turn.model_dump_json()))  # through the record, as a resume
+    context.add_tool_result(turn.tool_calls[0], "ok", is_error=False)
+    provider.complete(context.prepare([TOOL]), [TOOL], max_tokens=100)
+    kinds = [(i.get("type", i.get("role")), i.get("id")) for i in wire.requests[1].body["input"]]
+    if stored:
+        assert kinds[1:3] == [("item_reference", "rs_9"), ("function_call", None)], kinds
+    else:
+        assert [k for k, _ in kinds] == ["user", "function_call", "function_call_output"], kinds

@@ -72,7 +72,7 @@ def test_empty_turn_list_answers_final_text_at_once():
         ("turns: []\nagents: [d1]\n", 2, "'agents' must map"),
         ("turns: []\nagents:\n  child:\n    turns: []\n", 3, "'child' is not a sub-agent's name"),
         ("turns: []\nagents:\n  d1: {turn: []}\n", 3, "unknown key 'turn' in d1"),
-        ("turns:\n  - usage: {input_tokens: -5}\n", 2, "'input_tokens' must be a number"),
+        ("turns:\n  - usage: {input_tokens: -5}\n", 2, "'input_tokens' must be a finite number"),
         ("turns:\n  - usage: {tokens: 5}\n", 2, "unknown key 'tokens' in 'usage'"),
     ],
 )
