@@ -56,7 +56,7 @@ def _run(folder: Path, name: str, hook: str, timeout_s: float, run_id: str) -> t
                     {"text": "Running.", "tool_calls": [{"name": "run_command", "arguments": {"command": "true"}}]},
                     {"text": "Done."},
                 ]
-            }  # fmt: skip
+            }
         )
     )
     sessions = folder / "sessions"
