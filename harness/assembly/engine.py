@@ -229,11 +229,12 @@ def prune_containers(
         return prune(client, everything=everything, run_id=run_id, extra=extra)
 
 
-def left_by_run(docker_host: str | None, run_id: str) -> Swept:
-    """What the run (a batch's run id) left on the engine after it ended."""
+def left_by_run(docker_host: str | None, run_id: str, timeout: int = 5) -> Swept:
+    """What the run (a batch's run id) left on the engine after it ended (an engine that does not
+    answer within timeout seconds: SandboxError, and nothing is counted)."""
     from sandbox.docker.prune import left_by_run as count
 
-    with engine(docker_host) as client:
+    with engine(docker_host, timeout=timeout) as client:
         return count(client, run_id)
 
 
