@@ -212,7 +212,7 @@ class HookEntry(BaseModel):
 
 
 class Dropped(BaseModel):
-    """One thing of a devcontainer.json that was not applied (harness.agent.devcontainer)."""
+    """One thing of a devcontainer.json that was not applied (harness.environment.devcontainer)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -262,7 +262,7 @@ class Feature(BaseModel):
     """The folder or archive on this machine (a repository's own: its folder, absolute; a fetched one:
     its archive in the cache)."""
     fetched: bool = False
-    """Fetched from its registry (harness.agent.registry)."""
+    """Fetched from its registry (harness.environment.registry)."""
     version: str = ""
     sha256: str
     """What was read (the archive's digest, or the folder's)."""

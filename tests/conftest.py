@@ -56,7 +56,7 @@ LONGEST_FIRST = (
     "tests/agent/test_loop_wire.py",
     "tests/setup/test_real_projects.py",
     "tests/agent/test_done_cannot_be_faked.py",
-    "tests/agent/test_devcontainer.py",
+    "tests/environment/test_devcontainer.py",
     "tests/cli/test_benches.py",
     "tests/cli/test_bench_sandbox.py",
     "tests/agent/test_loop_e2e.py",

@@ -299,7 +299,7 @@ NPM_PLACEHOLDER = "no test specified"
 def detect_verify(repo: Path) -> tuple[str, str] | None:
     """(command, why) of the test command a repository's layout names, or None. Only regular files
     are read (never through a symlink), and only small ones: the repository is untrusted."""
-    from harness.agent.detect import manifest
+    from harness.environment.detect import manifest
 
     root = Path(repo)
 

@@ -393,8 +393,8 @@ def devcontainer_image(
     over it) and what the base image's `devcontainer.metadata` label asked for listed as dropped."""
     import tempfile
 
-    from harness.agent.devcontainer import metadata_dropped
-    from harness.agent.features import layout
+    from harness.environment.devcontainer import metadata_dropped
+    from harness.environment.features import layout
     from sandbox.docker import images
 
     environment = {name: value for name, value in found.environment.items() if name != "PATH"}

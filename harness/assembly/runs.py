@@ -933,7 +933,7 @@ def with_verify(config: RunConfig, repo: Path) -> RunConfig:
 def with_setup(config: RunConfig, repo: Path) -> RunConfig:
     """config with `--setup auto` replaced by the install commands the repository's layout names
     (where they came from kept in `setup_source`); UsageError when it names none."""
-    from harness.agent.detect import expand_setup
+    from harness.environment.detect import expand_setup
 
     if DEVCONTAINER in config.session.setup:
         return _with_devcontainer(config, repo)
@@ -953,13 +953,13 @@ def with_setup(config: RunConfig, repo: Path) -> RunConfig:
 
 
 DEVCONTAINER = "devcontainer"
-"""`--setup devcontainer`: the repository's devcontainer.json (harness.agent.devcontainer)."""
+"""`--setup devcontainer`: the repository's devcontainer.json (harness.environment.devcontainer)."""
 
 
 def _with_devcontainer(config: RunConfig, repo: Path) -> RunConfig:
     """config with the repository's devcontainer: its lifecycle commands in place of the word, the
     file as read (the image is built when the engine is at hand: `devcontainer_built`)."""
-    from harness.agent.devcontainer import read
+    from harness.environment.devcontainer import read
 
     found = read(repo, config.devcontainer_features)
     setup = [
@@ -982,7 +982,7 @@ def _with_devcontainer(config: RunConfig, repo: Path) -> RunConfig:
 def devcontainer_lines(found: Devcontainer | None) -> list[str]:
     """What a run takes of a devcontainer besides its image and commands, and what it never applies:
     the lines a run prints on stderr before it starts."""
-    from harness.agent.features import summary
+    from harness.environment.features import summary
 
     if found is None:
         return []
@@ -1022,7 +1022,7 @@ def _amount(key: str, value: float) -> str:
 
 
 def _declares_devcontainer(repo: Path) -> bool:
-    from harness.agent.devcontainer import find
+    from harness.environment.devcontainer import find
 
     return find(Path(repo)) is not None
 

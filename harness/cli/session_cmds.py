@@ -305,9 +305,9 @@ def session_config(path: Path, *, setup: list[str], writable_root: bool, **optio
     workspace_quota."""
     from pydantic import ValidationError
 
-    from harness.agent.detect import expand_setup
     from harness.assembly.sessions import session_config as config_of
     from harness.config import said
+    from harness.environment.detect import expand_setup
     from harness.errors import UsageError
     from sandbox.settings import SessionSettings
 

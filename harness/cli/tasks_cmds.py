@@ -10,8 +10,8 @@ from typing import Any
 
 import typer
 
-from harness.agent.detect import AUTO
 from harness.cli.app import CA_BUNDLE, ExitCode, app, console, docker_host, err_console, fail, reported
+from harness.environment.detect import AUTO
 
 tasks_app = typer.Typer(
     help="Benchmark tasks from a repository's history (mine), kept only when sound (check).",
@@ -150,7 +150,7 @@ def mine_command(
             f"skipped {skipped.commit[:8]}  {skipped.reason}: {skipped.subject}", soft_wrap=True, markup=False
         )
     print_mine_yield(summary)
-    from harness.agent.devcontainer import find
+    from harness.environment.devcontainer import find
 
     declaring = [task.id for task in mined.tasks if find(states / task.id / "repo") is not None]
     if declaring and any(word in policy.commands for word in (AUTO, "devcontainer")):

@@ -1,5 +1,5 @@
 """A mined task's setup: what its start state declares for its language (a Python package and its
-requirement files, a Node project's lockfile, a Go module's requirements; `harness.agent.detect`),
+requirement files, a Node project's lockfile, a Go module's requirements; `harness.environment.detect`),
 run in the networked setup phase through the egress allowlist (the language's registry preset plus
 the hosts the user adds), bounded by the setup timeout, and cached by content (tasks whose dependency
 files are the same share one setup image). `tasks mine` writes it into each task; `tasks check` can
@@ -13,14 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.agent.detect import AUTO, REQUIREMENTS, detect_setup, manifest
+from harness.environment.detect import AUTO, REQUIREMENTS, detect_setup, manifest
 
 REGISTRIES = {"python": "pypi", "javascript": "npm", "go": "go", "rust": "crates"}
 """The `--allow-net` preset each language's setup reaches."""
 NONE = "none"
 """`--setup none`: no setup (tasks run on the image as it is)."""
 DEVCONTAINER = "devcontainer"
-"""A task's setup word for its start state's devcontainer.json (harness.agent.devcontainer): the image it
+"""A task's setup word for its start state's devcontainer.json (harness.environment.devcontainer): the image it
 describes and its commands. `auto` chooses it for a start state that has one."""
 
 
@@ -161,7 +161,7 @@ SETUP_KEYS = ("setup", "allow_net", "ca_bundle", "setup_timeout")
 def _expanded(command: str, start: Path, language: str) -> list[str]:
     """A setup word as a task's commands: `auto` and `devcontainer` are the start state's
     devcontainer.json when it has one, else what it declares for its language."""
-    from harness.agent.devcontainer import find
+    from harness.environment.devcontainer import find
 
     if command not in (AUTO, DEVCONTAINER):
         return [command]

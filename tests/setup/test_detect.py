@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.agent.detect import detect_setup
 from harness.config import RunConfig
+from harness.environment.detect import detect_setup
 from sandbox.named import NamedFileError
 from sandbox.session.records import SessionConfig
 from sandbox.session.setup import read_ca

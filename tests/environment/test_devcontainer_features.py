@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.agent.devcontainer import read
-from harness.agent.features import asks_other, layout, option_variable, reference, tree_digest
 from harness.config import FeatureAllow
+from harness.environment.devcontainer import read
+from harness.environment.features import asks_other, layout, option_variable, reference, tree_digest
 from harness.errors import UsageError
 
 NODE = "ghcr.io/devcontainers/features/node"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.agent.devcontainer import read
+from harness.environment.devcontainer import read
 from harness.errors import UsageError
 
 COMPOSE = """

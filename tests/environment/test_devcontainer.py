@@ -213,8 +213,8 @@ def test_a_mined_history_with_a_devcontainer_through_check_batch_report_and_show
     127.0.0.1 pinned by its version) install at build time without network, the file's PATH
     extension and variables reach the calls, hostRequirements become limits capped by the user's,
     and what was never applied is in the report."""
-    from harness.agent.features import tree_digest
     from harness.batch.records import BatchDir
+    from harness.environment.features import tree_digest
     from harness.history.writer import HistoryWriter
 
     greeter = f"{registry}/features/greeter"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.agent.devcontainer import find, metadata_dropped, read
+from harness.environment.devcontainer import find, metadata_dropped, read
 from harness.errors import UsageError
 
 HOSTILE = """
@@ -125,7 +125,7 @@ def test_an_images_metadata_label_is_listed_never_applied():
 
 
 def test_a_command_without_an_engine_to_build_with_refuses_it_clearly(tmp_path):
-    from harness.agent.detect import expand_setup
+    from harness.environment.detect import expand_setup
 
     with pytest.raises(UsageError, match="use it with `harness run`"):
         expand_setup(["devcontainer"], _repo(tmp_path, '{"image": "x"}'))

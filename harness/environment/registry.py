@@ -2,7 +2,7 @@
 tag (or a digest), its `application/vnd.devcontainers.layer.v1+tar` layer, each checked against the
 digest that names it, kept by digest in the user's cache (`features/SHA256.tar`).
 
-Only for a feature the user allows (harness.agent.features) with no source of its own. The registry is
+Only for a feature the user allows (harness.environment.features) with no source of its own. The registry is
 answered as an outsider: HTTPS (plain HTTP only for a registry on this machine's loopback), a token
 asked for only at the registry's own host, the manifest and the layer size-capped and checked against
 their digests before anything of them is used; a layer larger than a feature may be, or not what the
@@ -25,7 +25,7 @@ LAYER = "application/vnd.devcontainers.layer.v1+tar"
 MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 MAX_MANIFEST = 256 * 1024
 MAX_LAYER = 64 * 1024**2
-"""As large as a feature read from this machine may be (harness.agent.features.MAX_BYTES)."""
+"""As large as a feature read from this machine may be (harness.environment.features.MAX_BYTES)."""
 TIMEOUT_S = 30.0
 _DIGEST = re.compile(r"sha256:([0-9a-f]{64})")
 

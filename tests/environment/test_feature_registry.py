@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.agent.devcontainer import read
 from harness.config import FeatureAllow
+from harness.environment.devcontainer import read
 from harness.errors import UsageError
 from tests.agent.oci_registry import Registry
 

@@ -4,7 +4,7 @@ A feature is a folder with `devcontainer-feature.json` and an `install.sh` that 
 time: a registry's code, or the repository's own (`./NAME`). harness runs a feature only when the
 user's allowlist names its id and pins it (the version its metadata says, or the SHA-256 of its
 archive or folder); it comes from the source the allowlist gives on this machine (a folder, or the
-archive a registry serves), else from its OCI registry (harness.agent.registry), checked against the
+archive a registry serves), else from its OCI registry (harness.environment.registry), checked against the
 pins. A reference asking for another major or minor version than the pinned one is not run. Of a
 feature's metadata, its options become its install script's variables, its `containerEnv` the
 image's (the same rules as the file's own), its `onCreateCommand`/`updateContentCommand`/
@@ -26,8 +26,8 @@ import tarfile
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from harness.agent.registry import fetch, is_registry_reference
 from harness.config import Dropped, Feature, FeatureAllow
+from harness.environment.registry import fetch, is_registry_reference
 from harness.errors import UsageError
 
 MAX_BYTES = 64 * 1024**2
@@ -284,7 +284,7 @@ def _archive(data: bytes, source: Path, where: str) -> dict[str, bytes]:
 
 
 def _metadata(files: dict[str, bytes], ident: str) -> dict[str, Any]:
-    from harness.agent import jsonc
+    from harness.environment import jsonc
 
     if "install.sh" not in files or "devcontainer-feature.json" not in files:
         raise UsageError(f"feature {ident}: its source holds no install.sh and devcontainer-feature.json")

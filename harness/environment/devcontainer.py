@@ -8,10 +8,10 @@ each with why: `initializeCommand` (runs on the host), `runArgs`, `mounts`, `wor
 `privileged`, `capAdd`, `securityOpt`, `init`, `overrideCommand`, ports, the commands that run at
 every start or attach, users, and every `${localEnv:...}` or host path variable (expanded to empty).
 `features` run install scripts as root at build time: only those the user allows, pinned, from this
-machine (harness.agent.features). `hostRequirements` become the calls' limits, never above the user's.
+machine (harness.environment.features). `hostRequirements` become the calls' limits, never above the user's.
 `containerEnv` becomes the image's environment (what the lifecycle commands and every call see), never
 a variable harness's calls depend on (PATH only extended). A compose-described one (`dockerComposeFile`)
-takes its `service` as the environment and its other services as harness's (harness.agent.compose).
+takes its `service` as the environment and its other services as harness's (harness.environment.compose).
 
 Pure: text in, a `Devcontainer` out (the engine work is the composition root's)."""
 
@@ -22,10 +22,10 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from harness.agent.compose import inside
-from harness.agent.compose import read as read_compose
-from harness.agent.features import environment_of, resolve
 from harness.config import Devcontainer, Dropped, FeatureAllow
+from harness.environment.compose import inside
+from harness.environment.compose import read as read_compose
+from harness.environment.features import environment_of, resolve
 from harness.errors import UsageError
 from sandbox.spec import parse_size
 
@@ -101,8 +101,8 @@ def read(repo: Path, allow: dict[str, FeatureAllow] | None = None) -> Devcontain
 
 def parse(text: str, relative: str, root: Path, allow: dict[str, FeatureAllow] | None = None) -> Devcontainer:
     """A devcontainer.json's text (JSON with comments and trailing commas) as a Devcontainer; allow:
-    the features the user allows (harness.agent.features)."""
-    from harness.agent import jsonc
+    the features the user allows (harness.environment.features)."""
+    from harness.environment import jsonc
 
     try:
         data = jsonc.loads(text)
@@ -152,7 +152,7 @@ def parse(text: str, relative: str, root: Path, allow: dict[str, FeatureAllow] |
 def _compose(
     data: dict[str, Any], found: Devcontainer, relative: str, folder: Path, root: Path, dropped: list[Dropped]
 ) -> None:
-    """The environment and services of a compose-described devcontainer (harness.agent.compose)."""
+    """The environment and services of a compose-described devcontainer (harness.environment.compose)."""
     composed = read_compose(data, relative, folder, root, dropped)
     found.image, found.dockerfile, found.context = composed.image, composed.dockerfile, composed.context
     found.build_args, found.target, found.services = composed.build_args, composed.target, composed.services
