@@ -350,6 +350,10 @@ class RunConfig(BaseModel):
 
     model: str | None = None
     """PROVIDER:MODEL, e.g. `openai:gpt-4.1`, `anthropic:claude-sonnet-4-5`, `scripted:FILE`."""
+    agent: str | None = None
+    """A hosted agent (`--agent claude-code`): its own loop, in a container of its own, over ACP, instead
+    of harness's model loop; each tool call it makes a step of this run (docs/agents.md). `model` is
+    then the model it is given (its protocol's prefix: `anthropic:MODEL` for Claude Code)."""
     base_url: str | None = None
     """Endpoint override for this run (beats the provider entry's base_url)."""
     region: str | None = None

@@ -336,6 +336,11 @@ class Trajectory:
             for observer in self._observers:
                 observer.observe(record)
 
+    def add_observer(self, observer: TrajectoryObserver) -> None:
+        """One more observer of every record from now on."""
+        with self._lock:
+            self._observers.append(observer)
+
     def child(self, name: str) -> Trajectory:
         """A writer of sub-agent `name`'s records into this same file (closing it closes nothing)."""
         view = object.__new__(Trajectory)

@@ -106,12 +106,15 @@ class Agent:
             state.context = context.state()  # a new run: the pinned head is part of the starting state
         self._committed = state.model_copy(deep=True)
         """The state as of the last commit point: what a resume must start from."""
+        self.keep_workspace = False
+        """A hosted agent's run: its workspace is as the agent left it, and stays so on a resume
+        (harness.agent.recovery), since the agent remembers making its own edits."""
 
     def run(self) -> RunResult:
         outcome: Outcome = "interrupted"
         detail, evidence, cause = "", None, None
         try:
-            pending = recovery.restore(self.session, self.state, self.trajectory)
+            pending = recovery.restore(self.session, self.state, self.trajectory, keep_workspace=self.keep_workspace)
             self._session_start(resumed=pending is not None or self.state.step > 0)
             if pending is not None:
                 self._take_turn(pending.step, pending.turn, attempt=pending.attempt, reuse=pending.reuse)

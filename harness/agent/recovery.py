@@ -28,15 +28,21 @@ class PendingTurn:
     """Completed read results by call id: not run again."""
 
 
-def restore(session: SessionLike, state: RunState, trajectory: Trajectory) -> PendingTurn | None:
+def restore(
+    session: SessionLike, state: RunState, trajectory: Trajectory, *, keep_workspace: bool = False
+) -> PendingTurn | None:
     """Bring the workspace back to the state's snapshot and return the turn left to finish, if any.
 
     A fresh run (nothing recorded yet) is left alone. The resume is noted in the trajectory.
+    keep_workspace: the workspace is as a hosted agent left it, and the agent remembers making it so
+    (its own edits cannot be made again by harness): it stays, and the next step snapshots it.
     """
     records = trajectory.records()  # a sub-agent's own, in its parent's file
     if not any(r.kind == "turn" or r.kind == "step" for r in records):
         return None
-    if session.step == state.snapshot_step:
+    if keep_workspace:
+        pass
+    elif session.step == state.snapshot_step:
         session.reset_workspace()  # drop half-done writes of the interrupted step
     else:
         session.rollback(state.snapshot_step)  # a snapshot was taken but never recorded

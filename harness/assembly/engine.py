@@ -190,6 +190,38 @@ def image_ref(client_or_host: docker.DockerClient | str | None, image: str) -> s
     return resolve_image(client_or_host, image)[0]
 
 
+def agent_image(
+    client_or_host: docker.DockerClient | str | None, agent: str, base: str, log: Callable[[str], None] = lambda _: None
+) -> str:
+    """The image of hosted agent `agent` over the harness image (or reference) base: built once per
+    machine for what goes into it (harness.environment.agents), then reused."""
+    from harness.environment.agents import agent_named, build_context, image_key
+    from sandbox.docker import images
+    from sandbox.docker.engine import translate
+
+    hosted = agent_named(agent, "agent image")
+    if client_or_host is None or isinstance(client_or_host, str):
+        with engine(client_or_host, timeout=1800) as client:
+            return agent_image(client, agent, base, log)
+    client = client_or_host
+    with translate(f"building {hosted.image_name}"):
+        return images.agent_image(
+            client,
+            hosted.name,
+            image_ref(client, base),
+            image_key(hosted),
+            lambda into: build_context(hosted, into),
+            log,
+        )
+
+
+def image_status(name: str, ref: str) -> ImageStatus:
+    """The row `harness images build` shows for an image it just built (or found current)."""
+    from sandbox.docker.images import ImageStatus
+
+    return ImageStatus(name=name, ref=ref, status="current")
+
+
 def check_images(docker_host: str | None, names: list[str]) -> None:
     """Every image exists (ImageNotFound says how to build it), before anything starts."""
     with engine(docker_host) as client:
@@ -506,6 +538,54 @@ def mcp_launcher(
         )
 
     return launch
+
+
+@dataclass
+class AgentContainer:
+    """A hosted agent's running container: the bridge argv that joins a process's stdio to its agent,
+    its logs, and how to stop it."""
+
+    bridge: list[str]
+    stop: Callable[[], None]
+    logs: Callable[[], str]
+
+
+def start_agent(
+    docker_host: str | None,
+    run_id: str,
+    spec: SandboxSpec,
+    argv: list[str],
+    workspace: Path,
+    *,
+    environment: dict[str, str],
+    mounts: list[Any],
+    relay: tuple[int, str],
+) -> AgentContainer:
+    """Start a hosted agent's container (sandbox.docker.servers.start_agent), labelled as the run's
+    and this process's."""
+    import sys
+
+    from sandbox import labels
+    from sandbox.docker import servers
+    from sandbox.owner import container_user
+
+    client = connect(docker_host)
+    marks = {**spec.labels, **labels.of_run(run_id, "agent"), **labels.owner()}
+    try:
+        started = servers.start_agent(
+            client, spec, argv, workspace, user=container_user(), labels=marks, environment=environment,
+            mounts=mounts, relay=relay,
+        )  # fmt: skip
+    except BaseException:
+        client.close()
+        raise
+
+    def stop() -> None:
+        servers.stop_server(client, started)
+        client.close()
+
+    bridge = [sys.executable, "-m", "sandbox.docker.attach", started.cid, docker_host or ""]
+    return AgentContainer(bridge, stop, lambda: servers.server_logs(client, started.cid))
 
 
 @dataclass

@@ -8,9 +8,8 @@ import contextlib
 import dataclasses
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from harness.agent.budget import Budget
 from harness.agent.context import Context
@@ -23,6 +22,7 @@ from harness.agent.prompt import system_prompt, task_message
 from harness.agent.verify import VERIFY_START, Protection, Verifier, VerifyResult, detect_verify
 from harness.assembly import engine
 from harness.assembly.engine import step_images
+from harness.assembly.runtime import Runtime, _no_phase
 from harness.config import Devcontainer, RunConfig, with_overrides
 from harness.errors import (
     ConfigError,
@@ -38,7 +38,6 @@ from harness.providers.config import ProviderConfig
 from harness.providers.factory import make_provider
 from harness.providers.protocol import Provider
 from harness.providers.vendor import ModelSpec
-from harness.telemetry.config import TelemetryConfig
 from harness.tools.declared import FRONT, GROUP, build, group
 from harness.tools.registry import Registry, ToolContext
 from harness.trajectory import EventRecord, StartRecord, Trajectory, TrajectoryObserver, read_state, write_state
@@ -56,57 +55,6 @@ if TYPE_CHECKING:
 
 POOL_SIZE = 3
 """Warm containers of a run: a turn with two concurrent reads plus the next call still find one ready."""
-
-
-def _no_phase(phase: str) -> None:
-    return None
-
-
-@dataclass(frozen=True)
-class Runtime:
-    """What a run takes from outside its config; the CLI fills it from flags and the environment."""
-
-    run_id: str
-    """Label of every container and image the run makes (`harness sandbox prune --run` finds them)."""
-    docker_host: str | None = None
-    """Engine address; None is the default socket."""
-    api_key: str | None = field(default=None, repr=False)
-    """The model endpoint's key; never logged, never passed into a container."""
-    base_url_fallback: str | None = None
-    """Endpoint used when neither the flag nor the config file names one (`$OPENAI_BASE_URL`...)."""
-    cloud_fallback: dict[str, str] = field(default_factory=dict)
-    """A `bedrock:`/`vertex:` model's region and project when neither flag nor config file names them
-    (`$AWS_REGION`, `$CLOUD_ML_REGION`, `$ANTHROPIC_VERTEX_PROJECT_ID`)."""
-    key_variable: str | None = None
-    """Where the key was looked for (named in the error when a vendor endpoint gets none)."""
-    on_phase: Callable[[str], None] = _no_phase
-    """Told each loop phase (tests kill the process at one to prove crash safety)."""
-    interactive: bool = False
-    """A person at the terminal answers `ask` rules; otherwise approvals wait in the session folder."""
-    warm_dir: Path | None = None
-    """The warm service's folder: a new session of `pace="latency"` borrows its first containers
-    there when a run slot is ready (see sandbox.warm.loans)."""
-    pace: Literal["latency", "throughput"] = "latency"
-    """latency: a session starts POOL_SIZE warm containers (a person or a script waits on every
-    call); on an engine elsewhere its first beside the network-namespace holder. throughput, for
-    batches: one warm container, more only when a call finds none, and there the first joins the
-    holder: the models think between calls, and every start is CPU the other sessions of a small
-    host need."""
-    telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
-    """Where the run's OpenTelemetry spans go (nowhere by default)."""
-    trace_parent: dict[str, str] = field(default_factory=dict)
-    """The W3C trace context the run span is a child of (a batch's task-run), empty for a root."""
-    spend_ledger: Path | None = None
-    """The ledger of spend across runs when the config names none ($HARNESS_SPEND_LEDGER; else the
-    per-user one)."""
-    secret_values: dict[str, str] = field(default_factory=dict, repr=False)
-    """The values of the session settings' `--secret` bindings, by NAME (read from their variables by
-    the CLI): only the session's egress proxy gets them; every record and report redacts them."""
-
-    @property
-    def secrets(self) -> list[str]:
-        """Strings the trajectory redacts."""
-        return [value for value in (self.api_key, *self.secret_values.values()) if value]
 
 
 def bound_secrets(bindings: Sequence[str], values: Mapping[str, str]) -> list[Secret]:
@@ -720,24 +668,35 @@ def _run_agent(
     resumed: bool,
 ) -> RunResult:
     """The agent loop with the session's services and MCP servers (started for this run, new or
-    resumed, and ended with it)."""
+    resumed, and ended with it); with a hosted agent (`config.agent`), its turns come from that agent
+    (harness.assembly.hosted)."""
+    from harness.assembly.hosted import hosted
+
+    if config.agent:  # the agent keeps its own conversation: harness's record of it is never cut down
+        unbounded = config.context.model_copy(update={"fold": False, "summaries": False, "budget_tokens": 10**9})
+        config = config.model_copy(update={"context": unbounded})
     with (
         running_lock(session.paths.running),
         reserved(config, session, state, runtime) as config,
         services(config, session, runtime, sandbox) as running,
         mcp_servers(config, session, runtime) as servers,
+        hosted(
+            config, session, runtime, provider_settings(config, runtime.base_url_fallback), resumed=resumed
+        ) as agent_run,
     ):
         agent = build_agent(
             config=config,
             session=session,
             sandbox=sandbox,
-            provider=provider,
+            provider=agent_run.turns if agent_run is not None else provider,
             state=state,
             runtime=runtime,
             resumed=resumed,
             servers=servers,
             running=running,
         )
+        if agent_run is not None:
+            agent_run.attach(agent)
         result = agent.run()
     if result.cause is None:  # ended: its snapshots stay, the workspace copy goes (made again when needed)
         from sandbox.errors import SandboxError

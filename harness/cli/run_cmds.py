@@ -52,6 +52,11 @@ def run(
         "--model",
         help="PROVIDER:MODEL: openai:…, openai-responses:…, anthropic:…, bedrock:…, vertex:…, scripted:FILE, replay:SESSION.",
     ),
+    agent: str | None = typer.Option(
+        None,
+        "--agent",
+        help="A hosted agent instead of harness's loop: claude-code (its model: --model anthropic:MODEL); docs/agents.md.",
+    ),
     image: str | None = typer.Option(None, "--image", help="Sandbox image for every tool call (default py311)."),
     base_url: str | None = typer.Option(None, "--base-url", help="Model endpoint (vLLM, llama.cpp, Ollama, proxy)."),
     api_key_env: str | None = typer.Option(
@@ -149,6 +154,7 @@ def run(
     with reported():
         overrides: dict[str, Any] = {
             "model": model,
+            "agent": agent,
             "image": image,
             "base_url": base_url,
             "region": region,

@@ -426,7 +426,10 @@ def _image_table(rows: list[ImageStatus]) -> Table:
 
 @images_app.command("build")
 def images_build(
-    name: str | None = typer.Argument(None, help="Image to build (default: all, unless --env is given)."),
+    name: str | None = typer.Argument(
+        None, help="Image to build (default: all, unless --env is given); agent-NAME: a hosted agent's (over --over)."
+    ),
+    over: str = typer.Option("py311", "--over", help="agent-NAME: the image the agent's is built over."),
     envs: list[str] = typer.Option(
         [],
         "--env",
@@ -444,7 +447,11 @@ def images_build(
     wanted = [_env_wanted(spelled) for spelled in envs]
     log = lambda line: err_console.print(f"[dim]{escape(line)}[/]")  # noqa: E731
     with reported():
-        rows = engine.build_images(docker_host(), name, log=log) if name is not None or not wanted else []
+        if name is not None and name.startswith("agent-"):
+            built = engine.agent_image(docker_host(), name.removeprefix("agent-"), over, log)
+            rows = [engine.image_status(name, built)]
+        else:
+            rows = engine.build_images(docker_host(), name, log=log) if name is not None or not wanted else []
         for language, release in wanted:
             rows.append(engine.build_env_row(docker_host(), language, release, log))
     if as_json:

@@ -630,3 +630,35 @@ def _build_features(
                 pull=False,
             )
     return client.images.get(stage)
+
+
+AGENT_KIND = "agent"
+"""The `harness.kind` of a hosted agent's image (a cache: `harness images prune` may remove it)."""
+
+
+def agent_image(
+    client: docker.DockerClient,
+    name: str,
+    base: str,
+    key: str,
+    make_context: Callable[[Path], Path],
+    log: Log = lambda _: None,
+) -> str:
+    """A hosted agent's image over base (a reference the engine holds): `harness/agent-NAME:VERSION`,
+    VERSION from key (what goes into it) and the base's id; built only when the engine lacks it, from
+    the folder make_context fills (its Dockerfile over `ARG BASE`), one build at a time per machine."""
+    base_id = _image_id(client, base)
+    if base_id is None:
+        raise ImageNotFound(f"{base} is not present: build it (`harness images build`) before its agent's image")
+    version = hashlib.sha256(f"{key}\0{base_id}".encode()).hexdigest()[:16]
+    ref = f"harness/agent-{name}:{version}"
+    if _image_id(client, ref) is not None:
+        return ref
+    with _build_lock(log), tempfile.TemporaryDirectory(prefix="harness-agent-image-") as scratch:
+        if _image_id(client, ref) is None:  # another process may have built it while this one waited
+            context = make_context(Path(scratch))
+            _build_one(
+                client, f"agent-{name}", ref, version, log, path=context, buildargs={"BASE": base_id},
+                extra_labels={labels.KIND: AGENT_KIND},
+            )  # fmt: skip
+    return ref

@@ -28,8 +28,8 @@ from sandbox.docker import copies, hardening, transfer, tunnel
 from sandbox.docker.call import exit_code_of
 from sandbox.docker.engine import engine_kind, located, resolve_image_path, translate
 from sandbox.docker.ids import object_id, remove_container
-from sandbox.errors import SandboxError, SetupError
-from sandbox.spec import SandboxSpec
+from sandbox.errors import SandboxError, SetupError, SpecError
+from sandbox.spec import Mount, SandboxSpec
 
 
 @dataclass
@@ -60,6 +60,36 @@ def start_server(
     )  # fmt: skip
 
 
+def start_agent(
+    client: docker.DockerClient,
+    spec: SandboxSpec,
+    argv: Sequence[str],
+    workspace: Path,
+    *,
+    user: str,
+    labels: dict[str, str],
+    environment: dict[str, str],
+    mounts: Sequence[Mount],
+    relay: tuple[int, str],
+) -> Started:
+    """A hosted agent's container: argv (its ACP agent on stdio, stdin kept open) in the call posture
+    on the workspace, writable (the agent edits its own copy), with mounts, and with no way out but
+    127.0.0.1:PORT, which a relay carries to the socket at PATH (the endpoint's: relay is (PORT, PATH)).
+    Not on an engine elsewhere: the endpoint's socket is this machine's."""
+    _, why = located(client)
+    if why is not None:
+        raise SpecError(
+            f"a hosted agent needs the engine on this machine ({why}): the endpoint it reaches is a socket here"
+        )
+    port, path = relay
+    command = ["/bin/sh", "-c", f'python3 {hardening.RELAY_TARGET} {port} {path} && exec "$@"', "sh", *argv]
+    return _start_long_lived(
+        client, spec, workspace, user=user, labels=labels, environment=environment, writable=True,
+        log_size="1m", what="a hosted agent's container", command=command, stdin_open=True,
+        mounts=[*mounts, Mount(source=hardening.relay_source(), target=hardening.RELAY_TARGET)],
+    )  # fmt: skip
+
+
 def _start_long_lived(
     client: docker.DockerClient,
     spec: SandboxSpec,
@@ -75,6 +105,7 @@ def _start_long_lived(
     network: str | None = None,
     tmpfs: dict[str, str] | None = None,
     host_settings: dict[str, Any] | None = None,
+    mounts: Sequence[Mount] = (),
     **settings: object,
 ) -> Started:
     """A container in the call posture (hardening.container_config) that outlives one call: the
@@ -83,7 +114,7 @@ def _start_long_lived(
     _, why = located(client)  # elsewhere: a copy of the workspace there, nothing bound
     image_id, path = resolve_image_path(client, spec.image)
     elsewhere = why is not None
-    config = hardening.container_config(image_id, spec, workspace, [], user, labels, path=path, tunnel=elsewhere)
+    config = hardening.container_config(image_id, spec, workspace, mounts, user, labels, path=path, tunnel=elsewhere)
     host = dict(config["host_config"])
     host["log_config"] = {"type": "json-file", "config": {"max-size": log_size, "max-file": "1"}}
     host["tmpfs"] = {**host.get("tmpfs", {}), **(tmpfs or {})}

@@ -1,0 +1,355 @@
+"""A hosted agent's session, harness on the client's side of ACP (the Agent Client Protocol's Python SDK).
+
+The agent (Claude Code, Codex...) runs in a container of its own (harness.environment.agents); this
+process speaks ACP to it over that container's stdio (a bridge process attached to it). What the agent
+does becomes the loop's turns (harness.agent.external): each tool call of harness's it makes through
+MCP is run by the loop; each call it makes itself and reports (an edit in its container) is a step of
+its own; its words end a turn; the end of its prompt lets verification decide, and a failed
+verification is its next prompt. When it asks permission (`session/request_permission`), harness's
+gate answers, with the user's PreToolUse hooks: default deny, `ask` rules denied (nobody to ask
+mid-call). A `terminal/*` command it asks the client to run is a `run_command` of the loop: a fresh
+container each. Its file-system requests are not served: the workspace is its own copy, in its container.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shlex
+import subprocess
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Any
+
+from harness.agent.external import ExternalTurns, Report
+from harness.errors import ModelUnavailable
+from harness.policy.decision import Decision
+from harness.policy.gate import GateRequest
+
+HARNESS_SERVER = "harness"
+"""The name of harness's MCP server in the agent's session (its tools: `mcp__harness__run_command`)."""
+WRITERS = {"Edit", "MultiEdit", "Write", "NotebookEdit"}
+READERS = {"Read": "read_file", "Glob": "list_dir", "Grep": "search_code", "LS": "list_dir"}
+GUIDANCE = (
+    "\n\nHow to work here: this workspace is a copy of the repository. Run every shell command, the tests "
+    "included, with the `run_command` tool of the `harness` MCP server (each runs in a fresh sandbox and "
+    "returns its exit code and output); your own shell is not available. Edit files with your own tools. "
+    "When you are done, say what you changed and how you checked it."
+)
+RESUMED = (
+    "harness was stopped and has started again. The workspace is as it was after the last step harness "
+    "recorded. Go on with the task:\n\n"
+)
+
+
+@dataclass
+class _Call:
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    kind: str = ""
+    decision: Decision | None = None
+
+
+class HostedSession:
+    """One agent's ACP session (see the module); the Prompter of its run's ExternalTurns."""
+
+    def __init__(
+        self,
+        bridge: Sequence[str],
+        turns: ExternalTurns,
+        *,
+        workdir: str,
+        mcp_url: str,
+        session_meta: dict[str, Any],
+        decide: Callable[[GateRequest, str, dict[str, Any]], tuple[bool, str, Decision | None]],
+        resume_id: str | None = None,
+        on_session: Callable[[str], None] = lambda sid: None,
+    ) -> None:
+        self.bridge, self.turns, self.workdir, self.mcp_url = list(bridge), turns, workdir, mcp_url
+        self.session_meta, self.decide, self.on_session = session_meta, decide, on_session
+        self.resume_id = resume_id
+        self.session_id: str | None = None
+        self.loaded = False
+        """The session went on from its earlier one (`session/load`) rather than anew."""
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="harness-acp", daemon=True)
+        self._process: asyncio.subprocess.Process | None = None
+        self._conn: Any = None
+        self._calls: dict[str, _Call] = {}
+        self._terminals: dict[str, threading.Thread] = {}
+        self._outputs: dict[str, tuple[str, int | None]] = {}
+        self._prompts = 0
+        self._replaying = False
+
+    # --- life --------------------------------------------------------------------------------
+
+    def start(self, timeout_s: float = 120.0) -> HostedSession:
+        """Start the bridge and the ACP session (initialize, then session/load or session/new)."""
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._open(), self._loop).result(timeout_s)
+        return self
+
+    async def _open(self) -> None:
+        import acp
+        from acp import schema
+
+        self._process = await asyncio.create_subprocess_exec(
+            *self.bridge, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, limit=50 << 20
+        )
+        client: Any = _Client(self)  # the SDK's Client protocol, matched by shape
+        self._conn = acp.connect_to_agent(client, self._process.stdin, self._process.stdout)
+        capabilities = schema.ClientCapabilities(
+            fs=schema.FileSystemCapabilities(read_text_file=False, write_text_file=False), terminal=True
+        )
+        init = await self._conn.initialize(protocol_version=acp.PROTOCOL_VERSION, client_capabilities=capabilities)
+        servers = [schema.HttpMcpServer(type="http", name=HARNESS_SERVER, url=self.mcp_url, headers=[])]
+        loads = bool(getattr(init.agent_capabilities, "load_session", False))
+        if self.resume_id and loads:
+            self._replaying = True  # session/load replays the conversation as updates: history, not new calls
+            try:
+                with contextlib.suppress(Exception):  # an agent that lost its session files starts anew, said so
+                    await self._conn.load_session(
+                        cwd=self.workdir, session_id=self.resume_id, mcp_servers=servers, **self.session_meta
+                    )
+                    self.session_id, self.loaded = self.resume_id, True
+            finally:
+                self._replaying = False
+        if self.session_id is None:
+            made = await self._conn.new_session(cwd=self.workdir, mcp_servers=servers, **self.session_meta)
+            self.session_id = made.session_id
+        self.on_session(self.session_id)
+
+    def prompt(self, text: str) -> None:
+        """A prompt turn (returns at once): the first carries how to work here; after a restart, that
+        the run goes on."""
+        if self._prompts == 0:
+            text = (RESUMED if self.resume_id else "") + text + GUIDANCE
+        self._prompts += 1
+        asyncio.run_coroutine_threadsafe(self._prompt(text), self._loop)
+
+    async def _prompt(self, text: str) -> None:
+        from acp import schema
+
+        try:
+            answer = await self._conn.prompt(
+                session_id=self.session_id, prompt=[schema.TextContentBlock(type="text", text=text)]
+            )
+        except Exception as error:  # noqa: BLE001 - the agent or its connection failed: the loop hears it
+            self.turns.fail(ModelUnavailable(f"the hosted agent failed: {type(error).__name__}: {error}"[:500]))
+            return
+        self.turns.ended(str(answer.stop_reason))
+
+    def cancel(self) -> None:
+        if self._conn is not None and self.session_id is not None:
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(self._conn.cancel(session_id=self.session_id), self._loop).result(5)
+
+    def close(self) -> None:
+        """Cancel what runs, end the bridge (the container is stopped by its owner) and the loop."""
+        if not self._thread.is_alive():
+            return
+        self.cancel()
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+    async def _shutdown(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                await self._conn.close()
+        if self._process is not None and self._process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self._process.kill()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._process.wait(), 5)
+        pending = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+
+    # --- what the agent asks and tells -------------------------------------------------------
+
+    def permission(self, tool_call: Any) -> bool:
+        """harness's answer to the agent's request to make a call of its own."""
+        call = self._remember(tool_call)
+        if call.name.startswith(f"mcp__{HARNESS_SERVER}__"):
+            return True  # the loop gates it when it runs
+        request = gate_request(call, self.workdir)
+        if request is None:
+            call.decision = Decision(
+                action="deny", rule="hosted-agent", reason=f"{call.name} is not for a hosted agent"
+            )
+            return False
+        allowed, _, decision = self.decide(request, call.name, call.arguments)
+        call.decision = decision
+        return allowed
+
+    def update(self, update: Any) -> None:
+        """One `session/update`: words, and calls as they start and end (none while a loaded session
+        replays its history)."""
+        if self._replaying:
+            return
+        kind = getattr(update, "session_update", "")
+        if kind == "agent_message_chunk":
+            text = getattr(getattr(update, "content", None), "text", None)
+            if isinstance(text, str):
+                self.turns.say(text)
+        elif kind in ("tool_call", "tool_call_update"):
+            call = self._remember(update)
+            status = getattr(update, "status", None)
+            if status in ("completed", "failed") and not call.name.startswith(f"mcp__{HARNESS_SERVER}__"):
+                self.turns.reported(
+                    update.tool_call_id,
+                    call.name,
+                    call.arguments,
+                    Report(
+                        text=_content_text(update) or f"{call.name}: {status}",
+                        is_error=status == "failed",
+                        wrote=call.name in WRITERS or call.kind in ("edit", "delete", "move"),
+                        decision=call.decision,
+                    ),
+                )
+
+    def _remember(self, tool_call: Any) -> _Call:
+        ident = str(tool_call.tool_call_id)
+        call = self._calls.setdefault(ident, _Call(name=""))
+        meta = getattr(tool_call, "field_meta", None) or {}
+        named = (meta.get("claudeCode") or {}).get("toolName") if isinstance(meta, dict) else None
+        call.name = str(named or call.name or getattr(tool_call, "title", None) or "tool")
+        raw = getattr(tool_call, "raw_input", None)
+        if isinstance(raw, dict) and raw:
+            call.arguments = raw
+        call.kind = str(getattr(tool_call, "kind", None) or call.kind)
+        return call
+
+    # --- terminals: the loop's run_command ---------------------------------------------------
+
+    def create_terminal(self, command: str, args: Sequence[str]) -> str:
+        ident = f"term_{len(self._terminals) + 1}"
+        line = shlex.join([command, *args]) if args else command
+
+        def run() -> None:
+            record = self.turns.call("run_command", {"command": line})
+            text = record.text if record is not None else "harness did not run this command: the run ended"
+            code = record.envelope.exit_code if record is not None and record.envelope is not None else None
+            self._outputs[ident] = (text, code)
+
+        thread = threading.Thread(target=run, name=f"harness-{ident}", daemon=True)
+        self._terminals[ident] = thread
+        thread.start()
+        return ident
+
+    def terminal_result(self, ident: str, wait: bool) -> tuple[str, int | None, bool]:
+        """(output so far, exit code, ended) of a terminal; wait: until it ended."""
+        thread = self._terminals.get(ident)
+        if thread is not None and wait:
+            thread.join()
+        text, code = self._outputs.get(ident, ("", None))
+        return text, code, ident in self._outputs
+
+
+def gate_request(call: _Call, workdir: str) -> GateRequest | None:
+    """What the gate is asked of an agent's own call, as of the harness tool it stands for."""
+    path = str(
+        call.arguments.get("file_path") or call.arguments.get("notebook_path") or call.arguments.get("path") or "."
+    )
+    relative = _relative(path, workdir)
+    if call.name in WRITERS or call.kind in ("edit", "delete", "move"):
+        return GateRequest(
+            tool="write_file" if call.name == "Write" else "apply_patch", tier="write", paths=(relative,)
+        )
+    if call.name in READERS or call.kind in ("read", "search"):
+        return GateRequest(tool=READERS.get(call.name, "read_file"), tier="read", paths=(relative,))
+    if call.name in ("TodoWrite", "ExitPlanMode") or call.kind == "think":
+        return GateRequest(tool="list_dir", tier="read", paths=(".",))  # nothing outside the agent itself
+    return None
+
+
+def _relative(path: str, workdir: str) -> str:
+    pure = PurePosixPath(path)
+    if pure.is_absolute():
+        try:
+            return str(pure.relative_to(workdir)) or "."
+        except ValueError:
+            return path  # outside the workspace: the gate refuses it as such
+    return path
+
+
+def _content_text(update: Any) -> str:
+    parts = []
+    for item in getattr(update, "content", None) or ():
+        inner = getattr(item, "content", None)
+        text = getattr(inner, "text", None)
+        if isinstance(text, str):
+            parts.append(text)
+        elif getattr(item, "type", "") == "diff":
+            parts.append(f"edited {getattr(item, 'path', '')}")
+    return "\n".join(parts)
+
+
+class _Client:
+    """The ACP Client the SDK calls (its async methods hand the work to HostedSession)."""
+
+    def __init__(self, session: HostedSession) -> None:
+        self.session = session
+
+    async def request_permission(self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any) -> Any:
+        from acp import schema
+
+        allowed = await asyncio.get_running_loop().run_in_executor(None, self.session.permission, tool_call)
+        wanted = ("allow_once", "allow_always") if allowed else ("reject_once", "reject_always")
+        chosen = next((o for kind in wanted for o in options if o.kind == kind), None)
+        if chosen is None:
+            return schema.RequestPermissionResponse(outcome=schema.DeniedOutcome(outcome="cancelled"))
+        return schema.RequestPermissionResponse(
+            outcome=schema.AllowedOutcome(outcome="selected", option_id=chosen.option_id)
+        )
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        self.session.update(update)
+
+    async def create_terminal(self, session_id: str, command: str, args: list[str] | None = None, **kwargs: Any) -> Any:
+        from acp import schema
+
+        return schema.CreateTerminalResponse(terminal_id=self.session.create_terminal(command, args or []))
+
+    async def terminal_output(self, session_id: str, terminal_id: str, **kwargs: Any) -> Any:
+        from acp import schema
+
+        text, code, ended = self.session.terminal_result(terminal_id, wait=False)
+        status = schema.TerminalExitStatus(exit_code=code) if ended else None
+        return schema.TerminalOutputResponse(output=text, truncated=False, exit_status=status)
+
+    async def wait_for_terminal_exit(self, session_id: str, terminal_id: str, **kwargs: Any) -> Any:
+        from acp import schema
+
+        loop = asyncio.get_running_loop()
+        _, code, _ = await loop.run_in_executor(None, self.session.terminal_result, terminal_id, True)
+        return schema.WaitForTerminalExitResponse(exit_code=code)
+
+    async def kill_terminal(self, session_id: str, terminal_id: str, **kwargs: Any) -> Any:
+        return None  # a call the loop runs ends at its own limit
+
+    async def release_terminal(self, session_id: str, terminal_id: str, **kwargs: Any) -> Any:
+        return None
+
+    async def read_text_file(self, session_id: str, path: str, **kwargs: Any) -> Any:
+        from acp import RequestError
+
+        raise RequestError.method_not_found("fs/read_text_file")
+
+    async def write_text_file(self, session_id: str, path: str, content: str, **kwargs: Any) -> Any:
+        from acp import RequestError
+
+        raise RequestError.method_not_found("fs/write_text_file")
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        return None

@@ -1,0 +1,155 @@
+"""The composition root of a hosted agent's run (`--agent NAME`): its image, its endpoint (the model
+gateway and harness's tools as MCP on one socket), its container, its ACP session, and the provider the
+loop asks for turns (harness.agent.external). The loop itself is the same loop as harness's own model's:
+the same gate, hooks, sandbox, records, snapshots, verification, budget and outcomes.
+
+`hosted(...)` yields nothing for a run of harness's own model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.agent.external import ExternalTurns, Reported
+from harness.agent.hosted import HostedSession
+from harness.assembly import engine
+from harness.config import RunConfig
+from harness.errors import ModelUnavailable
+from harness.policy.decision import Decision
+from harness.policy.gate import GateRequest
+from sandbox.durable import write_text_atomic
+
+if TYPE_CHECKING:
+    from harness.agent.loop import Agent
+    from harness.assembly.runtime import Runtime
+    from harness.providers.config import ProviderConfig
+    from sandbox.session.session import Session
+
+HOSTED_TOOLS = ("run_command", "run_tests")
+"""What harness's MCP server offers a hosted agent: its commands, each in a fresh container (the
+agent reads and edits files with its own tools, in its own copy of the workspace)."""
+RECORD = "agent.json"
+"""The session folder's record of its hosted agent (which one, its ACP session id to load after a crash)."""
+
+
+@dataclass
+class Hosted:
+    """A hosted agent's run while it lasts: the loop's provider, and what joins the loop to it."""
+
+    turns: ExternalTurns
+    session: HostedSession
+
+    def attach(self, agent: Agent) -> None:
+        """Join the built loop: its registry records the agent's own calls, its trajectory tells the
+        provider each record, its gate (and hooks) answers the agent's permission requests."""
+        agent.registry = Reported(agent.registry, self.turns)
+        agent.trajectory.add_observer(self.turns)
+        agent.keep_workspace = True
+        gate, hooks, trajectory = agent.tool_context.gate, agent.hooks, agent.trajectory
+
+        def decide(request: GateRequest, name: str, arguments: dict[str, Any]) -> tuple[bool, str, Decision | None]:
+            decision = gate.check(request)
+            if decision.action == "ask":  # nobody is asked mid-call: an ask rule denies here
+                decision = Decision(action="deny", rule=decision.rule, reason=decision.reason + "; nobody to ask")
+            if decision.action != "allow":
+                return False, decision.reason, decision
+            if hooks is not None and hooks.wanted("PreToolUse", request.tool):
+                payload = {"tool_name": request.tool, "tool_input": arguments, "tool_use_id": f"agent-{name}"}
+                outcome = hooks.run("PreToolUse", payload)
+                for record in outcome.records:
+                    trajectory.append(record, durable=True)
+                if outcome.blocked:
+                    return False, outcome.reason, decision
+            return True, "", decision
+
+        self.session.decide = decide
+
+
+@contextlib.contextmanager
+def hosted(
+    config: RunConfig, session: Session, runtime: Runtime, settings: ProviderConfig, *, resumed: bool
+) -> Iterator[Hosted | None]:
+    """A hosted agent's run pieces, started, then ended with the run (None: harness's own model)."""
+    if not config.agent:
+        yield None
+        return
+    from harness.agent.endpoint import AgentEndpoint
+    from harness.environment.agents import AGENT_HOME, GATEWAY_DIR, GATEWAY_PORT, PLACEHOLDER_KEY, agent_named
+    from harness.providers.gateway import MOUNT, Gateway
+    from harness.providers.pricing import PriceTable
+    from harness.providers.vendor import ModelSpec
+    from harness.tools import builtin
+    from harness.tools.mcp_serve import tools_server
+    from sandbox.owner import hand_over
+    from sandbox.spec import Mount
+
+    agent = agent_named(config.agent)
+    model = ModelSpec.of(config.model)
+    turns = ExternalTurns(model=config.model or agent.name)
+    gateway = Gateway(
+        agent.protocol, settings.base_url, runtime.api_key, prices=PriceTable(settings.prices, vendor=model.prefix),
+        on_usage=lambda exchange: turns.charge(exchange.usage, exchange.cost_usd, exchange.cost_known),
+    )  # fmt: skip
+    menu = [s for s in builtin.default_registry().schemas() if s.name in HOSTED_TOOLS]
+    tools = tools_server(menu, turns.call, why_not=lambda: "the run ended")
+    with contextlib.ExitStack() as stack:
+        endpoint = AgentEndpoint(gateway, tools).start()
+        stack.callback(endpoint.close)
+        home = session.dir / "agent-home"
+        home.mkdir(exist_ok=True)
+        hand_over(home)
+        image = engine.agent_image(runtime.docker_host, agent.name, config.image)
+        spec = session.spec.model_copy(
+            update={"image": image, "memory": "2g", "pids": 1024, "egress": None, "network": "none"}
+        )
+        environment = {
+            **agent.environment,
+            "HOME": AGENT_HOME,
+            agent.base_url_env: f"http://127.0.0.1:{GATEWAY_PORT}{MOUNT}",
+            agent.key_env: PLACEHOLDER_KEY,
+            "NO_PROXY": "127.0.0.1,localhost",
+        }
+        if model.target:
+            environment.setdefault(
+                "ANTHROPIC_MODEL" if agent.protocol == "anthropic" else "HARNESS_MODEL", model.target
+            )
+        container = engine.start_agent(
+            runtime.docker_host, runtime.run_id, spec, list(agent.command), session.workspace,
+            environment=environment,
+            mounts=[Mount(source=endpoint.folder, target=GATEWAY_DIR), Mount(source=home, target=AGENT_HOME, read_only=False)],
+            relay=(GATEWAY_PORT, f"{GATEWAY_DIR}/{endpoint.socket.name}"),
+        )  # fmt: skip
+        stack.callback(container.stop)
+        record = session.dir / RECORD
+        earlier = _read(record) if resumed else {}
+        acp = HostedSession(
+            container.bridge, turns, workdir=session.spec.workdir, mcp_url=f"http://127.0.0.1:{GATEWAY_PORT}/mcp",
+            session_meta=agent.session_meta, decide=lambda *_: (False, "not ready", None),
+            resume_id=str(earlier.get("acp_session") or "") or None,
+            on_session=lambda sid: write_text_atomic(record, json.dumps({"agent": agent.name, "acp_session": sid})),
+        )  # fmt: skip
+        stack.callback(acp.close)
+        stack.callback(turns.close)
+        try:
+            acp.start()
+        except Exception as error:  # noqa: BLE001 - what the agent's side said, in one line
+            said = " ".join(container.logs()[-600:].split())
+            raise ModelUnavailable(
+                f"the hosted agent {agent.name} did not start ({type(error).__name__}: {error}); "
+                f"its output: {said or 'none'}"
+            ) from None
+        turns.prompter = acp
+        yield Hosted(turns, acp)
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}

@@ -1,0 +1,185 @@
+"""The agents people already use, hosted: each one's npm packages at pinned versions, the command that
+speaks ACP on its stdio, how it reaches its model (harness's gateway) and harness's tools (MCP), and
+the image it runs in: its packages over the session's own image.
+
+An agent's image is built from what this machine's npm fetches (`npm install --ignore-scripts`: no
+package's install script runs here), a Node.js when the agent needs one (this machine's own
+executable when it is a self-contained build of the major the agent needs, else the image's or
+Debian's), and the files that hold the agent to harness's terms (Claude Code's managed settings:
+bypassing permissions refused, its own shell denied). It is cached by what goes into it: the session
+image, the packages and versions, the Node.js, those files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from harness.errors import ConfigError, UsageError
+
+AGENT_ROOT = "/opt/harness-agent"
+"""Where an agent image holds the agent's packages (node_modules) and its Node.js (bin/node)."""
+AGENT_HOME = "/home/agent"
+"""The agent's home in its container: a folder of the session's, so its own session files outlive a crash."""
+GATEWAY_DIR = "/run/harness-agent"
+"""Where the agent's container sees the gateway's socket folder (read-only)."""
+GATEWAY_PORT = 8788
+"""The port of 127.0.0.1 inside the agent's container that reaches the gateway (its only way out)."""
+PLACEHOLDER_KEY = "harness-gateway-holds-the-key"
+"""What the agent's key variable holds: the gateway puts the real key in; no container ever sees it."""
+
+
+@dataclass(frozen=True)
+class HostedAgent:
+    """One agent harness can host (docs/agents.md)."""
+
+    name: str
+    packages: tuple[tuple[str, str], ...]
+    """The npm packages (name, pinned version) its image holds."""
+    command: tuple[str, ...]
+    """Its ACP agent on stdio, as run in its container."""
+    protocol: Literal["anthropic", "openai-responses", "openai", "gemini"]
+    """The model protocol it speaks (what the gateway forwards and reads the usage of)."""
+    model_prefix: str
+    """harness's provider prefix of that protocol (`--model` is PREFIX:MODEL; the price table's vendor)."""
+    base_url_env: str
+    """The variable that points it at its model endpoint (the gateway's)."""
+    key_env: str
+    """The variable it reads its key from (it gets PLACEHOLDER_KEY)."""
+    node: int | None = None
+    """The Node.js major it needs (None: none)."""
+    environment: dict[str, str] = field(default_factory=dict)
+    """Variables of its process (telemetry and updates off, its model)."""
+    files: dict[str, str] = field(default_factory=dict)
+    """Files of its image (absolute path: content), written as root and readable by all."""
+    shell: Literal["mcp", "own"] = "mcp"
+    """mcp: its own shell is off and every command is harness's `run_command` (a fresh container
+    each); own: it runs commands in its container, each reported call a step (docs/agents.md)."""
+    session_meta: dict[str, object] = field(default_factory=dict)
+    """The `_meta` of its `session/new` (Claude Code's options: its built-in tools)."""
+
+    @property
+    def image_name(self) -> str:
+        return f"agent-{self.name}"
+
+
+CLAUDE_TOOLS = ["Read", "Edit", "Write", "Glob", "Grep", "NotebookEdit", "TodoWrite"]
+"""Claude Code's own tools a hosted Claude Code keeps (every command is harness's)."""
+CLAUDE_MANAGED = {
+    "permissions": {
+        "disableBypassPermissionsMode": "disable",
+        "defaultMode": "default",
+        "deny": ["Bash", "BashOutput", "KillShell", "WebFetch", "WebSearch"],
+    },
+}
+"""Claude Code's managed settings in its image: over any settings file of the repository's, every
+edit asks harness (no bypass) and its shell and web tools stay off."""
+
+AGENTS: dict[str, HostedAgent] = {
+    "claude-code": HostedAgent(
+        name="claude-code",
+        packages=(("@zed-industries/claude-agent-acp", "0.23.1"), ("@anthropic-ai/claude-code", "2.1.332")),
+        command=("node", f"{AGENT_ROOT}/node_modules/@zed-industries/claude-agent-acp/dist/index.js"),
+        protocol="anthropic",
+        model_prefix="anthropic",
+        base_url_env="ANTHROPIC_BASE_URL",
+        key_env="ANTHROPIC_API_KEY",
+        node=18,
+        environment={
+            "CLAUDE_CODE_EXECUTABLE": f"{AGENT_ROOT}/node_modules/@anthropic-ai/claude-code-linux-x64/claude",
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_ERROR_REPORTING": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "CLAUDE_CODE_DISABLE_TERMINAL_TITLE": "1",
+        },
+        files={"/etc/claude-code/managed-settings.json": json.dumps(CLAUDE_MANAGED, indent=1)},
+        session_meta={"claudeCode": {"options": {"tools": CLAUDE_TOOLS, "disallowedTools": ["Bash"]}}},
+    ),
+}
+"""The agents `--agent` names."""
+
+
+def agent_named(name: str, what: str = "--agent") -> HostedAgent:
+    """The agent `--agent NAME` names; UsageError listing them otherwise."""
+    found = AGENTS.get(name)
+    if found is None:
+        raise UsageError(f"{what} {name!r}: not an agent harness hosts (it hosts {', '.join(sorted(AGENTS))})")
+    return found
+
+
+def image_key(agent: HostedAgent) -> str:
+    """What an agent's image is cached by, known without fetching anything: its packages and versions,
+    its files, its command, and the Node.js it gets (this machine's, by content, or the image's)."""
+    node = host_node(agent.node) if agent.node is not None else None
+    digest = hashlib.sha256(json.dumps([agent.packages, agent.files, agent.command, agent.node]).encode())
+    digest.update(hashlib.sha256(node.read_bytes()).digest() if node is not None else b"the image's node")
+    return digest.hexdigest()
+
+
+def build_context(agent: HostedAgent, into: Path, *, npm: str | None = None) -> Path:
+    """Fill into with an agent image's build context: the agent's packages fetched by npm (no install
+    script run), its Node.js when it needs one, its files, the Dockerfile over `ARG BASE`; into.
+    ConfigError saying what is missing (npm) or what npm said."""
+    into.mkdir(parents=True, exist_ok=True)
+    _fetch_packages(agent, into, npm or shutil.which("npm"))
+    node = host_node(agent.node) if agent.node is not None else None
+    lines = ["ARG BASE", "FROM ${BASE}", "USER root", f"COPY node_modules {AGENT_ROOT}/node_modules"]
+    if node is not None:
+        shutil.copy2(node, into / "node")
+        lines.append(f"COPY node {AGENT_ROOT}/bin/node")
+    elif agent.node is not None:  # the image's own, else Debian's (bookworm: 18)
+        lines.append(
+            "RUN command -v node >/dev/null 2>&1 || (apt-get update && apt-get install -y --no-install-recommends "
+            "nodejs && rm -rf /var/lib/apt/lists/*)"
+        )
+    for n, (path, content) in enumerate(sorted(agent.files.items())):
+        (into / f"file{n}").write_text(content)
+        lines.append(f"COPY file{n} {path}")
+    folders = " ".join(sorted({str(Path(p).parent) for p in agent.files}))
+    lines.append(f"RUN mkdir -p {AGENT_ROOT}/bin && chmod -R a+rX {AGENT_ROOT} {folders}".rstrip())
+    lines += [f"ENV PATH={AGENT_ROOT}/bin:$PATH", "USER 10001:10001"]
+    (into / "Dockerfile").write_text("\n".join(lines) + "\n")
+    return into
+
+
+def _fetch_packages(agent: HostedAgent, into: Path, npm: str | None) -> None:
+    if npm is None:
+        raise ConfigError(
+            f"hosting {agent.name} needs npm on this machine to fetch {', '.join(n for n, _ in agent.packages)} "
+            "(no package's install script is run): install Node.js and npm"
+        )
+    (into / "package.json").write_text(json.dumps({"name": "harness-agent", "private": True}))
+    argv = [npm, "install", "--ignore-scripts", "--no-audit", "--no-fund", "--omit=dev", "--prefix", str(into)]
+    argv += [f"{name}@{version}" for name, version in agent.packages]
+    environment = {k: v for k, v in os.environ.items() if not k.lower().startswith("npm_config_script")}
+    done = subprocess.run(argv, capture_output=True, text=True, env=environment, check=False, timeout=900)
+    if done.returncode != 0:
+        said = [line for line in done.stderr.splitlines() if "ERR" in line][-3:] or done.stderr.splitlines()[-3:]
+        raise ConfigError(f"npm could not fetch {agent.name}'s packages: {' | '.join(said)[:600]}")
+
+
+def host_node(major: int) -> Path | None:
+    """This machine's Node.js executable when it is a self-contained build (no libnode) of at least
+    `major`: it then runs in any image of a glibc as recent as the one it was built for. None
+    otherwise (the image's own, or Debian's, is used)."""
+    found = shutil.which("node")
+    if found is None:
+        return None
+    path = Path(found).resolve()
+    try:
+        version = subprocess.run([str(path), "--version"], capture_output=True, text=True, timeout=10).stdout
+        linked = subprocess.run(["ldd", str(path)], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    matched = re.match(r"v(\d+)\.", version.strip())
+    if matched is None or int(matched.group(1)) < major or "libnode" in linked or "libuv" in linked:
+        return None
+    return path
