@@ -222,7 +222,7 @@ class Reported:
             results.append(
                 ToolResult(
                     call_id=call.id, name=call.name, text=report.text, is_error=report.is_error,
-                    error_kind="agent_error" if report.is_error else None, decision=report.decision,
+                    error_kind="tool_error" if report.is_error else None, decision=report.decision,
                     wrote=report.wrote, duration_ms=report.duration_ms,
                 )
             )  # fmt: skip

@@ -30,6 +30,8 @@ from harness.policy.gate import GateRequest
 
 HARNESS_SERVER = "harness"
 """The name of harness's MCP server in the agent's session (its tools: `mcp__harness__run_command`)."""
+BOOKKEEPING = {"call_id", "turn_id", "started_at_ms"}
+"""Keys of an agent's raw input that are its own bookkeeping, not the call's arguments (Codex's)."""
 WRITERS = {"Edit", "MultiEdit", "Write", "NotebookEdit"}
 READERS = {"Read": "read_file", "Glob": "list_dir", "Grep": "search_code", "LS": "list_dir"}
 GUIDANCE = (
@@ -50,6 +52,12 @@ class _Call:
     arguments: dict[str, Any] = field(default_factory=dict)
     kind: str = ""
     decision: Decision | None = None
+    harness_tool: str | None = None
+    """The harness tool it calls through harness's MCP server (the loop gates and runs it), if it does."""
+    locations: tuple[str, ...] = ()
+    """The paths the agent said the call touches (ACP's `locations`)."""
+    reported: bool = False
+    """Its step is recorded (a refused call is, when refused; its later update adds nothing)."""
 
 
 class HostedSession:
@@ -81,6 +89,9 @@ class HostedSession:
         self._terminals: dict[str, threading.Thread] = {}
         self._outputs: dict[str, tuple[str, int | None]] = {}
         self._prompts = 0
+        self.refusals: list[str] = []
+        """What harness refused since the last prompt (the next one says so: an agent may end its turn
+        on a refusal without hearing why)."""
         self._replaying = False
 
     # --- life --------------------------------------------------------------------------------
@@ -103,7 +114,9 @@ class HostedSession:
         capabilities = schema.ClientCapabilities(
             fs=schema.FileSystemCapabilities(read_text_file=False, write_text_file=False), terminal=True
         )
-        init = await self._conn.initialize(protocol_version=acp.PROTOCOL_VERSION, client_capabilities=capabilities)
+        init = await self._unless_exited(
+            self._conn.initialize(protocol_version=acp.PROTOCOL_VERSION, client_capabilities=capabilities)
+        )
         servers = [schema.HttpMcpServer(type="http", name=HARNESS_SERVER, url=self.mcp_url, headers=[])]
         loads = bool(getattr(init.agent_capabilities, "load_session", False))
         if self.resume_id and loads:
@@ -117,15 +130,31 @@ class HostedSession:
             finally:
                 self._replaying = False
         if self.session_id is None:
-            made = await self._conn.new_session(cwd=self.workdir, mcp_servers=servers, **self.session_meta)
+            made = await self._unless_exited(
+                self._conn.new_session(cwd=self.workdir, mcp_servers=servers, **self.session_meta)
+            )
             self.session_id = made.session_id
         self.on_session(self.session_id)
+
+    async def _unless_exited(self, request: Any) -> Any:
+        """request's answer; RuntimeError as soon as the agent's process ends first."""
+        assert self._process is not None
+        asked, ended = asyncio.ensure_future(request), asyncio.ensure_future(self._process.wait())
+        await asyncio.wait({asked, ended}, return_when=asyncio.FIRST_COMPLETED)
+        if asked.done():
+            ended.cancel()
+            return asked.result()
+        asked.cancel()
+        raise RuntimeError(f"the agent's process ended (exit {self._process.returncode})")
 
     def prompt(self, text: str) -> None:
         """A prompt turn (returns at once): the first carries how to work here; after a restart, that
         the run goes on."""
         if self._prompts == 0:
             text = (RESUMED if self.resume_id else "") + text + GUIDANCE
+        elif self.refusals:
+            refused, self.refusals = self.refusals, []
+            text = "".join(f"{line}\n" for line in refused) + "\n" + text
         self._prompts += 1
         asyncio.run_coroutine_threadsafe(self._prompt(text), self._loop)
 
@@ -177,16 +206,22 @@ class HostedSession:
     def permission(self, tool_call: Any) -> bool:
         """harness's answer to the agent's request to make a call of its own."""
         call = self._remember(tool_call)
-        if call.name.startswith(f"mcp__{HARNESS_SERVER}__"):
+        if call.harness_tool is not None:
             return True  # the loop gates it when it runs
         request = gate_request(call, self.workdir)
         if request is None:
-            call.decision = Decision(
-                action="deny", rule="hosted-agent", reason=f"{call.name} is not for a hosted agent"
-            )
-            return False
-        allowed, _, decision = self.decide(request, call.name, call.arguments)
-        call.decision = decision
+            allowed, why = False, f"{call.name} is not for a hosted agent"
+            call.decision = Decision(action="deny", rule="hosted-agent", reason=why)
+        else:
+            allowed, why, call.decision = self.decide(request, call.name, call.arguments)
+        if not allowed:  # a step of its own now: an agent may end its turn on a refusal, reporting nothing
+            call.reported = True
+            refusal = f"harness refused {call.name} {', '.join(request.paths) if request else ''}".rstrip()
+            self.refusals.append(f"{refusal}: {why}")
+            self.turns.reported(
+                str(tool_call.tool_call_id), call.name, call.arguments,
+                Report(text=f"{refusal}: {why}", is_error=True, decision=call.decision),
+            )  # fmt: skip
         return allowed
 
     def update(self, update: Any) -> None:
@@ -202,13 +237,14 @@ class HostedSession:
         elif kind in ("tool_call", "tool_call_update"):
             call = self._remember(update)
             status = getattr(update, "status", None)
-            if status in ("completed", "failed") and not call.name.startswith(f"mcp__{HARNESS_SERVER}__"):
+            if status in ("completed", "failed") and call.harness_tool is None and not call.reported:
+                call.reported = True
                 self.turns.reported(
                     update.tool_call_id,
                     call.name,
                     call.arguments,
                     Report(
-                        text=_content_text(update) or f"{call.name}: {status}",
+                        text=_report_text(update, status) or f"{call.name}: {status}",
                         is_error=status == "failed",
                         wrote=call.name in WRITERS or call.kind in ("edit", "delete", "move"),
                         decision=call.decision,
@@ -220,11 +256,19 @@ class HostedSession:
         call = self._calls.setdefault(ident, _Call(name=""))
         meta = getattr(tool_call, "field_meta", None) or {}
         named = (meta.get("claudeCode") or {}).get("toolName") if isinstance(meta, dict) else None
-        call.name = str(named or call.name or getattr(tool_call, "title", None) or "tool")
+        title = str(getattr(tool_call, "title", None) or "")
+        call.name = str(named or call.name or title.split(" ", 1)[0].rstrip(":") or "tool")
         raw = getattr(tool_call, "raw_input", None)
         if isinstance(raw, dict) and raw:
-            call.arguments = raw
+            call.arguments = {k: v for k, v in raw.items() if k not in BOOKKEEPING}
+        prefix = f"mcp__{HARNESS_SERVER}__"
+        if call.name.startswith(prefix):  # Claude Code names an MCP tool mcp__SERVER__TOOL
+            call.harness_tool = call.name[len(prefix) :]
+        elif isinstance(raw, dict) and raw.get("server") == HARNESS_SERVER and isinstance(raw.get("tool"), str):
+            call.harness_tool = raw["tool"]  # Codex says {server, tool, arguments}
         call.kind = str(getattr(tool_call, "kind", None) or call.kind)
+        places = [str(getattr(place, "path", "") or "") for place in getattr(tool_call, "locations", None) or ()]
+        call.locations = tuple(dict.fromkeys([*call.locations, *(p for p in places if p)]))
         return call
 
     # --- terminals: the loop's run_command ---------------------------------------------------
@@ -254,17 +298,17 @@ class HostedSession:
 
 
 def gate_request(call: _Call, workdir: str) -> GateRequest | None:
-    """What the gate is asked of an agent's own call, as of the harness tool it stands for."""
-    path = str(
-        call.arguments.get("file_path") or call.arguments.get("notebook_path") or call.arguments.get("path") or "."
-    )
-    relative = _relative(path, workdir)
+    """What the gate is asked of an agent's own call, as of the harness tool it stands for, on every path
+    it names (its arguments' paths, the files a patch changes, the locations it gave)."""
+    named = [call.arguments.get(key) for key in ("file_path", "notebook_path", "path")]
+    changes = call.arguments.get("changes")
+    named += list(changes) if isinstance(changes, dict) else []
+    found = [str(path) for path in [*named, *call.locations] if isinstance(path, str) and path]
+    paths = tuple(dict.fromkeys(_relative(path, workdir) for path in found)) or (".",)
     if call.name in WRITERS or call.kind in ("edit", "delete", "move"):
-        return GateRequest(
-            tool="write_file" if call.name == "Write" else "apply_patch", tier="write", paths=(relative,)
-        )
+        return GateRequest(tool="write_file" if call.name == "Write" else "apply_patch", tier="write", paths=paths)
     if call.name in READERS or call.kind in ("read", "search"):
-        return GateRequest(tool=READERS.get(call.name, "read_file"), tier="read", paths=(relative,))
+        return GateRequest(tool=READERS.get(call.name, "read_file"), tier="read", paths=paths)
     if call.name in ("TodoWrite", "ExitPlanMode") or call.kind == "think":
         return GateRequest(tool="list_dir", tier="read", paths=(".",))  # nothing outside the agent itself
     return None
@@ -280,7 +324,20 @@ def _relative(path: str, workdir: str) -> str:
     return path
 
 
-def _content_text(update: Any) -> str:
+def _report_text(update: Any, status: str) -> str:
+    """What the agent reported of a call it made itself: its content, and on failure what its output
+    said first."""
+    said = _content_text(update, failed=status == "failed")
+    if status != "failed":
+        return said
+    raw = getattr(update, "raw_output", None)
+    if isinstance(raw, dict):
+        raw = raw.get("stderr") or raw.get("output") or raw.get("error") or raw.get("stdout")
+    failure = str(raw).strip() if raw else ""
+    return "\n".join(part for part in (f"failed: {failure}" if failure else "failed", said) if part)
+
+
+def _content_text(update: Any, failed: bool = False) -> str:
     parts = []
     for item in getattr(update, "content", None) or ():
         inner = getattr(item, "content", None)
@@ -288,7 +345,7 @@ def _content_text(update: Any) -> str:
         if isinstance(text, str):
             parts.append(text)
         elif getattr(item, "type", "") == "diff":
-            parts.append(f"edited {getattr(item, 'path', '')}")
+            parts.append(f"{'did not edit' if failed else 'edited'} {getattr(item, 'path', '')}")
     return "\n".join(parts)
 
 

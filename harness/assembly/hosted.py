@@ -22,6 +22,7 @@ from harness.config import RunConfig
 from harness.errors import ModelUnavailable
 from harness.policy.decision import Decision
 from harness.policy.gate import GateRequest
+from harness.trajectory import EventRecord
 from sandbox.durable import write_text_atomic
 
 if TYPE_CHECKING:
@@ -30,9 +31,6 @@ if TYPE_CHECKING:
     from harness.providers.config import ProviderConfig
     from sandbox.session.session import Session
 
-HOSTED_TOOLS = ("run_command", "run_tests")
-"""What harness's MCP server offers a hosted agent: its commands, each in a fresh container (the
-agent reads and edits files with its own tools, in its own copy of the workspace)."""
 RECORD = "agent.json"
 """The session folder's record of its hosted agent (which one, its ACP session id to load after a crash)."""
 
@@ -41,6 +39,7 @@ RECORD = "agent.json"
 class Hosted:
     """A hosted agent's run while it lasts: the loop's provider, and what joins the loop to it."""
 
+    name: str
     turns: ExternalTurns
     session: HostedSession
 
@@ -51,6 +50,14 @@ class Hosted:
         agent.trajectory.add_observer(self.turns)
         agent.keep_workspace = True
         gate, hooks, trajectory = agent.tool_context.gate, agent.hooks, agent.trajectory
+        if self.session.resume_id is not None:  # after a crash: said which way the agent went on
+            detail = (
+                f"{self.name} went on from its session {self.session.session_id} (session/load)"
+                if self.session.loaded
+                else f"{self.name} could not load its earlier session: a new one of it starts on the workspace "
+                "of the last step"
+            )
+            trajectory.append(EventRecord(event="agent_session", detail=detail), durable=True)
 
         def decide(request: GateRequest, name: str, arguments: dict[str, Any]) -> tuple[bool, str, Decision | None]:
             decision = gate.check(request)
@@ -95,8 +102,8 @@ def hosted(
         agent.protocol, settings.base_url, runtime.api_key, prices=PriceTable(settings.prices, vendor=model.prefix),
         on_usage=lambda exchange: turns.charge(exchange.usage, exchange.cost_usd, exchange.cost_known),
     )  # fmt: skip
-    menu = [s for s in builtin.default_registry().schemas() if s.name in HOSTED_TOOLS]
-    tools = tools_server(menu, turns.call, why_not=lambda: "the run ended")
+    menu = [s for s in builtin.default_registry().schemas() if s.name in agent.mcp_tools]
+    tools = tools_server(menu, turns.call, why_not=lambda: "the run ended", structured=False)
     with contextlib.ExitStack() as stack:
         endpoint = AgentEndpoint(gateway, tools).start()
         stack.callback(endpoint.close)
@@ -110,16 +117,15 @@ def hosted(
         environment = {
             **agent.environment,
             "HOME": AGENT_HOME,
-            agent.base_url_env: f"http://127.0.0.1:{GATEWAY_PORT}{MOUNT}",
             agent.key_env: PLACEHOLDER_KEY,
             "NO_PROXY": "127.0.0.1,localhost",
         }
-        if model.target:
-            environment.setdefault(
-                "ANTHROPIC_MODEL" if agent.protocol == "anthropic" else "HARNESS_MODEL", model.target
-            )
+        if agent.base_url_env:
+            environment[agent.base_url_env] = f"http://127.0.0.1:{GATEWAY_PORT}{MOUNT}"
+        if model.target and agent.model_env:
+            environment[agent.model_env] = model.target
         container = engine.start_agent(
-            runtime.docker_host, runtime.run_id, spec, list(agent.command), session.workspace,
+            runtime.docker_host, runtime.run_id, spec, agent.argv(model.target), session.workspace,
             environment=environment,
             mounts=[Mount(source=endpoint.folder, target=GATEWAY_DIR), Mount(source=home, target=AGENT_HOME, read_only=False)],
             relay=(GATEWAY_PORT, f"{GATEWAY_DIR}/{endpoint.socket.name}"),
@@ -144,7 +150,7 @@ def hosted(
                 f"its output: {said or 'none'}"
             ) from None
         turns.prompter = acp
-        yield Hosted(turns, acp)
+        yield Hosted(agent.name, turns, acp)
 
 
 def _read(path: Path) -> dict[str, Any]:

@@ -218,7 +218,13 @@ def _row(record: Mapping[str, Any]) -> tuple[str, str] | None:
         return (f"step {step}", text)
     if kind == "tool":
         first = _first_line(record)
-        decision = string(mapping(record.get("decision")).get("action")) if record.get("decision") else "not gated"
+        decision = (
+            string(mapping(record.get("decision")).get("action"))
+            if record.get("decision")
+            else "the agent's own call"
+            if string(record.get("name")).startswith("agent.")
+            else "not gated"
+        )
         flag = "[red]✗[/]" if record.get("is_error") else "[green]✓[/]"
         return (
             "",

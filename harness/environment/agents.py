@@ -49,8 +49,8 @@ class HostedAgent:
     """The model protocol it speaks (what the gateway forwards and reads the usage of)."""
     model_prefix: str
     """harness's provider prefix of that protocol (`--model` is PREFIX:MODEL; the price table's vendor)."""
-    base_url_env: str
-    """The variable that points it at its model endpoint (the gateway's)."""
+    base_url_env: str | None
+    """The variable that points it at its model endpoint (the gateway's); None: its command does."""
     key_env: str
     """The variable it reads its key from (it gets PLACEHOLDER_KEY)."""
     node: int | None = None
@@ -64,6 +64,23 @@ class HostedAgent:
     each); own: it runs commands in its container, each reported call a step (docs/agents.md)."""
     session_meta: dict[str, object] = field(default_factory=dict)
     """The `_meta` of its `session/new` (Claude Code's options: its built-in tools)."""
+    model_env: str | None = None
+    """The variable that names its model (`--model`'s MODEL), if it reads one."""
+    model_args: tuple[str, ...] = ()
+    """Arguments added to its command when `--model` names a MODEL, `{model}` in them the MODEL as a
+    TOML/JSON string (quoted and escaped)."""
+    mcp_tools: tuple[str, ...] = ("run_command", "run_tests")
+    """harness's tools its MCP server offers it (its own tools do the rest)."""
+    loads_sessions: bool = True
+    """It goes on from its earlier session after a crash (`session/load`); otherwise a new session of
+    it starts on the workspace of the last step, and the run's record says so."""
+
+    def argv(self, model: str | None) -> list[str]:
+        """Its command, with the model's arguments when one is named."""
+        if not model:
+            return list(self.command)
+        quoted = json.dumps(model)
+        return [*self.command, *(part.replace("{model}", quoted) for part in self.model_args)]
 
     @property
     def image_name(self) -> str:
@@ -81,6 +98,32 @@ CLAUDE_MANAGED = {
 }
 """Claude Code's managed settings in its image: over any settings file of the repository's, every
 edit asks harness (no bypass) and its shell and web tools stay off."""
+
+CODEX_CONFIG = tuple(
+    part
+    for setting in (
+        'model_provider="harness"',
+        f'model_providers.harness={{name="harness", base_url="http://127.0.0.1:{GATEWAY_PORT}/model", '
+        'env_key="OPENAI_API_KEY", wire_api="responses"}',
+        "features.shell_tool=false",
+        "features.unified_exec=false",
+        "features.js_repl=false",
+        "features.responses_websockets=false",
+        "features.responses_websockets_v2=false",
+        "features.remote_models=false",
+        'web_search="disabled"',
+        'approval_policy="untrusted"',
+        'sandbox_mode="danger-full-access"',
+        "check_for_update_on_startup=false",
+        "analytics.enabled=false",
+    )
+    for part in ("-c", setting)
+)
+"""Codex's settings on its command line, over any config file of the repository's: its model the
+gateway's (a provider of its own, the key variable a placeholder), its shell and web search off
+(every command is harness's `run_command`; with no shell it reads through harness's tools), every
+edit of its own asking harness first (`untrusted`), its own sandbox off (it needs bubblewrap; its
+container is the sandbox), nothing phoned home."""
 
 AGENTS: dict[str, HostedAgent] = {
     "claude-code": HostedAgent(
@@ -102,6 +145,19 @@ AGENTS: dict[str, HostedAgent] = {
         },
         files={"/etc/claude-code/managed-settings.json": json.dumps(CLAUDE_MANAGED, indent=1)},
         session_meta={"claudeCode": {"options": {"tools": CLAUDE_TOOLS, "disallowedTools": ["Bash"]}}},
+        model_env="ANTHROPIC_MODEL",
+    ),
+    "codex": HostedAgent(
+        name="codex",
+        packages=(("@zed-industries/codex-acp", "0.16.0"),),
+        command=(f"{AGENT_ROOT}/node_modules/@zed-industries/codex-acp-linux-x64/bin/codex-acp", *CODEX_CONFIG),
+        protocol="openai-responses",
+        model_prefix="openai-responses",
+        base_url_env=None,
+        key_env="OPENAI_API_KEY",
+        environment={"CODEX_HOME": AGENT_HOME, "RUST_LOG": "error"},
+        model_args=("-c", "model={model}"),
+        mcp_tools=("run_command", "run_tests", "read_file", "list_dir", "search_code"),
     ),
 }
 """The agents `--agent` names."""

@@ -1,7 +1,8 @@
 """harness's own tools served over MCP (the official SDK's server): each call handed to the run's loop,
 which gates, hooks, runs it in a fresh container, records and snapshots it as it does its own
 model's calls; the loop's record comes back as the call's result: the text the model would read,
-and the envelope (exit code first) as structured content.
+and the envelope (exit code first) as structured content, or, for an agent that would show its model
+the structured content instead of the text (Codex does), in the result's `_meta` as `harness/envelope`.
 
 Only the tools given are served (harness's built-in tools of the run's menu): never a host MCP
 server's, never a tool that reaches past the session.
@@ -34,6 +35,7 @@ def tools_server(
     why_not: Callable[[], str] = lambda: "the run ended",
     name: str = "harness",
     instructions: str | None = None,
+    structured: bool = True,
 ) -> Any:
     """An MCP server (`mcp.server.lowlevel.Server`) offering schemas, each call run by `call` in a
     worker thread (a call waits for the loop; the server's other calls and streams go on)."""
@@ -58,17 +60,22 @@ def tools_server(
         record = await anyio.to_thread.run_sync(call, params.name, arguments, abandon_on_cancel=True)
         if record is None:
             return _result(f"harness did not run this call: {why_not()}", True)
-        structured = record.envelope.model_dump(mode="json") if record.envelope is not None else None
-        return _result(record.text, record.is_error, structured)
+        envelope = record.envelope.model_dump(mode="json") if record.envelope is not None else None
+        if structured:
+            return _result(record.text, record.is_error, envelope)
+        return _result(record.text, record.is_error, meta={"harness/envelope": envelope} if envelope else None)
 
     return Server(name, instructions=instructions, on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-def _result(text: str, is_error: bool, structured: dict[str, Any] | None = None) -> Any:
+def _result(
+    text: str, is_error: bool, structured: dict[str, Any] | None = None, meta: dict[str, Any] | None = None
+) -> Any:
     from mcp import types
 
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=text)],
         structured_content=structured,
         is_error=is_error,
+        meta=meta,
     )

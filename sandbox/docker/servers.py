@@ -73,8 +73,8 @@ def start_agent(
     relay: tuple[int, str],
 ) -> Started:
     """A hosted agent's container: argv (its ACP agent on stdio, stdin kept open) in the call posture
-    on the workspace, writable (the agent edits its own copy), with mounts, and with no way out but
-    127.0.0.1:PORT, which a relay carries to the socket at PATH (the endpoint's: relay is (PORT, PATH)).
+    on the workspace, writable (the agent edits it with its own tools, each edit asking harness first),
+    with mounts, and with no way out but 127.0.0.1:PORT, which a relay carries to the socket at PATH (the endpoint's: relay is (PORT, PATH)).
     Not on an engine elsewhere: the endpoint's socket is this machine's."""
     _, why = located(client)
     if why is not None:

@@ -45,6 +45,28 @@ def claude_fix(tool_prefix: str = "mcp__harness__") -> Script:
     )
 
 
+def codex_fix() -> Script:
+    """Codex fixing the example: harness's run_command and read_file, its own apply_patch (first on a
+    test file, which the gate refuses: tests are read-only)."""
+    cheat = (
+        "*** Begin Patch\n*** Update File: tests/test_ops.py\n@@\n-    assert add(2, 3) == 5\n+    assert add(2, 3) == -1\n"
+        "*** End Patch\n"
+    )
+    fix = (
+        "*** Begin Patch\n*** Update File: calc/ops.py\n@@ def add(a: float, b: float) -> float:\n"
+        '     """Return the sum of a and b."""\n-    return a - b\n+    return a + b\n*** End Patch\n'
+    )
+    return Script(
+        calls=[
+            ("run_command", {"command": RUN_TESTS}),
+            ("read_file", {"path": "calc/ops.py"}),
+            ("apply_patch", {"input": cheat}),
+            ("apply_patch", {"input": fix}),
+            ("run_command", {"command": RUN_TESTS}),
+        ]
+    )
+
+
 def _sse(name: str, payload: dict[str, Any]) -> bytes:
     return f"event: {name}\ndata: {json.dumps(payload)}\n\n".encode()
 
@@ -104,15 +126,7 @@ class AnthropicServer:
                 except ValueError:
                     body = {}
                 server.script.seen.append(Seen(self.path, dict(self.headers.items()), body))
-                tools = [t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)]
-                done = tool_results(body)
-                calls = server.script.calls
-                if not any(name.startswith("mcp__") or name in ("Read", "Edit") for name in tools):
-                    out = anthropic_answer("ok")  # a side request (a title, a summary)
-                elif done < len(calls):
-                    out = anthropic_answer(call=calls[done], ident=f"toolu_{done + 1}")
-                else:
-                    out = anthropic_answer(server.script.last)
+                out = server.answer(body)
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")
                 self.send_header("content-length", str(len(out)))
@@ -131,6 +145,16 @@ class AnthropicServer:
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
+    def answer(self, body: dict[str, Any]) -> bytes:
+        tools = [t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)]
+        done = tool_results(body)
+        calls = self.script.calls
+        if not any(name.startswith("mcp__") or name in ("Read", "Edit") for name in tools):
+            return anthropic_answer("ok")  # a side request (a title, a summary)
+        if done < len(calls):
+            return anthropic_answer(call=calls[done], ident=f"toolu_{done + 1}")
+        return anthropic_answer(self.script.last)
+
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}"
@@ -142,3 +166,69 @@ class AnthropicServer:
     def __exit__(self, *exc: object) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def responses_outputs(body: dict[str, Any]) -> int:
+    """How many tool results the input of a Responses request holds."""
+    kinds = ("function_call_output", "custom_tool_call_output")
+    return sum(1 for item in body.get("input") or [] if isinstance(item, dict) and item.get("type") in kinds)
+
+
+def _tool_named(body: dict[str, Any], wanted: str) -> dict[str, Any] | None:
+    """The request's tool a script's name stands for: a tool of that name, or of a namespace (an MCP
+    server's tools; only there when the name is `mcp:NAME`), then with the namespace's name beside it."""
+    namespaced = wanted.startswith("mcp:")
+    wanted = wanted.removeprefix("mcp:")
+    for tool in body.get("tools") or []:
+        if not isinstance(tool, dict):
+            continue
+        if tool.get("name") == wanted and not namespaced:
+            return tool
+        for inner in tool.get("tools") or [] if tool.get("type") == "namespace" else []:
+            if isinstance(inner, dict) and inner.get("name") == wanted:
+                return {**inner, "namespace": tool.get("name")}
+    return None
+
+
+def responses_answer(body: dict[str, Any], script: Script) -> bytes:
+    """One streamed Responses answer from the script: its next call, else its last words."""
+    done = responses_outputs(body)
+    item: dict[str, Any]
+    if done < len(script.calls):
+        wanted, arguments = script.calls[done]
+        tool = _tool_named(body, wanted) or {"name": wanted, "type": "function"}
+        if tool.get("type") == "custom":
+            item = {"type": "custom_tool_call", "id": f"ctc_{done}", "call_id": f"call_{done}", "name": tool["name"],
+                    "input": arguments.get("input", ""), "status": "completed"}  # fmt: skip
+        else:
+            item = {"type": "function_call", "id": f"fc_{done}", "call_id": f"call_{done}", "name": tool["name"],
+                    "arguments": json.dumps(arguments), "status": "completed"}  # fmt: skip
+            if tool.get("namespace"):
+                item["namespace"] = tool["namespace"]
+    else:
+        item = {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+                "content": [{"type": "output_text", "text": script.last, "annotations": []}]}  # fmt: skip
+    usage = {"input_tokens": 150, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 30,
+             "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 180}  # fmt: skip
+    response = {"id": "resp_1", "object": "response", "created_at": 1, "model": body.get("model") or "gpt-5.2",
+                "status": "in_progress", "output": []}  # fmt: skip
+    frames = [
+        _sse("response.created", {"type": "response.created", "sequence_number": 0, "response": response}),
+        _sse("response.output_item.added", {"type": "response.output_item.added", "sequence_number": 1,
+                                             "output_index": 0, "item": item}),
+        _sse("response.output_item.done", {"type": "response.output_item.done", "sequence_number": 2,
+                                            "output_index": 0, "item": item}),
+        _sse("response.completed", {"type": "response.completed", "sequence_number": 3,
+                                     "response": {**response, "status": "completed", "output": [item], "usage": usage}}),
+    ]  # fmt: skip
+    return b"".join(frames)
+
+
+class ResponsesServer(AnthropicServer):
+    """The Responses API on 127.0.0.1 answering from a Script; a request without tools (a title, a
+    summary) gets a short text."""
+
+    def answer(self, body: dict[str, Any]) -> bytes:
+        if not body.get("tools"):
+            return responses_answer(body, Script(calls=[], last="ok"))
+        return responses_answer(body, self.script)
