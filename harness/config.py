@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from harness.errors import ConfigError, FlagError
 from harness.policy.gate import GateConfig
 from harness.providers.config import ProviderConfig
-from harness.providers.vendor import prefix_of
+from harness.providers.vendor import ModelSpec, prefix_of
 from harness.tools.declared import CommandToolConfig
 from harness.tools.mcp import MCPServerConfig
 from sandbox.settings import FLAT_KEYS, SessionSettings, StartedFrom, lift_flat
@@ -343,6 +343,18 @@ class HooksConfig(BaseModel):
         )
 
 
+def _agent_of_model(data: Any) -> Any:
+    """A model given as `AGENT@PREFIX:MODEL` (a batch's, a tasks file's) is that agent with that model."""
+    if not isinstance(data, dict) or not isinstance(data.get("model"), str):
+        return data
+    spec = ModelSpec.of(data["model"])
+    if not spec.agent:
+        return data
+    if data.get("agent") not in (None, spec.agent):
+        raise ValueError(f"model {data['model']!r} names the agent {spec.agent!r}, and agent is {data['agent']!r}")
+    return {**data, "model": spec.model, "agent": spec.agent}
+
+
 class RunConfig(BaseModel):
     """Everything `harness run` needs, from the config file and flags."""
 
@@ -397,7 +409,7 @@ class RunConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _flat_session_keys(cls, data: Any) -> Any:
-        return lift_flat(data)
+        return _agent_of_model(lift_flat(data))
 
     @field_validator("services")
     @classmethod

@@ -638,6 +638,10 @@ def start_run(
         raise NotFoundError(f"repository path does not exist: {repo}")
     config = with_verify(config.model_copy(update={"model": absolute_model(config.model, sessions)}), Path(repo))
     config = with_setup(config, Path(repo))
+    if config.agent:
+        from harness.environment.agents import agent_for
+
+        agent_for(config.agent, config.model)
     provider = build_provider(config, runtime)
     can_start(config, runtime)
     if session_id is not None:  # a controller of this id that died (a batch worker killed mid-run) left these

@@ -18,8 +18,9 @@ from harness.batch import shipping
 from harness.batch.adaptive import LOG, Concurrency, Pace, cpu_busy
 from harness.batch.parents import bundle
 from harness.batch.records import BatchDir, TaskRunKey, TaskRunRecord
-from harness.batch.tasks import Task, TasksFile
+from harness.batch.tasks import Task, TasksFile, given_to
 from harness.batch.worker import REFERENCE_MODEL, TaskRunOutput, TaskRunSpec, no_reference, run_task
+from harness.environment.agents import agent_for
 from harness.errors import UsageError
 from harness.providers.vendor import ModelSpec, prefix_of
 from harness.telemetry.config import TelemetryConfig
@@ -101,8 +102,13 @@ def plan(tasks: TasksFile, models: list[str], runs: int | None) -> list[tuple[Ta
     out = []
     for task in tasks.tasks:
         count = runs or task.runs or tasks.defaults.runs
-        own = [task.model] if task.model else models
+        agent = task.agent or tasks.defaults.agent
+        own = [given_to(model, agent) for model in ([task.model] if task.model else models)]
         out += [(TaskRunKey(task_id=task.id, model=model, run_index=k), task) for model in own for k in range(count)]
+    for model in dict.fromkeys(key.model for key, _ in out):  # an agent given a model it cannot use: said now
+        spec = ModelSpec.of(model)
+        if spec.agent:
+            agent_for(spec.agent, spec.model, what=f"model {model}: the agent")
     lacking = list(dict.fromkeys(t.id for key, t in out if key.model == REFERENCE_MODEL and t.reference is None))
     if lacking:  # said before a cluster starts or anything is written
         raise UsageError(no_reference(lacking))

@@ -43,6 +43,32 @@ class Tags(BaseModel):
     long_context: bool = False
 
 
+OWN_LOOP = "harness"
+"""The agent name of harness's own model loop (`--agent harness`, `agent: harness`)."""
+
+
+def known_agent(name: str | None) -> str | None:
+    """name when it is harness's own loop or an agent harness hosts; ValueError naming them otherwise."""
+    from harness.environment.agents import AGENTS
+
+    if name is None or name == OWN_LOOP or name in AGENTS:
+        return name
+    raise ValueError(
+        f"{name!r} is not an agent harness hosts (it hosts {', '.join(sorted(AGENTS))}; {OWN_LOOP}: its own loop)"
+    )
+
+
+def given_to(model: str, agent: str | None) -> str:
+    """model as given to agent: `AGENT@MODEL`, unless the model names its own agent, agent is None or
+    harness's own loop, or the model is an offline one (scripted, replay, reference) no agent can use."""
+    from harness.providers.vendor import ModelSpec
+
+    spec = ModelSpec.of(model)
+    if agent in (None, OWN_LOOP) or spec.agent or not spec.vendor.networked:
+        return model
+    return f"{agent}@{model}"
+
+
 class TaskDefaults(BaseModel):
     """Batch-level defaults at the top of the file; every task may override each."""
 
@@ -52,6 +78,11 @@ class TaskDefaults(BaseModel):
     @classmethod
     def _flat_session_keys(cls, data: Any) -> Any:
         return lift_flat(data)
+
+    @field_validator("agent")
+    @classmethod
+    def _known_agent(cls, value: str | None) -> str | None:
+        return known_agent(value)
 
     verify: str | None = None
     checks: list[str] = Field(default_factory=list)
@@ -75,6 +106,9 @@ class TaskDefaults(BaseModel):
     """k: how many times each task runs with each model (pass@k)."""
     model: list[str] = Field(default_factory=list)
     """Models to run every task with (flags `--model` override)."""
+    agent: str | None = None
+    """The hosted agent every task's models are given (`claude-code`; `harness`: harness's own loop;
+    a model that names its agent, `codex@openai-responses:MODEL`, keeps it). docs/agents.md."""
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     """Per-prefix provider settings of every task-run, as a run's config file has them
     (`providers: {openai: {base_url: http://127.0.0.1:8080/v1, force_tool: run_command}}`): a local
@@ -146,6 +180,8 @@ class Task(BaseModel):
     model: str | None = None
     """This task's own model (`scripted:FILE` for a hand-made or replayed task, a file relative to the
     tasks file); it runs with this one instead of the batch's models."""
+    agent: str | None = None
+    """The hosted agent this task's models are given (over the defaults' agent)."""
     runs: int | None = Field(None, ge=1, le=100)
     fork: ForkFrom | None = None
     """Set by `harness fork` (never in a tasks file): the session and step this task-run continues."""
@@ -156,6 +192,11 @@ class Task(BaseModel):
     @classmethod
     def _flat_session_keys(cls, data: Any) -> Any:
         return lift_flat(data)
+
+    @field_validator("agent")
+    @classmethod
+    def _known_agent(cls, value: str | None) -> str | None:
+        return known_agent(value)
 
     @field_validator("id")
     @classmethod

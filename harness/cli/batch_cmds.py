@@ -40,7 +40,15 @@ if TYPE_CHECKING:
 def batch(
     tasks_file: Path = typer.Argument(..., metavar="TASKS", help="Tasks file (YAML or JSONL)."),
     out: Path = typer.Option(..., "--out", help="Batch directory: records, sessions (rerun to continue)."),
-    model: list[str] = typer.Option([], "--model", help="PROVIDER:MODEL (repeatable: every task with each)."),
+    model: list[str] = typer.Option(
+        [], "--model", help="PROVIDER:MODEL or AGENT@PROVIDER:MODEL (repeatable: every task with each)."
+    ),
+    agent: list[str] = typer.Option(
+        [],
+        "--agent",
+        help="Give every model to this hosted agent (claude-code, codex; harness: harness's own loop); "
+        "repeatable: each model with each agent, side by side in one report.",
+    ),
     runs: int | None = typer.Option(None, "--runs", min=1, max=100, help="Runs per task and model (pass@k)."),
     workers: str | None = typer.Option(
         None,
@@ -59,15 +67,26 @@ def batch(
     json_out: bool = typer.Option(False, "--json", help="One JSON line per event instead of the progress lines."),
 ) -> None:
     """Run every task-run not yet recorded in DIR; the records are the source of truth."""
+    from harness.batch.records import BatchDir
     from harness.batch.runner import BatchBudget
-    from harness.batch.tasks import load_tasks
+    from harness.batch.tasks import given_to, known_agent, load_tasks
+    from harness.errors import UsageError
 
     with reported():
         tasks = load_tasks(tasks_file)
+        models = list(model)
+        if agent:
+            for name in agent:
+                try:
+                    known_agent(name)
+                except ValueError as error:
+                    raise UsageError(f"--agent {error}") from None
+            base = models or tasks.defaults.model or BatchDir(out).models()
+            models = list(dict.fromkeys(given_to(m, name) for name in agent for m in base))
     execute(
         tasks,
         out,
-        models=list(model),
+        models=models,
         runs=runs,
         workers=workers,
         budget=BatchBudget(max_cost_usd=max_cost, max_tokens=max_tokens, max_hours=max_hours),

@@ -118,7 +118,9 @@ def render_session(console: Console, session_dir: Path) -> None:
         first = False
         grid.add_row(*row)
     console.print(grid)
-    _devcontainer(console, next((r for r in every if r.get("kind") == "start" and r.get("agent") is None), None))
+    start = next((r for r in every if r.get("kind") == "start" and r.get("agent") is None), None)
+    _devcontainer(console, start)
+    _hosted(console, start)
     found = readback.state(session_dir)
     if found is None:  # a framework's calls (the integrations' box): no model run
         ended = [r for r in every if r.get("kind") == "outcome" and r.get("agent") is None]
@@ -134,6 +136,19 @@ def render_session(console: Console, session_dir: Path) -> None:
             markup=False,
             soft_wrap=True,
         )
+
+
+def _hosted(console: Console, start: Mapping[str, Any] | None) -> None:
+    """Which agent the run hosted, and the isolation it got."""
+    config = start.get("config") if start is not None else None
+    name = config.get("agent") if isinstance(config, dict) else None
+    if not isinstance(name, str) or not name:
+        return
+    from harness.environment.agents import AGENTS
+
+    known = AGENTS.get(name)
+    said = known.isolation if known is not None else "not an agent this version of harness hosts"
+    console.print(f"hosted agent {literal(name)}: {literal(said)}", soft_wrap=True)
 
 
 def _devcontainer(console: Console, start: Mapping[str, Any] | None) -> None:

@@ -71,6 +71,8 @@ class HostedAgent:
     TOML/JSON string (quoted and escaped)."""
     mcp_tools: tuple[str, ...] = ("run_command", "run_tests")
     """harness's tools its MCP server offers it (its own tools do the rest)."""
+    isolation: str = ""
+    """What isolation it gets, in a line (`show`, the report, docs/agents.md)."""
     loads_sessions: bool = True
     """It goes on from its earlier session after a crash (`session/load`); otherwise a new session of
     it starts on the workspace of the last step, and the run's record says so."""
@@ -146,6 +148,11 @@ AGENTS: dict[str, HostedAgent] = {
         files={"/etc/claude-code/managed-settings.json": json.dumps(CLAUDE_MANAGED, indent=1)},
         session_meta={"claudeCode": {"options": {"tools": CLAUDE_TOOLS, "disallowedTools": ["Bash"]}}},
         model_env="ANTHROPIC_MODEL",
+        isolation=(
+            "its own container (no network, not root, a read-only root, no key; its model through harness's "
+            "gateway); its shell and web tools off: every command harness's run_command in a fresh container; "
+            "each of its edits asked of harness's gate first"
+        ),
     ),
     "codex": HostedAgent(
         name="codex",
@@ -158,6 +165,11 @@ AGENTS: dict[str, HostedAgent] = {
         environment={"CODEX_HOME": AGENT_HOME, "RUST_LOG": "error"},
         model_args=("-c", "model={model}"),
         mcp_tools=("run_command", "run_tests", "read_file", "list_dir", "search_code"),
+        isolation=(
+            "its own container (no network, not root, a read-only root, no key; its model through harness's "
+            "gateway); its shell off: every command harness's run_command in a fresh container, its reads "
+            "harness's tools; each apply_patch asked of harness's gate first"
+        ),
     ),
 }
 """The agents `--agent` names."""
@@ -169,6 +181,29 @@ def agent_named(name: str, what: str = "--agent") -> HostedAgent:
     if found is None:
         raise UsageError(f"{what} {name!r}: not an agent harness hosts (it hosts {', '.join(sorted(AGENTS))})")
     return found
+
+
+PROTOCOL_NAMES = {
+    "anthropic": "Anthropic's Messages API",
+    "openai-responses": "OpenAI's Responses API",
+    "openai": "OpenAI's chat completions",
+    "gemini": "Gemini's API",
+}
+
+
+def agent_for(name: str, model: str | None, what: str = "--agent") -> HostedAgent:
+    """The agent `name` if it can be given `model` (a model of the protocol it speaks, reached over
+    HTTP); UsageError saying what it needs otherwise."""
+    from harness.providers.vendor import ModelSpec
+
+    agent = agent_named(name, what)
+    spec = ModelSpec.of(model)
+    if spec.prefix != agent.model_prefix or not spec.target:
+        raise UsageError(
+            f"{what} {name} speaks {PROTOCOL_NAMES[agent.protocol]}: give it a model as "
+            f"{agent.model_prefix}:MODEL (or {name}@{agent.model_prefix}:MODEL in a batch), not {model or 'none'}"
+        )
+    return agent
 
 
 def image_key(agent: HostedAgent) -> str:

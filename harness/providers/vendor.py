@@ -93,16 +93,21 @@ UNKNOWN = Vendor("", "")
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A model as `PREFIX:TARGET`: `openai:gpt-4.1`, `scripted:FILE`, `reference:` (a batch's)."""
+    """A model as `PREFIX:TARGET`: `openai:gpt-4.1`, `scripted:FILE`, `reference:` (a batch's); as
+    `AGENT@PREFIX:TARGET`, that model given to a hosted agent (`claude-code@anthropic:claude-sonnet-4-6`:
+    docs/agents.md). Only the part before the first `:` can name an agent (a Vertex model's own `@`
+    is in its target)."""
 
     prefix: str
     target: str
+    agent: str = ""
 
     @classmethod
     def of(cls, text: str | None) -> ModelSpec:
         """Split a spec without judging it (an empty or prefix-less one has an empty part)."""
-        prefix, _, target = (text or "").partition(":")
-        return cls(prefix, target)
+        head, _, target = (text or "").partition(":")
+        agent, _, prefix = head.rpartition("@")
+        return cls(prefix, target, agent)
 
     @classmethod
     def parse(cls, text: str) -> ModelSpec:
@@ -127,10 +132,15 @@ class ModelSpec:
 
     def with_target(self, target: str) -> str:
         """The spec text with another target (a file's absolute path, a worker's copy)."""
-        return f"{self.prefix}:{target}"
+        return f"{self.agent}@{self.prefix}:{target}" if self.agent else f"{self.prefix}:{target}"
+
+    @property
+    def model(self) -> str:
+        """The model's own spec, without the agent it is given to (what a provider is built from)."""
+        return f"{self.prefix}:{self.target}"
 
     def __str__(self) -> str:
-        return f"{self.prefix}:{self.target}"
+        return self.with_target(self.target)
 
 
 def prefix_of(model: str | None) -> str:

@@ -139,6 +139,7 @@ def as_markdown(reports: Sequence[Report]) -> str:
     for name, report in zip(names, reports, strict=True):
         lines += ["", f"## {_escape(name)}", ""]
         lines += [*_groups("by model", report.by_model), "", *_groups("by category", report.by_category)]
+        lines += hosted_lines(report.by_model)
         rules = ", ".join(f"{rule}: {count}" for rule, count in report.overall.first_tool_rules.items())
         lines += ["", f"First-tool rule applied: {_escape(rules) or 'none'}."]
         if report.never_started:
@@ -182,6 +183,23 @@ def as_markdown(reports: Sequence[Report]) -> str:
             lines += ["", "### The models' biggest obstacles", ""]
             lines += [f"- {_escape(line)}: {count}" for line, count in report.failures.obstacles.items()]
     return "\n".join(lines) + "\n"
+
+
+def hosted_lines(by_model: dict[str, Figures]) -> list[str]:
+    """The isolation each loop of the report got: a hosted agent's (`AGENT@MODEL`), harness's own."""
+    from harness.environment.agents import AGENTS
+    from harness.providers.vendor import ModelSpec
+
+    agents = sorted({ModelSpec.of(model).agent for model in by_model} - {""})
+    if not agents:
+        return []
+    lines = ["", "### Which isolation each loop got", ""]
+    if any(not ModelSpec.of(model).agent for model in by_model):
+        lines.append("- harness's own loop: every call in a fresh container, gated, recorded and snapshotted")
+    for name in agents:
+        known = AGENTS.get(name)
+        lines.append(f"- {_escape(name)}: {_escape(known.isolation if known else 'not hosted by this version')}")
+    return lines
 
 
 def concurrency_lines(changes: Sequence[dict[str, Any]]) -> list[str]:

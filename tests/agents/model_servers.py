@@ -1,18 +1,53 @@
 """Loopback wire servers of the models hosted agents speak, each scripted to do what a person would ask
 of a coding agent on the example (run the tests, read the broken file, fix it, run the tests again,
-say so), deciding its next answer from how many tool results the conversation holds. Any other request
-an agent makes (a title, a summary) gets a short text."""
+say so), deciding its next answer from how many tool results the conversation holds. Which script
+answers is chosen from the request itself: the task its conversation is about, and whose tools it
+offers (Claude Code's, Codex's, harness's own loop's), so one server serves a whole batch. Any other
+request an agent makes (a title, a summary) gets a short text."""
 
 from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Literal
 
 RUN_TESTS = "python3 -m pytest -q"
-FIX = {"old": "    return a - b\n\n\ndef subtract", "new": "    return a + b\n\n\ndef subtract"}
+
+
+@dataclass(frozen=True)
+class Fix:
+    """A change to one file of the example, as whole lines (old before, new after)."""
+
+    path: str
+    old: tuple[str, ...]
+    new: tuple[str, ...]
+    said: str
+
+
+ADD = Fix(
+    "calc/ops.py",
+    ('    """Return the sum of a and b."""', "    return a - b"),
+    ('    """Return the sum of a and b."""', "    return a + b"),
+    "I fixed add() in calc/ops.py (it subtracted); the tests pass now.",
+)
+SUBTRACT = Fix(
+    "calc/ops.py",
+    ('    """Return a minus b."""', "    return a + b"),
+    ('    """Return a minus b."""', "    return a - b"),
+    "I fixed subtract() in calc/ops.py (it added); the tests pass now.",
+)
+CHEAT = Fix(
+    "tests/test_ops.py",
+    ("def test_add():", "    assert add(2, 3) == 5"),
+    ("def test_add():", "    assert add(2, 3) == -1"),
+    "I changed the test to match the code; done.",
+)
+"""An edit of a test to match the broken code: the gate refuses it (tests are read-only)."""
+
+Style = Literal["claude", "codex", "harness"]
 
 
 @dataclass
@@ -29,42 +64,77 @@ class Script:
     """The calls the model makes, one per answer, then its last words."""
 
     calls: list[tuple[str, dict[str, Any]]]
-    last: str = "I fixed add() in calc/ops.py (it subtracted); the tests pass now."
-    seen: list[Seen] = field(default_factory=list)
+    last: str = ADD.said
 
 
-def claude_fix(tool_prefix: str = "mcp__harness__") -> Script:
-    """Claude Code fixing the example: harness's run_command, its own Read and Edit."""
-    return Script(
-        calls=[
-            (f"{tool_prefix}run_command", {"command": RUN_TESTS}),
-            ("Read", {"file_path": "/workspace/calc/ops.py"}),
-            ("Edit", {"file_path": "/workspace/calc/ops.py", "old_string": FIX["old"], "new_string": FIX["new"]}),
-            (f"{tool_prefix}run_command", {"command": RUN_TESTS}),
-        ]
-    )
+def _joined(lines: tuple[str, ...]) -> str:
+    return "\n".join(lines)
+
+
+def fix_script(style: Style, fix: Fix = ADD) -> Script:
+    """A model fixing the example its way: run the tests, read the file, edit it, run the tests again.
+    claude: harness's run_command over MCP, its own Read and Edit; codex: harness's run_command and
+    read_file over MCP, its own apply_patch; harness: harness's own loop's tools."""
+    test = {"command": RUN_TESTS}
+    if style == "claude":
+        where = f"/workspace/{fix.path}"
+        edit = {"file_path": where, "old_string": _joined(fix.old), "new_string": _joined(fix.new)}
+        calls = [("mcp__harness__run_command", test), ("Read", {"file_path": where}), ("Edit", edit),
+                 ("mcp__harness__run_command", test)]  # fmt: skip
+    elif style == "codex":
+        lines = "".join(f"-{line}\n" for line in fix.old) + "".join(f"+{line}\n" for line in fix.new)
+        patch = f"*** Begin Patch\n*** Update File: {fix.path}\n@@\n{lines}*** End Patch\n"
+        calls = [("run_command", test), ("read_file", {"path": fix.path}), ("apply_patch", {"input": patch}),
+                 ("run_command", test)]  # fmt: skip
+    else:
+        edit = {"path": fix.path, "old_text": _joined(fix.old), "new_text": _joined(fix.new)}
+        calls = [("run_command", test), ("read_file", {"path": fix.path}), ("apply_patch", edit),
+                 ("run_command", test)]  # fmt: skip
+    return Script(calls=calls, last=fix.said)
+
+
+def claude_fix() -> Script:
+    return fix_script("claude")
 
 
 def codex_fix() -> Script:
-    """Codex fixing the example: harness's run_command and read_file, its own apply_patch (first on a
-    test file, which the gate refuses: tests are read-only)."""
-    cheat = (
-        "*** Begin Patch\n*** Update File: tests/test_ops.py\n@@\n-    assert add(2, 3) == 5\n+    assert add(2, 3) == -1\n"
-        "*** End Patch\n"
-    )
-    fix = (
-        "*** Begin Patch\n*** Update File: calc/ops.py\n@@ def add(a: float, b: float) -> float:\n"
-        '     """Return the sum of a and b."""\n-    return a - b\n+    return a + b\n*** End Patch\n'
-    )
-    return Script(
-        calls=[
-            ("run_command", {"command": RUN_TESTS}),
-            ("read_file", {"path": "calc/ops.py"}),
-            ("apply_patch", {"input": cheat}),
-            ("apply_patch", {"input": fix}),
-            ("run_command", {"command": RUN_TESTS}),
-        ]
-    )
+    """Codex fixing the example, first editing a test (refused: tests are read-only)."""
+    script = fix_script("codex")
+    script.calls.insert(2, fix_script("codex", CHEAT).calls[2])
+    return script
+
+
+def style_of(body: dict[str, Any]) -> Style | None:
+    """Whose tools a request offers (None: none, a side request such as a title)."""
+    names = set()
+    for tool in body.get("tools") or []:
+        if isinstance(tool, dict):
+            names.add(str(tool.get("name") or ""))
+            names.update(str(inner.get("name") or "") for inner in tool.get("tools") or [] if isinstance(inner, dict))
+    if "Read" in names and "Edit" in names:
+        return "claude"
+    if "mcp__harness" in names:
+        return "codex"
+    if {"run_command", "apply_patch", "read_file"} <= names:
+        return "harness"
+    return None
+
+
+def by_task(scripts: dict[str, Fix]) -> Callable[[dict[str, Any]], Script | None]:
+    """A chooser: the script of whose tools the request offers, for the first task key (a word in the
+    task's text) its conversation holds."""
+
+    def choose(body: dict[str, Any]) -> Script | None:
+        style = style_of(body)
+        if style is None:
+            return None
+        text = json.dumps(body.get("messages") or body.get("input") or [])
+        for key, fix in scripts.items():
+            if key in text:
+                return fix_script(style, fix)
+        return None
+
+    return choose
 
 
 def _sse(name: str, payload: dict[str, Any]) -> bytes:
@@ -109,11 +179,15 @@ def tool_results(body: dict[str, Any]) -> int:
     return count
 
 
-class AnthropicServer:
-    """The Messages API on 127.0.0.1 answering from a Script (see the module)."""
+class ModelServer:
+    """A model API on 127.0.0.1 answering each POST from the script `choose` picks for it (None: a
+    side request, answered with a short text); every request is kept in `seen`."""
 
-    def __init__(self, script: Script) -> None:
-        self.script = script
+    content_type = "application/json"
+
+    def __init__(self, choose: Script | Callable[[dict[str, Any]], Script | None]) -> None:
+        self.choose = choose if callable(choose) else self._only(choose)
+        self.seen: list[Seen] = []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -125,8 +199,8 @@ class AnthropicServer:
                     body = json.loads(self.rfile.read(length) or b"{}")
                 except ValueError:
                     body = {}
-                server.script.seen.append(Seen(self.path, dict(self.headers.items()), body))
-                out = server.answer(body)
+                server.seen.append(Seen(self.path, dict(self.headers.items()), body))
+                out = server.answer(body, server.choose(body))
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")
                 self.send_header("content-length", str(len(out)))
@@ -145,27 +219,36 @@ class AnthropicServer:
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
-    def answer(self, body: dict[str, Any]) -> bytes:
-        tools = [t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)]
-        done = tool_results(body)
-        calls = self.script.calls
-        if not any(name.startswith("mcp__") or name in ("Read", "Edit") for name in tools):
-            return anthropic_answer("ok")  # a side request (a title, a summary)
-        if done < len(calls):
-            return anthropic_answer(call=calls[done], ident=f"toolu_{done + 1}")
-        return anthropic_answer(self.script.last)
+    @staticmethod
+    def _only(script: Script) -> Callable[[dict[str, Any]], Script | None]:
+        return lambda body: script if style_of(body) is not None else None
+
+    def answer(self, body: dict[str, Any], script: Script | None) -> bytes:
+        raise NotImplementedError
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}"
 
-    def __enter__(self) -> AnthropicServer:
+    def __enter__(self) -> ModelServer:
         self.thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+class AnthropicServer(ModelServer):
+    """Anthropic's Messages API (streamed)."""
+
+    def answer(self, body: dict[str, Any], script: Script | None) -> bytes:
+        if script is None:
+            return anthropic_answer("ok")
+        done = tool_results(body)
+        if done < len(script.calls):
+            return anthropic_answer(call=script.calls[done], ident=f"toolu_{done + 1}")
+        return anthropic_answer(script.last)
 
 
 def responses_outputs(body: dict[str, Any]) -> int:
@@ -175,60 +258,51 @@ def responses_outputs(body: dict[str, Any]) -> int:
 
 
 def _tool_named(body: dict[str, Any], wanted: str) -> dict[str, Any] | None:
-    """The request's tool a script's name stands for: a tool of that name, or of a namespace (an MCP
-    server's tools; only there when the name is `mcp:NAME`), then with the namespace's name beside it."""
-    namespaced = wanted.startswith("mcp:")
-    wanted = wanted.removeprefix("mcp:")
+    """The request's tool a script's name stands for: a tool of that name, else one of a namespace's
+    (an MCP server's tools), then with the namespace's name beside it."""
     for tool in body.get("tools") or []:
-        if not isinstance(tool, dict):
-            continue
-        if tool.get("name") == wanted and not namespaced:
+        if isinstance(tool, dict) and tool.get("name") == wanted:
             return tool
-        for inner in tool.get("tools") or [] if tool.get("type") == "namespace" else []:
+    for tool in body.get("tools") or []:
+        for inner in tool.get("tools") or [] if isinstance(tool, dict) and tool.get("type") == "namespace" else []:
             if isinstance(inner, dict) and inner.get("name") == wanted:
                 return {**inner, "namespace": tool.get("name")}
     return None
 
 
-def responses_answer(body: dict[str, Any], script: Script) -> bytes:
-    """One streamed Responses answer from the script: its next call, else its last words."""
-    done = responses_outputs(body)
-    item: dict[str, Any]
-    if done < len(script.calls):
-        wanted, arguments = script.calls[done]
-        tool = _tool_named(body, wanted) or {"name": wanted, "type": "function"}
-        if tool.get("type") == "custom":
-            item = {"type": "custom_tool_call", "id": f"ctc_{done}", "call_id": f"call_{done}", "name": tool["name"],
-                    "input": arguments.get("input", ""), "status": "completed"}  # fmt: skip
+class ResponsesServer(ModelServer):
+    """OpenAI's Responses API (streamed)."""
+
+    def answer(self, body: dict[str, Any], script: Script | None) -> bytes:
+        script = script or Script(calls=[], last="ok")
+        done = responses_outputs(body)
+        item: dict[str, Any]
+        if done < len(script.calls):
+            wanted, arguments = script.calls[done]
+            tool = _tool_named(body, wanted) or {"name": wanted, "type": "function"}
+            if tool.get("type") == "custom":
+                item = {"type": "custom_tool_call", "id": f"ctc_{done}", "call_id": f"call_{done}",
+                        "name": tool["name"], "input": arguments.get("input", ""), "status": "completed"}  # fmt: skip
+            else:
+                item = {"type": "function_call", "id": f"fc_{done}", "call_id": f"call_{done}", "name": tool["name"],
+                        "arguments": json.dumps(arguments), "status": "completed"}  # fmt: skip
+                if tool.get("namespace"):
+                    item["namespace"] = tool["namespace"]
         else:
-            item = {"type": "function_call", "id": f"fc_{done}", "call_id": f"call_{done}", "name": tool["name"],
-                    "arguments": json.dumps(arguments), "status": "completed"}  # fmt: skip
-            if tool.get("namespace"):
-                item["namespace"] = tool["namespace"]
-    else:
-        item = {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
-                "content": [{"type": "output_text", "text": script.last, "annotations": []}]}  # fmt: skip
-    usage = {"input_tokens": 150, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 30,
-             "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 180}  # fmt: skip
-    response = {"id": "resp_1", "object": "response", "created_at": 1, "model": body.get("model") or "gpt-5.2",
-                "status": "in_progress", "output": []}  # fmt: skip
-    frames = [
-        _sse("response.created", {"type": "response.created", "sequence_number": 0, "response": response}),
-        _sse("response.output_item.added", {"type": "response.output_item.added", "sequence_number": 1,
-                                             "output_index": 0, "item": item}),
-        _sse("response.output_item.done", {"type": "response.output_item.done", "sequence_number": 2,
-                                            "output_index": 0, "item": item}),
-        _sse("response.completed", {"type": "response.completed", "sequence_number": 3,
-                                     "response": {**response, "status": "completed", "output": [item], "usage": usage}}),
-    ]  # fmt: skip
-    return b"".join(frames)
-
-
-class ResponsesServer(AnthropicServer):
-    """The Responses API on 127.0.0.1 answering from a Script; a request without tools (a title, a
-    summary) gets a short text."""
-
-    def answer(self, body: dict[str, Any]) -> bytes:
-        if not body.get("tools"):
-            return responses_answer(body, Script(calls=[], last="ok"))
-        return responses_answer(body, self.script)
+            item = {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+                    "content": [{"type": "output_text", "text": script.last, "annotations": []}]}  # fmt: skip
+        usage = {"input_tokens": 150, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 30,
+                 "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 180}  # fmt: skip
+        response = {"id": "resp_1", "object": "response", "created_at": 1, "model": body.get("model") or "gpt-5.2",
+                    "status": "in_progress", "output": []}  # fmt: skip
+        frames = [
+            _sse("response.created", {"type": "response.created", "sequence_number": 0, "response": response}),
+            _sse("response.output_item.added", {"type": "response.output_item.added", "sequence_number": 1,
+                                                 "output_index": 0, "item": item}),
+            _sse("response.output_item.done", {"type": "response.output_item.done", "sequence_number": 2,
+                                                "output_index": 0, "item": item}),
+            _sse("response.completed", {"type": "response.completed", "sequence_number": 3,
+                                         "response": {**response, "status": "completed", "output": [item],
+                                                      "usage": usage}}),
+        ]  # fmt: skip
+        return b"".join(frames)

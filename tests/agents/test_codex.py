@@ -47,11 +47,11 @@ def test_codex_fixes_the_example_its_commands_in_their_own_containers_its_edits_
     assert fixed.decision is not None and fixed.decision.action == "allow" and fixed.wrote
     patch = (harness.session_dir("codex") / "change.patch").read_text()
     assert "return a + b" in patch and "test_ops" not in patch, "the refused edit never landed"
-    assert any("harness refused Edit tests/test_ops.py" in str(s.body.get("input")) for s in script.seen), (
+    assert any("harness refused Edit tests/test_ops.py" in str(s.body.get("input")) for s in server.seen), (
         "the agent heard why"
     )
     assert_confined(watch.seen, KEY, "OPENAI_API_KEY")
-    assert {s.headers.get("authorization") for s in script.seen} == {f"Bearer {KEY}"}, "the gateway put the key in"
+    assert {s.headers.get("authorization") for s in server.seen} == {f"Bearer {KEY}"}, "the gateway put the key in"
     assert_key_nowhere(tmp_path / "sessions", KEY)
     shown = harness("show", "codex")
     assert shown.code == 0 and "harness refused Edit tests/test_ops.py" in shown.stdout
