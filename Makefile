@@ -73,6 +73,7 @@ test-elsewhere: deps images-demo
 images: deps engine
 	$(BIN)/harness images build
 	$(BIN)/harness images build --env python:bullseye
+	$(BIN)/harness images build agents
 
 # The demos run in py311 only: the base, the sandbox layer and py311 (go, node, rust come with
 # `make images`, `make test`, or `harness images build NAME` when a task needs them).

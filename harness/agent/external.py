@@ -99,12 +99,14 @@ class ExternalTurns:
         return waiting.record
 
     def reported(self, call_id: str, name: str, arguments: dict[str, Any], report: Report) -> None:
-        """A call the agent made itself and reports ended: a step of its own (returns at once)."""
+        """A call the agent made itself and reports ended: a step of its own (returns at once). Its id is
+        the agent's made unique in the run (an agent may number its calls anew in each session)."""
         with self._cond:
             if self._closed is not None:
                 return
-            self.reports[call_id] = report
-            self._queued.append(_Waiting(ToolCall(id=call_id, name=REPORTED + name, arguments=arguments)))
+            ident = f"{call_id}.{next(self._ids)}"
+            self.reports[ident] = report
+            self._queued.append(_Waiting(ToolCall(id=ident, name=REPORTED + name, arguments=arguments)))
             self._cond.notify_all()
 
     def say(self, text: str) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import shlex
 import subprocess
 import threading
@@ -32,8 +33,19 @@ HARNESS_SERVER = "harness"
 """The name of harness's MCP server in the agent's session (its tools: `mcp__harness__run_command`)."""
 BOOKKEEPING = {"call_id", "turn_id", "started_at_ms"}
 """Keys of an agent's raw input that are its own bookkeeping, not the call's arguments (Codex's)."""
-WRITERS = {"Edit", "MultiEdit", "Write", "NotebookEdit"}
-READERS = {"Read": "read_file", "Glob": "list_dir", "Grep": "search_code", "LS": "list_dir"}
+WRITERS = {"Edit", "MultiEdit", "Write", "NotebookEdit", "replace", "write_file", "edit", "write", "patch"}
+"""The agents' own tools that write (Claude Code's, Gemini CLI's, opencode's): gated as harness's writes."""
+READERS = {
+    "Read": "read_file", "Glob": "list_dir", "Grep": "search_code", "LS": "list_dir",
+    "read_file": "read_file", "read_many_files": "read_file", "list_directory": "list_dir", "glob": "list_dir",
+    "grep_search": "search_code", "read": "read_file", "grep": "search_code", "list": "list_dir",
+}  # fmt: skip
+"""The agents' own tools that read, and the harness tool the gate is asked about for each."""
+MCP_PREFIXES = (f"mcp__{HARNESS_SERVER}__", f"mcp_{HARNESS_SERVER}_", f"{HARNESS_SERVER}_")
+"""How an agent names a tool of harness's MCP server (Claude Code's mcp__SERVER__TOOL, Gemini CLI's
+mcp_SERVER_TOOL, opencode's SERVER_TOOL; Codex says {server, tool} in the call's raw input)."""
+TOOL_ID = re.compile(r"([A-Za-z][A-Za-z0-9_.-]{0,80})__")
+"""A call id that starts with its tool's name (Gemini CLI's TOOL__TOOL_TIME_N)."""
 GUIDANCE = (
     "\n\nHow to work here: this workspace is a copy of the repository. Run every shell command, the tests "
     "included, with the `run_command` tool of the `harness` MCP server (each runs in a fresh sandbox and "
@@ -81,6 +93,8 @@ class HostedSession:
         self.session_id: str | None = None
         self.loaded = False
         """The session went on from its earlier one (`session/load`) rather than anew."""
+        self.not_loaded = ""
+        """Why it did not, when it was to: the agent offers no session/load, or what its answer said."""
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="harness-acp", daemon=True)
         self._process: asyncio.subprocess.Process | None = None
@@ -119,14 +133,17 @@ class HostedSession:
         )
         servers = [schema.HttpMcpServer(type="http", name=HARNESS_SERVER, url=self.mcp_url, headers=[])]
         loads = bool(getattr(init.agent_capabilities, "load_session", False))
+        if self.resume_id and not loads:
+            self.not_loaded = "it offers no session/load"
         if self.resume_id and loads:
             self._replaying = True  # session/load replays the conversation as updates: history, not new calls
             try:
-                with contextlib.suppress(Exception):  # an agent that lost its session files starts anew, said so
-                    await self._conn.load_session(
-                        cwd=self.workdir, session_id=self.resume_id, mcp_servers=servers, **self.session_meta
-                    )
-                    self.session_id, self.loaded = self.resume_id, True
+                await self._conn.load_session(
+                    cwd=self.workdir, session_id=self.resume_id, mcp_servers=servers, **self.session_meta
+                )
+                self.session_id, self.loaded = self.resume_id, True
+            except Exception as error:  # noqa: BLE001 - an agent that lost its session starts anew, said so
+                self.not_loaded = f"its session/load answered {type(error).__name__}: {error}"[:300]
             finally:
                 self._replaying = False
         if self.session_id is None:
@@ -219,7 +236,7 @@ class HostedSession:
             refusal = f"harness refused {call.name} {', '.join(request.paths) if request else ''}".rstrip()
             self.refusals.append(f"{refusal}: {why}")
             self.turns.reported(
-                str(tool_call.tool_call_id), call.name, call.arguments,
+                str(tool_call.tool_call_id), call.name, call.arguments or self._where(call),
                 Report(text=f"{refusal}: {why}", is_error=True, decision=call.decision),
             )  # fmt: skip
         return allowed
@@ -242,7 +259,7 @@ class HostedSession:
                 self.turns.reported(
                     update.tool_call_id,
                     call.name,
-                    call.arguments,
+                    call.arguments or self._where(call),
                     Report(
                         text=_report_text(update, status) or f"{call.name}: {status}",
                         is_error=status == "failed",
@@ -251,21 +268,27 @@ class HostedSession:
                     ),
                 )
 
+    def _where(self, call: _Call) -> dict[str, Any]:
+        """The arguments of a call the agent gave none of: the paths it touches, if it named them."""
+        return {"paths": [_relative(path, self.workdir) for path in call.locations]} if call.locations else {}
+
     def _remember(self, tool_call: Any) -> _Call:
         ident = str(tool_call.tool_call_id)
         call = self._calls.setdefault(ident, _Call(name=""))
         meta = getattr(tool_call, "field_meta", None) or {}
         named = (meta.get("claudeCode") or {}).get("toolName") if isinstance(meta, dict) else None
+        by_id = TOOL_ID.match(ident)
         title = str(getattr(tool_call, "title", None) or "")
-        call.name = str(named or call.name or title.split(" ", 1)[0].rstrip(":") or "tool")
+        first = title.split(" ", 1)[0].rstrip(":")
+        call.name = str(named or call.name or (by_id.group(1) if by_id else first) or "tool")
         raw = getattr(tool_call, "raw_input", None)
         if isinstance(raw, dict) and raw:
             call.arguments = {k: v for k, v in raw.items() if k not in BOOKKEEPING}
-        prefix = f"mcp__{HARNESS_SERVER}__"
-        if call.name.startswith(prefix):  # Claude Code names an MCP tool mcp__SERVER__TOOL
+        prefix = next((p for p in MCP_PREFIXES if call.name.startswith(p)), None)
+        if prefix is not None:
             call.harness_tool = call.name[len(prefix) :]
         elif isinstance(raw, dict) and raw.get("server") == HARNESS_SERVER and isinstance(raw.get("tool"), str):
-            call.harness_tool = raw["tool"]  # Codex says {server, tool, arguments}
+            call.harness_tool = raw["tool"]
         call.kind = str(getattr(tool_call, "kind", None) or call.kind)
         places = [str(getattr(place, "path", "") or "") for place in getattr(tool_call, "locations", None) or ()]
         call.locations = tuple(dict.fromkeys([*call.locations, *(p for p in places if p)]))
@@ -300,7 +323,7 @@ class HostedSession:
 def gate_request(call: _Call, workdir: str) -> GateRequest | None:
     """What the gate is asked of an agent's own call, as of the harness tool it stands for, on every path
     it names (its arguments' paths, the files a patch changes, the locations it gave)."""
-    named = [call.arguments.get(key) for key in ("file_path", "notebook_path", "path")]
+    named = [call.arguments.get(key) for key in ("file_path", "notebook_path", "path", "filePath")]
     changes = call.arguments.get("changes")
     named += list(changes) if isinstance(changes, dict) else []
     found = [str(path) for path in [*named, *call.locations] if isinstance(path, str) and path]

@@ -215,11 +215,18 @@ def agent_image(
         )
 
 
-def image_status(name: str, ref: str) -> ImageStatus:
+def image_status(docker_host: str | None, name: str, ref: str) -> ImageStatus:
     """The row `harness images build` shows for an image it just built (or found current)."""
+    import docker.errors
+
     from sandbox.docker.images import ImageStatus
 
-    return ImageStatus(name=name, ref=ref, status="current")
+    with engine(docker_host) as client:
+        try:
+            found = str(client.images.get(ref).id)
+        except docker.errors.DockerException:
+            found = None
+    return ImageStatus(name=name, ref=ref, status="current", image_id=found)
 
 
 def check_images(docker_host: str | None, names: list[str]) -> None:

@@ -54,8 +54,8 @@ class Hosted:
             detail = (
                 f"{self.name} went on from its session {self.session.session_id} (session/load)"
                 if self.session.loaded
-                else f"{self.name} could not load its earlier session: a new one of it starts on the workspace "
-                "of the last step"
+                else f"{self.name} could not go on from its earlier session ({self.session.not_loaded}): a new "
+                "session of it starts on the workspace of the last step"
             )
             trajectory.append(EventRecord(event="agent_session", detail=detail), durable=True)
 
@@ -115,7 +115,7 @@ def hosted(
             update={"image": image, "memory": "2g", "pids": 1024, "egress": None, "network": "none"}
         )
         environment = {
-            **agent.environment,
+            **agent.variables(model.target),
             "HOME": AGENT_HOME,
             agent.key_env: PLACEHOLDER_KEY,
             "NO_PROXY": "127.0.0.1,localhost",

@@ -105,17 +105,28 @@ def provider_settings(
     return settings.model_copy(update=unset) if unset else settings
 
 
-def build_provider(config: RunConfig, runtime: Runtime) -> Provider:
+def build_provider(config: RunConfig, runtime: Runtime) -> Provider | None:
     """The run's provider behind the retry policy (a scripted file is validated here, before any
-    container starts). A vendor endpoint without a key is refused here, at once: no session is made
-    and no request is sent (a local server named by base_url may need none)."""
+    container starts); None for a hosted agent's run (the agent reaches its model through harness's
+    gateway: harness.assembly.hosted). A vendor endpoint without a key is refused here, at once: no
+    session is made and no request is sent (a local server named by base_url may need none)."""
     settings = provider_settings(config, runtime.base_url_fallback, runtime.cloud_fallback)
     if ModelSpec.of(config.model).vendor.key_required and not runtime.api_key and settings.base_url is None:
         where = f"set {runtime.key_variable}" if runtime.key_variable else "pass api_key"
         raise ModelAuthError(
             f"no API key for {config.model}: {where} (or point base_url at a local server that needs none)"
         )
+    if config.agent:
+        return None
     return make_provider(config.model or "", settings, api_key=runtime.api_key)
+
+
+def own_provider(config: RunConfig, runtime: Runtime) -> Provider:
+    """The provider of a run of harness's own loop (build_provider); UsageError for a hosted agent's."""
+    provider = build_provider(config, runtime)
+    if provider is None:
+        raise UsageError(f"{config.agent} is a hosted agent: this needs harness's own loop (no --agent)")
+    return provider
 
 
 def endpoint_warnings(config: RunConfig, runtime: Runtime) -> list[str]:
@@ -665,7 +676,7 @@ def _run_agent(
     config: RunConfig,
     session: Session,
     sandbox: Sandbox,
-    provider: Provider,
+    provider: Provider | None,
     state: RunState,
     runtime: Runtime,
     *,
@@ -688,11 +699,13 @@ def _run_agent(
             config, session, runtime, provider_settings(config, runtime.base_url_fallback), resumed=resumed
         ) as agent_run,
     ):
+        turns = agent_run.turns if agent_run is not None else provider
+        assert turns is not None, "a run of harness's own loop has its provider"
         agent = build_agent(
             config=config,
             session=session,
             sandbox=sandbox,
-            provider=agent_run.turns if agent_run is not None else provider,
+            provider=turns,
             state=state,
             runtime=runtime,
             resumed=resumed,

@@ -256,7 +256,7 @@ def _example(runtime: Runtime, sessions: Path, warm: Path | None) -> ExampleRun:
             config=config,
             session=session,
             sandbox=sandbox,
-            provider=assembly.build_provider(config, runtime),
+            provider=assembly.own_provider(config, runtime),
             state=state,
             runtime=runtime,
         )

@@ -427,9 +427,11 @@ def _image_table(rows: list[ImageStatus]) -> Table:
 @images_app.command("build")
 def images_build(
     name: str | None = typer.Argument(
-        None, help="Image to build (default: all, unless --env is given); agent-NAME: a hosted agent's (over --over)."
+        None,
+        help="Image to build (default: all, unless --env is given); agent-NAME: a hosted agent's (over --over); "
+        "agents: every hosted agent's.",
     ),
-    over: str = typer.Option("py311", "--over", help="agent-NAME: the image the agent's is built over."),
+    over: str = typer.Option("py311", "--over", help="agent-NAME, agents: the image each agent's is built over."),
     envs: list[str] = typer.Option(
         [],
         "--env",
@@ -447,9 +449,16 @@ def images_build(
     wanted = [_env_wanted(spelled) for spelled in envs]
     log = lambda line: err_console.print(f"[dim]{escape(line)}[/]")  # noqa: E731
     with reported():
-        if name is not None and name.startswith("agent-"):
-            built = engine.agent_image(docker_host(), name.removeprefix("agent-"), over, log)
-            rows = [engine.image_status(name, built)]
+        if name == "agents" or (name is not None and name.startswith("agent-")):
+            from harness.environment.agents import AGENTS
+
+            agents = sorted(AGENTS) if name == "agents" else [name.removeprefix("agent-")]
+            rows = [
+                engine.image_status(
+                    docker_host(), f"agent-{agent}", engine.agent_image(docker_host(), agent, over, log)
+                )
+                for agent in agents
+            ]
         else:
             rows = engine.build_images(docker_host(), name, log=log) if name is not None or not wanted else []
         for language, release in wanted:

@@ -56,7 +56,8 @@ class HostedAgent:
     node: int | None = None
     """The Node.js major it needs (None: none)."""
     environment: dict[str, str] = field(default_factory=dict)
-    """Variables of its process (telemetry and updates off, its model)."""
+    """Variables of its process (telemetry and updates off, its model): `{model_json}` in a value is the
+    MODEL escaped for a JSON string."""
     files: dict[str, str] = field(default_factory=dict)
     """Files of its image (absolute path: content), written as root and readable by all."""
     shell: Literal["mcp", "own"] = "mcp"
@@ -67,8 +68,8 @@ class HostedAgent:
     model_env: str | None = None
     """The variable that names its model (`--model`'s MODEL), if it reads one."""
     model_args: tuple[str, ...] = ()
-    """Arguments added to its command when `--model` names a MODEL, `{model}` in them the MODEL as a
-    TOML/JSON string (quoted and escaped)."""
+    """Arguments added to its command when `--model` names a MODEL: `{model}` in them is the MODEL,
+    `{model_toml}` the MODEL as a TOML string (quoted and escaped)."""
     mcp_tools: tuple[str, ...] = ("run_command", "run_tests")
     """harness's tools its MCP server offers it (its own tools do the rest)."""
     isolation: str = ""
@@ -77,12 +78,20 @@ class HostedAgent:
     """It goes on from its earlier session after a crash (`session/load`); otherwise a new session of
     it starts on the workspace of the last step, and the run's record says so."""
 
+    def variables(self, model: str | None) -> dict[str, str]:
+        """Its process's variables, with the model put in where they name it."""
+        escaped = json.dumps(model or "")[1:-1]
+        return {name: value.replace("{model_json}", escaped) for name, value in self.environment.items()}
+
     def argv(self, model: str | None) -> list[str]:
         """Its command, with the model's arguments when one is named."""
         if not model:
             return list(self.command)
         quoted = json.dumps(model)
-        return [*self.command, *(part.replace("{model}", quoted) for part in self.model_args)]
+        return [
+            *self.command,
+            *(part.replace("{model_toml}", quoted).replace("{model}", model) for part in self.model_args),
+        ]
 
     @property
     def image_name(self) -> str:
@@ -127,6 +136,35 @@ gateway's (a provider of its own, the key variable a placeholder), its shell and
 edit of its own asking harness first (`untrusted`), its own sandbox off (it needs bubblewrap; its
 container is the sandbox), nothing phoned home."""
 
+OPENCODE_CONFIG = {
+    "model": "anthropic/{model_json}",
+    "provider": {
+        "anthropic": {
+            "options": {"baseURL": f"http://127.0.0.1:{GATEWAY_PORT}/model/v1"},
+            "models": {"{model_json}": {"name": "{model_json}", "tool_call": True}},
+        }
+    },
+    "permission": {"edit": "ask", "bash": "deny", "webfetch": "deny", "external_directory": "deny"},
+    "tools": {"bash": False, "webfetch": False, "websearch": False},
+    "autoupdate": False,
+    "share": "disabled",
+    "lsp": False,
+    "formatter": False,
+}
+"""opencode's config as its process's OPENCODE_CONFIG_CONTENT (a repository's opencode.json is not read:
+OPENCODE_DISABLE_PROJECT_CONFIG): its model the gateway's, its shell and web tools off, each edit
+asking harness, nothing phoned home."""
+
+GEMINI_SETTINGS = {
+    "tools": {"exclude": ["run_shell_command", "web_fetch", "google_web_search"]},
+    "security": {"auth": {"selectedType": "gateway", "enforcedType": "gateway"}, "folderTrust": {"enabled": False}},
+    "privacy": {"usageStatisticsEnabled": False},
+    "telemetry": {"enabled": False},
+    "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+}
+"""Gemini CLI's system settings in its image (they override a repository's `.gemini/settings.json`):
+its shell and web tools off, its model the gateway's, nothing phoned home."""
+
 AGENTS: dict[str, HostedAgent] = {
     "claude-code": HostedAgent(
         name="claude-code",
@@ -163,12 +201,60 @@ AGENTS: dict[str, HostedAgent] = {
         base_url_env=None,
         key_env="OPENAI_API_KEY",
         environment={"CODEX_HOME": AGENT_HOME, "RUST_LOG": "error"},
-        model_args=("-c", "model={model}"),
+        model_args=("-c", "model={model_toml}"),
         mcp_tools=("run_command", "run_tests", "read_file", "list_dir", "search_code"),
         isolation=(
             "its own container (no network, not root, a read-only root, no key; its model through harness's "
             "gateway); its shell off: every command harness's run_command in a fresh container, its reads "
             "harness's tools; each apply_patch asked of harness's gate first"
+        ),
+    ),
+    "gemini": HostedAgent(
+        name="gemini",
+        packages=(("@google/gemini-cli", "0.61.0"),),
+        command=("node", f"{AGENT_ROOT}/node_modules/@google/gemini-cli/bundle/gemini.js", "--acp"),
+        protocol="gemini",
+        model_prefix="gemini",
+        base_url_env="GOOGLE_GEMINI_BASE_URL",
+        key_env="GEMINI_API_KEY",
+        node=20,
+        environment={
+            "GEMINI_CLI_SYSTEM_SETTINGS_PATH": "/etc/gemini-cli/settings.json",
+            "GEMINI_CLI_NO_RELAUNCH": "true",
+            "GEMINI_TELEMETRY_ENABLED": "false",
+            "NO_BROWSER": "true",
+        },
+        files={"/etc/gemini-cli/settings.json": json.dumps(GEMINI_SETTINGS, indent=1)},
+        model_env="GEMINI_MODEL",
+        isolation=(
+            "its own container (no network, not root, a read-only root, no key; its model through harness's "
+            "gateway); its shell and web tools off: every command harness's run_command in a fresh container; "
+            "each of its edits asked of harness's gate first"
+        ),
+    ),
+    "opencode": HostedAgent(
+        name="opencode",
+        packages=(("opencode-ai", "1.18.33"),),
+        command=(f"{AGENT_ROOT}/node_modules/opencode-linux-x64/bin/opencode", "acp"),
+        protocol="anthropic",
+        model_prefix="anthropic",
+        base_url_env=None,
+        key_env="ANTHROPIC_API_KEY",
+        environment={
+            "OPENCODE_CONFIG_CONTENT": json.dumps(OPENCODE_CONFIG),
+            "OPENCODE_DISABLE_PROJECT_CONFIG": "true",
+            "OPENCODE_DISABLE_MODELS_FETCH": "true",
+            "OPENCODE_DISABLE_AUTOUPDATE": "true",
+            "OPENCODE_DISABLE_SHARE": "true",
+            "OPENCODE_DISABLE_LSP_DOWNLOAD": "true",
+            "OPENCODE_DISABLE_DEFAULT_PLUGINS": "true",
+            "OPENCODE_DISABLE_CLAUDE_CODE": "true",
+            "OPENCODE_DISABLE_EXTERNAL_SKILLS": "true",
+        },
+        isolation=(
+            "its own container (no network, not root, a read-only root, no key; its model through harness's "
+            "gateway); its shell and web tools off: every command harness's run_command in a fresh container; "
+            "each of its edits asked of harness's gate first"
         ),
     ),
 }

@@ -37,6 +37,11 @@ def make_provider(
     """
     parsed = ModelSpec.parse(spec)
     prefix, vendor = parsed.prefix, parsed.vendor
+    if vendor.hosted_by:
+        raise ConfigError(
+            f"{prefix}: models are given to a hosted agent (`--agent {vendor.hosted_by} --model {spec}`): "
+            "harness's own loop speaks OpenAI's and Anthropic's APIs"
+        )
     config = config or ProviderConfig()
     check_base_url(config.base_url)
     if prefix not in _FACTORIES and vendor.module:

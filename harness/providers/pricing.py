@@ -22,6 +22,7 @@ _VENDOR_IDS = {
     "anthropic": "anthropic",
     "bedrock": "aws",
     "vertex": "google",
+    "gemini": "google",
 }
 
 

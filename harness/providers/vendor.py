@@ -31,6 +31,8 @@ class Vendor:
     """Speaks an OpenAI protocol, as the local servers do (Ollama, llama.cpp, vLLM)."""
     file_target: bool = False
     """The target is a file (scripted, reference): made absolute so a resume works anywhere."""
+    hosted_by: str | None = None
+    """Only the hosted agent of this name speaks the protocol (harness's own loop does not)."""
 
 
 VENDORS: dict[str, Vendor] = {
@@ -79,6 +81,15 @@ VENDORS: dict[str, Vendor] = {
                 "region": ("CLOUD_ML_REGION",),
                 "project": ("ANTHROPIC_VERTEX_PROJECT_ID", "GOOGLE_CLOUD_PROJECT"),
             },
+        ),
+        Vendor(
+            "gemini",
+            "",
+            networked=True,
+            key_env="GEMINI_API_KEY",
+            key_required=True,
+            base_url_env="GOOGLE_GEMINI_BASE_URL",
+            hosted_by="gemini",
         ),
         Vendor("scripted", "harness.providers.scripted", file_target=True),
         Vendor("replay", "harness.providers.replay"),

@@ -47,7 +47,7 @@ CHEAT = Fix(
 )
 """An edit of a test to match the broken code: the gate refuses it (tests are read-only)."""
 
-Style = Literal["claude", "codex", "harness"]
+Style = Literal["claude", "codex", "gemini", "opencode", "harness"]
 
 
 @dataclass
@@ -73,7 +73,8 @@ def _joined(lines: tuple[str, ...]) -> str:
 
 def fix_script(style: Style, fix: Fix = ADD) -> Script:
     """A model fixing the example its way: run the tests, read the file, edit it, run the tests again.
-    claude: harness's run_command over MCP, its own Read and Edit; codex: harness's run_command and
+    claude: harness's run_command over MCP, its own Read and Edit; gemini: likewise, its own read_file
+    and replace; opencode: likewise (harness_run_command), its own read and edit; codex: harness's run_command and
     read_file over MCP, its own apply_patch; harness: harness's own loop's tools."""
     test = {"command": RUN_TESTS}
     if style == "claude":
@@ -81,6 +82,17 @@ def fix_script(style: Style, fix: Fix = ADD) -> Script:
         edit = {"file_path": where, "old_string": _joined(fix.old), "new_string": _joined(fix.new)}
         calls = [("mcp__harness__run_command", test), ("Read", {"file_path": where}), ("Edit", edit),
                  ("mcp__harness__run_command", test)]  # fmt: skip
+    elif style == "gemini":
+        where = f"/workspace/{fix.path}"
+        edit = {"file_path": where, "old_string": _joined(fix.old), "new_string": _joined(fix.new),
+                "instruction": "Make the function do what its docstring says."}  # fmt: skip
+        calls = [("mcp_harness_run_command", test), ("read_file", {"file_path": where}), ("replace", edit),
+                 ("mcp_harness_run_command", test)]  # fmt: skip
+    elif style == "opencode":
+        where = f"/workspace/{fix.path}"
+        edit = {"filePath": where, "oldString": _joined(fix.old), "newString": _joined(fix.new)}
+        calls = [("harness_run_command", test), ("read", {"filePath": where}), ("edit", edit),
+                 ("harness_run_command", test)]  # fmt: skip
     elif style == "codex":
         lines = "".join(f"-{line}\n" for line in fix.old) + "".join(f"+{line}\n" for line in fix.new)
         patch = f"*** Begin Patch\n*** Update File: {fix.path}\n@@\n{lines}*** End Patch\n"
@@ -110,7 +122,12 @@ def style_of(body: dict[str, Any]) -> Style | None:
     for tool in body.get("tools") or []:
         if isinstance(tool, dict):
             names.add(str(tool.get("name") or ""))
-            names.update(str(inner.get("name") or "") for inner in tool.get("tools") or [] if isinstance(inner, dict))
+            inner = [*(tool.get("tools") or []), *(tool.get("functionDeclarations") or [])]
+            names.update(str(item.get("name") or "") for item in inner if isinstance(item, dict))
+    if "replace" in names and "read_file" in names:
+        return "gemini"
+    if "harness_run_command" in names:
+        return "opencode"
     if "Read" in names and "Edit" in names:
         return "claude"
     if "mcp__harness" in names:
@@ -306,3 +323,40 @@ class ResponsesServer(ModelServer):
                                                       "usage": usage}}),
         ]  # fmt: skip
         return b"".join(frames)
+
+
+def gemini_results(body: dict[str, Any]) -> int:
+    """How many tool results the contents of a Gemini request hold."""
+    return sum(
+        1
+        for content in body.get("contents") or []
+        for part in (content.get("parts") or [] if isinstance(content, dict) else [])
+        if isinstance(part, dict) and "functionResponse" in part
+    )
+
+
+class GeminiServer(ModelServer):
+    """Gemini's API: `:streamGenerateContent?alt=sse` answered from the script, `:countTokens` with a
+    count, `:generateContent` (a side request) with a short JSON text."""
+
+    def answer(self, body: dict[str, Any], script: Script | None) -> bytes:
+        usage = {"promptTokenCount": 140, "candidatesTokenCount": 25, "totalTokenCount": 165}
+        if (
+            "contents" in body
+            and "generationConfig" not in body
+            and "tools" not in body
+            and "systemInstruction" not in body
+        ):
+            return json.dumps({"totalTokens": 140}).encode()
+        if script is None:
+            part: dict[str, Any] = {"text": json.dumps({"reasoning": "done", "next_speaker": "user"})}
+        else:
+            done = gemini_results(body)
+            if done < len(script.calls):
+                name, arguments = script.calls[done]
+                part = {"functionCall": {"name": name, "args": arguments}}
+            else:
+                part = {"text": script.last}
+        chunk = {"candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+                 "usageMetadata": usage, "modelVersion": "gemini-2.5-pro"}  # fmt: skip
+        return f"data: {json.dumps(chunk)}\r\n\r\n".encode()

@@ -1,0 +1,72 @@
+"""Gemini CLI hosted, for real: the published `@google/gemini-cli` in ACP mode (`--acp`) in an agent image
+built from the npm registry, pointed at a loopback server of Gemini's API through harness's gateway
+(its `gateway` auth: GOOGLE_GEMINI_BASE_URL), scripted to probe its sandbox, run the tests, read the
+broken file, edit a test (refused: tests are read-only), fix the code and say so. Its shell and web
+tools are off by its system settings, so every command is harness's `run_command` in a fresh container;
+its own edits ask harness first. The run ends verified; its container is confined; the key is in no
+container and no record; kill -9 mid-run, then `resume`, ends verified (Gemini CLI cannot load a session
+killed in its first turn: a new one goes on from the last step's workspace, and the record says so)."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.trajectory import ToolRecord, read_records
+from tests.agent.conftest import EXAMPLE, Harness
+from tests.agents.hosting import PROBE, AgentWatch, assert_confined, assert_key_nowhere, assert_own_containers, probes
+from tests.agents.model_servers import CHEAT, RUN_TESTS, GeminiServer, fix_script
+
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(600)]
+
+KEY = "AIza-canary-gemini-0123456789-never-in-a-container"
+
+
+def _run(harness: Harness, url: str, session: str, *extra: str, env: dict[str, str] | None = None):
+    return harness(
+        "run", "--agent", "gemini", "--model", "gemini:gemini-2.5-pro", "--base-url", url,
+        "--image", "py311", str(EXAMPLE), "--task", "Fix the failing tests in calc.", "--verify", RUN_TESTS,
+        "--session", session, "--json", *extra, env={"GEMINI_API_KEY": KEY, **(env or {})}, timeout=500,
+    )  # fmt: skip
+
+
+def test_gemini_fixes_the_example_its_commands_in_their_own_containers_its_edits_gated(
+    tmp_path, run_label, docker_client
+):
+    script = fix_script("gemini")
+    script.calls[:0] = [("mcp_harness_run_command", {"command": PROBE})] * 2
+    script.calls.insert(4, fix_script("gemini", CHEAT).calls[2])
+    harness = Harness(tmp_path / "sessions", run_label)
+    with AgentWatch(docker_client, run_label) as watch, GeminiServer(script) as server:
+        ran = _run(harness, server.url, "gemini")
+    assert ran.code == 0 and ran.json()["outcome"] == "verified", ran.stdout + ran.stderr
+    assert ran.json()["cost_usd"] > 0 and ran.json()["tokens"]["input"] > 0, "the gateway's usage is the run's"
+    tools = [r for r in read_records(harness.session_dir("gemini")) if isinstance(r, ToolRecord)]
+    assert [t.name for t in tools] == ["run_command"] * 3 + ["agent.read_file", "agent.replace", "agent.replace",
+                                                             "run_command"], [t.name for t in tools]  # fmt: skip
+    assert_own_containers(probes(harness.session_dir("gemini")), 2)
+    refused, fixed = tools[4], tools[5]
+    assert refused.is_error and refused.decision is not None and refused.decision.action == "deny"
+    assert fixed.decision is not None and fixed.decision.action == "allow" and fixed.wrote
+    patch = (harness.session_dir("gemini") / "change.patch").read_text()
+    assert "return a + b" in patch and "test_ops" not in patch, "the refused edit never landed"
+    assert_confined(watch.seen, KEY, "GEMINI_API_KEY")
+    assert {s.headers.get("x-goog-api-key") for s in server.seen} == {KEY}, "the gateway put the key in"
+    assert_key_nowhere(tmp_path / "sessions", KEY)
+    assert watch.left() == []
+
+
+def test_gemini_killed_mid_run_resumes_verified(tmp_path, run_label, docker_client):
+    harness = Harness(tmp_path / "sessions", run_label)
+    with AgentWatch(docker_client, run_label) as watch, GeminiServer(fix_script("gemini")) as server:
+        crashed = _run(harness, server.url, "killed", env={"HARNESS_CRASH_AT": "mid_tool:2"})
+        assert crashed.code == -9, crashed.stdout + crashed.stderr
+        resumed = harness("resume", "killed", "--base-url", server.url, "--json", env={"GEMINI_API_KEY": KEY},
+                          timeout=500)  # fmt: skip
+    assert resumed.code == 0 and resumed.json()["outcome"] == "verified", resumed.stdout + resumed.stderr
+    records = read_records(harness.session_dir("killed"))
+    said = [r.detail for r in records if r.kind == "event" and r.event == "agent_session"]
+    # Gemini CLI keeps no resumable session before its first turn ends (its session/load then answers "No
+    # previous sessions found"): a new session of it goes on from the workspace of the last step, said so
+    assert said and ("went on from its session" in said[0] or "a new session of it starts" in said[0]), said
+    assert "return a + b" in (harness.session_dir("killed") / "change.patch").read_text()
+    assert watch.left() == [], "no agent container outlives the run"
