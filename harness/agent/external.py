@@ -126,6 +126,11 @@ class ExternalTurns:
             self._usage, self._cost = self._usage + usage, self._cost + cost_usd
             self._cost_known = self._cost_known and known
 
+    def unbilled(self) -> tuple[Usage, float]:
+        """The model traffic charged since the last turn (the next turn bills it)."""
+        with self._cond:
+            return self._usage, self._cost
+
     def fail(self, error: ModelError) -> None:
         """The agent or its connection failed: the loop's next wait raises it."""
         with self._cond:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,9 +27,11 @@ from harness.trajectory import EventRecord
 from sandbox.durable import write_text_atomic
 
 if TYPE_CHECKING:
+    from harness.agent.budget import Budget
     from harness.agent.loop import Agent
     from harness.assembly.runtime import Runtime
     from harness.providers.config import ProviderConfig
+    from harness.providers.gateway import Gateway
     from sandbox.session.session import Session
 
 RECORD = "agent.json"
@@ -42,6 +45,7 @@ class Hosted:
     name: str
     turns: ExternalTurns
     session: HostedSession
+    gateway: Gateway
 
     def attach(self, agent: Agent) -> None:
         """Join the built loop: its registry records the agent's own calls, its trajectory tells the
@@ -50,6 +54,7 @@ class Hosted:
         agent.trajectory.add_observer(self.turns)
         agent.keep_workspace = True
         gate, hooks, trajectory = agent.tool_context.gate, agent.hooks, agent.trajectory
+        self.gateway.refusal = self._spent_out(agent.budget)
         if self.session.resume_id is not None:  # after a crash: said which way the agent went on
             detail = (
                 f"{self.name} went on from its session {self.session.session_id} (session/load)"
@@ -75,6 +80,28 @@ class Hosted:
             return True, "", decision
 
         self.session.decide = decide
+
+    def _spent_out(self, budget: Budget) -> Callable[[], str | None]:
+        """The gateway's refusal: once the run's tokens or cost are spent (what the loop billed and what
+        it has yet to bill), no model request goes on; the first refused one cancels the agent's prompt
+        (session/cancel), and the loop's next turn ends the run at its limit (its container stopped)."""
+        told = threading.Event()
+
+        def refusal() -> str | None:
+            spent, limits = budget.spent(), budget.limits
+            usage, cost = self.turns.unbilled()
+            tokens, usd = spent.tokens + usage.input_tokens + usage.output_tokens, spent.cost_usd + cost
+            why = None
+            if limits.max_tokens is not None and tokens >= limits.max_tokens:
+                why = f"the run's token budget is spent ({tokens} of {limits.max_tokens})"
+            elif limits.max_cost_usd is not None and usd >= limits.max_cost_usd:
+                why = f"the run's cost budget is spent (${usd:.4f} of ${limits.max_cost_usd:.4f})"
+            if why is not None and not told.is_set():
+                told.set()
+                threading.Thread(target=self.session.cancel, name="harness-budget-cancel", daemon=True).start()
+            return None if why is None else f"harness refused this model request: {why}"
+
+        return refusal
 
 
 @contextlib.contextmanager
@@ -150,7 +177,7 @@ def hosted(
                 f"its output: {said or 'none'}"
             ) from None
         turns.prompter = acp
-        yield Hosted(agent.name, turns, acp)
+        yield Hosted(agent.name, turns, acp, gateway)
 
 
 def _read(path: Path) -> dict[str, Any]:

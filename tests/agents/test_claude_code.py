@@ -80,3 +80,20 @@ def test_kill_9_mid_run_then_resume_ends_verified(tmp_path, run_label, docker_cl
     assert said and "went on from its session" in said[0], said
     assert "return a + b" in (harness.session_dir("killed") / "change.patch").read_text()
     assert watch.left() == [], "no agent container outlives the run"
+
+
+def test_the_run_s_cost_limit_holds_the_agent_s_model_traffic(tmp_path, run_label, docker_client):
+    """The gateway bills each answer; once the limit is spent it refuses the next request (never sent on)
+    and cancels the agent's prompt; the run ends at its limit and the agent's container is stopped."""
+    harness = Harness(tmp_path / "sessions", run_label)
+    with AgentWatch(docker_client, run_label) as watch, AnthropicServer(claude_fix()) as server:
+        ran = harness(
+            "run", "--agent", "claude-code", "--model", "anthropic:claude-sonnet-4-6", "--base-url", server.url,
+            "--image", "py311", str(EXAMPLE), "--task", "Fix the failing tests in calc.", "--verify", RUN_TESTS,
+            "--max-cost", "0.002", "--json", env={"ANTHROPIC_API_KEY": KEY}, timeout=500,
+        )  # fmt: skip
+    assert ran.code == 13 and ran.json()["outcome"] == "limit:cost", ran.stdout + ran.stderr
+    answered = [s for s in server.seen if s.body.get("tools")]
+    assert len(answered) == 3, "each answer cost $0.00081: the fourth request was refused at the gateway"
+    assert ran.json()["cost_usd"] == pytest.approx(0.00243)
+    assert watch.left() == []
