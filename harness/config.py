@@ -344,12 +344,15 @@ class HooksConfig(BaseModel):
 
 
 def _agent_of_model(data: Any) -> Any:
-    """A model given as `AGENT@PREFIX:MODEL` (a batch's, a tasks file's) is that agent with that model."""
+    """A model given as `AGENT@PREFIX:MODEL` (a batch's, a tasks file's) is that agent with that model;
+    `harness@PREFIX:MODEL` is harness's own loop with it."""
     if not isinstance(data, dict) or not isinstance(data.get("model"), str):
         return data
     spec = ModelSpec.of(data["model"])
     if not spec.agent:
         return data
+    if spec.agent == "harness":  # harness's own loop, named (a fork of a hosted run given back to it)
+        return {**data, "model": spec.model, "agent": None}
     if data.get("agent") not in (None, spec.agent):
         raise ValueError(f"model {data['model']!r} names the agent {spec.agent!r}, and agent is {data['agent']!r}")
     return {**data, "model": spec.model, "agent": spec.agent}

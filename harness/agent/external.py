@@ -35,8 +35,9 @@ REPORTED = "agent."
 class Prompter(Protocol):
     """Who is prompted with the conversation's user messages (a hosted agent's session)."""
 
-    def prompt(self, text: str) -> None:
-        """Start a prompt turn with text (returns at once; its events come to ExternalTurns)."""
+    def prompt(self, text: str, task: str = "") -> None:
+        """Start a prompt turn with text, the conversation's newest user message (returns at once; its
+        events come to ExternalTurns); task is its first (the task), for a session that starts anew."""
         ...
 
     def cancel(self) -> None: ...
@@ -168,12 +169,13 @@ class ExternalTurns:
         """The next turn: the oldest call waiting (one call, one step), or the agent's words once its
         prompt ended. A new user message since the last turn prompts the agent first."""
         fresh = [m for m in messages[self._seen :] if m.role == "user" and m.content.strip()]
+        task = next((m.content for m in messages if m.role == "user" and m.content.strip()), "")
         self._seen = len(messages)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         with self._cond:
             if fresh and self.prompter is not None and not self._in_flight:
                 self._ended, self._in_flight = None, True
-                self.prompter.prompt(fresh[-1].content)
+                self.prompter.prompt(fresh[-1].content, task)
             while not self._queued and self._ended is None and self._failure is None and self._closed is None:
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:

@@ -56,6 +56,11 @@ RESUMED = (
     "harness was stopped and has started again. The workspace is as it was after the last step harness "
     "recorded. Go on with the task:\n\n"
 )
+CONTINUED = (
+    "This task was begun in an earlier session, which this one does not go on from. The workspace is as "
+    "that session's work left it at the last step harness recorded: look at it before you change it. "
+    "The task:\n\n"
+)
 
 
 @dataclass
@@ -85,11 +90,13 @@ class HostedSession:
         session_meta: dict[str, Any],
         decide: Callable[[GateRequest, str, dict[str, Any]], tuple[bool, str, Decision | None]],
         resume_id: str | None = None,
+        resumed: bool = False,
         on_session: Callable[[str], None] = lambda sid: None,
     ) -> None:
         self.bridge, self.turns, self.workdir, self.mcp_url = list(bridge), turns, workdir, mcp_url
         self.session_meta, self.decide, self.on_session = session_meta, decide, on_session
-        self.resume_id = resume_id
+        self.resume_id, self.resumed = resume_id, resumed
+        """The agent's own session to load, if it had one; whether harness resumed (or forked) the run."""
         self.session_id: str | None = None
         self.loaded = False
         """The session went on from its earlier one (`session/load`) rather than anew."""
@@ -133,6 +140,8 @@ class HostedSession:
         )
         servers = [schema.HttpMcpServer(type="http", name=HARNESS_SERVER, url=self.mcp_url, headers=[])]
         loads = bool(getattr(init.agent_capabilities, "load_session", False))
+        if self.resumed and not self.resume_id:
+            self.not_loaded = "there is no session of it to load here (a fork starts anew at its step)"
         if self.resume_id and not loads:
             self.not_loaded = "it offers no session/load"
         if self.resume_id and loads:
@@ -164,11 +173,15 @@ class HostedSession:
         asked.cancel()
         raise RuntimeError(f"the agent's process ended (exit {self._process.returncode})")
 
-    def prompt(self, text: str) -> None:
-        """A prompt turn (returns at once): the first carries how to work here; after a restart, that
-        the run goes on."""
-        if self._prompts == 0:
-            text = (RESUMED if self.resume_id else "") + text + GUIDANCE
+    def prompt(self, text: str, task: str = "") -> None:
+        """A prompt turn (returns at once) with the conversation's newest user message. The first of a
+        new session carries how to work here; after harness resumed or forked the run, it says so, and a
+        new session (one that did not load its earlier one) gets the task as well as the newest message."""
+        if self._prompts == 0 and self.loaded:
+            text = RESUMED + text
+        elif self._prompts == 0:
+            body = text if not task or task.strip() == text.strip() else f"{task}\n\n{text}"
+            text = (CONTINUED if self.resumed else "") + body + GUIDANCE
         elif self.refusals:
             refused, self.refusals = self.refusals, []
             text = "".join(f"{line}\n" for line in refused) + "\n" + text

@@ -55,12 +55,12 @@ class Hosted:
         agent.keep_workspace = True
         gate, hooks, trajectory = agent.tool_context.gate, agent.hooks, agent.trajectory
         self.gateway.refusal = self._spent_out(agent.budget)
-        if self.session.resume_id is not None:  # after a crash: said which way the agent went on
+        if self.session.resumed:  # after a crash or a fork: said which way the agent went on
             detail = (
                 f"{self.name} went on from its session {self.session.session_id} (session/load)"
                 if self.session.loaded
-                else f"{self.name} could not go on from its earlier session ({self.session.not_loaded}): a new "
-                "session of it starts on the workspace of the last step"
+                else f"{self.name} does not go on from an earlier session ({self.session.not_loaded}): a new "
+                "session of it starts on the workspace of the last step, told the task"
             )
             trajectory.append(EventRecord(event="agent_session", detail=detail), durable=True)
 
@@ -163,7 +163,7 @@ def hosted(
         acp = HostedSession(
             container.bridge, turns, workdir=session.spec.workdir, mcp_url=f"http://127.0.0.1:{GATEWAY_PORT}/mcp",
             session_meta=agent.session_meta, decide=lambda *_: (False, "not ready", None),
-            resume_id=str(earlier.get("acp_session") or "") or None,
+            resume_id=str(earlier.get("acp_session") or "") or None, resumed=resumed,
             on_session=lambda sid: write_text_atomic(record, json.dumps({"agent": agent.name, "acp_session": sid})),
         )  # fmt: skip
         stack.callback(acp.close)

@@ -1054,6 +1054,10 @@ def resume_run(session_id: str, sessions: Path, runtime: Runtime, overrides: dic
         config = took_over(config.model_copy(update={"model": absolute_model(config.model, sessions)}), state.step)
     if state.finished and state.result is not None:
         raise StateError(f"session {session_id} already ended as {state.result.outcome}; nothing to resume")
+    if config.agent:
+        from harness.environment.agents import agent_for
+
+        agent_for(config.agent, config.model)
     provider = build_provider(config, runtime)
     can_start(config, runtime)
     changed = changed_settings(before, config)

@@ -12,7 +12,7 @@ from harness import assembly
 from harness.agent.fork import fork_start
 from harness.agent.outcome import RunState
 from harness.batch.records import BatchDir, TaskRunKey, TaskRunRecord
-from harness.batch.tasks import ForkFrom, Tags, Task, TaskDefaults, TasksFile
+from harness.batch.tasks import ForkFrom, Tags, Task, TaskDefaults, TasksFile, given_to
 from harness.batch.worker import REFERENCE_MODEL, TaskRunSpec, no_reference, session_record
 from harness.errors import DamagedError, NotFoundError, UsageError
 from harness.trajectory import read_records, read_state
@@ -66,7 +66,8 @@ def fork_tasks(parent_dir: Path, at: int, *, runs: int, models: list[str], hint:
         raise UsageError("the parent recorded no model: give one with --model")
     if REFERENCE_MODEL in models and task.reference is None:
         raise UsageError(no_reference([parent_dir.name]))
-    return TasksFile(source=SessionFolder(parent_dir).run_config, defaults=TaskDefaults(model=models), tasks=[task])
+    defaults = TaskDefaults(model=models, agent=config.agent)  # a hosted parent's forks: its agent's (harness@ not)
+    return TasksFile(source=SessionFolder(parent_dir).run_config, defaults=defaults, tasks=[task])
 
 
 def batch_record(session_dir: Path) -> TaskRunRecord | None:
@@ -91,7 +92,8 @@ def record_parent(tasks: TasksFile, out: Path) -> None:
     if state is None or state.result is None:
         return
     own = batch_record(task.fork.folder)  # a task-run's model as its batch named it (`reference:`, not the file)
-    key = TaskRunKey(task_id=task.id, model=f"{own.key.model if own else state.model}{PARENT}", run_index=0)
+    model = own.key.model if own else given_to(state.model, tasks.defaults.agent)
+    key = TaskRunKey(task_id=task.id, model=f"{model}{PARENT}", run_index=0)
     batch = BatchDir(out)
     if batch.read(key) is not None:
         return

@@ -8,8 +8,12 @@ mid-run, then `resume`, ends verified."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
+from harness.batch.records import BatchDir
 from harness.trajectory import ToolRecord, read_records
 from tests.agent.conftest import EXAMPLE, Harness
 from tests.agents.hosting import (
@@ -96,4 +100,36 @@ def test_the_run_s_cost_limit_holds_the_agent_s_model_traffic(tmp_path, run_labe
     answered = [s for s in server.seen if s.body.get("tools")]
     assert len(answered) == 3, "each answer cost $0.00081: the fourth request was refused at the gateway"
     assert ran.json()["cost_usd"] == pytest.approx(0.00243)
+    assert watch.left() == []
+
+
+def test_a_fork_of_a_hosted_run_starts_a_new_agent_session_on_its_step_told_the_task(
+    tmp_path, run_label, docker_client
+):
+    """An agent's own session cannot be cut at a step: a fork's agent starts anew on the workspace of the
+    step (its snapshot), told the task and that the work was begun before; the record says so."""
+    harness = Harness(tmp_path / "sessions", run_label)
+    with AgentWatch(docker_client, run_label) as watch, AnthropicServer(claude_fix()) as server:
+        parent = harness(
+            "run", "--agent", "claude-code", "--model", "anthropic:claude-sonnet-4-6", "--base-url", server.url,
+            "--image", "py311", str(EXAMPLE), "--task", "Fix the failing tests in calc.", "--verify", RUN_TESTS,
+            "--session", "parent", "--json", env={"ANTHROPIC_API_KEY": KEY}, timeout=500,
+        )  # fmt: skip
+        assert parent.code == 0, parent.stdout + parent.stderr
+        asked = len(server.seen)
+        forked = harness("fork", "parent", "--at", "2", "--out", str(tmp_path / "forks"), "--json",
+                         env={"ANTHROPIC_API_KEY": KEY}, timeout=500)  # fmt: skip
+    assert forked.code == 0, forked.stdout + forked.stderr
+    records = {r.key.model: r for r in BatchDir(tmp_path / "forks").records()}
+    assert set(records) == {
+        "claude-code@anthropic:claude-sonnet-4-6",
+        "claude-code@anthropic:claude-sonnet-4-6 (parent)",
+    }
+    child = records["claude-code@anthropic:claude-sonnet-4-6"]
+    assert child.outcome == "verified", child
+    said = [r.detail for r in read_records(Path(child.session_dir)) if r.kind == "event" and r.event == "agent_session"]
+    assert said and "a fork starts anew at its step" in said[0], said
+    first = next(s for s in server.seen[asked:] if s.body.get("tools"))
+    prompt = json.dumps(first.body["messages"][0])
+    assert "This task was begun in an earlier session" in prompt and "Fix the failing tests in calc." in prompt
     assert watch.left() == []
