@@ -369,6 +369,10 @@ class RunConfig(BaseModel):
     """A hosted agent (`--agent claude-code`): its own loop, in a container of its own, over ACP, instead
     of harness's model loop; each tool call it makes a step of this run (docs/agents.md). `model` is
     then the model it is given (its protocol's prefix: `anthropic:MODEL` for Claude Code)."""
+    agent_shell: Literal["harness", "own"] = "harness"
+    """A hosted agent's commands: harness's `run_command`, a fresh container each (its own shell off), or
+    its own shell in its own container, each command asked of the gate and recorded as a step
+    (`--agent-shell own`; docs/agents.md)."""
     base_url: str | None = None
     """Endpoint override for this run (beats the provider entry's base_url)."""
     region: str | None = None

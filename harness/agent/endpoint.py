@@ -46,6 +46,7 @@ class AgentEndpoint:
 
         app = self.tools.streamable_http_app(
             streamable_http_path="/mcp",
+            json_response=True,
             transport_security=TransportSecuritySettings(
                 enable_dns_rebinding_protection=True,
                 allowed_hosts=["127.0.0.1:*", "localhost:*"],

@@ -41,6 +41,8 @@ READERS = {
     "grep_search": "search_code", "read": "read_file", "grep": "search_code", "list": "list_dir",
 }  # fmt: skip
 """The agents' own tools that read, and the harness tool the gate is asked about for each."""
+SHELLS = {"Bash", "run_shell_command", "bash", "shell", "exec", "local_shell"}
+"""The agents' own shell tools (`--agent-shell own`): gated as harness's run_command."""
 MCP_PREFIXES = (f"mcp__{HARNESS_SERVER}__", f"mcp_{HARNESS_SERVER}_", f"{HARNESS_SERVER}_")
 """How an agent names a tool of harness's MCP server (Claude Code's mcp__SERVER__TOOL, Gemini CLI's
 mcp_SERVER_TOOL, opencode's SERVER_TOOL; Codex says {server, tool} in the call's raw input)."""
@@ -276,7 +278,7 @@ class HostedSession:
                     Report(
                         text=_report_text(update, status) or f"{call.name}: {status}",
                         is_error=status == "failed",
-                        wrote=call.name in WRITERS or call.kind in ("edit", "delete", "move"),
+                        wrote=call.name in WRITERS | SHELLS or call.kind in ("edit", "delete", "move", "execute"),
                         decision=call.decision,
                     ),
                 )
@@ -341,6 +343,8 @@ def gate_request(call: _Call, workdir: str) -> GateRequest | None:
     named += list(changes) if isinstance(changes, dict) else []
     found = [str(path) for path in [*named, *call.locations] if isinstance(path, str) and path]
     paths = tuple(dict.fromkeys(_relative(path, workdir) for path in found)) or (".",)
+    if call.name in SHELLS or call.kind == "execute":
+        return GateRequest(tool="run_command", tier="exec", command=_command_of(call.arguments))
     if call.name in WRITERS or call.kind in ("edit", "delete", "move"):
         return GateRequest(tool="write_file" if call.name == "Write" else "apply_patch", tier="write", paths=paths)
     if call.name in READERS or call.kind in ("read", "search"):
@@ -348,6 +352,18 @@ def gate_request(call: _Call, workdir: str) -> GateRequest | None:
     if call.name in ("TodoWrite", "ExitPlanMode") or call.kind == "think":
         return GateRequest(tool="list_dir", tier="read", paths=(".",))  # nothing outside the agent itself
     return None
+
+
+def _command_of(arguments: dict[str, Any]) -> str:
+    """The command line of an agent's shell call: its `command` as given, a shell's `-c` script as the
+    command it runs (Codex gives ["bash", "-lc", SCRIPT]), an argv joined as a shell would read it."""
+    command = arguments.get("command") or arguments.get("cmd") or ""
+    if isinstance(command, list):
+        words = [str(word) for word in command]
+        if len(words) == 3 and PurePosixPath(words[0]).name in ("bash", "sh", "zsh") and words[1] in ("-c", "-lc"):
+            return words[2]
+        return shlex.join(words)
+    return str(command)
 
 
 def _relative(path: str, workdir: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from harness.policy.decision import Decision
 from harness.policy.gate import GateRequest
 from harness.trajectory import EventRecord
 from sandbox.durable import write_text_atomic
+from sandbox.spec import Mount
 
 if TYPE_CHECKING:
     from harness.agent.budget import Budget
@@ -46,6 +48,8 @@ class Hosted:
     turns: ExternalTurns
     session: HostedSession
     gateway: Gateway
+    started_ms: int
+    """How long its container, its ACP `initialize` and its session (new or loaded) took to start."""
 
     def attach(self, agent: Agent) -> None:
         """Join the built loop: its registry records the agent's own calls, its trajectory tells the
@@ -55,6 +59,10 @@ class Hosted:
         agent.keep_workspace = True
         gate, hooks, trajectory = agent.tool_context.gate, agent.hooks, agent.trajectory
         self.gateway.refusal = self._spent_out(agent.budget)
+        trajectory.append(
+            EventRecord(event="agent_started", detail=f"{self.name} started in {self.started_ms} ms "
+                        "(its container, ACP initialize, its session)"),
+        )  # fmt: skip
         if self.session.resumed:  # after a crash or a fork: said which way the agent went on
             detail = (
                 f"{self.name} went on from its session {self.session.session_id} (session/load)"
@@ -118,11 +126,11 @@ def hosted(
     from harness.providers.pricing import PriceTable
     from harness.providers.vendor import ModelSpec
     from harness.tools import builtin
+    from harness.tools.calls import read_only_mounts
     from harness.tools.mcp_serve import tools_server
     from sandbox.owner import hand_over
-    from sandbox.spec import Mount
 
-    agent = agent_named(config.agent)
+    agent = agent_named(config.agent).with_shell(config.agent_shell)
     model = ModelSpec.of(config.model)
     turns = ExternalTurns(model=config.model or agent.name)
     gateway = Gateway(
@@ -137,7 +145,14 @@ def hosted(
         home = session.dir / "agent-home"
         home.mkdir(exist_ok=True)
         hand_over(home)
+        mounts = [
+            Mount(source=endpoint.folder, target=GATEWAY_DIR),
+            Mount(source=home, target=AGENT_HOME, read_only=False),
+        ]
+        mounts += _mounted_files(session.dir / "agent-files", agent.mounted)
+        mounts += read_only_mounts(session.workspace, config.gate.read_only_paths)  # as in every tool container
         image = engine.agent_image(runtime.docker_host, agent.name, config.image)
+        started = time.monotonic()
         spec = session.spec.model_copy(
             update={"image": image, "memory": "2g", "pids": 1024, "egress": None, "network": "none"}
         )
@@ -154,7 +169,7 @@ def hosted(
         container = engine.start_agent(
             runtime.docker_host, runtime.run_id, spec, agent.argv(model.target), session.workspace,
             environment=environment,
-            mounts=[Mount(source=endpoint.folder, target=GATEWAY_DIR), Mount(source=home, target=AGENT_HOME, read_only=False)],
+            mounts=mounts,
             relay=(GATEWAY_PORT, f"{GATEWAY_DIR}/{endpoint.socket.name}"),
         )  # fmt: skip
         stack.callback(container.stop)
@@ -177,7 +192,20 @@ def hosted(
                 f"its output: {said or 'none'}"
             ) from None
         turns.prompter = acp
-        yield Hosted(agent.name, turns, acp, gateway)
+        yield Hosted(agent.name, turns, acp, gateway, int((time.monotonic() - started) * 1000))
+
+
+def _mounted_files(folder: Path, files: dict[str, str]) -> list[Mount]:
+    """The files mounted read-only over an agent image's (its own shell's settings), written to folder."""
+
+    mounts = []
+    folder.mkdir(exist_ok=True)
+    for n, (target, content) in enumerate(sorted(files.items())):
+        source = folder / f"file{n}"
+        write_text_atomic(source, content)
+        source.chmod(0o644)
+        mounts.append(Mount(source=source, target=target))
+    return mounts
 
 
 def _read(path: Path) -> dict[str, Any]:

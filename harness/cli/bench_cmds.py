@@ -692,3 +692,42 @@ def bench_hooks(
                         ("a hook past its 2 s timeout, beside a daemon", result.timeout_hold_s)):  # fmt: skip
         verdict = "ok" if held <= result.hold_bound_s else f"over the {result.hold_bound_s:g} s target"
         console.print(f"{label}: held its call {held:.2f} s ({verdict})")
+
+
+@bench_app.command("agents")
+def bench_agents(
+    calls: int = typer.Option(12, "--calls", min=3, max=200, help="Calls of each command in each run."),
+    rounds: int = typer.Option(2, "--rounds", min=1, max=20, help="Runs of each side and command, interleaved."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """A hosted agent's shell command through harness's run_command (a fresh container each) against its
+    own shell in its own container (target <= 1.2x, on `true` and on python3), and its start-up."""
+    from rich.table import Table
+
+    from harness.bench.agents import TARGET, measure
+
+    with reported():
+        _client()
+        result = measure(environment.run_id("bench"), calls=calls, rounds=rounds)
+    if as_json:
+        print(result.model_dump_json())
+        return
+    table = Table(title=f"{result.agent}: one call, median ms ({result.calls} calls x {result.rounds} rounds)")
+    for column in ("command", "harness's run_command", "its own shell", "ratio", "inside harness", "bound"):
+        table.add_column(column)
+    for label, side in result.commands.items():
+        verdict = "ok" if side.ratio <= TARGET else f"over the {TARGET:g}x target"
+        table.add_row(
+            label, f"{side.harness_ms:.1f}", f"{side.own_ms:.1f}", f"{side.ratio:.2f}x ({verdict})",
+            f"{side.harness_share_ms:.1f} / {side.own_share_ms:.1f}", f"{side.bound:.2f}x",
+        )  # fmt: skip
+    console.print(table)
+    console.print(
+        "inside harness: of each call, the time from the loop taking it to its record written (gate, container, "
+        "record), harness's run_command / its own shell; the rest is the agent's own handling and the model's answer. "
+        "bound: the ratio an instant call through the agent's MCP client would have (no work in harness goes under it)"
+    )
+    console.print(
+        f"agent start-up (its container, ACP initialize, session/new): median {result.startup_ms:.0f} ms, "
+        f"at most {result.startup_max_ms:.0f} ms"
+    )

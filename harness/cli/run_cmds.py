@@ -55,7 +55,15 @@ def run(
     agent: str | None = typer.Option(
         None,
         "--agent",
-        help="A hosted agent instead of harness's loop: claude-code (its model: --model anthropic:MODEL); docs/agents.md.",
+        help="A hosted agent instead of harness's loop: claude-code, opencode (--model anthropic:MODEL), codex "
+        "(openai-responses:MODEL), gemini (gemini:MODEL); docs/agents.md.",
+    ),
+    agent_shell: str | None = typer.Option(
+        None,
+        "--agent-shell",
+        metavar="harness|own",
+        help="A hosted agent's commands: harness's run_command, a fresh container each (default), or its own "
+        "shell in its own container, each command gated and recorded as a step.",
     ),
     image: str | None = typer.Option(None, "--image", help="Sandbox image for every tool call (default py311)."),
     base_url: str | None = typer.Option(None, "--base-url", help="Model endpoint (vLLM, llama.cpp, Ollama, proxy)."),
@@ -155,6 +163,7 @@ def run(
         overrides: dict[str, Any] = {
             "model": model,
             "agent": agent,
+            "agent_shell": agent_shell,
             "image": image,
             "base_url": base_url,
             "region": region,

@@ -141,13 +141,18 @@ def render_session(console: Console, session_dir: Path) -> None:
 def _hosted(console: Console, start: Mapping[str, Any] | None) -> None:
     """Which agent the run hosted, and the isolation it got."""
     config = start.get("config") if start is not None else None
-    name = config.get("agent") if isinstance(config, dict) else None
-    if not isinstance(name, str) or not name:
+    if not isinstance(config, dict) or not isinstance(config.get("agent"), str) or not config["agent"]:
         return
     from harness.environment.agents import AGENTS
 
+    name = config["agent"]
     known = AGENTS.get(name)
-    said = known.isolation if known is not None else "not an agent this version of harness hosts"
+    if known is None:
+        said = "not an agent this version of harness hosts"
+    else:
+        said = known.with_shell(
+            "own" if config.get("agent_shell") == "own" and known.own_shell else "harness"
+        ).isolation
     console.print(f"hosted agent {literal(name)}: {literal(said)}", soft_wrap=True)
 
 

@@ -18,9 +18,9 @@ import os
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from harness.errors import ConfigError, UsageError
 
@@ -34,6 +34,29 @@ GATEWAY_PORT = 8788
 """The port of 127.0.0.1 inside the agent's container that reaches the gateway (its only way out)."""
 PLACEHOLDER_KEY = "harness-gateway-holds-the-key"
 """What the agent's key variable holds: the gateway puts the real key in; no container ever sees it."""
+
+
+OWN_SHELL_ISOLATION = (
+    "its own container (no network, not root, a read-only root, no key; its model through harness's gateway); "
+    "its own shell runs each command in that container (not a fresh one per call), each asked of harness's gate "
+    "first and recorded as a step with its snapshot; each of its edits asked of harness's gate first"
+)
+
+
+@dataclass(frozen=True)
+class OwnShell:
+    """How an agent keeps its own shell (`--agent-shell own`): its commands run in its own container
+    (confined as it is), each asked of harness's gate first and recorded as a step with its snapshot,
+    instead of harness's `run_command` in a fresh container per call (docs/agents.md)."""
+
+    files: dict[str, str] = field(default_factory=dict)
+    """Files mounted read-only over its image's (settings that let its shell on)."""
+    environment: dict[str, str] = field(default_factory=dict)
+    """Variables over its own."""
+    command: tuple[str, ...] | None = None
+    """Its command, when another."""
+    session_meta: dict[str, object] | None = None
+    """Its `session/new` `_meta`, when another."""
 
 
 @dataclass(frozen=True)
@@ -60,9 +83,6 @@ class HostedAgent:
     MODEL escaped for a JSON string."""
     files: dict[str, str] = field(default_factory=dict)
     """Files of its image (absolute path: content), written as root and readable by all."""
-    shell: Literal["mcp", "own"] = "mcp"
-    """mcp: its own shell is off and every command is harness's `run_command` (a fresh container
-    each); own: it runs commands in its container, each reported call a step (docs/agents.md)."""
     session_meta: dict[str, object] = field(default_factory=dict)
     """The `_meta` of its `session/new` (Claude Code's options: its built-in tools)."""
     model_env: str | None = None
@@ -74,9 +94,10 @@ class HostedAgent:
     """harness's tools its MCP server offers it (its own tools do the rest)."""
     isolation: str = ""
     """What isolation it gets, in a line (`show`, the report, docs/agents.md)."""
-    loads_sessions: bool = True
-    """It goes on from its earlier session after a crash (`session/load`); otherwise a new session of
-    it starts on the workspace of the last step, and the run's record says so."""
+    own_shell: OwnShell | None = None
+    """What differs when it keeps its own shell (`--agent-shell own`): None, it cannot."""
+    mounted: dict[str, str] = field(default_factory=dict)
+    """Files mounted read-only over its image's when it runs (its own shell's settings)."""
 
     def variables(self, model: str | None) -> dict[str, str]:
         """Its process's variables, with the model put in where they name it."""
@@ -93,6 +114,24 @@ class HostedAgent:
             *(part.replace("{model_toml}", quoted).replace("{model}", model) for part in self.model_args),
         ]
 
+    def with_shell(self, shell: Literal["harness", "own"]) -> HostedAgent:
+        """This agent as `--agent-shell` has it: harness's (every command a `run_command`), or its own
+        (the files mounted over its image's named in `mounted`); UsageError when it cannot keep its own."""
+        if shell == "harness":
+            return self
+        if self.own_shell is None:
+            raise UsageError(f"--agent-shell own: {self.name} has no shell of its own harness can keep")
+        own = self.own_shell
+        return replace(
+            self,
+            environment={**self.environment, **own.environment},
+            command=own.command or self.command,
+            session_meta=self.session_meta if own.session_meta is None else own.session_meta,
+            isolation=OWN_SHELL_ISOLATION,
+            own_shell=None,
+            mounted=own.files,
+        )
+
     @property
     def image_name(self) -> str:
         return f"agent-{self.name}"
@@ -105,38 +144,55 @@ CLAUDE_MANAGED = {
         "disableBypassPermissionsMode": "disable",
         "defaultMode": "default",
         "deny": ["Bash", "BashOutput", "KillShell", "WebFetch", "WebSearch"],
+        "allow": ["mcp__harness"],
     },
 }
 """Claude Code's managed settings in its image: over any settings file of the repository's, every
-edit asks harness (no bypass) and its shell and web tools stay off."""
-
-CODEX_CONFIG = tuple(
-    part
-    for setting in (
-        'model_provider="harness"',
-        f'model_providers.harness={{name="harness", base_url="http://127.0.0.1:{GATEWAY_PORT}/model", '
-        'env_key="OPENAI_API_KEY", wire_api="responses"}',
-        "features.shell_tool=false",
-        "features.unified_exec=false",
-        "features.js_repl=false",
-        "features.responses_websockets=false",
-        "features.responses_websockets_v2=false",
-        "features.remote_models=false",
-        'web_search="disabled"',
-        'approval_policy="untrusted"',
-        'sandbox_mode="danger-full-access"',
-        "check_for_update_on_startup=false",
-        "analytics.enabled=false",
-    )
-    for part in ("-c", setting)
+edit asks harness (no bypass) and its shell and web tools stay off; harness's own tools need not ask
+(the loop gates each when it runs it)."""
+CLAUDE_OWN_SHELL = OwnShell(
+    files={
+        "/etc/claude-code/managed-settings.json": json.dumps(
+            {"permissions": {**CLAUDE_MANAGED["permissions"], "deny": ["WebFetch", "WebSearch"]}}, indent=1
+        )
+    },
+    session_meta={"claudeCode": {"options": {"tools": [*CLAUDE_TOOLS, "Bash", "BashOutput", "KillShell"]}}},
 )
+"""Claude Code with its own Bash (each command asks harness first: no bypass, no allow rule)."""
+
+
+def _codex_config(shell: bool) -> tuple[str, ...]:
+    return tuple(
+        part
+        for setting in (
+            'model_provider="harness"',
+            f'model_providers.harness={{name="harness", base_url="http://127.0.0.1:{GATEWAY_PORT}/model", '
+            'env_key="OPENAI_API_KEY", wire_api="responses"}',
+            f"features.shell_tool={'true' if shell else 'false'}",
+            "features.unified_exec=false",
+            "features.js_repl=false",
+            "features.responses_websockets=false",
+            "features.responses_websockets_v2=false",
+            "features.remote_models=false",
+            'web_search="disabled"',
+            'approval_policy="untrusted"',
+            'sandbox_mode="danger-full-access"',
+            "check_for_update_on_startup=false",
+            "analytics.enabled=false",
+        )
+        for part in ("-c", setting)
+    )
+
+
+CODEX_CONFIG = _codex_config(shell=False)
+CODEX_COMMAND = f"{AGENT_ROOT}/node_modules/@zed-industries/codex-acp-linux-x64/bin/codex-acp"
 """Codex's settings on its command line, over any config file of the repository's: its model the
 gateway's (a provider of its own, the key variable a placeholder), its shell and web search off
 (every command is harness's `run_command`; with no shell it reads through harness's tools), every
 edit of its own asking harness first (`untrusted`), its own sandbox off (it needs bubblewrap; its
 container is the sandbox), nothing phoned home."""
 
-OPENCODE_CONFIG = {
+OPENCODE_CONFIG: dict[str, Any] = {
     "model": "anthropic/{model_json}",
     "provider": {
         "anthropic": {
@@ -164,6 +220,7 @@ GEMINI_SETTINGS = {
 }
 """Gemini CLI's system settings in its image (they override a repository's `.gemini/settings.json`):
 its shell and web tools off, its model the gateway's, nothing phoned home."""
+GEMINI_SETTINGS_PATH = "/etc/gemini-cli/settings.json"
 
 AGENTS: dict[str, HostedAgent] = {
     "claude-code": HostedAgent(
@@ -185,6 +242,7 @@ AGENTS: dict[str, HostedAgent] = {
         },
         files={"/etc/claude-code/managed-settings.json": json.dumps(CLAUDE_MANAGED, indent=1)},
         session_meta={"claudeCode": {"options": {"tools": CLAUDE_TOOLS, "disallowedTools": ["Bash"]}}},
+        own_shell=CLAUDE_OWN_SHELL,
         model_env="ANTHROPIC_MODEL",
         isolation=(
             "its own container (no network, not root, a read-only root, no key; its model through harness's "
@@ -195,7 +253,8 @@ AGENTS: dict[str, HostedAgent] = {
     "codex": HostedAgent(
         name="codex",
         packages=(("@zed-industries/codex-acp", "0.16.0"),),
-        command=(f"{AGENT_ROOT}/node_modules/@zed-industries/codex-acp-linux-x64/bin/codex-acp", *CODEX_CONFIG),
+        command=(CODEX_COMMAND, *CODEX_CONFIG),
+        own_shell=OwnShell(command=(CODEX_COMMAND, *_codex_config(shell=True))),
         protocol="openai-responses",
         model_prefix="openai-responses",
         base_url_env=None,
@@ -219,12 +278,19 @@ AGENTS: dict[str, HostedAgent] = {
         key_env="GEMINI_API_KEY",
         node=20,
         environment={
-            "GEMINI_CLI_SYSTEM_SETTINGS_PATH": "/etc/gemini-cli/settings.json",
+            "GEMINI_CLI_SYSTEM_SETTINGS_PATH": GEMINI_SETTINGS_PATH,
             "GEMINI_CLI_NO_RELAUNCH": "true",
             "GEMINI_TELEMETRY_ENABLED": "false",
             "NO_BROWSER": "true",
         },
-        files={"/etc/gemini-cli/settings.json": json.dumps(GEMINI_SETTINGS, indent=1)},
+        files={GEMINI_SETTINGS_PATH: json.dumps(GEMINI_SETTINGS, indent=1)},
+        own_shell=OwnShell(
+            files={
+                GEMINI_SETTINGS_PATH: json.dumps(
+                    {**GEMINI_SETTINGS, "tools": {"exclude": ["web_fetch", "google_web_search"]}}, indent=1
+                )
+            }
+        ),
         model_env="GEMINI_MODEL",
         isolation=(
             "its own container (no network, not root, a read-only root, no key; its model through harness's "
@@ -251,6 +317,17 @@ AGENTS: dict[str, HostedAgent] = {
             "OPENCODE_DISABLE_CLAUDE_CODE": "true",
             "OPENCODE_DISABLE_EXTERNAL_SKILLS": "true",
         },
+        own_shell=OwnShell(
+            environment={
+                "OPENCODE_CONFIG_CONTENT": json.dumps(
+                    {
+                        **OPENCODE_CONFIG,
+                        "permission": {**OPENCODE_CONFIG["permission"], "bash": "ask"},
+                        "tools": {"bash": True, "webfetch": False, "websearch": False},
+                    }
+                )
+            }
+        ),
         isolation=(
             "its own container (no network, not root, a read-only root, no key; its model through harness's "
             "gateway); its shell and web tools off: every command harness's run_command in a fresh container; "

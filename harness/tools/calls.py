@@ -34,7 +34,13 @@ def context_mounts(workspace: Path, read_only_paths: Sequence[str]) -> list[Moun
     harness.agent.guard). A path that is a symlink (or under one) is never mounted, because the engine would
     follow it on the host.
     """
-    mounts = runner_mounts()
+    return [*runner_mounts(), *read_only_mounts(workspace, read_only_paths)]
+
+
+def read_only_mounts(workspace: Path, read_only_paths: Sequence[str]) -> list[Mount]:
+    """Each plain read-only directory or file of the workspace mounted read-only over itself (see
+    context_mounts; a hosted agent's own container gets these too)."""
+    mounts = []
     for rel in literal_paths(read_only_paths):
         kind = plain_kind(Path(workspace), rel)
         if kind is not None:

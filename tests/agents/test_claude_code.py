@@ -133,3 +133,33 @@ def test_a_fork_of_a_hosted_run_starts_a_new_agent_session_on_its_step_told_the_
     prompt = json.dumps(first.body["messages"][0])
     assert "This task was begun in an earlier session" in prompt and "Fix the failing tests in calc." in prompt
     assert watch.left() == []
+
+
+def test_with_its_own_shell_each_command_runs_in_its_container_gated_and_recorded(tmp_path, run_label, docker_client):
+    """`--agent-shell own`: Claude Code's Bash runs in its own container (confined: loopback only, not
+    root, a read-only root, the read-only paths read-only), each command asked of the gate first (shell
+    operators refused, as for run_command) and recorded as a step with its snapshot."""
+    script = claude_fix()
+    script.calls = [("Bash", {"command": PROBE}), ("Bash", {"command": PROBE}), ("Bash", {"command": "rm -rf /workspace/tests"}),
+                    ("Bash", {"command": "python3 -m pytest -q && echo passed"}), *script.calls[1:3],
+                    ("Bash", {"command": RUN_TESTS})]  # fmt: skip
+    harness = Harness(tmp_path / "sessions", run_label)
+    with AgentWatch(docker_client, run_label) as watch, AnthropicServer(script) as server:
+        ran = harness(
+            "run", "--agent", "claude-code", "--agent-shell", "own", "--model", "anthropic:claude-sonnet-4-6",
+            "--base-url", server.url, "--image", "py311", str(EXAMPLE), "--task", "Fix the failing tests in calc.",
+            "--verify", RUN_TESTS, "--session", "own", "--json", env={"ANTHROPIC_API_KEY": KEY}, timeout=500,
+        )  # fmt: skip
+    assert ran.code == 0 and ran.json()["outcome"] == "verified", ran.stdout + ran.stderr
+    tools = [r for r in read_records(harness.session_dir("own")) if isinstance(r, ToolRecord)]
+    assert [t.name for t in tools] == ["agent.Bash"] * 4 + ["agent.Read", "agent.Edit", "agent.Bash"]
+    probed = [t.text for t in tools[:2]]
+    assert all("probe" in text and "['lo']" in text and "False" in text for text in probed), probed
+    assert probed[0].split()[1] == probed[1].split()[1], "both ran in the agent's one container"
+    assert tools[2].is_error, "the read-only tests could not be removed"
+    assert tools[3].decision is not None and tools[3].decision.action == "deny" and "operators" in tools[3].text
+    assert all(t.wrote for t in tools if t.name == "agent.Bash" and not t.is_error)
+    assert (harness.session_dir("own") / "change.patch").read_text().count("diff --git") == 1
+    assert_confined(watch.seen, KEY, "ANTHROPIC_API_KEY")
+    shown = harness("show", "own")
+    assert "its own shell runs each command in that container" in shown.stdout

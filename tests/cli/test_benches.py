@@ -75,3 +75,12 @@ def test_bench_hooks_measures_a_hooks_memory_and_hold_on_real_runs(tmp_path, run
     assert result["quiet_peak_mb"] > 0 and result["loud_peak_mb"] > 0
     assert result["peak_over_quiet_mb"] <= 20, result  # 1 GB read in pieces: the controller stays flat
     assert result["daemon_hold_s"] <= result["hold_bound_s"] and result["timeout_hold_s"] <= result["hold_bound_s"]
+
+
+def test_bench_agents_times_a_hosted_agent_s_commands_both_ways_and_its_start_up(tmp_path, run_label, docker_client):
+    result = _bench("agents", "--calls", "4", "--rounds", "1", label=run_label, tmp_path=tmp_path)
+    assert result["agent"] == "claude-code" and set(result["commands"]) == {"true", "python"}
+    for side in result["commands"].values():
+        assert side["harness_ms"] > 0 and side["own_ms"] > 0 and side["ratio"] > 0
+        assert 0 < side["harness_share_ms"] < side["harness_ms"] and side["own_share_ms"] < side["own_ms"]
+    assert 0 < result["startup_ms"] <= result["startup_max_ms"]
