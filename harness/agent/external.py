@@ -26,7 +26,7 @@ from harness.errors import ModelError, ModelUnavailable
 from harness.policy.decision import Decision
 from harness.tools.registry import ToolContext, ToolResult
 from harness.trajectory import ToolRecord
-from harness.types import Message, ModelTurn, ToolCall, ToolSchema, Usage
+from harness.types import Message, ModelTurn, Reasoning, ToolCall, ToolSchema, Usage
 
 REPORTED = "agent."
 """The prefix of a call a hosted agent made inside its own container and reported (`agent.Edit`)."""
@@ -72,6 +72,7 @@ class ExternalTurns:
         self._given: dict[str, _Waiting] = {}
         self.reports: dict[str, Report] = {}
         self._text: list[str] = []
+        self._thought: list[str] = []
         self._ended: str | None = None
         self._in_flight = False
         self._seen = 0
@@ -114,6 +115,11 @@ class ExternalTurns:
         """The agent's words (what it tells the user), as they stream."""
         with self._cond:
             self._text.append(text)
+
+    def think(self, text: str) -> None:
+        """What the agent reasoned or planned, as it streams: the next turn's reasoning."""
+        with self._cond:
+            self._thought.append(text)
 
     def ended(self, stop_reason: str) -> None:
         """The prompt in flight ended (the agent's stop reason)."""
@@ -190,6 +196,7 @@ class ExternalTurns:
             for waiting in calls:
                 self._given[waiting.call.id] = waiting
             text, self._text = "".join(self._text), []
+            thought, self._thought = "".join(self._thought).strip(), []
             usage, cost, known = self._usage, self._cost, self._cost_known
             self._usage, self._cost, self._cost_known = Usage(), 0.0, True
             stop = "tool_use" if calls else "end_turn"
@@ -203,6 +210,7 @@ class ExternalTurns:
             cost_usd=cost,
             cost_known=known,
             model=self.name,
+            reasoning=Reasoning(text=thought) if thought else None,
         )
 
 

@@ -262,10 +262,16 @@ class HostedSession:
         if self._replaying:
             return
         kind = getattr(update, "session_update", "")
-        if kind == "agent_message_chunk":
+        if kind in ("agent_message_chunk", "agent_thought_chunk"):
             text = getattr(getattr(update, "content", None), "text", None)
             if isinstance(text, str):
-                self.turns.say(text)
+                (self.turns.say if kind == "agent_message_chunk" else self.turns.think)(text)
+        elif kind == "plan":
+            entries = [
+                f"- [{getattr(entry, 'status', '')}] {getattr(entry, 'content', '')}"
+                for entry in getattr(update, "entries", None) or ()
+            ]
+            self.turns.think("\n".join(["Plan:", *entries]) + "\n")
         elif kind in ("tool_call", "tool_call_update"):
             call = self._remember(update)
             status = getattr(update, "status", None)

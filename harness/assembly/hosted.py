@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.agent.external import ExternalTurns, Reported
-from harness.agent.hosted import HostedSession
 from harness.assembly import engine
 from harness.config import RunConfig
 from harness.errors import ModelUnavailable
@@ -30,6 +29,7 @@ from sandbox.spec import Mount
 
 if TYPE_CHECKING:
     from harness.agent.budget import Budget
+    from harness.agent.hosted import HostedSession
     from harness.agent.loop import Agent
     from harness.assembly.runtime import Runtime
     from harness.providers.config import ProviderConfig
@@ -121,6 +121,7 @@ def hosted(
         yield None
         return
     from harness.agent.endpoint import AgentEndpoint
+    from harness.agent.hosted import HostedSession  # ACP's SDK and asyncio: a hosted run's alone
     from harness.environment.agents import AGENT_HOME, GATEWAY_DIR, GATEWAY_PORT, PLACEHOLDER_KEY, agent_named
     from harness.providers.gateway import MOUNT, Gateway
     from harness.providers.pricing import PriceTable

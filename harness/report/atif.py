@@ -85,12 +85,17 @@ def to_atif(session_dir: Path, info: dict[str, Any] | None = None, tools: Sequen
         ]
     if view.problems:
         extra["problems"] = view.problems
+    config = start.config if start is not None else {}
+    hosted = config.get("agent") if isinstance(config.get("agent"), str) else None
+    if hosted:  # an agent harness hosted (docs/agents.md): its name; the run is harness's
+        extra["hosted_by"] = "harness"
+        extra["agent_shell"] = config.get("agent_shell") or "harness"
     document: dict[str, Any] = {
         "schema_version": SCHEMA,
         "session_id": session_id,
         "trajectory_id": session_id,
         "agent": {
-            "name": "harness",
+            "name": hosted or "harness",
             "version": harness_version(),
             **({"model_name": start.model} if start is not None and start.model else {}),
             **({"tool_definitions": writer.tools} if writer.tools else {}),

@@ -37,6 +37,9 @@ def test_claude_code_fixes_the_example_with_every_command_in_its_own_container(t
     repo = trapped_repo(tmp_path, marker)
     script = claude_fix()
     script.calls[:0] = [("mcp__harness__run_command", {"command": PROBE})] * 2
+    todos = [{"content": "Run the tests", "status": "completed", "activeForm": "Running the tests"},
+             {"content": "Fix add()", "status": "in_progress", "activeForm": "Fixing add()"}]  # fmt: skip
+    script.calls.insert(2, ("TodoWrite", {"todos": todos}))  # its plan: the next turn's reasoning
     harness = Harness(tmp_path / "sessions", run_label)
     with AgentWatch(docker_client, run_label) as watch, AnthropicServer(script) as server:
         ran = harness(
@@ -62,6 +65,15 @@ def test_claude_code_fixes_the_example_with_every_command_in_its_own_container(t
         and "agent.Edit" in shown.stdout
         and "hosted agent claude-code: its own container" in shown.stdout
     )
+    turns = [r for r in read_records(harness.session_dir("claude")) if r.kind == "turn"]
+    assert any(
+        t.turn.reasoning and "Plan:\n- [completed] Run the tests\n- [in_progress] Fix add()" in t.turn.reasoning.text
+        for t in turns
+    )
+    exported = harness("export", "claude", "--format", "atif", "-o", str(tmp_path / "claude.json"))
+    atif = json.loads((tmp_path / "claude.json").read_text())
+    assert exported.code == 0 and atif["agent"]["name"] == "claude-code" and atif["extra"]["hosted_by"] == "harness"
+    assert any("Fix add()" in step.get("reasoning_content", "") for step in atif["steps"])
     assert watch.left() == []
 
 

@@ -78,7 +78,7 @@ def test_bench_hooks_measures_a_hooks_memory_and_hold_on_real_runs(tmp_path, run
 
 
 def test_bench_agents_times_a_hosted_agent_s_commands_both_ways_and_its_start_up(tmp_path, run_label, docker_client):
-    result = _bench("agents", "--calls", "4", "--rounds", "1", label=run_label, tmp_path=tmp_path)
+    result = _bench("agents", "--calls", "3", "--rounds", "1", label=run_label, tmp_path=tmp_path)
     assert result["agent"] == "claude-code" and set(result["commands"]) == {"true", "python"}
     for side in result["commands"].values():
         assert side["harness_ms"] > 0 and side["own_ms"] > 0 and side["ratio"] > 0
