@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, Protocol
 
 from harness.agent.external import ExternalTurns, Report
 from harness.errors import ModelUnavailable
@@ -79,6 +79,22 @@ class _Call:
     """Its step is recorded (a refused call is, when refused; its later update adds nothing)."""
 
 
+class FileRefused(Exception):
+    """A file-system request of the agent's harness refused or could not serve (its message says why)."""
+
+
+class Files(Protocol):
+    """The workspace as the agent's `fs/*` requests reach it: through the sandbox, never the host."""
+
+    def read(self, path: str, line: int | None, limit: int | None) -> str:
+        """The text of a workspace file (lines from `line`, at most `limit`); FileRefused otherwise."""
+        ...
+
+    def write(self, path: str, content: str) -> None:
+        """Write a workspace file (a step of the run); FileRefused otherwise."""
+        ...
+
+
 class HostedSession:
     """One agent's ACP session (see the module); the Prompter of its run's ExternalTurns."""
 
@@ -97,6 +113,8 @@ class HostedSession:
     ) -> None:
         self.bridge, self.turns, self.workdir, self.mcp_url = list(bridge), turns, workdir, mcp_url
         self.session_meta, self.decide, self.on_session = session_meta, decide, on_session
+        self.files: Files | None = None
+        """The workspace for the agent's `fs/read_text_file` and `fs/write_text_file` (set with decide)."""
         self.resume_id, self.resumed = resume_id, resumed
         """The agent's own session to load, if it had one; whether harness resumed (or forked) the run."""
         self.session_id: str | None = None
@@ -135,7 +153,7 @@ class HostedSession:
         client: Any = _Client(self)  # the SDK's Client protocol, matched by shape
         self._conn = acp.connect_to_agent(client, self._process.stdin, self._process.stdout)
         capabilities = schema.ClientCapabilities(
-            fs=schema.FileSystemCapabilities(read_text_file=False, write_text_file=False), terminal=True
+            fs=schema.FileSystemCapabilities(read_text_file=True, write_text_file=True), terminal=True
         )
         init = await self._unless_exited(
             self._conn.initialize(protocol_version=acp.PROTOCOL_VERSION, client_capabilities=capabilities)
@@ -291,7 +309,7 @@ class HostedSession:
 
     def _where(self, call: _Call) -> dict[str, Any]:
         """The arguments of a call the agent gave none of: the paths it touches, if it named them."""
-        return {"paths": [_relative(path, self.workdir) for path in call.locations]} if call.locations else {}
+        return {"paths": [workspace_path(path, self.workdir) for path in call.locations]} if call.locations else {}
 
     def _remember(self, tool_call: Any) -> _Call:
         ident = str(tool_call.tool_call_id)
@@ -348,7 +366,7 @@ def gate_request(call: _Call, workdir: str) -> GateRequest | None:
     changes = call.arguments.get("changes")
     named += list(changes) if isinstance(changes, dict) else []
     found = [str(path) for path in [*named, *call.locations] if isinstance(path, str) and path]
-    paths = tuple(dict.fromkeys(_relative(path, workdir) for path in found)) or (".",)
+    paths = tuple(dict.fromkeys(workspace_path(path, workdir) for path in found)) or (".",)
     if call.name in SHELLS or call.kind == "execute":
         return GateRequest(tool="run_command", tier="exec", command=_command_of(call.arguments))
     if call.name in WRITERS or call.kind in ("edit", "delete", "move"):
@@ -372,7 +390,9 @@ def _command_of(arguments: dict[str, Any]) -> str:
     return str(command)
 
 
-def _relative(path: str, workdir: str) -> str:
+def workspace_path(path: str, workdir: str) -> str:
+    """An agent's path as harness's tools take it: relative to the workspace (an absolute path outside
+    it is kept, and refused as such)."""
     pure = PurePosixPath(path)
     if pure.is_absolute():
         try:
@@ -453,15 +473,32 @@ class _Client:
     async def release_terminal(self, session_id: str, terminal_id: str, **kwargs: Any) -> Any:
         return None
 
-    async def read_text_file(self, session_id: str, path: str, **kwargs: Any) -> Any:
-        from acp import RequestError
+    async def read_text_file(
+        self, session_id: str, path: str, line: int | None = None, limit: int | None = None, **kwargs: Any
+    ) -> Any:
+        from acp import schema
 
-        raise RequestError.method_not_found("fs/read_text_file")
+        text = await self._files(lambda files: files.read(path, line, limit))
+        return schema.ReadTextFileResponse(content=text)
 
     async def write_text_file(self, session_id: str, path: str, content: str, **kwargs: Any) -> Any:
+        from acp import schema
+
+        await self._files(lambda files: files.write(path, content))
+        return schema.WriteTextFileResponse()
+
+    async def _files(self, use: Callable[[Files], Any]) -> Any:
+        """A file-system request served by the session's Files in a worker thread (each runs a
+        container); an error the agent reads when refused."""
         from acp import RequestError
 
-        raise RequestError.method_not_found("fs/write_text_file")
+        files = self.session.files
+        if files is None:
+            raise RequestError.internal_error({"message": "harness serves no file system to this session yet"})
+        try:
+            return await asyncio.get_running_loop().run_in_executor(None, use, files)
+        except FileRefused as refused:
+            raise RequestError.invalid_params({"message": str(refused)}) from None
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         return {}

@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING, Any
 from harness.agent.external import ExternalTurns, Reported
 from harness.assembly import engine
 from harness.config import RunConfig
-from harness.errors import ModelUnavailable
+from harness.errors import HarnessError, ModelUnavailable
 from harness.policy.decision import Decision
 from harness.policy.gate import GateRequest
 from harness.trajectory import EventRecord
 from sandbox.durable import write_text_atomic
+from sandbox.errors import SandboxError
 from sandbox.spec import Mount
 
 if TYPE_CHECKING:
@@ -34,10 +35,46 @@ if TYPE_CHECKING:
     from harness.assembly.runtime import Runtime
     from harness.providers.config import ProviderConfig
     from harness.providers.gateway import Gateway
+    from harness.tools.registry import ToolContext
     from sandbox.session.session import Session
 
 RECORD = "agent.json"
 """The session folder's record of its hosted agent (which one, its ACP session id to load after a crash)."""
+
+
+@dataclass
+class WorkspaceFiles:
+    """A hosted agent's `fs/*` requests, served through the sandbox and never from this machine's disk:
+    a read is asked of the gate and run in a fresh container (the runner's raw read), a write is
+    harness's `write_file`, gated, hooked and recorded as a step of the loop."""
+
+    context: ToolContext
+    turns: ExternalTurns
+    workdir: str
+
+    def read(self, path: str, line: int | None, limit: int | None) -> str:
+        from harness.agent.hosted import FileRefused, workspace_path
+        from harness.tools.calls import call_runner
+
+        relative = workspace_path(path, self.workdir)
+        decision = self.context.gate.check(GateRequest(tool="read_file", tier="read", paths=(relative,)))
+        if decision.action != "allow":
+            raise FileRefused(f"harness refused reading {relative}: {decision.reason}")
+        try:
+            answer, _ = call_runner(self.context, "read_raw", {"path": relative, "line": line, "limit": limit})
+        except (HarnessError, SandboxError) as error:
+            raise FileRefused(f"harness could not read {relative}: {error}") from None
+        return str(answer.get("text") or "")
+
+    def write(self, path: str, content: str) -> None:
+        from harness.agent.hosted import FileRefused, workspace_path
+
+        relative = workspace_path(path, self.workdir)
+        record = self.turns.call("write_file", {"path": relative, "content": content, "overwrite": True})
+        if record is None:
+            raise FileRefused(f"harness did not write {relative}: the run ended")
+        if record.is_error:
+            raise FileRefused(record.text)
 
 
 @dataclass
@@ -88,6 +125,7 @@ class Hosted:
             return True, "", decision
 
         self.session.decide = decide
+        self.session.files = WorkspaceFiles(agent.tool_context, self.turns, self.session.workdir)
 
     def _spent_out(self, budget: Budget) -> Callable[[], str | None]:
         """The gateway's refusal: once the run's tokens or cost are spent (what the loop billed and what

@@ -119,6 +119,26 @@ def _read_matching(
     return {"ok": True, "text": body}
 
 
+RAW_LIMIT = 256 * 1024
+"""The most text one raw read returns (a hosted agent's `fs/read_text_file`: it asks for lines)."""
+
+
+def op_read_raw(space: Space, args: dict, max_bytes: int) -> dict:
+    """A text file's content as it is (no numbers, no markers): lines from `line` (1-based), at most
+    `limit` of them; a hosted agent's file-system read."""
+    import json
+
+    path = args["path"]
+    text = read_text(space, space.resolve(path), path)
+    start, limit = int(args.get("line") or 1), args.get("limit")
+    if start > 1 or limit is not None:
+        lines = text.splitlines(keepends=True)
+        text = "".join(lines[start - 1 : None if limit is None else start - 1 + int(limit)])
+    if len(json.dumps(text)) > RAW_LIMIT:  # as the answer carries it
+        raise Failure("output_limit", f"{path}: over {RAW_LIMIT} bytes in one read; ask for fewer lines (line, limit).")
+    return {"ok": True, "text": text}
+
+
 def op_list_dir(space: Space, args: dict, max_bytes: int) -> dict:
     path, depth = args.get("path") or ".", int(args.get("depth") or 2)
     rel = space.resolve(path)

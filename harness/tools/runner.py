@@ -28,9 +28,9 @@ if __package__:  # on the host, as harness.tools.runner
 else:  # in the container (/opt/harness is first on sys.path), or run as a script
     from pathguard import Failure, Space  # type: ignore[import-not-found,no-redef]
 if __package__:  # on the host, as harness.tools.runner
-    from harness.tools.fileops import op_apply_patch, op_list_dir, op_read_file, op_search, op_write_file
+    from harness.tools.fileops import op_apply_patch, op_list_dir, op_read_file, op_read_raw, op_search, op_write_file
 else:  # in the container (/opt/harness is first on sys.path), or run as a script
-    from fileops import op_apply_patch, op_list_dir, op_read_file, op_search, op_write_file  # type: ignore[import-not-found,no-redef]
+    from fileops import op_apply_patch, op_list_dir, op_read_file, op_read_raw, op_search, op_write_file  # type: ignore[import-not-found,no-redef]
 if __package__:  # on the host, as harness.tools.runner
     from harness.tools.testrun import op_run_tests
 else:  # in the container (/opt/harness is first on sys.path), or run as a script
@@ -39,6 +39,7 @@ else:  # in the container (/opt/harness is first on sys.path), or run as a scrip
 
 OPS = {
     "read_file": op_read_file,
+    "read_raw": op_read_raw,
     "list_dir": op_list_dir,
     "apply_patch": op_apply_patch,
     "write_file": op_write_file,

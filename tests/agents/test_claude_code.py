@@ -89,7 +89,9 @@ def test_kill_9_mid_run_then_resume_ends_verified(tmp_path, run_label, docker_cl
         resumed = harness(
             "resume", "killed", "--base-url", server.url, "--json", env={"ANTHROPIC_API_KEY": KEY}, timeout=500
         )
-    assert resumed.code == 0 and resumed.json()["outcome"] == "verified", resumed.stdout + resumed.stderr
+    assert resumed.code == 0 and resumed.json()["outcome"] == "verified", (
+        resumed.stdout + resumed.stderr + harness("show", "killed").stdout
+    )
     records = read_records(harness.session_dir("killed"))
     assert any(r.kind == "event" and r.event == "resumed" for r in records)
     said = [r.detail for r in records if r.kind == "event" and r.event == "agent_session"]

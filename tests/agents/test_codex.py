@@ -65,7 +65,9 @@ def test_codex_killed_mid_run_resumes_verified(tmp_path, run_label, docker_clien
         assert crashed.code == -9, crashed.stdout + crashed.stderr
         resumed = harness("resume", "killed", "--base-url", f"{server.url}/v1", "--json", env={"OPENAI_API_KEY": KEY},
                           timeout=500)  # fmt: skip
-    assert resumed.code == 0 and resumed.json()["outcome"] == "verified", resumed.stdout + resumed.stderr
+    assert resumed.code == 0 and resumed.json()["outcome"] == "verified", (
+        resumed.stdout + resumed.stderr + harness("show", "killed").stdout
+    )
     records = read_records(harness.session_dir("killed"))
     assert any(r.kind == "event" and r.event == "resumed" for r in records)
     said = [r.detail for r in records if r.kind == "event" and r.event == "agent_session"]

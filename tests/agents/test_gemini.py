@@ -3,7 +3,8 @@ built from the npm registry, pointed at a loopback server of Gemini's API throug
 (its `gateway` auth: GOOGLE_GEMINI_BASE_URL), scripted to probe its sandbox, run the tests, read the
 broken file, edit a test (refused: tests are read-only), fix the code and say so. Its shell and web
 tools are off by its system settings, so every command is harness's `run_command` in a fresh container;
-its own edits ask harness first. The run ends verified; its container is confined; the key is in no
+its own edits ask harness first, and its writes come to harness's `write_file` (ACP's fs/write_text_file),
+each in a fresh container. The run ends verified; its container is confined; the key is in no
 container and no record; kill -9 mid-run, then `resume`, ends verified (Gemini CLI cannot load a session
 killed in its first turn: a new one goes on from the last step's workspace, and the record says so)."""
 
@@ -41,12 +42,20 @@ def test_gemini_fixes_the_example_its_commands_in_their_own_containers_its_edits
     assert ran.code == 0 and ran.json()["outcome"] == "verified", ran.stdout + ran.stderr
     assert ran.json()["cost_usd"] > 0 and ran.json()["tokens"]["input"] > 0, "the gateway's usage is the run's"
     tools = [r for r in read_records(harness.session_dir("gemini")) if isinstance(r, ToolRecord)]
-    assert [t.name for t in tools] == ["run_command"] * 3 + ["agent.read_file", "agent.replace", "agent.replace",
-                                                             "run_command"], [t.name for t in tools]  # fmt: skip
+    names = [t.name for t in tools]
+    assert names == ["run_command"] * 3 + [
+        "agent.read_file",
+        "agent.replace",
+        "write_file",
+        "agent.replace",
+        "run_command",
+    ], names
     assert_own_containers(probes(harness.session_dir("gemini")), 2)
-    refused, fixed = tools[4], tools[5]
+    refused, written, fixed = tools[4], tools[5], tools[6]
     assert refused.is_error and refused.decision is not None and refused.decision.action == "deny"
-    assert fixed.decision is not None and fixed.decision.action == "allow" and fixed.wrote
+    assert fixed.decision is not None and fixed.decision.action == "allow"
+    # its write came to harness (ACP fs/write_text_file): harness's write_file, in a fresh container
+    assert written.wrote and written.envelope is not None and written.decision is not None
     patch = (harness.session_dir("gemini") / "change.patch").read_text()
     assert "return a + b" in patch and "test_ops" not in patch, "the refused edit never landed"
     assert_confined(watch.seen, KEY, "GEMINI_API_KEY")
@@ -62,7 +71,9 @@ def test_gemini_killed_mid_run_resumes_verified(tmp_path, run_label, docker_clie
         assert crashed.code == -9, crashed.stdout + crashed.stderr
         resumed = harness("resume", "killed", "--base-url", server.url, "--json", env={"GEMINI_API_KEY": KEY},
                           timeout=500)  # fmt: skip
-    assert resumed.code == 0 and resumed.json()["outcome"] == "verified", resumed.stdout + resumed.stderr
+    assert resumed.code == 0 and resumed.json()["outcome"] == "verified", (
+        resumed.stdout + resumed.stderr + harness("show", "killed").stdout
+    )
     records = read_records(harness.session_dir("killed"))
     said = [r.detail for r in records if r.kind == "event" and r.event == "agent_session"]
     # Gemini CLI keeps no resumable session before its first turn ends (its session/load then answers "No

@@ -3,7 +3,8 @@ npm registry, its config given in its environment (a repository's opencode.json 
 at a loopback Anthropic Messages server through harness's gateway, scripted to probe its sandbox, run
 the tests, read the broken file, edit a test (refused: tests are read-only), fix the code and say so.
 Its shell and web tools are off, so every command is harness's `run_command` in a fresh container; its
-own edits ask harness first. The run ends verified; its container is confined; the key is in no
+own edits ask harness first, and its writes come to harness's `write_file` (ACP's fs/write_text_file),
+each in a fresh container. The run ends verified; its container is confined; the key is in no
 container and no record; kill -9 mid-run, then `resume`, ends verified."""
 
 from __future__ import annotations
@@ -40,13 +41,14 @@ def test_opencode_fixes_the_example_its_commands_in_their_own_containers_its_edi
     assert ran.code == 0 and ran.json()["outcome"] == "verified", ran.stdout + ran.stderr
     assert ran.json()["cost_usd"] > 0 and ran.json()["tokens"]["input"] > 0, "the gateway's usage is the run's"
     tools = [r for r in read_records(harness.session_dir("opencode")) if isinstance(r, ToolRecord)]
-    assert [t.name for t in tools] == ["run_command"] * 3 + ["agent.read", "agent.edit", "agent.edit", "run_command"], [
-        t.name for t in tools
-    ]
+    names = [t.name for t in tools]
+    assert names == ["run_command"] * 3 + ["agent.read", "agent.edit", "write_file", "agent.edit", "run_command"], names
     assert_own_containers(probes(harness.session_dir("opencode")), 2)
-    refused, fixed = tools[4], tools[5]
+    refused, written, fixed = tools[4], tools[5], tools[6]
     assert refused.is_error and refused.decision is not None and refused.decision.action == "deny"
-    assert fixed.decision is not None and fixed.decision.action == "allow" and fixed.wrote
+    assert fixed.decision is not None and fixed.decision.action == "allow"
+    # its write came to harness (ACP fs/write_text_file): harness's write_file, in a fresh container
+    assert written.wrote and written.envelope is not None and written.decision is not None
     patch = (harness.session_dir("opencode") / "change.patch").read_text()
     assert "return a + b" in patch and "test_ops" not in patch, "the refused edit never landed"
     assert_confined(watch.seen, KEY, "ANTHROPIC_API_KEY")
@@ -64,7 +66,9 @@ def test_opencode_killed_mid_run_resumes_verified(tmp_path, run_label, docker_cl
         assert crashed.code == -9, crashed.stdout + crashed.stderr
         resumed = harness("resume", "killed", "--base-url", server.url, "--json", env={"ANTHROPIC_API_KEY": KEY},
                           timeout=500)  # fmt: skip
-    assert resumed.code == 0 and resumed.json()["outcome"] == "verified", resumed.stdout + resumed.stderr
+    assert resumed.code == 0 and resumed.json()["outcome"] == "verified", (
+        resumed.stdout + resumed.stderr + harness("show", "killed").stdout
+    )
     records = read_records(harness.session_dir("killed"))
     said = [r.detail for r in records if r.kind == "event" and r.event == "agent_session"]
     assert said and "went on from its session" in said[0], said

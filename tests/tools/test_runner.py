@@ -152,6 +152,18 @@ def test_read_file_refuses_binary_and_directories_and_bad_ranges(root: Path) -> 
     assert call(root, "read_file", path="src/app.py", start_line=50)["kind"] == "invalid_arguments"
 
 
+def test_a_raw_read_gives_the_text_as_it_is_in_the_lines_asked_and_refuses_what_read_file_refuses(root: Path) -> None:
+    assert call(root, "read_raw", path="src/app.py")["text"] == "def f():\n    return 1\n\n\ndef g():\n    return 1\n"
+    assert call(root, "read_raw", path="src/app.py", line=5, limit=1)["text"] == "def g():\n"
+    assert call(root, "read_raw", path="src/app.py", line=2)["text"].startswith("    return 1\n\n")
+    (root / "blob.bin").write_bytes(b"\x7fELF\x00\x01\x02")
+    assert "binary file" in call(root, "read_raw", path="blob.bin")["text"]
+    assert not call(root, "read_raw", path="../outside.txt")["ok"]
+    (root / "big.txt").write_text("\x01" * 50_000)  # 300 kB as the answer carries it
+    answer = call(root, "read_raw", path="big.txt")
+    assert (answer["ok"], answer["kind"]) == (False, "output_limit") and "fewer lines" in answer["text"]
+
+
 def test_read_is_stable(root: Path) -> None:
     assert call(root, "read_file", path="src/app.py") == call(root, "read_file", path="src/app.py")
 
