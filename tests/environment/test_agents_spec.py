@@ -133,3 +133,18 @@ def test_an_agent_call_reported_done_is_a_step_named_from_its_id_with_its_paths(
                                            session_update="tool_call_update"))  # fmt: skip
     turn = turns.complete([], [], max_tokens=1, timeout_s=1)
     assert [(c.name, c.arguments) for c in turn.tool_calls] == [("agent.read_file", {"paths": ["calc/ops.py"]})]
+
+
+def test_a_terminal_the_agent_opens_is_the_loop_s_run_command_and_its_exit_is_the_record_s() -> None:
+    from harness.trajectory import ToolRecord
+    from tests.agent.test_verify import envelope
+
+    session, turns = _session()
+    ident = session.create_terminal("python3", ["-c", "print('hi there')"])
+    assert session.terminal_result(ident, wait=False) == ("", None, False), "nothing before the loop ran it"
+    turn = turns.complete([], [], max_tokens=1, timeout_s=5)
+    (call,) = turn.tool_calls
+    assert (call.name, call.arguments) == ("run_command", {"command": "python3 -c 'print('\"'\"'hi there'\"'\"')'"})
+    turns.observe(ToolRecord(step=1, call_id=call.id, name=call.name, arguments=call.arguments,
+                             envelope=envelope(3, "hi there\n"), text="exit_code=3 ...\nhi there", is_error=False))  # fmt: skip
+    assert session.terminal_result(ident, wait=True) == ("exit_code=3 ...\nhi there", 3, True)
