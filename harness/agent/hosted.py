@@ -110,9 +110,12 @@ class HostedSession:
         resume_id: str | None = None,
         resumed: bool = False,
         on_session: Callable[[str], None] = lambda sid: None,
+        settled: Callable[[float], bool] = lambda timeout: True,
     ) -> None:
         self.bridge, self.turns, self.workdir, self.mcp_url = list(bridge), turns, workdir, mcp_url
         self.session_meta, self.decide, self.on_session = session_meta, decide, on_session
+        self.settled = settled
+        """Waits until the model traffic of the turn is billed (its last answer's usage told)."""
         self.files: Files | None = None
         """The workspace for the agent's `fs/read_text_file` and `fs/write_text_file` (set with decide)."""
         self.resume_id, self.resumed = resume_id, resumed
@@ -218,6 +221,7 @@ class HostedSession:
         except Exception as error:  # noqa: BLE001 - the agent or its connection failed: the loop hears it
             self.turns.fail(ModelUnavailable(f"the hosted agent failed: {type(error).__name__}: {error}"[:500]))
             return
+        await asyncio.to_thread(self.settled, 10.0)  # the last answer's usage is the turn's
         self.turns.ended(str(answer.stop_reason))
 
     def cancel(self) -> None:

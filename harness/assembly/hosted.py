@@ -219,6 +219,7 @@ def hosted(
             session_meta=agent.session_meta, decide=lambda *_: (False, "not ready", None),
             resume_id=str(earlier.get("acp_session") or "") or None, resumed=resumed,
             on_session=lambda sid: write_text_atomic(record, json.dumps({"agent": agent.name, "acp_session": sid})),
+            settled=gateway.settled,
         )  # fmt: skip
         stack.callback(acp.close)
         stack.callback(turns.close)

@@ -632,6 +632,7 @@ def observers(config: RunConfig, state: RunState, runtime: Runtime, resumed: boo
         resumed=resumed,
         parent=runtime.trace_parent,
         secrets=runtime.secrets,
+        agent=config.agent or "harness",
     )
     return [spans]
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import ssl
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -70,6 +71,14 @@ class Gateway:
         self.api_key = api_key
         self.prices, self.on_usage, self.refusal = prices, on_usage, refusal
         self.context = ssl.create_default_context(cafile=ca_bundle) if ca_bundle else ssl.create_default_context()
+        self._open = 0
+        self._quiet = threading.Condition()
+
+    def settled(self, timeout: float) -> bool:
+        """Wait (at most timeout seconds) until no model request is in flight, each one's usage told
+        (`on_usage` runs once its answer has reached the agent, which may end its turn at that moment)."""
+        with self._quiet:
+            return self._quiet.wait_for(lambda: self._open == 0, timeout)
 
     def headers(self, given: list[tuple[bytes, bytes]]) -> dict[str, str]:
         """The request's headers as sent on: hop-by-hop and key headers out, the real key in."""
@@ -89,6 +98,16 @@ class Gateway:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         """The ASGI app of the route (scope's path is what follows MOUNT)."""
+        with self._quiet:
+            self._open += 1
+        try:
+            await self._relay(scope, receive, send)
+        finally:
+            with self._quiet:
+                self._open -= 1
+                self._quiet.notify_all()
+
+    async def _relay(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         import httpx
 
         body = b""

@@ -70,7 +70,9 @@ class RunSpans:
         resumed: bool,
         parent: Mapping[str, str] | None = None,
         secrets: Sequence[str] = (),
+        agent: str = "harness",
     ) -> None:
+        """agent: the agent the run's span is of (a hosted one by its name: `opencode`)."""
         self.config, self.session_id, self.secrets = config, session_id, [s for s in secrets if s]
         spec = ModelSpec.of(model)
         self.provider_name = PROVIDERS.get(spec.prefix, f"harness.{spec.prefix or 'unknown'}")
@@ -79,7 +81,7 @@ class RunSpans:
         self._tracer = export.tracer(config)
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "invoke_agent",
-            "gen_ai.agent.name": "harness",
+            "gen_ai.agent.name": agent,
             "gen_ai.conversation.id": session_id,
             "gen_ai.provider.name": self.provider_name,
             "gen_ai.request.model": self.model,
@@ -89,7 +91,7 @@ class RunSpans:
         if config.content:
             attributes["harness.task"] = self._text(task)
         self.run = self._tracer.start_span(
-            "invoke_agent harness", context=export.parent(parent or {}), attributes=attributes
+            f"invoke_agent {agent}", context=export.parent(parent or {}), attributes=attributes
         )
         self._agents: dict[str | None, _Agent] = {None: _Agent(_context_of(self.run))}
         self._delegating: dict[tuple[str | None, str], Span] = {}

@@ -201,6 +201,8 @@ class ModelServer:
     side request, answered with a short text); every request is kept in `seen`."""
 
     content_type = "application/json"
+    per_answer = (0, 0)
+    """The tokens in and out each answer's usage says."""
 
     def __init__(self, choose: Script | Callable[[dict[str, Any]], Script | None]) -> None:
         self.choose = choose if callable(choose) else self._only(choose)
@@ -236,6 +238,15 @@ class ModelServer:
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
+    def billed(self) -> dict[str, int]:
+        """The run's tokens when every answer it got was billed to it, the last one's too."""
+        (tokens_in, tokens_out), answered = self.per_answer, sum(map(self.bills, self.seen))
+        return {"input": tokens_in * answered, "output": tokens_out * answered, "cached": 0}
+
+    def bills(self, seen: Seen) -> bool:
+        """The answer to this request carried a usage."""
+        return True
+
     @staticmethod
     def _only(script: Script) -> Callable[[dict[str, Any]], Script | None]:
         return lambda body: script if style_of(body) is not None else None
@@ -258,6 +269,8 @@ class ModelServer:
 
 class AnthropicServer(ModelServer):
     """Anthropic's Messages API (streamed)."""
+
+    per_answer = (120, 30)
 
     def answer(self, body: dict[str, Any], script: Script | None) -> bytes:
         if script is None:
@@ -289,6 +302,8 @@ def _tool_named(body: dict[str, Any], wanted: str) -> dict[str, Any] | None:
 
 class ResponsesServer(ModelServer):
     """OpenAI's Responses API (streamed)."""
+
+    per_answer = (150, 30)
 
     def answer(self, body: dict[str, Any], script: Script | None) -> bytes:
         script = script or Script(calls=[], last="ok")
@@ -335,18 +350,23 @@ def gemini_results(body: dict[str, Any]) -> int:
     )
 
 
+def _counts(body: dict[str, Any]) -> bool:
+    """A `:countTokens` request (answered with a count, no usage)."""
+    return "contents" in body and not {"generationConfig", "tools", "systemInstruction"} & body.keys()
+
+
 class GeminiServer(ModelServer):
     """Gemini's API: `:streamGenerateContent?alt=sse` answered from the script, `:countTokens` with a
     count, `:generateContent` (a side request) with a short JSON text."""
 
+    per_answer = (140, 25)
+
+    def bills(self, seen: Seen) -> bool:
+        return not _counts(seen.body)
+
     def answer(self, body: dict[str, Any], script: Script | None) -> bytes:
         usage = {"promptTokenCount": 140, "candidatesTokenCount": 25, "totalTokenCount": 165}
-        if (
-            "contents" in body
-            and "generationConfig" not in body
-            and "tools" not in body
-            and "systemInstruction" not in body
-        ):
+        if _counts(body):
             return json.dumps({"totalTokens": 140}).encode()
         if script is None:
             part: dict[str, Any] = {"text": json.dumps({"reasoning": "done", "next_speaker": "user"})}

@@ -15,6 +15,7 @@ from harness.trajectory import ToolRecord, read_records
 from tests.agent.conftest import EXAMPLE, Harness
 from tests.agents.hosting import PROBE, AgentWatch, assert_confined, assert_key_nowhere, assert_own_containers, probes
 from tests.agents.model_servers import CHEAT, RUN_TESTS, AnthropicServer, fix_script
+from tests.telemetry.test_run_spans import spans_in
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(600)]
 
@@ -37,9 +38,11 @@ def test_opencode_fixes_the_example_its_commands_in_their_own_containers_its_edi
     script.calls.insert(4, fix_script("opencode", CHEAT).calls[2])
     harness = Harness(tmp_path / "sessions", run_label)
     with AgentWatch(docker_client, run_label) as watch, AnthropicServer(script) as server:
-        ran = _run(harness, server.url, "opencode")
+        ran = _run(harness, server.url, "opencode", "--otel-file", str(tmp_path / "spans.jsonl"))
     assert ran.code == 0 and ran.json()["outcome"] == "verified", ran.stdout + ran.stderr
-    assert ran.json()["cost_usd"] > 0 and ran.json()["tokens"]["input"] > 0, "the gateway's usage is the run's"
+    assert ran.json()["tokens"] == server.billed() and ran.json()["cost_usd"] > 0, "the gateway's usage is the run's"
+    runs = [s for s in spans_in(tmp_path / "spans.jsonl") if s["name"].startswith("invoke_agent")]
+    assert [(s["name"], s["attributes"]["gen_ai.agent.name"]) for s in runs] == [("invoke_agent opencode", "opencode")]
     tools = [r for r in read_records(harness.session_dir("opencode")) if isinstance(r, ToolRecord)]
     names = [t.name for t in tools]
     assert names == ["run_command"] * 3 + ["agent.read", "agent.edit", "write_file", "agent.edit", "run_command"], names
