@@ -55,6 +55,16 @@ class Report:
 
 
 @dataclass
+class _Between:
+    """Work to do on the loop's thread between two steps (no call in flight): a session tool."""
+
+    work: Callable[[], Any]
+    done: threading.Event = field(default_factory=threading.Event)
+    result: Any = None
+    error: BaseException | None = None
+
+
+@dataclass
 class _Waiting:
     call: ToolCall
     done: threading.Event = field(default_factory=threading.Event)
@@ -81,6 +91,9 @@ class ExternalTurns:
         self._cost_known = True
         self._failure: ModelError | None = None
         self._closed: str | None = None
+        self._finished: str | None = None
+        self._finish_told = False
+        self._between: list[_Between] = []
         self._ids = itertools.count(1)
 
     # --- what comes from outside (other threads) ---------------------------------------------
@@ -109,6 +122,33 @@ class ExternalTurns:
             ident = f"{call_id}.{next(self._ids)}"
             self.reports[ident] = report
             self._queued.append(_Waiting(ToolCall(id=ident, name=REPORTED + name, arguments=arguments)))
+            self._cond.notify_all()
+
+    def between(self, work: Callable[[], Any]) -> Any:
+        """work's result, run on the loop's thread while it waits for the next call (between two steps:
+        nothing in flight, the last step committed); its exception raised here. None when the run ended
+        first (work never ran)."""
+        job = _Between(work)
+        with self._cond:
+            if self._closed is not None:
+                return None
+            self._between.append(job)
+            self._cond.notify_all()
+        while not job.done.wait(0.5):
+            with self._cond:
+                if self._closed is not None and not job.done.is_set():
+                    return None
+        if job.error is not None:
+            raise job.error
+        return job.result
+
+    def finish(self, why: str) -> None:
+        """The side that made the calls is gone (an MCP client disconnected): once the calls it left
+        are run, the next turn ends the model's part (the loop verifies); a turn after that ends the
+        session."""
+        with self._cond:
+            self._finished = why
+            self._text.append(f"({why})")
             self._cond.notify_all()
 
     def say(self, text: str) -> None:
@@ -150,7 +190,23 @@ class ExternalTurns:
             self._closed = why
             for waiting in [*self._queued, *self._given.values()]:
                 waiting.done.set()
+            for job in self._between:
+                job.done.set()
+            self._between = []
             self._cond.notify_all()
+
+    def _run_between(self) -> bool:
+        """Run the oldest work waiting for a moment between steps (on the loop's thread); False: none."""
+        with self._cond:
+            if not self._between:
+                return False
+            job = self._between.pop(0)
+        try:
+            job.result = job.work()
+        except BaseException as error:  # noqa: BLE001 - handed to its caller, raised there
+            job.error = error
+        job.done.set()
+        return True
 
     # --- the trajectory's observer -----------------------------------------------------------
 
@@ -182,11 +238,24 @@ class ExternalTurns:
             if fresh and self.prompter is not None and not self._in_flight:
                 self._ended, self._in_flight = None, True
                 self.prompter.prompt(fresh[-1].content, task)
+        with self._cond:
             while not self._queued and self._ended is None and self._failure is None and self._closed is None:
+                if self._between:
+                    self._cond.release()
+                    try:
+                        self._run_between()
+                    finally:
+                        self._cond.acquire()
+                    continue
+                if self._finished is not None:
+                    if self._finish_told:
+                        raise ModelUnavailable(f"the session's caller is gone: {self._finished}")
+                    self._finish_told, self._ended = True, "end_turn"
+                    break
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     raise ModelUnavailable("the agent made no call and said nothing within the run's wall clock")
-                self._cond.wait(left if left is not None else 1.0)
+                self._cond.wait(min(left, 1.0) if left is not None else 1.0)
             if self._failure is not None:
                 failure, self._failure = self._failure, None
                 raise failure

@@ -434,6 +434,22 @@ class Agent:
             durable=True,
         )
 
+    # --- between steps -------------------------------------------------------------------------
+
+    def roll_back(self, to: int) -> str:
+        """The workspace and image as they were after run step `to`, as a snapshot of their own; the
+        next step goes on from there (its record says so). Between two steps only: a served session's
+        `rollback`, run on the loop's thread while it waits for the next call. What it did, in a line."""
+        from harness.steps import StepMap
+
+        steps = StepMap.of(Path(self.session.dir), self.state.session_id, self.session.step)
+        self.session.rollback(steps.snapshot(to), note=f"rollback to the state after step {to}")
+        self.state.snapshot_step = self.session.step
+        said = f"restored the state after step {to}; the next step goes on from there"
+        self.trajectory.append(EventRecord(event="rolled_back", detail=said), durable=True)
+        self._save()
+        return said
+
     # --- bookkeeping ----------------------------------------------------------------------------
 
     def _save(self) -> None:

@@ -9,11 +9,12 @@ import dataclasses
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.agent.budget import Budget
 from harness.agent.context import Context
 from harness.agent.delegate import Branching, Child, Delegator, Tree, delegate
+from harness.agent.external import ExternalTurns
 from harness.agent.guard import ReadOnlyGuard
 from harness.agent.hooks import Hooks, repository_hooks, stored_reader
 from harness.agent.loop import Agent
@@ -640,10 +641,26 @@ def observers(config: RunConfig, state: RunState, runtime: Runtime, resumed: boo
 # --- whole runs ---------------------------------------------------------------------------------
 
 
+class Served(Protocol):
+    """A run whose calls come from a client outside harness (`harness mcp serve`): the turns it feeds
+    the loop, and what it keeps of the loop once built (its session, its record)."""
+
+    turns: ExternalTurns
+
+    def attach(self, agent: Agent) -> None: ...
+
+
 def start_run(
-    repo: Path, task: str, config: RunConfig, sessions: Path, runtime: Runtime, session_id: str | None = None
+    repo: Path,
+    task: str,
+    config: RunConfig,
+    sessions: Path,
+    runtime: Runtime,
+    session_id: str | None = None,
+    served: Served | None = None,
 ) -> RunResult:
-    """A new run: session from repo, the agent loop to its end, the sandbox closed on every path."""
+    """A new run: session from repo, the agent loop to its end, the sandbox closed on every path; its
+    turns from harness's model, a hosted agent (`config.agent`) or a client's calls (served)."""
     if not config.model:
         raise UsageError("no model: pass --model PROVIDER:MODEL or set model in the config file")
     if not Path(repo).is_dir():
@@ -654,7 +671,7 @@ def start_run(
         from harness.environment.agents import agent_for
 
         agent_for(config.agent, config.model)
-    provider = build_provider(config, runtime)
+    provider = served.turns if served is not None else build_provider(config, runtime)
     can_start(config, runtime)
     if session_id is not None:  # a controller of this id that died (a batch worker killed mid-run) left these
         engine.prune_crashed(runtime.docker_host, sessions, session_id)
@@ -670,7 +687,7 @@ def start_run(
         write_state(session.dir, state, runtime.secrets)
         _start_record(session, config, state, Path(repo), resumed=False, runtime=runtime)
         with session:
-            return _run_agent(config, session, sandbox, provider, state, runtime, resumed=False)
+            return _run_agent(config, session, sandbox, provider, state, runtime, resumed=False, served=served)
 
 
 def _run_agent(
@@ -682,10 +699,11 @@ def _run_agent(
     runtime: Runtime,
     *,
     resumed: bool,
+    served: Served | None = None,
 ) -> RunResult:
     """The agent loop with the session's services and MCP servers (started for this run, new or
     resumed, and ended with it); with a hosted agent (`config.agent`), its turns come from that agent
-    (harness.assembly.hosted)."""
+    (harness.assembly.hosted); served, from a client's calls (harness.assembly.served)."""
     from harness.assembly.hosted import hosted
 
     if config.agent:  # the agent keeps its own conversation: harness's record of it is never cut down
@@ -715,6 +733,8 @@ def _run_agent(
         )
         if agent_run is not None:
             agent_run.attach(agent)
+        if served is not None:
+            served.attach(agent)
         result = agent.run()
     if result.cause is None:  # ended: its snapshots stay, the workspace copy goes (made again when needed)
         from sandbox.errors import SandboxError
