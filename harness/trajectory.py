@@ -267,6 +267,13 @@ Record = Annotated[
     Field(discriminator="kind"),
 ]
 _RECORD = TypeAdapter(Record)
+
+
+def parse_record(raw: Any) -> Any:
+    """One trajectory line's record (its JSON decoded); ValueError when it is not one of ours."""
+    return _RECORD.validate_python(raw)
+
+
 M = TypeVar("M", bound=BaseModel)
 
 

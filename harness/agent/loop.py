@@ -107,6 +107,7 @@ class Agent:
         self._committed = state.model_copy(deep=True)
         """The state as of the last commit point: what a resume must start from."""
         self.keep_workspace = False
+        self._follow_up: str | None = None
         """A hosted agent's run: its workspace is as the agent left it, and stays so on a resume
         (harness.agent.recovery), since the agent remembers making its own edits."""
 
@@ -118,6 +119,7 @@ class Agent:
             self._session_start(resumed=pending is not None or self.state.step > 0)
             if pending is not None:
                 self._take_turn(pending.step, pending.turn, attempt=pending.attempt, reuse=pending.reuse)
+            self._take_follow_up()
             while True:
                 if self.state.awaiting_verify:
                     self._verify()
@@ -269,7 +271,13 @@ class Agent:
                 if refusal is not None:
                     blocked[index] = refusal
         allowed = [index for index in batch if index not in blocked]
-        ran = dict(zip(allowed, self.registry.execute_turn([calls[i] for i in allowed], context), strict=False))
+        try:
+            ran = dict(zip(allowed, self.registry.execute_turn([calls[i] for i in allowed], context), strict=False))
+        except KeyboardInterrupt:  # Ctrl-C, SIGTERM, a client's cancel: the record says what was cut short
+            names = ", ".join(f"{calls[i].name} ({calls[i].id})" for i in allowed) or "none"
+            detail = f"step {step}: killed in flight: {names}; the step is not complete, a resume runs its calls again"
+            self.trajectory.append(EventRecord(event="calls_interrupted", detail=detail), durable=True)
+            raise
         self.on_phase("calls_returned")  # before their records: a sub-agent stopped meanwhile records none
         for index in batch:
             result = blocked.get(index) or ran[index]
@@ -435,6 +443,20 @@ class Agent:
         )
 
     # --- between steps -------------------------------------------------------------------------
+
+    def follow_up(self, text: str) -> None:
+        """A user's next request in the same conversation (a resumed run's): the model reads it once the
+        last step is complete (a step cut short finishes first: its calls' results come before it)."""
+        self._follow_up = text
+
+    def _take_follow_up(self) -> None:
+        if self._follow_up is None:
+            return
+        self.context.add_user(self._follow_up)
+        self.state.awaiting_verify = False  # a new request: the model goes on before anything is verified
+        self.trajectory.append(EventRecord(event="follow_up", detail=self._follow_up[:2000]), durable=True)
+        self._follow_up = None
+        self._save()
 
     def roll_back(self, to: int) -> str:
         """The workspace and image as they were after run step `to`, as a snapshot of their own; the

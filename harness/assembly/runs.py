@@ -700,6 +700,7 @@ def _run_agent(
     *,
     resumed: bool,
     served: Served | None = None,
+    follow_up: str | None = None,
 ) -> RunResult:
     """The agent loop with the session's services and MCP servers (started for this run, new or
     resumed, and ended with it); with a hosted agent (`config.agent`), its turns come from that agent
@@ -735,6 +736,8 @@ def _run_agent(
             agent_run.attach(agent)
         if served is not None:
             served.attach(agent)
+        if follow_up is not None:
+            agent.follow_up(follow_up)
         result = agent.run()
     if result.cause is None:  # ended: its snapshots stay, the workspace copy goes (made again when needed)
         from sandbox.errors import SandboxError
@@ -1060,9 +1063,16 @@ def verify_once(
         return Verifier(sandbox, verify, mounts=mounts).run(session.workspace, call_spec(session.spec))
 
 
-def resume_run(session_id: str, sessions: Path, runtime: Runtime, overrides: dict[str, Any] | None = None) -> RunResult:
+def resume_run(
+    session_id: str,
+    sessions: Path,
+    runtime: Runtime,
+    overrides: dict[str, Any] | None = None,
+    follow_up: str | None = None,
+) -> RunResult:
     """Continue a crashed, interrupted or failed run from its last complete step (limits may be raised
-    through overrides such as `{"limits.max_steps": 60}`)."""
+    through overrides such as `{"limits.max_steps": 60}`); with follow_up, any run, an ended one too:
+    the conversation goes on from its last step with that user message (its verification anew)."""
     folder = SessionFolder(sessions / session_id)
     if folder.root.is_dir():  # first: a crashed controller's containers go even if its files are damaged
         engine.prune_crashed(runtime.docker_host, sessions, session_id)
@@ -1073,7 +1083,7 @@ def resume_run(session_id: str, sessions: Path, runtime: Runtime, overrides: dic
         raise SessionError(f"session {session_id} has no run to resume")
     if config.model != before.model and config.model:
         config = took_over(config.model_copy(update={"model": absolute_model(config.model, sessions)}), state.step)
-    if state.finished and state.result is not None:
+    if state.finished and state.result is not None and follow_up is None:
         raise StateError(f"session {session_id} already ended as {state.result.outcome}; nothing to resume")
     if config.agent:
         from harness.environment.agents import agent_for
@@ -1085,6 +1095,10 @@ def resume_run(session_id: str, sessions: Path, runtime: Runtime, overrides: dic
     with open_sandbox(runtime, session_id) as sandbox:
         session = open_session(sessions, session_id, sandbox)
         state = state.model_copy(update={"finished": False, "result": None, "model": config.model or state.model})
+        if follow_up is not None:  # a new request: verification starts over, the budget goes on
+            state = state.model_copy(
+                update={"awaiting_verify": False, "verify_rounds": 0, "last_failing": None, "stop_refused": False}
+            )
         if changed:  # what a later resume (and replay) continues with; the trajectory says what changed
             write_text_atomic(folder.run_config, config.model_dump_json(indent=1))
         _start_record(session, config, state, session.repo, resumed=True, runtime=runtime)
@@ -1098,7 +1112,7 @@ def resume_run(session_id: str, sessions: Path, runtime: Runtime, overrides: dic
                 config.session.allow_net_tools,
                 bound_secrets(config.session.secrets, runtime.secret_values),
             )
-            return _run_agent(config, session, sandbox, provider, state, runtime, resumed=True)
+            return _run_agent(config, session, sandbox, provider, state, runtime, resumed=True, follow_up=follow_up)
 
 
 def took_over(config: RunConfig, turns: int) -> RunConfig:

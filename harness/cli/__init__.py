@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 MODULE_OF = {
+    "acp": "serve_cmds",
     "apply": "apply_cmds",
     "batch": "batch_cmds",
     "fork": "batch_cmds",

@@ -248,11 +248,17 @@ def resume(
     otel_endpoint: str | None = OTEL_ENDPOINT,
     otel_file: Path | None = OTEL_FILE,
     otel_content: bool = OTEL_CONTENT,
+    follow_up: str | None = typer.Option(
+        None,
+        "--follow-up",
+        help="A next request in the same conversation: any run goes on with it, an ended one too (verified anew).",
+    ),
     json_out: bool = _JSON,
 ) -> None:
     """Continue a crashed, interrupted or failed run from its last complete step; the endpoint, the
     key's variable, the model and its options, limits and network may change (the trajectory records
-    what did), the task, tools and verify command may not."""
+    what did), the task, tools and verify command may not. `--follow-up TEXT` goes on with a new
+    request, after any ending."""
     from harness import assembly
     from harness.providers.vendor import prefix_of
 
@@ -279,7 +285,9 @@ def resume(
         config = assembly.saved_config(sessions / session, overrides, flags=True)
         spans = environment.telemetry(otel_endpoint, otel_file, otel_content)
         outside = environment.runtime(config, interactive=_interactive(json_out), spans=spans)
-        result = _terminable(lambda: assembly.resume_run(session, sessions, outside, overrides))
+        if follow_up is not None and not follow_up.strip():
+            fail("--follow-up needs a request", ExitCode.USAGE)
+        result = _terminable(lambda: assembly.resume_run(session, sessions, outside, overrides, follow_up))
     _report(result, json_out)
 
 

@@ -132,6 +132,44 @@ def serve(
     raise typer.Exit(result.exit_code)
 
 
+@app.command("acp")
+def acp_command(
+    model: str | None = typer.Option(None, "--model", help="The model of every session's runs (PROVIDER:MODEL)."),
+    image: str | None = typer.Option(None, "--image", help="Sandbox image for every call (default py311)."),
+    verify: str | None = typer.Option(None, "--verify", help="Command that decides 'done' (default: detected)."),
+    no_verify: bool = typer.Option(False, "--no-verify", help="No verify command: runs end `unverified`."),
+    test_cmd: str | None = typer.Option(None, "--test-cmd", help="Command run_tests runs."),
+    setup: list[str] | None = typer.Option(None, "--setup", help="Setup command (repeatable); `auto`: detected."),
+    allow_net: list[str] | None = ALLOW_NET,
+    max_steps: int | None = typer.Option(None, "--max-steps", help="Model turns allowed per run."),
+    max_cost: float | None = typer.Option(None, "--max-cost", help="Spend limit in USD per run."),
+    timeout_min: float | None = typer.Option(None, "--timeout-min", help="Wall-clock limit per run in minutes."),
+    state_dir_opt: Path | None = typer.Option(None, "--state-dir", help="Where sessions live."),
+    config_file: Path | None = typer.Option(None, "--config", help="Config file (default: the per-user config.toml)."),
+) -> None:
+    """harness's own agent as an ACP agent on stdio, for an editor or a terminal client: each session a
+    harness session of the client's folder, each prompt a run (a follow-up goes on in the same
+    conversation), `ask` rules put to the client (docs/serve.md)."""
+    from harness.cli.acp_agent import serve as serve_acp
+
+    if no_verify and verify:
+        fail("--verify and --no-verify contradict each other", ExitCode.USAGE)
+    if config_file is not None and not config_file.is_file():
+        fail(f"--config: no such file: {config_file}", ExitCode.NOT_FOUND)
+    defaults: list[str] = []
+    for flag, value in (("--model", model), ("--image", image), ("--verify", verify), ("--test-cmd", test_cmd),
+                        ("--max-steps", max_steps), ("--max-cost", max_cost), ("--timeout-min", timeout_min),
+                        ("--config", config_file and config_file.resolve())):  # fmt: skip
+        if value is not None:
+            defaults += [flag, str(value)]
+    defaults += ["--no-verify"] if no_verify else []
+    for flag, values in (("--setup", setup), ("--allow-net", allow_net)):
+        for value in values or []:
+            defaults += [flag, value]
+    with reported():
+        serve_acp(state_dir(state_dir_opt).resolve(), defaults)
+
+
 DETACHED = "HARNESS_MCP_SERVING"
 """Set in the serving process a stdio server starts (see _detached)."""
 
