@@ -179,6 +179,13 @@ def engine_step_images(docker_host: str | None) -> StepImages:
     return EngineStepImages(connect(docker_host))
 
 
+def session_images() -> list[str]:
+    """The images harness builds that a session may run in (`py311`, `node`, ...; not the bases)."""
+    from sandbox.docker import images
+
+    return [name for name in images.image_names() if name not in ("sandbox", "base")]
+
+
 def image_ref(client_or_host: docker.DockerClient | str | None, image: str) -> str:
     """The local reference of a harness image name or image reference; ImageNotFound (how to build
     it) when the engine does not hold it."""

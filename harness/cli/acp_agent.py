@@ -80,6 +80,9 @@ class AcpSession:
     """A call's id in the record → its ACP tool call id."""
     unanswered: dict[str, str] = field(default_factory=dict)
     """ACP tool call ids told as started with no result yet → their titles."""
+    settings: dict[str, str] = field(default_factory=dict)
+    """What the client set through session config options (`model`, `image`, `max_steps`): the flags
+    of this session's next run over `harness acp`'s."""
     asked: set[str] = field(default_factory=set)
     asking: set[asyncio.Future[None]] = field(default_factory=set)
     verify: str = ""
@@ -121,7 +124,7 @@ class HarnessAgent:
         self.open[ident] = AcpSession(ident, repo, self.sessions / ident)
         self._pending(ident).parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(self._pending(ident), json.dumps({"cwd": str(repo)}))  # a later process may load it
-        return schema.NewSessionResponse(session_id=ident)
+        return schema.NewSessionResponse(session_id=ident, config_options=self._options(self.open[ident]))
 
     def _pending(self, ident: str) -> Path:
         """Where a session with no run yet is remembered (its folder is made by its first run)."""
@@ -138,10 +141,67 @@ class HarnessAgent:
         served = AcpSession(session_id, Path(cwd), folder, has_run=ran)
         self.open[session_id] = served
         await self._tell(served, replay=True)
-        return schema.LoadSessionResponse()
+        return schema.LoadSessionResponse(config_options=self._options(served))
 
     async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> Any:
         return None
+
+    async def set_config_option(self, config_id: str, session_id: str, value: str | bool, **kwargs: Any) -> Any:
+        """The client changes a default for this session's next run: its model, image (before its first
+        run only: a session's image is its own) or step limit."""
+        from acp import RequestError, schema
+
+        served = self.open.get(session_id)
+        if served is None:
+            raise RequestError.invalid_params({"sessionId": f"no open session {session_id!r}"})
+        text = str(value).strip()
+        if config_id == "model":
+            from harness.providers.vendor import VENDORS, prefix_of
+
+            if prefix_of(text) not in VENDORS or ":" not in text:
+                raise RequestError.invalid_params({"value": f"a model is PROVIDER:MODEL, not {text!r}"})
+        elif config_id == "image":
+            if served.has_run:
+                raise RequestError.invalid_params({"value": "the session's image is fixed once it has run"})
+            if text not in self._images():
+                raise RequestError.invalid_params({"value": f"no image {text!r}: {', '.join(self._images())}"})
+        elif config_id == "max_steps":
+            if not text.isdigit() or not 1 <= int(text) <= 10_000:
+                raise RequestError.invalid_params({"value": f"steps are a number from 1 to 10000, not {text!r}"})
+        else:
+            raise RequestError.invalid_params({"configId": f"no option {config_id!r}: model, image, max_steps"})
+        served.settings[config_id] = text
+        return schema.SetSessionConfigOptionResponse(config_options=self._options(served))
+
+    def _default(self, flag: str) -> str:
+        """The value of one of `harness acp`'s flags (the last given), or ''."""
+        found = [self.defaults[i + 1] for i, given in enumerate(self.defaults[:-1]) if given == flag]
+        return found[-1] if found else ""
+
+    def _images(self) -> list[str]:
+        from harness.assembly import engine
+
+        return engine.session_images()
+
+    def _options(self, served: AcpSession) -> list[Any]:
+        from acp import schema
+
+        def select(ident: str, name: str, current: str, values: list[str], category: Any = None) -> Any:
+            choices = [
+                schema.SessionConfigSelectOption(value=v, name=v) for v in dict.fromkeys([current, *values]) if v
+            ]
+            return schema.SessionConfigOptionSelect(
+                id=ident, name=name, current_value=current, options=choices, category=category, type="select"
+            )
+
+        model = served.settings.get("model") or self._default("--model")
+        image = served.settings.get("image") or self._default("--image") or "py311"
+        steps = served.settings.get("max_steps") or self._default("--max-steps") or "40"
+        return [
+            select("model", "Model", model, [], "model"),
+            select("image", "Sandbox image", image, self._images()),
+            select("max_steps", "Step limit", steps, ["20", "40", "100", "200"]),
+        ]
 
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> Any:
         import acp
@@ -155,10 +215,14 @@ class HarnessAgent:
         text = "\n".join(str(getattr(block, "text", "") or "") for block in prompt).strip()
         if not text:
             raise RequestError.invalid_params({"prompt": "an empty prompt"})
+        chosen = [part for key, flag in (("model", "--model"), ("max_steps", "--max-steps"))
+                  if key in served.settings for part in (flag, served.settings[key])]  # fmt: skip
         if served.has_run:
-            args = ["resume", session_id, "--follow-up", text, "--json"]
+            args = ["resume", session_id, "--follow-up", text, "--json", *chosen]
         else:
-            args = ["run", str(served.repo), "--task", text, "--session", session_id, "--json", *self.defaults]
+            image = ["--image", served.settings["image"]] if "image" in served.settings else []
+            args = ["run", str(served.repo), "--task", text, "--session", session_id, "--json", *self.defaults,
+                    *chosen, *image]  # fmt: skip
         served.cancelled, served.has_run = False, True
         await self._plan(served, working="in_progress", verifying="pending")
         served.process = await asyncio.create_subprocess_exec(

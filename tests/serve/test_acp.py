@@ -164,10 +164,18 @@ def test_an_ask_rule_is_put_to_the_client_yes_runs_the_call_no_refuses_it(tmp_pa
     client = Client(acpx, tmp_path, run_label, model, "--no-verify", "--config", str(config))
     try:
         client.new()
+        chosen = client("set", "max_steps", "7")
+        wrong = client("set", "model", "nonsense")
         yes = client("Say asked.", policy="--approve-all")
         no = client("Say it again.", policy="--deny-all")
+        fixed = client("set", "image", "node")
     finally:
         client.close()
+    assert any(m.get("action") == "config_set" and m.get("value") == "7" for m in chosen), chosen
+    assert "error" in wrong[0] and "nonsense" in wrong[0]["error"]["message"], wrong  # the client or harness refuses it
+    assert "fixed once it has run" in json.dumps(fixed), fixed
+    started = [r for r in read_records(client.state / client.session()) if isinstance(r, StartRecord)]
+    assert started[0].config["limits"]["max_steps"] == 7
     for messages in (yes, no):
         asked = [m for m in messages if m.get("method") == "session/request_permission"]
         assert len(asked) == 1 and "echo asked" in asked[0]["params"]["toolCall"]["title"], asked
