@@ -34,13 +34,13 @@ MANY = -1
 STATE = "--state-dir"
 OUTPUT = frozenset({"-o", "--output"})
 FORMS = (
-    Form(("show",), 1, frozenset({STATE})),
+    Form(("show",), 1, frozenset({STATE, "--step"}), frozenset({"-v", "--verbose"})),
     Form(("session", "list"), 0, frozenset({STATE})),
     Form(("diff",), 1, frozenset({STATE, "--from", "--to"})),
     Form(("export",), 1, frozenset({STATE, "--format", *OUTPUT}), frozenset({"--check", "--no-check"}), ("patch",)),
     Form(("report",), MANY, frozenset({"--format", *OUTPUT}), formats=("md", "json")),
 )
-INTEGERS = frozenset({"--from", "--to"})
+INTEGERS = frozenset({"--from", "--to", "--step"})
 SESSION_COMMANDS = frozenset(" ".join(form.words) for form in FORMS if STATE in form.values)
 
 
@@ -122,8 +122,13 @@ def _run(plain: Plain) -> None:
     sessions = state_dir(_path(plain.values.get(STATE))) if plain.command in SESSION_COMMANDS else Path()
     if plain.command == "show":
         from harness.cli.run_view import show
+        from harness.errors import UsageError
 
-        show(visible_console(stderr=False), sessions, plain.arguments[0])
+        step = _int(plain.values.get("--step"))
+        if step is not None and step < 1:
+            raise UsageError(f"--step is a step number (1 or more), not {step}")
+        verbose = bool(plain.flags & {"-v", "--verbose"})
+        show(visible_console(stderr=False), sessions, plain.arguments[0], verbose=verbose, step=step)
     elif plain.command == "session list":
         from harness.cli.listing import render_sessions
 

@@ -295,15 +295,22 @@ def resume(
 def show(
     session: str = typer.Argument(..., help="Session id."),
     state_dir_opt: Path | None = _STATE_DIR,
+    verbose: bool = typer.Option(
+        False, "-v", "--verbose", help="Each call's and verification's output too (its last lines)."
+    ),
+    step: int | None = typer.Option(None, "--step", min=1, help="That step alone, its outputs whole."),
     json_out: bool = typer.Option(False, "--json", help="Print the final result object as JSON."),
 ) -> None:
-    """Render a session: steps, tool calls, results, tokens, cost, outcome."""
+    """Render a session: steps, tool calls, results, tokens, cost, outcome (`-v`: with each output's
+    last lines; `--step N`: one step, its outputs whole)."""
     from harness.cli import run_view
     from sandbox.layout import session_folder
 
+    if json_out and (verbose or step is not None):
+        fail("--json prints the result object; -v and --step are for reading on a terminal", ExitCode.USAGE)
     if not json_out:
         with reported():
-            run_view.show(console, state_dir(state_dir_opt), session)
+            run_view.show(console, state_dir(state_dir_opt), session, verbose=verbose, step=step)
         return
     folder = session_folder(state_dir(state_dir_opt), session)
     if not folder.root.is_dir():

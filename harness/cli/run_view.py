@@ -41,9 +41,16 @@ def result_of(session_dir: Path) -> RunResult:
         ) from None
 
 
-def show(console: Console, sessions: Path, session: str) -> None:
+TAIL_LINES = 30
+"""Lines of each output `harness show -v` prints (the last ones: where a test run says what failed)."""
+STEP_LINES = 2000
+"""Lines of each output `harness show --step N` prints."""
+
+
+def show(console: Console, sessions: Path, session: str, *, verbose: bool = False, step: int | None = None) -> None:
     """`harness show SESSION`: a run's session, a sub-agent's branch, or the commands of a session that
-    never ran a model."""
+    never ran a model; verbose: each call's and verification's output too (its last lines); step: that
+    step alone, its outputs whole (up to STEP_LINES lines each)."""
     from harness.errors import NotFoundError
     from sandbox.layout import session_folder
 
@@ -56,7 +63,7 @@ def show(console: Console, sessions: Path, session: str) -> None:
     elif not folder.run_config.is_file() and not folder.trajectory.is_file():
         render_commands(console, folder.root)
     else:
-        render_session(console, folder.root)
+        render_session(console, folder.root, verbose=verbose, only=step)
 
 
 def subagent_of(info: Path) -> tuple[Path, str] | None:
@@ -97,19 +104,36 @@ def render_subagent(console: Console, session_dir: Path, parent_dir: Path, agent
         render_summary(console, readback.result(session_dir, found))
 
 
-def render_session(console: Console, session_dir: Path) -> None:
+def render_session(console: Console, session_dir: Path, *, verbose: bool = False, only: int | None = None) -> None:
     """Steps, tool calls, results, tokens, cost and outcome of a recorded session: a step column and
-    one column of text that wraps at the terminal's width (readable at 80 columns)."""
-    console.print(f"[bold]session {literal(Path(session_dir).name)}[/]")
+    one column of text that wraps at the terminal's width (readable at 80 columns). verbose: under each
+    call and verification, its output's last lines; only: that step alone, its outputs whole."""
+    from harness.errors import UsageError
+
+    name = Path(session_dir).name
+    console.print(f"[bold]session {literal(name)}[/]" + (f" step {only}" if only is not None else ""))
     grid = Table.grid(padding=(0, 2))
     grid.add_column(no_wrap=True, style="bold")
     grid.add_column(overflow="fold")
     first = True
     every = readback.records(session_dir, EVERY_AGENT)
+    if only is not None:
+        steps = sorted({count(r.get("step")) for r in every if r.get("kind") == "turn" and r.get("agent") is None})
+        if only not in steps:
+            span = f"1-{steps[-1]}" if steps else "none"
+            raise UsageError(f"session {name} has no step {only} (its steps: {span})")
+    lines = STEP_LINES if only is not None else TAIL_LINES
     for kind, item, where in with_network(every, network_requests(session_dir)):
+        if only is not None and (kind != "record" or item.get("agent") is not None or item.get("step") != only):
+            continue
         row = _row(item) if kind == "record" else _network_row(item, where)
         if row is None:
             continue
+        if (verbose or only is not None) and kind == "record" and item.get("agent") is None:
+            shown = _outputs(
+                item, lines, None if only is not None else f"`harness show {name} --step {count(item.get('step'))}`"
+            )
+            row = (row[0], row[1] + "".join(f"\n{part}" for part in shown))
         if kind == "record" and item.get("agent") is not None:  # a sub-agent's: under the call that started it
             text = "[dim]files changed (kept in its branch)[/]" if item.get("kind") == "step" else row[1]
             row = (f"{literal(string(item.get('agent')))} {row[0]}" if row[0] else "", "[dim]│[/] " + text)
@@ -118,6 +142,8 @@ def render_session(console: Console, session_dir: Path) -> None:
         first = False
         grid.add_row(*row)
     console.print(grid)
+    if only is not None:
+        return
     start = next((r for r in every if r.get("kind") == "start" and r.get("agent") is None), None)
     _devcontainer(console, start)
     _hosted(console, start)
@@ -136,6 +162,41 @@ def render_session(console: Console, session_dir: Path) -> None:
             markup=False,
             soft_wrap=True,
         )
+
+
+def _outputs(record: Mapping[str, Any], lines: int, whole: str | None) -> list[str]:
+    """A call's output (its envelope's stdout and stderr, or the result a file tool gave) or a
+    verification's, each its last `lines` lines, cut with a line that says how much was left out and,
+    for a cut tail (whole: the command that shows more), where the rest is."""
+    kind = record.get("kind")
+    envelope = mapping(record.get("envelope"))
+    if kind == "verify":
+        parts = [("output", string(record.get("output")), 0)]
+    elif kind == "tool" and envelope:
+        parts = [
+            ("stdout", string(envelope.get("stdout")), count(envelope.get("stdout_dropped"))),
+            ("stderr", string(envelope.get("stderr")), count(envelope.get("stderr_dropped"))),
+        ]
+    elif kind == "tool":
+        text = string(record.get("text"))
+        parts = [("result", text, 0)] if len(text) > 240 or "\n" in text.strip() else []  # else: its line says it
+    else:
+        return []
+    shown = []
+    for label, text, dropped in parts:
+        if not text.strip() and not dropped:
+            continue
+        every = text.rstrip("\n").split("\n") if text.strip() else []
+        kept = every[-lines:]
+        block = [f"[dim]{label}:[/]"]
+        if len(every) > len(kept):
+            more = f"; {whole} shows up to {STEP_LINES}" if whole else ""
+            block.append(f"[dim]… {len(every) - len(kept)} earlier line(s) left out{more}[/]")
+        block += [literal(line) for line in kept]
+        if dropped:
+            block.append(f"[dim]… {dropped} byte(s) the sandbox did not keep (the output ceiling)[/]")
+        shown.append("\n".join(block))
+    return shown
 
 
 def _hosted(console: Console, start: Mapping[str, Any] | None) -> None:

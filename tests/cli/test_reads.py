@@ -15,6 +15,8 @@ from harness.cli import reads
     [
         (["show", "s1"], "show", ["s1"], {}, set()),
         (["show", "--state-dir", "/x", "s1"], "show", ["s1"], {"--state-dir": "/x"}, set()),
+        (["show", "s1", "-v"], "show", ["s1"], {}, {"-v"}),
+        (["show", "s1", "--step", "2", "--verbose"], "show", ["s1"], {"--step": "2"}, {"--verbose"}),
         (["session", "list", "--state-dir=/x"], "session list", [], {"--state-dir": "/x"}, set()),
         (["diff", "s1", "--from", "2", "--to=3"], "diff", ["s1"], {"--from": "2", "--to": "3"}, set()),
         (["export", "s1", "-o", "p", "--no-check"], "export", ["s1"], {"-o": "p"}, {"--no-check"}),

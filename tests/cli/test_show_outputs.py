@@ -1,0 +1,55 @@
+"""`harness show -v` and `--step N` through the real CLI on a real run: each call's output and the
+verification's output on the terminal, their last lines with a line that says how many were left out
+and which command shows them; one step whole; a step that is not there, or -v with --json, refused
+with the usage code. At 80 and 120 columns, through the quick path and the full command line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.agent.conftest import Harness
+
+pytestmark = pytest.mark.docker
+
+COUNT = "python3 -c \"print('\\\\n'.join('line %d' % i for i in range(100)))\""
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory, run_label):
+    top = tmp_path_factory.mktemp("show")
+    harness = Harness(top / "sessions", run_label)
+    turns = [
+        {"text": "Count.", "tool_calls": [{"name": "run_command", "arguments": {"command": COUNT}}]},
+        {"text": "Test.", "tool_calls": [{"name": "run_tests", "arguments": {}}]},
+        {"text": "Done."},
+    ]
+    model = top / "model.json"
+    model.write_text(json.dumps({"turns": turns}))
+    done = harness.run(f"scripted:{model}", session="out")
+    assert done.code != 0 and done.json()["outcome"] == "stuck", done.stdout + done.stderr
+    return harness
+
+
+@pytest.mark.parametrize("columns", ["80", "120"])
+def test_verbose_shows_each_output_s_last_lines_and_says_what_it_left_out(ran, columns):
+    shown = ran("show", "out", "-v", env={"COLUMNS": columns})
+    assert shown.code == 0, shown.stderr
+    text = shown.stdout
+    assert "line 99" in text and "line 69" not in text.replace("line 699", "")  # the last 30 of 100
+    assert "70 earlier line(s) left out; `harness show out --step 1` shows up to 2000" in " ".join(text.split())
+    assert "assert -1 == 5" in text and "2 failed, 2 passed" in text, "run_tests' and verify's output"
+    assert all(len(line) <= int(columns) for line in text.splitlines())
+
+
+def test_one_step_whole_and_the_refusals(ran):
+    whole = ran("show", "out", "--step", "1", env={"COLUMNS": "120"})
+    assert whole.code == 0 and "line 0" in whole.stdout and "line 99" in whole.stdout and "left out" not in whole.stdout
+    assert "Test." not in whole.stdout and "harness run" not in whole.stdout, "that step alone"
+    full = ran("show", "out", "--step=1", "--state-dir", str(ran.state_dir), "-v", "--verbose")  # the full command line
+    assert full.code == 0 and "line 0" in full.stdout
+    missing = ran("show", "out", "--step", "9")
+    assert missing.code == 64 and "no step 9 (its steps: 1-4)" in missing.stderr
+    both = ran("show", "out", "-v", "--json")
+    assert both.code == 64 and "-v and --step" in both.stderr
