@@ -116,4 +116,4 @@ class PatchConflict(SnapshotError):
 class SetupError(SandboxError, RuntimeError):
     """An environment setup command (`--setup`) failed; the message carries its exit code and output tail."""
 
-    exit_code: ClassVar[int] = ExitCode.SANDBOX
+    exit_code: ClassVar[int] = ExitCode.SETUP_FAILED

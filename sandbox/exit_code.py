@@ -57,6 +57,9 @@ class ExitCode(IntEnum):
     STORAGE = 74
     """Run outcome `state_error`, or any command: a write under the state directory failed (disk
     full, over quota, read-only, I/O error); committed steps stay resumable."""
+    SETUP_FAILED = 75
+    """The session's environment could not be made: a setup command (`--setup`, `auto`), a service or
+    a devcontainer build failed; the message names the command, its output and the log that stays."""
     MODEL_AUTH = 77
     """The model endpoint rejected the API key (or the account's spend limit is reached)."""
     CONFIG = 78

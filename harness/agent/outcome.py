@@ -11,7 +11,7 @@ from harness.agent.budget import Spent
 from harness.agent.context import ContextState
 from harness.agent.repetition import Repetition
 from harness.causes import INFRA_CAUSES, Cause
-from harness.errors import ModelError, ModelUnreachable, RetryBudgetExhausted
+from harness.errors import ModelAuthError, ModelError, ModelUnreachable, RetryBudgetExhausted
 from harness.types import LimitKind, Outcome, OutcomeKind
 from sandbox.errors import SandboxError
 from sandbox.exit_code import ExitCode
@@ -61,14 +61,18 @@ def machine_cause(error: ModelError) -> Cause | None:
     """Why a failed model call was the machine's fault (decided by the error's class, or by the last
     error a spent retry budget carries), or None when the model or its account failed."""
     last = error.last_error if isinstance(error, RetryBudgetExhausted) else error
+    if isinstance(last, ModelAuthError):
+        return "key_rejected"
     return "endpoint_unreachable" if isinstance(last, ModelUnreachable) else None
 
 
 def exit_code_for_outcome(outcome: Outcome, cause: Cause | None = None) -> ExitCode:
     """The exit code of a run that ended so: its outcome's, except a model error whose endpoint could
-    not be reached, which exits as every command does when it cannot reach one (69)."""
+    not be reached, or which rejected the key, which exits as every command does then (69, 77)."""
     if outcome_kind(outcome) == "model_error" and cause == "endpoint_unreachable":
         return ExitCode.MODEL_UNAVAILABLE
+    if outcome_kind(outcome) == "model_error" and cause == "key_rejected":
+        return ExitCode.MODEL_AUTH
     return OUTCOME_EXIT_CODES[outcome_kind(outcome)]
 
 

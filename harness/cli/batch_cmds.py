@@ -74,7 +74,7 @@ def batch(
 
     with reported():
         tasks = load_tasks(tasks_file)
-        models = list(model)
+        models = [str(environment.model_flag(m, batch=True)) for m in model]
         if agent:
             for name in agent:
                 try:
@@ -224,6 +224,8 @@ def fork(
 
     folder = out or Path(f"forks-{session_id}-at-{at}")
     with reported():
+        for given in model:
+            environment.model_flag(given)
         tasks = fork_tasks(state_dir(state) / session_id, at, runs=n, models=list(model), hint=hint)
         record_parent(tasks, folder)
     execute(

@@ -241,3 +241,24 @@ interpreter, its engine and its folders, and nothing else (no API key, whatever 
 def warm_service_env() -> dict[str, str]:
     """The environment `harness warm start` gives the service it detaches."""
     return {key: value for key, value in os.environ.items() if key in WARM_SERVICE_ENV}
+
+
+def model_flag(model: str | None, flag: str = "--model", *, batch: bool = False) -> str | None:
+    """A --model flag's value, refused as a bad argument (64) unless it is PROVIDER:MODEL of a provider
+    harness knows (AGENT@PROVIDER:MODEL where a batch takes it); a model a config file names is the
+    config's error (78), said where the file is read."""
+    if model is None:
+        return None
+    from harness.errors import ConfigError, UsageError
+    from harness.providers.vendor import VENDORS, ModelSpec
+
+    bare = ModelSpec.of(model)
+    if batch and bare.prefix in ("reference", "reference-change") and model.endswith(":") and not bare.target:
+        return model  # a mined task's own reference change (each task names its file)
+    try:
+        spec = ModelSpec.parse(model)
+    except ConfigError as error:
+        raise UsageError(f"{flag}: {error}") from None
+    if spec.prefix not in VENDORS:
+        raise UsageError(f"{flag}: unknown model provider {spec.prefix!r} (known: {', '.join(sorted(VENDORS))})")
+    return model

@@ -22,7 +22,7 @@ def exit_code_for(error: BaseException) -> int:
     code = getattr(error, "exit_code", None)
     if isinstance(code, int):
         return code
-    if is_storage_failure(error):
+    if is_storage_failure(error) or isinstance(error, PermissionError):
         return ExitCode.STORAGE
     if isinstance(error, FileNotFoundError):
         return ExitCode.NOT_FOUND
@@ -33,6 +33,9 @@ def exit_code_for(error: BaseException) -> int:
 
 def error_line(error: BaseException) -> str:
     """What follows `error:`: a failing disk in the words of `harness.storage`, else the error's own."""
+    if isinstance(error, PermissionError):  # a path of this machine harness may not write (or read)
+        where = error.filename or error.filename2 or "a path"
+        return f"no permission for {where} ({error.strerror or 'permission denied'}): choose another path or fix its permissions"
     return describe(error) if isinstance(error, OSError) and is_storage_failure(error) else str(error)
 
 

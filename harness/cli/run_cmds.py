@@ -160,6 +160,7 @@ def run(
 
     sessions = state_dir(state_dir_opt)
     with reported():
+        environment.model_flag(model)
         overrides: dict[str, Any] = {
             "model": model,
             "agent": agent,
@@ -279,6 +280,7 @@ def resume(
         "session.ca_bundle": absolute(ca_bundle),
     }
     with reported():
+        environment.model_flag(model)
         if api_key_env:
             saved = assembly.saved_config(sessions / session, overrides, flags=True)
             overrides[f"providers.{prefix_of(saved.model)}.api_key_env"] = checked_key_env(api_key_env)
@@ -361,6 +363,8 @@ def resume_hint(result: RunResult) -> str:
     command = f"harness resume {result.session_id}"
     if result.kind == "model_error" and result.cause == "endpoint_unreachable":
         return f"resume with: {command} --base-url URL (the endpoint never answered; or start its server first)"
+    if result.kind == "model_error" and result.cause == "key_rejected":
+        return f"resume with: {command} --api-key-env VAR (the endpoint rejected the key; or set a valid one)"
     if result.kind == "model_error":
         return f"resume with: {command} (add --base-url URL, --model M or --api-key-env VAR to change what failed)"
     if result.kind == "limit":

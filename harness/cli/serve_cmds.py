@@ -154,6 +154,8 @@ def acp_command(
 
     if no_verify and verify:
         fail("--verify and --no-verify contradict each other", ExitCode.USAGE)
+    with reported():
+        environment.model_flag(model)
     if config_file is not None and not config_file.is_file():
         fail(f"--config: no such file: {config_file}", ExitCode.NOT_FOUND)
     defaults: list[str] = []

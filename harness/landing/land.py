@@ -265,7 +265,7 @@ def _check_branch_name(name: str) -> None:
         "it is empty" if not name
         else "it names a full ref: give the branch's name" if name.startswith("refs/")
         else "HEAD and @ are not branch names" if name in ("HEAD", "@")
-        else "it begins with - or ends with / or ." if name.startswith("-") or name.endswith(("/", "."))
+        else "it begins with - or / or ends with / or ." if name.startswith(("-", "/")) or name.endswith(("/", "."))
         else "a part begins with ." if any(part.startswith(".") for part in parts)
         else "a part ends with .lock" if any(part.endswith(".lock") for part in parts)
         else "it holds a space, a control character, .., //, @{ or one of ~^:?*[\\" if _BAD_CHARACTERS.search(name)

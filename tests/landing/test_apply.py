@@ -318,3 +318,9 @@ def test_apply_never_writes_through_the_repositorys_links_and_takes_only_names_g
                      state=landed["state"], label=landed["label"])  # fmt: skip
     assert other.returncode == 64 and "SHA-1 repositories only" in other.stderr, other.stderr
     assert "Traceback" not in through.stderr + locked.stderr + other.stderr
+
+
+@pytest.mark.parametrize("name", ["/x", "x/", "a..b", "x.lock", "-x", "a b", "@", "refs/heads/x", ".x", "a//b"])
+def test_a_branch_name_git_refuses_is_a_usage_error(landed, name):
+    refused = _harness("apply", "fix", "--branch", name, state=landed["state"], label=landed["label"])
+    assert refused.returncode == 64 and "is not a branch name git accepts" in refused.stderr, refused.stderr

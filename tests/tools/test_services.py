@@ -298,7 +298,7 @@ def test_a_service_that_ends_at_once_is_named_with_its_exit_status(tmp_path, pro
         "run", "--image", "py311", "--model", f"scripted:{script}", str(project), "--task", "Check.",
         "--verify", "true", "--config", str(config),
     )  # fmt: skip
-    assert ran.code == 125, ran.stdout + ran.stderr
+    assert ran.code == 75, ran.stdout + ran.stderr
     assert ran.stderr.strip() == "error: service quick stopped before it was ready (it exited with 3 and wrote nothing)"
     assert docker_client.containers.list(all=True, filters={"label": f"harness.run={label}"}) == []
 
