@@ -117,3 +117,5 @@ class SetupError(SandboxError, RuntimeError):
     """An environment setup command (`--setup`) failed; the message carries its exit code and output tail."""
 
     exit_code: ClassVar[int] = ExitCode.SETUP_FAILED
+    headline: str = ""
+    """What failed and how (`setup command 'pip install .' exited 1`), without the quoted cause."""

@@ -989,9 +989,8 @@ def devcontainer_lines(found: Devcontainer | None) -> list[str]:
     taken = [*(f"feature {line}" for line in summary(found.features)), *found.applied]
     taken += [f"service {name} ({service.image})" for name, service in found.services.items()]
     lines = [f"devcontainer {found.path}: {'; '.join(taken)}"] if taken else []
-    if found.dropped:
-        dropped = ", ".join(d.key for d in found.dropped)
-        lines.append(f"devcontainer {found.path}: not applied: {dropped} (`harness show` says why)")
+    for item in found.dropped:  # said here: the session that would record them may never be made
+        lines.append(f"devcontainer {found.path}: not applied: {item.key}: {item.why}")
     return lines
 
 

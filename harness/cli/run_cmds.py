@@ -410,13 +410,14 @@ def _terminable(work: Callable[[], RunResult]) -> RunResult:
 
 def _report(result: RunResult, json_out: bool) -> None:
     from harness.agent.outcome import RESUMABLE
-    from harness.cli.run_view import render_patch, render_steps, render_summary
+    from harness.cli.run_view import render_patch, render_steps, render_summary, render_warnings
 
     if json_out:
         print(result.model_dump_json(indent=2))
     else:
         render_steps(console, Path(result.session_dir))
         render_summary(console, result.model_dump(mode="json"))
+        render_warnings(console, Path(result.session_dir))
         render_patch(console, result.patch)
         if result.kind in RESUMABLE:
             err_console.print(resume_hint(result), markup=False, soft_wrap=True)

@@ -154,6 +154,7 @@ def render_session(console: Console, session_dir: Path, *, verbose: bool = False
         console.print(f"calls made by an outside framework, no model run of harness; {visible(said)}", markup=False)
         return
     render_summary(console, readback.result(session_dir, found))
+    render_warnings(console, Path(session_dir))
     from harness.landing.trail import trail
 
     for landed in trail(Path(session_dir)):
@@ -306,6 +307,8 @@ def _row(record: Mapping[str, Any]) -> tuple[str, str] | None:
             if string(record.get("name")).startswith("agent.")
             else "not gated"
         )
+        if record.get("error_kind") == "hook_blocked":
+            decision = "blocked by a hook before the gate"
         flag = "[red]✗[/]" if record.get("is_error") else "[green]✓[/]"
         return (
             "",
@@ -499,6 +502,35 @@ def render_summary(console: Console, result: Mapping[str, Any]) -> None:
     if result.get("evidence"):
         lines.append(f"evidence  {literal(str(result.get('evidence')))}")
     console.print(Panel("\n".join(lines), title="harness run", expand=False))
+
+
+FAILED_CLOSED = "the hook failed, so it blocks"
+
+
+def hook_warnings(session_dir: Path) -> list[str]:
+    """One line per gating hook that failed and so blocked calls (hooks that gate fail closed): how
+    many of the run's calls it blocked, and why it failed the first time. A run can end verified with
+    every call blocked; this says so."""
+    records = readback.records(session_dir)
+    calls = [r for r in records if r.get("kind") == "tool"]
+    failed: dict[str, list[Mapping[str, Any]]] = {}
+    for record in records:
+        if record.get("kind") == "hook" and string(record.get("reason")).startswith(FAILED_CLOSED):
+            failed.setdefault(string(record.get("command")), []).append(record)
+    lines = []
+    for command, runs in failed.items():
+        blocked = {string(r.get("call_id")) for r in runs if r.get("call_id")}
+        why = string(runs[0].get("reason")).split(": ", 1)[-1]
+        lines.append(
+            f"warning: the hook `{_clip(command, 120)}` failed {len(runs)} time(s) and blocked "
+            f"{len(blocked)} of the run's {len(calls)} call(s) (hooks that gate fail closed): {_clip(why, 300)}"
+        )
+    return lines
+
+
+def render_warnings(console: Console, session_dir: Path) -> None:
+    for line in hook_warnings(session_dir):
+        console.print(f"[yellow]{literal(line)}[/]", soft_wrap=True)
 
 
 def _by_subagents(result: Mapping[str, Any]) -> str:

@@ -210,19 +210,26 @@ def prepare_environment(
         copied = scratch / "workspace"
         keep_node_modules = (copied / "package.json").is_file() and not (copied / "node_modules").exists()
         layout = _without_binds(config, setup_spec, copied, setup_mounts, elsewhere)
-        image, mode = _run_and_commit(
-            client,
-            config,
-            commands,
-            key,
-            run_id,
-            Deadline(timeout_s, journal),
-            environment,
-            ca_pem is not None,
-            keep_node_modules,
-            layout,
-            Path(str(spec.egress)) if through_engine else None,
-        )
+        try:
+            image, mode = _run_and_commit(
+                client,
+                config,
+                commands,
+                key,
+                run_id,
+                Deadline(timeout_s, journal),
+                environment,
+                ca_pem is not None,
+                keep_node_modules,
+                layout,
+                Path(str(spec.egress)) if through_engine else None,
+            )
+        except SetupError as error:
+            if network or spec.egress or not _OFFLINE.search(str(error)):
+                raise
+            raise SetupError(
+                f"{error.headline or 'a setup command failed'}: setup has no network: {OFFLINE_FIX}"
+            ) from None
         mode = "egress" if spec.egress else mode
     finally:
         remove_tree(scratch, ignore_errors=True)
@@ -394,7 +401,9 @@ def _exec(
             reason = f"stopped at setup's time bound of {deadline.seconds:g} s (--setup-timeout)"
         else:
             reason = f"exited {code}"
-        raise SetupError(f"{subject} {reason}: {setup_cause(output)}")
+        failed = SetupError(f"{subject} {reason}: {setup_cause(output)}")
+        failed.headline = f"{subject} {reason}"
+        raise failed
 
 
 _CAUSES = (
@@ -410,6 +419,16 @@ _CAUSES = (
 )  # fmt: skip
 """The lines that say why an install failed, most telling first: TLS, the network, pip's first ERROR,
 npm's error code, apt's or a build's error."""
+_OFFLINE = re.compile(
+    r"(could not resolve host|temporary failure in name resolution|getaddrinfo (ENOTFOUND|EAI_AGAIN)|"
+    r"network is unreachable|no such host|failed to establish a new connection|name or service not known)",
+    re.IGNORECASE,
+)
+"""What a command that needed the network says where setup has none."""
+OFFLINE_FIX = (
+    "pass --setup-network (setup alone; behind a proxy, --setup-proxy URL and --setup-ca FILE too) or "
+    "--allow-net HOST (setup and every call, that host alone, through harness's proxy)"
+)
 _BOILERPLATE = re.compile(
     r"(see above for output|a complete log of this run can be found|this error originates from a subprocess|"
     r"^hint:|^note:|^npm (ERR!|error) *$|^\s*$)",

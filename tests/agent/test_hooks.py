@@ -196,6 +196,8 @@ def test_hooks_gate_observe_and_refuse_to_stop_around_a_real_run(tmp_path, run_l
     said = " ".join(shown.stdout.split())  # wrapped at 80 columns
     assert shown.code == 0 and "hook PreToolUse run_command block" in said
     assert "hook Stop block" in said and "(changed the input)" in said
+    assert "(blocked by a hook before the gate," in said and "(not gated" not in said
+    assert "warning: the hook `" in said and "blocked 3 of the run's 10 call(s) (hooks that gate fail closed)" in said
 
     exported = harness("export", "hooked", "--format", "atif", "-o", str(tmp_path / "atif.json"))
     assert exported.code == 0, exported.stderr

@@ -187,3 +187,13 @@ def test_the_cli_exits_with_the_documented_code(world, code, docker_client, engi
         expected = {10}  # gVisor is registered here: the run goes on (72 where it is not, on Podman)
     assert ran.code in expected, (code, ran.code, ran.stdout[-800:], ran.stderr[-800:])
     assert "Traceback" not in ran.stderr and "internal error" not in ran.stderr, ran.stderr
+
+
+def test_a_setup_that_needed_the_network_says_it_had_none_and_the_fix(world):
+    lookup = "python3 -c \"import socket; socket.getaddrinfo('pypi.org', 443)\""
+    ran = _run(world, "--setup", lookup)
+    lines = ran.stderr.strip().splitlines()
+    assert ran.code == 75 and lines[-1].startswith("error: setup command"), ran.stderr
+    assert "setup has no network: pass --setup-network" in lines[-1] and "--allow-net HOST" in lines[-1]
+    kept = lines[-1].rsplit("(full log: ", 1)[-1].rstrip(")")
+    assert Path(kept).is_file() and "name resolution" in Path(kept).read_text(), "the log it names stays"
