@@ -134,6 +134,8 @@ class VerifyRecord(_Record):
     failing: list[str] = Field(default_factory=list)
     duration_ms: int = 0
     output: str = ""
+    cause: str = Field("", exclude_if=lambda value: not value)
+    """A failure's cause the output names beyond its failing tests (a dependency it could not import)."""
 
 
 class SummaryRecord(_Record):

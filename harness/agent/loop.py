@@ -413,11 +413,12 @@ class Agent:
             else:
                 passed = f"; {len(self.checks)} check(s) passed" if self.checks else ""
                 raise Stop("verified", f"`{self.verifier_command()}` exited 0{passed}")
+        cause = f"; {result.cause}" if result.cause else ""
         if rounds >= self.max_verify_rounds:
             what = f"`{result.command}`" + ("" if layer == "verify" else f" ({layer})")
-            raise Stop("failed_verification", f"{what} still fails after {rounds} round(s)", result.failing)
+            raise Stop("failed_verification", f"{what} still fails after {rounds} round(s){cause}", result.failing)
         if self.state.last_failing == result.failing:
-            raise Stop("stuck", "the same tests failed in 2 verification rounds in a row", result.failing)
+            raise Stop("stuck", f"the same tests failed in 2 verification rounds in a row{cause}", result.failing)
         self.state.last_failing = result.failing
         self.state.awaiting_verify = False
         self.context.add_user(feedback(result, rounds, self.max_verify_rounds, layer))
@@ -438,6 +439,7 @@ class Agent:
                 failing=result.failing,
                 duration_ms=result.duration_ms,
                 output=result.output,
+                cause=result.cause,
             ),
             durable=True,
         )

@@ -53,6 +53,9 @@ class VerifyResult(BaseModel):
     skipped or expected to fail); empty when none did, or when nothing could be counted."""
     counts: str = ""
     """What ran, as counted from the runner's summary (`12 passed, 1 skipped`); empty when not counted."""
+    cause: str = ""
+    """Why it failed when the output says more than the failing tests do: a dependency the tests could
+    not import, and what would have installed it (see `missing_dependency`)."""
 
 
 class TestCounts(BaseModel):
@@ -152,17 +155,28 @@ class Verifier:
     against the protected set as it was at the start (see `Protection`)."""
 
     def __init__(
-        self, sandbox: Sandbox, command: str, mounts: Sequence[Mount] = (), protection: Protection | None = None
+        self,
+        sandbox: Sandbox,
+        command: str,
+        mounts: Sequence[Mount] = (),
+        protection: Protection | None = None,
+        setup: Sequence[str] = (),
     ) -> None:
         self.sandbox = sandbox
         self.command = command
         self.mounts = list(mounts)
         self.protection = protection
+        self.setup = list(setup)
+        """The session's setup commands (what a missing dependency's cause says was, or was not, run)."""
 
     def run(self, workspace: Path, spec: SandboxSpec) -> VerifyResult:
         if self.protection is None:
-            return self.once(workspace, spec)
-        return self.protection.verify(self.command, lambda: self.once(workspace, spec))
+            result = self.once(workspace, spec)
+        else:
+            result = self.protection.verify(self.command, lambda: self.once(workspace, spec))
+        if result.passed:
+            return result
+        return result.model_copy(update={"cause": missing_dependency(result.output, workspace, self.setup)})
 
     def once(self, workspace: Path, spec: SandboxSpec) -> VerifyResult:
         """The command once over the workspace as it is."""
@@ -250,6 +264,44 @@ def judged(
     if failing:
         update.update(passed=False, failing=[*failing, *result.failing])
     return result.model_copy(update=update)
+
+
+MISSING = (
+    re.compile(r"ModuleNotFoundError: No module named '([^']+)'"),
+    re.compile(r"ImportError: No module named ([\w.]+)"),
+    re.compile(r"Error: Cannot find module '([^']+)'"),
+    re.compile(r"Cannot find package '([^']+)'"),
+    re.compile(r"no required module provides package ([^\s;]+)"),
+    re.compile(r"cannot find package \"([^\"]+)\""),
+)
+"""What a test runner prints when the code or its tests import what is not installed (Python, Node, Go)."""
+DEPENDENCY_FILES = (
+    "requirements.txt", "requirements-dev.txt", "requirements_dev.txt", "pyproject.toml", "setup.py", "setup.cfg",
+    "Pipfile", "package.json", "go.mod", "Cargo.toml",
+)  # fmt: skip
+
+
+def missing_dependency(output: str, workspace: Path, setup: Sequence[str]) -> str:
+    """One line when the output says the tests could not import something: what, and what would have
+    installed it (the repository's dependency files and the setup that did or did not run); else ''."""
+    for pattern in MISSING:
+        found = pattern.search(output)
+        if found:
+            break
+    else:
+        return ""
+    name = found.group(1).strip("'\"")
+    files = [f for f in DEPENDENCY_FILES if (workspace / f).is_file()]
+    if setup:
+        fix = f"the session's setup (`{' && '.join(setup)[:200]}`) did not install it"
+    elif files:
+        fix = (
+            f"no setup ran, and the repository declares its dependencies in {', '.join(files)}: "
+            "--setup auto installs them (with --setup-network, or --allow-net for its registry)"
+        )
+    else:
+        fix = "no setup ran: --setup 'COMMAND' installs it (with --setup-network)"
+    return f"the tests cannot import {name!r} ({found.group(0).strip()[:200]}); {fix}"
 
 
 def result_from_envelope(command: str, envelope: Envelope) -> VerifyResult:

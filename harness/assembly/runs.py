@@ -458,7 +458,8 @@ def build_agent(
     start_image = session.record(0).image
     protected = (config.gate.read_only_paths, config.verify_protect)
     protection = Protection(session, *protected, session.dir.parent / VERIFY_START, start_image)
-    verifier = Verifier(sandbox, config.verify, context_tools.mounts, protection) if config.verify else None
+    setup = config.session.setup
+    verifier = Verifier(sandbox, config.verify, context_tools.mounts, protection, setup) if config.verify else None
     checks = [Verifier(sandbox, command, mounts=context_tools.mounts) for command in config.checks]
     prewarm(config, sandbox, session.workspace, session.spec)  # a no-op when create_session did it already
     tools = registry(config, servers, running)

@@ -321,7 +321,9 @@ def _row(record: Mapping[str, Any]) -> tuple[str, str] | None:
     if kind == "verify":
         failing = [string(name) for name in items(record.get("failing"))[:5]]
         mark = "[green]passed[/]" if record.get("passed") else f"[red]failed[/] {_clip(', '.join(failing), 300)}"
-        return (f"verify {count(record.get('round'))}", f"exit {string(record.get('exit_code'))}: {mark}")
+        cause = string(record.get("cause"))
+        why = f"\n[yellow]cause:[/] {literal(_clip(cause, 600))}" if cause else ""
+        return (f"verify {count(record.get('round'))}", f"exit {string(record.get('exit_code'))}: {mark}{why}")
     if kind == "hook":
         verdict = string(record.get("verdict"))
         style = {"block": "red", "failed": "yellow"}.get(verdict, "dim")
@@ -413,6 +415,8 @@ def render_steps(console: Console, session_dir: Path) -> None:
                 f"verify {count(record.get('round'))}{named}  exit {string(record.get('exit_code'))}: {status}",
                 soft_wrap=True,
             )
+            if record.get("cause"):
+                console.print(f"        [yellow]cause:[/] {literal(string(record.get('cause')))}", soft_wrap=True)
         elif what == "summary":
             left_out = [string(line) for line in items(record.get("excluded"))]
             excluded = f"; excluded: {literal('; '.join(left_out))}" if left_out else ""

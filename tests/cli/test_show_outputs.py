@@ -53,3 +53,20 @@ def test_one_step_whole_and_the_refusals(ran):
     assert missing.code == 64 and "no step 9 (its steps: 1-4)" in missing.stderr
     both = ran("show", "out", "-v", "--json")
     assert both.code == 64 and "-v and --step" in both.stderr
+
+
+def test_a_missing_dependency_is_named_with_its_fix(tmp_path, run_label):
+    repo = tmp_path / "dep"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "requirements.txt").write_text("no_such_dependency_xyz==1.0\n")
+    (repo / "tests" / "test_dep.py").write_text("import no_such_dependency_xyz\n\n\ndef test_it():\n    assert True\n")
+    model = tmp_path / "done.json"
+    model.write_text(json.dumps({"turns": [{"text": "Done."}]}))
+    harness = Harness(tmp_path / "sessions", run_label)
+    ran = harness("run", "--image", "py311", "--model", f"scripted:{model}", str(repo), "--task", "Make it pass.",
+                  "--verify", "python3 -m pytest -q", "--max-verify-rounds", "1", "--session", "dep", "--json")  # fmt: skip
+    detail = ran.json()["detail"]
+    assert ran.code == 11 and "the tests cannot import 'no_such_dependency_xyz'" in detail, detail
+    assert "declares its dependencies in requirements.txt: --setup auto installs them" in detail
+    shown = " ".join(harness("show", "dep").stdout.split())
+    assert "cause: the tests cannot import 'no_such_dependency_xyz'" in shown, shown
