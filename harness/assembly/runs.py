@@ -385,12 +385,23 @@ def mcp_servers(config: RunConfig, session: Session, runtime: Runtime) -> Iterat
             server.shutdown()
 
 
-def tool_warnings(config: RunConfig) -> list[str]:
-    """What the person starting the run should hear about the project's tools (a long menu)."""
+def tool_warnings(config: RunConfig, repo: Path | None = None) -> list[str]:
+    """What the person starting the run should hear about the project's tools (a long menu), and about
+    a route out that nothing will use to install the repository's dependencies."""
+    from harness.agent.verify import DEPENDENCY_FILES
     from harness.tools import builtin
     from harness.tools.declared import menu
 
-    return menu(config.tools.declared, [t.name for t in builtin.BUILTIN_TOOLS])[1] if config.tools.declared else []
+    said = menu(config.tools.declared, [t.name for t in builtin.BUILTIN_TOOLS])[1] if config.tools.declared else []
+    declared = [f for f in DEPENDENCY_FILES if repo is not None and (repo / f).is_file()]
+    if config.session.allow_net and not config.session.setup and declared:
+        hosts = ", ".join(config.session.allow_net)
+        said.append(
+            f"--allow-net {hosts} lets the calls reach it, but no setup installs the dependencies "
+            f"{', '.join(declared[:3])} declares: add --setup auto (it goes "
+            "through the same route), or the model has to install them call by call"
+        )
+    return said
 
 
 def approver(config: RunConfig, session_dir: Path, interactive: bool) -> Approver:

@@ -218,7 +218,7 @@ def run(
             err_console.print(f"verify: `{config.verify}` ({config.verify_source})", soft_wrap=True, markup=False)
         spans = environment.telemetry(otel_endpoint, otel_file, otel_content)
         outside = environment.runtime(config, interactive=_interactive(json_out), spans=spans)
-        for warning in [*assembly.endpoint_warnings(config, outside), *assembly.tool_warnings(config)]:
+        for warning in [*assembly.endpoint_warnings(config, outside), *assembly.tool_warnings(config, path)]:
             err_console.print(f"warning: {warning}", soft_wrap=True, markup=False)
         result = _terminable(lambda: assembly.start_run(path, task, config, sessions, outside, session))
     _report(result, json_out)

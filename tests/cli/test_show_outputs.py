@@ -70,3 +70,15 @@ def test_a_missing_dependency_is_named_with_its_fix(tmp_path, run_label):
     assert "declares its dependencies in requirements.txt: --setup auto installs them" in detail
     shown = " ".join(harness("show", "dep").stdout.split())
     assert "cause: the tests cannot import 'no_such_dependency_xyz'" in shown, shown
+
+
+def test_a_route_out_nothing_installs_through_is_said(tmp_path, run_label):
+    repo = tmp_path / "needs"
+    repo.mkdir()
+    (repo / "requirements.txt").write_text("requests\n")
+    harness = Harness(tmp_path / "sessions", run_label)
+    ran = harness("run", "--image", "no-such-image", "--model", "scripted:/dev/null", str(repo), "--task", "x",
+                  "--no-verify", "--allow-net", "pypi")  # fmt: skip
+    said = " ".join(ran.stderr.split())
+    assert "warning: --allow-net pypi lets the calls reach it, but no setup installs the dependencies" in said, said
+    assert "requirements.txt declares: add --setup auto" in said
