@@ -9,7 +9,8 @@ from pathlib import Path
 
 import typer
 
-from harness.cli.app import ExitCode, app, console, err_console, fail, reported, state_dir
+from harness.cli import environment
+from harness.cli.app import ExitCode, app, console, err_console, fail, reported
 
 
 @app.command("apply")
@@ -59,10 +60,11 @@ def apply_command(
         else:
             if combine:
                 fail("--combine is for a batch directory", ExitCode.USAGE)
-            session = state_dir(state) / target
+            where, ident = environment.session_at(state, target)
+            session = where / ident
             if not session.is_dir():
                 fail(f"no session {target} in {session.parent} and no batch directory {target}", ExitCode.NOT_FOUND)
-            landed = [apply_session(session, branch or f"harness/{target}", onto=onto, force=force, repo=repo)]
+            landed = [apply_session(session, branch or f"harness/{ident}", onto=onto, force=force, repo=repo)]
             skipped = []
     for done in landed:
         if json_out:

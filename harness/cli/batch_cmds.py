@@ -220,13 +220,13 @@ def fork(
     batch: `harness report DIR` compares them, the same command again continues after a crash."""
     from harness.batch.forks import fork_tasks, record_parent
     from harness.batch.runner import BatchBudget
-    from harness.cli.app import state_dir
 
     folder = out or Path(f"forks-{session_id}-at-{at}")
     with reported():
         for given in model:
             environment.model_flag(given)
-        tasks = fork_tasks(state_dir(state) / session_id, at, runs=n, models=list(model), hint=hint)
+        where, session_id = environment.session_at(state, session_id)
+        tasks = fork_tasks(where / session_id, at, runs=n, models=list(model), hint=hint)
         record_parent(tasks, folder)
     execute(
         tasks,

@@ -40,6 +40,22 @@ def docker_host() -> str | None:
     return os.environ.get("DOCKER_HOST") or None
 
 
+def session_at(option: Path | None, target: str) -> tuple[Path, str]:
+    """(where the session lives, its id) for a session named by its id, or by its folder's path (a
+    batch's `night/sessions/<id>`, the folder `harness view` takes): the folder's parent is where it
+    lives, whatever --state-dir says (the folder names its session whole)."""
+    from pathlib import Path
+
+    if "/" in target or target.startswith((".", "~")):
+        folder = Path(target).expanduser().resolve()
+        if (folder / "session.json").is_file():
+            return folder.parent, folder.name
+        from harness.errors import NotFoundError
+
+        raise NotFoundError(f"{target} is not a session's folder (it holds no session.json)")
+    return state_dir(option), target
+
+
 def state_dir(option: Path | None) -> Path:
     """Where sessions live: --state-dir, else $HARNESS_STATE_DIR, else the per-user data dir."""
     from pathlib import Path

@@ -115,11 +115,15 @@ def run(argv: list[str]) -> int | None:
 
 
 def _run(plain: Plain) -> None:
-    from harness.cli.environment import state_dir
+    from harness.cli.environment import session_at, state_dir
     from harness.cli.terminal import visible_console
 
-    # resolved only for the commands that read sessions (`report` reads batch directories)
+    # resolved only for the commands that read sessions (`report` reads batch directories); a session
+    # may be named by its folder (a batch's), whose parent is then where it lives
     sessions = state_dir(_path(plain.values.get(STATE))) if plain.command in SESSION_COMMANDS else Path()
+    if plain.command in ("show", "diff", "export"):
+        sessions, named = session_at(_path(plain.values.get(STATE)), plain.arguments[0])
+        plain.arguments[0] = named
     if plain.command == "show":
         from harness.cli.run_view import show
         from harness.errors import UsageError

@@ -263,7 +263,8 @@ def resume(
     from harness import assembly
     from harness.providers.vendor import prefix_of
 
-    sessions = state_dir(state_dir_opt)
+    with reported():
+        sessions, session = environment.session_at(state_dir_opt, session)
     overrides: dict[str, Any] = {
         "model": model,
         "base_url": base_url,
@@ -310,11 +311,13 @@ def show(
 
     if json_out and (verbose or step is not None):
         fail("--json prints the result object; -v and --step are for reading on a terminal", ExitCode.USAGE)
+    with reported():
+        sessions, session = environment.session_at(state_dir_opt, session)
     if not json_out:
         with reported():
-            run_view.show(console, state_dir(state_dir_opt), session, verbose=verbose, step=step)
+            run_view.show(console, sessions, session, verbose=verbose, step=step)
         return
-    folder = session_folder(state_dir(state_dir_opt), session)
+    folder = session_folder(sessions, session)
     if not folder.root.is_dir():
         fail(f"no session {session} in {folder.root.parent}", ExitCode.NOT_FOUND)
     if (

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from harness.cli import environment
 from harness.cli.app import ExitCode, app, console, docker_host, err_console, fail, reported, state_dir
 from harness.cli.listing import when
 from harness.cli.terminal import literal
@@ -33,7 +34,8 @@ def _opened(state: Path | None, session_id: str) -> Iterator[Session]:
     from harness.assembly import sessions
 
     with reported():  # StepOutOfRange is a usage error (64), an unknown session 66: see exit_code_for
-        session = sessions.open_session(state_dir(state), session_id)
+        where, session_id = environment.session_at(state, session_id)
+        session = sessions.open_session(where, session_id)
         with session:
             yield session
 
@@ -190,7 +192,7 @@ def diff_command(
     from harness.cli import changes
 
     with reported():  # StepOutOfRange is a usage error (64), an unknown session 66: see exit_code_for
-        result = changes.diff(state_dir(state), session_id, from_step, to_step)
+        result = changes.diff(*environment.session_at(state, session_id), from_step, to_step)
     if as_json:
         print(json.dumps({"changes": [asdict(c) for c in result.changes], "text": result.text}))
         return
@@ -235,7 +237,7 @@ def export_command(
     from harness.cli import changes
 
     with reported():
-        patch = changes.export(state_dir(state), target, output, check=check)
+        patch = changes.export(*environment.session_at(state, target), output, check=check)
     if output is None:
         changes.print_patch(patch)
     else:

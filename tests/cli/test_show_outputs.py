@@ -82,3 +82,17 @@ def test_a_route_out_nothing_installs_through_is_said(tmp_path, run_label):
     said = " ".join(ran.stderr.split())
     assert "warning: --allow-net pypi lets the calls reach it, but no setup installs the dependencies" in said, said
     assert "requirements.txt declares: add --setup auto" in said
+
+
+def test_a_session_is_named_by_its_folder_as_view_takes_it(ran, tmp_path):
+    folder = str(ran.state_dir / "out")
+    elsewhere = {"HARNESS_STATE_DIR": str(tmp_path / "other")}  # the folder names its session whole
+    by_id = ran("show", "out", "--step", "1").stdout
+    assert ran("show", folder, "--step", "1", env=elsewhere).stdout == by_id
+    full = ran("show", folder, "--step=1", "--verbose", env=elsewhere)  # the full command line
+    assert full.code == 0 and "line 99" in full.stdout
+    assert ran("show", folder, "--json", env=elsewhere).json()["session_id"] == "out"
+    assert ran("diff", folder, env=elsewhere).code == 0
+    assert "session out changed nothing" in ran("export", folder, env=elsewhere).stderr, "it found the session"
+    missing = ran("show", str(tmp_path / "nothing-here"))
+    assert missing.code == 66 and "is not a session's folder" in missing.stderr
