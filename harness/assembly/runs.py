@@ -1102,7 +1102,10 @@ def resume_run(
     if config.model != before.model and config.model:
         config = took_over(config.model_copy(update={"model": absolute_model(config.model, sessions)}), state.step)
     if state.finished and state.result is not None and follow_up is None:
-        raise StateError(f"session {session_id} already ended as {state.result.outcome}; nothing to resume")
+        raise StateError(
+            f"session {session_id} already ended as {state.result.outcome}; nothing to resume "
+            "(`--follow-up TEXT` goes on with a new request, from its last step or a rollback's)"
+        )
     if config.agent:
         from harness.environment.agents import agent_for
 

@@ -54,6 +54,36 @@ def open_snapshots(sessions: Path, session_id: str) -> Snapshots:
     return Snapshots.open(sessions, session_id)
 
 
+def rolled_back(session: Session, to: int) -> bool:
+    """After `harness rollback` of a session that had a run: the run goes on from the restored state
+    (`harness resume SESSION --follow-up TEXT`: its state points at the new snapshot, so a resume
+    restores that, not the run's last), its record says the workspace is no longer the run's result,
+    and its patch is the restored state's (`export` and `apply` take it). False: no run (an exec's)."""
+    from harness.agent.outcome import RunState
+    from harness.trajectory import EventRecord, Trajectory, read_state, write_state
+    from sandbox.durable import write_text_atomic
+    from sandbox.layout import SessionFolder
+
+    folder = SessionFolder(Path(session.dir))
+    state = read_state(folder.root, RunState)
+    if state is None:
+        return False
+    write_state(folder.root, state.model_copy(update={"snapshot_step": session.step}))
+    ended = f" after it ended {state.result.outcome}" if state.finished and state.result is not None else ""
+    trajectory = Trajectory(folder.root)
+    trajectory.append(
+        EventRecord(
+            event="rolled_back",
+            detail=f"restored the state after step {to}{ended}: the workspace, diff, export and apply are that "
+            "state's; `harness resume --follow-up TEXT` goes on from there",
+        ),
+        durable=True,
+    )
+    trajectory.close()
+    write_text_atomic(folder.patch, session.export_patch())
+    return True
+
+
 def open_session(sessions: Path, session_id: str) -> Session:
     """An existing session at its last complete step, without engine operations (show, diff, export)."""
     from sandbox.session.session import Session

@@ -155,6 +155,11 @@ def render_session(console: Console, session_dir: Path, *, verbose: bool = False
         return
     render_summary(console, readback.result(session_dir, found))
     render_warnings(console, Path(session_dir))
+    own = [r for r in every if r.get("agent") is None]
+    ended_at = max((i for i, r in enumerate(own) if r.get("kind") == "outcome"), default=-1)
+    after = [r for r in own[ended_at + 1 :] if r.get("kind") == "event" and r.get("event") == "rolled_back"]
+    if ended_at >= 0 and after:  # the result above no longer describes the workspace
+        console.print(f"[yellow]rolled back:[/] {literal(string(after[-1].get('detail')))}", soft_wrap=True)
     from harness.landing.trail import trail
 
     for landed in trail(Path(session_dir)):

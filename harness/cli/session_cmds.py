@@ -205,13 +205,21 @@ def rollback_command(
     to: int = typer.Option(..., "--to", help="Restore the state after this step (as `harness show` numbers them)."),
     state: Path | None = _STATE,
 ) -> None:
-    """Restore the workspace and image as they were after step N; the next step continues from there."""
+    """Restore the workspace and image as they were after step N (recorded as a new snapshot); a run's
+    session goes on from there with `harness resume SESSION --follow-up TEXT`."""
+    from harness.assembly.sessions import rolled_back
+
     with _opened(state, session_id) as session:
         snapshot = _steps(session).snapshot(to)
         record = session.rollback(snapshot, note=f"rollback to the state after step {to}")
+        ran = rolled_back(session, to)
+    going_on = (
+        f"`harness resume {literal(session_id)} --follow-up TEXT` goes on from there; diff, export and apply take it"
+        if ran
+        else "the next step continues from there"
+    )
     console.print(
-        f"session {literal(session_id)}: restored the state after step {to} (image {record.image[:19]}); "
-        "the next step continues from there"
+        f"session {literal(session_id)}: restored the state after step {to} (image {record.image[:19]}); {going_on}"
     )
 
 

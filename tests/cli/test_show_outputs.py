@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.agent.conftest import Harness
+from tests.agent.conftest import EXAMPLE, Harness
 
 pytestmark = pytest.mark.docker
 
@@ -96,3 +96,34 @@ def test_a_session_is_named_by_its_folder_as_view_takes_it(ran, tmp_path):
     assert "session out changed nothing" in ran("export", folder, env=elsewhere).stderr, "it found the session"
     missing = ran("show", str(tmp_path / "nothing-here"))
     assert missing.code == 66 and "is not a session's folder" in missing.stderr
+
+
+def test_rollback_resume_export_and_show_agree(tmp_path, run_label):
+    fix = (EXAMPLE.parent / "calc-fix.yaml").read_text()
+    again = """
+  - text: "Fixing it again from the rolled-back state."
+    tool_calls:
+      - name: apply_patch
+        arguments:
+          path: calc/ops.py
+          old_text: "    \\"\\"\\"Return the sum of a and b.\\"\\"\\"\\n    return a - b\\n"
+          new_text: "    \\"\\"\\"Return the sum of a and b.\\"\\"\\"\\n    return a + b\\n"
+  - text: "Fixed again."
+"""
+    model = tmp_path / "model.yaml"
+    model.write_text(fix + again)
+    harness = Harness(tmp_path / "sessions", run_label)
+    assert harness.run(f"scripted:{model}", session="rb").json()["outcome"] == "verified"
+    rolled = harness("rollback", "rb", "--to", "2")
+    assert rolled.code == 0 and "`harness resume rb --follow-up TEXT` goes on from there" in " ".join(
+        rolled.stdout.split()
+    )
+    shown = " ".join(harness("show", "rb").stdout.split())
+    assert "rolled back: restored the state after step 2 after it ended verified" in shown, shown
+    exported = harness("export", "rb")
+    assert exported.code == 64 and "changed nothing" in exported.stderr, "the patch is the rolled-back state's"
+    refused = harness("resume", "rb")
+    assert refused.code != 0 and "--follow-up TEXT" in refused.stderr
+    went_on = harness("resume", "rb", "--follow-up", "Fix it again.", "--json")
+    assert went_on.code == 0 and went_on.json()["outcome"] == "verified", went_on.stdout + went_on.stderr
+    assert "+    return a + b" in harness("export", "rb").stdout, "it went on from the rolled-back state"
