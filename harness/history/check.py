@@ -26,6 +26,7 @@ from harness.history.diagnose import diagnose
 from harness.history.materialize import read_yield
 from harness.trajectory import VerifyRecord, read_records
 from sandbox.errors import SandboxError
+from sandbox.exit_code import ExitCode
 from sandbox.tree import remove_tree
 
 START_PROBLEMS = frozenset({"network", "read_only", "no_tests", "runner_missing", "needs_modules"})
@@ -155,17 +156,62 @@ def check(
     runtime = replace(runtime, pace="throughput")
     scratch = Path(tempfile.mkdtemp(prefix="harness-check-"))
     toolchains = Environments(runtime, env_images, build_envs, log)
+    stopped: list[BaseException] = []
+    total = len(tasks.tasks)
     try:
 
-        def one(task: Task) -> Verdict:
-            verdict = check_in_environment(task, tasks, scratch, runtime, toolchains)
+        def one(numbered: tuple[int, Task]) -> Verdict | None:
+            number, task = numbered
+            if stopped:  # the machine failed a task: every other one would fail the same way
+                return None
+            log(f"checking {task.id} ({number} of {total})")
+            try:
+                verdict = check_in_environment(task, tasks, scratch, runtime, toolchains)
+            except MachineFailure as failure:
+                stopped.append(failure.error)
+                return None
             on_verdict(verdict)
             return verdict
 
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            return list(pool.map(one, tasks.tasks))
+            found = list(pool.map(one, enumerate(tasks.tasks, start=1)))
+        if stopped:
+            raise stopped[0]
+        return [verdict for verdict in found if verdict is not None]
     finally:
-        remove_tree(scratch)
+        _keep_logs(scratch)
+
+
+class MachineFailure(Exception):
+    """A task's check failed for a reason of this machine's (an image missing, the engine gone, a disk
+    full), the same for every task: the check stops at the first and says it once."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+MACHINE_CODES = frozenset({ExitCode.IMAGE_MISSING, ExitCode.RUNTIME_MISSING, ExitCode.STORAGE, ExitCode.SANDBOX})
+"""The exit codes of errors that are the machine's, not a task's (see MachineFailure)."""
+
+
+def _keep_logs(scratch: Path) -> None:
+    """Remove the check's sessions, keeping the setup logs its verdicts name (`<id>.setup.log`, in the
+    scratch folder or its second tries' `.era`); the folder goes when it keeps none."""
+    era = scratch / ".era"
+    for folder in (era, scratch):
+        if not folder.is_dir():
+            continue
+        for child in folder.iterdir():
+            if child == era or (child.is_file() and child.name.endswith(".setup.log")):
+                continue
+            if child.is_dir():
+                remove_tree(child)
+            else:
+                child.unlink(missing_ok=True)
+    for folder in (era, scratch):
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
 
 
 ERA_KINDS = frozenset({"fails_after_reference", "fails_either_way", "collection_error", "missing_module"})
@@ -300,6 +346,8 @@ def check_task(task: Task, tasks: TasksFile, sessions: Path, runtime: assembly.R
             return problem
         result = assembly.start_run(task.repo, task.task, config, sessions, runtime, f"{task.id}-reference")
     except (HarnessError, SandboxError) as error:
+        if getattr(error, "exit_code", None) in MACHINE_CODES:
+            raise MachineFailure(error) from None
         first = str(error).splitlines()[0]
         return Verdict(task.id, False, f"cannot be built: {first}", "setup_failed", first, "start")
     if result.outcome == "verified":

@@ -62,6 +62,15 @@ def _mine_check_batch_report(tmp_path: Path, run_label: str, docker_client, harb
     assert sorted(t["id"] for t in yaml.safe_load(tasks.read_text())["tasks"]) == sorted(ids), "the mined file is kept"
     over = harness("tasks", "check", str(tasks), "-o", str(tasks))
     assert over.code == 64 and "never over it" in over.stderr
+    missing = yaml.safe_load(tasks.read_text())
+    missing.setdefault("defaults", {})["image"] = "no-such-image"
+    for entry in missing["tasks"]:
+        entry.pop("image", None)
+    (tasks.parent / "missing.yaml").write_text(yaml.safe_dump(missing))
+    stops = harness("tasks", "check", str(tasks.parent / "missing.yaml"), "--workers", "3")
+    errors = [line for line in stops.stderr.splitlines() if line.startswith("error:")]
+    assert stops.code == 71 and len(errors) == 1 and "no-such-image" in errors[0], stops.stderr
+    assert "unsound" not in stops.stderr and "checking " in stops.stderr, "one line for the machine, progress before"
     tasks = written
 
     out = tmp_path / "batch"
