@@ -16,7 +16,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from harness import readback
-from harness.cli.terminal import literal, visible
+from harness.cli.terminal import literal, print_trimmed, visible
 from harness.readback import EVERY_AGENT, amount, count, items, mapping, string
 
 if TYPE_CHECKING:
@@ -98,7 +98,7 @@ def render_subagent(console: Console, session_dir: Path, parent_dir: Path, agent
             if whose != agent:
                 row = (f"{literal(whose)} {row[0]}" if row[0] else "", "[dim]│[/] " + row[1])
             grid.add_row(*row)
-    console.print(grid)
+    print_trimmed(console, grid)
     found = readback.state(session_dir)
     if found is not None:
         render_summary(console, readback.result(session_dir, found))
@@ -141,7 +141,7 @@ def render_session(console: Console, session_dir: Path, *, verbose: bool = False
             grid.add_row("", "")
         first = False
         grid.add_row(*row)
-    console.print(grid)
+    print_trimmed(console, grid)
     if only is not None:
         return
     start = next((r for r in every if r.get("kind") == "start" and r.get("agent") is None), None)
@@ -278,7 +278,7 @@ def render_commands(console: Console, session_dir: Path) -> None:
             grid.add_row(*_network_row(requests.pop(0), ""))
     for request in requests:
         grid.add_row(*_network_row(request, ""))
-    console.print(grid)
+    print_trimmed(console, grid)
     every = network_requests(session_dir)
     if every:
         refused = sum(1 for r in every if not r.get("allowed"))

@@ -58,3 +58,18 @@ def write_visible(text: str) -> None:
     import sys
 
     sys.stdout.write(visible(text) + "\n")
+
+
+def print_trimmed(console: Console, renderable: Any) -> None:
+    """Print a renderable (a grid) without the spaces its cells pad each line with: lines end where
+    their text does, in a terminal and in a file alike."""
+    from rich.segment import Segment, Segments
+
+    for line in console.render_lines(renderable, console.options, pad=False):
+        segments = list(line)
+        while segments and not segments[-1].control and not segments[-1].text.strip():
+            segments.pop()
+        if segments and not segments[-1].control:
+            last = segments[-1]
+            segments[-1] = Segment(last.text.rstrip(), last.style, last.control)
+        console.print(Segments([*segments, Segment.line()]), end="", soft_wrap=True)

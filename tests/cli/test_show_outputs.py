@@ -41,6 +41,7 @@ def test_verbose_shows_each_output_s_last_lines_and_says_what_it_left_out(ran, c
     assert "70 earlier line(s) left out; `harness show out --step 1` shows up to 2000" in " ".join(text.split())
     assert "assert -1 == 5" in text and "2 failed, 2 passed" in text, "run_tests' and verify's output"
     assert all(len(line) <= int(columns) for line in text.splitlines())
+    assert not [line for line in text.splitlines() if line.endswith(" ")], "no line padded with spaces"
 
 
 def test_one_step_whole_and_the_refusals(ran):
