@@ -24,8 +24,6 @@ from harness.cli.app import (
 )
 
 if TYPE_CHECKING:
-    from rich.table import Table
-
     from harness.assembly.engine import ImageStatus
     from sandbox.envelope import Envelope
     from sandbox.spec import SandboxSpec
@@ -415,13 +413,22 @@ def _warm_state() -> str:
     return f"running (pid {reply.pid}, images {', '.join(reply.images)})"
 
 
-def _image_table(rows: list[ImageStatus]) -> Table:
+def _print_images(rows: list[ImageStatus]) -> None:
+    """The images as a table on a terminal; piped, as aligned columns with nothing cut (a table drawn
+    to the pipe's 80 columns would cut the references with an ellipsis)."""
     from rich.table import Table
 
-    table = Table("name", "status", "reference", "image id")
-    for row in rows:
-        table.add_row(row.name, row.status, row.ref or "-", (row.image_id or "-").removeprefix("sha256:")[:12])
-    return table
+    from harness.cli.terminal import print_columns
+
+    header = ["name", "status", "reference", "image id"]
+    cells = [[r.name, r.status, r.ref or "-", (r.image_id or "-").removeprefix("sha256:")[:12]] for r in rows]
+    if not console.is_terminal:
+        print_columns(console, header, cells)
+        return
+    table = Table(*header)
+    for row in cells:
+        table.add_row(*row)
+    console.print(table)
 
 
 @images_app.command("build")
@@ -466,7 +473,7 @@ def images_build(
     if as_json:
         print(json.dumps([row.model_dump() for row in rows]))
     else:
-        console.print(_image_table(rows))
+        _print_images(rows)
 
 
 def _env_wanted(spelled: str) -> tuple[str, str]:
@@ -509,7 +516,7 @@ def images_list(as_json: bool = typer.Option(False, "--json", help="Print JSON."
     if as_json:
         print(json.dumps([row.model_dump() for row in rows]))
     else:
-        console.print(_image_table(rows))
+        _print_images(rows)
 
 
 @images_app.command("prune")

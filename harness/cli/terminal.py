@@ -73,3 +73,12 @@ def print_trimmed(console: Console, renderable: Any) -> None:
             last = segments[-1]
             segments[-1] = Segment(last.text.rstrip(), last.style, last.control)
         console.print(Segments([*segments, Segment.line()]), end="", soft_wrap=True)
+
+
+def print_columns(console: Console, header: list[str], rows: list[list[str]]) -> None:
+    """A table as aligned plain columns, nothing cut: what a table prints when piped (a box drawn to
+    the pipe's width would cut its references with an ellipsis)."""
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        line = "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        console.print(visible(line), markup=False, highlight=False, soft_wrap=True)

@@ -229,6 +229,9 @@ def test_images_list_and_doctor(sandbox_image, engine_here) -> None:
     listed = harness("images", "list", "--json")
     assert listed.returncode == 0
     assert {row["name"]: row["status"] for row in json.loads(listed.stdout)}["py311"] == "current"
+    piped = harness("images", "list")  # to a pipe: whole references, no box cut to its width
+    reference = {row["name"]: row["ref"] for row in json.loads(listed.stdout)}["py311"]
+    assert "…" not in piped.stdout and reference in piped.stdout and piped.stdout.startswith("name  "), piped.stdout
     doctor = harness("doctor")
     assert f"engine: {engine_here.product} " in doctor.stdout and "image py311: current" in doctor.stdout
     mode = "rootless" if engine_here.rootless else "rootful"
