@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer.main
 
-from harness.cli import app
+from harness.cli import typer_app
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -54,7 +54,7 @@ def commands() -> list[str]:
         for name, sub in subcommands.items():
             walk(sub, f"{prefix} {name}")
 
-    walk(typer.main.get_command(app), "")
+    walk(typer.main.get_command(typer_app()), "")
     return sorted(found)
 
 

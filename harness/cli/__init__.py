@@ -62,6 +62,13 @@ def _load(command: str | None = None) -> Any:
     return module
 
 
+def typer_app() -> Any:
+    """The Typer application with every command registered. `harness.cli.app` names it too, until
+    something imports the module `harness.cli.app` (Python then sets the package's `app` to the
+    module): code that must get the application, a test's CliRunner, asks here."""
+    return _load().app
+
+
 def main() -> None:
     """Console-script entry."""
     if sys.argv[1:2] in (["exec"], ["--version"]):  # the only forms quick may take: others skip its imports

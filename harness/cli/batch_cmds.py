@@ -223,8 +223,8 @@ def fork(
 
     folder = out or Path(f"forks-{session_id}-at-{at}")
     with reported():
-        for given in model:
-            environment.model_flag(given)
+        for given in model:  # a fork of a mined task may take its own reference (`reference:`)
+            environment.model_flag(given, batch=True)
         where, session_id = environment.session_at(state, session_id)
         tasks = fork_tasks(where / session_id, at, runs=n, models=list(model), hint=hint)
         record_parent(tasks, folder)

@@ -160,7 +160,6 @@ def run(
 
     sessions = state_dir(state_dir_opt)
     with reported():
-        environment.model_flag(model)
         overrides: dict[str, Any] = {
             "model": model,
             "agent": agent,
@@ -198,6 +197,7 @@ def run(
         }
         if no_verify and verify:
             fail("--verify and --no-verify contradict each other", ExitCode.USAGE)
+        environment.model_flag(model)
         if no_verify:
             overrides["detect_verify"] = False
         config = load_config(config_file, overrides, repo=path)

@@ -128,6 +128,22 @@ class Gateway:
         started = time.monotonic()
         reader = UsageReader(self.protocol)
         status = 502
+        billed = False
+
+        def bill() -> None:
+            nonlocal billed
+            if billed:
+                return
+            billed = True
+            usage = reader.usage()
+            cost = self.prices.cost(reader.model or model, usage)
+            self.on_usage(
+                Exchange(
+                    path=path, status=status, model=reader.model or model, usage=usage, cost_usd=cost.usd,
+                    cost_known=cost.known, duration_ms=int((time.monotonic() - started) * 1000),
+                )
+            )  # fmt: skip
+
         try:
             async with httpx.AsyncClient(verify=self.context, timeout=httpx.Timeout(600.0, connect=30.0)) as client:
                 request = client.build_request(
@@ -141,21 +157,20 @@ class Gateway:
                     if k.lower() not in HOP_BY_HOP | {"content-encoding"}
                 ]
                 await send({"type": "http.response.start", "status": status, "headers": headers})
+                held: bytes | None = None  # each chunk goes on once the next came: the last waits for the bill
                 async for chunk in _chunks(response):
                     reader.feed(chunk)
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                    if held is not None:
+                        await send({"type": "http.response.body", "body": held, "more_body": True})
+                    held = chunk
+                bill()  # before the agent reads the answer's end (it may send its next request at once)
+                if held is not None:
+                    await send({"type": "http.response.body", "body": held, "more_body": True})
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
         except httpx.HTTPError as error:
             await _whole(send, 502, _error_body(self.protocol, f"harness's gateway could not reach the model: {error}"))
         finally:
-            usage = reader.usage()
-            cost = self.prices.cost(reader.model or model, usage)
-            self.on_usage(
-                Exchange(
-                    path=path, status=status, model=reader.model or model, usage=usage, cost_usd=cost.usd,
-                    cost_known=cost.known, duration_ms=int((time.monotonic() - started) * 1000),
-                )
-            )  # fmt: skip
+            bill()
 
 
 async def _chunks(response: Any) -> AsyncIterator[bytes]:

@@ -31,7 +31,7 @@ READ_COMMANDS_NEVER_LOAD = (
 
 
 def test_the_table_names_the_module_of_every_top_level_command_and_group():
-    app = cli.app  # every module loaded
+    app = cli.typer_app()  # every module loaded
     registered = {info.name or info.callback.__name__: info.callback.__module__ for info in app.registered_commands}
     registered.update(
         {group.name: group.typer_instance.registered_commands[0].callback.__module__ for group in app.registered_groups}

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from harness.cli import app
+from harness.cli import typer_app
 from tests.cli_process import run_cli
 from tests.providers.conftest import KEY
 from tests.providers.wire_server import anthropic_error, anthropic_turn, openai_error, openai_turn
@@ -30,7 +30,7 @@ class Done:
 def run(*args: str, env: dict[str, str] | None = None) -> Done:
     """The CLI in-process (typer's runner; the process start costs seconds on a loaded machine)."""
     cleared: dict[str, str | None] = {k: None for k in os.environ if k.endswith(("_API_KEY", "_BASE_URL"))}
-    result = CliRunner().invoke(app, list(args), env={**cleared, **(env or {})})
+    result = CliRunner().invoke(typer_app(), list(args), env={**cleared, **(env or {})})
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception
     return Done(result.exit_code, result.stdout, result.stderr)
