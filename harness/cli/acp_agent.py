@@ -138,7 +138,11 @@ class HarnessAgent:
         ran = named and SessionFolder(folder).trajectory.is_file()
         if not ran and not (named and self._pending(session_id).is_file()):
             raise RequestError.invalid_params({"sessionId": f"harness has no session {session_id!r} here"})
-        served = AcpSession(session_id, Path(cwd), folder, has_run=ran)
+        repo = Path(cwd)
+        if not ran:  # the folder its session/new named, not the one this request names
+            with contextlib.suppress(OSError, ValueError, TypeError):
+                repo = Path(json.loads(self._pending(session_id).read_text(encoding="utf-8"))["cwd"])
+        served = AcpSession(session_id, repo, folder, has_run=ran)
         self.open[session_id] = served
         await self._tell(served, replay=True)
         return schema.LoadSessionResponse(config_options=self._options(served))

@@ -12,6 +12,13 @@ from acp import RequestError
 from harness.cli.acp_agent import HarnessAgent
 
 
+class Quiet:
+    """A client connection that takes every update (a session with no run tells none)."""
+
+    async def session_update(self, **update: object) -> None:
+        return None
+
+
 def test_a_session_offers_its_defaults_and_takes_only_valid_values(tmp_path):
     agent = HarnessAgent(tmp_path / "sessions", ["--model", "anthropic:claude-sonnet-4-6", "--max-steps", "30"], "0")
 
@@ -32,5 +39,9 @@ def test_a_session_offers_its_defaults_and_takes_only_valid_values(tmp_path):
             await agent.new_session(cwd=str(tmp_path / "missing"))
         with pytest.raises(RequestError):
             await agent.load_session(cwd=str(tmp_path), session_id="../etc")
+        again = HarnessAgent(tmp_path / "sessions", [], "0")  # another process of it: the session is on disk
+        again.conn = Quiet()
+        await again.load_session(cwd="/somewhere/else", session_id=made.session_id)
+        assert again.open[made.session_id].repo == tmp_path and not again.open[made.session_id].has_run
 
     asyncio.run(scenario())
