@@ -278,3 +278,14 @@ def model_flag(model: str | None, flag: str = "--model", *, batch: bool = False)
     if spec.prefix not in VENDORS:
         raise UsageError(f"{flag}: unknown model provider {spec.prefix!r} (known: {', '.join(sorted(VENDORS))})")
     return model
+
+
+def bundle_flags(**given: Path | None) -> None:
+    """Each CA bundle a flag names is a regular file of at most 16 MiB, checked before anything of
+    the command prints or starts (flag name: its keyword, `ca_bundle` for --ca-bundle); a usage error
+    naming the flag otherwise."""
+    from sandbox.named import check_named
+
+    for name, path in given.items():
+        if path is not None:
+            check_named(path, what="--" + name.replace("_", "-"), limit=16 * 1024**2)

@@ -198,6 +198,7 @@ def run(
         if no_verify and verify:
             fail("--verify and --no-verify contradict each other", ExitCode.USAGE)
         environment.model_flag(model)
+        environment.bundle_flags(ca_bundle=ca_bundle, allow_net_ca=allow_net_ca, setup_ca=setup_ca)
         if no_verify:
             overrides["detect_verify"] = False
         config = load_config(config_file, overrides, repo=path)
