@@ -45,9 +45,12 @@ def test_opencode_fixes_the_example_its_commands_in_their_own_containers_its_edi
     assert [(s["name"], s["attributes"]["gen_ai.agent.name"]) for s in runs] == [("invoke_agent opencode", "opencode")]
     tools = [r for r in read_records(harness.session_dir("opencode")) if isinstance(r, ToolRecord)]
     names = [t.name for t in tools]
-    assert names == ["run_command"] * 3 + ["agent.read", "agent.edit", "write_file", "agent.edit", "run_command"], names
+    assert names[:6] == ["run_command"] * 3 + ["agent.read", "agent.edit", "write_file"], names
+    # its own edit is reported over ACP, the test run after it comes over MCP: either may be recorded first
+    assert sorted(names[6:]) == ["agent.edit", "run_command"], names
     assert_own_containers(probes(harness.session_dir("opencode")), 2)
-    refused, written, fixed = tools[4], tools[5], tools[6]
+    refused, written = tools[4], tools[5]
+    fixed = next(t for t in tools[6:] if t.name == "agent.edit")
     assert refused.is_error and refused.decision is not None and refused.decision.action == "deny"
     assert fixed.decision is not None and fixed.decision.action == "allow"
     # its write came to harness (ACP fs/write_text_file): harness's write_file, in a fresh container

@@ -82,11 +82,12 @@ def containers_left(docker_client: Any, state_dir: Path, session: str, timeout: 
     """The session's containers still there once its serving process had time to end (kind: id)."""
     deadline = time.monotonic() + timeout
     while True:
-        found = docker_client.containers.list(
-            all=True, filters={"label": [f"harness.session={session}", f"harness.state={state_dir.resolve()}"]}
-        )
+        found = docker_client.containers.list(  # sparse: a container going away meanwhile is no error
+            all=True, sparse=True,
+            filters={"label": [f"harness.session={session}", f"harness.state={state_dir.resolve()}"]},
+        )  # fmt: skip
         if not found or time.monotonic() > deadline:
-            return [f"{c.labels.get('harness.kind')}: {c.short_id}" for c in found]
+            return [f"{(c.attrs.get('Labels') or {}).get('harness.kind')}: {c.id[:12]}" for c in found]
         time.sleep(0.3)
 
 
