@@ -102,16 +102,7 @@ class ExternalTurns:
         """One call, as the loop runs it: blocks until its record is written; None when the run ended
         first (the call never ran)."""
         waiting = _Waiting(ToolCall(id=call_id or f"ext_{next(self._ids)}", name=name, arguments=arguments))
-        with self._cond:
-            if self._closed is not None:
-                return None
-            self._queued.append(waiting)
-            self._cond.notify_all()
-        while not waiting.done.wait(0.5):
-            with self._cond:
-                if self._closed is not None and waiting.record is None:
-                    return None
-        return waiting.record
+        return waiting.record if self._handed(self._queued, waiting) else None
 
     def reported(self, call_id: str, name: str, arguments: dict[str, Any], report: Report) -> None:
         """A call the agent made itself and reports ended: a step of its own (returns at once). Its id is
@@ -129,18 +120,24 @@ class ExternalTurns:
         nothing in flight, the last step committed); its exception raised here. None when the run ended
         first (work never ran)."""
         job = _Between(work)
-        with self._cond:
-            if self._closed is not None:
-                return None
-            self._between.append(job)
-            self._cond.notify_all()
-        while not job.done.wait(0.5):
-            with self._cond:
-                if self._closed is not None and not job.done.is_set():
-                    return None
+        if not self._handed(self._between, job):
+            return None
         if job.error is not None:
             raise job.error
         return job.result
+
+    def _handed(self, queue: list[Any], item: _Waiting | _Between) -> bool:
+        """Put item on queue for the loop and wait until it is done; False when the run ended first."""
+        with self._cond:
+            if self._closed is not None:
+                return False
+            queue.append(item)
+            self._cond.notify_all()
+        while not item.done.wait(0.5):
+            with self._cond:
+                if self._closed is not None and not item.done.is_set():
+                    return False
+        return True
 
     def finish(self, why: str) -> None:
         """The side that made the calls is gone (an MCP client disconnected): once the calls it left
