@@ -88,6 +88,7 @@ class ExternalTurns:
         self._seen = 0
         self._usage = Usage()
         self._cost = 0.0
+        self._charged = (Usage(), 0.0)
         self._cost_known = True
         self._failure: ModelError | None = None
         self._closed: str | None = None
@@ -168,12 +169,18 @@ class ExternalTurns:
         """Model traffic the agent made (the gateway's record), billed with the next turn."""
         with self._cond:
             self._usage, self._cost = self._usage + usage, self._cost + cost_usd
+            self._charged = (self._charged[0] + usage, self._charged[1] + cost_usd)
             self._cost_known = self._cost_known and known
 
     def unbilled(self) -> tuple[Usage, float]:
         """The model traffic charged since the last turn (the next turn bills it)."""
         with self._cond:
             return self._usage, self._cost
+
+    def charged(self) -> tuple[Usage, float]:
+        """All the model traffic charged so far, billed or not (it only grows)."""
+        with self._cond:
+            return self._charged
 
     def fail(self, error: ModelError) -> None:
         """The agent or its connection failed: the loop's next wait raises it."""

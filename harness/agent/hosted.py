@@ -109,6 +109,7 @@ class HostedSession:
         decide: Callable[[GateRequest, str, dict[str, Any]], tuple[bool, str, Decision | None]],
         resume_id: str | None = None,
         resumed: bool = False,
+        recorded: frozenset[str] = frozenset(),
         on_session: Callable[[str], None] = lambda sid: None,
         settled: Callable[[float], bool] = lambda timeout: True,
     ) -> None:
@@ -120,6 +121,9 @@ class HostedSession:
         """The workspace for the agent's `fs/read_text_file` and `fs/write_text_file` (set with decide)."""
         self.resume_id, self.resumed = resume_id, resumed
         """The agent's own session to load, if it had one; whether harness resumed (or forked) the run."""
+        self.recorded = recorded
+        """The ids of the calls of its own the agent reported before (the run's record): a loaded session
+        replays them, and an update of one of them is history, never a new step."""
         self.session_id: str | None = None
         self.loaded = False
         """The session went on from its earlier one (`session/load`) rather than anew."""
@@ -173,10 +177,11 @@ class HostedSession:
                 await self._conn.load_session(
                     cwd=self.workdir, session_id=self.resume_id, mcp_servers=servers, **self.session_meta
                 )
-                self.session_id, self.loaded = self.resume_id, True
+                self.session_id, self.loaded = self.resume_id, True  # replaying until the first prompt
             except Exception as error:  # noqa: BLE001 - an agent that lost its session starts anew, said so
-                self.not_loaded = f"its session/load answered {type(error).__name__}: {error}"[:300]
-            finally:
+                detail = getattr(error, "data", None)
+                detail = detail.get("details") if isinstance(detail, dict) else detail
+                self.not_loaded = f"its session/load answered {type(error).__name__}: {detail or error}"[:300]
                 self._replaying = False
         if self.session_id is None:
             made = await self._unless_exited(
@@ -214,6 +219,7 @@ class HostedSession:
     async def _prompt(self, text: str) -> None:
         from acp import schema
 
+        self._replaying = False
         try:
             answer = await self._conn.prompt(
                 session_id=self.session_id, prompt=[schema.TextContentBlock(type="text", text=text)]
@@ -280,10 +286,15 @@ class HostedSession:
 
     def update(self, update: Any) -> None:
         """One `session/update`: words, and calls as they start and end (none while a loaded session
-        replays its history)."""
+        replays its history). An agent may send its replay after its answer to session/load: until the
+        first prompt goes out, what comes is history; a call the record already holds is history whenever
+        its update comes."""
+        kind = getattr(update, "session_update", "")
+        if kind in ("tool_call", "tool_call_update") and (self._replaying or str(update.tool_call_id) in self.recorded):
+            self._remember(update).reported = True
+            return
         if self._replaying:
             return
-        kind = getattr(update, "session_update", "")
         if kind in ("agent_message_chunk", "agent_thought_chunk"):
             text = getattr(getattr(update, "content", None), "text", None)
             if isinstance(text, str):

@@ -24,6 +24,7 @@ from harness.errors import HarnessError, ModelUnavailable
 from harness.policy.decision import Decision
 from harness.policy.gate import GateRequest
 from harness.trajectory import EventRecord
+from harness.types import Usage
 from sandbox.durable import write_text_atomic
 from sandbox.errors import SandboxError
 from sandbox.spec import Mount
@@ -130,13 +131,22 @@ class Hosted:
     def _spent_out(self, budget: Budget) -> Callable[[], str | None]:
         """The gateway's refusal: once the run's tokens or cost are spent (what the loop billed and what
         it has yet to bill), no model request goes on; the first refused one cancels the agent's prompt
-        (session/cancel), and the loop's next turn ends the run at its limit (its container stopped)."""
+        (session/cancel), and the loop's next turn ends the run at its limit (its container stopped).
+        A turn's traffic moves from the provider's unbilled tally to the budget in two steps, so the spend
+        is also read as what the budget held when the agent started plus all it has been charged since:
+        the larger of the two never misses a bill in between, nor counts one twice."""
         told = threading.Event()
+        before, (charged_before, cost_before) = budget.spent(), self.turns.charged()
 
         def refusal() -> str | None:
-            spent, limits = budget.spent(), budget.limits
             usage, cost = self.turns.unbilled()
-            tokens, usd = spent.tokens + usage.input_tokens + usage.output_tokens, spent.cost_usd + cost
+            spent, limits = budget.spent(), budget.limits
+            charged, charged_cost = self.turns.charged()
+            tokens = max(
+                spent.tokens + usage.input_tokens + usage.output_tokens,
+                before.tokens + _tokens(charged) - _tokens(charged_before),
+            )
+            usd = max(spent.cost_usd + cost, before.cost_usd + charged_cost - cost_before)
             why = None
             if limits.max_tokens is not None and tokens >= limits.max_tokens:
                 why = f"the run's token budget is spent ({tokens} of {limits.max_tokens})"
@@ -148,6 +158,10 @@ class Hosted:
             return None if why is None else f"harness refused this model request: {why}"
 
         return refusal
+
+
+def _tokens(usage: Usage) -> int:
+    return usage.input_tokens + usage.output_tokens
 
 
 @contextlib.contextmanager
@@ -218,6 +232,7 @@ def hosted(
             container.bridge, turns, workdir=session.spec.workdir, mcp_url=f"http://127.0.0.1:{GATEWAY_PORT}/mcp",
             session_meta=agent.session_meta, decide=lambda *_: (False, "not ready", None),
             resume_id=str(earlier.get("acp_session") or "") or None, resumed=resumed,
+            recorded=_reported_calls(session.dir) if resumed else frozenset(),
             on_session=lambda sid: write_text_atomic(record, json.dumps({"agent": agent.name, "acp_session": sid})),
             settled=gateway.settled,
         )  # fmt: skip
@@ -246,6 +261,18 @@ def _mounted_files(folder: Path, files: dict[str, str]) -> list[Mount]:
         source.chmod(0o644)
         mounts.append(Mount(source=source, target=target))
     return mounts
+
+
+def _reported_calls(folder: Path) -> frozenset[str]:
+    """The agent's ids of the calls of its own the run's record holds (recorded as `<id>.<n>`)."""
+    from harness.agent.external import REPORTED
+    from harness.trajectory import ToolRecord, read_records
+
+    return frozenset(
+        record.call_id.rsplit(".", 1)[0]
+        for record in read_records(folder)
+        if isinstance(record, ToolRecord) and record.name.startswith(REPORTED)
+    )
 
 
 def _read(path: Path) -> dict[str, Any]:

@@ -341,13 +341,14 @@ class ResponsesServer(ModelServer):
 
 
 def gemini_results(body: dict[str, Any]) -> int:
-    """How many tool results the contents of a Gemini request hold."""
-    return sum(
-        1
+    """How many tool results the contents of a Gemini request hold, each once: a conversation Gemini CLI
+    loaded (session/load) repeats its earlier results."""
+    return len({
+        json.dumps([part["functionResponse"].get("name"), part["functionResponse"].get("id")])
         for content in body.get("contents") or []
         for part in (content.get("parts") or [] if isinstance(content, dict) else [])
-        if isinstance(part, dict) and "functionResponse" in part
-    )
+        if isinstance(part, dict) and isinstance(part.get("functionResponse"), dict)
+    })  # fmt: skip
 
 
 def _counts(body: dict[str, Any]) -> bool:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from acp import schema
 
-from harness.agent.external import ExternalTurns
+from harness.agent.external import ExternalTurns, Report
 from harness.agent.hosted import HostedSession, gate_request
 from harness.batch.runner import plan
 from harness.batch.tasks import Task, TaskDefaults, TasksFile, given_to, known_agent
@@ -133,6 +133,56 @@ def test_an_agent_call_reported_done_is_a_step_named_from_its_id_with_its_paths(
                                            session_update="tool_call_update"))  # fmt: skip
     turn = turns.complete([], [], max_tokens=1, timeout_s=1)
     assert [(c.name, c.arguments) for c in turn.tool_calls] == [("agent.read_file", {"paths": ["calc/ops.py"]})]
+
+
+def test_a_loaded_session_s_history_is_no_new_step_even_when_it_comes_after_the_load_answer() -> None:
+    """Gemini CLI answers session/load, then replays its history; an update of a call the record already
+    holds (the call a crash left open, closed on the next prompt) is history too."""
+    turns = ExternalTurns()
+    session = HostedSession([], turns, workdir="/workspace", mcp_url="", session_meta={},
+                            decide=lambda *a: (True, "", None), resumed=True,
+                            recorded=frozenset({"read_file__read_file_1_0"}))  # fmt: skip
+    session.loaded = session._replaying = True  # as _open leaves it after a load that succeeded
+    replayed = schema.ToolCallStart(tool_call_id="replace__replace_2_0", title="calc/ops.py", kind="edit",
+                                    session_update="tool_call", status="completed")  # fmt: skip
+    session.update(replayed)
+    session.update(schema.AgentMessageChunk(session_update="agent_message_chunk",
+                                            content=schema.TextContentBlock(type="text", text="said before")))  # fmt: skip
+    session._replaying = False  # the first prompt went out
+    session.update(schema.ToolCallProgress(tool_call_id="replace__replace_2_0", status="completed",
+                                           session_update="tool_call_update"))  # fmt: skip
+    session.update(schema.ToolCallProgress(tool_call_id="read_file__read_file_1_0", status="completed",
+                                           session_update="tool_call_update"))  # fmt: skip
+    session.update(schema.ToolCallProgress(tool_call_id="read_file__read_file_3_0", status="completed",
+                                           session_update="tool_call_update"))  # fmt: skip
+    turn = turns.complete([], [], max_tokens=1, timeout_s=1)
+    assert [c.id.rsplit(".", 1)[0] for c in turn.tool_calls] == ["read_file__read_file_3_0"], "only the new call"
+    assert turn.text == "", "the replayed words are not the new turn's"
+
+
+def test_the_gateway_s_refusal_counts_a_turn_s_traffic_while_it_moves_to_the_budget() -> None:
+    """The loop takes a turn's usage from the provider, then charges its budget: a request the agent
+    sends in between is refused all the same once the limit is spent, and nothing is counted twice."""
+    from harness.agent.budget import Budget
+    from harness.assembly.hosted import Hosted
+    from harness.config import LimitsConfig
+    from harness.types import Usage
+
+    session, turns = _session()
+    budget = Budget(LimitsConfig(max_cost_usd=0.002))
+    hosted = Hosted("claude-code", turns, session, gateway=None, started_ms=0)  # type: ignore[arg-type]
+    refusal = hosted._spent_out(budget)
+    for _ in range(2):
+        turns.charge(Usage(input_tokens=120, output_tokens=30), 0.00081)
+        turns.reported("c", "Read", {}, Report(text="ok"))
+        budget.charge_turn(turns.complete([], [], max_tokens=1, timeout_s=1))
+    assert refusal() is None, "$0.00162 of $0.002: not spent (nothing counted twice)"
+    turns.charge(Usage(input_tokens=120, output_tokens=30), 0.00081)
+    turns.reported("c", "Edit", {}, Report(text="ok"))
+    taken = turns.complete([], [], max_tokens=1, timeout_s=1)  # taken from the provider, not yet charged
+    assert "cost budget is spent ($0.0024 of $0.0020)" in (refusal() or "")
+    budget.charge_turn(taken)
+    assert "($0.0024 of $0.0020)" in (refusal() or ""), "once charged, counted once"
 
 
 def test_a_terminal_the_agent_opens_is_the_loop_s_run_command_and_its_exit_is_the_record_s() -> None:
