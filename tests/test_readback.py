@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -163,9 +165,39 @@ def test_the_list_reads_every_session_that_names_itself_and_skips_the_rest(tmp_p
     (tmp_path / "e" / "session.json").write_text("{torn")
     assert [info["id"] for info in readback.sessions(tmp_path)] == ["a", "b"]
     out = Console(file=io.StringIO(), width=120, color_system=None)
-    listing.render_sessions(out, tmp_path)
+    listing.render_sessions(out, tmp_path, long=True)
     shown = out.file.getvalue()
     assert "sub-agent d1 of b (its step 3)" in shown and shown.index("a  no run") < shown.index("b  no run")
+
+
+def _listed(folder: Path, width: int = 80, **options: Any) -> list[str]:
+    out = Console(file=io.StringIO(), width=width, color_system=None)
+    listing.render_sessions(out, folder, **options)
+    return out.file.getvalue().splitlines()
+
+
+def test_the_list_is_one_line_a_session_filtered_by_outcome_and_limited_to_the_newest(tmp_path):
+    runs = {"s1": ("verified", 1.0), "s2": ("stuck", 2.0), "s3": ("limit:cost", 3.0), "s4": ("verified", 4.0)}
+    for name, (outcome, created) in runs.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "session.json").write_text(json.dumps({"id": name, "repo": "/r", "created": created}))
+        state = {"session_id": name, "task": "Fix the failing tests in calc.\nMore words.", "model": "anthropic:claude-sonnet-4-6",
+                 "finished": True, "result": {"outcome": outcome}}  # fmt: skip
+        (tmp_path / name / "state.json").write_text(json.dumps(state))
+    narrow = _listed(tmp_path)
+    assert all(len(line) <= 80 and line == line.rstrip() for line in narrow), narrow
+    assert narrow[1].split() == ["tests", "in", "calc."], "the task wraps under itself, nothing cut"
+    lines = _listed(tmp_path, width=120)
+    assert [line.split()[2:4] for line in lines] == [
+        ["s1", "verified"], ["s2", "stuck"], ["s3", "limit:cost"], ["s4", "verified"]
+    ]  # fmt: skip
+    assert lines[0].endswith("anthropic:claude-sonnet-4-6  Fix the failing tests in calc.")
+    assert [line.split()[2] for line in _listed(tmp_path, 120, outcome="verified")] == ["s1", "s4"]
+    assert [line.split()[2] for line in _listed(tmp_path, 120, outcome="limit")] == ["s3"], "limit matches limit:cost"
+    newest = _listed(tmp_path, 120, limit=2)
+    assert [line.split()[2] for line in newest[:2]] == ["s3", "s4"]
+    assert newest[2] == "2 older not shown (--limit 2); --limit 0 shows all"
+    assert _listed(tmp_path, outcome="failed") == [f"no sessions with outcome failed in {tmp_path}"]
 
 
 def test_a_result_of_the_wrong_shape_is_damage_in_one_line(tmp_path):

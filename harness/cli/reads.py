@@ -33,14 +33,16 @@ class Form(NamedTuple):
 MANY = -1
 STATE = "--state-dir"
 OUTPUT = frozenset({"-o", "--output"})
+LIMIT = frozenset({"--limit", "-n"})
+ALIASES = (OUTPUT, LIMIT)
 FORMS = (
     Form(("show",), 1, frozenset({STATE, "--step"}), frozenset({"-v", "--verbose"})),
-    Form(("session", "list"), 0, frozenset({STATE})),
+    Form(("session", "list"), 0, frozenset({STATE, "--outcome", "--limit", "-n"}), frozenset({"-l", "--long"})),
     Form(("diff",), 1, frozenset({STATE, "--from", "--to"})),
     Form(("export",), 1, frozenset({STATE, "--format", *OUTPUT}), frozenset({"--check", "--no-check"}), ("patch",)),
     Form(("report",), MANY, frozenset({"--format", *OUTPUT}), formats=("md", "json")),
 )
-INTEGERS = frozenset({"--from", "--to", "--step"})
+INTEGERS = frozenset({"--from", "--to", "--step", "--limit", "-n"})
 SESSION_COMMANDS = frozenset(" ".join(form.words) for form in FORMS if STATE in form.values)
 
 
@@ -78,9 +80,11 @@ def parse(argv: list[str]) -> Plain | None:
             continue
         elif name not in form.values:
             return None
-        same = OUTPUT if name in OUTPUT else {name}
+        same = next((group for group in ALIASES if name in group), {name})
         if not value or same & values.keys() or (name in INTEGERS and not _integer(value)):
             return None
+        if name in LIMIT and int(value) < 0:
+            return None  # typer's own words for a value below its minimum
         values[name] = value
     many = form.arguments == MANY and len(arguments) >= 1
     if not (many or len(arguments) == form.arguments):
@@ -136,7 +140,11 @@ def _run(plain: Plain) -> None:
     elif plain.command == "session list":
         from harness.cli.listing import render_sessions
 
-        render_sessions(visible_console(stderr=False), sessions)
+        limit = _int(plain.values.get("--limit") or plain.values.get("-n")) or None
+        long = bool(plain.flags & {"-l", "--long"})
+        render_sessions(
+            visible_console(stderr=False), sessions, long=long, outcome=plain.values.get("--outcome"), limit=limit
+        )
     elif plain.command == "diff":
         from harness.cli import changes
 

@@ -42,19 +42,27 @@ def _opened(state: Path | None, session_id: str) -> Iterator[Session]:
 
 @session_app.command("list")
 def session_list(
-    state: Path | None = _STATE, as_json: bool = typer.Option(False, "--json", help="Print JSON.")
-) -> None:
-    """Sessions in the state directory, oldest first: each with its outcome, model and task, then its
-    repository (never cut: a long line wraps)."""
-    from harness.cli.listing import render_sessions, run_of
+    state: Path | None = _STATE,
+    long: bool = typer.Option(False, "--long", "-l", help="Also each one's repository and where it came from."),
+    outcome: str | None = typer.Option(
+        None, "--outcome", metavar="OUTCOME",
+        help="Only sessions of this outcome: verified, stuck, limit (any limit:...), no run, unfinished, ...",
+    ),
+    limit: int = typer.Option(0, "--limit", "-n", min=0, metavar="N", help="Only the newest N (0: all)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:  # fmt: skip
+    """Sessions in the state directory, oldest first, one line each: when, the session, its outcome, model
+    and task (never cut: a long line wraps)."""
+    from harness.cli.listing import chosen, render_sessions
 
     if not as_json:
-        render_sessions(console, state_dir(state))
+        render_sessions(console, state_dir(state), long=long, outcome=outcome, limit=limit or None)
         return
     from harness.assembly.sessions import list_sessions
 
-    infos = list_sessions(state_dir(state))
-    print(json.dumps([{**info.model_dump(mode="json"), **run_of(state_dir(state) / info.id)} for info in infos]))
+    shown = {info["id"]: run for info, run in chosen(state_dir(state), outcome, limit or None).shown}
+    infos = [info for info in list_sessions(state_dir(state)) if info.id in shown]
+    print(json.dumps([{**info.model_dump(mode="json"), **shown[info.id]} for info in infos]))
 
 
 @session_app.command("show")

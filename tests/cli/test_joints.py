@@ -116,7 +116,7 @@ def test_the_session_trusts_one_ca_bundle_and_its_network_is_shown(tmp_path: Pat
     assert page.returncode == 0, page.stderr
     html = (state / "s" / "view.html").read_text(encoding="utf-8")
     assert "Network (1 request(s), 1 refused)" in html and "no model run" in html
-    sessions = harness("session", "list", state=state, run_label=run_label)
+    sessions = harness("session", "list", "--long", state=state, run_label=run_label)
     assert "s  no run" in sessions.stdout and str(repo) in sessions.stdout
     assert json.loads(harness("session", "list", "--json", state=state).stdout)[0]["outcome"] == ""
 

@@ -18,6 +18,13 @@ from harness.cli import reads
         (["show", "s1", "-v"], "show", ["s1"], {}, {"-v"}),
         (["show", "s1", "--step", "2", "--verbose"], "show", ["s1"], {"--step": "2"}, {"--verbose"}),
         (["session", "list", "--state-dir=/x"], "session list", [], {"--state-dir": "/x"}, set()),
+        (
+            ["session", "list", "-n", "5", "--outcome", "stuck", "-l"],
+            "session list",
+            [],
+            {"-n": "5", "--outcome": "stuck"},
+            {"-l"},
+        ),
         (["diff", "s1", "--from", "2", "--to=3"], "diff", ["s1"], {"--from": "2", "--to": "3"}, set()),
         (["export", "s1", "-o", "p", "--no-check"], "export", ["s1"], {"-o": "p"}, {"--no-check"}),
         (["export", "s1", "--format", "patch"], "export", ["s1"], {"--format": "patch"}, set()),
@@ -46,6 +53,8 @@ def test_the_plain_forms_are_taken(argv, command, arguments, values, flags):
         ["show", "s1", "--state-dir="],
         ["show", "s1", "--state-dir", "/a", "--state-dir", "/b"],
         ["session", "list", "--json"],
+        ["session", "list", "--limit=-1"],  # typer's own words for a value below its minimum
+        ["session", "list", "--limit", "2", "-n", "3"],
         ["session", "show", "s1"],
         ["diff", "s1", "--from", "x"],  # typer's own words for a bad number
         ["diff", "s1", "--from", "-1"],

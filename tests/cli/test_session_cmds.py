@@ -200,6 +200,7 @@ def test_the_quick_read_path_says_what_the_full_command_line_says(made: tuple[Pa
     for argv in (
         ["show", "cli", *sd],
         ["session", "list", *sd],
+        ["session", "list", "--long", "--outcome", "verified", "-n", "1", *sd],
         ["diff", "cli", *sd],
         ["diff", "cli", "--from", "1", f"--state-dir={state}"],
         ["diff", "cli", "--from=0", "--to", "1", *sd],
