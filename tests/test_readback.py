@@ -207,3 +207,18 @@ def test_a_result_of_the_wrong_shape_is_damage_in_one_line(tmp_path):
     (folder / "state.json").write_text(json.dumps(state))
     with pytest.raises(SessionError, match="is damaged and cannot be read back"):
         run_view.result_of(folder)
+
+
+def test_the_same_request_made_again_in_a_row_is_one_line_saying_how_many() -> None:
+    """A client's retries of a refused request (pip retries five times) and a run of downloads from one
+    host: one line each, bytes summed; another reason, another host or a request between them is not
+    folded in."""
+    refused = {"method": "CONNECT", "host": "pypi.org", "port": 443, "allowed": False, "reason": "not on the list"}
+    other = {**refused, "reason": "the session ended"}
+    got = {"method": "GET", "host": "files.example.invalid", "port": 443, "allowed": True, "sent": 10, "received": 90}
+    folded = run_view.folded([refused] * 6 + [other, got, {**got, "sent": 5}, refused])
+    assert [(r["reason"] if not r["allowed"] else r["host"], r["times"]) for r in folded] == [
+        ("not on the list", 6), ("the session ended", 1), ("files.example.invalid", 2), ("not on the list", 1),
+    ]  # fmt: skip
+    assert (folded[2]["sent"], folded[2]["received"]) == (15, 180)
+    assert run_view.target_of(folded[0]) == "CONNECT pypi.org:443 ×6"

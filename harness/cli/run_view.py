@@ -274,9 +274,9 @@ def render_commands(console: Console, session_dir: Path) -> None:
             f"step {line.get('step', '?')}",
             f"{literal(str(line.get('kind', '')))} {_clip(str(line.get('note', '')), 400)}",
         )
-        while requests and amount(requests[0].get("ts")) <= ts:
-            grid.add_row(*_network_row(requests.pop(0), ""))
-    for request in requests:
+        for request in folded(_until(requests, ts)):
+            grid.add_row(*_network_row(request, ""))
+    for request in folded(requests):
         grid.add_row(*_network_row(request, ""))
     print_trimmed(console, grid)
     every = network_requests(session_dir)
@@ -447,21 +447,55 @@ def with_network(
 ) -> Iterator[tuple[str, dict[str, Any], str]]:
     """The records with the egress requests among them ("record" or "net", the item, where): each
     request just before the first record written after it, under the step of the call that made it
-    (`setup` before any call)."""
+    (`setup` before any call); the same request made again in a row is one item (see `folded`)."""
     calls = 0
     for record in records:
         tool = record.get("kind") == "tool"
-        while requests and amount(requests[0].get("ts")) <= amount(record.get("ts")):
-            where = f"step {count(record.get('step')):>2}" if tool else "setup  " if not calls else "       "
-            yield "net", requests.pop(0), where
+        where = f"step {count(record.get('step')):>2}" if tool else "setup  " if not calls else "       "
+        for request in folded(_until(requests, amount(record.get("ts")))):
+            yield "net", request, where
         calls += tool
         yield "record", record, ""
-    for request in requests:
+    for request in folded(requests):
         yield "net", request, "       "
 
 
+def _until(requests: list[dict[str, Any]], ts: float) -> list[dict[str, Any]]:
+    """The requests (taken off the front of the list) made by ts."""
+    taken = []
+    while requests and amount(requests[0].get("ts")) <= ts:
+        taken.append(requests.pop(0))
+    return taken
+
+
+def folded(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The requests with each run of the same request in a row (same target, same verdict, same reason:
+    a client's retries) as one, `times` saying how many and the bytes summed."""
+    out: list[dict[str, Any]] = []
+    for request in requests:
+        last = out[-1] if out else None
+        if last is not None and _same(last, request):
+            last["times"] = count(last.get("times")) + 1
+            for key in ("sent", "received"):
+                last[key] = count(last.get(key)) + count(request.get(key))
+            continue
+        out.append({**request, "times": 1})
+    return out
+
+
+def _same(one: dict[str, Any], other: dict[str, Any]) -> bool:
+    keys = ("allowed", "method", "host", "port") + (() if one.get("allowed") else ("reason",))
+    return all(one.get(key) == other.get(key) for key in keys)
+
+
+def target_of(request: dict[str, Any]) -> str:
+    times = count(request.get("times"))
+    again = f" ×{times}" if times > 1 else ""
+    return literal(f"{request.get('method', '?')} {request.get('host', '?')}:{request.get('port', '?')}") + again
+
+
 def _network_row(request: dict[str, Any], where: str) -> tuple[str, str]:
-    target = literal(f"{request.get('method', '?')} {request.get('host', '?')}:{request.get('port', '?')}")
+    target = target_of(request)
     if request.get("allowed"):
         result = f"[green]allowed[/] ↑{request.get('sent', 0)} B ↓{request.get('received', 0)} B"
     else:
@@ -471,7 +505,7 @@ def _network_row(request: dict[str, Any], where: str) -> tuple[str, str]:
 
 def _network_line(console: Console, request: dict[str, Any], where: str) -> None:
     """A request through the session's egress proxy, under the step whose call made it."""
-    target = literal(f"{request.get('method', '?')} {request.get('host', '?')}:{request.get('port', '?')}")
+    target = target_of(request)
     if request.get("allowed"):
         sizes = f"↑{request.get('sent', 0)} B ↓{request.get('received', 0)} B"
         console.print(f"{where}    [green]net[/] {target}  {sizes}", soft_wrap=True)

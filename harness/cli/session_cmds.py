@@ -105,15 +105,15 @@ def session_show(
 
 def _network_lines(folder: Path) -> None:
     """The session's requests through its egress proxy, one line each (none without --allow-net)."""
-    from harness.cli.run_view import network_requests
+    from harness.cli.run_view import folded, network_requests, target_of
 
     requests = network_requests(folder)
     if not requests:
         return
     refused = sum(1 for r in requests if not r.get("allowed"))
     console.print(f"network: {len(requests)} request(s), {refused} refused")
-    for request in requests:
-        target = literal(f"{request.get('method', '?')} {request.get('host', '?')}:{request.get('port', '?')}")
+    for request in folded(requests):
+        target = target_of(request)
         verdict = (
             "[green]allowed[/]"
             if request.get("allowed")

@@ -85,7 +85,8 @@ def test_a_refusal_names_the_range_and_the_flags_that_fit() -> None:
 def test_the_session_trusts_one_ca_bundle_and_its_network_is_shown(tmp_path: Path, run_label: str) -> None:
     """An HTTPS server on 127.0.0.2 whose certificate a CA made here signs (an intercepting proxy's, as
     far as the calls can tell): with --ca-bundle a call reaches it; without, TLS refuses it. The
-    requests of `exec --session` are in show, session show and view."""
+    requests of `exec --session` are in show, session show and view; a client's retries of a refused
+    request are one line each there, saying how many."""
     ca, cert, key = make_ca(tmp_path / "tls", addresses=("127.0.0.2",))
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -103,19 +104,20 @@ def test_the_session_trusts_one_ca_bundle_and_its_network_is_shown(tmp_path: Pat
         refused = harness("exec", str(repo), *net, "--", "python3", "-c", fetch, run_label=run_label)
         assert refused.returncode != 0 and "CERTIFICATE_VERIFY_FAILED" in refused.stdout + refused.stderr
         state = tmp_path / "state"
-        probe = "import urllib.request as u\ntry:\n    u.urlopen('http://example.invalid/', timeout=20)\nexcept Exception as e:\n    print(e)\n"
+        probe = "import urllib.request as u\nfor _ in range(3):\n  try:\n    u.urlopen('http://example.invalid/', timeout=20)\n  except Exception as e:\n    print(e)\n"
         made = harness("exec", str(repo), "--session", "s", *net, "--ca-bundle", str(ca), "--", "python3", "-c", probe,
                        state=state, run_label=run_label)  # fmt: skip
         assert made.returncode == 0, made.stderr
     shown = harness("show", "s", state=state, run_label=run_label)
     assert shown.returncode == 0 and "no model run" in shown.stdout
-    assert "net GET example.invalid:80 refused" in " ".join(shown.stdout.split()), shown.stdout
+    assert "net GET example.invalid:80 ×3 refused" in " ".join(shown.stdout.split()), shown.stdout
+    assert shown.stdout.count("net GET example.invalid") == 1, shown.stdout
     listed = harness("session", "show", "s", state=state, run_label=run_label)
-    assert "network: 1 request(s), 1 refused" in listed.stdout and "example.invalid:80" in listed.stdout
+    assert "network: 3 request(s), 3 refused" in listed.stdout and listed.stdout.count("example.invalid:80 ×3") == 1
     page = harness("view", "s", "--no-open", state=state, run_label=run_label)
     assert page.returncode == 0, page.stderr
     html = (state / "s" / "view.html").read_text(encoding="utf-8")
-    assert "Network (1 request(s), 1 refused)" in html and "no model run" in html
+    assert "Network (3 request(s), 3 refused)" in html and "no model run" in html
     sessions = harness("session", "list", "--long", state=state, run_label=run_label)
     assert "s  no run" in sessions.stdout and str(repo) in sessions.stdout
     assert json.loads(harness("session", "list", "--json", state=state).stdout)[0]["outcome"] == ""
