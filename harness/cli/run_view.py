@@ -387,10 +387,11 @@ def render_steps(console: Console, session_dir: Path) -> None:
         if record.get("agent") is not None:
             if what == "tool":
                 mark = "[red]✗[/]" if record.get("is_error") else "[green]✓[/]"
-                console.print(
+                _hanging(
+                    console,
                     f"  {literal(string(record.get('agent')))} step {step:>2}  {mark} "
-                    f"{literal(string(record.get('name'))):<12} {_clip(_first_line(record), 80)}",
-                    soft_wrap=True,
+                    f"{literal(string(record.get('name'))):<12}",
+                    _said(record, 80),
                 )
             continue
         if what == "delegate" and record.get("phase") == "end":
@@ -402,15 +403,12 @@ def render_steps(console: Console, session_dir: Path) -> None:
             envelope = record.get("envelope")
             exited = isinstance(envelope, dict) and envelope.get("exit_code") != 0
             mark = "[red]✗[/]" if record.get("is_error") else "[yellow]·[/]" if exited else "[green]✓[/]"
-            console.print(
-                f"step {step:>2}  {mark} {literal(string(record.get('name'))):<12} {_clip(_first_line(record), 90)}",
-                soft_wrap=True,
-            )
+            _hanging(console, f"step {step:>2}  {mark} {literal(string(record.get('name'))):<12}", _said(record, 90))
         elif what == "hook" and record.get("verdict") in ("block", "failed"):
-            console.print(
-                f"step {step:>2}  [red]hook[/] {literal(string(record.get('event')))} {string(record.get('verdict'))}: "
-                f"{_clip(string(record.get('reason')), 90)}",
-                soft_wrap=True,
+            _hanging(
+                console,
+                f"step {step:>2}  [red]hook[/] {literal(string(record.get('event')))} {string(record.get('verdict'))}:",
+                _clip(string(record.get("reason")), 600),
             )
         elif what == "verify":
             status = "[green]passed[/]" if record.get("passed") else "[red]failed[/]"
@@ -597,6 +595,23 @@ def render_patch(console: Console, patch_path: str | None) -> None:
 
 def _args(arguments: dict[str, Any]) -> str:
     return ", ".join(f"{literal(str(k))}={_clip(repr(v), 60)}" for k, v in arguments.items())
+
+
+def _said(record: Mapping[str, Any], limit: int) -> str:
+    """What a call's line says: its output's first line cut at limit, a refusal or an error whole (up to
+    600 characters: why it did not run is what a person reads the line for)."""
+    return _clip(_first_line(record), 600 if record.get("is_error") else limit)
+
+
+def _hanging(console: Console, head: str, text: str) -> None:
+    """head, then text wrapping under itself at the terminal's width (nothing cut, no padded line)."""
+    from rich.table import Table
+
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    grid.add_row(head, text)
+    print_trimmed(console, grid)
 
 
 def _clip(text: str, limit: int) -> str:

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.agent.conftest import EXAMPLE, Harness
+from tests.agent.conftest import EXAMPLE, Harness, run_args
 
 pytestmark = pytest.mark.docker
 
@@ -83,6 +83,22 @@ def test_a_route_out_nothing_installs_through_is_said(tmp_path, run_label):
     said = " ".join(ran.stderr.split())
     assert "warning: --allow-net pypi lets the calls reach it, but no setup installs the dependencies" in said, said
     assert "requirements.txt declares: add --setup auto" in said
+
+
+def test_the_run_s_own_lines_say_a_refusal_whole_at_80_columns(tmp_path, run_label):
+    """The lines a run prints as it ends cut a call's output at its first line, but never why a call was
+    refused: that wraps under itself, nothing cut, no line wider than the terminal or padded."""
+    harness = Harness(tmp_path / "sessions", run_label)
+    model = tmp_path / "model.json"
+    refused = {"name": "write_file", "arguments": {"path": "tests/test_ops.py", "content": "x = 1\n"}}
+    model.write_text(json.dumps({"turns": [{"text": "Edit.", "tool_calls": [refused]}, {"text": "Done."}]}))
+    done = harness(*run_args(f"scripted:{model}", verify=None, json_out=False), env={"COLUMNS": "80"})
+    lines = done.stdout.splitlines()
+    said = " ".join(done.stdout.split())
+    assert "ERROR[denied]: tests/test_ops.py is read-only in this session (rule read-only-path). Do not retry" in said
+    assert "choose an allowed path or program, or another approach." in said, done.stdout
+    trace = lines[: next(n for n, line in enumerate(lines) if "╭" in line)]  # the lines above the result's panel
+    assert trace and all(len(line) <= 80 and line == line.rstrip() for line in trace), trace
 
 
 def test_a_session_is_named_by_its_folder_as_view_takes_it(ran, tmp_path):
