@@ -8,8 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from rich.console import Console, Group, RenderableType
-from rich.markup import escape
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.table import Table
 from rich.text import Text
 
@@ -67,21 +66,22 @@ class BatchProgress:
 
     def render(self) -> RenderableType:
         now = self.clock()
-        head = Text.assemble(
-            ("harness batch  ", "bold"),
-            f"{self.done}/{self.total} done  ",
-            (f"{self.verified} verified", "green"),
-            "  ",
-            (f"{self.failed} not verified", "yellow" if self.failed else "dim"),
-            f"  {len(self.running)} running  ",
-            f"${self.cost:.4f}  {_duration(now - self.started)} elapsed",
-        )
         eta = self.eta_s()
-        head.append(f"  ~{_duration(eta)} left" if eta is not None else "  time left: after the first finishes")
+        parts = [
+            Text("harness batch", style="bold"),
+            Text(f"{self.done}/{self.total} done"),
+            Text(f"{self.verified} verified", style="green"),
+            Text(f"{self.failed} not verified", style="yellow" if self.failed else "dim"),
+            Text(f"{len(self.running)} running"),
+            Text(f"${self.cost:.4f}"),
+            Text(f"{_duration(now - self.started)} elapsed"),
+            Text(f"~{_duration(eta)} left" if eta is not None else "time left: after the first finishes"),
+        ]
         if self.recorded:
-            head.append(f"  ({self.recorded} recorded before)", style="dim")
+            parts.append(Text(f"({self.recorded} recorded before)", style="dim"))
         if self.never:
-            head.append(f"  {self.never} never started (budget)", style="red")
+            parts.append(Text(f"{self.never} never started (budget)", style="red"))
+        head = Phrases(parts)
         table = Table(box=None, show_header=False, pad_edge=False)
         table.add_column("running", overflow="ellipsis", no_wrap=True)
         table.add_column("for", justify="right")
@@ -110,14 +110,48 @@ def live_display(console: Console, workers: int) -> tuple[BatchProgress, Callabl
     return progress, show, live
 
 
-def finished_line(event: BatchEvent) -> str:
+def finished_line(event: BatchEvent) -> RenderableType:
+    """A finished task-run's line: its mark and key, outcome, cost, and the batch's counts."""
     record = event.record
     assert record is not None
-    mark = "[green]✓[/]" if record.verified else "[yellow]·[/]"
-    return (
-        f"{mark} {escape(str(event.key))}  {record.outcome}  ${record.cost_usd:.4f}  "
-        f"[dim]done {event.done}, running {event.running}, queued {event.queued}[/]"
+    mark = Text.from_markup("[green]✓[/]" if record.verified else "[yellow]·[/]")
+    key = event.key
+    named = [mark.append(f" {key.task_id}"), Text(f"× {key.model} #{key.run_index}")] if key else [mark]
+    return Phrases(
+        [
+            *named,
+            Text(record.outcome),
+            Text(f"${record.cost_usd:.4f}"),
+            Text(f"done {event.done}, running {event.running}, queued {event.queued}", style="dim"),
+        ],
+        indent=2,
     )
+
+
+class Phrases:
+    """Phrases two spaces apart, a line broken only between two of them (never inside one, as a word
+    wrap breaks "7 not / verified"); a phrase wider than the line folds. Lines after the first are
+    indented by indent; no line ends in spaces."""
+
+    def __init__(self, parts: list[Text], indent: int = 0) -> None:
+        self.parts, self.indent = parts, indent
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = max(1, options.max_width)
+        line = Text()
+        for part in self.parts:
+            if line.plain.strip() and len(line) + 2 + len(part) > width:
+                yield line
+                line = Text(" " * self.indent)
+            elif line.plain.strip():
+                line.append("  ")
+            if len(line) + len(part) > width:  # wider than a line: folded at the width
+                *whole, part = (line + part).divide(range(width, len(line) + len(part), width))
+                yield from whole
+                line = Text()
+            line.append_text(part)
+        if line.plain.strip():
+            yield line
 
 
 def _duration(seconds: float) -> str:

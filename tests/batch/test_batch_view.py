@@ -49,3 +49,30 @@ def test_the_panel_counts_times_and_estimates_what_is_left() -> None:
     progress.observe(BatchEvent(kind="never_started", key=_key("d")))
     last = _text(progress)
     assert "2/4 done" in last and "1 not verified" in last and "1 never started" in last and "$0.7500" in last
+
+
+def test_at_80_and_100_columns_a_line_breaks_between_phrases_never_inside_one() -> None:
+    from harness.cli.batch_view import finished_line
+
+    now = [0.0]
+    progress = BatchProgress(workers=8, clock=lambda: now[0])
+    progress.observe(BatchEvent(kind="planned", queued=340, done=12))
+    for n in range(40):
+        progress.observe(BatchEvent(kind="started", key=_key(f"t{n}")))
+        now[0] += 61
+        progress.observe(BatchEvent(kind="finished", key=_key(f"t{n}"), record=_record(f"t{n}", n % 3 == 0, 0.125)))
+    progress.observe(BatchEvent(kind="never_started", key=_key("late")))
+    key = TaskRunKey(task_id="boltons-fix-the-iterutils-remap-of-nested-mappings", model="anthropic:claude-sonnet-4-6",
+                     run_index=2)  # fmt: skip
+    done = BatchEvent(kind="finished", key=key, record=_record("x", True, 0.5), done=41, running=7, queued=292)
+    phrases = ["340 done", "14 verified", "26 not verified", "0 running", "elapsed", "left", "12 recorded before",
+               "1 never started (budget)", "done 41, running 7, queued 292", "$0.5000"]  # fmt: skip
+    for width in (80, 100):
+        console = Console(width=width, record=True, force_terminal=True, color_system=None)
+        console.print(progress.render())
+        console.print(finished_line(done))
+        text = console.export_text()
+        lines = text.splitlines()
+        assert all(len(line) <= width and line == line.rstrip() for line in lines), lines
+        assert all(phrase in line for phrase in phrases for line in [next((x for x in lines if phrase in x), "")]), text
+        assert lines[-1].startswith("  "), "a finished line's continuation is indented under its key"
