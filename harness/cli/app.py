@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import typer
+from typer.core import TyperGroup
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from typer._click import Context, HelpFormatter  # typer's own click, the one its groups take
 
 from harness.cli import environment
 from harness.cli.environment import docker_host, state_dir
@@ -40,8 +42,110 @@ __all__ = [
     "state_dir",
 ]
 
+SECTIONS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
+    ("Run an agent", (
+        ("run", "Run an agent on a repository until its tests pass"),
+        ("resume", "Continue a run from its last complete step"),
+        ("batch", "Run a tasks file's task-runs overnight, resumable"),
+        ("fork", "New sessions going on from a session's step K"),
+        ("exec", "One command in a disposable container on a repo's copy"),
+        ("tool", "One tool call in a session, gated, as a step"),
+        ("acp", "harness's agent for an editor or terminal client (ACP)"),
+        ("mcp", "harness's sandbox for an MCP client's tool calls"),
+    )),
+    ("Read what happened", (
+        ("show", "A session's steps, calls, outputs and outcome"),
+        ("view", "A session, batch or ATIF trajectory as a web page"),
+        ("report", "A batch's completion, cost and accuracy per model"),
+        ("diff", "The workspace's changes between two steps"),
+        ("session", "List, show and remove sessions"),
+        ("replay", "Re-issue a session's calls and say where results differ"),
+    )),
+    ("Undo and land", (
+        ("rollback", "Put a session back as it was after step N"),
+        ("export", "A session's change as a patch, or its trajectory as ATIF"),
+        ("apply", "Each change as a commit on a new branch of the repository"),
+    )),
+    ("Tasks and answers", (
+        ("tasks", "Mine tasks from a repository's history and check them"),
+        ("approvals", "Answer what unattended runs wait on"),
+    )),
+    ("This machine", (
+        ("doctor", "Check the engine, runtimes, images and disk"),
+        ("images", "Build and list the sandbox images"),
+        ("sandbox", "Maintain sandbox containers"),
+        ("warm", "Keep containers started for quick `harness exec`"),
+        ("worker", "Serve a batch cluster as a Dask worker"),
+        ("models", "Check model endpoints"),
+        ("tools", "The tool menu the model sees"),
+        ("bench", "Benchmarks: ratios measured side by side"),
+    )),
+)  # fmt: skip
+"""`harness --help`'s commands, in the order a person meets them, each with one line (`harness COMMAND
+--help` says the rest); a test keeps every command in a section."""
+
+
+class _Sectioned(TyperGroup):
+    """The top-level help: commands in sections, each with its one line; a command no section names
+    comes last, under Other, with its help's first sentence (wrapping, never cut with "...")."""
+
+    def list_commands(self, ctx: Context) -> list[str]:
+        known = [name for _, rows in SECTIONS for name, _ in rows]
+        given = super().list_commands(ctx)
+        return [name for name in known if name in given] + sorted(set(given) - set(known))
+
+    def format_commands(self, ctx: Context, formatter: HelpFormatter) -> None:
+        listed = self.list_commands(ctx)
+        lines = {name: line for _, rows in SECTIONS for name, line in rows}
+        other = tuple((name, "") for name in listed if name not in lines)
+        width = max(len(name) for name in listed)
+        for title, named in (*SECTIONS, ("Other", other)):
+            rows = []
+            for name, line in named:
+                command = self.get_command(ctx, name)
+                if command is not None and name in listed and not command.hidden:
+                    rows.append((name.ljust(width), line or _first_sentence(command.help or command.short_help or "")))
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+        formatter.write_paragraph()
+        formatter.write_text("`harness COMMAND --help` says more of each.")
+
+
+class _Whole(TyperGroup):
+    """A command group's help: its commands in the order they were made, each with its help's first
+    sentence whole (wrapping, never cut with "...")."""
+
+    def list_commands(self, ctx: Context) -> list[str]:
+        return list(self.commands)
+
+    def format_commands(self, ctx: Context, formatter: HelpFormatter) -> None:
+        rows = [
+            (name, _first_sentence(command.help or command.short_help or ""))
+            for name, command in self.commands.items()
+            if not command.hidden
+        ]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def group(help: str) -> typer.Typer:
+    """A command group (`harness session ...`): plain help (rich help would import markdown-it at every
+    start), its commands listed whole."""
+    return typer.Typer(help=help, no_args_is_help=True, rich_markup_mode=None, cls=_Whole)
+
+
+def _first_sentence(text: str) -> str:
+    """A command's help up to the end of its first sentence, whole."""
+    flat = " ".join(text.split())
+    end = flat.find(". ")
+    return flat if end < 0 else flat[: end + 1]
+
+
 app = typer.Typer(
     name="harness",
+    cls=_Sectioned,
     help="Run an LLM coding agent on an untrusted repository; every tool call in a disposable container.",
     no_args_is_help=True,
     add_completion=False,
@@ -49,9 +153,7 @@ app = typer.Typer(
     # Plain help: rich help would import rich.markdown and markdown-it at every start (fast start).
     rich_markup_mode=None,
 )
-bench_app = typer.Typer(
-    help="Benchmarks that print ratios measured side by side in one run.", no_args_is_help=True, rich_markup_mode=None
-)
+bench_app = group("Benchmarks that print ratios measured side by side in one run.")
 app.add_typer(bench_app, name="bench")
 
 

@@ -27,6 +27,7 @@ from harness.cli.app import (
     console,
     err_console,
     fail,
+    group,
     real_console,
     reported,
 )
@@ -401,11 +402,7 @@ def worker(
     os.execve(argv[0], argv, {**os.environ, **settings})  # the Dask worker takes over this process
 
 
-approvals_app = typer.Typer(
-    help="Answer the approval requests unattended runs and batches wait on.",
-    no_args_is_help=True,
-    rich_markup_mode=None,
-)
+approvals_app = group("Answer the approval requests unattended runs and batches wait on.")
 app.add_typer(approvals_app, name="approvals")
 _STATE = typer.Option(None, "--state-dir", help="Where the sessions are (a batch's: DIR/sessions).")
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import typer
 
 from harness.cli import environment
-from harness.cli.app import ExitCode, app, console, err_console, fail
+from harness.cli.app import ExitCode, app, console, err_console, fail, group
 from harness.errors import ConfigError, ModelAuthError, ModelError, ModelSpendLimitError
 
-models_app = typer.Typer(help="Check model endpoints.", no_args_is_help=True, rich_markup_mode=None)
+models_app = group("Check model endpoints.")
 app.add_typer(models_app, name="models")
 
 

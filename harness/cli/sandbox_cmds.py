@@ -19,6 +19,7 @@ from harness.cli.app import (
     docker_host,
     err_console,
     fail,
+    group,
     reported,
     state_dir,
 )
@@ -28,8 +29,8 @@ if TYPE_CHECKING:
     from sandbox.envelope import Envelope
     from sandbox.spec import SandboxSpec
 
-images_app = typer.Typer(help="Build and list the sandbox images.", no_args_is_help=True, rich_markup_mode=None)
-sandbox_app = typer.Typer(help="Maintain sandbox containers.", no_args_is_help=True, rich_markup_mode=None)
+images_app = group("Build and list the sandbox images.")
+sandbox_app = group("Maintain sandbox containers.")
 app.add_typer(images_app, name="images")
 app.add_typer(sandbox_app, name="sandbox")
 

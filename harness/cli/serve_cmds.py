@@ -13,13 +13,9 @@ from typing import Any
 import typer
 
 from harness.cli import environment
-from harness.cli.app import ALLOW_NET, SECRET, ExitCode, app, err_console, fail, reported, state_dir
+from harness.cli.app import ALLOW_NET, SECRET, ExitCode, app, err_console, fail, group, reported, state_dir
 
-mcp_app = typer.Typer(
-    help="harness's sandbox for an MCP client's tool calls (docs/serve.md).",
-    no_args_is_help=True,
-    rich_markup_mode=None,
-)
+mcp_app = group("harness's sandbox for an MCP client's tool calls (docs/serve.md).")
 app.add_typer(mcp_app, name="mcp")
 
 SERVED_STEPS = 1000

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from harness.cli import environment
-from harness.cli.app import ExitCode, app, console, docker_host, err_console, fail, reported, state_dir
+from harness.cli.app import ExitCode, app, console, docker_host, err_console, fail, group, reported, state_dir
 from harness.cli.listing import when
 from harness.cli.terminal import literal
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from harness.steps import StepMap
     from sandbox.spec import SandboxSpec
 
-session_app = typer.Typer(help="List, show and remove sessions.", no_args_is_help=True, rich_markup_mode=None)
+session_app = group("List, show and remove sessions.")
 app.add_typer(session_app, name="session")
 
 _STATE = typer.Option(

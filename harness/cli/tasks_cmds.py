@@ -10,14 +10,10 @@ from typing import Any
 
 import typer
 
-from harness.cli.app import CA_BUNDLE, ExitCode, app, console, docker_host, err_console, fail, reported
+from harness.cli.app import CA_BUNDLE, ExitCode, app, console, docker_host, err_console, fail, group, reported
 from harness.environment.detect import AUTO
 
-tasks_app = typer.Typer(
-    help="Benchmark tasks from a repository's history (mine), kept only when sound (check).",
-    no_args_is_help=True,
-    rich_markup_mode=None,
-)
+tasks_app = group("Benchmark tasks from a repository's history (mine), kept only when sound (check).")
 app.add_typer(tasks_app, name="tasks")
 
 

@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING
 import typer
 
 from harness.cli import environment
-from harness.cli.app import ExitCode, app, console, err_console, fail, reported, state_dir
+from harness.cli.app import ExitCode, app, console, err_console, fail, group, reported, state_dir
 
 if TYPE_CHECKING:
     from harness.types import ToolSchema
 
-tools_app = typer.Typer(help="The tool menu the model sees.", no_args_is_help=True, rich_markup_mode=None)
+tools_app = group("The tool menu the model sees.")
 app.add_typer(tools_app, name="tools")
 
 TOOL_EXIT = {

@@ -13,13 +13,9 @@ import sys
 import typer
 
 from harness.cli import environment
-from harness.cli.app import ExitCode, app, console, docker_host, fail, reported
+from harness.cli.app import ExitCode, app, console, docker_host, fail, group, reported
 
-warm_app = typer.Typer(
-    help="Keep sandbox containers started for one-shot `harness exec` (a resident service).",
-    no_args_is_help=True,
-    rich_markup_mode=None,
-)
+warm_app = group("Keep sandbox containers started for one-shot `harness exec` (a resident service).")
 app.add_typer(warm_app, name="warm")
 
 IMAGES = typer.Option(["py311"], "--image", help="Image kept warm with the default limits (repeatable).")
