@@ -155,19 +155,7 @@ def as_markdown(reports: Sequence[Report]) -> str:
         if report.failures.tool_errors:
             errors = ", ".join(f"{kind} {count}" for kind, count in report.failures.tool_errors.items())
             lines += ["", f"Tool errors: {_escape(errors)}."]
-        if report.overlaps:
-            lines += ["", "### Overlapping changes", ""]
-            for pair in report.overlaps:
-                lines.append(
-                    f"- {_escape(pair['a'])} and {_escape(pair['b'])}: {_escape(', '.join(pair['files']))}"
-                    + (f" (same lines in {_escape(', '.join(pair['same_lines']))})" if pair["same_lines"] else "")
-                    + (
-                        f" (they start from different commits, {pair['starts'][0][:12]} and {pair['starts'][1][:12]}: "
-                        "their lines are not comparable)"
-                        if pair.get("starts")
-                        else ""
-                    )
-                )
+        lines += overlap_lines(report.overlaps)
         if report.failures.refused_hosts:
             lines += ["", "### Network requests refused", ""]
             lines += [f"- {_escape(host)}: {count}" for host, count in report.failures.refused_hosts.items()]
@@ -183,6 +171,26 @@ def as_markdown(reports: Sequence[Report]) -> str:
             lines += ["", "### The models' biggest obstacles", ""]
             lines += [f"- {_escape(line)}: {count}" for line, count in report.failures.obstacles.items()]
     return "\n".join(lines) + "\n"
+
+
+def overlap_lines(pairs: list[dict[str, Any]]) -> list[str]:
+    """The changes that touch the same files: each pair from one commit, then one line for the pairs
+    from different commits (a mined history's tasks), whose lines cannot be compared."""
+    if not pairs:
+        return []
+    lines = ["", "### Overlapping changes", ""]
+    apart = [pair for pair in pairs if pair.get("starts")]
+    for pair in pairs:
+        if not pair.get("starts"):
+            same = f" (same lines in {_escape(', '.join(pair['same_lines']))})" if pair["same_lines"] else ""
+            lines.append(f"- {_escape(pair['a'])} and {_escape(pair['b'])}: {_escape(', '.join(pair['files']))}{same}")
+    if apart:
+        named = ", ".join(f"{pair['a']} and {pair['b']}" for pair in apart[:3]) + (", ..." if len(apart) > 3 else "")
+        lines.append(
+            f"- {len(apart)} pair(s) touch the same files but start from different commits, so their lines are "
+            f"not comparable ({_escape(named)}; `--format json` lists them all)"
+        )
+    return lines
 
 
 def hosted_lines(by_model: dict[str, Figures]) -> list[str]:

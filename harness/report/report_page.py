@@ -108,19 +108,42 @@ def _batch(name: str, batch: Batch, *, several: bool) -> str:
         )
     if report.concurrency:
         parts.append("<h3>Concurrency (--workers auto)</h3>" + _concurrency(report.concurrency))
-    if report.overlaps:
-        rows = [
+    parts.append("<h3>Task-runs</h3>" + _runs(batch, verdicts, by_session([Overlap(**p) for p in report.overlaps])))
+    parts.append(_overlaps(report.overlaps))
+    return "\n".join(parts)
+
+
+def _overlaps(pairs: list[dict[str, Any]]) -> str:
+    """The changes that touch the same files, after the task-runs: the pairs from one commit in a table;
+    those from different commits (a mined history's tasks), whose lines cannot be compared, in one line
+    that opens to the list."""
+    if not pairs:
+        return ""
+
+    def rows(chosen: list[dict[str, Any]]) -> list[list[tuple[str, Any]]]:
+        return [
             [
                 (esc(pair["a"]), pair["a"]),
                 (esc(pair["b"]), pair["b"]),
                 (esc(", ".join(pair["files"])), len(pair["files"])),
                 (_same_lines(pair), len(pair["same_lines"])),
             ]
-            for pair in report.overlaps
+            for pair in chosen
         ]
-        parts.append("<h3>Overlapping changes</h3>" + table(["change", "overlaps with", "files", "same lines"], rows))
-    parts.append("<h3>Task-runs</h3>" + _runs(batch, verdicts, by_session([Overlap(**p) for p in report.overlaps])))
-    return "\n".join(parts)
+
+    comparable = [pair for pair in pairs if not pair.get("starts")]
+    apart = [pair for pair in pairs if pair.get("starts")]
+    html = "<h3>Overlapping changes</h3>"
+    if comparable:
+        html += table(["change", "overlaps with", "files", "same lines"], rows(comparable))
+    if apart:
+        html += (
+            f"<details><summary>{len(apart)} pair(s) of changes touch the same files but start from different "
+            "commits: their lines are not comparable</summary>"
+            + table(["change", "overlaps with", "files", "same lines"], rows(apart))
+            + "</details>"
+        )
+    return html
 
 
 def _concurrency(changes: list[dict[str, Any]]) -> str:
