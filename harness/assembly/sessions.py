@@ -16,6 +16,9 @@ from harness.assembly import engine
 from harness.errors import StateError
 
 if TYPE_CHECKING:
+    import docker
+
+    from harness.config import Devcontainer
     from sandbox.docker.containers import DockerSandbox
     from sandbox.envelope import Envelope
     from sandbox.network.secrets import Secret
@@ -294,10 +297,12 @@ def exec_step(
     docker_host: str | None,
     run_id: str,
     secrets: Sequence[Secret] = (),
+    devcontainer: Devcontainer | None = None,
 ) -> ExecStep:
-    """`harness exec --session ID`: create the session from path (running its setup once) or
-    continue it; run the command on its workspace and image; record the result as the next step
-    (secrets: the values of the settings' `--secret` bindings)."""
+    """`harness exec --session ID`: create the session from path (running its setup once, on the image
+    its devcontainer describes, built now, when it has one) or continue it; run the command on its
+    workspace and image; record the result as the next step (secrets: the values of the settings'
+    `--secret` bindings)."""
     from sandbox.layout import session_folder
     from sandbox.session.session import Session
     from sandbox.session.setup import create_session
@@ -309,6 +314,8 @@ def exec_step(
         if exists:
             session = Session.open(sessions, session_id, images=images)
         else:
+            if devcontainer is not None:
+                spec = spec.model_copy(update={"image": _devcontainer_image(client, path, devcontainer, config)})
             session = create_session(
                 path,
                 sessions,
@@ -334,6 +341,22 @@ def exec_step(
         created_image=created_image,
         settings_ignored=exists and bool(config.setup or config.writable_root),
     )
+
+
+def _devcontainer_image(client: docker.DockerClient, repo: Path, found: Devcontainer, config: SessionConfig) -> str:
+    """The image a devcontainer describes, built (its Dockerfile or image, harness's sandbox layer over
+    it); a build the repository broke is a setup that failed."""
+    from sandbox.errors import BuildRefused, ImageBuildError, SetupError
+
+    try:
+        built = engine.devcontainer_image(
+            client, repo, found, network=config.setup_network, pull_from=[], log=lambda line: None
+        )
+    except BuildRefused:
+        raise
+    except ImageBuildError as error:
+        raise SetupError(f"the devcontainer's image did not build: {error}") from None
+    return str(built.built)
 
 
 def box_session(

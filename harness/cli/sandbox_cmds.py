@@ -179,7 +179,8 @@ def exec_command(
     setup: list[str] = typer.Option(
         [],
         "--setup",
-        help="With --session, on create: command run once before step 0 (repeatable); `auto`: detected.",
+        help="With --session, on create: command run once before step 0 (repeatable); `auto`: detected; "
+        "`devcontainer`: its devcontainer.json (its image and lifecycle commands).",
     ),
     setup_network: bool = typer.Option(False, "--setup-network", help="Allow network during --setup only."),
     setup_ca: Path | None = typer.Option(
@@ -235,29 +236,31 @@ def exec_command(
         if session is not None:
             from harness.cli.session_cmds import exec_in_session, session_config
 
+            config, devcontainer = session_config(
+                path,
+                setup=setup,
+                setup_network=setup_network,
+                setup_ca=absolute(setup_ca),
+                setup_proxy=setup_proxy,
+                setup_mounts=setup_mounts,
+                setup_timeout=setup_timeout,
+                allow_net=allow_net,
+                allow_net_tools=bool(allow_net or secret),
+                secrets=secret,
+                allow_net_ca=absolute(allow_net_ca),
+                ca_bundle=absolute(ca_bundle),
+                writable_root=writable_root,
+                workspace_quota=workspace_quota,
+            )
             envelope = exec_in_session(
                 path,
                 command,
                 spec,
                 session_id=session,
                 state=state,
-                config=session_config(
-                    path,
-                    setup=setup,
-                    setup_network=setup_network,
-                    setup_ca=absolute(setup_ca),
-                    setup_proxy=setup_proxy,
-                    setup_mounts=setup_mounts,
-                    setup_timeout=setup_timeout,
-                    allow_net=allow_net,
-                    allow_net_tools=bool(allow_net or secret),
-                    secrets=secret,
-                    allow_net_ca=absolute(allow_net_ca),
-                    ca_bundle=absolute(ca_bundle),
-                    writable_root=writable_root,
-                    workspace_quota=workspace_quota,
-                ),
+                config=config,
                 run_id=environment.run_id("cli"),
+                devcontainer=devcontainer,
             ).envelope
         elif allow_net or secret:
             if secret:

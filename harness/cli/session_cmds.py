@@ -18,6 +18,7 @@ from harness.cli.terminal import literal
 
 if TYPE_CHECKING:
     from harness.assembly.sessions import ExecStep, Session, SessionConfig
+    from harness.config import Devcontainer
     from harness.steps import StepMap
     from sandbox.spec import SandboxSpec
 
@@ -317,10 +318,14 @@ def _tools(folder: Path) -> list[Any]:
         return []
 
 
-def session_config(path: Path, *, setup: list[str], writable_root: bool, **options: Any) -> SessionConfig:
+def session_config(
+    path: Path, *, setup: list[str], writable_root: bool, **options: Any
+) -> tuple[SessionConfig, Devcontainer | None]:
     """The config of a session `harness exec --session` creates (`--setup auto` expanded, said on
-    stderr); options: setup_network, setup_ca, setup_proxy, setup_mounts, allow_net, allow_net_tools,
-    workspace_quota."""
+    stderr), and the repository's devcontainer when its setup is `devcontainer` (or `auto` and the
+    repository declares one, as `harness run` reads it): its lifecycle commands in place of the word, its
+    image built when the session is made; options: setup_network, setup_ca, setup_proxy, setup_mounts,
+    allow_net, allow_net_tools, workspace_quota."""
     from pydantic import ValidationError
 
     from harness.assembly.sessions import session_config as config_of
@@ -329,6 +334,22 @@ def session_config(path: Path, *, setup: list[str], writable_root: bool, **optio
     from harness.errors import UsageError
     from sandbox.settings import SessionSettings
 
+    found = None
+    if "devcontainer" in setup or ("auto" in setup and _declares_devcontainer(path)):
+        from harness.assembly import devcontainer_lines
+        from harness.config import load_config
+        from harness.environment.devcontainer import read
+
+        found = read(path, load_config(None).devcontainer_features)
+        if found.services:
+            raise UsageError(
+                f"{found.path} starts services ({', '.join(found.services)}): `harness exec` runs one command in "
+                "one container; use `harness run` or a tasks file for a devcontainer with services"
+            )
+        setup = [part for word in setup for part in (found.commands if word in ("devcontainer", "auto") else [word])]
+        err_console.print(f"setup: devcontainer {found.path}", soft_wrap=True, markup=False)
+        for line in devcontainer_lines(found):
+            err_console.print(line, soft_wrap=True, markup=False)
     setup, why = expand_setup(setup, path)
     if why:
         err_console.print(f"setup: `{' && '.join(setup)}` (detected: {why})", soft_wrap=True, markup=False)
@@ -336,7 +357,13 @@ def session_config(path: Path, *, setup: list[str], writable_root: bool, **optio
         settings = SessionSettings(setup=setup, **options)
     except ValidationError as error:
         raise UsageError(said(error, "flags")) from None
-    return config_of(settings, writable_root=writable_root)
+    return config_of(settings, writable_root=writable_root), found
+
+
+def _declares_devcontainer(repo: Path) -> bool:
+    from harness.environment.devcontainer import find
+
+    return find(Path(repo).resolve()) is not None
 
 
 def exec_in_session(
@@ -348,9 +375,11 @@ def exec_in_session(
     state: Path | None,
     config: SessionConfig,
     run_id: str,
+    devcontainer: Devcontainer | None = None,
 ) -> ExecStep:
     """`harness exec --session ID`: the command as the session's next step (the session made from
-    PATH first when it does not exist), with what happened said on stderr."""
+    PATH first when it does not exist, from its devcontainer's image when it has one), with what
+    happened said on stderr."""
     from harness.assembly import bound_secrets
     from harness.assembly.sessions import exec_step
     from harness.cli.environment import secret_values
@@ -366,6 +395,7 @@ def exec_in_session(
         docker_host=docker_host(),
         run_id=run_id,
         secrets=secrets,
+        devcontainer=devcontainer,
     )
     if done.settings_ignored:
         err_console.print(

@@ -281,6 +281,35 @@ def test_a_mined_history_with_a_devcontainer_through_check_batch_report_and_show
     assert "limit: hostRequirements.cpus 8: capped at your limit, 1 ([sandbox] cpus)" in shown
 
 
+def test_exec_takes_the_devcontainer_as_run_does(tmp_path, harness: Harness, docker_client):
+    """`harness exec --session S --setup devcontainer` (or `auto` when the repository declares one): the
+    session starts from the image the devcontainer describes with its lifecycle commands run once, says
+    what it did not apply, and each later exec goes on in it; a compose devcontainer is refused in one
+    line that names the command that runs it."""
+    repo = _copy(tmp_path)
+    (repo / ".devcontainer").mkdir()
+    (repo / ".devcontainer" / "Dockerfile").write_text(f"FROM {_py311(docker_client)}\nENV CALC_MODE=dev\n")
+    (repo / ".devcontainer" / "devcontainer.json").write_text(json.dumps({
+        "build": {"dockerfile": "Dockerfile"}, "postCreateCommand": "echo made > /opt/made.txt",
+        "runArgs": ["--privileged"],
+    }))  # fmt: skip
+    probe = ["--", "python3", "-c", "import os; print(open('/opt/made.txt').read().strip(), os.environ['CALC_MODE'])"]
+    for word, session in (("devcontainer", "dc"), ("auto", "auto")):
+        made = harness("exec", "--session", session, "--setup", word, str(repo), *probe)
+        assert made.code == 0 and "made dev" in made.stdout, made.stdout + made.stderr
+        assert "not applied: runArgs: engine flags" in made.stderr and f"created session {session}" in made.stderr
+    again = harness("exec", "--session", "dc", str(repo), *probe)
+    assert again.code == 0 and "made dev" in again.stdout and "session dc: step 2" in again.stderr
+    (repo / ".devcontainer" / "devcontainer.json").write_text(json.dumps({
+        "dockerComposeFile": "compose.yml", "service": "app",
+    }))  # fmt: skip
+    (repo / ".devcontainer" / "compose.yml").write_text(
+        "services:\n  app: {build: {context: .., dockerfile: .devcontainer/Dockerfile}}\n  web: {image: x}\n"
+    )
+    refused = harness("exec", "--session", "compose", "--setup", "devcontainer", str(repo), *probe)
+    assert refused.code == 64 and "starts services (web)" in refused.stderr and "use `harness run`" in refused.stderr
+
+
 def test_a_compose_devcontainer_runs_its_services_as_harness_services_and_nothing_else(
     tmp_path, script, harness: Harness, docker_client
 ):
