@@ -453,6 +453,14 @@ class RunConfig(BaseModel):
     """Container posture and limits for tool calls (image is taken from `image`)."""
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     """Per-prefix provider settings, e.g. [providers.openai] base_url / api_key_env / retry / prices."""
+    instructions: str | None = None
+    """A file of the user's own standing instructions (`--instructions FILE`, or `instructions = PATH` in
+    the config file), given to the model in its system prompt; read when the run starts."""
+    instructions_text: str = ""
+    """The words of `instructions` as read when the run started (a resume gives the model the same)."""
+    repo_instructions: bool = True
+    """Give the model the repository's AGENTS.md and CLAUDE.md as its authors' untrusted words, beside the
+    task (`--no-repo-instructions`: not); harness.agent.instructions."""
     repo_hooks: bool = False
     """`--repo-hooks`: also run the hooks the repository declares (`.harness/hooks.toml`), each in a
     sandbox container of the session (no network, the workspace read-only), after the user's own."""

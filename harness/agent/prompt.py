@@ -41,9 +41,10 @@ def obstacle_line(text: str) -> str:
     return ""
 
 
-def task_message(task: str, left_out: Sequence[str] = (), network: Sequence[str] = ()) -> str:
-    """The task, the repository files that are not in the workspace (with why), if any, and the hosts
-    the calls may reach (a session with --allow-net-tools)."""
+def task_message(task: str, left_out: Sequence[str] = (), network: Sequence[str] = (), instructions: str = "") -> str:
+    """The task, the repository files that are not in the workspace (with why), if any, the hosts the
+    calls may reach (a session with --allow-net-tools), and the repository's own instructions framed as
+    its authors' words (harness.agent.instructions)."""
     text = f"Task:\n{task.strip()}"
     if network:
         text += (
@@ -55,4 +56,6 @@ def task_message(task: str, left_out: Sequence[str] = (), network: Sequence[str]
         text += "\n\nNot in your workspace (left out when the repository was copied):\n" + "\n".join(
             f"- {item}" for item in left_out
         )
+    if instructions:
+        text += "\n\n" + instructions
     return text

@@ -17,6 +17,7 @@ from harness.agent.delegate import Branching, Child, Delegator, Tree, delegate
 from harness.agent.external import ExternalTurns
 from harness.agent.guard import ReadOnlyGuard
 from harness.agent.hooks import Hooks, repository_hooks, stored_reader
+from harness.agent.instructions import record_line, repository_block, repository_files, user_block
 from harness.agent.loop import Agent
 from harness.agent.outcome import RunResult, RunState
 from harness.agent.prompt import system_prompt, task_message
@@ -456,13 +457,22 @@ def build_agent(
     """An Agent for a new or resumed run (state carries the context and spend of a resumed one);
     servers: the session's running MCP servers."""
     context_tools = tool_context(config, session, sandbox, interactive=runtime.interactive)
+    told = (
+        repository_files(
+            lambda path: session.kind_of(session.start_tree, path),
+            lambda path: session.read_file(session.start_tree, path),
+        )
+        if config.repo_instructions and not config.agent
+        else []
+    )  # a hosted agent reads them itself, confined
     context = Context(
         config.context,
-        system_prompt(config.verify),
+        system_prompt(config.verify) + user_block(config.instructions_text),
         task_message(
             state.task,
             session.info.left_out,
             session.info.config.network_hosts if session.info.config.allow_net_tools else (),
+            repository_block(told),
         ),
         state.context if state.context.entries else None,
     )
@@ -479,6 +489,9 @@ def build_agent(
     warning = menu_warning(tools) if servers else None  # a declared-only menu was warned of before the run
     if warning:
         trajectory.append(EventRecord(event="menu", detail=warning))
+    given = record_line(told, config.instructions or "")
+    if given and not resumed:
+        trajectory.append(EventRecord(event="instructions", detail=given))
     budget = Budget(config.limits, state.spent)
     hooks = Hooks(
         config.hooks,
@@ -678,7 +691,7 @@ def start_run(
     if not Path(repo).is_dir():
         raise NotFoundError(f"repository path does not exist: {repo}")
     config = with_verify(config.model_copy(update={"model": absolute_model(config.model, sessions)}), Path(repo))
-    config = with_setup(config, Path(repo))
+    config = with_instructions(with_setup(config, Path(repo)))
     if config.agent:
         from harness.environment.agents import agent_for
 
@@ -962,6 +975,21 @@ def with_setup(config: RunConfig, repo: Path) -> RunConfig:
         return config
     session = config.session.model_copy(update={"setup": commands})
     return config.model_copy(update={"session": session, "setup_source": f"detected: {why}"})
+
+
+def with_instructions(config: RunConfig) -> RunConfig:
+    """config with the words of the user's instructions file, read now (a resume gives the same)."""
+    if not config.instructions or config.instructions_text:
+        return config
+    from harness.agent.instructions import USER_CAP
+    from sandbox.named import read_named
+
+    data = read_named(config.instructions, what="--instructions", limit=USER_CAP)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"--instructions {config.instructions}: not UTF-8 text") from None
+    return config.model_copy(update={"instructions_text": text})
 
 
 DEVCONTAINER = "devcontainer"

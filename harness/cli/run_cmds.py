@@ -147,6 +147,18 @@ def run(
         max=4,
         help="Let the model hand pieces of the task to sub-agents, this many levels deep (0: none, the default).",
     ),
+    instructions: Path | None = typer.Option(
+        None,
+        "--instructions",
+        metavar="FILE",
+        help="Your own standing instructions for the model (its system prompt); `instructions = PATH` in the config.",
+    ),
+    no_repo_instructions: bool = typer.Option(
+        False,
+        "--no-repo-instructions",
+        help="Do not give the model the repository's AGENTS.md / CLAUDE.md (given by default, as its authors' "
+        "untrusted words).",
+    ),
     state_dir_opt: Path | None = _STATE_DIR,
     config_file: Path | None = typer.Option(None, "--config", help="Config file (default: the per-user config.toml)."),
     otel_endpoint: str | None = OTEL_ENDPOINT,
@@ -194,6 +206,8 @@ def run(
             "thinking": thinking,
             "repo_hooks": True if repo_hooks else None,
             "delegate.depth": delegate_depth,
+            "instructions": absolute(instructions),
+            "repo_instructions": False if no_repo_instructions else None,
         }
         if no_verify and verify:
             fail("--verify and --no-verify contradict each other", ExitCode.USAGE)

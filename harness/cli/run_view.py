@@ -349,7 +349,7 @@ def _row(record: Mapping[str, Any]) -> tuple[str, str] | None:
         )
     if kind == "delegate":
         return ("", _delegated(record))
-    if kind == "event" and record.get("event") in ("resumed", "interrupted", "resume_changed", "fork"):
+    if kind == "event" and record.get("event") in ("resumed", "interrupted", "resume_changed", "fork", "instructions"):
         return ("", f"[yellow]{literal(string(record.get('event')))}[/] {_clip(string(record.get('detail')), 400)}")
     return None
 
