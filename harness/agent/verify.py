@@ -28,7 +28,12 @@ _PATTERNS = (
     re.compile(r"^(?:FAIL|ERROR): (\S+ \([\w.]+\))", re.MULTILINE),  # unittest
     re.compile(r"^\s*--- FAIL: (\S+)", re.MULTILINE),  # go test
     re.compile(r"^\s*(?:✕|×) (.+?)(?: \(\d+ ?ms\))?$", re.MULTILINE),  # jest / vitest
+    re.compile(r"^test (\S+) \.\.\. FAILED$", re.MULTILINE),  # cargo test
+    re.compile(r"^\s*not ok \d+ - (.+?)(?: # .*)?$", re.MULTILINE),  # node --test (TAP)
+    re.compile(r"^\s*✘ \[fail\]: (.+?)(?:  .*)?$", re.MULTILINE),  # ava
 )
+_MOCHA_FAILING = re.compile(r"^\s*\d+ failing$", re.MULTILINE)
+_MOCHA_ENTRY = re.compile(r"^  \d+\) (.+)$", re.MULTILINE)
 _TAIL_CHARS = 3000
 
 
@@ -133,11 +138,33 @@ def count_rule(start: TestCounts, now: TestCounts) -> str:
 
 
 def failing_tests(text: str) -> list[str]:
-    """The failing test ids a test runner printed (pytest, unittest, go, jest), sorted, unique."""
+    """The failing test ids a test runner printed (pytest, unittest, go, jest, vitest, cargo, node's
+    TAP, ava, mocha), sorted, unique."""
     found: set[str] = set()
     for pattern in _PATTERNS:
         found.update(match.group(1).strip() for match in pattern.finditer(text))
-    return sorted(found)
+    return sorted(found | set(_mocha_failing(text)))
+
+
+def _mocha_failing(text: str) -> list[str]:
+    """The titles in mocha's list of failures (after `N failing`): each entry's describe blocks, then
+    its test's title on the last line that ends with a colon."""
+    summary = _MOCHA_FAILING.search(text)
+    if summary is None:
+        return []
+    titles = []
+    for entry in _MOCHA_ENTRY.finditer(text, summary.end()):
+        lines = [entry.group(1).rstrip()]
+        for line in [] if lines[0].endswith(":") else text[entry.end() + 1 :].splitlines():
+            if not line.startswith("     ") or not line.strip():
+                break
+            lines.append(line.strip())
+            if line.endswith(":"):
+                break
+        last = lines[-1]
+        if last.endswith(":"):
+            titles.append(last[:-1].strip())
+    return titles
 
 
 VERIFY_START = ".verify-start"

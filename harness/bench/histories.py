@@ -4,7 +4,9 @@ own commits, a squashed pull request, a refactor whose tests pass either way, an
 dependency the image lacks and a commit made for an older interpreter than the image's.
 
 They are made to look like real work, not to pass: each repository's unsound tasks are the kinds
-the check must name (passes already, a missing module, an interpreter mismatch)."""
+the check must name (passes already, a missing module, an interpreter mismatch, a Go commit from
+before Go modules that today's toolchain refuses at both ends), and a JavaScript test pinned to the
+runtime of its day is left out by name where it breaks a task that is otherwise sound."""
 
 from __future__ import annotations
 
@@ -152,8 +154,16 @@ def go_history(path: Path) -> None:
         'package stack\n\nimport "testing"\n\nfunc TestPush(t *testing.T) {\n\tvar s Stack\n\ts.Push(1)\n'
         '\tif len(s.items) != 1 {\n\t\tt.Fatal("push")\n\t}\n}\n'
     )
-    w.commit("Start a stack", {"go.mod": "module example.com/stack\n\ngo 1.18\n", "stack.go": STACK,
-                               "stack_test.go": push_test})  # fmt: skip
+    # Its first commits are from before Go modules (no go.mod): today's `go test` refuses them at both
+    # ends of a task, which the check names as such, not as a change that fails.
+    push_only = STACK[: STACK.index("func (s *Stack) Pop()")]
+    w.commit("Start a stack", {"stack.go": push_only, "stack_test.go": push_test})
+    push_test += (
+        '\nfunc TestPopEmpty(t *testing.T) {\n\tvar s Stack\n\tif _, ok := s.Pop(); ok {\n\t\tt.Fatal("empty")\n'
+        "\t}\n}\n"
+    )
+    w.commit("Pop, and say when the stack is empty", {"stack.go": STACK, "stack_test.go": push_test})
+    w.commit("Use Go modules", {"go.mod": "module example.com/stack\n\ngo 1.18\n"})
     fixed = STACK.replace("v := s.items[0]\n\ts.items = s.items[1:]", "v := s.items[len(s.items)-1]\n"
                           "\ts.items = s.items[:len(s.items)-1]")  # fmt: skip
     pop_test = push_test + (
@@ -234,6 +244,24 @@ def javascript_history(path: Path) -> None:
             "test/words.test.js": "const test = require('node:test');\nconst assert = require('node:assert');\n"
             "const { words } = require('../lib/words');\n\ntest('words', () => {\n"
             "  assert.deepStrictEqual(words(' a  b\\tc '), ['a', 'b', 'c']);\n});\n",
+        },
+    )
+    runtime_test = "\ntest('words on the runtime we ship', () => {\n  assert.strictEqual(process.versions.node.split('.')[0], '16');\n});\n"
+    words_test = (
+        "const test = require('node:test');\nconst assert = require('node:assert');\n"
+        "const { words } = require('../lib/words');\n\ntest('words', () => {\n"
+        "  assert.deepStrictEqual(words(' a  b\\tc '), ['a', 'b', 'c']);\n});\n"
+    )
+    # a test pinned to the Node of its day: it fails on today's at both ends of the next task, which is
+    # sound without it (node --test, by the names of the tests it ran)
+    w.commit("Pin the runtime in the tests", {"test/words.test.js": words_test + runtime_test})
+    w.commit(
+        "words() drops punctuation (#8)",
+        {
+            "lib/words.js": "function words(text) {\n  return text.split(/[\\s,.;!?]+/).filter(Boolean);\n}\n\n"
+            "module.exports = { words };\n",
+            "test/words.test.js": words_test + runtime_test + "\ntest('words drop punctuation', () => {\n"
+            "  assert.deepStrictEqual(words('a, b.'), ['a', 'b']);\n});\n",
         },
     )
     w.commit(

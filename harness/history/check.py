@@ -5,7 +5,6 @@ whose verify command fails at the start state and passes once the reference chan
 from __future__ import annotations
 
 import re
-import shlex
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
@@ -24,6 +23,7 @@ from harness.errors import HarnessError
 from harness.history import environment
 from harness.history.diagnose import diagnose
 from harness.history.materialize import read_yield
+from harness.history.runners import deciding, narrowed, runner_of, same_failure
 from harness.trajectory import VerifyRecord, read_records
 from sandbox.errors import SandboxError
 from sandbox.exit_code import ExitCode
@@ -355,18 +355,27 @@ def check_task(task: Task, tasks: TasksFile, sessions: Path, runtime: assembly.R
     if result.limit == "wall_clock":
         return Verdict(task.id, False, "times out with the reference change", "timeout", phase="reference")
     last = _last_verify(sessions / f"{task.id}-reference")
-    narrowed = _without_broken(task, config.verify, start, last, tasks, sessions, runtime)
-    if narrowed is not None:
-        return narrowed
+    either = _without_broken(task, config.verify, start, last, tasks, sessions, runtime)
+    if either is not None and either.sound:
+        return either
     found = diagnose(last.output if last else "", last.exit_code if last else 0) if last else None
-    if found is not None:
+    if found is not None:  # a cause with a name (a module, the network) before "the same at both ends"
         return Verdict(
             task.id, False, f"{found.reason}, after the reference change", found.kind, found.line, "reference"
         )
-    failing = ", ".join(result.evidence[:3]) if isinstance(result.evidence, list) else ""
-    detail = f": {failing}" if failing else f" ({result.outcome}: {result.detail})"
+    if either is not None:
+        return either
+    evidence = [str(item) for item in result.evidence] if isinstance(result.evidence, list) else []
+    line = deciding(last.output, runner_of(config.verify or "")) if last else ""
+    named = [item for item in evidence if not item.startswith("exit ")]
+    if named:
+        detail = ": " + ", ".join(named[:3])
+    elif line:  # no test named: the line that decided it, not only its exit code
+        detail = f" ({', '.join(evidence) or result.outcome}): {line}"
+    else:
+        detail = f" ({result.outcome}: {result.detail})"
     reason = f"fails after the reference{detail}".splitlines()[0]
-    return Verdict(task.id, False, reason, "fails_after_reference", _deciding(last.output) if last else "", "reference")
+    return Verdict(task.id, False, reason, "fails_after_reference", line, "reference")
 
 
 def _without_broken(
@@ -378,25 +387,41 @@ def _without_broken(
     sessions: Path,
     runtime: assembly.Runtime,
 ) -> Verdict | None:
-    """A sound verdict with a narrower verify, when every test that fails after the reference failed
-    at the start too (the environment breaks them: an interpreter newer than the commit knew, a
-    platform difference) and others fail only at the start (they judge the change): pytest's run
-    without the broken ones is tried again at both ends, in new sessions. None when that does not hold."""
-    if last is None or "pytest" not in verify or not start.failing or not last.failing:
+    """For a task the reference change did not make pass, what the two ends say, for any runner: the
+    same failure at both ends (the same tests, or the same deciding line when no test is named: a
+    toolchain that refuses the commit, dependencies that changed since) is `fails_either_way`; every
+    test that fails after the reference failed the same way at the start too, and others fail only at
+    the start (they judge the change), is a sound task with a narrower verify, the broken ones left
+    out by name as the runner takes them (tried again at both ends, in new sessions). None when neither
+    holds: the change is judged, and found wanting."""
+    if last is None or not start.failing or not last.failing:
         return None
+    runner = runner_of(verify)
     at_start, after = set(start.failing), set(last.failing)
-    if any(not _test_id(name) for name in at_start | after) or not after <= at_start:
+    named = all(_one_test(name, runner) for name in at_start | after)
+    if not named:
+        if at_start != after or not same_failure(start.output, last.output, runner):
+            return None
+        line = deciding(last.output, runner)
+        reason = f"fails the same way at the start and after the reference (not by the change): {line}"
+        return Verdict(task.id, False, reason, "fails_either_way", line, "reference")
+    if not after <= at_start:
         return None
-    said_then, said_now = _summary(start.output), _summary(last.output)
-    if any(name not in said_then or said_then[name] != said_now.get(name) for name in after):
-        return None  # failing otherwise after the reference: the change is judged, and found wanting
+    if runner == "pytest":
+        said_then, said_now = _summary(start.output), _summary(last.output)
+        if any(name not in said_then or said_then[name] != said_now.get(name) for name in after):
+            return None  # failing otherwise after the reference: the change is judged, and found wanting
     if at_start == after:  # nothing fails only at the start: no test judges the change here
+        if runner != "pytest" and not same_failure(start.output, last.output, runner):
+            return None
         shown = ", ".join(sorted(after)[:3]) + (f" and {len(after) - 3} more" if len(after) > 3 else "")
         reason = f"the same tests fail the same way at the start and after the reference (not by the change): {shown}"
         return Verdict(task.id, False, reason, "fails_either_way", shown, "reference")
     broken = sorted(after)
-    narrowed = verify + "".join(f" --deselect {shlex.quote(name)}" for name in broken)
-    task = task.model_copy(update={"verify": narrowed})
+    narrower = narrowed(verify, runner, broken, start.output)
+    if narrower is None:
+        return None
+    task = task.model_copy(update={"verify": narrower})
     try:
         config = reference_config(task, tasks, sessions, runtime)
         again = assembly.verify_once(task.repo, config, sessions, runtime, f"{task.id}-start-narrowed")
@@ -409,7 +434,12 @@ def _without_broken(
         return None
     left_out = ", ".join(broken[:3]) + (f" and {len(broken) - 3} more" if len(broken) > 3 else "")
     reason = f"sound without {len(broken)} test(s) that fail at the start and after the reference alike: {left_out}"
-    return Verdict(task.id, True, reason, "sound", left_out, "reference", verify=narrowed)
+    return Verdict(task.id, True, reason, "sound", left_out, "reference", verify=narrower)
+
+
+def _one_test(name: str, runner: str) -> bool:
+    """A runner's name of one test, not `exit N` (nor, for pytest, a file that did not collect)."""
+    return not name.startswith("exit ") and ("::" in name if runner == "pytest" else True)
 
 
 _SUMMARY = re.compile(r"^(?:FAILED|ERROR) (\S+?)(?: - (.*))?$", re.MULTILINE)
@@ -419,11 +449,6 @@ def _summary(output: str) -> dict[str, str]:
     """pytest's short summary: each failing test's id and how it failed (`AssertionError: ...`); a
     test that fails the same way before and after the change is broken by something else."""
     return {found.group(1): (found.group(2) or "").strip() for found in _SUMMARY.finditer(output or "")}
-
-
-def _test_id(name: str) -> bool:
-    """A runner's id of one test (`path::name[...]`), not `exit N` or a bare count."""
-    return "::" in name and not name.startswith("exit ")
 
 
 def _start_problem(task_id: str, result: VerifyResult) -> Verdict | None:
@@ -446,13 +471,6 @@ def _last_verify(folder: Path) -> VerifyRecord | None:
         return None
     records = [r for r in read_records(folder) if isinstance(r, VerifyRecord)]
     return records[-1] if records else None
-
-
-def _deciding(output: str) -> str:
-    """The last line that names a failure or an error (what a person would quote)."""
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
-    wanted = [line for line in lines if re.search(r"(FAILED|ERROR|Error|failed|--- FAIL)", line)]
-    return (wanted or lines or [""])[-1][:300]
 
 
 def yield_report(tasks: TasksFile, verdicts: list[Verdict]) -> dict[str, Any]:
