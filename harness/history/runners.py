@@ -24,9 +24,10 @@ def runner_of(verify: str) -> str:
     names = {word.rsplit("/", 1)[-1] for word in words}
     if "pytest" in names or "py.test" in names:
         return "pytest"
-    if words[:2] == ["go", "test"]:
+    last = re.split(r"[;&|]", verify)[-1].split()  # the command that decides: `go mod init X; go test .`
+    if last[:2] == ["go", "test"]:
         return "go"
-    if words[:2] == ["cargo", "test"]:
+    if last[:2] == ["cargo", "test"]:
         return "cargo"
     for runner in ("jest", "vitest", "mocha", "ava"):
         if runner in names:

@@ -83,6 +83,8 @@ Tests:       1 failed, 1 passed, 2 total
     [
         ("python3 -m pytest -q tests/test_a.py", "pytest"),
         ("go test ./queue", "go"),
+        ("go mod init example.com/x >/dev/null 2>&1; go test .", "go"),
+        ("go test . && echo done", ""),
         ("cargo test --test halve", "cargo"),
         ("npx --no-install jest tests/a.test.js", "jest"),
         ("npx --no-install vitest run a.test.ts", "vitest"),
