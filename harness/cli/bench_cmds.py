@@ -36,6 +36,15 @@ def bench_sandbox(
         help="Instead: N sandboxes asked for at once (and sequentially, and staggered), time to a first "
         "command's output, percentiles beside docker run's.",
     ),
+    tti: str | None = typer.Option(
+        None,
+        "--tti",
+        metavar="PATTERN",
+        help="Instead: time to interactive of --n sandboxes arriving sequential, staggered or burst: harness's "
+        "pooled call, its one-shot exec (warm and cold) and docker run, percentiles and success rates.",
+    ),
+    n: int = typer.Option(100, "--n", min=1, max=500, help="With --tti: how many sandboxes."),
+    interval_ms: float = typer.Option(200.0, "--interval-ms", min=0, help="With --tti staggered: the gap."),
     rounds: int = typer.Option(2, "--rounds", min=1, max=20, help="With --burst: rounds of each pattern."),
     stagger_ms: float = typer.Option(100.0, "--stagger-ms", min=0, help="With --burst: the staggered pattern's gap."),
     engines: list[str] = typer.Option(
@@ -50,6 +59,9 @@ def bench_sandbox(
     the pooled call as on an engine elsewhere (workspace as archives); with --engine, other engines
     beside the default one; with --burst N, start-up under load: percentiles and success rates beside
     docker run."""
+    if tti is not None:
+        _bench_tti(image, tti, n, interval_ms, as_json)
+        return
     if burst is not None:
         _bench_burst(image, burst, rounds, stagger_ms, as_json)
         return
@@ -125,6 +137,49 @@ def _engines_side_by_side(results: list[Any]) -> None:
             f"{row.pooled_ms / first.pooled_ms:.2f}" if first.pooled_ms else "-",
         )
     console.print(table)
+
+
+def _bench_tti(image: str, pattern: str, n: int, interval_ms: float, as_json: bool) -> None:
+    from rich.table import Table
+
+    from harness.assembly import engine
+    from harness.assembly.runs import POOL_SIZE
+    from harness.bench.tti import PATTERNS, measure
+
+    if pattern not in PATTERNS:
+        fail(f"--tti {pattern!r}: one of {', '.join(PATTERNS)}", ExitCode.USAGE)
+    with reported():
+        client = _client()
+        ref = engine.image_ref(client, image)
+        result = measure(
+            client, image=image, image_ref=ref, run_id=environment.run_id("bench"), pool_size=POOL_SIZE,
+            pattern=pattern, n=n, interval_ms=interval_ms,
+        )  # fmt: skip
+    if as_json:
+        print(result.model_dump_json())
+        return
+    gap = f", one every {interval_ms:g} ms" if pattern == "staggered" else ""
+    table = Table(title=f"time to interactive: {n} sandboxes, {pattern}{gap}, `{' '.join(result.command)}` on {ref}")
+    for column in ("side", "ok", "success", "p50 ms", "p95 ms", "p99 ms", "max ms"):
+        table.add_column(column, justify="left" if column == "side" else "right")
+    sides = (
+        (f"harness (pooled call, pool {result.pool_size})", result.harness),
+        (f"harness exec (warm service, {result.warm_per_spec} ready)", result.harness_exec),
+        ("harness exec (cold)", result.harness_exec_cold),
+        ("docker run", result.docker_run),
+    )
+    for name, figures in sides:
+        table.add_row(
+            name, f"{figures.succeeded}/{figures.launches}", f"{figures.success:.0%}", f"{figures.p50:.0f}",
+            f"{figures.p95:.0f}", f"{figures.p99:.0f}", f"{figures.max:.0f}",
+        )  # fmt: skip
+    console.print(table)
+    for name, figures in sides:
+        for failure in figures.failures:
+            console.print(f"{name} failed: {failure}", markup=False, soft_wrap=True)
+    console.print(
+        f"harness p99 / docker run p50 = {result.harness_p99_over_docker_run_p50:.2f} (target <= 1 under a burst of 100)"
+    )
 
 
 def _bench_burst(image: str, n: int, rounds: int, stagger_ms: float, as_json: bool) -> None:

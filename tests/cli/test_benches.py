@@ -1,6 +1,6 @@
 """The start-up benches on the real engine, small: `bench commands` (its own session and batch, each read
 command timed against both floors), `bench sandbox --burst` (every pattern, both sides, percentiles and
-success rates) and `bench startup` (the warm and cold one-shot beside `docker run` and `docker exec`).
+success rates), `bench sandbox --tti` (time to interactive, four sides) and `bench startup` (the warm and cold one-shot beside `docker run` and `docker exec`).
 Figures are machine noise here; what is checked is that each side ran, succeeded and is reported."""
 
 from __future__ import annotations
@@ -57,6 +57,29 @@ def test_bench_burst_reports_percentiles_and_success_for_every_pattern_on_both_s
     assert result["p99_over_docker_run_p50"] == burst["p99_over_docker_run_p50"] > 0
     left = docker_client.containers.list(all=True, filters={"label": f"harness.run={run_label}"})
     assert left == [], "the bench's warm service and docker runs leave no container"
+
+
+def test_bench_tti_gives_every_side_s_percentiles_and_success_as_the_field_publishes_them(
+    tmp_path, run_label, docker_client
+):
+    """More sandboxes than the pooled path keeps ready (3): the rest are served by the refill, none fail;
+    the JSON carries harness, harness_exec (warm and cold) and docker_run with p50, p95, p99 and success."""
+    result = _bench("sandbox", "--tti", "staggered", "--n", "4", "--interval-ms", "50", label=run_label,
+                    tmp_path=tmp_path)  # fmt: skip
+    assert (result["pattern"], result["n"], result["pool_size"], result["command"]) == (
+        "staggered", 4, 3, ["python3", "-V"]
+    )  # fmt: skip
+    for side in ("harness", "harness_exec", "harness_exec_cold", "docker_run"):
+        figures = result[side]
+        assert (figures["launches"], figures["succeeded"], figures["success"]) == (4, 4, 1.0), (side, figures)
+        assert 0 < figures["p50"] <= figures["p95"] <= figures["p99"] <= figures["max"], (side, figures)
+    assert result["harness_p99_over_docker_run_p50"] == pytest.approx(
+        result["harness"]["p99"] / result["docker_run"]["p50"], abs=0.01
+    )
+    wrong = run_cli(["bench", "sandbox", "--tti", "all-at-once"], env={**os.environ, "HARNESS_RUN_ID": run_label})
+    assert wrong.returncode == 64 and "one of sequential, staggered, burst" in wrong.stderr
+    left = docker_client.containers.list(all=True, filters={"label": f"harness.run={run_label}"})
+    assert left == [], "the pool, the warm service and the docker runs leave no container"
 
 
 def test_bench_startup_compares_the_one_shot_with_docker_run_and_docker_exec(tmp_path, run_label, docker_client):
