@@ -15,6 +15,7 @@ service is given time to have N ready again (outside the timed region, as betwee
 
 from __future__ import annotations
 
+import functools
 import math
 import shutil
 import subprocess
@@ -23,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -75,20 +77,27 @@ def percentile(ordered: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered), max(1, math.ceil(q / 100 * len(ordered)))) - 1]
 
 
+def figures(results: Sequence[tuple[float, str | None]]) -> dict[str, Any]:
+    """Of (milliseconds, failure reason or None) launches: how many, how many succeeded and their share,
+    the nearest-rank percentiles and max of the successful ones, the first few failures."""
+    ok = sorted(ms for ms, failure in results if failure is None)
+    return {
+        "launches": len(results),
+        "succeeded": len(ok),
+        "rate": round(len(ok) / len(results), 3) if results else 0.0,
+        **{f"p{q}": round(percentile(ok, q), 1) for q in (50, 95, 99)},
+        "max": round(ok[-1], 1) if ok else 0.0,
+        "failures": [failure for _, failure in results if failure is not None][:3],
+    }
+
+
 def summary(results: Sequence[tuple[float, str | None]]) -> Percentiles:
     """Percentiles of (milliseconds, failure reason or None) launches."""
-    ok = sorted(ms for ms, failure in results if failure is None)
-    failures = [failure for _, failure in results if failure is not None]
+    found = figures(results)
     return Percentiles(
-        launches=len(results),
-        succeeded=len(ok),
-        success_rate=round(len(ok) / len(results), 3) if results else 0.0,
-        p50_ms=round(percentile(ok, 50), 1),
-        p95_ms=round(percentile(ok, 95), 1),
-        p99_ms=round(percentile(ok, 99), 1),
-        max_ms=round(ok[-1], 1) if ok else 0.0,
-        failures=failures[:3],
-    )
+        launches=found["launches"], succeeded=found["succeeded"], success_rate=found["rate"], p50_ms=found["p50"],
+        p95_ms=found["p95"], p99_ms=found["p99"], max_ms=found["max"], failures=found["failures"],
+    )  # fmt: skip
 
 
 def _launch(argv: list[str], env: dict[str, str]) -> tuple[float, str | None]:
@@ -104,21 +113,32 @@ def arrivals(
     argvs: Sequence[list[str]], env: dict[str, str], pattern: str, stagger_ms: float
 ) -> list[tuple[float, str | None]]:
     """Launch every argv in the pattern; each launch's (ms, failure) in launch order."""
+    return arrive([functools.partial(_launch, argv, env) for argv in argvs], pattern, stagger_ms)
+
+
+def arrive(
+    launches: Sequence[Callable[[], tuple[float, str | None]]], pattern: str, gap_ms: float
+) -> list[tuple[float, str | None]]:
+    """Every launch in the arrival pattern (one after the other, one every gap_ms, or all at once);
+    each one's (ms, failure or None), in launch order. A launch that raises is a failure, never retried."""
     if pattern == "sequential":
-        return [_launch(argv, env) for argv in argvs]
-    results: list[tuple[float, str | None]] = [(0.0, None)] * len(argvs)
-    gate = threading.Barrier(len(argvs)) if pattern == "burst" else None
+        return [launch() for launch in launches]
+    results: list[tuple[float, str | None]] = [(0.0, "never ran")] * len(launches)
+    gate = threading.Barrier(len(launches)) if pattern == "burst" else None
 
     def one(index: int) -> None:
         if gate is not None:
             gate.wait()
-        results[index] = _launch(argvs[index], env)
+        try:
+            results[index] = launches[index]()
+        except Exception as error:  # noqa: BLE001 - a failed launch is counted, never retried
+            results[index] = (0.0, f"{type(error).__name__}: {error}"[:200])
 
-    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(len(argvs))]
+    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(len(launches))]
     for thread in threads:
         thread.start()
         if gate is None:
-            time.sleep(stagger_ms / 1000)
+            time.sleep(gap_ms / 1000)
     for thread in threads:
         thread.join()
     return results

@@ -21,7 +21,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -29,7 +28,7 @@ from pathlib import Path
 import docker
 from pydantic import BaseModel
 
-from harness.bench.burst import percentile
+from harness.bench.burst import arrive, figures
 from harness.bench.measure import CLI, cli_env, docker_labels, ratio, warm_ready
 from sandbox.docker.containers import DockerSandbox
 from sandbox.owner import hand_over
@@ -79,68 +78,38 @@ class TTIBench(BaseModel):
 
 
 def side(results: Sequence[tuple[float, str | None]]) -> Side:
-    ok = sorted(ms for ms, failure in results if failure is None)
-    return Side(
-        launches=len(results),
-        succeeded=len(ok),
-        success=round(len(ok) / len(results), 3) if results else 0.0,
-        p50=round(percentile(ok, 50), 1),
-        p95=round(percentile(ok, 95), 1),
-        p99=round(percentile(ok, 99), 1),
-        max=round(ok[-1], 1) if ok else 0.0,
-        failures=[failure for _, failure in results if failure is not None][:3],
-    )
+    found = figures(results)
+    return Side(**{key: value for key, value in found.items() if key != "rate"}, success=found["rate"])
 
 
-def arrive(launches: Sequence[Launch], pattern: str, interval_ms: float) -> list[tuple[float, str | None]]:
-    """Every launch in the arrival pattern; each one's (ms, failure or None), in launch order."""
-    if pattern == "sequential":
-        return [launch() for launch in launches]
-    results: list[tuple[float, str | None]] = [(0.0, "never ran")] * len(launches)
-    gate = threading.Barrier(len(launches)) if pattern == "burst" else None
+def _timed(run: Callable[[], tuple[int, str]], expected: str) -> Launch:
+    """A launch: run's (exit code, output) timed, a failure unless it exits 0 with expected in its output."""
 
-    def one(index: int) -> None:
-        if gate is not None:
-            gate.wait()
-        try:
-            results[index] = launches[index]()
-        except Exception as error:  # noqa: BLE001 - a failed launch is counted, never retried
-            results[index] = (0.0, f"{type(error).__name__}: {error}"[:200])
+    def launch() -> tuple[float, str | None]:
+        started = time.perf_counter()
+        code, said = run()
+        elapsed = (time.perf_counter() - started) * 1000
+        if code != 0 or expected not in said:
+            return elapsed, f"exit {code}: {said.strip()[-200:]}"
+        return elapsed, None
 
-    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(len(launches))]
-    for thread in threads:
-        thread.start()
-        if gate is None:
-            time.sleep(interval_ms / 1000)
-    for thread in threads:
-        thread.join()
-    return results
+    return launch
 
 
 def _process(argv: list[str], env: dict[str, str], expected: str) -> Launch:
-    def launch() -> tuple[float, str | None]:
-        started = time.perf_counter()
+    def run() -> tuple[int, str]:
         done = subprocess.run(argv, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, check=False)
-        elapsed = (time.perf_counter() - started) * 1000
-        said = done.stdout + done.stderr
-        if done.returncode != 0 or expected not in said:
-            return elapsed, f"exit {done.returncode}: {said.strip()[-200:]}"
-        return elapsed, None
+        return done.returncode, done.stdout + done.stderr
 
-    return launch
+    return _timed(run, expected)
 
 
 def _pooled(box: DockerSandbox, workspace: Path, spec: SandboxSpec, command: list[str], expected: str) -> Launch:
-    def launch() -> tuple[float, str | None]:
-        started = time.perf_counter()
+    def run() -> tuple[int, str]:
         envelope = box.run(command, workspace=workspace, spec=spec)
-        elapsed = (time.perf_counter() - started) * 1000
-        said = envelope.stdout + envelope.stderr
-        if envelope.exit_code != 0 or expected not in said:
-            return elapsed, f"exit {envelope.exit_code} ({envelope.status}): {said.strip()[-200:]}"
-        return elapsed, None
+        return envelope.exit_code, f"{envelope.stdout}{envelope.stderr} ({envelope.status})"
 
-    return launch
+    return _timed(run, expected)
 
 
 def first_command(image: str) -> tuple[list[str], str]:
