@@ -36,6 +36,7 @@ from harness.trajectory import DelegateRecord, Trajectory, TurnRecord
 if TYPE_CHECKING:
     from harness.agent.loop import Agent
     from harness.config import DelegateConfig, LimitsConfig
+    from sandbox.session.session import Session
 
 DIFF_CHARS = 12_000
 """The child's diff in the delegating agent's result: head and tail beyond this."""
@@ -57,7 +58,7 @@ class Child:
     """What the composition root builds a child agent from."""
 
     name: str
-    session: Any
+    session: Session
     """The child's session (a fork of the delegating agent's)."""
     state: RunState
     trajectory: Trajectory
@@ -86,7 +87,7 @@ class Delegator:
         tree: Tree,
         depth: int,
         prefix: str,
-        session: Any,
+        session: Session,
         trajectory: Trajectory,
         budget: Budget,
         branching: Branching,
@@ -182,7 +183,9 @@ class Delegator:
         limits = self.limits.model_copy(update={key: value for key, value in start.reserve.items()})
         return self._ran(start, session, state, limits, apply)
 
-    def _ran(self, start: DelegateRecord, session: Any, state: RunState, limits: LimitsConfig, apply: bool) -> Outcome:
+    def _ran(
+        self, start: DelegateRecord, session: Session, state: RunState, limits: LimitsConfig, apply: bool
+    ) -> Outcome:
         budget = self.budget.reserve(limits, state.spent, halted=self.tree.stopped.is_set)
         trajectory = self.trajectory.child(start.child)
         try:
@@ -204,7 +207,7 @@ class Delegator:
         next step (their calls in flight end with the sandbox, which the loop closes)."""
         self.tree.stopped.set()
 
-    def for_child(self, name: str, session: Any, trajectory: Trajectory, budget: Budget) -> Delegator:
+    def for_child(self, name: str, session: Session, trajectory: Trajectory, budget: Budget) -> Delegator:
         """The delegator of a child (it refuses at the depth cap)."""
         return Delegator(
             tree=self.tree,
@@ -218,7 +221,9 @@ class Delegator:
             limits=budget.limits,
         )
 
-    def _end(self, start: DelegateRecord, session: Any, result: RunResult, final: str, apply: bool) -> DelegateRecord:
+    def _end(
+        self, start: DelegateRecord, session: Session, result: RunResult, final: str, apply: bool
+    ) -> DelegateRecord:
         """Take the child's change over (or not) and record its end."""
         changed = [p for p in session.changed_paths(start.base, session.last_tree) if not p.endswith("/")]
         change, conflicts = ("none" if not changed else "applied" if apply else "discarded"), []
@@ -246,7 +251,7 @@ class Delegator:
         self.trajectory.append(end, durable=True)
         return end
 
-    def _merge(self, base: str, child: Any, changed: list[str]) -> list[str]:
+    def _merge(self, base: str, child: Session, changed: list[str]) -> list[str]:
         """Apply the child's changed paths to this agent's workspace; the paths this agent changed
         since in another way (nothing applied then)."""
         with self._apply_lock:
@@ -259,7 +264,7 @@ class Delegator:
             self.session.restore_tree(self.session.graft(now, child.last_tree, changed))
             return []
 
-    def _taken_over(self, start: DelegateRecord, session: Any, end: DelegateRecord) -> Outcome:
+    def _taken_over(self, start: DelegateRecord, session: Session, end: DelegateRecord) -> Outcome:
         """The result the delegating model reads: outcome, spend, what became of the change, the final
         message and the diff."""
         lines = [

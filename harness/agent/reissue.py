@@ -12,15 +12,18 @@ import difflib
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
 from harness.agent.hooks import HOOK_NOTE
-from harness.agent.seams import RegistryLike, SessionLike
+from harness.agent.seams import RegistryLike
 from harness.tools.registry import ToolContext
 from harness.trajectory import EVERY_AGENT, DelegateRecord, ToolRecord, read_records
 from harness.types import ToolCall
+
+if TYPE_CHECKING:
+    from sandbox.session.session import Session
 
 _VOLATILE = (
     (re.compile(r"duration=\d+ms"), "duration=<ms>"),
@@ -95,7 +98,7 @@ def recorded_calls(session_dir: Path) -> Recorded:
 
 
 def reissue(
-    recorded: Recorded, original_id: str, session: SessionLike, registry: RegistryLike, context: ToolContext
+    recorded: Recorded, original_id: str, session: Session, registry: RegistryLike, context: ToolContext
 ) -> ReplayReport:
     """Re-run the recorded calls in order in a fresh session (one step each recorded step that wrote);
     compare the model-visible text. A sub-agent's calls are re-issued where its delegate call was, on
@@ -117,7 +120,7 @@ def reissue(
 @dataclass
 class _Replay:
     recorded: Recorded
-    session: Any
+    session: Session
     registry: RegistryLike
     context: ToolContext
     report: list[ReplayedCall]

@@ -28,7 +28,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from pydantic import BaseModel
 
@@ -45,6 +45,13 @@ from sandbox.envelope import Envelope
 from sandbox.owner import container_user
 from sandbox.session.workspace import copy_repository
 from sandbox.spec import Mount, SandboxSpec
+
+if TYPE_CHECKING:
+    import docker
+
+    from harness.agent.outcome import RunResult
+    from sandbox.docker.containers import DockerSandbox
+    from sandbox.session.session import Session
 
 _PACKAGED = Path(__file__).resolve().parent / "assets" / "examples"
 EXAMPLE = _PACKAGED if _PACKAGED.is_dir() else Path(__file__).resolve().parents[2] / "examples"
@@ -102,7 +109,7 @@ class Round(BaseModel):
 class TimedSandbox:
     """Wraps a sandbox; remembers each call's argv, spec, mounts and exec interval (wall clock)."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: DockerSandbox) -> None:
         self.inner = inner
         self.calls: list[tuple[list[str], SandboxSpec, Sequence[Mount], float, float]] = []
 
@@ -133,7 +140,7 @@ class TimedSandbox:
     def prewarm(self, **kwargs: Any) -> None:
         self.inner.prewarm(**kwargs)
 
-    def adopt(self, containers: Any, **kwargs: Any) -> bool:
+    def adopt(self, containers: Sequence[tuple[str, int]], **kwargs: Any) -> bool:
         return self.inner.adopt(containers, **kwargs)
 
     def quiesce(self) -> None:
@@ -234,11 +241,11 @@ def _round(runtime: Runtime, warm: Path | None) -> Round:
 
 
 class ExampleRun(NamedTuple):
-    result: Any
+    result: RunResult
     ms: float
     """From session creation to the run's result."""
     sandbox: TimedSandbox
-    session: Any
+    session: Session
     borrowed: int
     """Containers borrowed from the warm service."""
 
@@ -268,7 +275,10 @@ def _example(runtime: Runtime, sessions: Path, warm: Path | None) -> ExampleRun:
 
 
 def _one_start(
-    client: Any, call: tuple[Any, SandboxSpec, Sequence[Mount], float, float], workspace: Path, run_id: str
+    client: docker.DockerClient,
+    call: tuple[list[str], SandboxSpec, Sequence[Mount], float, float],
+    workspace: Path,
+    run_id: str,
 ) -> float:
     """Milliseconds to start one container as the run's first call needs it (its own network namespace:
     a session's first container cannot join a holder sooner than it could start one)."""
@@ -311,7 +321,7 @@ def _union(intervals: list[tuple[float, float]]) -> float:
 
 
 def _bare(
-    client: Any,
+    client: docker.DockerClient,
     calls: list[tuple[list[str], SandboxSpec, Sequence[Mount], float, float]],
     workspace: Path,
     copy_to: Path,
@@ -351,11 +361,11 @@ def _bare(
             user=user,
             working_dir=spec.workdir,
             network_mode="none",
-            mounts=transfer.volume_mounts(layout, marks),
+            mounts=cast(Any, transfer.volume_mounts(layout, marks)),  # the engine's own form, as dicts
             labels=marks,
         )
         try:
-            transfer.send(client.api, container.id, layout, transfer.numeric_ids(user))
+            transfer.send(client.api, str(container.id), layout, transfer.numeric_ids(user))
             container.start()
         except BaseException:
             container.remove(force=True, v=True)
