@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -244,15 +245,17 @@ def test_a_batch_client_killed_with_sigkill_leaves_nothing_running_and_the_rerun
     assert left == [], [c.labels for c in left]
 
 
-def test_at_a_terminal_the_batch_shows_a_live_panel(tmp_path, run_label):
-    """Under a pseudo-terminal: the panel (counts, cost, time left) is drawn while the batch runs,
-    and each finished task-run still gets its line."""
+@pytest.mark.parametrize("columns", ["80", "120"])
+def test_at_a_terminal_the_batch_shows_a_live_panel(tmp_path, run_label, columns):
+    """Under a pseudo-terminal of 80 and 120 columns: the panel (counts, cost, time left) is drawn while
+    the batch runs, and each finished task-run still gets its line, broken between phrases, never
+    inside one."""
     import pty
     import select
 
     tasks = _tasks(tmp_path, 2)
     main, child = pty.openpty()
-    env = {**os.environ, "HARNESS_RUN_ID": run_label, "TERM": "xterm-256color", "COLUMNS": "160"}
+    env = {**os.environ, "HARNESS_RUN_ID": run_label, "TERM": "xterm-256color", "COLUMNS": columns}
     batch = subprocess.Popen(
         [sys.executable, "-c", "from harness.cli import main; main()", "batch", str(tasks), "--out",
          str(tmp_path / "out"), "--workers", "1"],
@@ -276,3 +279,6 @@ def test_at_a_terminal_the_batch_shows_a_live_panel(tmp_path, run_label):
     text = seen.decode(errors="replace")
     assert "harness batch" in text and "1 running" in text and "/2 done" in text  # the live panel
     assert "t0-verified" in text and "verified" in text and "2 ran" in text  # the lines and the summary
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)
+    assert "done 2, running 0, queued 0" in plain, plain[-1500:]  # a phrase whole at either width
+    assert "0 not verified" in plain or "1 not verified" in plain

@@ -41,7 +41,8 @@ def test_the_table_names_the_module_of_every_top_level_command_and_group():
     assert set(cli.MODULE_OF.values()) == set(cli.COMMAND_MODULES)
 
 
-def test_the_help_lists_every_command_in_its_section_in_order_with_its_line_whole():
+@pytest.mark.parametrize("columns", [80, 120])
+def test_the_help_lists_every_command_in_its_section_in_order_with_its_line_whole(columns):
     """`harness --help`: the commands in the sections a person meets them in, each with its one line;
     a group's help lists its commands with their first sentence whole; nothing cut with "..."."""
     from harness.cli.app import SECTIONS
@@ -49,7 +50,7 @@ def test_the_help_lists_every_command_in_its_section_in_order_with_its_line_whol
     sectioned = [name for _, rows in SECTIONS for name, _ in rows]
     assert sorted(sectioned) == sorted(cli.MODULE_OF), "every command in one section"
     assert all(len(line) <= 60 for _, rows in SECTIONS for _, line in rows), "one line at 80 columns"
-    env = {"COLUMNS": "80", "PATH": "/usr/bin:/bin"}
+    env = {"COLUMNS": str(columns), "PATH": "/usr/bin:/bin"}
     top = subprocess.run([*CLI, "--help"], capture_output=True, text=True, env=env, cwd=ROOT)
     assert top.returncode == 0, top.stderr
     listed = [line.split()[0] for line in top.stdout.splitlines() if line.startswith("  ") and line.split()]
@@ -61,11 +62,11 @@ def test_the_help_lists_every_command_in_its_section_in_order_with_its_line_whol
                                env=env, cwd=ROOT)  # fmt: skip
         assert shown.returncode == 0 and "Commands:" in shown.stdout, shown.stderr
         assert "..." not in shown.stdout.split("\n", 1)[1] and all(
-            len(line) <= 80 for line in shown.stdout.splitlines()
+            len(line) <= columns for line in shown.stdout.splitlines()
         ), shown.stdout
-    assert "..." not in top.stdout.split("\n", 1)[1] and all(len(line) <= 80 for line in top.stdout.splitlines()), (
-        top.stdout
-    )
+    assert "..." not in top.stdout.split("\n", 1)[1] and all(
+        len(line) <= columns for line in top.stdout.splitlines()
+    ), top.stdout
 
 
 def _loaded(tmp_path, *argv: str, run_label: str = "") -> tuple[int, list[str], str]:

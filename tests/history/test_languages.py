@@ -175,14 +175,14 @@ def test_tasks_mine_prints_the_yield_and_writes_it_beside_the_tasks(built, tmp_p
     done = harness("tasks", "mine", str(built["go"]), "-o", str(output), "--json")
     assert done.code == 0, done.stderr
     data = json.loads(done.stdout)
-    assert data["yield"]["scanned"] == 5 and data["yield"]["by_language"] == {"go": 4}
-    assert data["yield"]["by_source"] == {"commit": 2, "merge": 1, "squash": 1}
-    assert data["yield"]["skipped_by_reason"] == {"root commit": 1}
-    assert json.loads((tmp_path / "go" / "tasks.tasks" / "mined.json").read_text())["tasks"] == 4
+    assert data["yield"]["scanned"] == 7 and data["yield"]["by_language"] == {"go": 5}
+    assert data["yield"]["by_source"] == {"commit": 3, "merge": 1, "squash": 1}
+    assert data["yield"]["skipped_by_reason"] == {"root commit": 1, "no test changes": 1}  # adding go.mod
+    assert json.loads((tmp_path / "go" / "tasks.tasks" / "mined.json").read_text())["tasks"] == 5
     text = harness("tasks", "mine", str(built["javascript"]), "-o", str(tmp_path / "js" / "tasks.yaml"))
-    assert "yield: 5 commit(s) scanned (1 merges), 4 task(s) (javascript 4), 1 skipped" in text.stdout
-    assert "skipped    1  root commit" in text.stdout
+    assert "yield: 7 commit(s) scanned (1 merges), 5 task(s) (javascript 5), 2 skipped" in text.stdout
+    assert "skipped    1  root commit" in text.stdout and "skipped    1  only tests" in text.stdout
     written = (tmp_path / "js" / "tasks.yaml").read_text()
     assert "image: node" in written and "language: javascript" in written and "pull_request: 6" in written
     none = harness("tasks", "mine", str(built["go"]), "-o", str(tmp_path / "x.yaml"), "--paths", "nothing/")
-    assert none.code == 66 and "(touches none of --paths x4; root commit x1)" in none.stderr
+    assert none.code == 66 and "(touches none of --paths x6; root commit x1)" in none.stderr
