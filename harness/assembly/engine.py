@@ -436,32 +436,40 @@ def devcontainer_image(
     log: Callable[[str], None],
 ) -> Devcontainer:
     """found with the image calls start from built (its Dockerfile or image, harness's sandbox layer
-    over it) and what the base image's `devcontainer.metadata` label asked for listed as dropped."""
+    over it) and what the base image's `devcontainer.metadata` label asked for listed as dropped. A
+    build the repository broke is a setup that failed (SetupError); one its file asks for what no build
+    may stays BuildRefused (the file must change)."""
     import tempfile
 
     from harness.environment.devcontainer import metadata_dropped
     from harness.environment.features import layout
     from sandbox.docker import images
+    from sandbox.errors import BuildRefused, ImageBuildError, SetupError
 
     environment = {name: value for name, value in found.environment.items() if name != "PATH"}
     with tempfile.TemporaryDirectory(prefix="harness-features-") as context:
         features = None
         if found.features or "PATH" in found.environment:  # installed, then PATH extended, over the image
             features = (Path(context), layout(found.features, Path(context), found.environment.get("PATH"))[1])
-        ref, metadata = images.build_devcontainer(
-            client,
-            Path(repo),
-            image=found.image,
-            dockerfile=found.dockerfile,
-            context=found.context,
-            build_args=found.build_args,
-            target=found.target,
-            environment=environment,
-            features=features,
-            network=network,
-            pull_from=pull_from,
-            log=log,
-        )
+        try:
+            ref, metadata = images.build_devcontainer(
+                client,
+                Path(repo),
+                image=found.image,
+                dockerfile=found.dockerfile,
+                context=found.context,
+                build_args=found.build_args,
+                target=found.target,
+                environment=environment,
+                features=features,
+                network=network,
+                pull_from=pull_from,
+                log=log,
+            )
+        except BuildRefused:
+            raise
+        except ImageBuildError as error:  # the repository's build, not the engine
+            raise SetupError(f"the devcontainer's image did not build: {error}") from None
     return found.model_copy(update={"built": ref, "dropped": [*found.dropped, *metadata_dropped(metadata)]})
 
 

@@ -1076,16 +1076,9 @@ def devcontainer_built(
     client = getattr(sandbox, "client", None)
     if client is None:
         raise UsageError("a devcontainer's image is built by a Docker engine: this sandbox has none")
-    from sandbox.errors import BuildRefused, ImageBuildError, SetupError
-
-    try:
-        built = engine.devcontainer_image(
-            client, repo, found, network=config.session.setup_network, pull_from=config.devcontainer_pull, log=log
-        )
-    except BuildRefused:  # its file asks for what no build may: the file must change (78)
-        raise
-    except ImageBuildError as error:  # the repository's build, not the engine: a setup that failed
-        raise SetupError(f"the devcontainer's image did not build: {error}") from None
+    built = engine.devcontainer_image(
+        client, repo, found, network=config.session.setup_network, pull_from=config.devcontainer_pull, log=log
+    )
     return config.model_copy(update={"devcontainer": built, "image": built.built or config.image})
 
 

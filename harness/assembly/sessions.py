@@ -16,8 +16,6 @@ from harness.assembly import engine
 from harness.errors import StateError
 
 if TYPE_CHECKING:
-    import docker
-
     from harness.config import Devcontainer
     from sandbox.docker.containers import DockerSandbox
     from sandbox.envelope import Envelope
@@ -315,7 +313,10 @@ def exec_step(
             session = Session.open(sessions, session_id, images=images)
         else:
             if devcontainer is not None:
-                spec = spec.model_copy(update={"image": _devcontainer_image(client, path, devcontainer, config)})
+                built = engine.devcontainer_image(
+                    client, path, devcontainer, network=config.setup_network, pull_from=[], log=lambda line: None
+                )
+                spec = spec.model_copy(update={"image": str(built.built)})
             session = create_session(
                 path,
                 sessions,
@@ -341,22 +342,6 @@ def exec_step(
         created_image=created_image,
         settings_ignored=exists and bool(config.setup or config.writable_root),
     )
-
-
-def _devcontainer_image(client: docker.DockerClient, repo: Path, found: Devcontainer, config: SessionConfig) -> str:
-    """The image a devcontainer describes, built (its Dockerfile or image, harness's sandbox layer over
-    it); a build the repository broke is a setup that failed."""
-    from sandbox.errors import BuildRefused, ImageBuildError, SetupError
-
-    try:
-        built = engine.devcontainer_image(
-            client, repo, found, network=config.setup_network, pull_from=[], log=lambda line: None
-        )
-    except BuildRefused:
-        raise
-    except ImageBuildError as error:
-        raise SetupError(f"the devcontainer's image did not build: {error}") from None
-    return str(built.built)
 
 
 def box_session(
