@@ -962,7 +962,7 @@ def with_setup(config: RunConfig, repo: Path) -> RunConfig:
 
     if DEVCONTAINER in config.session.setup:
         return _with_devcontainer(config, repo)
-    if "auto" in config.session.setup and _declares_devcontainer(repo):  # the repository says its environment
+    if "auto" in config.session.setup and declares_devcontainer(repo):  # the repository says its environment
         setup = [DEVCONTAINER if command == "auto" else command for command in config.session.setup]
         chosen = _with_devcontainer(
             config.model_copy(update={"session": config.session.model_copy(update={"setup": setup})}), repo
@@ -1060,7 +1060,8 @@ def _amount(key: str, value: float) -> str:
     return f"{value / 1024**3:g} GiB" if value >= 1024**3 else f"{value / 1024**2:g} MiB"
 
 
-def _declares_devcontainer(repo: Path) -> bool:
+def declares_devcontainer(repo: Path) -> bool:
+    """The repository has a devcontainer.json (`--setup auto` then takes it, for run and exec alike)."""
     from harness.environment.devcontainer import find
 
     return find(Path(repo)) is not None

@@ -335,7 +335,9 @@ def session_config(
     from sandbox.settings import SessionSettings
 
     found = None
-    if "devcontainer" in setup or ("auto" in setup and _declares_devcontainer(path)):
+    from harness.assembly import DEVCONTAINER, declares_devcontainer
+
+    if DEVCONTAINER in setup or ("auto" in setup and declares_devcontainer(path)):
         from harness.assembly import devcontainer_lines
         from harness.config import load_config
         from harness.environment.devcontainer import read
@@ -346,7 +348,7 @@ def session_config(
                 f"{found.path} starts services ({', '.join(found.services)}): `harness exec` runs one command in "
                 "one container; use `harness run` or a tasks file for a devcontainer with services"
             )
-        setup = [part for word in setup for part in (found.commands if word in ("devcontainer", "auto") else [word])]
+        setup = [part for word in setup for part in (found.commands if word in (DEVCONTAINER, "auto") else [word])]
         err_console.print(f"setup: devcontainer {found.path}", soft_wrap=True, markup=False)
         for line in devcontainer_lines(found):
             err_console.print(line, soft_wrap=True, markup=False)
@@ -358,12 +360,6 @@ def session_config(
     except ValidationError as error:
         raise UsageError(said(error, "flags")) from None
     return config_of(settings, writable_root=writable_root), found
-
-
-def _declares_devcontainer(repo: Path) -> bool:
-    from harness.environment.devcontainer import find
-
-    return find(Path(repo).resolve()) is not None
 
 
 def exec_in_session(
