@@ -12,9 +12,10 @@ into the system prompt. Which files were read (their size and digest) is a recor
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+from harness.visible import visible
 
 REPOSITORY_FILES = ("AGENTS.md", "CLAUDE.md")
 """The repository instruction files read, at its root, in this order."""
@@ -22,7 +23,6 @@ FILE_CAP = 16 * 1024
 """Bytes of one repository instruction file the model is given (the rest is said to be left out)."""
 USER_CAP = 64 * 1024
 """Bytes of the user's own instructions file."""
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 @dataclass(frozen=True)
@@ -61,12 +61,6 @@ def repository_files(kind_of: Callable[[str], str | None], read: Callable[[str],
         digest = hashlib.sha256(data).hexdigest()
         found.append(RepositoryFile(path, text, len(data), digest, cut=len(data) > FILE_CAP))
     return found
-
-
-def visible(text: str) -> str:
-    """text with its control characters (but newlines and tabs) and bidirectional overrides spelled
-    out as escapes: nothing in it can hide words from a reader or act on a terminal."""
-    return _CONTROL.sub(lambda found: found.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def repository_block(files: Sequence[RepositoryFile]) -> str:

@@ -9,7 +9,7 @@ other than it is. Rich's `escape` stops markup only; `visible` shows every such 
 
 from __future__ import annotations
 
-import re
+from harness.visible import visible
 
 TYPE_CHECKING = False  # typing's, without importing it: the quick path of `harness exec` prints through this
 if TYPE_CHECKING:
@@ -17,27 +17,12 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
-_CONTROL = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]"
-)
-"""C0 (but tab and newline), DEL, C1, and the invisible or reordering format characters."""
-
-
-def visible(text: str) -> str:
-    """text with every control and bidirectional-format character spelled out (`\\x1b`, `\\u202e`)."""
-    return _CONTROL.sub(_spelled, text)
-
 
 def literal(text: str) -> str:
     """text made visible and escaped for Rich markup: safe to put inside a markup string."""
     from rich.markup import escape
 
     return escape(visible(text))
-
-
-def _spelled(found: re.Match[str]) -> str:
-    code = ord(found.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def visible_console(**options: Any) -> Console:
