@@ -414,14 +414,13 @@ def _without_broken(
         said_then, said_now = _summary(start.output), _summary(last.output)
         if any(name not in said_then or said_then[name] != said_now.get(name) for name in after):
             return None  # failing otherwise after the reference: the change is judged, and found wanting
+    broken = sorted(after)
+    shown = ", ".join(broken[:3]) + (f" and {len(broken) - 3} more" if len(broken) > 3 else "")
     if at_start == after:  # nothing fails only at the start: no test judges the change here
         if runner != "pytest" and not same_failure(start.output, last.output, runner):
             return None
-        shown = ", ".join(sorted(after)[:3]) + (f" and {len(after) - 3} more" if len(after) > 3 else "")
         reason = f"the same tests fail the same way at the start and after the reference (not by the change): {shown}"
         return Verdict(task.id, False, reason, "fails_either_way", shown, "reference")
-    broken = sorted(after)
-    shown = ", ".join(broken[:3]) + (f" and {len(broken) - 3} more" if len(broken) > 3 else "")
     cannot = (
         f"every test that fails after the reference failed the same way at the start (the environment breaks "
         f"them, not the change: {shown}), and the others now pass; "
