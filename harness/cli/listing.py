@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from harness import readback
 from harness.cli.terminal import literal
@@ -53,11 +53,11 @@ def render_sessions(
         console.print(f"[dim]{rows.left} older not shown (--limit {limit}); --limit 0 shows all[/]")
 
 
-class Chosen:
+class Chosen(NamedTuple):
     """The sessions a list shows (each with its run), and how many older ones its limit left out."""
 
-    def __init__(self, shown: list[tuple[dict[str, Any], dict[str, str]]], left: int) -> None:
-        self.shown, self.left = shown, left
+    shown: list[tuple[dict[str, Any], dict[str, str]]]
+    left: int
 
 
 def chosen(sessions: Path, outcome: str | None = None, limit: int | None = None) -> Chosen:
