@@ -100,11 +100,13 @@ def summary(results: Sequence[tuple[float, str | None]]) -> Percentiles:
     )  # fmt: skip
 
 
-def _launch(argv: list[str], env: dict[str, str]) -> tuple[float, str | None]:
+def launch(argv: list[str], env: dict[str, str], expected: str = EXPECTED) -> tuple[float, str | None]:
+    """One process timed from its launch to its exit: a failure unless it exits 0 with expected on its
+    standard output."""
     started = time.perf_counter()
     done = subprocess.run(argv, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, check=False)
     elapsed = (time.perf_counter() - started) * 1000
-    if done.returncode != 0 or EXPECTED not in done.stdout:
+    if done.returncode != 0 or expected not in done.stdout:
         return elapsed, f"exit {done.returncode}: {(done.stderr or done.stdout).strip()[-200:]}"
     return elapsed, None
 
@@ -113,7 +115,7 @@ def arrivals(
     argvs: Sequence[list[str]], env: dict[str, str], pattern: str, stagger_ms: float
 ) -> list[tuple[float, str | None]]:
     """Launch every argv in the pattern; each launch's (ms, failure) in launch order."""
-    return arrive([functools.partial(_launch, argv, env) for argv in argvs], pattern, stagger_ms)
+    return arrive([functools.partial(launch, argv, env) for argv in argvs], pattern, stagger_ms)
 
 
 def arrive(

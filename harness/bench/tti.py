@@ -12,12 +12,13 @@ once (burst), with the success rate beside each side's percentiles, all sides in
 - `docker_run`: `docker run --rm --network none IMAGE CMD`.
 
 The first command is `python3 -V` (or `node -v` in a Node image). A launch succeeds when it exits 0
-and prints the version; a failure is counted, never retried. Percentiles are nearest-rank over every
+and prints the version on its standard output; a failure is counted, never retried. Percentiles are nearest-rank over every
 launch. Before each side the engine is let settle (its pool or service full again, outside the clock).
 """
 
 from __future__ import annotations
 
+import functools
 import shutil
 import subprocess
 import tempfile
@@ -28,7 +29,7 @@ from pathlib import Path
 import docker
 from pydantic import BaseModel
 
-from harness.bench.burst import arrive, figures
+from harness.bench.burst import arrive, figures, launch
 from harness.bench.measure import CLI, cli_env, docker_labels, ratio, warm_ready
 from sandbox.docker.containers import DockerSandbox
 from sandbox.owner import hand_over
@@ -82,34 +83,17 @@ def side(results: Sequence[tuple[float, str | None]]) -> Side:
     return Side(**{key: value for key, value in found.items() if key != "rate"}, success=found["rate"])
 
 
-def _timed(run: Callable[[], tuple[int, str]], expected: str) -> Launch:
-    """A launch: run's (exit code, output) timed, a failure unless it exits 0 with expected in its output."""
-
-    def launch() -> tuple[float, str | None]:
+def _pooled(box: DockerSandbox, workspace: Path, spec: SandboxSpec, command: list[str], expected: str) -> Launch:
+    def pooled() -> tuple[float, str | None]:
         started = time.perf_counter()
-        code, said = run()
+        envelope = box.run(command, workspace=workspace, spec=spec)
         elapsed = (time.perf_counter() - started) * 1000
-        if code != 0 or expected not in said:
-            return elapsed, f"exit {code}: {said.strip()[-200:]}"
+        if envelope.exit_code != 0 or expected not in envelope.stdout:
+            said = f"{envelope.stdout}{envelope.stderr} ({envelope.status})"
+            return elapsed, f"exit {envelope.exit_code}: {said.strip()[-200:]}"
         return elapsed, None
 
-    return launch
-
-
-def _process(argv: list[str], env: dict[str, str], expected: str) -> Launch:
-    def run() -> tuple[int, str]:
-        done = subprocess.run(argv, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, check=False)
-        return done.returncode, done.stdout + done.stderr
-
-    return _timed(run, expected)
-
-
-def _pooled(box: DockerSandbox, workspace: Path, spec: SandboxSpec, command: list[str], expected: str) -> Launch:
-    def run() -> tuple[int, str]:
-        envelope = box.run(command, workspace=workspace, spec=spec)
-        return envelope.exit_code, f"{envelope.stdout}{envelope.stderr} ({envelope.status})"
-
-    return _timed(run, expected)
+    return pooled
 
 
 def first_command(image: str) -> tuple[list[str], str]:
@@ -162,12 +146,14 @@ def measure(
             folder = protocol.engine_folder(tmp / "warm", env.get("DOCKER_HOST") or None)
             if not warm_ready(folder, image, WARM_PER_SPEC, timeout_s=180.0):
                 raise RuntimeError(f"the warm service did not have {WARM_PER_SPEC} containers ready within 180 s")
-            warm = arrive([_process(argv, warm_env, expected) for argv in one_shot], pattern, interval_ms)
+            warm = arrive(
+                [functools.partial(launch, argv, warm_env, expected) for argv in one_shot], pattern, interval_ms
+            )
         finally:
             subprocess.run([*CLI, "warm", "stop"], capture_output=True, env=warm_env, check=False)
-        cold = arrive([_process(argv, cold_env, expected) for argv in one_shot], pattern, interval_ms)
+        cold = arrive([functools.partial(launch, argv, cold_env, expected) for argv in one_shot], pattern, interval_ms)
         bare = [docker_cli, "run", "--rm", "--network", "none", *docker_labels(run_id), image_ref, *command]
-        theirs = arrive([_process(list(bare), env, expected) for _ in repos], pattern, interval_ms)
+        theirs = arrive([functools.partial(launch, list(bare), env, expected) for _ in repos], pattern, interval_ms)
     ours, run = side(pooled), side(theirs)
     return TTIBench(
         pattern=pattern, n=n, interval_ms=interval_ms, image=image_ref, command=command, pool_size=pool_size,
