@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from harness.batch.runner import BatchEvent
+from harness.visible import visible
 
 SHOWN_RUNNING = 8
 """Running task-runs listed by name (the rest are counted)."""
@@ -87,7 +88,7 @@ class BatchProgress:
         table.add_column("for", justify="right")
         ordered = sorted(self.running.items(), key=lambda item: item[1])
         for key, began in ordered[:SHOWN_RUNNING]:
-            table.add_row(Text(key, style="cyan"), _duration(now - began))
+            table.add_row(Text(visible(key), style="cyan"), _duration(now - began))
         if len(ordered) > SHOWN_RUNNING:
             table.add_row(Text(f"… and {len(ordered) - SHOWN_RUNNING} more", style="dim"), "")
         return Group(head, table) if ordered else head
@@ -116,11 +117,13 @@ def finished_line(event: BatchEvent) -> RenderableType:
     assert record is not None
     mark = Text.from_markup("[green]✓[/]" if record.verified else "[yellow]·[/]")
     key = event.key
-    named = [mark.append(f" {key.task_id}"), Text(f"× {key.model} #{key.run_index}")] if key else [mark]
+    named = (
+        [mark.append(f" {visible(key.task_id)}"), Text(f"× {visible(key.model)} #{key.run_index}")] if key else [mark]
+    )
     return Phrases(
         [
             *named,
-            Text(record.outcome),
+            Text(visible(record.outcome)),
             Text(f"${record.cost_usd:.4f}"),
             Text(f"done {event.done}, running {event.running}, queued {event.queued}", style="dim"),
         ],

@@ -76,3 +76,16 @@ def test_at_80_and_100_columns_a_line_breaks_between_phrases_never_inside_one() 
         assert all(len(line) <= width and line == line.rstrip() for line in lines), lines
         assert all(phrase in line for phrase in phrases for line in [next((x for x in lines if phrase in x), "")]), text
         assert lines[-1].startswith("  "), "a finished line's continuation is indented under its key"
+
+
+def test_a_task_s_name_reaches_the_terminal_with_its_control_characters_spelled_out() -> None:
+    from harness.cli.batch_view import finished_line
+
+    key = TaskRunKey(task_id="t\x1b[2Jx", model="scripted:x", run_index=0)
+    progress = BatchProgress(workers=1, clock=lambda: 0.0)
+    progress.observe(BatchEvent(kind="started", key=key))
+    console = Console(width=100, record=True, force_terminal=True, color_system=None)
+    console.print(progress.render())
+    console.print(finished_line(BatchEvent(kind="finished", key=key, record=_record("t", True, 0.0))))
+    text = console.export_text()
+    assert "\x1b[2J" not in text and text.count("t\\x1b[2Jx") == 2, text
