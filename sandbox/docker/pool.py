@@ -74,6 +74,9 @@ class WarmPool:
         self._borrowed: set[str] = set()
         """Keys holding adopted containers: no refill while more than one is left."""
         self._busy = 0
+        self.failed: list[str] = []
+        """Why each background start that failed did (the next acquire starts one itself): counted and
+        said, never retried silently (`harness bench sandbox` and the tests read it)."""
         self._closed = False
         self._draining = False
         """No more background starts (`drain`); calls still start what they need."""
@@ -221,8 +224,10 @@ class WarmPool:
                     self.release(started)
                     raise
                 cid = started
-        except Exception:  # noqa: BLE001 - a failed background start is retried by the next acquire
+        except Exception as error:  # noqa: BLE001 - the next acquire starts one itself; the failure is kept
             cid = None
+            with self._lock:
+                self.failed.append(f"{type(error).__name__}: {error}"[:500])
         finally:
             with self._lock:
                 self._pending[key] = self._pending.get(key, 1) - 1

@@ -12,6 +12,7 @@ import pytest
 
 from sandbox.docker import transfer
 from sandbox.docker.containers import DockerSandbox
+from sandbox.docker.delta import Stale
 from sandbox.owner import hand_over
 from sandbox.spec import Mount
 
@@ -50,9 +51,27 @@ def test_a_call_gets_only_what_changed_since_its_container_was_filled(
     monkeypatch.setattr(transfer, "put", recorded)
     names = lambda: {name for target, listed in sent if target == "/workspace" for name in listed}  # noqa: E731
     with DockerSandbox(docker_client, run_id=run_label, pool_size=1, transport="archive") as box:
+        ahead = box._ahead
+        told: list[str] = []  # what each call's container was told: changes, or everything (and why)
+        delta = ahead.send
+
+        def sending(cid, layout, workdir, user):
+            filled = cid in ahead._filled
+            try:
+                done = delta(cid, layout, workdir, user)
+            except Stale as error:
+                told.append(f"stale: {error}")
+                raise
+            told.append("changes" if done else f"everything ({'filled' if filled else 'not filled'})")
+            return done
+
+        monkeypatch.setattr(ahead, "send", sending)
         assert box.run(["true"], workspace=workspace, spec=spec, mounts=mounts).exit_code == 0
-        box.pool.wait_idle()  # the next call's container started and filled
+        assert box.pool.wait_idle(), "the next call's container neither started nor failed in a minute"
+        assert not box.pool.failed, box.pool.failed
+        assert ahead._filled, "the next call's container was filled"
         assert "big.bin" in names(), "filled with the whole workspace"
+        told.clear()
         sent.clear()
         a = workspace / "a.txt"
         when = a.stat().st_mtime_ns
@@ -71,6 +90,7 @@ def test_a_call_gets_only_what_changed_since_its_container_was_filled(
         assert second.stdout.split("\n") == [
             "AAAA", "b.txt gone", "c", "keep/x.txt", "../..", "600", "protected", "test_x.py", "assert 2", "",
         ]  # fmt: skip
+        assert told == ["changes"], (told, box.pool.failed)
         assert names() == {"a.txt", "new", "new/c.txt", "link", "keep/x.txt", "tests/protected/check.py"}, sent
         assert (workspace / "out.txt").read_text() == "made\n", "what the call wrote came back"
         assert (workspace / "pkg" / "up").is_symlink()
