@@ -4,6 +4,7 @@ pass@k, where it failed, and a note wherever n is too small to lean on."""
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 from collections import Counter
@@ -102,6 +103,13 @@ class Figures:
     pass_at_k: float | None
     """Share of tasks with at least one completed run (k = the runs per task)."""
     k: int
+    pass_at_1: float | None = None
+    """The unbiased pass@1: the mean over tasks of each one's completed share of its runs."""
+    pass_at: dict[int, float] = field(default_factory=dict)
+    """The unbiased pass@k (Chen et al. 2021) for every k the runs allow (1 to the fewest runs any
+    task had): the chance that k runs drawn from a task's n, c of them completed, hold one."""
+    cost_per_verified_usd: float | None = None
+    """What the whole group cost over the tasks it completed at least once."""
     note: str = ""
     """Said when n is small."""
 
@@ -178,6 +186,8 @@ def figures(records: Sequence[TaskRun]) -> Figures:
         tasks.setdefault(record.key.task_id, []).append(verdict.completed)
     cost = sum(r.cost_usd for r in ran)
     inputs = sum(r.tokens.get("input", 0) for r in ran)
+    curve = pass_at(tasks.values())
+    solved = sum(1 for runs in tasks.values() if any(runs))
     return Figures(
         task_runs=len(ran),
         completed=len(completed),
@@ -199,8 +209,26 @@ def figures(records: Sequence[TaskRun]) -> Figures:
         long_context_by_size=_share(sum(by_size), len(by_size)),
         pass_at_k=_share(sum(1 for runs in tasks.values() if any(runs)), len(tasks)),
         k=max((len(runs) for runs in tasks.values()), default=0),
+        pass_at_1=curve.get(1),
+        pass_at=curve,
+        cost_per_verified_usd=round(cost / solved, 6) if solved else None,
         note=f"n={len(ran)}: small, read with care" if 0 < len(ran) < SMALL_N else ("no task-run" if not ran else ""),
     )
+
+
+def pass_at(tasks: Iterable[Sequence[bool]]) -> dict[int, float]:
+    """The unbiased estimator of pass@k (Chen et al. 2021, "Evaluating Large Language Models Trained
+    on Code") for k from 1 to the fewest runs any task had: per task 1 - C(n-c, k) / C(n, k), where c
+    of its n runs completed, averaged over the tasks. Unlike "any of the k runs" it does not grow with
+    the runs drawn beyond k."""
+    counts = [(len(runs), sum(runs)) for runs in tasks if runs]
+    if not counts:
+        return {}
+    most = min(n for n, _ in counts)
+    return {
+        k: round(statistics.fmean(1.0 - math.comb(n - c, k) / math.comb(n, k) for n, c in counts), 4)
+        for k in range(1, most + 1)
+    }
 
 
 def report(

@@ -18,11 +18,13 @@ ROWS: list[tuple[str, str]] = [
     ("task-runs", "task_runs"),
     ("infrastructure failures (not in the rates)", "infra_failures"),
     ("completion rate", "completion_rate"),
-    ("pass@k", "pass_at_k"),
+    ("pass@k (any of the k runs)", "pass_at_k"),
+    ("pass@1 (unbiased)", "pass_at_1"),
     ("tool-call turns (mean, completed)", "turns_mean"),
     ("tool-call turns (median, completed)", "turns_median"),
     ("first-tool accuracy", "first_tool_accuracy"),
     ("cost per task-run (USD)", "cost_per_run_usd"),
+    ("cost per task completed (USD)", "cost_per_verified_usd"),
     ("cost total (USD)", "cost_total_usd"),
     ("input tokens per task-run", "input_tokens_per_run"),
     ("input served from the prompt cache", "cached_share"),
@@ -33,12 +35,21 @@ ROWS: list[tuple[str, str]] = [
 RATES = {
     "completion_rate",
     "pass_at_k",
+    "pass_at_1",
     "first_tool_accuracy",
     "long_context_tagged",
     "long_context_by_size",
     "cached_share",
     "estimated_share",
 }
+
+
+def curve_line(figures: Figures) -> str:
+    """The unbiased pass@k for every k the runs allow, when they allow more than one; else ''."""
+    if len(figures.pass_at) < 2:
+        return ""
+    points = ", ".join(f"pass@{k} {format_value('pass_at_k', value)}" for k, value in figures.pass_at.items())
+    return f"unbiased estimates (Chen et al.): {points}"
 
 
 def infra_line(report: Report) -> str:
@@ -133,6 +144,9 @@ def as_markdown(reports: Sequence[Report]) -> str:
             cells.append(cell)
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     notes = [f"{name}: {r.overall.note}" for name, r in zip(names, reports, strict=True) if r.overall.note]
+    notes += [
+        f"{name}: {curve_line(r.overall)}" for name, r in zip(names, reports, strict=True) if curve_line(r.overall)
+    ]
     notes += [f"{name}: {infra_line(r)}" for name, r in zip(names, reports, strict=True) if r.infra_failures]
     if notes:
         lines += ["", *(f"> {_escape(note)}" for note in notes)]

@@ -17,7 +17,16 @@ from harness.report.html import esc, page, table
 from harness.report.metrics import Figures, Report, completion, first_tool
 from harness.report.overlaps import Overlap, by_session
 from harness.report.patchstats import patch_stats
-from harness.report.render import ROWS, concurrency_lines, delta, format_value, infra_line, left_line, spend_line
+from harness.report.render import (
+    ROWS,
+    concurrency_lines,
+    curve_line,
+    delta,
+    format_value,
+    infra_line,
+    left_line,
+    spend_line,
+)
 
 
 @dataclass(frozen=True)
@@ -54,6 +63,11 @@ def _headline(batches: Sequence[Batch], names: list[str]) -> str:
         rows.append(cells)
     notes = [
         f"{name}: {b.report.overall.note}" for name, b in zip(names, batches, strict=True) if b.report.overall.note
+    ]
+    notes += [
+        f"{name}: {curve_line(b.report.overall)}"
+        for name, b in zip(names, batches, strict=True)
+        if curve_line(b.report.overall)
     ]
     notes += [
         f"{name}: {infra_line(b.report)}" for name, b in zip(names, batches, strict=True) if b.report.infra_failures

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness import readback
 from harness.agent.outcome import RunState
 from harness.errors import SessionError
 from harness.steps import StepMap
@@ -97,6 +98,8 @@ class SessionView:
     """An imported trajectory's final metrics, as (name, value) facts."""
     no_run: bool = False
     """The session never ran a model: its steps are commands (`harness exec --session`, `harness tool`)."""
+    attempts: dict[str, Any] | None = None
+    """A run of attempts (`--attempts K`): attempts.json as recorded (each attempt, the chosen, why)."""
 
     @property
     def live(self) -> bool:
@@ -144,6 +147,10 @@ def load(folder: Path) -> SessionView:
         _commands(view)
     _add_diffs(view)
     view.family = _family(folder)
+    try:
+        view.attempts = readback.attempts(folder)
+    except SessionError as error:
+        view.problems.append(str(error))
     return view
 
 

@@ -9,6 +9,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from harness import readback
 from harness.report import charts
 from harness.report.html import esc, page, table
 from harness.report.session_view import SessionView, StepView, SubagentView, subagent_steps
@@ -45,6 +46,8 @@ def render(view: SessionView, *, back: str | None = None, review: Sequence[str] 
     parts += [f'<p class="bad">{esc(problem)}</p>' for problem in view.problems]
     for event in view.events:
         parts.append(f'<p class="muted">event <b>{esc(event.event)}</b>: {esc(event.detail)}</p>')
+    if view.attempts is not None:
+        parts.append(_attempts(view.attempts))
     if view.family:
         parts.append(_family(view))
     if view.network:
@@ -86,6 +89,41 @@ def _network(requests: list[dict[str, Any]]) -> str:
         )
     heading = f"<h2>Network ({len(requests)} request(s), {refused} refused)</h2>"
     return heading + table(["step", "method", "host", "verdict", "bytes sent", "bytes received"], rows)
+
+
+def _attempts(found: dict[str, Any]) -> str:
+    """A run of attempts side by side: each one's session, outcome, change, steps and cost; the chosen
+    one marked, and why it was chosen."""
+    rows = []
+    for entry in readback.items(found.get("attempts")):
+        attempt = readback.mapping(entry)
+        name, outcome = readback.string(attempt.get("name")), readback.string(attempt.get("outcome")) or "not ended"
+        files = readback.items(attempt.get("files"))
+        lines = readback.count(attempt.get("lines_changed"))
+        chosen = attempt.get("chosen") is True
+        css = "ok" if outcome == "verified" else "warn" if outcome in ("interrupted", "refused") else "bad"
+        said = f'<span class="badge {css}">{esc(outcome)}</span>'
+        if outcome in ("interrupted", "refused"):
+            said += f" {esc(readback.string(attempt.get('detail')))}"
+        rows.append(
+            [
+                (esc(name) + (' <span class="badge ok">chosen</span>' if chosen else ""), name),
+                (esc(readback.string(attempt.get("session_id"))), readback.string(attempt.get("session_id"))),
+                (said, outcome),
+                (esc(f"{len(files)} file(s), {lines} line(s)") if files else '<span class="muted">none</span>', lines),
+                (str(readback.count(attempt.get("steps"))), readback.count(attempt.get("steps"))),
+                (f"${readback.amount(attempt.get('cost_usd')):.4f}", readback.amount(attempt.get("cost_usd"))),
+            ]
+        )
+    why = readback.string(found.get("why"))
+    select = readback.string(found.get("select"))
+    said = f"<p>chosen: {esc(why)} (select {esc(select)})</p>" if why else '<p class="muted">no attempt chosen yet</p>'
+    heading = f"<h2>Attempts ({len(rows)})</h2>"
+    return (
+        f'<section id="attempts">{heading}{said}'
+        + table(["attempt", "session", "outcome", "change", "steps", "cost"], rows)
+        + "</section>"
+    )
 
 
 def _family(view: SessionView) -> str:

@@ -4,10 +4,11 @@ change over the task's allowed size, two batches side by side, hostile text kept
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict
 
 from harness.batch.records import TaskRunKey, TaskRunRecord
-from harness.report.metrics import completion, first_tool, report
+from harness.report.metrics import completion, first_tool, pass_at, report
 from harness.report.render import as_json, as_markdown
 
 FIX = """diff --git a/calc/ops.py b/calc/ops.py
@@ -77,6 +78,29 @@ def test_first_tool_rules_say_which_applied():
     }
     assert first_tool(rec("a", first="search_code")).sensible is True
     assert first_tool(rec("a", first=None)).sensible is None
+
+
+def test_the_unbiased_pass_at_k_for_every_k_the_runs_allow():
+    """Chen et al.'s estimator, 1 - C(n-c, k) / C(n, k) per task, averaged: 2 of 5 runs completed is
+    pass@1 0.4, pass@2 0.7 (1 - 3/10), pass@4 1.0; a task with fewer runs bounds k for all."""
+    assert pass_at([[True, True, False, False, False]]) == {1: 0.4, 2: 0.7, 3: 0.9, 4: 1.0, 5: 1.0}
+    assert pass_at([[True, False, False, False], [False] * 4]) == {1: 0.125, 2: 0.25, 3: 0.375, 4: 0.5}
+    assert pass_at([[True, False, False], [True]]) == {1: round((1 / 3 + 1) / 2, 4)}
+    assert pass_at([]) == {}
+    runs = [rec("a", k, verified=k < 2, cost=0.1) for k in range(5)] + [rec("b", k, verified=False) for k in range(5)]
+    made = report(runs, "night")
+    overall = made.overall
+    assert overall.pass_at_k == 0.5 and overall.k == 5, "any of the 5: one task of two"
+    assert overall.pass_at_1 == 0.2 and overall.pass_at[2] == 0.35
+    assert overall.cost_per_verified_usd == 0.55, "everything spent over the one task completed"
+    text = as_markdown([made])
+    assert "| pass@1 (unbiased) | 20.0% |" in text
+    assert "| cost per task completed (USD) | $0.5500 |" in text
+    assert "night: unbiased estimates (Chen et al.): pass@1 20.0%, pass@2 35.0%, pass@3 45.0%" in text
+    data = json.loads(as_json([made]))[0]
+    assert data["overall"]["pass_at"]["2"] == 0.35
+    single = report([rec("a")], "one")
+    assert single.overall.pass_at == {1: 1.0} and "unbiased estimates" not in as_markdown([single])
 
 
 def test_figures_with_k_runs_per_task_and_pass_at_k():
