@@ -325,6 +325,19 @@ class DelegateConfig(BaseModel):
     delegating model asks for no amount."""
 
 
+class AttemptsConfig(BaseModel):
+    """Attempts (`--attempts K`): K runs of the task from the same start, at once, within the run's
+    one budget; the one verification chooses is the run's result (`harness.assembly.attempts`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    count: int = Field(1, ge=1, le=16)
+    """Attempts at the task; 1 is a plain run."""
+    select: Literal["first", "best"] = "first"
+    """first: the first attempt that verifies stops the others and is kept; best: all run to their
+    end and are ranked by their evidence (verified, fewer failing tests, the smaller change)."""
+
+
 class HooksConfig(BaseModel):
     """Hooks by event (`[[hooks.PreToolUse]]`...), each list run in its order, one at a time."""
 
@@ -475,6 +488,8 @@ class RunConfig(BaseModel):
     and on this machine; any other a devcontainer.json names is listed as not applied."""
     delegate: DelegateConfig = Field(default_factory=DelegateConfig)
     """Sub-agents: `[delegate] depth = 1` puts the `delegate` tool in the menu (see docs/subagents.md)."""
+    attempts: AttemptsConfig = Field(default_factory=AttemptsConfig)
+    """`--attempts K --select first|best`, or `[attempts] count = K` (docs/attempts.md)."""
     hooks: HooksConfig = Field(default_factory=HooksConfig)
     """Lifecycle hooks of the user's own (never a repository's): `[[hooks.PreToolUse]]` with `command`,
     `matcher`, `timeout`. The gating events (PreToolUse, Stop) fail closed."""

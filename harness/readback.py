@@ -96,6 +96,24 @@ def state(session_dir: Path) -> dict[str, Any] | None:
     return found
 
 
+ATTEMPTS_FILE = "attempts.json"
+"""In the session folder of a run of attempts (`--attempts K`): what each did, which was chosen, why."""
+
+
+def attempts(session_dir: Path) -> dict[str, Any] | None:
+    """attempts.json as a dict, or None when the run was no run of attempts."""
+    path = Path(session_dir) / ATTEMPTS_FILE
+    if not path.exists():
+        return None
+    try:
+        found = json.loads(path.read_bytes())
+    except (OSError, ValueError) as error:
+        raise SessionError(f"{path} is damaged and cannot be read back ({type(error).__name__})") from None
+    if not isinstance(found, dict) or not isinstance(found.get("attempts"), list):
+        raise SessionError(f"{path} is damaged and cannot be read back (not a run's attempts)")
+    return found
+
+
 def result(session_dir: Path, found: dict[str, Any] | None = None) -> dict[str, Any]:
     """The run's final result object; for a run that never finished, one built from its last state
     (what `harness show --json` prints for it, through the model). found: the state already read."""

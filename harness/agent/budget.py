@@ -52,11 +52,12 @@ class Budget:
         spent: Spent | None = None,
         clock: Callable[[], float] = time.monotonic,
         parent: Budget | None = None,
-        halted: Callable[[], bool] | None = None,
+        halted: Callable[[], bool | str] | None = None,
     ):
         self.limits = limits
         self.halted = halted
-        """A sub-agent's: true once the person stopped the run (its next check ends it as interrupted)."""
+        """A sub-agent's or an attempt's: true once the person stopped the run, or another attempt
+        verified first (its next check ends it as interrupted); a text says why (`halt_reason`)."""
         self._spent = (spent or Spent()).model_copy()
         self._clock = clock
         self._started = clock()
@@ -64,6 +65,18 @@ class Budget:
         self._lock = threading.Lock()  # children at once charge their parent from their threads
         self._children: list[Budget] = []
         """Sub-agents running now: what they have not used of their reserve is not this budget's to give."""
+
+    def check_halted(self) -> None:
+        """KeyboardInterrupt once the run was stopped from outside while this budget's agent ran in a
+        thread of its own (a sub-agent's, an attempt's)."""
+        if self.halted is not None and self.halted():
+            raise KeyboardInterrupt
+
+    def halt_reason(self) -> str:
+        """Why the run was stopped from outside when its `halted` says (another attempt verified
+        first), or ''."""
+        said = self.halted() if self.halted is not None else False
+        return said if isinstance(said, str) else ""
 
     def spent(self) -> Spent:
         """A copy of the current totals, wall clock included."""
@@ -109,8 +122,7 @@ class Budget:
     def check(self) -> None:
         """Raise LimitReached for the first spent limit (steps, tokens, cost, wall clock), this budget's
         own first, then every enclosing one's."""
-        if self.halted is not None and self.halted():
-            raise KeyboardInterrupt  # the run was stopped while this sub-agent ran in a thread of its own
+        self.check_halted()
         self._check_own()
         if self.parent is not None:
             self.parent.check()
@@ -171,7 +183,7 @@ class Budget:
         )
 
     def reserve(
-        self, limits: LimitsConfig, spent: Spent | None = None, halted: Callable[[], bool] | None = None
+        self, limits: LimitsConfig, spent: Spent | None = None, halted: Callable[[], bool | str] | None = None
     ) -> Budget:
         """A sub-agent's budget with these limits (already taken out of `left()`), held against this
         one until `release`."""

@@ -122,6 +122,7 @@ class Agent:
             self._take_follow_up()
             while True:
                 if self.state.awaiting_verify:
+                    self.budget.check_halted()  # (another attempt verified first: no verification of this one)
                     self._verify()
                     continue
                 self.budget.check()
@@ -146,7 +147,10 @@ class Agent:
             if self.tool_context.delegator is not None:
                 self.tool_context.delegator.stop()  # sub-agents in other threads end at their next step
             self.sandbox.close()  # kills the container of the call in flight
-            outcome, detail = "interrupted", "stopped by Ctrl-C; resume with `harness resume`"
+            outcome, detail = (
+                "interrupted",
+                self.budget.halt_reason() or "stopped by Ctrl-C; resume with `harness resume`",
+            )
         except BaseException as error:  # a bug: record it (the run stays resumable), then let it surface
             detail = f"internal error {type(error).__name__}: {error}"
             raise

@@ -23,6 +23,7 @@ from harness.agent.outcome import RunResult, RunState
 from harness.agent.prompt import system_prompt, task_message
 from harness.agent.verify import VERIFY_START, Protection, Verifier, VerifyResult, detect_verify
 from harness.assembly import engine
+from harness.assembly.attempts import Machinery, check_attempts, run_attempts
 from harness.assembly.engine import step_images
 from harness.assembly.runtime import Runtime, _no_phase
 from harness.config import Devcontainer, RunConfig, with_overrides
@@ -40,6 +41,7 @@ from harness.providers.config import ProviderConfig
 from harness.providers.factory import make_provider
 from harness.providers.protocol import Provider
 from harness.providers.vendor import ModelSpec
+from harness.readback import ATTEMPTS_FILE
 from harness.tools.declared import FRONT, GROUP, build, group
 from harness.tools.registry import Registry, ToolContext
 from harness.trajectory import EventRecord, StartRecord, Trajectory, TrajectoryObserver, read_state, write_state
@@ -453,9 +455,11 @@ def build_agent(
     resumed: bool = False,
     servers: Sequence[Any] = (),
     running: engine.RunningServices | None = None,
+    budget: Budget | None = None,
 ) -> Agent:
     """An Agent for a new or resumed run (state carries the context and spend of a resumed one);
-    servers: the session's running MCP servers."""
+    servers: the session's running MCP servers; budget: one held against an enclosing budget (an
+    attempt's, `harness.assembly.attempts`) instead of the run's own."""
     context_tools = tool_context(config, session, sandbox, interactive=runtime.interactive)
     told = (
         repository_files(
@@ -492,7 +496,7 @@ def build_agent(
     given = record_line(told, config.instructions or "")
     if given and not resumed:
         trajectory.append(EventRecord(event="instructions", detail=given))
-    budget = Budget(config.limits, state.spent)
+    budget = budget or Budget(config.limits, state.spent)
     hooks = Hooks(
         config.hooks,
         session_id=state.session_id,
@@ -696,6 +700,8 @@ def start_run(
         from harness.environment.agents import agent_for
 
         agent_for(config.agent, config.model)
+    if config.attempts.count > 1:
+        check_attempts(config, served=served is not None)
     provider = served.turns if served is not None else build_provider(config, runtime)
     can_start(config, runtime)
     if session_id is not None:  # a controller of this id that died (a batch worker killed mid-run) left these
@@ -712,6 +718,10 @@ def start_run(
         write_state(session.dir, state, runtime.secrets)
         _start_record(session, config, state, Path(repo), resumed=False, runtime=runtime)
         with session:
+            if config.attempts.count > 1:
+                sandbox.quiesce()  # the attempts run in sandboxes of their own
+                assert provider is not None
+                return run_attempts(machinery(), session, config, state, runtime, provider, resumed=False)
             return _run_agent(config, session, sandbox, provider, state, runtime, resumed=False, served=served)
 
 
@@ -726,6 +736,7 @@ def _run_agent(
     resumed: bool,
     served: Served | None = None,
     follow_up: str | None = None,
+    budget: Budget | None = None,
 ) -> RunResult:
     """The agent loop with the session's services and MCP servers (started for this run, new or
     resumed, and ended with it); with a hosted agent (`config.agent`), its turns come from that agent
@@ -756,6 +767,7 @@ def _run_agent(
             resumed=resumed,
             servers=servers,
             running=running,
+            budget=budget,
         )
         if agent_run is not None:
             agent_run.attach(agent)
@@ -930,6 +942,11 @@ def check_forkable(parent_dir: Path) -> None:
         raise UsageError(f"session {parent_dir.name} recorded no run: there is no conversation to fork")
     if is_running(parent_dir):
         raise UsageError(f"session {parent_dir.name} is still running: fork it once it has ended or stopped")
+    if (parent_dir / ATTEMPTS_FILE).is_file():
+        raise UsageError(
+            f"session {parent_dir.name} ran as attempts and holds no conversation of its own: fork one of its "
+            f"attempts ({parent_dir.name}-a1 ..., `harness show {parent_dir.name}` lists them)"
+        )
 
 
 def _write_menu(path: Path, tools: Registry) -> None:
@@ -1109,10 +1126,17 @@ def resume_run(
     runtime: Runtime,
     overrides: dict[str, Any] | None = None,
     follow_up: str | None = None,
+    *,
+    provider: Provider | None = None,
+    budget: Budget | None = None,
+    fresh: bool = False,
 ) -> RunResult:
     """Continue a crashed, interrupted or failed run from its last complete step (limits may be raised
     through overrides such as `{"limits.max_steps": 60}`); with follow_up, any run, an ended one too:
-    the conversation goes on from its last step with that user message (its verification anew)."""
+    the conversation goes on from its last step with that user message (its verification anew). A run
+    of attempts continues its attempts not ended (harness.assembly.attempts). An attempt's thread
+    gives its provider and its budget held against the run's; fresh: its first start (its start
+    record written already)."""
     folder = SessionFolder(sessions / session_id)
     if folder.root.is_dir():  # first: a crashed controller's containers go even if its files are damaged
         engine.prune_crashed(runtime.docker_host, sessions, session_id)
@@ -1123,6 +1147,14 @@ def resume_run(
         raise SessionError(f"session {session_id} has no run to resume")
     if config.model != before.model and config.model:
         config = took_over(config.model_copy(update={"model": absolute_model(config.model, sessions)}), state.step)
+    if config.attempts.count > 1 and state.finished and state.result is not None:
+        from harness import readback
+
+        chosen = readback.string((readback.attempts(folder.root) or {}).get("chosen")) or "a1"
+        raise StateError(
+            f"session {session_id} ran as attempts and ended as {state.result.outcome} with {chosen} chosen; nothing "
+            f"to resume (to go on from the chosen change: `harness resume {session_id}-{chosen} --follow-up TEXT`)"
+        )
     if state.finished and state.result is not None and follow_up is None:
         raise StateError(
             f"session {session_id} already ended as {state.result.outcome}; nothing to resume "
@@ -1132,7 +1164,12 @@ def resume_run(
         from harness.environment.agents import agent_for
 
         agent_for(config.agent, config.model)
-    provider = build_provider(config, runtime)
+    if config.attempts.count > 1 and follow_up is not None:
+        raise UsageError(
+            f"session {session_id} runs as attempts: a follow-up goes to one of them once they ended "
+            f"(`harness resume {session_id}-aN --follow-up TEXT`)"
+        )
+    provider = provider or build_provider(config, runtime)
     can_start(config, runtime)
     changed = changed_settings(before, config)
     with open_sandbox(runtime, session_id) as sandbox:
@@ -1144,7 +1181,8 @@ def resume_run(
             )
         if changed:  # what a later resume (and replay) continues with; the trajectory says what changed
             write_text_atomic(folder.run_config, config.model_dump_json(indent=1))
-        _start_record(session, config, state, session.repo, resumed=True, runtime=runtime)
+        if not fresh:
+            _start_record(session, config, state, session.repo, resumed=True, runtime=runtime)
         if changed:
             trajectory = Trajectory(session.dir, runtime.secrets)
             trajectory.append(EventRecord(event="resume_changed", detail="; ".join(changed)), durable=True)
@@ -1155,7 +1193,31 @@ def resume_run(
                 config.session.allow_net_tools,
                 bound_secrets(config.session.secrets, runtime.secret_values),
             )
-            return _run_agent(config, session, sandbox, provider, state, runtime, resumed=True, follow_up=follow_up)
+            if config.attempts.count > 1:
+                sandbox.quiesce()  # the attempts run in sandboxes of their own
+                assert provider is not None
+                return run_attempts(machinery(), session, config, state, runtime, provider, resumed=True)
+            return _run_agent(
+                config,
+                session,
+                sandbox,
+                provider,
+                state,
+                runtime,
+                resumed=not fresh,
+                follow_up=follow_up,
+                budget=budget,
+            )
+
+
+def machinery() -> Machinery:
+    """What a run of attempts takes of this module (harness.assembly.attempts imports none of it)."""
+    return Machinery(
+        resume=resume_run,
+        start_record=_start_record,
+        saved_config=lambda folder: saved_config(folder, {}),
+        lock=running_lock,
+    )
 
 
 def took_over(config: RunConfig, turns: int) -> RunConfig:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -104,6 +104,11 @@ class TaskDefaults(BaseModel):
     limits: TaskLimits = Field(default_factory=TaskLimits)
     runs: int = Field(1, ge=1, le=100)
     """k: how many times each task runs with each model (pass@k)."""
+    attempts: int = Field(1, ge=1, le=16)
+    """Attempts within each task-run, at once under its budget; the one verification chooses is the
+    task-run's result (`harness run --attempts`, docs/attempts.md)."""
+    select: Literal["first", "best"] = "first"
+    """Which attempt a task-run keeps: the first verified, or the best by verification evidence."""
     model: list[str] = Field(default_factory=list)
     """Models to run every task with (flags `--model` override)."""
     agent: str | None = None
@@ -183,6 +188,9 @@ class Task(BaseModel):
     agent: str | None = None
     """The hosted agent this task's models are given (over the defaults' agent)."""
     runs: int | None = Field(None, ge=1, le=100)
+    attempts: int | None = Field(None, ge=1, le=16)
+    """Attempts within each of this task's task-runs (over the defaults')."""
+    select: Literal["first", "best"] | None = None
     fork: ForkFrom | None = None
     """Set by `harness fork` (never in a tasks file): the session and step this task-run continues."""
     line: int = 0

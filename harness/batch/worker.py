@@ -23,7 +23,7 @@ from harness.batch.records import Attempt, TaskRunKey, TaskRunRecord
 from harness.batch.tasks import Task, TaskDefaults
 from harness.batch.watchdog import Watchdog, killed_reason
 from harness.config import RunConfig, with_overrides
-from harness.errors import HarnessError, ModelUnavailable, UsageError
+from harness.errors import HarnessError, ModelUnavailable, SessionError, UsageError
 from harness.providers.vendor import ModelSpec
 from harness.spend import CeilingReached
 from harness.telemetry.config import TelemetryConfig
@@ -129,6 +129,10 @@ def run_config(spec: TaskRunSpec) -> RunConfig:
         "hooks": defaults.hooks.model_dump(mode="json"),
         "spend": defaults.spend.model_dump(mode="json"),
         "delegate": defaults.delegate.model_dump(mode="json"),
+        "attempts": {
+            "count": task.attempts or defaults.attempts,
+            "select": task.select or defaults.select,
+        },
         "devcontainer_pull": defaults.devcontainer_pull,
         "devcontainer_features": {
             name: entry.model_dump(mode="json") for name, entry in defaults.devcontainer_features.items()
@@ -332,6 +336,18 @@ def session_record(spec: TaskRunSpec, folder: Path, result: RunResult) -> TaskRu
     return _record(spec, [attempt], result, "done", where=folder)
 
 
+def _chosen(session_dir: Path) -> Path:
+    """Where a task-run's turns, calls and requests are: its session's, or for a run of attempts the
+    chosen attempt's (the run's result is that attempt's)."""
+    from harness import readback
+
+    try:
+        chosen = readback.string((readback.attempts(session_dir) or {}).get("chosen"))
+    except SessionError:
+        return session_dir
+    return session_dir.parent / f"{session_dir.name}-{chosen}" if chosen else session_dir
+
+
 def _record(
     spec: TaskRunSpec,
     attempts: list[Attempt],
@@ -356,8 +372,8 @@ def _record(
     if result is None:
         last = attempts[-1] if attempts else Attempt(outcome="gave_up")
         return record.model_copy(update={"outcome": last.outcome, "detail": last.detail, "cause": last.cause})
-    facts = _trajectory_facts(folder.root)
-    requests = read_log(folder.network)
+    facts = _trajectory_facts(_chosen(folder.root))
+    requests = read_log(SessionFolder(_chosen(folder.root)).network)
     patch = Path(result.patch).read_text(encoding="utf-8", errors="replace") if result.patch else None
     return record.model_copy(
         update={

@@ -147,6 +147,21 @@ def run(
         max=4,
         help="Let the model hand pieces of the task to sub-agents, this many levels deep (0: none, the default).",
     ),
+    attempts: int | None = typer.Option(
+        None,
+        "--attempts",
+        min=1,
+        max=16,
+        metavar="K",
+        help="K attempts at the task from the same start, at once, within the run's one budget (docs/attempts.md).",
+    ),
+    select: str | None = typer.Option(
+        None,
+        "--select",
+        metavar="first|best",
+        help="Which attempt is kept: first (the first verified stops the rest, the default) or best (all end; "
+        "ranked by verification, then the smaller change).",
+    ),
     instructions: Path | None = typer.Option(
         None,
         "--instructions",
@@ -206,11 +221,15 @@ def run(
             "thinking": thinking,
             "repo_hooks": True if repo_hooks else None,
             "delegate.depth": delegate_depth,
+            "attempts.count": attempts,
+            "attempts.select": select,
             "instructions": absolute(instructions),
             "repo_instructions": False if no_repo_instructions else None,
         }
         if no_verify and verify:
             fail("--verify and --no-verify contradict each other", ExitCode.USAGE)
+        if select is not None and select not in ("first", "best"):
+            fail(f"--select takes first or best, not {select!r}", ExitCode.USAGE)
         environment.model_flag(model)
         environment.bundle_flags(ca_bundle=ca_bundle, allow_net_ca=allow_net_ca, setup_ca=setup_ca)
         if no_verify:
@@ -427,16 +446,19 @@ def _terminable(work: Callable[[], RunResult]) -> RunResult:
 
 
 def _report(result: RunResult, json_out: bool) -> None:
+    from harness import readback
     from harness.agent.outcome import RESUMABLE
-    from harness.cli.run_view import render_patch, render_steps, render_summary, render_warnings
+    from harness.cli.run_view import render_attempts, render_patch, render_steps, render_summary, render_warnings
 
     if json_out:
         print(result.model_dump_json(indent=2))
     else:
         render_steps(console, Path(result.session_dir))
+        render_attempts(console, Path(result.session_dir))
         render_summary(console, result.model_dump(mode="json"))
         render_warnings(console, Path(result.session_dir))
         render_patch(console, result.patch)
-        if result.kind in RESUMABLE:
+        chosen = (readback.attempts(Path(result.session_dir)) or {}).get("chosen")
+        if result.kind in RESUMABLE and not chosen:  # a run of attempts that chose one is over
             err_console.print(resume_hint(result), markup=False, soft_wrap=True)
     raise typer.Exit(result.exit_code)

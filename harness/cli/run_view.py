@@ -153,6 +153,7 @@ def render_session(console: Console, session_dir: Path, *, verbose: bool = False
         said = f"{string(ended[-1].get('outcome'))}: {string(ended[-1].get('detail'))}" if ended else "still open"
         console.print(f"calls made by an outside framework, no model run of harness; {visible(said)}", markup=False)
         return
+    render_attempts(console, Path(session_dir))
     render_summary(console, readback.result(session_dir, found))
     render_warnings(console, Path(session_dir))
     own = [r for r in every if r.get("agent") is None]
@@ -523,6 +524,35 @@ def _estimated(tokens: dict[str, int]) -> str:
     """How many of the tokens harness counted because the server reported none."""
     counted = tokens.get("estimated", 0)
     return f"\n          [yellow]{counted} of them estimated[/]: the model server reported no usage" if counted else ""
+
+
+def render_attempts(console: Console, session_dir: Path) -> None:
+    """A run of attempts: one line per attempt (its session, outcome, change, steps, cost), the chosen
+    one marked, and why it was chosen."""
+    found = readback.attempts(session_dir)
+    if found is None:
+        return
+    grid = Table.grid(padding=(0, 2))
+    names = ("attempt", "session", "change", "steps", "cost", "outcome")
+    for name in names:
+        grid.add_column(no_wrap=name != "outcome", overflow="fold")
+    grid.add_row(*(f"[dim]{name}[/]" for name in names))
+    for entry in items(found.get("attempts")):
+        attempt = mapping(entry)
+        outcome = readback.current_outcome(string(attempt.get("outcome"))) or "not ended"
+        files = items(attempt.get("files"))
+        change = f"{len(files)} file(s), {count(attempt.get('lines_changed'))} line(s)" if files else "none"
+        mark = " [bold green]✓ chosen[/]" if attempt.get("chosen") is True else ""
+        detail = string(attempt.get("detail")) if outcome in ("refused", "interrupted") else ""
+        grid.add_row(
+            literal(string(attempt.get("name"))) + mark, literal(string(attempt.get("session_id"))), change,
+            str(count(attempt.get("steps"))), f"${amount(attempt.get('cost_usd')):.4f}",
+            literal(outcome) + (f" — {literal(detail)}" if detail else ""),
+        )  # fmt: skip
+    print_trimmed(console, grid)
+    why = string(found.get("why"))
+    if why:
+        console.print(f"chosen: {literal(why)} (select {literal(string(found.get('select')))})")
 
 
 def render_summary(console: Console, result: Mapping[str, Any]) -> None:

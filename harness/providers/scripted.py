@@ -33,6 +33,14 @@ A run with sub-agents (`delegate`) scripts each child's turns under `agents`, by
     agents:
       d1:
         turns: [...]
+
+A run of attempts (`harness run --attempts K`) scripts each attempt's turns under `attempts`, the
+first entry for attempt a1 and so on (an attempt without an entry answers with `turns`):
+
+    turns: [...]
+    attempts:
+      - turns: [...]
+      - turns: [...]
 """
 
 from __future__ import annotations
@@ -76,10 +84,13 @@ class ScriptedProvider:
         sleep: Callable[[float], None] = time.sleep,
         first_turn: int = 0,
         agents: dict[str, ScriptedProvider] | None = None,
+        attempts: Sequence[ScriptedProvider] = (),
     ) -> None:
         self.name = name
         self.agents = agents or {}
         """The sub-agents' scripts by name."""
+        self.attempts = list(attempts)
+        """The attempts' scripts, a1 first."""
         self.first_turn = first_turn
         """Turns the conversation held before this script took it over (a fork with another model)."""
         self.model = "scripted"
@@ -101,16 +112,26 @@ class ScriptedProvider:
             raise ScriptError(str(error)) from None
         except UnicodeDecodeError:
             raise ScriptError(f"the model script {path} is not UTF-8 text") from None
-        turns, delays, agents = _parse(text, str(path))
+        turns, delays, agents, attempts = _parse(text, str(path))
         children = {
             agent: cls(agent_turns, name=f"scripted:{path}#{agent}", delays=agent_delays)
             for agent, (agent_turns, agent_delays) in agents.items()
         }
-        return cls(turns, name=f"scripted:{path}", delays=delays, first_turn=first_turn, agents=children)
+        tries = [
+            cls(own, name=f"scripted:{path}#a{n}", delays=own_delays, first_turn=first_turn, agents=children)
+            for n, (own, own_delays) in enumerate(attempts, start=1)
+        ]
+        return cls(
+            turns, name=f"scripted:{path}", delays=delays, first_turn=first_turn, agents=children, attempts=tries
+        )
 
     def for_agent(self, agent: str) -> ScriptedProvider:
         """The script of sub-agent `agent` (one that answers with a final text when it has none)."""
         return self.agents.get(agent) or ScriptedProvider([], name=f"{self.name}#{agent}")
+
+    def for_attempt(self, number: int) -> ScriptedProvider:
+        """The script of attempt `number` (1 is a1), or this one when the script gives it none."""
+        return self.attempts[number - 1] if 0 < number <= len(self.attempts) else self
 
     def complete(
         self,
@@ -153,15 +174,15 @@ def parse_script(text: str, source: str = "<script>") -> list[ModelTurn]:
 
 def parse_script_with_delays(text: str, source: str = "<script>") -> tuple[list[ModelTurn], list[float]]:
     """The turns and each turn's think time (`delay_s`, 0 when not given)."""
-    turns, delays, _ = _parse(text, source)
+    turns, delays, _, _ = _parse(text, source)
     return turns, delays
 
 
 Script = tuple[list[ModelTurn], list[float]]
 
 
-def _parse(text: str, source: str) -> tuple[list[ModelTurn], list[float], dict[str, Script]]:
-    """The turns, their think times, and the sub-agents' own (by name)."""
+def _parse(text: str, source: str) -> tuple[list[ModelTurn], list[float], dict[str, Script], list[Script]]:
+    """The turns, their think times, the sub-agents' own (by name) and the attempts' (a1 first)."""
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as error:
@@ -171,7 +192,7 @@ def _parse(text: str, source: str) -> tuple[list[ModelTurn], list[float], dict[s
         raise ScriptError(f"{source}{line}: invalid YAML: {problem}") from None
     if root is None:
         raise ScriptError(f"{source}:1: empty script: expected a mapping with a 'turns' list")
-    fields = _mapping(root, source, "the script", required={"turns"}, allowed={"turns", "agents"})
+    fields = _mapping(root, source, "the script", required={"turns"}, allowed={"turns", "agents", "attempts"})
     turns, delays = _turns(fields["turns"], source)
     agents: dict[str, Script] = {}
     if "agents" in fields:
@@ -186,7 +207,15 @@ def _parse(text: str, source: str) -> tuple[list[ModelTurn], list[float], dict[s
             agents[name] = _turns(
                 _mapping(script, source, name, required={"turns"}, allowed={"turns"})["turns"], source
             )
-    return turns, delays, agents
+    attempts: list[Script] = []
+    if "attempts" in fields:
+        node = fields["attempts"]
+        if not isinstance(node, SequenceNode):
+            raise _error(source, node, "'attempts' must be a list of scripts, attempt a1's first")
+        for number, script in enumerate(node.value, start=1):
+            own = _mapping(script, source, f"attempt a{number}", required={"turns"}, allowed={"turns"})
+            attempts.append(_turns(own["turns"], source))
+    return turns, delays, agents, attempts
 
 
 AGENT_NAME = re.compile(r"d[1-9][0-9]*(\.d[1-9][0-9]*)*")
