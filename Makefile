@@ -97,7 +97,7 @@ local-model:
 local-model-start:
 	@nohup $(PYTHON) tests/local_model.py > /var/tmp/harness-tests-local-model.log 2>&1 &
 
-# Harbor (Python 3.12+) in an environment of its own for the tests that use its code
+# Harbor (Python 3.12+) and OpenEnv's client, each in an environment of its own for the tests that use their code
 # (tests/harbor_venv.py), made in the background like the local model; the tests wait for it.
 harbor-start:
 	@nohup $(PYTHON) tests/harbor_venv.py > /var/tmp/harness-tests-harbor.log 2>&1 &

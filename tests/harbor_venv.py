@@ -1,4 +1,4 @@
-"""Harbor in a virtual environment of its own: Harbor needs Python 3.12 or newer and harness runs on
+"""Harbor (and OpenEnv's client) in a virtual environment of its own: Harbor needs Python 3.12 or newer and harness runs on
 3.11, so the tests that use Harbor's own code (its ATIF validator, its converters, `harbor run`)
 make a 3.12+ environment from an interpreter this machine carries and install Harbor there from the
 package registry, once per machine (kept under /var/tmp, keyed by Harbor's version). Standard library
@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 HARBOR = "harbor==0.26.0"
+OPENENV = "openenv-core==0.3.0"
+"""OpenEnv's own client and server (`harness env serve` is tested against its client, unchanged)."""
 HOW = (
     "Harbor needs Python 3.12 or newer beside harness: install one (`apt-get install python3.12`, "
     "`pyenv install 3.12`, or put python3.12/python3.13 on PATH) and run the tests again"
@@ -44,24 +46,43 @@ def interpreter() -> Path:
 
 def harbor_python() -> Path:
     """The python of a virtual environment holding Harbor (made on first use)."""
-    python = interpreter()
+    return package_python(HARBOR, interpreter())
+
+
+def openenv_python() -> Path:
+    """The python of a virtual environment holding openenv-core, OpenEnv's own client (made on first
+    use, from the interpreter running this: it needs 3.10 or newer, as harness does)."""
+    return package_python(OPENENV, Path(sys.executable))
+
+
+def package_python(requirement: str, python: Path) -> Path:
+    """The python of a virtual environment of python's version holding requirement, kept under
+    /var/tmp by both (made once per machine, under a lock)."""
     version = subprocess.run(
         [str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True, text=True
     ).stdout.strip()
-    venv = Path("/var/tmp") / f"harness-tests-{HARBOR.replace('==', '-')}-py{version}"
+    venv = Path("/var/tmp") / f"harness-tests-{requirement.replace('==', '-')}-py{version}"
     ready = venv / ".ready"
     with _locked(venv):
         if not ready.is_file():
             shutil.rmtree(venv, ignore_errors=True)
             subprocess.run([str(python), "-m", "venv", str(venv)], check=True, capture_output=True, timeout=300)
             done = subprocess.run(
-                [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", HARBOR],
+                [
+                    str(venv / "bin" / "python"),
+                    "-m",
+                    "pip",
+                    "install",
+                    "-q",
+                    "--disable-pip-version-check",
+                    requirement,
+                ],
                 capture_output=True,
                 text=True,
                 timeout=1200,
             )
-            assert done.returncode == 0, f"installing {HARBOR} failed: {done.stderr[-2000:]}"
-            ready.write_text(HARBOR + "\n")
+            assert done.returncode == 0, f"installing {requirement} failed: {done.stderr[-2000:]}"
+            ready.write_text(requirement + "\n")
     return venv / "bin" / "python"
 
 
@@ -120,9 +141,12 @@ def validate(python: Path, *paths: Path) -> dict[str, list[str]]:
     return json.loads(done.stdout)
 
 
-if __name__ == "__main__":  # `make test`'s background start: Harbor and harness's dependencies beside it
-    try:
-        with_harness(harbor_python())
-    except AssertionError as error:  # the tests make it again and say why; here it is only a head start
-        print(error, file=sys.stderr)
-        sys.exit(1)
+if __name__ == "__main__":  # `make test`'s background start: Harbor (harness's dependencies beside it), OpenEnv
+    failed = False
+    for make in (lambda: with_harness(harbor_python()), openenv_python):
+        try:
+            make()
+        except AssertionError as error:  # the tests make it again and say why; here it is only a head start
+            print(error, file=sys.stderr)
+            failed = True
+    sys.exit(1 if failed else 0)

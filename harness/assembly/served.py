@@ -90,9 +90,9 @@ class Said:
 class McpSession:
     """The session a server serves (see the module): the loop's turns, and the loop once built."""
 
-    def __init__(self, config: RunConfig) -> None:
+    def __init__(self, config: RunConfig, model: str = MODEL) -> None:
         self.config = config
-        self.turns = ExternalTurns(model=MODEL)
+        self.turns = ExternalTurns(model=model)
         self.agent: Agent | None = None
         self.ready = threading.Event()
 
@@ -188,10 +188,17 @@ class Started:
 
 
 def start(
-    repo: Path, config: RunConfig, sessions: Path, runtime: Runtime, session_id: str | None, task: str
+    repo: Path,
+    config: RunConfig,
+    sessions: Path,
+    runtime: Runtime,
+    session_id: str | None,
+    task: str,
+    model: str = MODEL,
 ) -> Started:
-    """The served session's run, started (each call a step; verify when the client goes)."""
-    served = McpSession(config)
+    """The served session's run, started (each call a step; verify when the client goes); model: what
+    its record names as the source of its turns (an MCP client's, an environment client's)."""
+    served = McpSession(config, model)
     return Started(lambda s: start_run(repo, task, config, sessions, runtime, session_id, served=s), served)
 
 

@@ -22,6 +22,7 @@ MODULE_OF = {
     "worker": "batch_cmds",
     "approvals": "batch_cmds",
     "bench": "bench_cmds",
+    "env": "env_cmds",
     "mcp": "serve_cmds",
     "models": "model_cmds",
     "report": "report_cmds",

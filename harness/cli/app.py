@@ -52,6 +52,7 @@ SECTIONS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ("tool", "One tool call in a session, gated, as a step"),
         ("acp", "harness's agent for an editor or terminal client (ACP)"),
         ("mcp", "harness's sandbox for an MCP client's tool calls"),
+        ("env", "Episodes of a task for a trainer (OpenEnv's protocol)"),
     )),
     ("Read what happened", (
         ("show", "A session's steps, calls, outputs and outcome"),
