@@ -587,6 +587,40 @@ def bench_integrations(
     )
 
 
+@bench_app.command("rollouts")
+def bench_rollouts(
+    steps: int = typer.Option(6, "--steps", min=1, max=100, help="run_command calls per episode, before the fix."),
+    image: str = typer.Option("py311", "--image", help="Image of the example's episodes and loop runs."),
+    at_once: list[int] = typer.Option(
+        [], "--at-once", min=1, max=64, help="Episodes running at once, one level each (repeatable) [default: 1, 4, 8]."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Episodes of the example per minute through `harness env serve` at 1, 4 and 8 at once, and an
+    episode's step against a step of harness's own loop (docs/rollouts.md)."""
+    from rich.table import Table
+
+    from harness.bench.rollouts import measure
+
+    with reported():
+        levels = tuple(at_once) or (1, 4, 8)
+        result = measure(image=image, steps=steps, levels=levels, run_id=environment.run_id("bench"))
+    if as_json:
+        print(result.model_dump_json())
+        return
+    table = Table("at once", "episodes", "seconds", "episodes/min", "reward 1")
+    for level in result.levels:
+        table.add_row(str(level.at_once), str(level.episodes), f"{level.seconds:.1f}", f"{level.per_minute:.1f}",
+                      f"{level.rewarded}/{level.episodes}")  # fmt: skip
+    console.print(table)
+    console.print(
+        f"a step: episode {result.episode_step.median_ms:.0f} ms (p90 {result.episode_step.p90_ms:.0f}), harness's "
+        f"own loop {result.loop_step.median_ms:.0f} ms (p90 {result.loop_step.p90_ms:.0f}): "
+        f"{result.episode_over_loop:.2f}x; load {result.load_1m}",
+        soft_wrap=True,
+    )
+
+
 @bench_app.command("mine")
 def bench_mine(
     languages: list[str] = typer.Option(

@@ -107,3 +107,18 @@ def test_bench_agents_times_a_hosted_agent_s_commands_both_ways_and_its_start_up
         assert side["harness_ms"] > 0 and side["own_ms"] > 0 and side["ratio"] > 0
         assert 0 < side["harness_share_ms"] < side["harness_ms"] and side["own_share_ms"] < side["own_ms"]
     assert 0 < result["startup_ms"] <= result["startup_max_ms"]
+
+
+def test_bench_rollouts_runs_episodes_at_each_level_and_compares_a_step_with_the_loops(
+    tmp_path, run_label, docker_client
+):
+    result = _bench("rollouts", "--steps", "2", "--at-once", "1", "--at-once", "2", label=run_label, tmp_path=tmp_path)
+    assert [(level["at_once"], level["episodes"], level["rewarded"]) for level in result["levels"]] == [
+        (1, 1, 1),
+        (2, 2, 2),
+    ]
+    assert all(level["per_minute"] > 0 for level in result["levels"])
+    assert result["episode_step"]["median_ms"] > 0 and result["loop_step"]["median_ms"] > 0
+    assert result["episode_over_loop"] == pytest.approx(
+        result["episode_step"]["median_ms"] / result["loop_step"]["median_ms"], abs=0.01
+    )
