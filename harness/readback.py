@@ -84,16 +84,7 @@ def sessions(state_dir: Path) -> list[dict[str, Any]]:
 
 def state(session_dir: Path) -> dict[str, Any] | None:
     """state.json as a dict, or None when the session never had a run."""
-    path = SessionFolder(Path(session_dir)).state
-    if not path.exists():
-        return None
-    try:
-        found = json.loads(path.read_bytes())
-    except (OSError, ValueError) as error:
-        raise SessionError(f"{path} is damaged and cannot be read back ({type(error).__name__})") from None
-    if not isinstance(found, dict) or not isinstance(found.get("session_id"), str):
-        raise SessionError(f"{path} is damaged and cannot be read back (not a run's state)")
-    return found
+    return _object(SessionFolder(Path(session_dir)).state, "session_id", str, "a run's state")
 
 
 ATTEMPTS_FILE = "attempts.json"
@@ -102,15 +93,20 @@ ATTEMPTS_FILE = "attempts.json"
 
 def attempts(session_dir: Path) -> dict[str, Any] | None:
     """attempts.json as a dict, or None when the run was no run of attempts."""
-    path = Path(session_dir) / ATTEMPTS_FILE
+    return _object(Path(session_dir) / ATTEMPTS_FILE, "attempts", list, "a run's attempts")
+
+
+def _object(path: Path, key: str, kind: type, what: str) -> dict[str, Any] | None:
+    """A JSON object file holding key of kind, or None when there is no file; SessionError naming the
+    file when it is damaged or something else."""
     if not path.exists():
         return None
     try:
         found = json.loads(path.read_bytes())
     except (OSError, ValueError) as error:
         raise SessionError(f"{path} is damaged and cannot be read back ({type(error).__name__})") from None
-    if not isinstance(found, dict) or not isinstance(found.get("attempts"), list):
-        raise SessionError(f"{path} is damaged and cannot be read back (not a run's attempts)")
+    if not isinstance(found, dict) or not isinstance(found.get(key), kind):
+        raise SessionError(f"{path} is damaged and cannot be read back (not {what})")
     return found
 
 

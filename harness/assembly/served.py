@@ -230,6 +230,21 @@ def loopback(address: str) -> tuple[str, int]:
     return ("127.0.0.1" if host == "localhost" else host), number
 
 
+def listening_socket(address: tuple[str, int]) -> tuple[socket.socket, str, int]:
+    """A socket bound to address (`--http`), the host as a URL names it and the port it got;
+    UsageError when nothing can listen there."""
+    family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind(address)
+    except OSError as error:
+        listener.close()
+        raise UsageError(f"--http {address[0]}:{address[1]}: cannot listen there ({error.strerror})") from None
+    host = f"[{address[0]}]" if family == socket.AF_INET6 else address[0]
+    return listener, host, listener.getsockname()[1]
+
+
 class Bearer:
     """An ASGI app answering 401 to any HTTP request without `Authorization: Bearer TOKEN`."""
 
@@ -265,16 +280,7 @@ def serve_http(server: Any, address: tuple[str, int], on_listening: Callable[[st
             allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
         ),
     )
-    family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
-    listener = socket.socket(family, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        listener.bind(address)
-    except OSError as error:
-        listener.close()
-        raise UsageError(f"--http {address[0]}:{address[1]}: cannot listen there ({error.strerror})") from None
-    port = listener.getsockname()[1]
-    host = f"[{address[0]}]" if family == socket.AF_INET6 else address[0]
+    listener, host, port = listening_socket(address)
     config = uvicorn.Config(Bearer(app, token), log_level="error", lifespan="on", access_log=False)
 
     class Told(uvicorn.Server):

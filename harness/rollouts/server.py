@@ -26,7 +26,6 @@ import hmac
 import json
 import re
 import secrets
-import socket
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -302,16 +301,7 @@ def serve(environments: Environments, address: tuple[str, int], on_listening: Ca
     OpenEnv client is given (the token in its path)."""
     import uvicorn
 
-    family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
-    listener = socket.socket(family, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        listener.bind(address)
-    except OSError as error:
-        listener.close()
-        raise UsageError(f"--http {address[0]}:{address[1]}: cannot listen there ({error.strerror})") from None
-    port = listener.getsockname()[1]
-    host = f"[{address[0]}]" if family == socket.AF_INET6 else address[0]
+    listener, host, port = served.listening_socket(address)
     config = uvicorn.Config(environments.app(), log_level="error", lifespan="off", access_log=False, ws="wsproto")
 
     class Told(uvicorn.Server):
