@@ -43,6 +43,12 @@ def bench_sandbox(
         help="Instead: time to interactive of --n sandboxes arriving sequential, staggered or burst: harness's "
         "pooled call, its one-shot exec (warm and cold) and docker run, percentiles and success rates.",
     ),
+    create_rate: bool = typer.Option(
+        False,
+        "--create-rate",
+        help="Instead: containers started a second at 1, 2, 4 and 8 at once, harness's and the engine's own, "
+        "and where the engine's rate stops growing.",
+    ),
     n: int = typer.Option(100, "--n", min=1, max=500, help="With --tti: how many sandboxes."),
     interval_ms: float = typer.Option(200.0, "--interval-ms", min=0, help="With --tti staggered: the gap."),
     rounds: int = typer.Option(2, "--rounds", min=1, max=20, help="With --burst: rounds of each pattern."),
@@ -59,6 +65,9 @@ def bench_sandbox(
     the pooled call as on an engine elsewhere (workspace as archives); with --engine, other engines
     beside the default one; with --burst N, start-up under load: percentiles and success rates beside
     docker run."""
+    if create_rate:
+        _bench_create_rate(image, as_json)
+        return
     if tti is not None:
         _bench_tti(image, tti, n, interval_ms, as_json)
         return
@@ -137,6 +146,31 @@ def _engines_side_by_side(results: list[Any]) -> None:
             f"{row.pooled_ms / first.pooled_ms:.2f}" if first.pooled_ms else "-",
         )
     console.print(table)
+
+
+def _bench_create_rate(image: str, as_json: bool) -> None:
+    from rich.table import Table
+
+    from harness.assembly import engine
+    from harness.bench.create_rate import measure
+
+    with reported():
+        client = _client()
+        result = measure(
+            client, image=image, image_ref=engine.image_ref(client, image), run_id=environment.run_id("bench")
+        )
+    if as_json:
+        print(result.model_dump_json())
+        return
+    table = Table("at once", "started", "harness starts/s", "engine starts/s")
+    for level in result.levels:
+        table.add_row(str(level.at_once), str(level.started), f"{level.harness_per_s:.2f}", f"{level.engine_per_s:.2f}")
+    console.print(table)
+    console.print(
+        f"the engine's create rate stops growing at {result.engine_plateau} at once (harness's starts at "
+        f"{result.harness_plateau}); the warm pool starts {result.pool_starters} at once here",
+        soft_wrap=True,
+    )
 
 
 def _bench_tti(image: str, pattern: str, n: int, interval_ms: float, as_json: bool) -> None:

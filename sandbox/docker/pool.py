@@ -17,6 +17,7 @@ discarded. Everything the pool starts is labelled by the caller, so a crash leav
 from __future__ import annotations
 
 import collections
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -33,8 +34,10 @@ Fill = Callable[[str, str], None]
 (its volumes filled, on an engine that takes archives); one it fails for is removed."""
 
 
-STARTERS = 2
-"""Containers started at once in the background (more only contend for the engine on small hosts)."""
+STARTERS = min(8, max(2, os.cpu_count() or 2))
+"""Containers started at once in the background: one per core, 2 to 8. `harness bench sandbox
+--create-rate` finds where the engine's own create rate stops growing: at 2 at once on a 2-core
+machine (docs/benchmarks.md); more at once there only makes each start wait longer."""
 
 
 class PoolConfig(BaseModel):

@@ -33,3 +33,16 @@ def test_bench_sandbox_measures_the_archive_transport_beside_the_pooled_call(tmp
     left = docker_client.containers.list(all=True, filters={"label": f"harness.run={run_label}"})
     assert left == [], "the bench's containers are gone"
     assert docker_client.volumes.list(filters={"label": f"harness.run={run_label}"}) == [], "and their volumes"
+
+
+def test_bench_create_rate_says_where_the_engines_rate_stops_growing(tmp_path, run_label, docker_client):
+    result = _bench("sandbox", "--create-rate", label=run_label, tmp_path=tmp_path)
+    assert [level["at_once"] for level in result["levels"]] == [1, 2, 4, 8]
+    for level in result["levels"]:
+        assert level["started"] >= 8 and level["harness_per_s"] > 0 and level["engine_per_s"] > 0
+    best = max(level["engine_per_s"] for level in result["levels"])
+    on = [level for level in result["levels"] if level["engine_per_s"] >= 0.9 * best]
+    assert result["engine_plateau"] == min(level["at_once"] for level in on)
+    assert result["pool_starters"] >= 2
+    left = docker_client.containers.list(all=True, filters={"label": f"harness.run={run_label}"})
+    assert [c.name for c in left if c.attrs["Config"]["Cmd"] == ["sleep", "300"]] == [], "the bare side's went too"
