@@ -489,6 +489,9 @@ class RunConfig(BaseModel):
     delegate: DelegateConfig = Field(default_factory=DelegateConfig)
     """Sub-agents: `[delegate] depth = 1` puts the `delegate` tool in the menu (see docs/subagents.md)."""
     attempts: AttemptsConfig = Field(default_factory=AttemptsConfig)
+    rollout: bool = False
+    """`--rollout`: keep each turn's sampled tokens and their log-probabilities (and ids where the
+    server gives them) beside the turn, for `harness export --format rollout` (docs/rollouts.md)."""
     """`--attempts K --select first|best`, or `[attempts] count = K` (docs/attempts.md)."""
     hooks: HooksConfig = Field(default_factory=HooksConfig)
     """Lifecycle hooks of the user's own (never a repository's): `[[hooks.PreToolUse]]` with `command`,
@@ -506,6 +509,8 @@ class RunConfig(BaseModel):
             update["base_url"] = self.base_url
         if self.thinking:
             update["reasoning_effort"] = self.thinking
+        if self.rollout:
+            update["rollout"] = True
         update.update({key: getattr(self, key) for key in ("region", "project") if getattr(self, key)})
         return entry.model_copy(update=update)
 

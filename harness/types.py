@@ -119,6 +119,20 @@ class Reasoning(BaseModel):
         return bool(self.text or self.blocks or self.extra)
 
 
+class Rollout(BaseModel):
+    """A turn's tokens as the server sampled them (`--rollout`), kept beside the turn for trainers and
+    never put back into the conversation: each completion token's text and log-probability, and the
+    token ids where the server gives them (vLLM's and SGLang's `return_token_ids`; llama-cpp-python's
+    server gives none)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tokens: list[str] = Field(default_factory=list)
+    logprobs: list[float] = Field(default_factory=list)
+    completion_ids: list[int] | None = None
+    prompt_ids: list[int] | None = None
+
+
 class ModelTurn(BaseModel):
     """One assistant turn: what the model said and which tools it asked for."""
 
@@ -144,6 +158,9 @@ class ModelTurn(BaseModel):
     """What the model reasoned before answering (reasoning models), None when nothing was sent."""
     repairs: list[str] = Field(default_factory=list)
     """What the adapter had to make safe in what the model sent (e.g. lone surrogates replaced)."""
+    rollout: Rollout | None = Field(None, exclude_if=lambda value: value is None)
+    """The sampled tokens (`--rollout`, an OpenAI-compatible server that returns logprobs); None
+    otherwise, and then left out of the record."""
 
 
 Role = Literal["system", "user", "assistant", "tool"]

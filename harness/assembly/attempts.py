@@ -19,6 +19,7 @@ that ended keep their result, the others are resumed (or started) and the choice
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -40,6 +41,7 @@ from harness.readback import ATTEMPTS_FILE
 from harness.trajectory import EventRecord, OutcomeRecord, Trajectory, read_state, write_state
 from harness.types import Outcome
 from sandbox.durable import write_text_atomic
+from sandbox.errors import SandboxError
 from sandbox.layout import SessionFolder
 from sandbox.session.session import Session
 
@@ -418,6 +420,9 @@ def _finish(
     write_state(
         parent.dir, ended.model_copy(update={"finished": chosen is not None, "result": result}), runtime.secrets
     )
+    if chosen is not None:  # ended: its snapshots stay, its workspace copy goes (as a run's does)
+        with contextlib.suppress(OSError, SandboxError):
+            parent.retire()
     return result
 
 

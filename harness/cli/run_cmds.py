@@ -162,6 +162,12 @@ def run(
         help="Which attempt is kept: first (the first verified stops the rest, the default) or best (all end; "
         "ranked by verification, then the smaller change).",
     ),
+    rollout: bool = typer.Option(
+        False,
+        "--rollout",
+        help="Keep each turn's sampled tokens and log-probabilities (ids where the server gives them) for "
+        "`harness export --format rollout` (OpenAI-compatible servers; docs/rollouts.md).",
+    ),
     instructions: Path | None = typer.Option(
         None,
         "--instructions",
@@ -221,6 +227,7 @@ def run(
             "thinking": thinking,
             "repo_hooks": True if repo_hooks else None,
             "delegate.depth": delegate_depth,
+            "rollout": True if rollout else None,
             "attempts.count": attempts,
             "attempts.select": select,
             "instructions": absolute(instructions),

@@ -239,17 +239,23 @@ def export_command(
         None, "-o", "--output", help="Write here (default: stdout); for a batch, the folder of its files."
     ),
     form: str = typer.Option(
-        "patch", "--format", help="patch (for `git apply`) or atif (the trajectory as ATIF JSON: Harbor, NeMo Relay)."
+        "patch",
+        "--format",
+        help="patch (for `git apply`), atif (the trajectory as ATIF JSON: Harbor, NeMo Relay) or rollout "
+        "(tokens, log-probabilities and the reward in Harbor's shapes, for trainers).",
     ),
     check: bool = typer.Option(True, "--check/--no-check", help="Verify the patch applies to the original repository."),
     state: Path | None = _STATE,
 ) -> None:
     """The session's change as a patch for `git apply` on the original repository, or its trajectory as
     ATIF (`--format atif`; for a batch directory, one file per task-run in -o DIR)."""
-    if form not in ("patch", "atif"):
-        fail(f"--format must be patch or atif, not {form!r}", ExitCode.USAGE)
+    if form not in ("patch", "atif", "rollout"):
+        fail(f"--format must be patch, atif or rollout, not {form!r}", ExitCode.USAGE)
     if form == "atif":
         _export_atif(target, output, state)
+        return
+    if form == "rollout":
+        _export_rollout(target, output, state)
         return
     from harness.cli import changes
 
@@ -259,6 +265,19 @@ def export_command(
         changes.print_patch(patch)
     else:
         changes.say_written(output)
+
+
+def _export_rollout(target: str, output: Path | None, state: Path | None) -> None:
+    from harness.rollouts.records import rollout
+
+    with reported():
+        where, session_id = environment.session_at(state, target)
+        text = json.dumps(rollout(where / session_id), indent=1, ensure_ascii=False)
+    if output is None:
+        typer.echo(text)
+    else:
+        output.write_text(text + "\n", encoding="utf-8")
+        err_console.print(f"wrote {output}", soft_wrap=True, markup=False)
 
 
 def _export_atif(target: str, output: Path | None, state: Path | None) -> None:

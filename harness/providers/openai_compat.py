@@ -31,7 +31,7 @@ from harness.providers.factory import register_provider
 from harness.providers.retry import parse_retry_after
 from harness.providers.sse import WireItem, is_whole_json, read_body, refuse_unreadable
 from harness.providers.stream import drain, sdk_timeout, transport_error
-from harness.types import Message, ModelTurn, Reasoning, StopReason, ToolCall, ToolSchema, Usage
+from harness.types import Message, ModelTurn, Reasoning, Rollout, StopReason, ToolCall, ToolSchema, Usage
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 REASONING_FAMILIES = ("o1", "o3", "o4", "gpt-5", "codex", "deepseek-reasoner")
@@ -113,6 +113,10 @@ class OpenAICompatProvider:
             request["tool_choice"] = (
                 forced if forced == "required" else {"type": "function", "function": {"name": forced}}
             )
+        if self.config.rollout:  # each sampled token's log-probability, and its id where the server gives it
+            request["logprobs"] = True
+            request["top_logprobs"] = 1  # (llama-cpp-python's server sends none without it)
+            request["extra_body"] = {"return_token_ids": True}
         if self.config.reasoning_effort:
             request["reasoning_effort"] = self.config.reasoning_effort
         elif self.config.temperature is not None and not is_reasoning_model(self.model):
@@ -209,6 +213,10 @@ class StreamAssembly:
         self.tool_names = tool_names or set()
         self.failed_call: ToolCall | None = None
         self.extra: dict[str, Any] = {}  # fields of the message harness does not read, echoed back
+        self.tokens: list[str] = []  # `logprobs`: each sampled token's text and log-probability, ids if given
+        self.logprobs: list[float] = []
+        self.token_ids: list[int] | None = None
+        self.prompt_ids: list[int] | None = None
         self.call_data: dict[int, dict[str, Any]] = {}  # slot -> a call's fields harness does not read
 
     def add(self, item: WireItem) -> None:
@@ -228,9 +236,11 @@ class StreamAssembly:
         """Fold one ChatCompletionChunk (as sent on the wire)."""
         self.model = chunk.get("model") or self.model
         self._add_usage(chunk.get("usage"))
+        self._add_prompt_ids(chunk)
         for choice in chunk.get("choices") or ():
             delta = choice.get("delta") or {}
             self._add_message(delta)
+            self._add_tokens(choice)
             self.finish_reason = choice.get("finish_reason") or self.finish_reason
 
     def _add_completion(self, body: Any) -> None:
@@ -243,10 +253,12 @@ class StreamAssembly:
             raise ModelBadResponse(f"the model endpoint answered with JSON that is no completion: {str(body)[:200]}")
         self.model = body.get("model") or self.model
         self._add_usage(body.get("usage"))
+        self._add_prompt_ids(body)
         for choice in body["choices"][:1]:
             message = dict(choice.get("message") or {})
             message["tool_calls"] = [{"index": n, **call} for n, call in enumerate(message.get("tool_calls") or [])]
             self._add_message(message)
+            self._add_tokens(choice)
             self.finish_reason = choice.get("finish_reason") or self.finish_reason
         self.done = True
 
@@ -261,6 +273,24 @@ class StreamAssembly:
         for fragment in delta.get("tool_calls") or ():
             self._add_fragment(fragment)
         self.extra.update({k: v for k, v in delta.items() if k not in MESSAGE_FIELDS and v is not None})
+
+    def _add_tokens(self, choice: dict[str, Any]) -> None:
+        """A choice's sampled tokens (`logprobs.content`) and their ids (`token_ids`), as the server
+        sends them; anything not shaped so is left out, never guessed."""
+        content = (choice.get("logprobs") or {}).get("content") if isinstance(choice.get("logprobs"), dict) else None
+        for entry in content or ():
+            token, logprob = (entry.get("token"), entry.get("logprob")) if isinstance(entry, dict) else (None, None)
+            if isinstance(token, str) and isinstance(logprob, int | float) and not isinstance(logprob, bool):
+                self.tokens.append(token)
+                self.logprobs.append(float(logprob))
+        ids = choice.get("token_ids")
+        if isinstance(ids, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+            self.token_ids = [*(self.token_ids or []), *ids]
+
+    def _add_prompt_ids(self, body: dict[str, Any]) -> None:
+        ids = body.get("prompt_token_ids")
+        if isinstance(ids, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+            self.prompt_ids = ids
 
     def _add_usage(self, usage: Any) -> None:
         if not isinstance(usage, dict):
@@ -337,6 +367,14 @@ class StreamAssembly:
             stop = "tool_use"  # some compatible servers say "stop" after tool calls
         text = "".join(self.text) or refusal
         reasoning = Reasoning(text="".join(self.reasoning), extra=self.extra) if self.reasoning or self.extra else None
+        sampled = self.tokens or self.token_ids is not None or self.prompt_ids is not None
+        rollout = (
+            Rollout(
+                tokens=self.tokens, logprobs=self.logprobs, completion_ids=self.token_ids, prompt_ids=self.prompt_ids
+            )
+            if sampled
+            else None
+        )
         return ModelTurn(
             text=text,
             tool_calls=calls,
@@ -345,6 +383,7 @@ class StreamAssembly:
             model=self.model,
             refusal=refusal,
             reasoning=reasoning,
+            rollout=rollout,
         )
 
 

@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ import pytest
 from harness.trajectory import read_records
 from tests import local_model
 from tests.agent.conftest import EXAMPLE
+from tests.harbor_venv import harbor_python
 from tests.telemetry.test_run_spans import spans_in
 
 pytestmark = [pytest.mark.docker, pytest.mark.local_model, pytest.mark.timeout(600)]
@@ -124,7 +126,7 @@ def test_a_real_model_runs_a_tool_survives_kill_9_mid_generation_and_is_verified
     spans_file = tmp_path / "spans.jsonl"
     relay = Relay(server, nth=2)  # the turn after the first tool call
     try:
-        process = harness.start(*local_run(relay.url, forced, "--max-steps", "3", session="real"))
+        process = harness.start(*local_run(relay.url, forced, "--max-steps", "3", "--rollout", session="real"))
         try:
             assert relay.generating.wait(240), "the second model call never started to answer"
             os.kill(process.pid, signal.SIGKILL)
@@ -156,6 +158,31 @@ def test_a_real_model_runs_a_tool_survives_kill_9_mid_generation_and_is_verified
     chats = [s["attributes"] for s in spans_in(spans_file) if s["name"].startswith("chat ")]
     assert chats and all(c["harness.usage.estimated"] is True for c in chats)  # the resumed process's turns
     assert [c["gen_ai.usage.input_tokens"] for c in chats] == [t.usage.input_tokens for t in turns[-len(chats) :]]
+    # --rollout (kept by the resume): each text turn's sampled tokens and log-probabilities beside it (this
+    # server gives no ids, and none for its grammar-made tool calls), exported in Harbor's own shapes
+    for turn in turns:
+        if not turn.tool_calls:
+            assert turn.rollout is not None and len(turn.rollout.tokens) == len(turn.rollout.logprobs) > 0
+            assert turn.rollout.completion_ids is None
+    exported = tmp_path / "rollout.json"
+    assert harness("export", "real", "--format", "rollout", "-o", str(exported)).code == 0
+    read = subprocess.run([str(harbor_python()), "-c", HARBOR_READS, str(exported)], capture_output=True, text=True)
+    assert read.returncode == 0, read.stderr[-2000:]
+    details = json.loads(read.stdout)
+    assert details["turns"] == len(turns) and details["rewards"]["reward"] == 0.0
+    assert details["sampled"] == [bool(t.rollout and t.rollout.logprobs) for t in turns]
+
+
+HARBOR_READS = """
+import json, sys
+from harbor.models.agent.context import AgentContext
+from harbor.models.verifier.result import VerifierResult
+document = json.load(open(sys.argv[1]))
+context = AgentContext.model_validate(document["agent_result"])
+rewards = VerifierResult.model_validate(document["verifier_result"]).rewards
+[detail] = context.rollout_details
+print(json.dumps({"turns": len(detail["logprobs"]), "sampled": detail["extra"]["sampled"], "rewards": rewards}))
+"""
 
 
 def test_a_call_cut_off_at_the_output_limit_is_classified(server, harness, tmp_path):

@@ -400,3 +400,37 @@ def test_force_tool_makes_the_first_turns_call_a_tool(wire):
     assert "tool_choice" not in second and third["tool_choice"] == "required"
     with pytest.raises(ConfigError, match="force_tool names 'write_file', which is no tool of this run"):
         provider(wire, force_tool="write_file").complete(PROMPT, [TOOL], max_tokens=50)
+
+
+def test_rollout_asks_for_each_tokens_logprob_and_id_and_keeps_them_beside_the_turn(wire):
+    """`--rollout`: the request asks for log-probabilities (and ids, which vLLM and SGLang answer); what
+    the stream carries per token is kept in order, ids where given; nothing malformed is guessed at;
+    and none of it is part of the message the conversation keeps."""
+
+    def chunk(text: str, logprob: float, ids: list[int]) -> dict:
+        piece = openai_chunk({"content": text})
+        piece["choices"][0]["logprobs"] = {"content": [{"token": text, "logprob": logprob, "top_logprobs": []}]}
+        piece["choices"][0]["token_ids"] = ids
+        return piece
+
+    first = {**chunk("Hel", -0.5, [9906]), "prompt_token_ids": [1, 2, 3]}
+    odd = openai_chunk({"content": "!"})
+    odd["choices"][0]["logprobs"] = {"content": [{"token": 7, "logprob": "x"}]}  # malformed: left out
+    events = [
+        first,
+        chunk("lo", -0.25, [385]),
+        odd,
+        openai_chunk({}, finish="stop"),
+        openai_chunk(usage=openai_usage(10, 3)),
+    ]
+    wire.push(Reply(events=[*map(sse_data, events), b"data: [DONE]\n\n"]))
+    turn = provider(wire, rollout=True).complete(PROMPT, [TOOL], max_tokens=50)
+    sent = wire.requests[0].body
+    assert (sent["logprobs"], sent["top_logprobs"], sent["return_token_ids"]) == (True, 1, True)
+    assert turn.text == "Hello!" and turn.rollout is not None
+    assert (turn.rollout.tokens, turn.rollout.logprobs) == (["Hel", "lo"], [-0.5, -0.25])
+    assert (turn.rollout.completion_ids, turn.rollout.prompt_ids) == ([9906, 385], [1, 2, 3])
+    wire.push(openai_turn("plain"))
+    plain = provider(wire).complete(PROMPT, [TOOL], max_tokens=50)
+    assert plain.rollout is None and "logprobs" not in wire.requests[1].body
+    assert "rollout" not in plain.model_dump(), "left out of the record when there is none"
