@@ -118,8 +118,9 @@ class ProviderConfig(BaseModel):
     reasoning models, nor with reasoning_effort set); None sends none (the server's default). The
     Anthropic SDK takes none, so Anthropic models keep their default."""
     rollout: bool = False
-    """OpenAI-compatible only (`--rollout`): ask for each sampled token's log-probability, and its id
-    (`return_token_ids`, which vLLM and SGLang answer), and keep them beside the turn."""
+    """OpenAI-compatible only (`--rollout`): ask for each sampled token's log-probability, and of a
+    server named by `base_url` its id too (`return_token_ids`, which vLLM and SGLang answer; never sent
+    to OpenAI's own API, which refuses it), and keep them beside the turn."""
     reasoning_effort: Literal["low", "medium", "high"] | None = None
     """Turn thinking on (`--thinking`): OpenAI-compatible `reasoning_effort`; for Anthropic an
     extended-thinking budget of 1k / 4k / 16k tokens. None leaves the model's default."""

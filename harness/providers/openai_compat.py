@@ -116,7 +116,8 @@ class OpenAICompatProvider:
         if self.config.rollout:  # each sampled token's log-probability, and its id where the server gives it
             request["logprobs"] = True
             request["top_logprobs"] = 1  # (llama-cpp-python's server sends none without it)
-            request["extra_body"] = {"return_token_ids": True}
+            if self.config.base_url:  # a compatible server's own field (vLLM, SGLang), never sent to OpenAI's
+                request["extra_body"] = {"return_token_ids": True}
         if self.config.reasoning_effort:
             request["reasoning_effort"] = self.config.reasoning_effort
         elif self.config.temperature is not None and not is_reasoning_model(self.model):
