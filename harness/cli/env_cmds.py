@@ -40,6 +40,7 @@ def serve(
     the episode with the reward from verification. Prints the URL to give the client: the token that
     keeps others out is part of it. Every episode is a session afterwards (`harness show`, `view`)."""
     from harness.assembly import served
+    from harness.assembly.runtime import Runtime
     from harness.cli.failure import sigterm_interrupts
     from harness.config import RunConfig, load_config
     from harness.rollouts.server import Environments, EnvTask, episode_config, serve, tasks_of_file
@@ -65,13 +66,11 @@ def serve(
             given = [name for name, value in (("--task", task), ("--image", image), ("--verify", verify)) if value]
             if given or setup:
                 fail(f"{', '.join(given) or '--setup'}: a tasks file says these per task", ExitCode.USAGE)
-            tasks = tasks_of_file(source, sessions)
-            if max_steps:
-                tasks = [_with_steps(t, max_steps) for t in tasks]
+            tasks = tasks_of_file(source, sessions, max_steps)
         else:
             fail(f"no tasks file or repository at {source}", ExitCode.NOT_FOUND)
 
-        def runtime_of(config: RunConfig) -> Any:
+        def runtime_of(config: RunConfig) -> Runtime:
             return environment.runtime(config, interactive=False, spans=None)
 
         environments = Environments(tasks, sessions, runtime_of)
@@ -90,10 +89,3 @@ def serve(
         except KeyboardInterrupt:
             pass
     err_console.print(f"harness env: stopped after {len(environments.episodes)} episode(s)", markup=False)
-
-
-def _with_steps(task: Any, steps: int) -> Any:
-    from dataclasses import replace
-
-    limits = task.config.limits.model_copy(update={"max_steps": steps})
-    return replace(task, config=task.config.model_copy(update={"limits": limits}))

@@ -325,9 +325,9 @@ def episode_config(config: RunConfig, repo: Path, limits_given: bool) -> RunConf
     return assembly.with_setup(assembly.with_verify(config, repo), repo)
 
 
-def tasks_of_file(path: Path, sessions: Path) -> list[EnvTask]:
+def tasks_of_file(path: Path, sessions: Path, max_steps: int | None = None) -> list[EnvTask]:
     """The tasks of a tasks file (as `harness batch` reads it: its defaults, each task's keys over
-    them), each with the config its episodes run with."""
+    them), each with the config its episodes run with (max_steps: `--max-steps` over every task's)."""
     from harness.batch.records import TaskRunKey
     from harness.batch.tasks import load_tasks
     from harness.batch.worker import TaskRunSpec, run_config
@@ -338,5 +338,10 @@ def tasks_of_file(path: Path, sessions: Path) -> list[EnvTask]:
         key = TaskRunKey(task_id=task.id, model=MODEL, run_index=0)
         spec = TaskRunSpec(key=key, task=task, defaults=tasks.defaults, sessions=sessions, run_id="")
         given = bool(task.limits.model_dump(exclude_none=True) or tasks.defaults.limits.model_dump(exclude_none=True))
-        found.append(EnvTask(task.id, task.repo, task.task, episode_config(run_config(spec), task.repo, given)))
+        config = run_config(spec)
+        if max_steps:
+            config = config.model_copy(update={"limits": config.limits.model_copy(update={"max_steps": max_steps})})
+        found.append(
+            EnvTask(task.id, task.repo, task.task, episode_config(config, task.repo, given or bool(max_steps)))
+        )
     return found
