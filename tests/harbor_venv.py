@@ -1,7 +1,7 @@
 """Harbor (and OpenEnv's client) in a virtual environment of its own: Harbor needs Python 3.12 or newer and harness runs on
 3.11, so the tests that use Harbor's own code (its ATIF validator, its converters, `harbor run`)
 make a 3.12+ environment from an interpreter this machine carries and install Harbor there from the
-package registry, once per machine (kept under /var/tmp, keyed by Harbor's version). Standard library
+package registry, once per machine (kept under /var/tmp or HARNESS_TEST_TOOLS, keyed by Harbor's version). Standard library
 only: `make test` runs `python3 tests/harbor_venv.py` in the background before the rest of its set-up
 (as it does the local model), and the tests wait for it under the same lock (and make it themselves
 when nothing started it): three workers asking at once on a fresh machine each made it anew before,
@@ -61,7 +61,10 @@ def package_python(requirement: str, python: Path) -> Path:
     version = subprocess.run(
         [str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True, text=True
     ).stdout.strip()
-    venv = Path("/var/tmp") / f"harness-tests-{requirement.replace('==', '-')}-py{version}"
+    venv = (
+        Path(os.environ.get("HARNESS_TEST_TOOLS") or "/var/tmp")
+        / f"harness-tests-{requirement.replace('==', '-')}-py{version}"
+    )
     ready = venv / ".ready"
     with _locked(venv):
         if not ready.is_file():

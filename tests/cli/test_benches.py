@@ -1,6 +1,7 @@
 """The start-up benches on the real engine, small: `bench commands` (its own session and batch, each read
 command timed against both floors), `bench sandbox --burst` (every pattern, both sides, percentiles and
-success rates), `bench sandbox --tti` (time to interactive, four sides) and `bench startup` (the warm and cold one-shot beside `docker run` and `docker exec`).
+success rates), `bench sandbox --tti` (time to interactive, four sides) and `bench startup` (the warm and cold one-shot beside `docker run` and `docker exec`, the cold one
+beside its floor: a Python process making the call with the Docker SDK).
 Figures are machine noise here; what is checked is that each side ran, succeeded and is reported."""
 
 from __future__ import annotations
@@ -84,10 +85,13 @@ def test_bench_tti_gives_every_side_s_percentiles_and_success_as_the_field_publi
 
 def test_bench_startup_compares_the_one_shot_with_docker_run_and_docker_exec(tmp_path, run_label, docker_client):
     result = _bench("startup", "--rounds", "3", label=run_label, tmp_path=tmp_path)
-    for side in ("help", "exec", "cold_exec", "docker_run", "docker_exec"):
+    for side in ("help", "exec", "cold_exec", "docker_run", "docker_exec", "sdk_floor"):
         assert result[side]["median_ms"] > 0, side
     assert result["exec_over_docker_exec"] == pytest.approx(
         result["exec"]["median_ms"] / result["docker_exec"]["median_ms"], abs=0.01
+    )
+    assert result["cold_exec_over_sdk_floor"] == pytest.approx(
+        result["cold_exec"]["median_ms"] / result["sdk_floor"]["median_ms"], abs=0.01
     )
     left = docker_client.containers.list(all=True, filters={"label": f"harness.run={run_label}"})
     assert left == [], "the live container and the warm service's are gone"
