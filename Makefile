@@ -69,11 +69,13 @@ test-elsewhere: deps images-demo
 		--ignore tests/sandbox/docker/test_remote_engine.py $(PYTEST_ARGS)
 
 # Every image, and the environment a test of the mined histories needs (Python from Debian bullseye):
-# built here once, as a user would before a night's batch, not in the middle of the suite.
+# built here once, as a user would before a night's batch, not in the middle of the suite. The
+# environment (its own base, bootstrapped from bullseye) builds beside the others; the language images
+# and the hosted agents' build four at once (their builds wait mostly on downloads).
 images: deps engine
-	$(BIN)/harness images build
-	$(BIN)/harness images build --env python:bullseye
-	$(BIN)/harness images build agents
+	@$(BIN)/harness images build --env python:bullseye & env=$$!; \
+	$(BIN)/harness images build && $(BIN)/harness images build agents; built=$$?; \
+	wait $$env; envs=$$?; exit $$(( built || envs ))
 
 # The demos run in py311 only: the base, the sandbox layer and py311 (go, node, rust come with
 # `make images`, `make test`, or `harness images build NAME` when a task needs them).
@@ -110,7 +112,10 @@ test test-fast: export PYTHONDONTWRITEBYTECODE :=
 # test labels its containers with its worker's run id, so the workers never remove each other's). Three
 # on two cores, not more: with three the two cores are busy throughout (a fourth took 913 s against
 # 870 s). --no-loadscope-reorder keeps tests/conftest.py's order (longest files first).
-test: local-model-start harbor-start setup browser check
+# The images, the browser and the checks are made side by side (none needs another), while the local
+# model and Harbor's environment build in the background.
+test: local-model-start harbor-start deps engine
+	@$(MAKE) --no-print-directory -j3 -Oline images browser check
 	$(BIN)/python -m pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=15 $(PYTEST_ARGS)
 
 # The edit-test loop: the tests that need no engine, in parallel (no Docker, no browser, no image).

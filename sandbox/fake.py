@@ -20,6 +20,7 @@ from io import BufferedReader
 from pathlib import Path
 from typing import IO
 
+from sandbox import stopping
 from sandbox.envelope import CallOutcome, Envelope, Status
 from sandbox.errors import SpecError, WorkspaceError
 from sandbox.output import CappedOutput
@@ -64,6 +65,9 @@ class FakeSandbox:
         env = {"PATH": _path(), "HOME": str(workspace), "LANG": "C.UTF-8"}
         out, err = CappedOutput(spec.stdout_cap), CappedOutput(spec.stderr_cap)
         started = time.monotonic()
+        if stopping.why_stopped() is not None:  # its caller gave up on it before it ran
+            stderr = "\n" + stopping.STOPPED.format(why=stopping.why_stopped()) + "\n"
+            return self._envelope(137, "exit_nonzero", started, out, err, spec, stderr_text=stderr)
         try:
             proc = subprocess.Popen(
                 argv,
@@ -79,10 +83,17 @@ class FakeSandbox:
                 127, "exit_nonzero", started, out, err, spec, stderr_text=f"{argv[0]}: {error.strerror}\n"
             )
         reason: list[Status] = []
+        asked: list[bool] = []
 
         def kill(why: Status) -> None:
             reason.append(why)
             _killpg(proc.pid)
+
+        def stop() -> None:
+            asked.append(True)
+            _killpg(proc.pid)
+
+        detach = stopping.on_stop(stop)
 
         readers = [
             threading.Thread(target=_pump, args=(pipe, sink, out, err, spec.output_ceiling, kill), daemon=True)
@@ -98,8 +109,12 @@ class FakeSandbox:
             kill("timeout")
             code = proc.wait()
         _killpg(proc.pid)  # the call is over: whatever it left in its group goes too
+        detach()
         for reader in readers:
             reader.join(timeout=1.0)
+        if asked and not reason:
+            stderr = "\n" + stopping.STOPPED.format(why=stopping.why_stopped() or "asked") + "\n"
+            return self._envelope(137, "exit_nonzero", started, out, err, spec, stderr_text=stderr)
         if reason:
             return self._envelope(124 if reason[0] == "timeout" else 137, reason[0], started, out, err, spec)
         code = 128 - code if code < 0 else code

@@ -19,6 +19,7 @@ import re
 import shlex
 import subprocess
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -28,6 +29,7 @@ from harness.agent.external import ExternalTurns, Report
 from harness.errors import ModelUnavailable
 from harness.policy.decision import Decision
 from harness.policy.gate import GateRequest
+from sandbox import stopping
 
 HARNESS_SERVER = "harness"
 """The name of harness's MCP server in the agent's session (its tools: `mcp__harness__run_command`)."""
@@ -136,6 +138,9 @@ class HostedSession:
         self._calls: dict[str, _Call] = {}
         self._terminals: dict[str, threading.Thread] = {}
         self._outputs: dict[str, tuple[str, int | None]] = {}
+        self._killed: set[str] = set()
+        self._calls_of: dict[str, str] = {}
+        """Each terminal's call id in the loop (unique in the process: sandbox.stopping stops it by it)."""
         self._prompts = 0
         self.refusals: list[str] = []
         """What harness refused since the last prompt (the next one says so: an agent may end its turn
@@ -353,12 +358,14 @@ class HostedSession:
     def create_terminal(self, command: str, args: Sequence[str]) -> str:
         ident = f"term_{len(self._terminals) + 1}"
         line = shlex.join([command, *args]) if args else command
+        call_id = self._calls_of[ident] = f"{ident}_{uuid.uuid4().hex[:12]}"
 
         def run() -> None:
-            record = self.turns.call("run_command", {"command": line})
+            record = self.turns.call("run_command", {"command": line}, call_id=call_id)
             text = record.text if record is not None else "harness did not run this command: the run ended"
             code = record.envelope.exit_code if record is not None and record.envelope is not None else None
             self._outputs[ident] = (text, code)
+            stopping.forget(call_id)  # a kill that came as it ended stops nothing later
 
         thread = threading.Thread(target=run, name=f"harness-{ident}", daemon=True)
         self._terminals[ident] = thread
@@ -372,6 +379,19 @@ class HostedSession:
             thread.join()
         text, code = self._outputs.get(ident, ("", None))
         return text, code, ident in self._outputs
+
+    def kill_terminal(self, ident: str, why: str) -> None:
+        """Stop a terminal's command if it still runs (or has yet to start): its container is killed and
+        its record says so (exit 137 and why, sandbox.stopping). An ended one is left as it is."""
+        call_id = self._calls_of.get(ident)
+        if call_id is None or ident in self._outputs:
+            return
+        self._killed.add(ident)
+        stopping.stop(call_id, why)
+
+    def killed(self, ident: str) -> bool:
+        """Whether the agent stopped this terminal's command before it ended by itself."""
+        return ident in self._killed
 
 
 def gate_request(call: _Call, workdir: str) -> GateRequest | None:
@@ -472,20 +492,28 @@ class _Client:
         from acp import schema
 
         text, code, ended = self.session.terminal_result(terminal_id, wait=False)
-        status = schema.TerminalExitStatus(exit_code=code) if ended else None
+        status = schema.TerminalExitStatus(**self._exit(terminal_id, code)) if ended else None
         return schema.TerminalOutputResponse(output=text, truncated=False, exit_status=status)
+
+    def _exit(self, terminal_id: str, code: int | None) -> dict[str, Any]:
+        """A terminal's exit as ACP says it: a command the agent killed ended by SIGKILL, with no code."""
+        if self.session.killed(terminal_id) and code in (137, None):
+            return {"exit_code": None, "signal": "SIGKILL"}
+        return {"exit_code": code}
 
     async def wait_for_terminal_exit(self, session_id: str, terminal_id: str, **kwargs: Any) -> Any:
         from acp import schema
 
         loop = asyncio.get_running_loop()
         _, code, _ = await loop.run_in_executor(None, self.session.terminal_result, terminal_id, True)
-        return schema.WaitForTerminalExitResponse(exit_code=code)
+        return schema.WaitForTerminalExitResponse(**self._exit(terminal_id, code))
 
     async def kill_terminal(self, session_id: str, terminal_id: str, **kwargs: Any) -> Any:
-        return None  # a call the loop runs ends at its own limit
+        self.session.kill_terminal(terminal_id, "the agent killed its terminal")
+        return None
 
     async def release_terminal(self, session_id: str, terminal_id: str, **kwargs: Any) -> Any:
+        self.session.kill_terminal(terminal_id, "the agent released its terminal while the command ran")
         return None
 
     async def read_text_file(

@@ -222,6 +222,20 @@ def agent_image(
         )
 
 
+def agent_images(
+    docker_host: str | None, agents: list[str], base: str, log: Callable[[str], None] = lambda _: None
+) -> list[ImageStatus]:
+    """The images of these hosted agents over base, built side by side (each agent's build is locked on
+    its own, so another process building another agent's goes on too); a row of `images build` each."""
+    import functools
+
+    from sandbox.docker import images
+
+    with engine(docker_host, timeout=1800) as client:
+        refs = images.at_once([functools.partial(agent_image, client, agent, base, log) for agent in agents])
+    return [image_status(docker_host, f"agent-{agent}", ref) for agent, ref in zip(agents, refs, strict=True)]
+
+
 def image_status(docker_host: str | None, name: str, ref: str) -> ImageStatus:
     """The row `harness images build` shows for an image it just built (or found current)."""
     import docker.errors

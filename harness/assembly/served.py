@@ -107,11 +107,12 @@ class McpSession:
         menu = [s for s in builtin.default_registry().schemas() if s.name in MENU]
         return [*menu, *SESSION_TOOLS]
 
-    def call(self, name: str, arguments: dict[str, Any]) -> Any:
-        """One call's record (None: the session ended before it ran)."""
+    def call(self, name: str, arguments: dict[str, Any], call_id: str | None = None) -> Any:
+        """One call's record (None: the session ended before it ran); call_id: the id the caller may
+        stop it by (sandbox.stopping)."""
         if name in {s.name for s in SESSION_TOOLS}:
             return self.turns.between(lambda: self._session_tool(name, arguments))
-        return self.turns.call(name, arguments)
+        return self.turns.call(name, arguments, call_id)
 
     def _session_tool(self, name: str, arguments: dict[str, Any]) -> Said:
         agent = self.agent

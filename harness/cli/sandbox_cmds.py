@@ -464,12 +464,7 @@ def images_build(
             from harness.environment.agents import AGENTS
 
             agents = sorted(AGENTS) if name == "agents" else [name.removeprefix("agent-")]
-            rows = [
-                engine.image_status(
-                    docker_host(), f"agent-{agent}", engine.agent_image(docker_host(), agent, over, log)
-                )
-                for agent in agents
-            ]
+            rows = engine.agent_images(docker_host(), agents, over, log)
         else:
             rows = engine.build_images(docker_host(), name, log=log) if name is not None or not wanted else []
         for language, release in wanted:

@@ -3,6 +3,8 @@ which gates, hooks, runs it in a fresh container, records and snapshots it as it
 model's calls; the loop's record comes back as the call's result: the text the model would read,
 and the envelope (exit code first) as structured content, or, for an agent that would show its model
 the structured content instead of the text (Codex does), in the result's `_meta` as `harness/envelope`.
+A call the client cancels (`notifications/cancelled`) is stopped: its container is killed and its
+record says so (sandbox.stopping).
 
 Only the tools given are served (harness's built-in tools of the run's menu): never a host MCP
 server's, never a tool that reaches past the session.
@@ -10,10 +12,12 @@ server's, never a tool that reaches past the session.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from harness.types import ToolSchema
+from sandbox import stopping
 
 
 class Recorded(Protocol):
@@ -24,8 +28,9 @@ class Recorded(Protocol):
     envelope: Any
 
 
-Caller = Callable[[str, dict[str, Any]], "Recorded | None"]
-"""Runs one call through the loop and returns its record (None: the run ended before it ran)."""
+Caller = Callable[[str, dict[str, Any], str], "Recorded | None"]
+"""Runs one call (name, arguments, a call id unique in the process) through the loop and returns its
+record (None: the run ended before it ran)."""
 
 
 def tools_server(
@@ -57,7 +62,12 @@ def tools_server(
         if params.name not in offered:
             return _result(f"ERROR[unknown_tool]: there is no tool named {params.name!r}", True)
         arguments = dict(params.arguments or {})
-        record = await anyio.to_thread.run_sync(call, params.name, arguments, abandon_on_cancel=True)
+        ident = f"mcp_{uuid.uuid4().hex[:16]}"
+        try:
+            record = await anyio.to_thread.run_sync(call, params.name, arguments, ident, abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():  # the client cancelled its request: the call stops too
+            stopping.stop(ident, "the MCP client cancelled the call")
+            raise
         if record is None:
             return _result(f"harness did not run this call: {why_not()}", True)
         envelope = record.envelope.model_dump(mode="json") if record.envelope is not None else None

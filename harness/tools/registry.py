@@ -24,6 +24,7 @@ from harness.policy.approve import Approver
 from harness.policy.gate import Decision, Gate
 from harness.tools.schema import Outcome, Tool, ToolFunction, build_tool, tool
 from harness.types import ToolCall, ToolSchema
+from sandbox import stopping
 from sandbox.envelope import Envelope
 from sandbox.spec import Mount, Sandbox, SandboxSpec
 
@@ -254,7 +255,8 @@ class Registry:
         try:
             args = {k: getattr(ready.args, k) for k in type(ready.args).model_fields}
             for_call = dataclasses.replace(ctx.for_tool(ready.tool.name, ready.tool.tier), call_id=call.id)
-            outcome = ready.tool.fn(for_call, **args)
+            with stopping.running(call.id):  # its caller may stop it by this id (sandbox.stopping)
+                outcome = ready.tool.fn(for_call, **args)
         except ToolError as error:
             return ToolResult(
                 **base,

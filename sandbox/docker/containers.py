@@ -32,6 +32,7 @@ import docker
 import requests
 
 from sandbox import labels as labels_of
+from sandbox import stopping
 from sandbox.docker import hardening, netns, transfer, tunnel
 from sandbox.docker.call import CallWatch, cgroup_oom_killed, exit_code_of, frames, read_ahead, send_stdin, shut
 from sandbox.docker.commit import commit_root
@@ -60,7 +61,11 @@ STUB_RUNTIMES = frozenset({"runc"})
 """Runtimes whose calls go through the stub. Under gVisor (runsc) a process may open a non-dumpable
 process's descriptors through /proc, so a command could write into the stub's stream: its calls go
 by `docker exec`."""
-_ENDED_BY_WATCH: dict[str, tuple[int, Status]] = {"timeout": (124, "timeout"), "output_limit": (137, "output_limit")}
+_ENDED_BY_WATCH: dict[str, tuple[int, Status]] = {
+    "timeout": (124, "timeout"),
+    "output_limit": (137, "output_limit"),
+    "stopped": (137, "exit_nonzero"),  # its caller asked (sandbox.stopping): killed, as a SIGKILL would
+}
 """How a call the host watch ended comes out, whichever way the command reached its container."""
 IMAGE_CACHE_S = 5.0
 """How long a resolved image id is trusted before the engine is asked again (keeps calls lean)."""
@@ -190,6 +195,8 @@ class DockerSandbox:
         for hook in hooks:
             hook()
         key, config, image_id, user = self._prepare(workspace, spec, mounts)
+        if stopping.why_stopped() is not None:  # its caller gave up on it while it waited to run
+            return self._envelope(_stopped_before_start(spec), spec, image_id, user, None)
         committed = None
         for attempt in range(2):
             cid = self.pool.acquire(key, config, family=spec.image)
@@ -209,6 +216,9 @@ class DockerSandbox:
                 self._hang_up(cid)
                 break
             except _ContainerGone:
+                if stopping.why_stopped() is not None:  # killed before its command began, as its caller asked
+                    outcome = _stopped_before_start(spec)
+                    break
                 if attempt:  # a warm container died before use (engine restart?): one fresh retry only
                     raise self._gone() from None
             finally:
@@ -239,6 +249,9 @@ class DockerSandbox:
                 self._hang_up(cid)
                 break
             except _ContainerGone:
+                if stopping.why_stopped() is not None:
+                    outcome = _stopped_before_start(spec)
+                    break
                 if attempt:
                     raise self._gone() from None
             finally:
@@ -733,6 +746,7 @@ class DockerSandbox:
         watch = CallWatch(
             lambda: self.stop(cid), lambda: self._exec_exited(exec_id), spec.timeout_s, abort=lambda: shut(sock)
         )
+        detach = stopping.on_stop(lambda: watch.stop("stopped"))
         out, err = CappedOutput(spec.stdout_cap), CappedOutput(spec.stderr_cap)
         try:
             # The SDK's own helper for attached streams (the stubs omit it): the call watch bounds the wait.
@@ -750,8 +764,10 @@ class DockerSandbox:
             with contextlib.suppress(OSError):
                 sock.close()
             watch.finish()
+            detach()
         duration_ms = int((time.monotonic() - started) * 1000)
         exit_code, status = self._outcome(cid, exec_id, watch.reason, duration_ms >= spec.timeout_s * 1000)
+        _say_stopped(watch.reason, err)
         return CallOutcome.captured(exit_code, status, duration_ms, out, err)
 
     def _stub_call(
@@ -773,6 +789,7 @@ class DockerSandbox:
             self._kill(cid)
 
         watch = CallWatch(end, lambda: False, spec.timeout_s, abort=lambda: shut(stream.sock))
+        detach = stopping.on_stop(lambda: watch.stop("stopped"))
         out, err = CappedOutput(spec.stdout_cap), CappedOutput(spec.stderr_cap)
         code: int | None = None
         try:
@@ -781,6 +798,7 @@ class DockerSandbox:
         except (StubLost, OSError):
             stream.close()
             watch.finish()
+            detach()
             raise _ContainerGone() from None  # it died before the call reached it: a fresh one is tried
         try:
             for kind, payload in stream.messages():
@@ -795,6 +813,8 @@ class DockerSandbox:
             pass  # killed under us (the watch reason says why), or the stub itself was killed
         finally:
             watch.finish()
+            detach()
+        _say_stopped(watch.reason, err)
         duration_ms = int((time.monotonic() - started) * 1000)
         status: Status
         try:  # the stream closed last: the stub, and so the container and its cgroup, wait for it
@@ -846,6 +866,19 @@ class DockerSandbox:
             # The inner `timeout` fired first (TERM, or KILL after a trapped TERM): it is the deadline.
             return 124, "timeout"
         return self._by_code(cid, code)
+
+
+def _say_stopped(reason: str | None, err: CappedOutput) -> None:
+    """A call its caller stopped says so at the end of its stderr (sandbox.stopping)."""
+    if reason == "stopped":
+        err.feed(("\n" + stopping.STOPPED.format(why=stopping.why_stopped() or "asked") + "\n").encode())
+
+
+def _stopped_before_start(spec: SandboxSpec) -> CallOutcome:
+    """The outcome of a call whose caller stopped it before its command began."""
+    out, err = CappedOutput(spec.stdout_cap), CappedOutput(spec.stderr_cap)
+    _say_stopped("stopped", err)
+    return CallOutcome.captured(137, "exit_nonzero", 0, out, err)
 
 
 class _NoStub(Exception):

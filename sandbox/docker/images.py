@@ -15,8 +15,10 @@ labelled with the language and release so later checks find it among the local i
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import fcntl
+import functools
 import hashlib
 import io
 import os
@@ -25,9 +27,10 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import docker
 import requests
@@ -59,6 +62,7 @@ ENV_LANGUAGE = "harness.env.language"
 ENV_RELEASE = "harness.env.release"
 
 Log = Callable[[str], None]
+T = TypeVar("T")
 
 
 class ImageStatus(BaseModel):
@@ -150,20 +154,40 @@ def build(
         return _build_locked(client, names, name, log, root)
 
 
+BUILDERS = 4
+"""Images built at once over one sandbox layer (the language images, the hosted agents'): their builds
+wait mostly on downloads, so on two cores four at once take about as long as the longest."""
+
+
 @contextlib.contextmanager
-def _build_lock(log: Log) -> Iterator[None]:
-    """One build at a time per machine: two concurrent first builds would each bootstrap a base."""
-    path = Path(tempfile.gettempdir()) / "harness-images.lock"
+def _build_lock(log: Log, scope: str = "bookworm") -> Iterator[None]:
+    """One build of a scope at a time per machine: two concurrent first builds of the images over a
+    Debian release would each bootstrap its base; two of a hosted agent's image would each install it.
+    Builds of different scopes (another release's environment, another agent) go on side by side."""
+    path = Path(tempfile.gettempdir()) / (
+        "harness-images.lock" if scope == "bookworm" else f"harness-images-{scope}.lock"
+    )
     with open(path, "a+") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            log("another `harness images build` is running; waiting for it")
+            log(f"another build of {scope}'s images is running; waiting for it")
             fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def at_once(builds: Sequence[Callable[[], T]], workers: int = BUILDERS) -> list[T]:
+    """Each build's result, the builds run side by side (up to workers at once); every build runs to
+    its end, then the first failure is raised (none is left running behind an error)."""
+    if len(builds) <= 1:
+        return [build() for build in builds]
+    with ThreadPoolExecutor(max_workers=min(workers, len(builds)), thread_name_prefix="harness-build") as pool:
+        futures = [pool.submit(build) for build in builds]
+        concurrent.futures.wait(futures)
+    return [future.result() for future in futures]
 
 
 def _build_locked(
@@ -173,11 +197,12 @@ def _build_locked(
     wanted = versions(base_id, root)
     sandbox_ref = _sandbox_layer(client, base_id, BASE_REF, log, root)
     targets = names[1:] if name is None else ([] if name == SANDBOX else [name])
-    for other in targets:
-        ref = f"harness/{other}:{wanted[other]}"
-        _build_one(
-            client, other, ref, wanted[other], log, path=root / "images" / other, buildargs={"SANDBOX": sandbox_ref}
-        )
+    builds = [
+        functools.partial(_build_one, client, other, f"harness/{other}:{wanted[other]}", wanted[other], log,
+                          path=root / "images" / other, buildargs={"SANDBOX": sandbox_ref})
+        for other in targets
+    ]  # fmt: skip
+    at_once(builds)
     return list_images(client, root)
 
 
@@ -287,7 +312,7 @@ def build_env(
     if release not in RELEASES:
         raise ImageNotFound(f"no Debian release {release!r} to build from; known: {', '.join(RELEASES)}")
     folder = root / "images" / LANGUAGE_IMAGES[language]
-    with _build_lock(log):
+    with _build_lock(log, release):
         base_id = ensure_base(client, log, release)
         sandbox_ref = _sandbox_layer(client, base_id, f"harness/base:{release}", log, root)
         sandbox_v = sandbox_ref.rsplit(":", 1)[1]
@@ -654,7 +679,7 @@ def agent_image(
     ref = f"harness/agent-{name}:{version}"
     if _image_id(client, ref) is not None:
         return ref
-    with _build_lock(log), tempfile.TemporaryDirectory(prefix="harness-agent-image-") as scratch:
+    with _build_lock(log, f"agent-{name}"), tempfile.TemporaryDirectory(prefix="harness-agent-image-") as scratch:
         if _image_id(client, ref) is None:  # another process may have built it while this one waited
             context = make_context(Path(scratch))
             _build_one(

@@ -198,3 +198,43 @@ def test_a_terminal_the_agent_opens_is_the_loop_s_run_command_and_its_exit_is_th
     turns.observe(ToolRecord(step=1, call_id=call.id, name=call.name, arguments=call.arguments,
                              envelope=envelope(3, "hi there\n"), text="exit_code=3 ...\nhi there", is_error=False))  # fmt: skip
     assert session.terminal_result(ident, wait=True) == ("exit_code=3 ...\nhi there", 3, True)
+
+
+def test_a_terminal_the_agent_kills_or_releases_while_it_runs_stops_its_call_and_ends_by_sigkill() -> None:
+    """`terminal/kill` (and `terminal/release` of a command still running) stops the loop's call by the
+    id the terminal gave it: the sandbox running it kills its container (sandbox.stopping); the
+    agent then reads an exit by SIGKILL. A terminal whose command ended is left as it is."""
+    import asyncio
+    import threading
+
+    from harness.agent.hosted import _Client
+    from harness.trajectory import ToolRecord
+    from sandbox import stopping
+    from tests.agent.test_verify import envelope
+
+    session, turns = _session()
+    client = _Client(session)
+    idents, calls = [], []
+    for _ in range(3):  # three at once, each taken by the loop (its turn) before the next is opened
+        idents.append(session.create_terminal("sleep", ["60"]))
+        calls += turns.complete([], [], max_tokens=1, timeout_s=5).tool_calls
+    killed, released, ended = idents
+    assert [c.id.split("_")[:2] for c in calls] == [["term", "1"], ["term", "2"], ["term", "3"]]
+    assert len({c.id for c in calls}) == 3, "each terminal's call has an id of its own"
+    stopped = {call.id: threading.Event() for call in calls}
+    for ident, call in zip((killed, released), calls, strict=False):
+        with stopping.running(call.id):  # as the loop runs it: the sandbox attaches its kill
+            stopping.on_stop(stopped[call.id].set)
+            asyncio.run((client.kill_terminal if ident == killed else client.release_terminal)("s", ident))
+            assert stopped[call.id].wait(5), f"{ident}'s call was stopped"
+    for call, code in zip(calls, (137, 137, 0), strict=True):
+        turns.observe(ToolRecord(step=1, call_id=call.id, name=call.name, arguments=call.arguments,
+                                 envelope=envelope(code, ""), text=f"exit_code={code}", is_error=False))  # fmt: skip
+    assert session.terminal_result(ended, wait=True)[1:] == (0, True)
+    with stopping.running(calls[2].id):
+        stopping.on_stop(stopped[calls[2].id].set)
+        asyncio.run(client.kill_terminal("s", ended))
+        assert not stopped[calls[2].id].wait(0.3), "an ended terminal's kill stops nothing"
+    status = asyncio.run(client.terminal_output("s", killed)).exit_status
+    assert (status.exit_code, status.signal) == (None, "SIGKILL")
+    assert asyncio.run(client.wait_for_terminal_exit("s", ended)).exit_code == 0

@@ -173,7 +173,11 @@ def test_a_stdio_client_fixes_the_example_each_call_a_container_then_it_verifies
     assert (repo / "calc" / "ops.py").read_text() == (EXAMPLE / "calc" / "ops.py").read_text(), "the tree untouched"
 
 
-def test_a_client_that_goes_mid_call_leaves_the_call_recorded_and_no_container(tmp_path, run_label, docker_client):
+def test_a_client_that_cancels_mid_call_and_goes_stops_the_call_recorded_so_and_leaves_no_container(
+    tmp_path, run_label, docker_client
+):
+    """The client gives up on a call (its SDK sends `notifications/cancelled`) and leaves: the call's
+    container is killed at once rather than left to finish (sandbox.stopping), its record says so."""
     from mcp import ClientSession
     from mcp.client.stdio import stdio_client
 
@@ -184,14 +188,17 @@ def test_a_client_that_goes_mid_call_leaves_the_call_recorded_and_no_container(t
         log = open(tmp_path / "server.log", "w")  # noqa: SIM115 - the client writes the server's stderr there
         async with stdio_client(params, errlog=log) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
-            with anyio.move_on_after(1.0):
-                await call(session, "run_command", {"command": 'python3 -c "import time; time.sleep(3)"'})
+            with anyio.move_on_after(1.5):
+                await call(session, "run_command", {"command": 'python3 -c "import time; time.sleep(60)"'})
 
+    started = time.monotonic()
     anyio.run(client)
     state = ended(harness.state_dir, "gone")
+    assert time.monotonic() - started < 30, "the call did not run its minute"
     assert state.result is not None and state.result.outcome == "unverified", state.result
     tools = [r for r in read_records(harness.session_dir("gone")) if isinstance(r, ToolRecord)]
-    assert [(t.name, t.envelope.exit_code if t.envelope else None) for t in tools] == [("run_command", 0)]
+    assert [(t.name, t.envelope.exit_code if t.envelope else None) for t in tools] == [("run_command", 137)]
+    assert "stopped by its caller before it ended (the MCP client cancelled the call)" in tools[0].envelope.stderr
     assert containers_left(docker_client, harness.state_dir, "gone") == []
 
 
