@@ -117,6 +117,10 @@ class StepRecord(_Record):
     snapshot_step: int
     snapshot_id: str | None = None
     wrote: bool = False
+    """A call of the step may have written (run_command always may)."""
+    changed: bool | None = Field(None, exclude_if=lambda value: value is None)
+    """The step's calls changed the workspace or the image: a snapshot of its own was taken (None: a
+    record from before this was kept, when only `wrote` was)."""
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0

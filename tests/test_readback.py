@@ -222,3 +222,23 @@ def test_the_same_request_made_again_in_a_row_is_one_line_saying_how_many() -> N
     ]  # fmt: skip
     assert (folded[2]["sent"], folded[2]["received"]) == (15, 180)
     assert run_view.target_of(folded[0]) == "CONNECT pypi.org:443 ×6"
+
+
+def test_files_changed_is_said_of_a_step_that_changed_files_not_of_one_that_only_could(tmp_path):
+    """A step of run_command may write (`wrote`), yet a grep changes nothing: only a step whose calls
+    made a snapshot of their own (`changed`) says files changed. A record from before `changed` was
+    kept says it of every step that could write, as it did."""
+    folder = tmp_path / "s2"
+    folder.mkdir()
+    trajectory = Trajectory(folder)
+    for record in (
+        StepRecord(step=1, snapshot_step=0, wrote=True, changed=False),
+        StepRecord(step=2, snapshot_step=1, wrote=True, changed=True),
+        StepRecord(step=3, snapshot_step=1, wrote=False, changed=False),
+        StepRecord(step=4, snapshot_step=2, wrote=True),
+    ):
+        trajectory.append(record)
+    trajectory.close()
+    shown = [run_view._row(line) for line in readback.records(folder)]
+    said = [row[1] if row else None for row in shown]
+    assert [bool(row and "files changed" in row) for row in said] == [False, True, False, True], said

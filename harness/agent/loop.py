@@ -372,7 +372,7 @@ class Agent:
 
     def _commit(self, step: int, *, wrote: bool, committed_image: str | None) -> None:
         """Snapshot (when anything changed), record the step, then write the state: the commit point."""
-        snapshot_id = None
+        snapshot_id, before = None, self.state.snapshot_step
         self.on_phase("mid_snapshot")
         if wrote or committed_image:
             # run_command always reports wrote=True: a step whose tree and image did not change is not recorded.
@@ -389,6 +389,7 @@ class Agent:
                 snapshot_step=self.state.snapshot_step,
                 snapshot_id=snapshot_id,
                 wrote=wrote,
+                changed=self.state.snapshot_step != before,
                 input_tokens=spent.input_tokens,
                 output_tokens=spent.output_tokens,
                 cost_usd=spent.cost_usd,

@@ -321,7 +321,7 @@ def _row(record: Mapping[str, Any]) -> tuple[str, str] | None:
             f"{flag} {literal(string(record.get('name')))}: {_clip(first, 240)} "
             f"[dim]({literal(decision)}, {count(record.get('duration_ms'))} ms)[/]",
         )
-    if kind == "step" and record.get("wrote"):
+    if kind == "step" and (record.get("wrote") if record.get("changed") is None else record.get("changed")):
         step = count(record.get("step"))
         return ("", f"[dim]files changed: the state after step {step} is kept (diff, rollback --to {step})[/]")
     if kind == "verify":

@@ -79,6 +79,11 @@ def test_best_ranks_every_attempt_and_keeps_the_smaller_verified_change(harness)
     assert "return a + b" in final and "total += b" not in final
     diff = harness("diff", parent)
     assert diff.code == 0 and "+    return a + b" in diff.stdout, diff.stderr
+    a2 = next(a for a in record["attempts"] if a["name"] == "a2")["session_id"]
+    shown = harness("show", a2, env={"COLUMNS": "200"}).stdout
+    steps = {block.split()[0]: block for block in ("\n" + shown).split("\nstep ")[1:]}
+    assert "files changed" not in steps["2"], "a grep changes nothing: " + steps["2"]
+    assert "files changed: the state after step 4 is kept" in steps["4"], "the fix does: " + steps["4"]
 
 
 def test_an_attempt_finds_nothing_left_of_the_budget_and_is_refused(harness, tmp_path) -> None:
