@@ -92,9 +92,9 @@ def forget(ident: str) -> None:
 
 
 def on_stop(kill: Callable[[], None]) -> Callable[[], None]:
-    """Attach kill to the call this thread runs (called at once, here, if it was asked to stop
-    already; else from `stop`'s thread: why_stopped() is the call's own thread's to ask); returns what
-    detaches it. Outside a marked call: nothing to attach."""
+    """Attach kill to the call this thread runs; returns what detaches it. kill runs in a thread of its
+    own (at once if the call was asked to stop already, else when it is: why_stopped() is the call's
+    own thread's to ask). Outside a marked call: nothing to attach."""
     call = _current.get()
     if call is None:
         return lambda: None
@@ -102,7 +102,7 @@ def on_stop(kill: Callable[[], None]) -> Callable[[], None]:
         call.kills.append(kill)
         asked = call.reason is not None
     if asked:
-        kill()
+        threading.Thread(target=kill, name="harness-stop-call", daemon=True).start()
 
     def detach() -> None:
         with _lock:

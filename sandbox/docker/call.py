@@ -155,6 +155,13 @@ class CallWatch:
         self._kill()
         self._done.set()
 
+    def cut(self, reason: str) -> None:
+        """End the call from another thread (its caller stopped it): the kill, then, if the stream
+        outlives it by ABORT_AFTER_S, its close from the host, as at the deadline."""
+        if self.reason is None:
+            self.reason = reason
+        self._end()
+
     def finish(self) -> None:
         self._done.set()
         self._thread.join()

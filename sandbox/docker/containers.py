@@ -746,7 +746,7 @@ class DockerSandbox:
         watch = CallWatch(
             lambda: self.stop(cid), lambda: self._exec_exited(exec_id), spec.timeout_s, abort=lambda: shut(sock)
         )
-        detach = stopping.on_stop(lambda: watch.stop("stopped"))
+        detach = stopping.on_stop(lambda: watch.cut("stopped"))
         out, err = CappedOutput(spec.stdout_cap), CappedOutput(spec.stderr_cap)
         try:
             # The SDK's own helper for attached streams (the stubs omit it): the call watch bounds the wait.
@@ -789,7 +789,7 @@ class DockerSandbox:
             self._kill(cid)
 
         watch = CallWatch(end, lambda: False, spec.timeout_s, abort=lambda: shut(stream.sock))
-        detach = stopping.on_stop(lambda: watch.stop("stopped"))
+        detach = stopping.on_stop(lambda: watch.cut("stopped"))
         out, err = CappedOutput(spec.stdout_cap), CappedOutput(spec.stderr_cap)
         code: int | None = None
         try:
