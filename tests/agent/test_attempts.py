@@ -49,10 +49,11 @@ def test_first_keeps_the_first_verified_attempt_and_stops_the_others(harness) ->
     record = attempts_of(harness, parent)
     assert record["chosen"] == "a4" and record["why"] == "a4 verified first", record
     found = outcomes(record)
-    assert (found["a1"], found["a3"], found["a4"]) == ("stuck", "stuck", "verified"), found
-    assert found["a2"] == "interrupted", "a2 thinks longer: a4 verified first and a2 was stopped"
-    stopped = next(a for a in record["attempts"] if a["name"] == "a2")
-    assert stopped["detail"] == "stopped: a4 verified first"
+    assert found["a4"] == "verified" and found["a2"] == "interrupted", "a2 thinks longer: a4 verified first"
+    assert {found["a1"], found["a3"]} <= {"stuck", "interrupted"}, "each ended unverified, or was stopped if still on"
+    for attempt in record["attempts"]:
+        if attempt["outcome"] == "interrupted":
+            assert attempt["detail"] == "stopped: a4 verified first", attempt
     assert result["outcome"] == "verified" and result["detail"].startswith("a4 verified first")
     assert "total += b" in harness.final(parent, "calc/ops.py"), "the chosen change is the run's"
     assert "total += b" in Path(result["patch"]).read_text()
