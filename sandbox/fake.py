@@ -66,8 +66,7 @@ class FakeSandbox:
         out, err = CappedOutput(spec.stdout_cap), CappedOutput(spec.stderr_cap)
         started = time.monotonic()
         if stopping.why_stopped() is not None:  # its caller gave up on it before it ran
-            stderr = "\n" + stopping.STOPPED.format(why=stopping.why_stopped()) + "\n"
-            return self._envelope(137, "exit_nonzero", started, out, err, spec, stderr_text=stderr)
+            return self._envelope(137, "exit_nonzero", started, out, err, spec, stderr_text=stopping.said())
         try:
             proc = subprocess.Popen(
                 argv,
@@ -83,17 +82,12 @@ class FakeSandbox:
                 127, "exit_nonzero", started, out, err, spec, stderr_text=f"{argv[0]}: {error.strerror}\n"
             )
         reason: list[Status] = []
-        asked: list[bool] = []
 
         def kill(why: Status) -> None:
             reason.append(why)
             _killpg(proc.pid)
 
-        def stop() -> None:
-            asked.append(True)
-            _killpg(proc.pid)
-
-        detach = stopping.on_stop(stop)
+        detach = stopping.on_stop(lambda: _killpg(proc.pid))  # its caller stopped it (sandbox.stopping)
 
         readers = [
             threading.Thread(target=_pump, args=(pipe, sink, out, err, spec.output_ceiling, kill), daemon=True)
@@ -112,9 +106,8 @@ class FakeSandbox:
         detach()
         for reader in readers:
             reader.join(timeout=1.0)
-        if asked and not reason:
-            stderr = "\n" + stopping.STOPPED.format(why=stopping.why_stopped() or "asked") + "\n"
-            return self._envelope(137, "exit_nonzero", started, out, err, spec, stderr_text=stderr)
+        if stopping.why_stopped() is not None and not reason:
+            return self._envelope(137, "exit_nonzero", started, out, err, spec, stderr_text=stopping.said())
         if reason:
             return self._envelope(124 if reason[0] == "timeout" else 137, reason[0], started, out, err, spec)
         code = 128 - code if code < 0 else code

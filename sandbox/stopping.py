@@ -25,8 +25,7 @@ EARLY_KEPT = 256
 
 
 class _Call:
-    def __init__(self, ident: str) -> None:
-        self.ident = ident
+    def __init__(self) -> None:
         self.reason: str | None = None
         self.kills: list[Callable[[], None]] = []
 
@@ -43,7 +42,7 @@ def running(ident: str) -> Iterator[None]:
     if not ident:
         yield
         return
-    call = _Call(ident)
+    call = _Call()
     with _lock:
         _running.setdefault(ident, []).append(call)
         call.reason = _early.pop(ident, None)
@@ -116,3 +115,8 @@ def why_stopped() -> str | None:
     """Why the call this thread runs was asked to stop (None: it was not, or no call is marked)."""
     call = _current.get()
     return None if call is None else call.reason
+
+
+def said() -> str:
+    """The lines a stopped call's stderr ends with: STOPPED, with why the call this thread runs was stopped."""
+    return "\n" + STOPPED.format(why=why_stopped() or "asked") + "\n"

@@ -871,7 +871,7 @@ class DockerSandbox:
 def _say_stopped(reason: str | None, err: CappedOutput) -> None:
     """A call its caller stopped says so at the end of its stderr (sandbox.stopping)."""
     if reason == "stopped":
-        err.feed(("\n" + stopping.STOPPED.format(why=stopping.why_stopped() or "asked") + "\n").encode())
+        err.feed(stopping.said().encode())
 
 
 def _stopped_before_start(spec: SandboxSpec) -> CallOutcome:
