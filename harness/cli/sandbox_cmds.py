@@ -568,8 +568,8 @@ def sandbox_prune(
     run: str | None = typer.Option(None, "--run", help="Only containers of this run id (label harness.run)."),
 ) -> None:
     """Remove leftover containers of crashed runs (whose controller process is gone) and the volumes
-    they left that no container uses, images of deleted sessions of the state directory, and folders
-    of session creates that never finished."""
+    they left that no container uses, images of deleted sessions of the state directory and of state
+    directories deleted from this machine, and folders of session creates that never finished."""
     from harness.assembly import engine
     from harness.assembly.sessions import collect_objects
     from harness.cli.session_cmds import say_collected
@@ -583,6 +583,6 @@ def sandbox_prune(
     if proxies:
         console.print(f"ended {len(proxies)} leftover egress prox{'y' if len(proxies) == 1 else 'ies'}")
     for item in gone:
-        console.print(f"removed session leftover {item}", markup=False)
+        console.print(f"removed session leftover {item}", markup=False, soft_wrap=True)
     console.print(f"removed {len(gone)} session leftover(s)")
     say_collected(collected)

@@ -6,7 +6,8 @@ live run; `everything=True` removes all containers labelled `harness.run`.
 
 Session images carry `harness.session` and `harness.state` (the state directory: session ids are
 unique only within one directory, so a prune or an `rm` in one directory never touches another's
-images). Setup images (`harness.kind=setup`) and a devcontainer's images are caches shared by
+images). A session image whose state directory no longer exists on this machine (a temporary one,
+deleted with its sessions) is a leftover of every prune, once its maker is provably gone. Setup images (`harness.kind=setup`) and a devcontainer's images are caches shared by
 sessions: `prune_cache` removes those no session names and no container uses (`harness images
 prune`). Folders of creates that never finished (no session.json) are leftovers too.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -228,7 +230,8 @@ class SessionLeftovers(BaseModel):
     """What a prune would remove."""
 
     images: list[str] = Field(default_factory=list)
-    """Image ids labelled with a session id that no longer exists."""
+    """Image ids labelled with a session id that no longer exists, or with a state directory that no
+    longer exists on this machine."""
     folders: list[Path] = Field(default_factory=list)
     """Session folders whose create never finished."""
 
@@ -288,11 +291,30 @@ def find_session_leftovers(client: docker.DockerClient | None, state_dir: Path) 
     if client is not None:
         live = {folder.root.name for folder in folders if folder.info.exists()}
         where = str(state_dir.resolve())
+        found: dict[str, bool] = {}
         for image in session_images(client):
-            gone = image.labels.get(labels.SESSION) not in live
-            if image.labels.get(labels.STATE) == where and gone and not _held_by_others(image, None):
+            marks = image.labels or {}
+            deleted = marks.get(labels.STATE) == where and marks.get(labels.SESSION) not in live
+            if (deleted or _stranded(marks, found)) and not _held_by_others(image, None):
                 leftovers.images.append(object_id(image))
     return leftovers
+
+
+def _stranded(marks: Mapping[str, str], found: dict[str, bool]) -> bool:
+    """A session image whose state directory is gone: made on this machine (its maker's identity names
+    this machine and pid namespace, so the label's path is one of this machine's), by a maker provably
+    gone, for a state directory that no longer exists here (a temporary one deleted with its sessions:
+    no session of it can resume, and no prune given a state directory would name it). Anything else
+    (another machine's image on a shared engine, an image without an identity) stays. found: what
+    each state directory's check answered, asked once per prune."""
+    from sandbox.process import machine
+
+    state, ident = marks.get(labels.STATE), marks.get(labels.OWNER)
+    if not state or not ident or not Path(state).is_absolute() or ident.split("@", 2)[-1] != machine():
+        return False
+    if state not in found:
+        found[state] = not os.path.lexists(state)
+    return found[state] and orphaned_labels(dict(marks))
 
 
 def remove_image(client: docker.DockerClient, image_id: str) -> bool:

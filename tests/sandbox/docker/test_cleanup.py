@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 
+import docker
 import pytest
 
 from sandbox.docker.ids import present_images
@@ -220,3 +222,56 @@ def test_a_prune_removes_a_dead_controllers_volumes_that_no_container_uses(
     finally:
         user.remove(force=True)
         used.remove(force=True)
+
+
+def test_images_of_a_state_directory_deleted_from_this_machine_go_with_any_prune(
+    docker_client, run_label, sandbox_image, tmp_path
+) -> None:
+    """A session's step images whose state directory was deleted (a temporary one, with its sessions)
+    are leftovers of `harness sandbox prune` whatever state directory it is given, once their maker is
+    provably gone; an image another machine made (its state directory is that machine's), one whose
+    maker lives, and one whose state directory is still here stay."""
+    import io
+
+    from sandbox import labels
+    from sandbox.process import boot, identity
+
+    maker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    dead = identity(maker.pid)
+    maker.kill()
+    maker.wait()
+    gone_state, given, kept_state = tmp_path / "deleted-state", tmp_path / "state", tmp_path / "another-state"
+    given.mkdir()
+    kept_state.mkdir()
+    ref = current_ref(docker_client, sandbox_image)
+    cases = {
+        "stranded": (gone_state, maker.pid, dead),
+        "elsewhere": (gone_state, maker.pid, f"{dead.split('@')[0]}@{boot()}@another-machine/4026531836"),
+        "maker-lives": (gone_state, os.getpid(), identity()),
+        "state-kept": (kept_state, maker.pid, dead),
+    }
+    made: dict[str, str] = {}
+    try:
+        for name, (state, pid, ident) in cases.items():
+            marks = {
+                labels.SESSION: f"s-{name}",
+                labels.STATE: str(state),
+                labels.PID: str(pid),
+                labels.OWNER: ident,
+                labels.KIND: "step",
+                "harness.run": run_label,
+            }
+            dockerfile = f"FROM {ref}\nRUN true\n".encode()
+            image, _ = docker_client.images.build(fileobj=io.BytesIO(dockerfile), labels=marks, rm=True, pull=False)
+            made[name] = image.id
+        cli = [sys.executable, "-c", "from harness.cli import main; main()", "sandbox", "prune", "--state-dir"]
+        done = subprocess.run([*cli, str(given)], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert f"removed session leftover {made['stranded']}\n" in done.stdout, done.stdout
+        left = {image.id for image in present_images(docker_client, filters={"label": f"harness.run={run_label}"})}
+        assert made["stranded"] not in left
+        assert {made["elsewhere"], made["maker-lives"], made["state-kept"]} <= left, "the others stay"
+    finally:
+        for image_id in made.values():
+            with contextlib.suppress(docker.errors.APIError):
+                docker_client.images.remove(image_id, force=True)
