@@ -362,7 +362,7 @@ class Trajectory:
         view._owner = False
         return view
 
-    def records(self) -> list[Any]:
+    def records(self) -> list[Record]:
         """The records this writer's agent appended so far (a resume reads where it stopped)."""
         return read_records(self.path.parent, agent=self.agent)
 
@@ -387,7 +387,7 @@ EVERY_AGENT = readback.EVERY_AGENT
 """`read_records(..., agent=EVERY_AGENT)`: the run's own records and every sub-agent's, in file order."""
 
 
-def read_records(session_dir: Path, agent: str | None = None) -> list[Any]:
+def read_records(session_dir: Path, agent: str | None = None) -> list[Record]:
     """The records of a session's own agent (agent=None), of one sub-agent (its name), or of the whole
     tree (EVERY_AGENT), tolerating a torn last line (cut anywhere, inside a UTF-8 sequence too);
     damage before it is a SessionError naming the file and line."""

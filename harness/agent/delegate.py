@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
@@ -31,7 +31,7 @@ from harness.agent.budget import Budget, Reserve
 from harness.agent.outcome import RunResult, RunState
 from harness.errors import ToolError
 from harness.tools.registry import Outcome, ToolContext, tool
-from harness.trajectory import DelegateRecord, Trajectory, TurnRecord
+from harness.trajectory import DelegateRecord, Record, Trajectory, TurnRecord
 
 if TYPE_CHECKING:
     from harness.agent.loop import Agent
@@ -71,10 +71,10 @@ class Child:
 class Branching:
     """How children's sessions are made and opened (the composition root's, over sandbox.session)."""
 
-    fork: Callable[[Any, str, str, int], Any]
+    fork: Callable[[Session, str, str, int], Session]
     """(parent session, child session id, child name, the parent's run step) -> a session whose steps
     are the parent's so far."""
-    open: Callable[[str], Any]
+    open: Callable[[str], Session]
     """child session id -> that session, at its last step."""
 
 
@@ -297,7 +297,7 @@ class Delegator:
         if left.steps < 1:
             raise ToolError("tool_error", "no steps are left to give a sub-agent. Finish the task yourself.")
 
-        def part(asked: Any, available: Any) -> Any:
+        def part(asked: float | None, available: float | None) -> float | None:
             if available is None:
                 return asked
             return min(asked if asked is not None else available * share, available)
@@ -326,7 +326,7 @@ class Delegator:
         )
 
 
-def _position(records: list[Any], step: int, call_id: str) -> int:
+def _position(records: list[Record], step: int, call_id: str) -> int:
     """Where a delegate call stands among the delegate calls of its turn (names and the cap on children
     at once follow the turn's order, whichever thread starts first)."""
     turn = next((r.turn for r in reversed(records) if isinstance(r, TurnRecord) and r.step == step), None)

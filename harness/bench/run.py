@@ -137,11 +137,19 @@ class TimedSandbox:
         self.calls.append((list(argv), spec, list(mounts), end - envelope.duration_ms / 1000, end))
         return envelope
 
-    def prewarm(self, **kwargs: Any) -> None:
-        self.inner.prewarm(**kwargs)
+    def prewarm(self, *, workspace: Path, spec: SandboxSpec, mounts: Sequence[Mount] = ()) -> None:
+        self.inner.prewarm(workspace=workspace, spec=spec, mounts=mounts)
 
-    def adopt(self, containers: Sequence[tuple[str, int]], **kwargs: Any) -> bool:
-        return self.inner.adopt(containers, **kwargs)
+    def adopt(
+        self,
+        containers: Sequence[tuple[str, int]],
+        *,
+        workspace: Path,
+        spec: SandboxSpec,
+        mounts: Sequence[Mount] = (),
+        keep_open: object = None,
+    ) -> bool:
+        return self.inner.adopt(containers, workspace=workspace, spec=spec, mounts=mounts, keep_open=keep_open)
 
     def quiesce(self) -> None:
         self.inner.quiesce()
@@ -294,7 +302,9 @@ def _one_start(
     return elapsed
 
 
-def _overheads(session_dir: Path, calls: list[tuple[Any, Any, Any, float, float]]) -> list[float]:
+def _overheads(
+    session_dir: Path, calls: list[tuple[list[str], SandboxSpec, Sequence[Mount], float, float]]
+) -> list[float]:
     begins: dict[int, float] = {}
     latency: dict[int, float] = {}
     result = []
