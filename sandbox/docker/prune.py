@@ -313,8 +313,20 @@ def _stranded(marks: Mapping[str, str], found: dict[str, bool]) -> bool:
     if not state or not ident or not Path(state).is_absolute() or ident.split("@", 2)[-1] != machine():
         return False
     if state not in found:
-        found[state] = not os.path.lexists(state)
+        found[state] = _absent(state)
     return found[state] and orphaned_labels(dict(marks))
+
+
+def _absent(path: str) -> bool:
+    """The path provably does not exist (a folder on the way that this user may not search hides it:
+    not provably absent)."""
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def remove_image(client: docker.DockerClient, image_id: str) -> bool:

@@ -16,3 +16,41 @@ def test_a_live_processs_containers_are_not_leftovers_and_a_dead_ones_are():
     assert orphaned_labels(labels.of_run("run-1", "setup")), "naming no process: a leftover"
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     assert orphaned_labels({**labels.of_run("run-1", "setup"), labels.PID: gone.stdout.strip()})
+
+
+def test_a_state_directory_is_taken_for_deleted_only_when_it_provably_is():
+    """An image's state directory counts as deleted only when it provably is: not when a folder on
+    its way is one this user may not search (another user's sessions stay theirs)."""
+    import os
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from sandbox.docker.prune import _absent
+
+    base = Path(tempfile.mkdtemp(prefix="harness-absent-"))  # under /tmp: searchable by every user
+    try:
+        base.chmod(0o755)
+        (base / "locked" / "state").mkdir(parents=True)
+        (base / "locked").chmod(0o700)
+        paths = [str(base / "deleted"), str(base / "locked" / "state"), str(base / "locked" / "gone")]
+        assert [_absent(path) for path in paths] == [True, False, True]
+        if os.geteuid() != 0:
+            return  # only root can ask as another user; the first half stands
+        read, write = os.pipe()
+        child = os.fork()
+        if child == 0:  # this process's code already loaded: as nobody, only the paths are asked
+            try:
+                os.setgroups([])
+                os.setresgid(65534, 65534, 65534)
+                os.setresuid(65534, 65534, 65534)
+                os.write(write, " ".join(str(_absent(path)) for path in paths).encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        with os.fdopen(read) as answer:
+            seen = answer.read()
+        os.waitpid(child, 0)
+        assert seen.split() == ["True", "False", "False"], "behind a folder it may not search: not deleted"
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
