@@ -322,13 +322,15 @@ def prune_crashed(docker_host: str | None, sessions: Path, session_id: str) -> i
         return prune_session(client, session_id, sessions)
 
 
-def prune_leftovers(docker_host: str | None, sessions: Path) -> list[str]:
-    """Remove images of deleted sessions of the state directory and folders of creates that never
-    finished; what went."""
+def prune_leftovers(docker_host: str | None, sessions: Path) -> tuple[list[str], dict[str, int]]:
+    """Remove images of deleted sessions of the state directory (and of temporary state directories
+    gone from this machine) and folders of creates that never finished; what went, and the other
+    state directories gone from this machine whose images stay (how many each holds)."""
     from sandbox.docker.prune import find_session_leftovers, remove_leftovers
 
     with engine(docker_host) as client:
-        return remove_leftovers(client, find_session_leftovers(client, sessions))
+        found = find_session_leftovers(client, sessions)
+        return remove_leftovers(client, found), found.gone_states
 
 
 def prune_image_cache(

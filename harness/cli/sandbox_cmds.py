@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,7 @@ from harness.cli.app import (
     reported,
     state_dir,
 )
+from harness.visible import visible
 
 if TYPE_CHECKING:
     from harness.assembly.engine import ImageStatus
@@ -568,15 +570,16 @@ def sandbox_prune(
     run: str | None = typer.Option(None, "--run", help="Only containers of this run id (label harness.run)."),
 ) -> None:
     """Remove leftover containers of crashed runs (whose controller process is gone) and the volumes
-    they left that no container uses, images of deleted sessions of the state directory and of state
-    directories deleted from this machine, and folders of session creates that never finished."""
+    they left that no container uses, images of deleted sessions of the state directory and of
+    temporary state directories deleted from this machine, and folders of session creates that never
+    finished. Images of another state directory not there now are named, and stay."""
     from harness.assembly import engine
     from harness.assembly.sessions import collect_objects
     from harness.cli.session_cmds import say_collected
 
     with reported():
         removed = engine.prune_containers(docker_host(), everything=everything, run_id=run)
-        gone = engine.prune_leftovers(docker_host(), state_dir(state))
+        gone, gone_states = engine.prune_leftovers(docker_host(), state_dir(state))
         proxies = engine.prune_proxies()
         collected = collect_objects(state_dir(state))
     console.print(f"removed {removed} container(s)")
@@ -585,4 +588,11 @@ def sandbox_prune(
     for item in gone:
         console.print(f"removed session leftover {item}", markup=False, soft_wrap=True)
     console.print(f"removed {len(gone)} session leftover(s)")
+    for folder, count in gone_states.items():
+        console.print(
+            f"kept {count} step image(s) of {visible(folder)}, a state directory not there now (deleted, or "
+            f"on a drive not mounted): `harness sandbox prune --state-dir {shlex.quote(folder)}` removes them",
+            markup=False,
+            soft_wrap=True,
+        )
     say_collected(collected)

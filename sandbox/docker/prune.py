@@ -6,10 +6,11 @@ live run; `everything=True` removes all containers labelled `harness.run`.
 
 Session images carry `harness.session` and `harness.state` (the state directory: session ids are
 unique only within one directory, so a prune or an `rm` in one directory never touches another's
-images). A session image whose state directory no longer exists on this machine (a temporary one,
-deleted with its sessions) is a leftover of every prune, once its maker is provably gone. Setup images (`harness.kind=setup`) and a devcontainer's images are caches shared by
-sessions: `prune_cache` removes those no session names and no container uses (`harness images
-prune`). Folders of creates that never finished (no session.json) are leftovers too.
+images). A session image whose state directory was a temporary folder of this machine that is gone
+now is a leftover of every prune, once its maker is provably gone; one whose state directory is gone
+from anywhere else is only named (a folder on a drive not mounted now looks gone too). Setup images
+(`harness.kind=setup`) and a devcontainer's images are caches shared by sessions: `prune_cache`
+removes those no session names and no container uses (`harness images prune`). Folders of creates that never finished (no session.json) are leftovers too.
 """
 
 from __future__ import annotations
@@ -230,10 +231,14 @@ class SessionLeftovers(BaseModel):
     """What a prune would remove."""
 
     images: list[str] = Field(default_factory=list)
-    """Image ids labelled with a session id that no longer exists, or with a state directory that no
-    longer exists on this machine."""
+    """Image ids labelled with a session id that no longer exists, or with a temporary state directory
+    of this machine that no longer exists."""
     folders: list[Path] = Field(default_factory=list)
     """Session folders whose create never finished."""
+    gone_states: dict[str, int] = Field(default_factory=dict)
+    """State directories of this machine, not temporary ones, that images name and that are not there
+    now (deleted, or on a drive not mounted): how many images each holds. Named, never removed: a
+    prune given that state directory removes them."""
 
 
 def session_images(
@@ -294,27 +299,42 @@ def find_session_leftovers(client: docker.DockerClient | None, state_dir: Path) 
         found: dict[str, bool] = {}
         for image in session_images(client):
             marks = image.labels or {}
-            deleted = marks.get(labels.STATE) == where and marks.get(labels.SESSION) not in live
-            if (deleted or _stranded(marks, found)) and not _held_by_others(image, None):
+            if _held_by_others(image, None):
+                continue
+            if marks.get(labels.STATE) == where and marks.get(labels.SESSION) not in live:
                 leftovers.images.append(object_id(image))
+            elif (state := _stranded(marks, found)) is not None:
+                if _temporary(state):
+                    leftovers.images.append(object_id(image))
+                else:
+                    leftovers.gone_states[state] = leftovers.gone_states.get(state, 0) + 1
     return leftovers
 
 
-def _stranded(marks: Mapping[str, str], found: dict[str, bool]) -> bool:
-    """A session image whose state directory is gone: made on this machine (its maker's identity names
-    this machine and pid namespace, so the label's path is one of this machine's), by a maker provably
-    gone, for a state directory that no longer exists here (a temporary one deleted with its sessions:
-    no session of it can resume, and no prune given a state directory would name it). Anything else
-    (another machine's image on a shared engine, an image without an identity) stays. found: what
-    each state directory's check answered, asked once per prune."""
+def _stranded(marks: Mapping[str, str], found: dict[str, bool]) -> str | None:
+    """The state directory of a session image whose state directory is gone (None: it is not): made on
+    this machine (its maker's identity names this machine and pid namespace, so the label's path is
+    one of this machine's), by a maker provably gone, for a state directory not there now (no session
+    of it can resume, and no prune given another state directory names it). Another machine's image
+    on a shared engine, or one without an identity, never is. found: each state directory's answer,
+    asked once per prune."""
     from sandbox.process import machine
 
     state, ident = marks.get(labels.STATE), marks.get(labels.OWNER)
     if not state or not ident or not Path(state).is_absolute() or ident.split("@", 2)[-1] != machine():
-        return False
+        return None
     if state not in found:
         found[state] = _absent(state)
-    return found[state] and orphaned_labels(dict(marks))
+    return state if found[state] and orphaned_labels(dict(marks)) else None
+
+
+def _temporary(state: str) -> bool:
+    """The state directory was in one of this machine's temporary folders (a test's, a trial's, a
+    scratch batch's): gone from there, it was deleted, not unmounted."""
+    import tempfile
+
+    roots = {Path(tempfile.gettempdir()), Path("/tmp"), Path("/var/tmp")}
+    return any(Path(state).is_relative_to(root.resolve()) or Path(state).is_relative_to(root) for root in roots)
 
 
 def _absent(path: str) -> bool:

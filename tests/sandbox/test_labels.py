@@ -54,3 +54,16 @@ def test_a_state_directory_is_taken_for_deleted_only_when_it_provably_is():
         assert seen.split() == ["True", "False", "False"], "behind a folder it may not search: not deleted"
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_only_a_temporary_state_directory_gone_is_taken_for_deleted():
+    """Gone from a temporary folder, a state directory was deleted; gone from anywhere else it may be on
+    a drive not mounted now, so its images are only named."""
+    import tempfile
+
+    from sandbox.docker.prune import _temporary
+
+    assert _temporary("/tmp/pytest-of-root/pytest-1/test0/state") and _temporary("/var/tmp/night/state")
+    assert _temporary(f"{tempfile.gettempdir()}/harness-trial/state")
+    assert not _temporary("/home/someone/.local/share/harness/sessions") and not _temporary("/mnt/data/state")
+    assert not _temporary("/tmpfiles/state"), "a sibling whose name starts the same is not inside"

@@ -227,11 +227,14 @@ def test_a_prune_removes_a_dead_controllers_volumes_that_no_container_uses(
 def test_images_of_a_state_directory_deleted_from_this_machine_go_with_any_prune(
     docker_client, run_label, sandbox_image, tmp_path
 ) -> None:
-    """A session's step images whose state directory was deleted (a temporary one, with its sessions)
-    are leftovers of `harness sandbox prune` whatever state directory it is given, once their maker is
-    provably gone; an image another machine made (its state directory is that machine's), one whose
-    maker lives, and one whose state directory is still here stay."""
+    """A session's step images whose state directory was a temporary folder, deleted since, are
+    leftovers of `harness sandbox prune` whatever state directory it is given, once their maker is
+    provably gone; those of a state directory gone from elsewhere (deleted, or on a drive not mounted
+    now) are named with the prune that removes them, and stay until it runs. An image another machine
+    made (its state directory is that machine's), one whose maker lives, and one whose state
+    directory is still here stay."""
     import io
+    import uuid
 
     from sandbox import labels
     from sandbox.process import boot, identity
@@ -241,16 +244,23 @@ def test_images_of_a_state_directory_deleted_from_this_machine_go_with_any_prune
     maker.kill()
     maker.wait()
     gone_state, given, kept_state = tmp_path / "deleted-state", tmp_path / "state", tmp_path / "another-state"
+    unmounted = f"/harness-test-{uuid.uuid4().hex[:8]}/state"  # not a temporary folder, and not there
     given.mkdir()
     kept_state.mkdir()
     ref = current_ref(docker_client, sandbox_image)
     cases = {
         "stranded": (gone_state, maker.pid, dead),
+        "unmounted": (unmounted, maker.pid, dead),
         "elsewhere": (gone_state, maker.pid, f"{dead.split('@')[0]}@{boot()}@another-machine/4026531836"),
         "maker-lives": (gone_state, os.getpid(), identity()),
         "state-kept": (kept_state, maker.pid, dead),
     }
     made: dict[str, str] = {}
+    cli = [sys.executable, "-c", "from harness.cli import main; main()", "sandbox", "prune", "--state-dir"]
+
+    def left() -> set[str]:
+        return {image.id for image in present_images(docker_client, filters={"label": f"harness.run={run_label}"})}
+
     try:
         for name, (state, pid, ident) in cases.items():
             marks = {
@@ -264,13 +274,18 @@ def test_images_of_a_state_directory_deleted_from_this_machine_go_with_any_prune
             dockerfile = f"FROM {ref}\nRUN true\n".encode()
             image, _ = docker_client.images.build(fileobj=io.BytesIO(dockerfile), labels=marks, rm=True, pull=False)
             made[name] = image.id
-        cli = [sys.executable, "-c", "from harness.cli import main; main()", "sandbox", "prune", "--state-dir"]
         done = subprocess.run([*cli, str(given)], capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
         assert f"removed session leftover {made['stranded']}\n" in done.stdout, done.stdout
-        left = {image.id for image in present_images(docker_client, filters={"label": f"harness.run={run_label}"})}
-        assert made["stranded"] not in left
-        assert {made["elsewhere"], made["maker-lives"], made["state-kept"]} <= left, "the others stay"
+        assert (
+            f"kept 1 step image(s) of {unmounted}, a state directory not there now (deleted, or on a drive not "
+            f"mounted): `harness sandbox prune --state-dir {unmounted}` removes them\n"
+        ) in done.stdout, done.stdout
+        assert made["stranded"] not in left()
+        assert {made[name] for name in ("unmounted", "elsewhere", "maker-lives", "state-kept")} <= left()
+        named = subprocess.run([*cli, unmounted], capture_output=True, text=True, timeout=120)
+        assert named.returncode == 0 and f"removed session leftover {made['unmounted']}\n" in named.stdout
+        assert made["unmounted"] not in left() and {made["elsewhere"], made["state-kept"]} <= left()
     finally:
         for image_id in made.values():
             with contextlib.suppress(docker.errors.APIError):
