@@ -10,7 +10,8 @@ images). A session image whose state directory was a temporary folder of this ma
 now is a leftover of every prune, once its maker is provably gone; one whose state directory is gone
 from anywhere else is only named (a folder on a drive not mounted now looks gone too). Setup images
 (`harness.kind=setup`) and a devcontainer's images are caches shared by sessions: `prune_cache`
-removes those no session names and no container uses (`harness images prune`). Folders of creates that never finished (no session.json) are leftovers too.
+removes those no session names and no container uses (`harness images prune`). Folders of creates
+that never finished (no session.json) are leftovers too.
 """
 
 from __future__ import annotations
